@@ -1,0 +1,172 @@
+// Delta encoder and decoder. Parts of tensor NAME in the file: NAME (dense values),
+// NAME#scale (int8 block scales), and for sparse tensors NAME#index, NAME#value, NAME#shape.
+#include "delta_codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+
+#include "half.h"
+#include "int8_blockwise.h"
+#include "safetensors.h"
+
+namespace tessera::common {
+namespace {
+
+constexpr std::string_view kFormatName = "tessera.delta";
+constexpr std::string_view kFormatVersion = "1";
+
+// Byte storage for the parts of one encoded tensor; views into it go to the writer.
+struct EncodedParts {
+    std::vector<std::string> names;
+    std::vector<DType> dtypes;
+    std::vector<std::vector<std::int64_t>> shapes;
+    std::vector<Bytes> data;
+
+    template <class T>
+    void add(std::string name, DType dtype, std::vector<std::int64_t> shape, const std::vector<T>& values) {
+        Bytes bytes(values.size() * sizeof(T));
+        if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
+        names.push_back(std::move(name));
+        dtypes.push_back(dtype);
+        shapes.push_back(std::move(shape));
+        data.push_back(std::move(bytes));
+    }
+};
+
+// Encodes `values` in the chosen dtype as part NAME (or NAME#value) and returns what
+// decoding will give back.
+std::vector<float> encode_values(const std::string& part, const std::string& base,
+                                 std::vector<std::int64_t> shape, const std::vector<float>& values,
+                                 DeltaDType dtype, EncodedParts& parts) {
+    std::vector<float> decoded(values.size());
+    switch (dtype) {
+        case DeltaDType::F32:
+            parts.add(part, DType::F32, std::move(shape), values);
+            decoded = values;
+            break;
+        case DeltaDType::BF16: {
+            std::vector<std::uint16_t> halves(values.size());
+            for (std::size_t i = 0; i < values.size(); ++i) {
+                halves[i] = f32_to_bf16(values[i]);
+                decoded[i] = bf16_to_f32(halves[i]);
+            }
+            parts.add(part, DType::BF16, std::move(shape), halves);
+            break;
+        }
+        case DeltaDType::Int8: {
+            std::vector<std::int8_t> q(values.size());
+            std::vector<float> scales(int8_block_count(values.size()));
+            quantize_int8_blockwise(values, q, scales);
+            dequantize_int8_blockwise(q, scales, decoded);
+            parts.add(part, DType::I8, std::move(shape), q);
+            auto block_count = static_cast<std::int64_t>(scales.size());
+            parts.add(base + "#scale", DType::F32, {block_count}, scales);
+            break;
+        }
+    }
+    return decoded;
+}
+
+// The flat indices of the k largest magnitudes, ascending.
+std::vector<std::int32_t> top_k_indices(const std::vector<float>& values, std::size_t k) {
+    std::vector<std::int32_t> order(values.size());
+    std::iota(order.begin(), order.end(), 0);
+    auto larger = [&](std::int32_t a, std::int32_t b) {
+        float ma = std::fabs(values[a]), mb = std::fabs(values[b]);
+        return ma != mb ? ma > mb : a < b;
+    };
+    std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), larger);
+    order.resize(k);
+    std::sort(order.begin(), order.end());
+    return order;
+}
+
+Status check_encodable(const NamedTensors& delta, const DeltaEncoding& encoding) {
+    if (!(encoding.topk_fraction > 0.0 && encoding.topk_fraction <= 1.0))
+        return make_error("delta encoder: top-k fraction must be in (0, 1]");
+    std::vector<std::string_view> names;
+    for (const auto& t : delta) {
+        if (t.name.empty() || t.name.find(kDeltaPartSeparator) != std::string::npos)
+            return make_error("delta encoder: tensor name \"" + t.name + "\" is empty or contains '#'");
+        std::int64_t numel = 1;
+        for (auto dim : t.shape) numel *= dim;
+        if (numel != static_cast<std::int64_t>(t.values.size()))
+            return make_error("delta encoder: tensor \"" + t.name + "\" shape does not match its values");
+        if (t.values.size() > static_cast<std::size_t>(INT32_MAX))
+            return make_error("delta encoder: tensor \"" + t.name + "\" is too large");
+        for (float v : t.values)
+            if (!std::isfinite(v))
+                return make_error("delta encoder: tensor \"" + t.name + "\" holds a non-finite value");
+        names.push_back(t.name);
+    }
+    std::sort(names.begin(), names.end());
+    if (std::adjacent_find(names.begin(), names.end()) != names.end())
+        return make_error("delta encoder: duplicate tensor name");
+    return {};
+}
+
+std::string format_fraction(double fraction) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.9g", fraction);
+    return text;
+}
+
+}  // namespace
+
+std::string_view delta_dtype_name(DeltaDType dtype) {
+    switch (dtype) {
+        case DeltaDType::F32: return "f32";
+        case DeltaDType::BF16: return "bf16";
+        case DeltaDType::Int8: return "int8";
+    }
+    return "?";
+}
+
+std::optional<DeltaDType> delta_dtype_from_name(std::string_view name) {
+    for (auto dtype : {DeltaDType::F32, DeltaDType::BF16, DeltaDType::Int8})
+        if (delta_dtype_name(dtype) == name) return dtype;
+    return std::nullopt;
+}
+
+Result<EncodedDelta> encode_delta(const NamedTensors& delta, const DeltaEncoding& encoding) {
+    if (auto status = check_encodable(delta, encoding); !status) return status.error();
+    EncodedParts parts;
+    EncodedDelta out;
+    bool dense = encoding.topk_fraction >= 1.0;
+    for (const auto& t : delta) {
+        NamedTensor residual{t.name, t.shape, t.values};
+        if (dense) {
+            auto decoded = encode_values(t.name, t.name, t.shape, t.values, encoding.dtype, parts);
+            for (std::size_t i = 0; i < decoded.size(); ++i) residual.values[i] -= decoded[i];
+        } else {
+            std::size_t n = t.values.size();
+            auto k = std::min(n, static_cast<std::size_t>(std::ceil(encoding.topk_fraction * static_cast<double>(n))));
+            auto indices = top_k_indices(t.values, k);
+            std::vector<float> kept(k);
+            for (std::size_t i = 0; i < k; ++i) kept[i] = t.values[indices[i]];
+            auto decoded = encode_values(t.name + "#value", t.name, {static_cast<std::int64_t>(k)},
+                                         kept, encoding.dtype, parts);
+            for (std::size_t i = 0; i < k; ++i) residual.values[indices[i]] -= decoded[i];
+            parts.add(t.name + "#index", DType::I32, {static_cast<std::int64_t>(k)}, indices);
+            parts.add(t.name + "#shape", DType::I64, {static_cast<std::int64_t>(t.shape.size())}, t.shape);
+        }
+        out.residual.push_back(std::move(residual));
+    }
+    std::vector<TensorView> views;
+    for (std::size_t i = 0; i < parts.names.size(); ++i)
+        views.push_back({parts.names[i], parts.dtypes[i], parts.shapes[i], parts.data[i]});
+    TensorMetadata metadata{{"format", std::string(kFormatName)},
+                            {"version", std::string(kFormatVersion)},
+                            {"dtype", std::string(delta_dtype_name(encoding.dtype))},
+                            {"block_size", std::to_string(kInt8BlockSize)},
+                            {"topk_fraction", format_fraction(encoding.topk_fraction)}};
+    auto bytes = write_safetensors(views, metadata);
+    if (!bytes) return bytes.error();
+    out.bytes = std::move(bytes).value();
+    return out;
+}
+
+}  // namespace tessera::common

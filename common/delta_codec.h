@@ -1,0 +1,59 @@
+// Weight-delta codecs: a set of named f32 tensors encoded as f32, bf16 or blockwise int8,
+// optionally top-k sparsified, into a safetensors file Python can read (docs/tensor_format.md,
+// "Delta files"). Encoding returns the residual (input − what decoding gives back) so the
+// caller can feed it into the next delta: error feedback.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bytes.h"
+#include "result.h"
+
+namespace tessera::common {
+
+// One named dense f32 tensor, owned.
+struct NamedTensor {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::vector<float> values;
+};
+using NamedTensors = std::vector<NamedTensor>;
+
+enum class DeltaDType { F32, BF16, Int8 };
+std::string_view delta_dtype_name(DeltaDType dtype);  // "f32", "bf16", "int8"
+std::optional<DeltaDType> delta_dtype_from_name(std::string_view name);
+
+struct DeltaEncoding {
+    DeltaDType dtype = DeltaDType::Int8;
+    // Fraction of each tensor's entries kept, by magnitude; 1 keeps all (dense).
+    double topk_fraction = 1.0;
+};
+
+// Tensor names may not contain this: it separates a tensor's name from its parts' suffixes.
+constexpr char kDeltaPartSeparator = '#';
+
+struct EncodedDelta {
+    Bytes bytes;
+    NamedTensors residual;  // same names and shapes as the input
+};
+
+// Fails on non-finite values, names with '#', duplicate names or a fraction outside (0, 1].
+Result<EncodedDelta> encode_delta(const NamedTensors& delta, const DeltaEncoding& encoding);
+
+struct DeltaDecodeLimits {
+    std::uint64_t max_elements = std::uint64_t{1} << 28;  // over all tensors
+};
+
+struct DecodedDelta {
+    DeltaEncoding encoding;
+    NamedTensors tensors;  // sorted by name
+};
+
+// Decodes untrusted bytes; every inconsistency is a named error.
+Result<DecodedDelta> decode_delta(ByteView bytes, const DeltaDecodeLimits& limits = {});
+
+}  // namespace tessera::common

@@ -1,0 +1,45 @@
+// Whole-file reads with a size cap, and crash-safe writes (temp file, fsync, rename).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <sys/types.h>
+
+#include "bytes.h"
+#include "result.h"
+
+namespace tessera::common {
+
+// Reads a whole file; a file larger than `max_bytes` is an error, not an allocation.
+Result<Bytes> read_file(const std::filesystem::path& path, std::uint64_t max_bytes);
+
+// Writes a file so that `path` holds either its old content or all of the new one, even
+// across a crash: bytes go to a temp file beside it; commit() fsyncs it, renames it over
+// `path` and fsyncs the directory. Dropped without commit(), the temp file is removed.
+// Not thread-safe.
+class AtomicFileWriter {
+public:
+    // `mode` is the new file's permission bits (0600 for secrets).
+    static Result<AtomicFileWriter> create(const std::filesystem::path& path, mode_t mode = 0644);
+
+    AtomicFileWriter(AtomicFileWriter&& other) noexcept;
+    AtomicFileWriter& operator=(AtomicFileWriter&&) = delete;
+    ~AtomicFileWriter();
+
+    Status append(ByteView bytes);
+    Status commit();
+
+private:
+    AtomicFileWriter(std::filesystem::path path, std::filesystem::path temp, int fd)
+        : path_(std::move(path)), temp_(std::move(temp)), fd_(fd) {}
+    void discard();
+
+    std::filesystem::path path_;
+    std::filesystem::path temp_;
+    int fd_ = -1;
+};
+
+// One-call form of AtomicFileWriter.
+Status write_file_atomic(const std::filesystem::path& path, ByteView bytes, mode_t mode = 0644);
+
+}  // namespace tessera::common

@@ -1,0 +1,319 @@
+// JSON forms of the protocol messages. Field names and limits here must match schemas/*.json;
+// tests/schemas checks both against the same valid and invalid examples.
+#include "protocol.h"
+
+#include "json_strict.h"
+#include "sha256.h"
+#include "text_encoding.h"
+
+namespace tessera::common {
+namespace {
+
+constexpr std::size_t kMaxIdentifier = 64;
+
+bool is_identifier(std::string_view text) {
+    if (text.empty() || text.size() > kMaxIdentifier) return false;
+    for (char c : text)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+    return true;
+}
+
+bool is_printable_ascii(std::string_view text) {
+    for (char c : text)
+        if (c < 0x20 || c > 0x7e) return false;
+    return true;
+}
+
+// An id field: 1–64 characters of [A-Za-z0-9_-].
+std::string read_identifier(JsonObjectReader& reader, std::string_view key) {
+    auto text = reader.string(key, 1, kMaxIdentifier);
+    if (!reader.failed() && !is_identifier(text))
+        reader.fail("field \"" + std::string(key) + "\": expected 1 to 64 characters of A-Z a-z 0-9 _ -");
+    return text;
+}
+
+std::string read_printable(JsonObjectReader& reader, std::string_view key, std::size_t min,
+                           std::size_t max) {
+    auto text = reader.string(key, min, max);
+    if (!reader.failed() && !is_printable_ascii(text))
+        reader.fail("field \"" + std::string(key) + "\": expected printable ASCII");
+    return text;
+}
+
+std::string read_public_key(JsonObjectReader& reader, std::string_view key) {
+    auto text = reader.string(key, 44, 44);
+    if (reader.failed()) return text;
+    auto raw = from_base64(text);
+    if (!raw || raw->size() != kEd25519PublicKeyBytes)
+        reader.fail("field \"" + std::string(key) + "\": expected a 32-byte key in base64");
+    return text;
+}
+
+boost::json::value blob_to_json(const BlobRef& blob) {
+    return {{"sha256", blob.sha256}, {"bytes", blob.bytes}};
+}
+
+BlobRef read_blob(const boost::json::value& json, const std::string& path, JsonObjectReader& parent) {
+    JsonObjectReader reader(json, path);
+    BlobRef blob;
+    blob.sha256 = reader.lower_hex("sha256", kSha256HexLength);
+    blob.bytes = reader.integer("bytes", 0, kMaxSafeInteger);
+    parent.absorb(reader.finish());
+    return blob;
+}
+
+BlobRef read_blob_field(JsonObjectReader& parent, std::string_view key) {
+    const auto* json = parent.field(key);
+    return json ? read_blob(*json, parent.path_of(key), parent) : BlobRef{};
+}
+
+boost::json::value encoding_to_json(const DeltaEncoding& encoding) {
+    return {{"dtype", delta_dtype_name(encoding.dtype)}, {"topk_fraction", encoding.topk_fraction}};
+}
+
+DeltaEncoding read_encoding(JsonObjectReader& parent, std::string_view key) {
+    DeltaEncoding encoding;
+    const auto* json = parent.field(key);
+    if (json == nullptr) return encoding;
+    JsonObjectReader reader(*json, parent.path_of(key));
+    auto dtype = reader.one_of("dtype", {"f32", "bf16", "int8"});
+    encoding.topk_fraction = reader.number("topk_fraction", 0.0, 1.0);
+    if (!reader.failed() && encoding.topk_fraction <= 0.0)
+        reader.fail("field \"topk_fraction\": must be above 0");
+    if (!reader.failed()) encoding.dtype = *delta_dtype_from_name(dtype);
+    parent.absorb(reader.finish());
+    return encoding;
+}
+
+Hyperparameters read_hyper(JsonObjectReader& parent, std::string_view key) {
+    Hyperparameters hyper;
+    const auto* json = parent.field(key);
+    if (json == nullptr) return hyper;
+    JsonObjectReader reader(*json, parent.path_of(key));
+    hyper.local_steps = reader.integer("local_steps", 1, 1000000);
+    hyper.batch_size = reader.integer("batch_size", 1, 65536);
+    hyper.lr = reader.number("lr", 0.0, 10.0);
+    hyper.warmup_steps = reader.integer("warmup_steps", 0, 1000000);
+    hyper.weight_decay = reader.number("weight_decay", 0.0, 10.0);
+    hyper.grad_clip = reader.number("grad_clip", 0.0, 1e6);
+    hyper.seed = reader.integer("seed", 0, kMaxSafeInteger);
+    parent.absorb(reader.finish());
+    return hyper;
+}
+
+TrainMetrics read_metrics(JsonObjectReader& parent, std::string_view key) {
+    TrainMetrics metrics;
+    const auto* json = parent.field(key);
+    if (json == nullptr) return metrics;
+    JsonObjectReader reader(*json, parent.path_of(key));
+    metrics.loss_start = reader.number("loss_start", -1e30, 1e30);
+    metrics.loss_end = reader.number("loss_end", -1e30, 1e30);
+    metrics.samples = reader.integer("samples", 0, kMaxSafeInteger);
+    metrics.seconds = reader.number("seconds", 0.0, 1e9);
+    metrics.samples_per_s = reader.number("samples_per_s", 0.0, 1e12);
+    parent.absorb(reader.finish());
+    return metrics;
+}
+
+template <class T>
+Result<T> finish(JsonObjectReader& reader, T message) {
+    if (auto status = reader.finish(); !status) return status.error();
+    return message;
+}
+
+}  // namespace
+
+boost::json::value to_json(const WorkUnit& m) {
+    boost::json::array shards;
+    for (const auto& shard : m.shards) shards.push_back(blob_to_json(shard));
+    const auto& h = m.hyper;
+    return {{"wu_id", m.wu_id},
+            {"task_id", m.task_id},
+            {"client_id", m.client_id},
+            {"model", m.model},
+            {"base_version", m.base_version},
+            {"model_blob", blob_to_json(m.model_blob)},
+            {"shards", std::move(shards)},
+            {"hyper",
+             {{"local_steps", h.local_steps},
+              {"batch_size", h.batch_size},
+              {"lr", h.lr},
+              {"warmup_steps", h.warmup_steps},
+              {"weight_decay", h.weight_decay},
+              {"grad_clip", h.grad_clip},
+              {"seed", h.seed}}},
+            {"encoding", encoding_to_json(m.encoding)},
+            {"issued_at", m.issued_at},
+            {"deadline", m.deadline}};
+}
+
+Result<WorkUnit> work_unit_from_json(const boost::json::value& json) {
+    JsonObjectReader reader(json, "work_unit");
+    WorkUnit m;
+    m.wu_id = read_identifier(reader, "wu_id");
+    m.task_id = read_identifier(reader, "task_id");
+    m.client_id = read_identifier(reader, "client_id");
+    m.model = read_identifier(reader, "model");
+    m.base_version = reader.integer("base_version", 0, kMaxSafeInteger);
+    m.model_blob = read_blob_field(reader, "model_blob");
+    if (const auto* shards = reader.field("shards")) {
+        const auto* array = shards->if_array();
+        if (array == nullptr || array->empty() || array->size() > kMaxShardsPerWorkUnit)
+            reader.fail("field \"shards\": expected an array of 1 to " +
+                        std::to_string(kMaxShardsPerWorkUnit) + " blobs");
+        else
+            for (std::size_t i = 0; i < array->size(); ++i)
+                m.shards.push_back(read_blob((*array)[i], "work_unit.shards[" + std::to_string(i) + "]", reader));
+    }
+    m.hyper = read_hyper(reader, "hyper");
+    m.encoding = read_encoding(reader, "encoding");
+    m.issued_at = reader.integer("issued_at", 0, kMaxSafeInteger);
+    m.deadline = reader.integer("deadline", 0, kMaxSafeInteger);
+    if (!reader.failed() && m.deadline <= m.issued_at) reader.fail("deadline must be after issued_at");
+    return finish(reader, std::move(m));
+}
+
+boost::json::value to_json(const ResultManifest& m) {
+    const auto& x = m.metrics;
+    return {{"wu_id", m.wu_id},
+            {"client_id", m.client_id},
+            {"base_version", m.base_version},
+            {"delta_blob", blob_to_json(m.delta_blob)},
+            {"encoding", encoding_to_json(m.encoding)},
+            {"metrics",
+             {{"loss_start", x.loss_start},
+              {"loss_end", x.loss_end},
+              {"samples", x.samples},
+              {"seconds", x.seconds},
+              {"samples_per_s", x.samples_per_s}}},
+            {"device", m.device}};
+}
+
+Result<ResultManifest> result_manifest_from_json(const boost::json::value& json) {
+    JsonObjectReader reader(json, "result_manifest");
+    ResultManifest m;
+    m.wu_id = read_identifier(reader, "wu_id");
+    m.client_id = read_identifier(reader, "client_id");
+    m.base_version = reader.integer("base_version", 0, kMaxSafeInteger);
+    m.delta_blob = read_blob_field(reader, "delta_blob");
+    m.encoding = read_encoding(reader, "encoding");
+    m.metrics = read_metrics(reader, "metrics");
+    m.device = read_printable(reader, "device", 1, 128);
+    return finish(reader, std::move(m));
+}
+
+boost::json::value to_json(const RegisterRequest& m) {
+    return {{"public_key", m.public_key}, {"name", m.name}, {"client_version", m.client_version}};
+}
+
+Result<RegisterRequest> register_request_from_json(const boost::json::value& json) {
+    JsonObjectReader reader(json, "register_request");
+    RegisterRequest m;
+    m.public_key = read_public_key(reader, "public_key");
+    m.name = read_printable(reader, "name", 1, 64);
+    m.client_version = read_printable(reader, "client_version", 1, 32);
+    return finish(reader, std::move(m));
+}
+
+boost::json::value to_json(const RegisterResponse& m) {
+    return {{"client_id", m.client_id},
+            {"server_public_key", m.server_public_key},
+            {"server_key_id", m.server_key_id}};
+}
+
+Result<RegisterResponse> register_response_from_json(const boost::json::value& json) {
+    JsonObjectReader reader(json, "register_response");
+    RegisterResponse m;
+    m.client_id = read_identifier(reader, "client_id");
+    m.server_public_key = read_public_key(reader, "server_public_key");
+    m.server_key_id = reader.lower_hex("server_key_id", kKeyIdHexLength);
+    return finish(reader, std::move(m));
+}
+
+boost::json::value to_json(const WorkRequest& m) {
+    boost::json::array cached;
+    for (const auto& hash : m.cached_shards) cached.push_back(boost::json::string(hash));
+    return {{"client_id", m.client_id},
+            {"device",
+             {{"kind", m.device.kind},
+              {"name", m.device.name},
+              {"memory_bytes", m.device.memory_bytes},
+              {"threads", m.device.threads}}},
+            {"samples_per_s", m.samples_per_s},
+            {"cached_shards", std::move(cached)}};
+}
+
+Result<WorkRequest> work_request_from_json(const boost::json::value& json) {
+    JsonObjectReader reader(json, "work_request");
+    WorkRequest m;
+    m.client_id = read_identifier(reader, "client_id");
+    if (const auto* device = reader.field("device")) {
+        JsonObjectReader d(*device, reader.path_of("device"));
+        m.device.kind = d.one_of("kind", {"cpu", "cuda"});
+        m.device.name = read_printable(d, "name", 1, 128);
+        m.device.memory_bytes = d.integer("memory_bytes", 0, kMaxSafeInteger);
+        m.device.threads = d.integer("threads", 1, 4096);
+        reader.absorb(d.finish());
+    }
+    m.samples_per_s = reader.number("samples_per_s", 0.0, 1e12);
+    if (const auto* cached = reader.field("cached_shards")) {
+        const auto* array = cached->if_array();
+        if (array == nullptr || array->size() > kMaxCachedShards) {
+            reader.fail("field \"cached_shards\": expected an array of at most " +
+                        std::to_string(kMaxCachedShards) + " hashes");
+        } else {
+            for (const auto& hash : *array) {
+                const auto* text = hash.if_string();
+                if (text == nullptr || !is_lower_hex(std::string_view(text->data(), text->size()), kSha256HexLength)) {
+                    reader.fail("field \"cached_shards\": expected SHA-256 hashes as 64 lowercase hex digits");
+                    break;
+                }
+                m.cached_shards.emplace_back(text->data(), text->size());
+            }
+        }
+    }
+    return finish(reader, std::move(m));
+}
+
+boost::json::value to_json(const WorkResponse& m) {
+    if (m.has_work) return {{"status", "work"}, {"work_unit", envelope_to_json(m.work_unit)}};
+    return {{"status", "no_work"}, {"retry_after_s", m.retry_after_s}};
+}
+
+Result<WorkResponse> work_response_from_json(const boost::json::value& json) {
+    JsonObjectReader reader(json, "work_response");
+    WorkResponse m;
+    auto status = reader.one_of("status", {"work", "no_work"});
+    m.has_work = status == "work";
+    if (m.has_work) {
+        if (const auto* envelope = reader.field("work_unit")) {
+            auto parsed = envelope_from_json(*envelope, reader.path_of("work_unit"));
+            if (parsed) m.work_unit = std::move(parsed).value();
+            else reader.absorb(parsed.error());
+        }
+    } else if (!reader.failed()) {
+        m.retry_after_s = reader.integer("retry_after_s", 1, 86400);
+    }
+    return finish(reader, std::move(m));
+}
+
+template <class T>
+Result<T> parse_message(std::string_view text) {
+    auto json = parse_json_strict(text);
+    if (!json) return json.error();
+    if constexpr (std::is_same_v<T, WorkUnit>) return work_unit_from_json(*json);
+    else if constexpr (std::is_same_v<T, ResultManifest>) return result_manifest_from_json(*json);
+    else if constexpr (std::is_same_v<T, RegisterRequest>) return register_request_from_json(*json);
+    else if constexpr (std::is_same_v<T, RegisterResponse>) return register_response_from_json(*json);
+    else if constexpr (std::is_same_v<T, WorkRequest>) return work_request_from_json(*json);
+    else return work_response_from_json(*json);
+}
+
+template Result<WorkUnit> parse_message<WorkUnit>(std::string_view);
+template Result<ResultManifest> parse_message<ResultManifest>(std::string_view);
+template Result<RegisterRequest> parse_message<RegisterRequest>(std::string_view);
+template Result<RegisterResponse> parse_message<RegisterResponse>(std::string_view);
+template Result<WorkRequest> parse_message<WorkRequest>(std::string_view);
+template Result<WorkResponse> parse_message<WorkResponse>(std::string_view);
+
+}  // namespace tessera::common

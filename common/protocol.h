@@ -1,0 +1,126 @@
+// Protocol messages (docs/protocol.md; JSON Schemas in schemas/): C++ structs, their JSON
+// form, and strict parsers in which a missing, unknown or ill-typed field is a named error.
+#pragma once
+
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delta_codec.h"
+#include "result.h"
+#include "signed_envelope.h"
+
+namespace tessera::common {
+
+constexpr std::int64_t kMaxSafeInteger = 9007199254740991;  // 2^53 − 1: exact in JSON everywhere
+constexpr std::size_t kMaxShardsPerWorkUnit = 256;
+constexpr std::size_t kMaxCachedShards = 4096;
+
+// A content-addressed blob: SHA-256 of its bytes, and its size.
+struct BlobRef {
+    std::string sha256;
+    std::int64_t bytes = 0;
+};
+
+struct Hyperparameters {
+    std::int64_t local_steps = 0;
+    std::int64_t batch_size = 0;
+    double lr = 0;
+    std::int64_t warmup_steps = 0;
+    double weight_decay = 0;
+    double grad_clip = 0;  // 0: no clipping
+    std::int64_t seed = 0;
+};
+
+// What a volunteer is asked to compute. Travels inside a SignedEnvelope.
+struct WorkUnit {
+    std::string wu_id;
+    std::string task_id;
+    std::string client_id;
+    std::string model;  // preset name
+    std::int64_t base_version = 0;
+    BlobRef model_blob;
+    std::vector<BlobRef> shards;
+    Hyperparameters hyper;
+    DeltaEncoding encoding;
+    std::int64_t issued_at = 0;  // unix seconds
+    std::int64_t deadline = 0;   // unix seconds
+};
+
+struct TrainMetrics {
+    double loss_start = 0;
+    double loss_end = 0;
+    std::int64_t samples = 0;
+    double seconds = 0;
+    double samples_per_s = 0;
+};
+
+// What a volunteer returns with its delta blob.
+struct ResultManifest {
+    std::string wu_id;
+    std::string client_id;
+    std::int64_t base_version = 0;
+    BlobRef delta_blob;
+    DeltaEncoding encoding;
+    TrainMetrics metrics;
+    std::string device;
+};
+
+struct RegisterRequest {
+    std::string public_key;  // base64 of the raw 32-byte Ed25519 key
+    std::string name;
+    std::string client_version;
+};
+
+struct RegisterResponse {
+    std::string client_id;
+    std::string server_public_key;  // base64 of the raw 32-byte Ed25519 key
+    std::string server_key_id;
+};
+
+struct DeviceInfo {
+    std::string kind;  // "cpu" or "cuda"
+    std::string name;
+    std::int64_t memory_bytes = 0;
+    std::int64_t threads = 1;
+};
+
+struct WorkRequest {
+    std::string client_id;
+    DeviceInfo device;
+    double samples_per_s = 0;
+    std::vector<std::string> cached_shards;  // SHA-256 hex of shards already held
+};
+
+// Either a signed work unit, or "no work, ask again after retry_after_s seconds".
+struct WorkResponse {
+    bool has_work = false;
+    SignedEnvelope work_unit;
+    std::int64_t retry_after_s = 0;
+};
+
+// The envelope purpose under which the server signs work units.
+constexpr std::string_view kWorkUnitPurpose = "work_unit";
+
+boost::json::value to_json(const WorkUnit& message);
+boost::json::value to_json(const ResultManifest& message);
+boost::json::value to_json(const RegisterRequest& message);
+boost::json::value to_json(const RegisterResponse& message);
+boost::json::value to_json(const WorkRequest& message);
+boost::json::value to_json(const WorkResponse& message);
+
+Result<WorkUnit> work_unit_from_json(const boost::json::value& json);
+Result<ResultManifest> result_manifest_from_json(const boost::json::value& json);
+Result<RegisterRequest> register_request_from_json(const boost::json::value& json);
+Result<RegisterResponse> register_response_from_json(const boost::json::value& json);
+Result<WorkRequest> work_request_from_json(const boost::json::value& json);
+Result<WorkResponse> work_response_from_json(const boost::json::value& json);
+
+// Strict-parses `text` (parse_json_strict) and then reads it as message type T.
+template <class T>
+Result<T> parse_message(std::string_view text);
+
+}  // namespace tessera::common

@@ -1,0 +1,61 @@
+// Valid example messages, shared by the protocol tests and tests/tools/proto_tool.
+#pragma once
+
+#include "protocol.h"
+
+namespace tessera::testing {
+
+inline common::WorkUnit example_work_unit() {
+    common::WorkUnit wu;
+    wu.wu_id = "wu-000042";
+    wu.task_id = "fmnist-dit";
+    wu.client_id = "c-7f3a";
+    wu.model = "dit-tiny";
+    wu.base_version = 17;
+    wu.model_blob = {std::string(64, 'a'), 123456};
+    wu.shards = {{std::string(64, 'b'), 4096}, {std::string(64, 'c'), 8192}};
+    wu.hyper = {.local_steps = 50, .batch_size = 64, .lr = 3e-4, .warmup_steps = 5,
+                .weight_decay = 0.01, .grad_clip = 1.0, .seed = 1234567};
+    wu.encoding = {common::DeltaDType::Int8, 1.0};
+    wu.issued_at = 1800000000;
+    wu.deadline = 1800001800;
+    return wu;
+}
+
+inline common::ResultManifest example_result_manifest() {
+    common::ResultManifest m;
+    m.wu_id = "wu-000042";
+    m.client_id = "c-7f3a";
+    m.base_version = 17;
+    m.delta_blob = {std::string(64, 'd'), 30000};
+    m.encoding = {common::DeltaDType::BF16, 0.25};
+    m.metrics = {.loss_start = 1.25, .loss_end = 0.75, .samples = 3200, .seconds = 12.5,
+                 .samples_per_s = 256.0};
+    m.device = "NVIDIA GeForce RTX 4090";
+    return m;
+}
+
+inline common::RegisterRequest example_register_request() {
+    return {"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", "alice's desktop", "0.1.0"};
+}
+
+inline common::RegisterResponse example_register_response() {
+    return {"c-7f3a", "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=", "0123456789abcdef"};
+}
+
+inline common::WorkRequest example_work_request() {
+    common::WorkRequest m;
+    m.client_id = "c-7f3a";
+    m.device = {"cuda", "NVIDIA GeForce RTX 4090", 25769803776, 16};
+    m.samples_per_s = 512.5;
+    m.cached_shards = {std::string(64, 'b')};
+    return m;
+}
+
+inline common::WorkResponse example_no_work_response() {
+    common::WorkResponse m;
+    m.retry_after_s = 30;
+    return m;
+}
+
+}  // namespace tessera::testing

@@ -1,0 +1,116 @@
+// Protocol messages: JSON round trips, and named errors for missing, unknown and ill-typed
+// fields; a damaged manifest is an error, never a crash.
+#include <doctest/doctest.h>
+
+#include <boost/json/serialize.hpp>
+
+#include "corrupt.h"
+#include "protocol_examples.h"
+
+using namespace tessera::common;
+using namespace tessera::testing;
+
+namespace {
+
+template <class T>
+std::string text_of(const T& message) {
+    return boost::json::serialize(to_json(message));
+}
+
+// Parses `message`'s JSON after `edit` and returns the error ("" when it parsed).
+template <class T>
+std::string error_after(const T& message, const std::function<void(boost::json::object&)>& edit) {
+    auto json = to_json(message);
+    edit(json.as_object());
+    auto parsed = parse_message<T>(boost::json::serialize(json));
+    return parsed.ok() ? "" : parsed.message();
+}
+
+}  // namespace
+
+TEST_CASE("every message survives a JSON round trip") {
+    auto wu = parse_message<WorkUnit>(text_of(example_work_unit()));
+    REQUIRE(wu.ok());
+    CHECK(text_of(*wu) == text_of(example_work_unit()));
+    CHECK(wu->hyper.lr == 3e-4);
+    CHECK(wu->encoding.dtype == DeltaDType::Int8);
+
+    auto manifest = parse_message<ResultManifest>(text_of(example_result_manifest()));
+    REQUIRE(manifest.ok());
+    CHECK(text_of(*manifest) == text_of(example_result_manifest()));
+
+    CHECK(text_of(*parse_message<RegisterRequest>(text_of(example_register_request()))) ==
+          text_of(example_register_request()));
+    CHECK(text_of(*parse_message<RegisterResponse>(text_of(example_register_response()))) ==
+          text_of(example_register_response()));
+    CHECK(text_of(*parse_message<WorkRequest>(text_of(example_work_request()))) ==
+          text_of(example_work_request()));
+    CHECK(text_of(*parse_message<WorkResponse>(text_of(example_no_work_response()))) ==
+          text_of(example_no_work_response()));
+}
+
+TEST_CASE("a work response carries a signed work unit that verifies after parsing") {
+    auto key = SigningKey::generate();
+    WorkResponse response;
+    response.has_work = true;
+    response.work_unit = seal_envelope(text_of(example_work_unit()), kWorkUnitPurpose, key);
+    auto parsed = parse_message<WorkResponse>(text_of(response));
+    REQUIRE(parsed.ok());
+    REQUIRE(parsed->has_work);
+    auto payload = open_envelope(parsed->work_unit, kWorkUnitPurpose, key.verify_key());
+    REQUIRE(payload.ok());
+    CHECK(parse_message<WorkUnit>(*payload).value().wu_id == "wu-000042");
+}
+
+TEST_CASE("missing, unknown and ill-typed fields are named") {
+    auto wu = example_work_unit();
+    CHECK(error_after(wu, [](auto& o) { o.erase("wu_id"); }) == "work_unit: missing field \"wu_id\" (a string)");
+    CHECK(error_after(wu, [](auto& o) { o["surprise"] = 1; }) == "work_unit: unknown field \"surprise\"");
+    CHECK(error_after(wu, [](auto& o) { o["base_version"] = "17"; })
+              .find("work_unit: field \"base_version\": expected an integer") == 0);
+    CHECK(error_after(wu, [](auto& o) { o["hyper"].as_object()["lr"] = -1; })
+              .find("work_unit.hyper: field \"lr\"") == 0);
+    CHECK(error_after(wu, [](auto& o) { o["hyper"].as_object().erase("seed"); })
+              .find("work_unit.hyper: missing field \"seed\"") == 0);
+    CHECK(error_after(wu, [](auto& o) { o["shards"].as_array()[1].as_object()["sha256"] = "ABC"; })
+              .find("work_unit.shards[1]: field \"sha256\"") == 0);
+    CHECK(error_after(wu, [](auto& o) { o["shards"] = boost::json::array(); }).find("field \"shards\"") !=
+          std::string::npos);
+    CHECK(error_after(wu, [](auto& o) { o["encoding"].as_object()["dtype"] = "int4"; })
+              .find("work_unit.encoding: field \"dtype\": expected one of f32, bf16, int8") == 0);
+    CHECK(error_after(wu, [](auto& o) { o["wu_id"] = "../etc/passwd"; }).find("A-Z a-z 0-9") != std::string::npos);
+    CHECK(error_after(wu, [](auto& o) { o["deadline"] = 1; }).find("deadline must be after issued_at") !=
+          std::string::npos);
+
+    auto manifest = example_result_manifest();
+    CHECK(error_after(manifest, [](auto& o) { o["metrics"].as_object()["samples"] = 1.5; })
+              .find("result_manifest.metrics: field \"samples\"") == 0);
+    CHECK(error_after(manifest, [](auto& o) { o["encoding"].as_object()["topk_fraction"] = 0; })
+              .find("must be above 0") != std::string::npos);
+
+    CHECK(error_after(example_register_request(), [](auto& o) { o["public_key"] = "AAAA"; })
+              .find("register_request: field \"public_key\"") == 0);
+    CHECK(error_after(example_work_request(), [](auto& o) { o["device"].as_object()["kind"] = "tpu"; })
+              .find("work_request.device: field \"kind\"") == 0);
+    CHECK(error_after(example_work_request(), [](auto& o) { o["cached_shards"].as_array().push_back(5); })
+              .find("cached_shards") != std::string::npos);
+    CHECK(error_after(example_no_work_response(), [](auto& o) { o["retry_after_s"] = 0; })
+              .find("retry_after_s") != std::string::npos);
+    CHECK(error_after(example_no_work_response(), [](auto& o) { o["work_unit"] = 1; })
+              .find("unknown field \"work_unit\"") != std::string::npos);
+}
+
+TEST_CASE("a damaged manifest is an error or a valid message, never a crash") {
+    auto text = text_of(example_work_unit());
+    Bytes bytes(text.begin(), text.end());
+    tessera::testing::for_each_truncation(bytes, [](const Bytes& damaged) {
+        CHECK_FALSE(parse_message<WorkUnit>(as_string_view(damaged)).ok());
+    });
+    for (std::uint8_t mask : {0x01, 0x20, 0x80})
+        tessera::testing::for_each_flip(bytes, mask, [](const Bytes& damaged, std::size_t) {
+            auto parsed = parse_message<WorkUnit>(as_string_view(damaged));
+            if (parsed.ok()) CHECK(parsed->shards.size() == 2);
+        });
+    CHECK_FALSE(parse_message<WorkUnit>("{\"wu_id\":\"a\",\"wu_id\":\"b\"}").ok());
+    CHECK_FALSE(parse_message<WorkUnit>(std::string(2 << 20, ' ')).ok());
+}

@@ -1,0 +1,3 @@
+// The doctest runner shared by every test executable (compiled once).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
