@@ -90,7 +90,8 @@ TEST_CASE("a hand-made file in the reference layout parses") {
     Bytes data(8);
     float values[2] = {1.0f, 2.0f};
     std::memcpy(data.data(), values, 8);
-    auto file = parse_safetensors(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data));
+    auto bytes = make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data);
+    auto file = parse_safetensors(bytes);  // views borrow `bytes`, which must outlive them
     REQUIRE(file.ok());
     CHECK(*read_as_f32(*file->find("a")) == std::vector<float>{1.0f, 2.0f});
 }
@@ -194,8 +195,9 @@ TEST_CASE("lies in the header give specific errors") {
 }
 
 TEST_CASE("a zero-element tensor with huge other dimensions is fine and cannot overflow") {
-    auto file = parse_safetensors(
-        make_file(R"({"a":{"dtype":"F32","shape":[0,9223372036854775807,9223372036854775807],"data_offsets":[0,0]}})"));
+    auto bytes = make_file(
+        R"({"a":{"dtype":"F32","shape":[0,9223372036854775807,9223372036854775807],"data_offsets":[0,0]}})");
+    auto file = parse_safetensors(bytes);
     REQUIRE(file.ok());
     CHECK(file->find("a")->numel() == 0);
 }
