@@ -1,0 +1,23 @@
+// The two-conv classifier.
+#include "cnn.h"
+
+#include <torch/torch.h>
+
+namespace tessera::common {
+
+CnnImpl::CnnImpl() {
+    conv1_ = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 5).padding(2)));
+    conv2_ = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 5).padding(2)));
+    fc1_ = register_module("fc1", torch::nn::Linear(32 * 7 * 7, 60));
+    fc2_ = register_module("fc2", torch::nn::Linear(60, 10));
+    dropout_ = register_module("dropout", torch::nn::Dropout(0.25));
+}
+
+torch::Tensor CnnImpl::forward(const torch::Tensor& x) {
+    auto h = torch::max_pool2d(torch::relu(conv1_(x)), 2);
+    h = torch::max_pool2d(torch::relu(conv2_(h)), 2);
+    h = dropout_(h.flatten(1));
+    return fc2_(torch::relu(fc1_(h)));
+}
+
+}  // namespace tessera::common

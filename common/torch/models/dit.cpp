@@ -1,0 +1,162 @@
+// DiT with adaLN-single (PixArt-α), class and optional text conditioning.
+#include "dit.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace tessera::common {
+namespace {
+
+constexpr std::int64_t kTimestepFrequencies = 256;
+
+torch::nn::LayerNorm plain_norm(std::int64_t hidden) {
+    return torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden}).elementwise_affine(false).eps(1e-6));
+}
+
+torch::Tensor modulate(const torch::Tensor& x, const torch::Tensor& shift, const torch::Tensor& scale) {
+    return x * (1 + scale) + shift;
+}
+
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+    auto scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    return torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * scale, -1).matmul(v);
+}
+
+// Sinusoidal features of t·1000, as in DiT's TimestepEmbedder.
+torch::Tensor timestep_features(const torch::Tensor& t) {
+    auto half = kTimestepFrequencies / 2;
+    auto freqs = torch::exp(-std::log(10000.0) *
+                            torch::arange(half, t.options().dtype(torch::kFloat32)) / static_cast<double>(half));
+    auto args = (t.to(torch::kFloat32) * 1000.0).unsqueeze(1) * freqs.unsqueeze(0);
+    return torch::cat({torch::cos(args), torch::sin(args)}, 1);
+}
+
+// Fixed 2-D sin-cos position embedding for a grid×grid token layout, (1, grid², hidden).
+torch::Tensor sincos_position_embedding(std::int64_t hidden, std::int64_t grid) {
+    auto quarter = hidden / 4;
+    auto omega = 1.0 / torch::pow(10000.0, torch::arange(quarter, torch::kFloat64) / static_cast<double>(quarter));
+    auto coords = torch::arange(grid, torch::kFloat64);
+    auto ys = coords.repeat_interleave(grid), xs = coords.repeat({grid});
+    auto embed = [&](const torch::Tensor& pos) {
+        auto out = pos.unsqueeze(1) * omega.unsqueeze(0);
+        return torch::cat({torch::sin(out), torch::cos(out)}, 1);
+    };
+    auto table = torch::cat({embed(ys), embed(xs)}, 1).to(torch::kFloat32);
+    if (table.size(1) < hidden) table = torch::nn::functional::pad(table, torch::nn::functional::PadFuncOptions({0, hidden - table.size(1)}));
+    return table.unsqueeze(0);
+}
+
+void init_linear(torch::nn::Linear& layer) {
+    torch::nn::init::xavier_uniform_(layer->weight);
+    if (layer->options.bias()) torch::nn::init::zeros_(layer->bias);
+}
+
+}  // namespace
+
+DitBlockImpl::DitBlockImpl(const DitConfig& c)
+    : hidden_(c.hidden), heads_(c.heads), grid_(c.input_size / c.patch) {
+    auto mlp_hidden = c.hidden * c.mlp_ratio;
+    norm1_ = register_module("norm1", plain_norm(c.hidden));
+    norm2_ = register_module("norm2", plain_norm(c.hidden));
+    qkv_ = register_module("qkv", torch::nn::Linear(c.hidden, 3 * c.hidden));
+    proj_ = register_module("proj", torch::nn::Linear(c.hidden, c.hidden));
+    fc1_ = register_module("fc1", torch::nn::Linear(c.hidden, mlp_hidden));
+    dwconv_ = register_module("dwconv", torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(mlp_hidden, mlp_hidden, 3).padding(1).groups(mlp_hidden)));
+    fc2_ = register_module("fc2", torch::nn::Linear(mlp_hidden, c.hidden));
+    for (auto* layer : {&qkv_, &proj_, &fc1_, &fc2_}) init_linear(*layer);
+    if (c.text_dim > 0) {
+        cross_q_ = register_module("cross_q", torch::nn::Linear(c.hidden, c.hidden));
+        cross_kv_ = register_module("cross_kv", torch::nn::Linear(c.text_dim, 2 * c.hidden));
+        cross_proj_ = register_module("cross_proj", torch::nn::Linear(c.hidden, c.hidden));
+        for (auto* layer : {&cross_q_, &cross_kv_}) init_linear(*layer);
+        // Cross-attention starts switched off, so text conditioning is learned from zero.
+        torch::nn::init::zeros_(cross_proj_->weight);
+        torch::nn::init::zeros_(cross_proj_->bias);
+    }
+    scale_shift_table_ = register_parameter(
+        "scale_shift_table", torch::randn({6, c.hidden}) / std::sqrt(static_cast<double>(c.hidden)));
+}
+
+torch::Tensor DitBlockImpl::self_attention(const torch::Tensor& x) {
+    auto b = x.size(0), n = x.size(1);
+    auto qkv = qkv_(x).view({b, n, 3, heads_, hidden_ / heads_}).permute({2, 0, 3, 1, 4});
+    auto out = attention(qkv[0], qkv[1], qkv[2]);
+    return proj_(out.transpose(1, 2).reshape({b, n, hidden_}));
+}
+
+torch::Tensor DitBlockImpl::cross_attention(const torch::Tensor& x, const torch::Tensor& text) {
+    auto b = x.size(0), n = x.size(1), l = text.size(1), head_dim = hidden_ / heads_;
+    auto q = cross_q_(x).view({b, n, heads_, head_dim}).transpose(1, 2);
+    auto kv = cross_kv_(text).view({b, l, 2, heads_, head_dim}).permute({2, 0, 3, 1, 4});
+    auto out = attention(q, kv[0], kv[1]);
+    return cross_proj_(out.transpose(1, 2).reshape({b, n, hidden_}));
+}
+
+torch::Tensor DitBlockImpl::mlp(const torch::Tensor& x) {
+    auto b = x.size(0);
+    auto h = fc1_(x);  // (B, N, M)
+    auto channels = h.size(2);
+    auto image = h.transpose(1, 2).reshape({b, channels, grid_, grid_});
+    h = dwconv_(image).flatten(2).transpose(1, 2);
+    return fc2_(torch::gelu(h, "tanh"));
+}
+
+torch::Tensor DitBlockImpl::forward(torch::Tensor x, const torch::Tensor& t6, const torch::Tensor& text) {
+    auto mod = (scale_shift_table_.unsqueeze(0) + t6).chunk(6, 1);
+    const auto &shift_msa = mod[0], &scale_msa = mod[1], &gate_msa = mod[2];
+    const auto &shift_mlp = mod[3], &scale_mlp = mod[4], &gate_mlp = mod[5];
+    x = x + gate_msa * self_attention(modulate(norm1_(x), shift_msa, scale_msa));
+    if (text.defined() && cross_q_) x = x + cross_attention(x, text);
+    return x + gate_mlp * mlp(modulate(norm2_(x), shift_mlp, scale_mlp));
+}
+
+DitImpl::DitImpl(const DitConfig& c) : config_(c) {
+    auto patch_dim = c.patch * c.patch * c.in_channels;
+    patch_embed_ = register_module("patch_embed", torch::nn::Linear(patch_dim, c.hidden));
+    t_fc1_ = register_module("t_fc1", torch::nn::Linear(kTimestepFrequencies, c.hidden));
+    t_fc2_ = register_module("t_fc2", torch::nn::Linear(c.hidden, c.hidden));
+    t_block_ = register_module("t_block", torch::nn::Linear(c.hidden, 6 * c.hidden));
+    class_embed_ = register_module("class_embed", torch::nn::Embedding(c.num_classes + 1, c.hidden));
+    blocks_ = register_module("blocks", torch::nn::ModuleList());
+    for (std::int64_t i = 0; i < c.depth; ++i) blocks_->push_back(DitBlock(c));
+    norm_final_ = register_module("norm_final", plain_norm(c.hidden));
+    out_ = register_module("out", torch::nn::Linear(c.hidden, patch_dim));
+    final_table_ = register_parameter(
+        "final_table", torch::randn({2, c.hidden}) / std::sqrt(static_cast<double>(c.hidden)));
+    pos_embed_ = register_buffer("pos_embed", sincos_position_embedding(c.hidden, c.input_size / c.patch));
+
+    init_linear(patch_embed_);
+    for (auto* layer : {&t_fc1_, &t_fc2_, &t_block_}) {
+        torch::nn::init::normal_((*layer)->weight, 0.0, 0.02);
+        torch::nn::init::zeros_((*layer)->bias);
+    }
+    torch::nn::init::normal_(class_embed_->weight, 0.0, 0.02);
+    // Zero output layer: the untrained model predicts zero velocity everywhere.
+    torch::nn::init::zeros_(out_->weight);
+    torch::nn::init::zeros_(out_->bias);
+}
+
+torch::Tensor DitImpl::patchify(const torch::Tensor& x) const {
+    auto b = x.size(0), ch = x.size(1), p = config_.patch, g = x.size(2) / p;
+    return x.view({b, ch, g, p, g, p}).permute({0, 2, 4, 3, 5, 1}).reshape({b, g * g, p * p * ch});
+}
+
+torch::Tensor DitImpl::unpatchify(const torch::Tensor& tokens) const {
+    auto b = tokens.size(0), ch = config_.in_channels, p = config_.patch, g = config_.input_size / p;
+    return tokens.view({b, g, g, p, p, ch}).permute({0, 5, 1, 3, 2, 4}).reshape({b, ch, g * p, g * p});
+}
+
+torch::Tensor DitImpl::forward(const torch::Tensor& x, const torch::Tensor& t, const torch::Tensor& labels,
+                               const torch::Tensor& text) {
+    auto tokens = patch_embed_(patchify(x)) + pos_embed_;
+    auto c = t_fc2_(torch::silu(t_fc1_(timestep_features(t).to(tokens.dtype())))) + class_embed_(labels);
+    auto t6 = t_block_(torch::silu(c)).view({x.size(0), 6, config_.hidden});
+    for (const auto& block : *blocks_) tokens = block->as<DitBlock>()->forward(tokens, t6, text);
+    auto mod = (final_table_.unsqueeze(0) + c.unsqueeze(1)).chunk(2, 1);
+    tokens = out_(modulate(norm_final_(tokens), mod[0], mod[1]));
+    return unpatchify(tokens);
+}
+
+}  // namespace tessera::common

@@ -1,0 +1,59 @@
+// Rectified-flow objective and sampler.
+#include "rectified_flow.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+namespace tessera::common {
+namespace {
+
+torch::Tensor cpu_randn(at::IntArrayRef shape, at::Generator& generator) {
+    return torch::randn(shape, generator, torch::kFloat32);
+}
+
+}  // namespace
+
+torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
+                                    const torch::Tensor& text_emb, const torch::Tensor& t,
+                                    const torch::Tensor& noise) {
+    auto t4 = t.view({-1, 1, 1, 1});
+    auto xt = (1 - t4) * x0 + t4 * noise;
+    auto velocity = model->forward(xt, t, labels, text_emb);
+    return torch::mse_loss(velocity.to(torch::kFloat32), noise - x0);
+}
+
+torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
+                                 const torch::Tensor& text_emb, at::Generator& generator) {
+    auto b = x0.size(0);
+    auto device = x0.device();
+    auto t = torch::sigmoid(cpu_randn({b}, generator)).to(device, /*non_blocking=*/true);
+    auto noise = cpu_randn(x0.sizes(), generator).to(device, true);
+    auto drop = (torch::rand({b}, generator, torch::kFloat32) < kLabelDropout).to(device, true);
+    auto null_class = torch::full_like(labels, model->config().num_classes);
+    auto dropped_labels = torch::where(drop, null_class, labels);
+    torch::Tensor text = text_emb;
+    if (text.defined()) text = text * (~drop).to(text.dtype()).view({-1, 1, 1});
+    return flow_matching_loss_at(model, x0, dropped_labels, text, t, noise);
+}
+
+torch::Tensor euler_sample(Dit& model, const torch::Tensor& labels, const SampleOptions& options) {
+    torch::NoGradGuard no_grad;
+    const auto& c = model->config();
+    auto device = labels.device();
+    auto generator = at::detail::createCPUGenerator(options.seed);
+    auto x = cpu_randn({labels.size(0), c.in_channels, c.input_size, c.input_size}, generator).to(device);
+    auto null_labels = torch::full_like(labels, c.num_classes);
+    double dt = 1.0 / static_cast<double>(options.steps);
+    for (std::int64_t i = options.steps; i > 0; --i) {
+        auto t = torch::full({labels.size(0)}, static_cast<double>(i) * dt, x.options());
+        auto v = model->forward(x, t, labels);
+        if (options.guidance != 1.0) {
+            auto v_uncond = model->forward(x, t, null_labels);
+            v = v_uncond + options.guidance * (v - v_uncond);
+        }
+        x = x - dt * v.to(x.dtype());
+    }
+    return x;
+}
+
+}  // namespace tessera::common

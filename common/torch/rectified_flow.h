@@ -1,0 +1,33 @@
+// Rectified flow for the DiT workload: x_t = (1−t)·x0 + t·ε, the model predicts v = ε − x0,
+// t ~ logit-normal(0, 1) in training; sampling integrates from t = 1 (noise) to t = 0 with
+// Euler steps and classifier-free guidance.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <torch/types.h>
+
+#include "models/dit.h"
+
+namespace tessera::common {
+
+constexpr double kLabelDropout = 0.1;
+
+// Training loss for one batch; draws t, ε and label dropout from `generator` (CPU).
+torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
+                                 const torch::Tensor& text_emb, at::Generator& generator);
+
+// Loss at fixed t values with fixed noise: comparable across model versions.
+torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
+                                    const torch::Tensor& text_emb, const torch::Tensor& t,
+                                    const torch::Tensor& noise);
+
+struct SampleOptions {
+    std::int64_t steps = 30;
+    double guidance = 3.0;  // 1 = no guidance
+    std::uint64_t seed = 0;
+};
+
+// Generates latents (B, C, S, S) for `labels` (B,), on the model's device.
+torch::Tensor euler_sample(Dit& model, const torch::Tensor& labels, const SampleOptions& options);
+
+}  // namespace tessera::common

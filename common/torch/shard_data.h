@@ -1,0 +1,34 @@
+// Training data from shard files: a safetensors file (optionally zstd-compressed) holding
+// `labels` (I64 [N]) and either `latents` (F16/BF16/F32 [N,C,H,W]) or `pixels` (U8
+// [N,C,H,W]), plus optional `text_emb` (float [N,L,D]). See docs/dataset_format.md.
+#pragma once
+
+#include <torch/types.h>
+
+#include <filesystem>
+
+#include "../bytes.h"
+#include "../result.h"
+
+namespace tessera::common {
+
+// Decompressed shards are capped at this size; a larger claim is refused.
+constexpr std::uint64_t kMaxShardBytes = std::uint64_t{2} << 30;
+
+struct ShardData {
+    torch::Tensor inputs;    // f32 (N, C, H, W); pixels are standardised
+    torch::Tensor labels;    // i64 (N)
+    torch::Tensor text_emb;  // f32 (N, L, D), or undefined
+    bool pixels = false;     // true when the shard held `pixels`, not `latents`
+
+    std::int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+};
+
+// Parses shard bytes (zstd frames are recognised by their magic number).
+Result<ShardData> load_shard(ByteView bytes);
+Result<ShardData> load_shard_file(const std::filesystem::path& path);
+
+// Concatenates shards of the same sample shape.
+Result<ShardData> concat_shards(const std::vector<ShardData>& shards);
+
+}  // namespace tessera::common

@@ -1,0 +1,57 @@
+// The local trainer a volunteer runs for one work unit: H AdamW steps from θ0 on the work
+// unit's shards, returning Δ = θ_H − θ0 and metrics. Pure LibTorch, no networking, so it
+// builds wherever LibTorch does. One call per thread.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "../result.h"
+#include "shard_data.h"
+#include "tensor_convert.h"
+#include "workload.h"
+
+namespace tessera::common {
+
+struct TrainConfig {
+    std::int64_t steps = 100;         // H
+    std::int64_t batch_size = 64;
+    std::int64_t micro_batch = 0;     // > 0: accumulate gradients over micro-batches of this size
+    double lr = 3e-4;
+    std::int64_t warmup_steps = 0;    // linear warm-up of the learning rate
+    double weight_decay = 0.0;
+    double grad_clip = 1.0;           // max global gradient norm; 0 = off
+    std::uint64_t seed = 0;
+    std::string device = "cpu";       // "cpu", "cuda", "cuda:N" or "auto"
+    std::int64_t num_classes = 10;
+};
+
+struct TrainStats {
+    double loss_start = 0;  // mean loss over the first tenth of the steps
+    double loss_end = 0;    // mean loss over the last tenth
+    std::int64_t samples = 0;
+    double seconds = 0;
+    double samples_per_s = 0;
+};
+
+struct TrainOutcome {
+    TorchTensorMap delta;  // θ_H − θ0, f32, on the CPU
+    TrainStats stats;
+};
+
+struct StepProgress {
+    std::int64_t step = 0;  // 1-based
+    std::int64_t steps = 0;
+    double loss = 0;
+    double samples_per_s = 0;
+};
+using ProgressCallback = std::function<void(const StepProgress&)>;
+
+// "auto" picks cuda:0 when LibTorch sees a GPU, else the CPU.
+Result<torch::Device> parse_device(const std::string& text);
+
+Result<TrainOutcome> train(const std::string& preset, const TorchTensorMap& theta0,
+                           const ShardData& data, const TrainConfig& config,
+                           const ProgressCallback& progress = {});
+
+}  // namespace tessera::common

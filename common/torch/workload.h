@@ -1,0 +1,77 @@
+// Model presets and the training objective each trains with. A Workload owns one model
+// (a torch module) and knows its loss and its evaluation; the trainer and evaluator are
+// written against this interface. Not thread-safe: one workload per thread.
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../result.h"
+#include "models/dit.h"
+#include "shard_data.h"
+
+namespace tessera::common {
+
+enum class ModelKind { Dit, Cnn };
+
+struct ModelPreset {
+    std::string name;
+    ModelKind kind = ModelKind::Dit;
+    DitConfig dit;  // hidden/depth/heads for DiT presets
+};
+
+// The shape of the data a model is built for (from the dataset).
+struct DataShape {
+    std::int64_t channels = 4;
+    std::int64_t size = 8;
+    std::int64_t num_classes = 10;
+    std::int64_t text_dim = 0;
+};
+
+Result<ModelPreset> find_preset(std::string_view name);
+std::vector<std::string> preset_names();
+DataShape data_shape_of(const ShardData& data, std::int64_t num_classes);
+
+struct Batch {
+    torch::Tensor inputs;
+    torch::Tensor labels;
+    torch::Tensor text_emb;  // may be undefined
+};
+
+struct EvalResult {
+    double loss = 0;
+    double accuracy = -1;  // classifiers only
+    std::int64_t samples = 0;
+};
+
+class Workload {
+public:
+    virtual ~Workload() = default;
+    const ModelPreset& preset() const { return preset_; }
+    virtual std::shared_ptr<torch::nn::Module> module() = 0;
+    // The training loss of one batch; random draws (noise, t, label dropout) use `generator`,
+    // a CPU generator, so training is reproducible on any device.
+    virtual torch::Tensor loss(const Batch& batch, at::Generator& generator) = 0;
+    // Deterministic: a fixed t grid and noise seed for DiT, so versions are comparable.
+    virtual EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) = 0;
+
+protected:
+    explicit Workload(ModelPreset preset) : preset_(std::move(preset)) {}
+
+private:
+    ModelPreset preset_;
+};
+
+// Builds the preset's model for data of `shape`. Initial weights come from torch's global
+// generator seeded with `seed` (under a lock), so the same seed gives the same version 0.
+Result<std::unique_ptr<Workload>> make_workload(std::string_view preset, const DataShape& shape,
+                                                std::uint64_t seed = 0);
+
+// The DiT inside a DiT workload, for sampling; nullptr for other workloads.
+Dit* dit_of(Workload& workload);
+
+}  // namespace tessera::common

@@ -1,0 +1,116 @@
+// tessera-data: the dataset tool. prepare (Fashion-MNIST → latent or pixel shards),
+// inspect (print a tensor file), import (adopt shards made elsewhere).
+#include <torch/torch.h>
+
+#include <cxxopts.hpp>
+#include <iostream>
+
+#include "import_command.h"
+#include "inspect_command.h"
+#include "prepare.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tessera-data <command> [options]\n"
+    "  prepare fashion-mnist --out DIR [--pixels] [--source DIR] [--shard-size N]\n"
+    "                        [--autoencoder-steps N] [--limit N] [--seed N] [--threads N]\n"
+    "  inspect FILE...\n"
+    "  import --out DIR [--validation FILE] [--name NAME] [--scale-factor X] [--classes N] FILE...\n"
+    "Run `tessera-data <command> --help` for details.\n";
+
+int fail(const std::string& message) {
+    std::cerr << "tessera-data: " << message << "\n";
+    return 1;
+}
+
+int run_prepare(int argc, char** argv) {
+    cxxopts::Options options("tessera-data prepare", "Prepare Fashion-MNIST shards (latents by default)");
+    options.add_options()
+        ("dataset", "dataset name (fashion-mnist)", cxxopts::value<std::string>())
+        ("out", "output directory", cxxopts::value<std::string>())
+        ("pixels", "write 28x28 pixel shards for the classifier instead of latents")
+        ("source", "directory of the IDX files", cxxopts::value<std::string>()->default_value("/usr/share/datasets/fashion-mnist"))
+        ("shard-size", "samples per shard, at most", cxxopts::value<std::int64_t>()->default_value("4096"))
+        ("autoencoder-steps", "autoencoder training steps", cxxopts::value<std::int64_t>()->default_value("2000"))
+        ("limit", "use only the first N training images (0: all)", cxxopts::value<std::int64_t>()->default_value("0"))
+        ("seed", "random seed", cxxopts::value<std::uint64_t>()->default_value("0"))
+        ("threads", "CPU threads for LibTorch (0: its default)", cxxopts::value<int>()->default_value("0"))
+        ("h,help", "show this help");
+    options.parse_positional({"dataset"});
+    auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+        std::cout << options.help() << "\n";
+        return 0;
+    }
+    if (!args.count("dataset") || args["dataset"].as<std::string>() != "fashion-mnist")
+        return fail("prepare knows one dataset: fashion-mnist");
+    if (!args.count("out")) return fail("prepare needs --out DIR");
+    if (args["threads"].as<int>() > 0) torch::set_num_threads(args["threads"].as<int>());
+    tessera::data::PrepareOptions prepare;
+    prepare.out = args["out"].as<std::string>();
+    prepare.pixels = args.count("pixels") > 0;
+    prepare.source = args["source"].as<std::string>();
+    prepare.shard_size = args["shard-size"].as<std::int64_t>();
+    prepare.autoencoder_steps = args["autoencoder-steps"].as<std::int64_t>();
+    prepare.limit = args["limit"].as<std::int64_t>();
+    prepare.seed = args["seed"].as<std::uint64_t>();
+    auto status = tessera::data::prepare_fashion_mnist(prepare);
+    if (!status) return fail(status.message());
+    std::cerr << "dataset ready in " << prepare.out.string() << "\n";
+    return 0;
+}
+
+int run_import(int argc, char** argv) {
+    cxxopts::Options options("tessera-data import", "Check shards made elsewhere and add them to a dataset");
+    options.add_options()
+        ("out", "dataset directory", cxxopts::value<std::string>())
+        ("validation", "held-out shard", cxxopts::value<std::string>()->default_value(""))
+        ("name", "dataset name (new datasets)", cxxopts::value<std::string>()->default_value("imported"))
+        ("scale-factor", "latent scale factor already applied (new datasets)", cxxopts::value<double>()->default_value("1"))
+        ("classes", "number of classes (0: from the labels)", cxxopts::value<std::int64_t>()->default_value("0"))
+        ("files", "shard files", cxxopts::value<std::vector<std::string>>())
+        ("h,help", "show this help");
+    options.parse_positional({"files"});
+    auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+        std::cout << options.help() << "\n";
+        return 0;
+    }
+    if (!args.count("out")) return fail("import needs --out DIR");
+    tessera::data::ImportOptions import;
+    import.out = args["out"].as<std::string>();
+    import.validation = args["validation"].as<std::string>();
+    import.name = args["name"].as<std::string>();
+    import.scale_factor = args["scale-factor"].as<double>();
+    import.num_classes = args["classes"].as<std::int64_t>();
+    if (args.count("files"))
+        for (const auto& file : args["files"].as<std::vector<std::string>>()) import.shards.emplace_back(file);
+    auto status = tessera::data::import_shards(import);
+    return status ? 0 : fail(status.message());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+        std::cerr << kUsage;
+        return argc < 2 ? 2 : 0;
+    }
+    std::string command = argv[1];
+    try {
+        if (command == "prepare") return run_prepare(argc - 1, argv + 1);
+        if (command == "import") return run_import(argc - 1, argv + 1);
+        if (command == "inspect") {
+            if (argc < 3) return fail("inspect needs a FILE");
+            int rc = 0;
+            for (int i = 2; i < argc; ++i)
+                if (auto status = tessera::data::inspect_tensor_file(argv[i], std::cout); !status) rc = fail(status.message());
+            return rc;
+        }
+    } catch (const cxxopts::exceptions::exception& error) {
+        return fail(error.what());
+    }
+    std::cerr << "tessera-data: unknown command \"" << command << "\"\n" << kUsage;
+    return 2;
+}
