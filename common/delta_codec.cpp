@@ -131,6 +131,35 @@ std::optional<DeltaDType> delta_dtype_from_name(std::string_view name) {
     return std::nullopt;
 }
 
+namespace {
+
+Result<Bytes> write_parts(const EncodedParts& parts, const DeltaEncoding& encoding) {
+    std::vector<TensorView> views;
+    for (std::size_t i = 0; i < parts.names.size(); ++i)
+        views.push_back({parts.names[i], parts.dtypes[i], parts.shapes[i], parts.data[i]});
+    TensorMetadata metadata{{"format", std::string(kFormatName)},
+                            {"version", std::string(kFormatVersion)},
+                            {"dtype", std::string(delta_dtype_name(encoding.dtype))},
+                            {"block_size", std::to_string(kInt8BlockSize)},
+                            {"topk_fraction", format_fraction(encoding.topk_fraction)}};
+    return write_safetensors(views, metadata);
+}
+
+}  // namespace
+
+Result<Bytes> write_int8_delta(const std::vector<QuantizedTensor>& tensors) {
+    EncodedParts parts;
+    for (const auto& t : tensors) {
+        if (t.name.empty() || t.name.find(kDeltaPartSeparator) != std::string::npos)
+            return make_error("delta writer: tensor name \"" + t.name + "\" is empty or contains '#'");
+        if (t.scales.size() != int8_block_count(t.q.size()))
+            return make_error("delta writer: tensor \"" + t.name + "\" has the wrong number of scales");
+        parts.add(t.name, DType::I8, t.shape, t.q);
+        parts.add(t.name + "#scale", DType::F32, {static_cast<std::int64_t>(t.scales.size())}, t.scales);
+    }
+    return write_parts(parts, {DeltaDType::Int8, 1.0});
+}
+
 Result<EncodedDelta> encode_delta(const NamedTensors& delta, const DeltaEncoding& encoding) {
     if (auto status = check_encodable(delta, encoding); !status) return status.error();
     EncodedParts parts;
@@ -155,15 +184,7 @@ Result<EncodedDelta> encode_delta(const NamedTensors& delta, const DeltaEncoding
         }
         out.residual.push_back(std::move(residual));
     }
-    std::vector<TensorView> views;
-    for (std::size_t i = 0; i < parts.names.size(); ++i)
-        views.push_back({parts.names[i], parts.dtypes[i], parts.shapes[i], parts.data[i]});
-    TensorMetadata metadata{{"format", std::string(kFormatName)},
-                            {"version", std::string(kFormatVersion)},
-                            {"dtype", std::string(delta_dtype_name(encoding.dtype))},
-                            {"block_size", std::to_string(kInt8BlockSize)},
-                            {"topk_fraction", format_fraction(encoding.topk_fraction)}};
-    auto bytes = write_safetensors(views, metadata);
+    auto bytes = write_parts(parts, encoding);
     if (!bytes) return bytes.error();
     out.bytes = std::move(bytes).value();
     return out;

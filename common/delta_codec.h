@@ -44,6 +44,18 @@ struct EncodedDelta {
 // Fails on non-finite values, names with '#', duplicate names or a fraction outside (0, 1].
 Result<EncodedDelta> encode_delta(const NamedTensors& delta, const DeltaEncoding& encoding);
 
+// A tensor already quantised to blockwise int8 (e.g. on a GPU by common/cuda/delta_int8.h).
+struct QuantizedTensor {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::vector<std::int8_t> q;
+    std::vector<float> scales;  // int8_block_count(q.size()) entries
+};
+
+// Writes a dense int8 delta file from quantised tensors: the same bytes encode_delta gives
+// for the values they decode to.
+Result<Bytes> write_int8_delta(const std::vector<QuantizedTensor>& tensors);
+
 struct DeltaDecodeLimits {
     std::uint64_t max_elements = std::uint64_t{1} << 28;  // over all tensors
 };

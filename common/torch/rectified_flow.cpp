@@ -22,18 +22,23 @@ torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const t
     return torch::mse_loss(velocity.to(torch::kFloat32), noise - x0);
 }
 
-torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
-                                 const torch::Tensor& text_emb, at::Generator& generator) {
+FlowDraws draw_flow(const torch::Tensor& x0, at::Generator& generator) {
     auto b = x0.size(0);
     auto device = x0.device();
-    auto t = torch::sigmoid(cpu_randn({b}, generator)).to(device, /*non_blocking=*/true);
-    auto noise = cpu_randn(x0.sizes(), generator).to(device, true);
-    auto drop = (torch::rand({b}, generator, torch::kFloat32) < kLabelDropout).to(device, true);
+    FlowDraws draws;
+    draws.t = torch::sigmoid(cpu_randn({b}, generator)).to(device, /*non_blocking=*/true);
+    draws.noise = cpu_randn(x0.sizes(), generator).to(device, true);
+    draws.drop = (torch::rand({b}, generator, torch::kFloat32) < kLabelDropout).to(device, true);
+    return draws;
+}
+
+torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
+                                 const torch::Tensor& text_emb, const FlowDraws& draws) {
     auto null_class = torch::full_like(labels, model->config().num_classes);
-    auto dropped_labels = torch::where(drop, null_class, labels);
+    auto dropped_labels = torch::where(draws.drop, null_class, labels);
     torch::Tensor text = text_emb;
-    if (text.defined()) text = text * (~drop).to(text.dtype()).view({-1, 1, 1});
-    return flow_matching_loss_at(model, x0, dropped_labels, text, t, noise);
+    if (text.defined()) text = text * (~draws.drop).to(text.dtype()).view({-1, 1, 1});
+    return flow_matching_loss_at(model, x0, dropped_labels, text, draws.t, draws.noise);
 }
 
 torch::Tensor euler_sample(Dit& model, const torch::Tensor& labels, const SampleOptions& options) {

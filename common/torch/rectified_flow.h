@@ -12,9 +12,21 @@ namespace tessera::common {
 
 constexpr double kLabelDropout = 0.1;
 
-// Training loss for one batch; draws t, ε and label dropout from `generator` (CPU).
+// The random draws of one training batch: t ~ logit-normal, ε, and which labels drop out.
+// Drawn for a whole batch before it is split into micro-batches, so accumulation over
+// micro-batches computes the same loss as the whole batch.
+struct FlowDraws {
+    torch::Tensor t;      // (B,)
+    torch::Tensor noise;  // like x0
+    torch::Tensor drop;   // (B,) bool
+};
+
+// Draws from `generator` (CPU) and moves the draws to `device`.
+FlowDraws draw_flow(const torch::Tensor& x0, at::Generator& generator);
+
+// Training loss: labels in `drop` become the null class (and their text is zeroed).
 torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
-                                 const torch::Tensor& text_emb, at::Generator& generator);
+                                 const torch::Tensor& text_emb, const FlowDraws& draws);
 
 // Loss at fixed t values with fixed noise: comparable across model versions.
 torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,

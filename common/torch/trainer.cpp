@@ -40,11 +40,6 @@ double mean(const std::vector<double>& values, std::size_t begin, std::size_t en
     return end > begin ? total / static_cast<double>(end - begin) : 0.0;
 }
 
-Batch slice(const Batch& batch, std::int64_t begin, std::int64_t end) {
-    return {batch.inputs.slice(0, begin, end), batch.labels.slice(0, begin, end),
-            batch.text_emb.defined() ? batch.text_emb.slice(0, begin, end) : torch::Tensor()};
-}
-
 Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
                                   const TrainConfig& config, const ProgressCallback& progress) {
     auto device = parse_device(config.device);
@@ -82,7 +77,8 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
         auto index = order.slice(0, cursor, cursor + std::min(config.batch_size, data.size()));
         cursor += config.batch_size;
         Batch batch{inputs.index_select(0, index).to(*device, true), labels.index_select(0, index).to(*device, true),
-                    text.defined() ? text.index_select(0, index).to(*device, true) : torch::Tensor()};
+                    text.defined() ? text.index_select(0, index).to(*device, true) : torch::Tensor(), {}};
+        (*workload)->draw(batch, generator);
 
         optimizer.zero_grad();
         double step_loss = 0;
@@ -93,7 +89,7 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
             torch::Tensor loss;
             {
                 CudaAutocast autocast(cuda);
-                loss = (*workload)->loss(slice(batch, begin, end), generator);
+                loss = (*workload)->loss(batch.slice(begin, end));
             }
             (loss * weight).backward();
             step_loss += loss.item<double>() * weight;

@@ -39,7 +39,7 @@ void for_each_eval_batch(const ShardData& data, torch::Device device, std::int64
     for (std::int64_t begin = 0; begin < n; begin += kEvalBatch) {
         auto end = std::min(n, begin + kEvalBatch);
         Batch batch{data.inputs.slice(0, begin, end).to(device), data.labels.slice(0, begin, end).to(device),
-                    data.text_emb.defined() ? data.text_emb.slice(0, begin, end).to(device) : torch::Tensor()};
+                    data.text_emb.defined() ? data.text_emb.slice(0, begin, end).to(device) : torch::Tensor(), {}};
         body(batch, begin);
     }
 }
@@ -50,8 +50,14 @@ public:
     std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
     Dit& dit() { return model_; }
 
-    torch::Tensor loss(const Batch& batch, at::Generator& generator) override {
-        return flow_matching_loss(model_, batch.inputs, batch.labels, batch.text_emb, generator);
+    void draw(Batch& batch, at::Generator& generator) override {
+        auto draws = draw_flow(batch.inputs, generator);
+        batch.draws = {draws.t, draws.noise, draws.drop};
+    }
+
+    torch::Tensor loss(const Batch& batch) override {
+        FlowDraws draws{batch.draws.at(0), batch.draws.at(1), batch.draws.at(2)};
+        return flow_matching_loss(model_, batch.inputs, batch.labels, batch.text_emb, draws);
     }
 
     EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) override {
@@ -82,7 +88,9 @@ public:
     explicit CnnWorkload(ModelPreset preset) : Workload(std::move(preset)) {}
     std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
 
-    torch::Tensor loss(const Batch& batch, at::Generator&) override {
+    void draw(Batch&, at::Generator&) override {}
+
+    torch::Tensor loss(const Batch& batch) override {
         return torch::cross_entropy_loss(model_->forward(batch.inputs), batch.labels);
     }
 
@@ -106,6 +114,13 @@ private:
 };
 
 }  // namespace
+
+Batch Batch::slice(std::int64_t begin, std::int64_t end) const {
+    Batch out{inputs.slice(0, begin, end), labels.slice(0, begin, end),
+              text_emb.defined() ? text_emb.slice(0, begin, end) : torch::Tensor(), {}};
+    for (const auto& d : draws) out.draws.push_back(d.slice(0, begin, end));
+    return out;
+}
 
 Result<ModelPreset> find_preset(std::string_view name) {
     for (const auto& preset : presets())

@@ -36,10 +36,15 @@ Result<ModelPreset> find_preset(std::string_view name);
 std::vector<std::string> preset_names();
 DataShape data_shape_of(const ShardData& data, std::int64_t num_classes);
 
+// One batch, with the random draws its loss needs (filled by Workload::draw; may be empty).
 struct Batch {
     torch::Tensor inputs;
     torch::Tensor labels;
     torch::Tensor text_emb;  // may be undefined
+    std::vector<torch::Tensor> draws;
+
+    // Rows [begin, end) of every tensor, draws included.
+    Batch slice(std::int64_t begin, std::int64_t end) const;
 };
 
 struct EvalResult {
@@ -53,9 +58,11 @@ public:
     virtual ~Workload() = default;
     const ModelPreset& preset() const { return preset_; }
     virtual std::shared_ptr<torch::nn::Module> module() = 0;
-    // The training loss of one batch; random draws (noise, t, label dropout) use `generator`,
-    // a CPU generator, so training is reproducible on any device.
-    virtual torch::Tensor loss(const Batch& batch, at::Generator& generator) = 0;
+    // Fills batch.draws (noise, t, label dropout) from `generator`, a CPU generator, so
+    // training is reproducible on any device and micro-batches see the batch's draws.
+    virtual void draw(Batch& batch, at::Generator& generator) = 0;
+    // The training loss of a batch (or a slice of one) with its draws.
+    virtual torch::Tensor loss(const Batch& batch) = 0;
     // Deterministic: a fixed t grid and noise seed for DiT, so versions are comparable.
     virtual EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) = 0;
 

@@ -1,0 +1,53 @@
+// tessera-bench: Tessera's benchmarks. `train` measures the trainer's samples/s against
+// PyTorch Python running the same model and loop.
+#include <cxxopts.hpp>
+#include <iostream>
+
+#include "train_bench.h"
+
+int main(int argc, char** argv) {
+    if (argc < 2 || std::string(argv[1]) != "train") {
+        std::cerr << "usage: tessera-bench train --model PRESET --device cpu|cuda [options]\n"
+                     "Run `tessera-bench train --help` for the options.\n";
+        return 2;
+    }
+    cxxopts::Options options("tessera-bench train", "Training throughput: C++ trainer vs PyTorch Python");
+    options.add_options()
+        ("model", "model preset (dit-tiny, dit-s, dit-b)", cxxopts::value<std::string>()->default_value("dit-s"))
+        ("device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("cpu"))
+        ("batch", "batch size", cxxopts::value<std::int64_t>()->default_value("32"))
+        ("steps", "measured steps", cxxopts::value<std::int64_t>()->default_value("20"))
+        ("warmup", "warm-up steps before measuring", cxxopts::value<std::int64_t>()->default_value("3"))
+        ("threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))
+        ("python", "Python with PyTorch", cxxopts::value<std::string>()->default_value("/usr/bin/python3"))
+        ("python-script", "the Python reference", cxxopts::value<std::string>()->default_value(TESSERA_BENCH_SCRIPT))
+        ("no-python", "measure the C++ trainer only")
+        ("peak-tflops", "the device's peak TFLOP/s, to print MFU", cxxopts::value<double>()->default_value("0"))
+        ("h,help", "show this help");
+    try {
+        auto args = options.parse(argc - 1, argv + 1);
+        if (args.count("help")) {
+            std::cout << options.help() << "\n";
+            return 0;
+        }
+        tessera::bench::TrainBenchOptions bench;
+        bench.model = args["model"].as<std::string>();
+        bench.device = args["device"].as<std::string>();
+        bench.batch = args["batch"].as<std::int64_t>();
+        bench.steps = args["steps"].as<std::int64_t>();
+        bench.warmup_steps = args["warmup"].as<std::int64_t>();
+        bench.threads = args["threads"].as<int>();
+        bench.python = args["python"].as<std::string>();
+        bench.python_script = args["python-script"].as<std::string>();
+        bench.run_python = args.count("no-python") == 0;
+        bench.peak_tflops = args["peak-tflops"].as<double>();
+        if (auto status = tessera::bench::run_train_bench(bench); !status) {
+            std::cerr << "tessera-bench: " << status.message() << "\n";
+            return 1;
+        }
+    } catch (const cxxopts::exceptions::exception& error) {
+        std::cerr << "tessera-bench: " << error.what() << "\n";
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,93 @@
+// The training-throughput benchmark. Both sides train on the same synthetic latents (the
+// data's content does not change the work), with the same thread count, batch and steps,
+// after the same number of warm-up steps.
+#include "train_bench.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "json_strict.h"
+#include "torch/model_state.h"
+#include "torch/trainer.h"
+
+namespace tessera::bench {
+namespace {
+
+constexpr std::int64_t kSyntheticSamples = 4096;
+
+// Training FLOPs per sample (3 × forward), counting matmuls, attention and the depthwise conv.
+double training_flops_per_sample(const common::DitConfig& c) {
+    double h = static_cast<double>(c.hidden), n = static_cast<double>((c.input_size / c.patch) * (c.input_size / c.patch));
+    double m = h * static_cast<double>(c.mlp_ratio);
+    double per_block = 2 * n * (4 * h * h + 2 * h * m) + 4 * n * n * h + 2 * 9 * m * n + 2 * 6 * h;
+    double stem = 2 * n * h * static_cast<double>(c.patch * c.patch * c.in_channels) * 2 + 2 * (256 * h + h * h + 6 * h * h);
+    return 3 * (stem + static_cast<double>(c.depth) * per_block);
+}
+
+common::Result<double> python_samples_per_s(const TrainBenchOptions& o) {
+    std::string command = o.python + " " + o.python_script + " --model " + o.model + " --device " +
+                          (o.device == "auto" ? std::string(torch::cuda::is_available() ? "cuda" : "cpu") : o.device) +
+                          " --batch " + std::to_string(o.batch) + " --steps " + std::to_string(o.steps) +
+                          " --warmup-steps " + std::to_string(o.warmup_steps) + " --threads " + std::to_string(o.threads) +
+                          " --samples " + std::to_string(kSyntheticSamples);
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return common::make_error("cannot run " + command);
+    std::string output;
+    char buffer[4096];
+    while (auto n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+    int status = pclose(pipe);
+    if (status != 0)
+        return common::make_error("the Python reference failed (is python3-torch installed? scripts/bench installs it): " + command);
+    auto json = common::parse_json_strict(output);
+    if (!json) return common::with_context("Python reference output", json.error());
+    const auto* object = json->if_object();
+    if (object == nullptr || !object->contains("samples_per_s")) return common::make_error("Python reference printed no samples_per_s");
+    return object->at("samples_per_s").to_number<double>();
+}
+
+}  // namespace
+
+common::Status run_train_bench(const TrainBenchOptions& o) {
+    torch::set_num_threads(o.threads);
+    common::ShardData data;
+    auto generator = at::detail::createCPUGenerator(0);
+    data.inputs = torch::randn({kSyntheticSamples, 4, 8, 8}, generator, torch::kFloat32);
+    data.labels = torch::randint(0, 10, {kSyntheticSamples}, generator, torch::kInt64);
+    auto workload = common::make_workload(o.model, common::data_shape_of(data, 10));
+    if (!workload) return workload.error();
+    auto theta0 = common::state_of(*(*workload)->module());
+
+    common::TrainConfig config;
+    config.batch_size = o.batch;
+    config.device = o.device;
+    config.lr = 3e-4;
+    config.warmup_steps = 10;
+    config.steps = o.warmup_steps;
+    if (o.warmup_steps > 0)
+        if (auto warm = common::train(o.model, theta0, data, config); !warm) return warm.error();
+    config.steps = o.steps;
+    auto measured = common::train(o.model, theta0, data, config);
+    if (!measured) return measured.error();
+    double cpp = measured->stats.samples_per_s;
+
+    std::cout << "model " << o.model << " (" << common::parameter_count(*(*workload)->module()) << " parameters), device "
+              << o.device << ", batch " << o.batch << ", threads " << o.threads << ", " << o.steps
+              << " measured steps after " << o.warmup_steps << " warm-up\n";
+    std::printf("C++ (LibTorch %s): %.2f samples/s\n", TORCH_VERSION, cpp);
+    if (auto* dit = common::dit_of(**workload); dit != nullptr && o.peak_tflops > 0) {
+        double flops = training_flops_per_sample((*dit)->config()) * cpp;
+        std::printf("C++ model FLOPs: %.1f TFLOP/s, MFU %.1f%% of %.0f TFLOP/s\n", flops / 1e12,
+                    100 * flops / (o.peak_tflops * 1e12), o.peak_tflops);
+    }
+    if (!o.run_python) return {};
+    auto python = python_samples_per_s(o);
+    if (!python) return python.error();
+    std::printf("Python (PyTorch, same model and loop): %.2f samples/s\n", *python);
+    std::printf("ratio C++/Python samples/s: %.3f\n", cpp / *python);
+    return {};
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,27 @@
+// `tessera-bench train`: samples/s of the C++ trainer and of the same model and loop in
+// PyTorch Python (scripts/bench_train.py), measured in one run, and their ratio.
+#pragma once
+
+#include <string>
+
+#include "result.h"
+
+namespace tessera::bench {
+
+struct TrainBenchOptions {
+    std::string model = "dit-s";
+    std::string device = "cpu";
+    std::int64_t batch = 32;
+    std::int64_t steps = 20;
+    std::int64_t warmup_steps = 3;
+    int threads = 2;
+    std::string python = "/usr/bin/python3";
+    std::string python_script;   // scripts/bench_train.py
+    bool run_python = true;
+    double peak_tflops = 0;      // > 0: print model FLOPs utilisation against this peak
+};
+
+// Prints the report to stdout; the last line is the C++/Python ratio.
+common::Status run_train_bench(const TrainBenchOptions& options);
+
+}  // namespace tessera::bench
