@@ -4,6 +4,7 @@ loop as common/torch (models/dit.cpp, rectified_flow.cpp, trainer.cpp), op for o
 C++/Python ratio measures the cost of driving LibTorch from Python. Prints one JSON line.
 Needs Debian's python3-torch (the same LibTorch version as libtorch-dev)."""
 import argparse
+import contextlib
 import json
 import math
 import time
@@ -150,7 +151,7 @@ def run(model, inputs, labels, steps, batch, lr, warmup, device, generator):
         x = inputs.index_select(0, index).to(device, non_blocking=True)
         y = labels.index_select(0, index).to(device, non_blocking=True)
         optimizer.zero_grad()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+        with torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext():
             loss = flow_matching_loss(model, x, y, generator)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -3,9 +3,11 @@
 #include <cxxopts.hpp>
 #include <iostream>
 
+#include "allocator_tuning.h"
 #include "train_bench.h"
 
 int main(int argc, char** argv) {
+    tessera::common::tune_allocator_for_training();
     if (argc < 2 || std::string(argv[1]) != "train") {
         std::cerr << "usage: tessera-bench train --model PRESET --device cpu|cuda [options]\n"
                      "Run `tessera-bench train --help` for the options.\n";
@@ -19,6 +21,7 @@ int main(int argc, char** argv) {
         ("steps", "measured steps", cxxopts::value<std::int64_t>()->default_value("20"))
         ("warmup", "warm-up steps before measuring", cxxopts::value<std::int64_t>()->default_value("3"))
         ("threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))
+        ("repeats", "alternating C++/Python runs (medians are reported)", cxxopts::value<int>()->default_value("3"))
         ("python", "Python with PyTorch", cxxopts::value<std::string>()->default_value("/usr/bin/python3"))
         ("python-script", "the Python reference", cxxopts::value<std::string>()->default_value(TESSERA_BENCH_SCRIPT))
         ("no-python", "measure the C++ trainer only")
@@ -37,6 +40,7 @@ int main(int argc, char** argv) {
         bench.steps = args["steps"].as<std::int64_t>();
         bench.warmup_steps = args["warmup"].as<std::int64_t>();
         bench.threads = args["threads"].as<int>();
+        bench.repeats = args["repeats"].as<int>();
         bench.python = args["python"].as<std::string>();
         bench.python_script = args["python-script"].as<std::string>();
         bench.run_python = args.count("no-python") == 0;

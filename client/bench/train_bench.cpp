@@ -6,6 +6,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -48,6 +49,12 @@ common::Result<double> python_samples_per_s(const TrainBenchOptions& o) {
     return object->at("samples_per_s").to_number<double>();
 }
 
+double median(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    auto n = values.size();
+    return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
 }  // namespace
 
 common::Status run_train_bench(const TrainBenchOptions& o) {
@@ -65,28 +72,41 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
     config.device = o.device;
     config.lr = 3e-4;
     config.warmup_steps = 10;
-    config.steps = o.warmup_steps;
-    if (o.warmup_steps > 0)
-        if (auto warm = common::train(o.model, theta0, data, config); !warm) return warm.error();
-    config.steps = o.steps;
-    auto measured = common::train(o.model, theta0, data, config);
-    if (!measured) return measured.error();
-    double cpp = measured->stats.samples_per_s;
-
     std::cout << "model " << o.model << " (" << common::parameter_count(*(*workload)->module()) << " parameters), device "
               << o.device << ", batch " << o.batch << ", threads " << o.threads << ", " << o.steps
-              << " measured steps after " << o.warmup_steps << " warm-up\n";
-    std::printf("C++ (LibTorch %s): %.2f samples/s\n", TORCH_VERSION, cpp);
+              << " measured steps after " << o.warmup_steps << " warm-up, " << o.repeats << " alternating runs each\n";
+
+    // Runs alternate between the two sides, so drift in the machine's speed hits both.
+    std::vector<double> cpp, python;
+    for (int run = 0; run < std::max(o.repeats, 1); ++run) {
+        config.steps = o.warmup_steps;
+        if (o.warmup_steps > 0)
+            if (auto warm = common::train(o.model, theta0, data, config); !warm) return warm.error();
+        config.steps = o.steps;
+        auto measured = common::train(o.model, theta0, data, config);
+        if (!measured) return measured.error();
+        cpp.push_back(measured->stats.samples_per_s);
+        std::printf("  run %d: C++ %.2f samples/s", run + 1, cpp.back());
+        if (o.run_python) {
+            auto sample = python_samples_per_s(o);
+            if (!sample) return sample.error();
+            python.push_back(*sample);
+            std::printf(", Python %.2f samples/s", python.back());
+        }
+        std::printf("\n");
+        std::fflush(stdout);
+    }
+    double cpp_median = median(cpp);
+    std::printf("C++ (LibTorch %s): %.2f samples/s (median)\n", TORCH_VERSION, cpp_median);
     if (auto* dit = common::dit_of(**workload); dit != nullptr && o.peak_tflops > 0) {
-        double flops = training_flops_per_sample((*dit)->config()) * cpp;
+        double flops = training_flops_per_sample((*dit)->config()) * cpp_median;
         std::printf("C++ model FLOPs: %.1f TFLOP/s, MFU %.1f%% of %.0f TFLOP/s\n", flops / 1e12,
                     100 * flops / (o.peak_tflops * 1e12), o.peak_tflops);
     }
     if (!o.run_python) return {};
-    auto python = python_samples_per_s(o);
-    if (!python) return python.error();
-    std::printf("Python (PyTorch, same model and loop): %.2f samples/s\n", *python);
-    std::printf("ratio C++/Python samples/s: %.3f\n", cpp / *python);
+    double python_median = median(python);
+    std::printf("Python (PyTorch, same model and loop): %.2f samples/s (median)\n", python_median);
+    std::printf("ratio C++/Python samples/s: %.3f\n", cpp_median / python_median);
     return {};
 }
 

@@ -15,6 +15,7 @@ struct TrainBenchOptions {
     std::int64_t steps = 20;
     std::int64_t warmup_steps = 3;
     int threads = 2;
+    int repeats = 3;             // alternate C++ and Python runs; report medians
     std::string python = "/usr/bin/python3";
     std::string python_script;   // scripts/bench_train.py
     bool run_python = true;
