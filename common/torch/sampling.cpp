@@ -7,7 +7,8 @@
 
 namespace tessera::common {
 
-Result<Bytes> images_to_png(const torch::Tensor& images, std::int64_t cols) {
+Result<Bytes> images_to_png(const torch::Tensor& source, std::int64_t cols, std::int64_t upscale) {
+    auto images = source.repeat_interleave(upscale, 2).repeat_interleave(upscale, 3);
     auto n = images.size(0), h = images.size(2), w = images.size(3);
     auto rows = (n + cols - 1) / cols;
     auto pixels = ((images.detach().to(torch::kCPU, torch::kFloat32).clamp(-1, 1) + 1) * 127.5).round().to(torch::kUInt8);

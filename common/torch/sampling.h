@@ -17,8 +17,9 @@ struct GridOptions {
     SampleOptions sampling;
 };
 
-// (rows·cols, 1, H, W) images in [-1, 1] → one greyscale PNG, `cols` images per row.
-Result<Bytes> images_to_png(const torch::Tensor& images, std::int64_t cols);
+// (rows·cols, 1, H, W) images in [-1, 1] → one greyscale PNG, `cols` images per row, each
+// pixel drawn as an `upscale` × `upscale` square.
+Result<Bytes> images_to_png(const torch::Tensor& images, std::int64_t cols, std::int64_t upscale = 1);
 
 Result<Bytes> sample_png_grid(Workload& workload, Decoder& decoder, const GridOptions& options,
                               torch::Device device = torch::kCPU);

@@ -5,6 +5,7 @@
 #include <cxxopts.hpp>
 #include <iostream>
 
+#include "allocator_tuning.h"
 #include "import_command.h"
 #include "inspect_command.h"
 #include "prepare.h"
@@ -93,6 +94,7 @@ int run_import(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    tessera::common::tune_allocator_for_training();
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
         std::cerr << kUsage;
         return argc < 2 ? 2 : 0;

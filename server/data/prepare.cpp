@@ -168,7 +168,7 @@ Status prepare_latents(const PrepareOptions& options, const Split& train, const 
                              : torch::arange(std::min<std::int64_t>(test.labels.size(0), 20));
     torch::NoGradGuard no_grad;
     auto decoded = ae->decoder->forward(test_latents.index_select(0, index).to(torch::kFloat32) / manifest.scale_factor);
-    auto png = common::images_to_png(torch::cat({test_x.index_select(0, index), decoded}), kClasses.size());
+    auto png = common::images_to_png(torch::cat({test_x.index_select(0, index), decoded}), kClasses.size(), 3);
     if (!png) return png.error();
     return common::write_file_atomic(options.out / "preview.png", *png);
 }
