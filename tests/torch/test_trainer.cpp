@@ -20,6 +20,15 @@ ShardData load_train_shards(const std::filesystem::path& dir, const DatasetManif
     return concat_shards(shards).value();
 }
 
+// One shard of the small dataset and seeded dit-tiny weights for it.
+std::pair<ShardData, TorchTensorMap> first_shard_and_weights() {
+    const auto& dir = tessera::testing::small_latent_dataset();
+    auto manifest = load_dataset_manifest(dir / "dataset.json").value();
+    auto data = load_shard_file(dir / manifest.train[0].file).value();
+    auto theta0 = state_of(*make_workload("dit-tiny", data_shape_of(data, 10), 3).value()->module());
+    return {data, theta0};
+}
+
 TorchTensorMap apply_delta(const TorchTensorMap& theta, const TorchTensorMap& delta) {
     TorchTensorMap out;
     for (const auto& [name, tensor] : theta) out.emplace(name, tensor + delta.at(name));
@@ -73,10 +82,7 @@ TEST_CASE("a few hundred dit-tiny steps clearly lower the validation loss") {
 }
 
 TEST_CASE("training is deterministic on the CPU for a fixed seed") {
-    const auto& dir = tessera::testing::small_latent_dataset();
-    auto manifest = load_dataset_manifest(dir / "dataset.json").value();
-    auto data = load_shard_file(dir / manifest.train[0].file).value();
-    auto theta0 = state_of(*make_workload("dit-tiny", data_shape_of(data, 10), 3).value()->module());
+    auto [data, theta0] = first_shard_and_weights();
     TrainConfig config;
     config.steps = 5;
     config.batch_size = 16;
@@ -90,10 +96,7 @@ TEST_CASE("training is deterministic on the CPU for a fixed seed") {
 }
 
 TEST_CASE("gradient accumulation over micro-batches matches the full batch") {
-    const auto& dir = tessera::testing::small_latent_dataset();
-    auto manifest = load_dataset_manifest(dir / "dataset.json").value();
-    auto data = load_shard_file(dir / manifest.train[0].file).value();
-    auto theta0 = state_of(*make_workload("dit-tiny", data_shape_of(data, 10), 3).value()->module());
+    auto [data, theta0] = first_shard_and_weights();
     TrainConfig config;
     config.steps = 1;
     config.batch_size = 32;
@@ -137,10 +140,7 @@ TEST_CASE("the cnn trained centrally for 2 epochs reaches 0.88 test accuracy") {
 }
 
 TEST_CASE("mismatched weights, data or devices give clear errors") {
-    const auto& dir = tessera::testing::small_latent_dataset();
-    auto manifest = load_dataset_manifest(dir / "dataset.json").value();
-    auto data = load_shard_file(dir / manifest.train[0].file).value();
-    auto theta0 = state_of(*make_workload("dit-tiny", data_shape_of(data, 10), 3).value()->module());
+    auto [data, theta0] = first_shard_and_weights();
     TrainConfig config;
     config.steps = 1;
 
