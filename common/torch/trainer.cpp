@@ -45,6 +45,11 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     auto device = parse_device(config.device);
     if (!device) return device.error();
     if (config.steps < 1 || config.batch_size < 1) return make_error("steps and batch size must be at least 1");
+    if (data.size() < 1) return make_error("no training samples");
+    auto largest_label = data.labels.max().item<std::int64_t>();
+    if (largest_label >= config.num_classes)
+        return make_error("label " + std::to_string(largest_label) + " is not below the task's " +
+                          std::to_string(config.num_classes) + " classes");
     auto workload = make_workload(preset, data_shape_of(data, config.num_classes), config.seed);
     if (!workload) return workload.error();
     auto module = (*workload)->module();

@@ -148,6 +148,11 @@ TEST_CASE("mismatched weights, data or devices give clear errors") {
     CHECK(wrong_preset.message().find("tensors but the weights have") != std::string::npos);
     CHECK(train("no-such-model", theta0, data, config).message().find("unknown model preset") != std::string::npos);
     CHECK_FALSE(train("cnn", theta0, data, config).ok());
+    auto relabelled = data;
+    relabelled.labels = data.labels.clone();
+    relabelled.labels[0] = 10;
+    CHECK(train("dit-tiny", theta0, relabelled, config).message().find("label 10 is not below") != std::string::npos);
+    CHECK(train("dit-tiny", theta0, ShardData{}, config).message().find("no training samples") != std::string::npos);
     config.device = "cuda:7";
     CHECK_FALSE(train("dit-tiny", theta0, data, config).ok());
     config.device = "tpu";
