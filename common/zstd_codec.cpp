@@ -3,6 +3,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <stdexcept>
 #include <vector>
@@ -117,6 +118,11 @@ Status ZstdDecompressStream::finish() {
     if (!state_->saw_input) return make_error("zstd input is empty");
     if (state_->frame_open) return make_error("zstd data is truncated");
     return {};
+}
+
+bool is_zstd_frame(ByteView bytes) {
+    constexpr std::uint8_t kMagic[4] = {0x28, 0xb5, 0x2f, 0xfd};  // ZSTD_MAGICNUMBER, little-endian
+    return bytes.size() >= 4 && std::equal(std::begin(kMagic), std::end(kMagic), bytes.begin());
 }
 
 Result<Bytes> zstd_compress(ByteView input, int level) {

@@ -17,6 +17,9 @@ constexpr int kDefaultZstdLevel = 3;
 // Receives output as it is produced; an error stops the stream.
 using ByteSink = std::function<Status(ByteView)>;
 
+// True when `bytes` starts with the zstd frame magic number.
+bool is_zstd_frame(ByteView bytes);
+
 // Compresses into one frame with a content checksum, so corruption is detected on decode.
 Result<Bytes> zstd_compress(ByteView input, int level = kDefaultZstdLevel);
 // Decodes one or more whole frames; output past `max_output_bytes` is an error.

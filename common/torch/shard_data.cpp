@@ -11,15 +11,9 @@
 namespace tessera::common {
 namespace {
 
-constexpr std::uint8_t kZstdMagic[4] = {0x28, 0xb5, 0x2f, 0xfd};
-
 // Fashion-MNIST pixel statistics; the classifier sees standardised inputs.
 constexpr double kPixelMean = 0.2860;
 constexpr double kPixelStd = 0.3530;
-
-bool is_zstd(ByteView bytes) {
-    return bytes.size() >= 4 && std::equal(std::begin(kZstdMagic), std::end(kZstdMagic), bytes.begin());
-}
 
 bool is_float(DType dtype) { return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16; }
 
@@ -72,7 +66,7 @@ Result<ShardData> parse_shard(ByteView bytes) {
 
 Result<ShardData> load_shard(ByteView bytes) {
     try {
-        if (!is_zstd(bytes)) return parse_shard(bytes);
+        if (!is_zstd_frame(bytes)) return parse_shard(bytes);
         auto raw = zstd_decompress(bytes, kMaxShardBytes);
         if (!raw) return raw.error();
         return parse_shard(*raw);

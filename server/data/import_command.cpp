@@ -37,8 +37,7 @@ common::Result<CheckedShard> check_shard(const std::filesystem::path& path) {
     checked.samples = shard->size();
     checked.max_label = shard->labels.max().item<std::int64_t>();
     checked.text_dim = shard->text_emb.defined() ? shard->text_emb.size(2) : 0;
-    bool compressed = (*bytes)[0] == 0x28 && (*bytes)[1] == 0xb5;
-    if (compressed) {
+    if (common::is_zstd_frame(*bytes)) {
         checked.stored = std::move(bytes).value();
     } else {
         auto packed = common::zstd_compress(*bytes, 9);

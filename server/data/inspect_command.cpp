@@ -41,8 +41,7 @@ std::vector<double> as_doubles(const common::TensorView& view) {
 common::Status inspect_tensor_file(const std::filesystem::path& path, std::ostream& out) {
     auto bytes = common::read_file(path, kMaxFileBytes);
     if (!bytes) return bytes.error();
-    bool compressed = bytes->size() >= 4 && (*bytes)[0] == 0x28 && (*bytes)[1] == 0xb5 && (*bytes)[2] == 0x2f &&
-                      (*bytes)[3] == 0xfd;
+    bool compressed = common::is_zstd_frame(*bytes);
     if (compressed) {
         auto raw = common::zstd_decompress(*bytes, kMaxFileBytes);
         if (!raw) return common::with_context(path.string(), raw.error());
