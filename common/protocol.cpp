@@ -49,6 +49,17 @@ std::string read_public_key(JsonObjectReader& reader, std::string_view key) {
     return text;
 }
 
+// "" or an http(s) URL of printable ASCII without a trailing slash (docs/protocol.md).
+std::string read_blob_base_url(JsonObjectReader& reader) {
+    auto text = reader.string("blob_base_url", 0, 512);
+    if (reader.failed() || text.empty()) return text;
+    bool scheme_ok = text.starts_with("http://") || text.starts_with("https://");
+    bool chars_ok = is_printable_ascii(text) && text.find(' ') == std::string::npos;
+    if (!scheme_ok || !chars_ok || text.back() == '/')
+        reader.fail("field \"blob_base_url\": expected \"\" or an http(s) URL without a trailing slash");
+    return text;
+}
+
 boost::json::value blob_to_json(const BlobRef& blob) {
     return {{"sha256", blob.sha256}, {"bytes", blob.bytes}};
 }
@@ -134,6 +145,7 @@ boost::json::value to_json(const WorkUnit& m) {
             {"base_version", m.base_version},
             {"model_blob", blob_to_json(m.model_blob)},
             {"shards", std::move(shards)},
+            {"blob_base_url", m.blob_base_url},
             {"hyper",
              {{"local_steps", h.local_steps},
               {"batch_size", h.batch_size},
@@ -165,6 +177,7 @@ Result<WorkUnit> work_unit_from_json(const boost::json::value& json) {
             for (std::size_t i = 0; i < array->size(); ++i)
                 m.shards.push_back(read_blob((*array)[i], "work_unit.shards[" + std::to_string(i) + "]", reader));
     }
+    m.blob_base_url = read_blob_base_url(reader);
     m.hyper = read_hyper(reader, "hyper");
     m.encoding = read_encoding(reader, "encoding");
     m.issued_at = reader.integer("issued_at", 0, kMaxSafeInteger);

@@ -44,6 +44,8 @@ struct WorkUnit {
     std::int64_t base_version = 0;
     BlobRef model_blob;
     std::vector<BlobRef> shards;
+    // Where to fetch blobs: "<base>/<sha256>". Empty: the server's own /blobs.
+    std::string blob_base_url;
     Hyperparameters hyper;
     DeltaEncoding encoding;
     std::int64_t issued_at = 0;  // unix seconds

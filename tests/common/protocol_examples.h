@@ -13,6 +13,7 @@ inline common::WorkUnit example_work_unit() {
     wu.model = "dit-tiny";
     wu.base_version = 17;
     wu.model_blob = {std::string(64, 'a'), 123456};
+    wu.blob_base_url = "http://cache.example:8080/blobs";
     wu.shards = {{std::string(64, 'b'), 4096}, {std::string(64, 'c'), 8192}};
     wu.hyper = {.local_steps = 50, .batch_size = 64, .lr = 3e-4, .warmup_steps = 5,
                 .weight_decay = 0.01, .grad_clip = 1.0, .seed = 1234567};

@@ -1,0 +1,30 @@
+// Result upload framing: a length-prefixed manifest followed by the delta.
+#include "result_upload.h"
+
+namespace tessera::common {
+
+Bytes pack_result_upload(std::string_view manifest_json, ByteView delta) {
+    Bytes body;
+    body.reserve(4 + manifest_json.size() + delta.size());
+    auto length = static_cast<std::uint32_t>(manifest_json.size());
+    for (int i = 0; i < 4; ++i) body.push_back(static_cast<std::uint8_t>(length >> (8 * i)));
+    auto manifest = as_bytes(manifest_json);
+    body.insert(body.end(), manifest.begin(), manifest.end());
+    body.insert(body.end(), delta.begin(), delta.end());
+    return body;
+}
+
+Result<ResultUploadView> unpack_result_upload(ByteView body) {
+    if (body.size() < 4) return make_error("result upload: shorter than its 4-byte length prefix");
+    std::uint32_t length = 0;
+    for (int i = 0; i < 4; ++i) length |= std::uint32_t{body[static_cast<std::size_t>(i)]} << (8 * i);
+    if (length == 0 || length > kMaxManifestBytes)
+        return make_error("result upload: manifest length " + std::to_string(length) +
+                          " is outside 1.." + std::to_string(kMaxManifestBytes));
+    if (length > body.size() - 4)
+        return make_error("result upload: manifest length " + std::to_string(length) +
+                          " exceeds the body");
+    return ResultUploadView{as_string_view(body.subspan(4, length)), body.subspan(4 + length)};
+}
+
+}  // namespace tessera::common

@@ -1,0 +1,25 @@
+// The body of a result upload (POST /api/v1/results): the result manifest's JSON and the
+// delta file in one signed body, so one signature covers both.
+// Layout: u32 little-endian manifest length, the manifest JSON, then the delta bytes.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "bytes.h"
+#include "result.h"
+
+namespace tessera::common {
+
+constexpr std::size_t kMaxManifestBytes = 64 << 10;
+
+struct ResultUploadView {
+    std::string_view manifest_json;
+    ByteView delta;
+};
+
+Bytes pack_result_upload(std::string_view manifest_json, ByteView delta);
+// Splits an untrusted body; the views point into `body`.
+Result<ResultUploadView> unpack_result_upload(ByteView body);
+
+}  // namespace tessera::common

@@ -1,0 +1,127 @@
+-- The server's SQLite schema (tessera-server; docs/operations.md). Version 1.
+-- Applied by server/store/store.cpp when PRAGMA user_version is 0; later versions add
+-- migrations there. Times are unix seconds; hashes are SHA-256 in lowercase hex.
+
+-- Server-wide settings: the operator token's hash, the server key id.
+CREATE TABLE settings (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+
+-- Volunteers, one per Ed25519 key.
+CREATE TABLE clients (
+  id            TEXT PRIMARY KEY,
+  public_key    TEXT NOT NULL UNIQUE,   -- base64 of the raw 32-byte key
+  name          TEXT NOT NULL,
+  client_version TEXT NOT NULL,
+  registered_at INTEGER NOT NULL,
+  last_seen     INTEGER NOT NULL,
+  device        TEXT NOT NULL DEFAULT '',
+  samples_per_s REAL NOT NULL DEFAULT 0,
+  valid_streak  INTEGER NOT NULL DEFAULT 0,  -- accepted results in a row (adaptive replication)
+  accepted      INTEGER NOT NULL DEFAULT 0,
+  rejected      INTEGER NOT NULL DEFAULT 0,
+  credit        REAL NOT NULL DEFAULT 0,
+  banned        INTEGER NOT NULL DEFAULT 0
+);
+
+-- Request nonces seen recently: a replayed signed request is refused.
+CREATE TABLE request_nonces (
+  client_id TEXT NOT NULL,
+  nonce     TEXT NOT NULL,
+  seen_at   INTEGER NOT NULL,
+  PRIMARY KEY (client_id, nonce)
+);
+
+-- A training run: model preset, dataset and policy (config is the task's JSON).
+CREATE TABLE tasks (
+  id          TEXT PRIMARY KEY,
+  config      TEXT NOT NULL,
+  state       TEXT NOT NULL CHECK (state IN ('active', 'paused', 'finished')),
+  created_at  INTEGER NOT NULL,
+  version     INTEGER NOT NULL DEFAULT 0   -- the current model version
+);
+
+-- The task's training shards; `uses` counts work units built on each (epoch coverage).
+CREATE TABLE shards (
+  task_id TEXT NOT NULL REFERENCES tasks(id),
+  sha256  TEXT NOT NULL,
+  bytes   INTEGER NOT NULL,
+  samples INTEGER NOT NULL,
+  uses    INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (task_id, sha256)
+);
+
+-- Every model version; the blob is written (atomically) before its row commits.
+CREATE TABLE model_versions (
+  task_id         TEXT NOT NULL REFERENCES tasks(id),
+  version         INTEGER NOT NULL,
+  blob_sha256     TEXT NOT NULL,
+  blob_bytes      INTEGER NOT NULL,
+  optimizer_sha256 TEXT,                 -- diloco momentum, when the policy has state
+  created_at      INTEGER NOT NULL,
+  merged_results  INTEGER NOT NULL DEFAULT 0,
+  validation_loss REAL,                  -- filled in by the periodic evaluation
+  validation_accuracy REAL,
+  PRIMARY KEY (task_id, version)
+);
+
+-- A unit of work (BOINC's workunit): shards, hyperparameters and a base version. It is
+-- sent as one or more assignments (replicas).
+CREATE TABLE work_units (
+  id           TEXT PRIMARY KEY,
+  task_id      TEXT NOT NULL REFERENCES tasks(id),
+  base_version INTEGER NOT NULL,
+  shards       TEXT NOT NULL,             -- JSON array of shard hashes
+  local_steps  INTEGER NOT NULL,
+  seed         INTEGER NOT NULL,
+  replicas     INTEGER NOT NULL,          -- 1, or 2 when the results are compared
+  state        TEXT NOT NULL CHECK (state IN ('open', 'done', 'retired')),
+  failures     INTEGER NOT NULL DEFAULT 0,
+  created_at   INTEGER NOT NULL
+);
+
+-- One copy of a work unit sent to one volunteer (BOINC's result). Its id is the wu_id
+-- the volunteer sees.
+CREATE TABLE assignments (
+  id            TEXT PRIMARY KEY,
+  work_unit_id  TEXT NOT NULL REFERENCES work_units(id),
+  client_id     TEXT NOT NULL REFERENCES clients(id),
+  -- in_progress → returned (stored) → validated (waits for its replica) → accepted (to be
+  -- merged) | confirmed (an accepted replica's twin, not merged) | rejected;
+  -- accepted → merged; in_progress → timed_out | abandoned.
+  state         TEXT NOT NULL CHECK (state IN ('in_progress', 'returned', 'validated',
+                  'accepted', 'confirmed', 'rejected', 'merged', 'timed_out', 'abandoned')),
+  issued_at     INTEGER NOT NULL,
+  deadline      INTEGER NOT NULL,
+  envelope      TEXT NOT NULL,            -- the signed work unit as sent
+  returned_at   INTEGER,
+  delta_sha256  TEXT,
+  delta_bytes   INTEGER,
+  delta_norm    REAL,
+  metrics       TEXT,                     -- JSON from the result manifest
+  credit        REAL NOT NULL DEFAULT 0,
+  merged_version INTEGER,
+  accepted_seq  INTEGER                   -- acceptance order, so merges replay in order
+);
+CREATE INDEX assignments_by_state ON assignments(state);
+CREATE INDEX assignments_by_client ON assignments(client_id, state);
+CREATE INDEX assignments_by_work_unit ON assignments(work_unit_id);
+
+-- Why results were refused.
+CREATE TABLE rejections (
+  id            INTEGER PRIMARY KEY,
+  assignment_id TEXT NOT NULL,
+  client_id     TEXT NOT NULL,
+  reason        TEXT NOT NULL,
+  detail        TEXT NOT NULL,
+  at            INTEGER NOT NULL
+);
+
+-- What happened, for the dashboard and the log.
+CREATE TABLE events (
+  id     INTEGER PRIMARY KEY,
+  at     INTEGER NOT NULL,
+  kind   TEXT NOT NULL,
+  detail TEXT NOT NULL                    -- JSON object
+);

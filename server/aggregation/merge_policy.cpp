@@ -1,0 +1,248 @@
+// The three merge policies. Arithmetic runs in double per coordinate and is stored as f32.
+#include "merge_policy.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <utility>
+
+#include "tensor_math.h"
+
+namespace tessera::server {
+namespace {
+
+using common::NamedTensors;
+
+std::string format_number(double value) {
+    char buffer[64];
+    auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
+    return ec == std::errc{} ? std::string(buffer, end) : std::string("?");
+}
+
+common::Error out_of_range(std::string_view field, std::string_view wanted, double value) {
+    return common::make_error(std::string(field) + " must be " + std::string(wanted) + ", got " +
+                              format_number(value));
+}
+
+// The norm is accumulated in double, so it is finite exactly when every value is.
+bool all_finite(const NamedTensors& tensors) { return std::isfinite(l2_norm(tensors)); }
+
+// Checks one arrival against the model and turns Δ into s(τ)·clip(Δ).
+common::Result<NamedTensors> weigh(const MergeSettings& settings, const NamedTensors& model, IncomingDelta& in) {
+    if (auto status = check_same_layout(model, in.delta); !status)
+        return common::with_context("delta '" + in.id + "'", status.error());
+    if (!all_finite(in.delta)) return common::make_error("delta '" + in.id + "': non-finite values");
+    clip_norm_in_place(in.delta, settings.clip_norm);
+    scale_in_place(in.delta, settings.staleness.weight(in.staleness));
+    return std::move(in.delta);
+}
+
+// Coordinate-wise mean of the buffered deltas after dropping `drop` highest and lowest
+// values of each coordinate (drop = 0: the plain mean).
+NamedTensors trimmed_mean(const std::vector<NamedTensors>& deltas, std::size_t drop) {
+    NamedTensors mean = deltas.front();
+    const std::size_t kept = deltas.size() - 2 * drop;
+    std::vector<double> column(deltas.size());
+    for (std::size_t t = 0; t < mean.size(); ++t)
+        for (std::size_t j = 0; j < mean[t].values.size(); ++j) {
+            for (std::size_t k = 0; k < deltas.size(); ++k) column[k] = deltas[k][t].values[j];
+            if (drop > 0) std::sort(column.begin(), column.end());
+            double sum = 0;
+            for (std::size_t k = drop; k < drop + kept; ++k) sum += column[k];
+            mean[t].values[j] = static_cast<float>(sum / static_cast<double>(kept));
+        }
+    return mean;
+}
+
+common::Status refuse_state(PolicyKind kind, const NamedTensors& state) {
+    if (state.empty()) return {};
+    return common::make_error(std::string(policy_name(kind)) + " keeps no optimizer state, got " +
+                              std::to_string(state.size()) + " tensors");
+}
+
+// θ ← θ + factor·step, coordinate by coordinate.
+void add_scaled(NamedTensors& model, const NamedTensors& step, double factor) {
+    for (std::size_t t = 0; t < model.size(); ++t)
+        for (std::size_t j = 0; j < model[t].values.size(); ++j)
+            model[t].values[j] = static_cast<float>(model[t].values[j] + factor * step[t].values[j]);
+}
+
+class FedAsyncPolicy final : public MergePolicy {
+public:
+    explicit FedAsyncPolicy(const MergeSettings& settings) : settings_(settings) {}
+
+    common::Result<MergeOutcome> add(NamedTensors& model, IncomingDelta delta) override {
+        auto weighted = weigh(settings_, model, delta);
+        if (!weighted) return weighted.error();
+        add_scaled(model, *weighted, settings_.server_lr);
+        return MergeOutcome{true, {std::move(delta.id)}};
+    }
+    std::vector<std::string> pending_ids() const override { return {}; }
+    NamedTensors optimizer_state() const override { return {}; }
+    common::Status load_optimizer_state(const NamedTensors& state, const NamedTensors&) override {
+        return refuse_state(PolicyKind::FedAsync, state);
+    }
+
+private:
+    MergeSettings settings_;
+};
+
+// Buffers weighted deltas and steps once buffer_size of them have arrived.
+class BufferedPolicy : public MergePolicy {
+public:
+    explicit BufferedPolicy(const MergeSettings& settings) : settings_(settings) {}
+
+    common::Result<MergeOutcome> add(NamedTensors& model, IncomingDelta delta) override {
+        auto weighted = weigh(settings_, model, delta);
+        if (!weighted) return weighted.error();
+        if (static_cast<std::int64_t>(deltas_.size()) + 1 < settings_.buffer_size) {
+            ids_.push_back(std::move(delta.id));
+            deltas_.push_back(std::move(weighted.value()));
+            return MergeOutcome{};
+        }
+        // Everything is checked before the buffer changes, so an error leaves it as it was.
+        for (std::size_t k = 0; k < deltas_.size(); ++k)
+            if (auto status = check_same_layout(model, deltas_[k]); !status)
+                return common::with_context("model layout changed since delta '" + ids_[k] + "' was buffered",
+                                            status.error());
+        if (auto status = check_state(model); !status) return status.error();
+        ids_.push_back(std::move(delta.id));
+        deltas_.push_back(std::move(weighted.value()));
+        step(model, deltas_);
+        deltas_.clear();
+        return MergeOutcome{true, std::exchange(ids_, {})};
+    }
+    std::vector<std::string> pending_ids() const override { return ids_; }
+
+protected:
+    // Checks the policy's own state against the model before a step.
+    virtual common::Status check_state(const NamedTensors& model) = 0;
+    // Folds the weighted deltas s_i·Δ_i into the model.
+    virtual void step(NamedTensors& model, const std::vector<NamedTensors>& deltas) = 0;
+
+    MergeSettings settings_;
+
+private:
+    std::vector<std::string> ids_;
+    std::vector<NamedTensors> deltas_;
+};
+
+class FedBuffPolicy final : public BufferedPolicy {
+public:
+    using BufferedPolicy::BufferedPolicy;
+
+    NamedTensors optimizer_state() const override { return {}; }
+    common::Status load_optimizer_state(const NamedTensors& state, const NamedTensors&) override {
+        return refuse_state(PolicyKind::FedBuff, state);
+    }
+
+private:
+    common::Status check_state(const NamedTensors&) override { return {}; }
+
+    void step(NamedTensors& model, const std::vector<NamedTensors>& deltas) override {
+        // floor(trim·K), nudged so that 0.29·100 = 28.999… still drops 29, and capped so at
+        // least one value per coordinate remains.
+        const std::size_t k = deltas.size();
+        const double exact = settings_.trim_fraction * static_cast<double>(k);
+        const auto drop = std::min(static_cast<std::size_t>(std::floor(exact + 1e-9)), (k - 1) / 2);
+        add_scaled(model, trimmed_mean(deltas, drop), settings_.server_lr);
+    }
+};
+
+class DiLoCoPolicy final : public BufferedPolicy {
+public:
+    using BufferedPolicy::BufferedPolicy;
+
+    NamedTensors optimizer_state() const override { return momentum_; }
+    common::Status load_optimizer_state(const NamedTensors& state, const NamedTensors& model) override {
+        if (!state.empty()) {
+            if (auto status = check_same_layout(model, state); !status)
+                return common::with_context("diloco momentum", status.error());
+            if (!all_finite(state)) return common::make_error("diloco momentum: non-finite values");
+        }
+        momentum_ = state;
+        return {};
+    }
+
+private:
+    common::Status check_state(const NamedTensors& model) override {
+        if (momentum_.empty()) return {};
+        if (auto status = check_same_layout(model, momentum_); !status)
+            return common::with_context("diloco momentum", status.error());
+        return {};
+    }
+
+    void step(NamedTensors& model, const std::vector<NamedTensors>& deltas) override {
+        if (momentum_.empty()) {
+            momentum_ = model;
+            for (auto& t : momentum_) std::fill(t.values.begin(), t.values.end(), 0.0f);
+        }
+        // The buffer holds s_i·Δ_i, so the mean pseudo-gradient ḡ is minus their mean.
+        const NamedTensors mean_delta = trimmed_mean(deltas, 0);
+        const double mu = settings_.momentum;
+        const double lr = settings_.server_lr;
+        for (std::size_t t = 0; t < model.size(); ++t)
+            for (std::size_t j = 0; j < model[t].values.size(); ++j) {
+                const double g = -static_cast<double>(mean_delta[t].values[j]);
+                const double m = mu * momentum_[t].values[j] + g;
+                momentum_[t].values[j] = static_cast<float>(m);
+                model[t].values[j] = static_cast<float>(model[t].values[j] - lr * (g + mu * m));
+            }
+    }
+
+    NamedTensors momentum_;  // empty until the first outer step: m = 0
+};
+
+}  // namespace
+
+std::string_view policy_name(PolicyKind kind) {
+    switch (kind) {
+        case PolicyKind::FedAsync:
+            return "fedasync";
+        case PolicyKind::FedBuff:
+            return "fedbuff";
+        case PolicyKind::DiLoCo:
+            return "diloco";
+    }
+    return "fedasync";
+}
+
+std::optional<PolicyKind> policy_from_name(std::string_view name) {
+    for (auto kind : {PolicyKind::FedAsync, PolicyKind::FedBuff, PolicyKind::DiLoCo})
+        if (policy_name(kind) == name) return kind;
+    return std::nullopt;
+}
+
+common::Status validate_settings(const MergeSettings& s) {
+    if (!std::isfinite(s.server_lr) || s.server_lr <= 0)
+        return out_of_range("server_lr", "a finite number > 0", s.server_lr);
+    if (!std::isfinite(s.clip_norm) || s.clip_norm < 0)
+        return out_of_range("clip_norm", "a finite number >= 0", s.clip_norm);
+    if (s.buffer_size < 1)
+        return common::make_error("buffer_size must be >= 1, got " + std::to_string(s.buffer_size));
+    if (!(s.trim_fraction >= 0 && s.trim_fraction < 0.5))
+        return out_of_range("trim_fraction", "in [0, 0.5)", s.trim_fraction);
+    if (!(s.momentum >= 0 && s.momentum < 1)) return out_of_range("momentum", "in [0, 1)", s.momentum);
+    if (auto status = validate_staleness(s.staleness); !status) return status.error();
+    return {};
+}
+
+common::Result<std::unique_ptr<MergePolicy>> make_merge_policy(const MergeSettings& settings) {
+    if (auto status = validate_settings(settings); !status) return status.error();
+    std::unique_ptr<MergePolicy> policy;
+    switch (settings.kind) {
+        case PolicyKind::FedAsync:
+            policy = std::make_unique<FedAsyncPolicy>(settings);
+            break;
+        case PolicyKind::FedBuff:
+            policy = std::make_unique<FedBuffPolicy>(settings);
+            break;
+        case PolicyKind::DiLoCo:
+            policy = std::make_unique<DiLoCoPolicy>(settings);
+            break;
+    }
+    if (!policy) return common::make_error("unknown merge policy kind");
+    return policy;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,73 @@
+// Merge policies (fedasync, fedbuff, diloco): the only code that changes the server's model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delta_codec.h"
+#include "result.h"
+#include "staleness.h"
+
+namespace tessera::server {
+
+enum class PolicyKind { FedAsync, FedBuff, DiLoCo };
+std::string_view policy_name(PolicyKind kind);  // "fedasync", "fedbuff", "diloco"
+std::optional<PolicyKind> policy_from_name(std::string_view name);
+
+struct MergeSettings {
+    PolicyKind kind = PolicyKind::FedAsync;
+    Staleness staleness;
+    double server_lr = 1.0;        // η (fedasync/fedbuff); diloco outer lr (DiLoCo uses ~0.7)
+    double clip_norm = 0;          // each incoming delta is clipped to this L2 norm first; 0 = off
+    std::int64_t buffer_size = 1;  // fedbuff: K deltas per merge; diloco: N arrivals per outer step
+    double trim_fraction = 0;      // fedbuff: drop floor(trim·K) highest and lowest per coordinate; < 0.5
+    double momentum = 0.9;         // diloco μ
+};
+
+// Named errors for out-of-range values: server_lr finite > 0, clip_norm finite ≥ 0,
+// buffer_size ≥ 1, trim_fraction in [0, 0.5), momentum in [0, 1), a valid staleness.
+common::Status validate_settings(const MergeSettings& settings);
+
+// One validated delta waiting to be merged.
+struct IncomingDelta {
+    std::string id;                // result id, reported back when merged
+    std::int64_t staleness = 0;    // τ
+    common::NamedTensors delta;    // Δ = θ_local − θ_base, same layout as the model
+};
+
+// The outcome of adding a delta: the model changed (a new version) or the delta was buffered.
+struct MergeOutcome {
+    bool model_changed = false;
+    std::vector<std::string> merged_ids;  // ids folded into the model by this step (empty when buffered)
+};
+
+// A merge policy. Each incoming Δ is clipped to clip_norm, then weighted by s(τ):
+//   fedasync: θ ← θ + η·s·Δ on every arrival.
+//   fedbuff:  after K arrivals θ ← θ + η·mean(s_i·Δ_i), or their coordinate-wise trimmed mean.
+//   diloco:   g_i = −s_i·Δ_i; after N arrivals ḡ = mean(g_i), m ← μ·m + ḡ, θ ← θ − η·(ḡ + μ·m).
+// `model` must be the same model (same layout) on every call. Not thread-safe: the
+// aggregator thread owns it.
+class MergePolicy {
+public:
+    virtual ~MergePolicy() = default;
+    // Adds one delta; updates `model` in place when the policy steps. A layout mismatch or a
+    // non-finite value is an error, and then neither the model nor the buffer changes.
+    virtual common::Result<MergeOutcome> add(common::NamedTensors& model, IncomingDelta delta) = 0;
+    // Ids buffered but not yet merged (in arrival order).
+    virtual std::vector<std::string> pending_ids() const = 0;
+    // State that must survive a restart together with the model: diloco's momentum (tensors
+    // named like the model's; empty before the first outer step), empty for the others.
+    virtual common::NamedTensors optimizer_state() const = 0;
+    // Loads what optimizer_state returned, checked against `model`; empty = fresh state.
+    // The buffer is left as it is.
+    virtual common::Status load_optimizer_state(const common::NamedTensors& state,
+                                                const common::NamedTensors& model) = 0;
+};
+
+common::Result<std::unique_ptr<MergePolicy>> make_merge_policy(const MergeSettings& settings);
+
+}  // namespace tessera::server

@@ -1,0 +1,127 @@
+// Rows of the server's database (schemas/db.sql) as plain structs, and the assignment
+// states of the work-unit lifecycle (docs/operations.md, "Work-unit lifecycle").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::server {
+
+struct ClientRecord {
+    std::string id;
+    std::string public_key;  // base64 raw key
+    std::string name;
+    std::string client_version;
+    std::int64_t registered_at = 0;
+    std::int64_t last_seen = 0;
+    std::string device;
+    double samples_per_s = 0;
+    std::int64_t valid_streak = 0;
+    std::int64_t accepted = 0;
+    std::int64_t rejected = 0;
+    double credit = 0;
+    bool banned = false;
+};
+
+enum class TaskState { Active, Paused, Finished };
+std::string_view task_state_name(TaskState state);
+std::optional<TaskState> task_state_from_name(std::string_view name);
+
+struct TaskRecord {
+    std::string id;
+    std::string config_json;
+    TaskState state = TaskState::Active;
+    std::int64_t created_at = 0;
+    std::int64_t version = 0;
+};
+
+struct ShardRecord {
+    std::string sha256;
+    std::int64_t bytes = 0;
+    std::int64_t samples = 0;
+    std::int64_t uses = 0;
+};
+
+struct VersionRecord {
+    std::string task_id;
+    std::int64_t version = 0;
+    std::string blob_sha256;
+    std::int64_t blob_bytes = 0;
+    std::optional<std::string> optimizer_sha256;
+    std::int64_t created_at = 0;
+    std::int64_t merged_results = 0;
+    std::optional<double> validation_loss;
+    std::optional<double> validation_accuracy;
+};
+
+enum class WorkUnitState { Open, Done, Retired };
+
+struct WorkUnitRecord {
+    std::string id;
+    std::string task_id;
+    std::int64_t base_version = 0;
+    std::vector<std::string> shards;  // hashes
+    std::int64_t local_steps = 0;
+    std::int64_t seed = 0;
+    std::int64_t replicas = 1;
+    WorkUnitState state = WorkUnitState::Open;
+    std::int64_t failures = 0;
+    std::int64_t created_at = 0;
+};
+
+enum class AssignmentState {
+    InProgress, Returned, Validated, Accepted, Confirmed, Rejected, Merged, TimedOut, Abandoned
+};
+std::string_view assignment_state_name(AssignmentState state);
+std::optional<AssignmentState> assignment_state_from_name(std::string_view name);
+std::vector<AssignmentState> all_assignment_states();
+
+struct AssignmentRecord {
+    std::string id;
+    std::string work_unit_id;
+    std::string client_id;
+    AssignmentState state = AssignmentState::InProgress;
+    std::int64_t issued_at = 0;
+    std::int64_t deadline = 0;
+    std::string envelope_json;
+    std::optional<std::int64_t> returned_at;
+    std::optional<std::string> delta_sha256;
+    std::optional<std::int64_t> delta_bytes;
+    std::optional<double> delta_norm;
+    std::optional<std::string> metrics_json;
+    double credit = 0;
+    std::optional<std::int64_t> merged_version;
+    // From the work unit, for convenience.
+    std::string task_id;
+    std::int64_t base_version = 0;
+};
+
+struct RejectionRecord {
+    std::int64_t id = 0;
+    std::string assignment_id;
+    std::string client_id;
+    std::string reason;
+    std::string detail;
+    std::int64_t at = 0;
+};
+
+struct EventRecord {
+    std::int64_t id = 0;
+    std::int64_t at = 0;
+    std::string kind;
+    std::string detail_json;
+};
+
+// What /api/v1/stats reports from the database.
+struct StoreCounts {
+    std::map<std::string, std::int64_t> assignments;  // by state name
+    std::map<std::string, std::int64_t> work_units;   // by state name
+    std::int64_t clients = 0;
+    std::int64_t clients_active = 0;  // seen since the given time
+    std::int64_t rejections = 0;
+};
+
+}  // namespace tessera::server

@@ -1,0 +1,173 @@
+// The store's lifecycle (open, WAL, schema migrations), settings, events and counts.
+#include <filesystem>
+
+#include "db_schema.h"
+#include "store_internal.h"
+
+namespace tessera::server {
+
+namespace {
+
+constexpr std::array<std::string_view, 3> kWorkUnitStateNames = {"open", "done", "retired"};
+
+}  // namespace
+
+std::string_view work_unit_state_name(WorkUnitState state) {
+    return kWorkUnitStateNames[static_cast<std::size_t>(state)];
+}
+
+WorkUnitState work_unit_state_from_name(std::string_view name) {
+    for (std::size_t i = 0; i < kWorkUnitStateNames.size(); ++i)
+        if (kWorkUnitStateNames[i] == name) return static_cast<WorkUnitState>(i);
+    throw SqliteError("unknown work unit state '" + std::string(name) + "'");
+}
+
+void insert_event(SqliteDb& db, std::string_view kind, const boost::json::object& detail,
+                  std::int64_t now) {
+    Statement(db, "INSERT INTO events(at, kind, detail) VALUES (?, ?, ?)")
+        .bind(1, now)
+        .bind(2, kind)
+        .bind(3, boost::json::serialize(detail))
+        .run();
+}
+
+Store::Store(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+Store::~Store() = default;
+
+common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& path, bool create) {
+    if (!create && !std::filesystem::exists(path))
+        return common::make_error("no database at " + path.string() +
+                                  " (run `tessera-server init` first)");
+    try {
+        auto db = std::make_unique<SqliteDb>(path, create);
+        db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
+        std::unique_ptr<Store> store(new Store(std::move(db)));
+        store->migrate();
+        return store;
+    } catch (const SqliteError& error) {
+        return common::make_error("database " + path.string() + ": " + error.what());
+    }
+}
+
+// Schema versions: 0 = empty file, 1 = schemas/db.sql. A database from a newer server is refused.
+void Store::migrate() {
+    Statement query(*db_, "PRAGMA user_version");
+    query.step();
+    auto version = query.integer(0);
+    if (version > kSchemaVersion)
+        throw SqliteError("schema version " + std::to_string(version) +
+                          " is newer than this server understands (" +
+                          std::to_string(kSchemaVersion) + ")");
+    if (version == 0) {
+        Transaction transaction(*db_);
+        db_->exec(kDbSchemaSql);
+        db_->exec("PRAGMA user_version = 1");
+        transaction.commit();
+    }
+}
+
+common::Result<std::int64_t> Store::schema_version() {
+    return guarded([&]() -> common::Result<std::int64_t> {
+        Statement query(*db_, "PRAGMA user_version");
+        query.step();
+        return query.integer(0);
+    });
+}
+
+common::Status Store::set_setting(const std::string& key, const std::string& value) {
+    return guarded([&]() -> common::Status {
+        Statement(*db_, "INSERT INTO settings(key, value) VALUES (?, ?) "
+                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            .bind(1, key)
+            .bind(2, value)
+            .run();
+        return {};
+    });
+}
+
+common::Result<std::optional<std::string>> Store::setting(const std::string& key) {
+    return guarded([&]() -> common::Result<std::optional<std::string>> {
+        Statement query(*db_, "SELECT value FROM settings WHERE key = ?");
+        query.bind(1, key);
+        if (!query.step()) return std::optional<std::string>();
+        return std::optional<std::string>(query.text(0));
+    });
+}
+
+common::Status Store::add_event(const std::string& kind, const std::string& detail_json, std::int64_t now) {
+    return guarded([&]() -> common::Status {
+        Statement(*db_, "INSERT INTO events(at, kind, detail) VALUES (?, ?, ?)")
+            .bind(1, now)
+            .bind(2, kind)
+            .bind(3, detail_json)
+            .run();
+        return {};
+    });
+}
+
+common::Result<std::vector<EventRecord>> Store::events_after(std::int64_t after_id, int limit) {
+    return guarded([&]() -> common::Result<std::vector<EventRecord>> {
+        Statement query(*db_, "SELECT id, at, kind, detail FROM events WHERE id > ? ORDER BY id LIMIT ?");
+        query.bind(1, after_id).bind(2, limit);
+        std::vector<EventRecord> events;
+        while (query.step())
+            events.push_back({query.integer(0), query.integer(1), query.text(2), query.text(3)});
+        return events;
+    });
+}
+
+common::Result<std::vector<RejectionRecord>> Store::rejections(int limit) {
+    return guarded([&]() -> common::Result<std::vector<RejectionRecord>> {
+        Statement query(*db_, "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
+                              "ORDER BY id DESC LIMIT ?");
+        query.bind(1, limit);
+        std::vector<RejectionRecord> rows;
+        while (query.step())
+            rows.push_back({query.integer(0), query.text(1), query.text(2), query.text(3),
+                            query.text(4), query.integer(5)});
+        return rows;
+    });
+}
+
+common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
+    return guarded([&]() -> common::Result<StoreCounts> {
+        StoreCounts counts;
+        for (auto state : all_assignment_states()) counts.assignments[std::string(assignment_state_name(state))] = 0;
+        for (auto name : kWorkUnitStateNames) counts.work_units[std::string(name)] = 0;
+        Statement by_state(*db_, "SELECT state, COUNT(*) FROM assignments GROUP BY state");
+        while (by_state.step()) counts.assignments[by_state.text(0)] = by_state.integer(1);
+        Statement units(*db_, "SELECT state, COUNT(*) FROM work_units GROUP BY state");
+        while (units.step()) counts.work_units[units.text(0)] = units.integer(1);
+        Statement clients(*db_, "SELECT COUNT(*), COALESCE(SUM(last_seen >= ?), 0) FROM clients");
+        clients.bind(1, active_since);
+        clients.step();
+        counts.clients = clients.integer(0);
+        counts.clients_active = clients.integer(1);
+        Statement rejections(*db_, "SELECT COUNT(*) FROM rejections");
+        rejections.step();
+        counts.rejections = rejections.integer(0);
+        return counts;
+    });
+}
+
+common::Result<std::set<std::string>> Store::referenced_blobs() {
+    return guarded([&]() -> common::Result<std::set<std::string>> {
+        std::set<std::string> blobs;
+        Statement query(*db_, "SELECT blob_sha256 FROM model_versions UNION "
+                              "SELECT optimizer_sha256 FROM model_versions WHERE optimizer_sha256 IS NOT NULL "
+                              "UNION SELECT sha256 FROM shards");
+        while (query.step()) blobs.insert(query.text(0));
+        return blobs;
+    });
+}
+
+common::Result<std::set<std::string>> Store::pending_delta_ids() {
+    return guarded([&]() -> common::Result<std::set<std::string>> {
+        std::set<std::string> ids;
+        Statement query(*db_, "SELECT id FROM assignments WHERE state IN ('returned', 'validated', 'accepted')");
+        while (query.step()) ids.insert(query.text(0));
+        return ids;
+    });
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,131 @@
+// The server's state in SQLite (WAL): every SQL statement of the server lives in this module
+// (store*.cpp). Each public method is one transaction; a lifecycle transition also records
+// its event and, for rejections, the reason. Thread-safe: calls are serialised by a mutex.
+// SQLite failures come back as Errors ("database: ...").
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "records.h"
+#include "result.h"
+
+namespace tessera::server {
+
+class SqliteDb;
+
+// Why an assignment left in_progress without a result: its deadline passed or its volunteer
+// gave it up.
+struct EndedAssignment {
+    std::string assignment_id;
+    std::string work_unit_id;
+    bool work_unit_retired = false;
+};
+
+class Store {
+public:
+    // Opens the database at `path` (creating it when `create`), enables WAL and applies the
+    // schema or migrations up to kSchemaVersion.
+    static common::Result<std::unique_ptr<Store>> open(const std::filesystem::path& path, bool create);
+    ~Store();
+
+    static constexpr std::int64_t kSchemaVersion = 1;
+    common::Result<std::int64_t> schema_version();
+
+    // Settings (operator token hash, server key id).
+    common::Status set_setting(const std::string& key, const std::string& value);
+    common::Result<std::optional<std::string>> setting(const std::string& key);
+
+    // Clients. Registering a known key returns the existing client.
+    common::Result<ClientRecord> register_client(const std::string& public_key, const std::string& name,
+                                                 const std::string& client_version, std::int64_t now);
+    common::Result<std::optional<ClientRecord>> client(const std::string& id);
+    common::Status note_client_seen(const std::string& id, const std::string& device,
+                                    double samples_per_s, std::int64_t now);
+    // False when the nonce was already used: a replay. Forgets nonces older than the window.
+    common::Result<bool> claim_nonce(const std::string& client_id, const std::string& nonce,
+                                     std::int64_t now, std::int64_t window_s);
+    common::Status set_client_banned(const std::string& id, bool banned, std::int64_t now);
+    common::Result<std::vector<ClientRecord>> clients();  // by credit, highest first
+
+    // Tasks, shards, model versions.
+    common::Status create_task(const TaskRecord& task, const std::vector<ShardRecord>& shards,
+                               const VersionRecord& version0);
+    common::Result<std::optional<TaskRecord>> current_task();  // the newest unfinished task
+    common::Result<std::optional<TaskRecord>> task(const std::string& id);
+    common::Result<std::vector<TaskRecord>> tasks();
+    common::Status set_task_state(const std::string& id, TaskState state);
+    common::Result<std::vector<ShardRecord>> shards(const std::string& task_id);
+    common::Result<std::optional<VersionRecord>> version(const std::string& task_id, std::int64_t version);
+    common::Result<std::vector<VersionRecord>> versions(const std::string& task_id);
+    // Records a new version, moves the task to it and marks `merged` assignments merged.
+    common::Status commit_version(const VersionRecord& version, const std::vector<std::string>& merged);
+    common::Status set_validation_result(const std::string& task_id, std::int64_t version, double loss,
+                                         std::optional<double> accuracy);
+
+    // Work units and assignments.
+    common::Status create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first);
+    // A further assignment of an open unit; `rebase_to` moves an unreplicated unit with no
+    // live assignment onto a newer model version first.
+    common::Status add_assignment(const AssignmentRecord& assignment, std::optional<std::int64_t> rebase_to);
+    // Open units with fewer live assignments than replicas that `client_id` has not held.
+    common::Result<std::vector<WorkUnitRecord>> reissuable_work_units(const std::string& task_id,
+                                                                      const std::string& client_id);
+    common::Result<std::int64_t> in_flight(const std::string& client_id);
+    common::Result<std::optional<AssignmentRecord>> assignment(const std::string& id);
+    common::Result<std::optional<WorkUnitRecord>> work_unit(const std::string& id);
+    common::Result<std::vector<AssignmentRecord>> assignments_of(const std::string& work_unit_id);
+    common::Result<std::int64_t> live_assignments(const std::string& work_unit_id);
+
+    // Lifecycle transitions. Each returns false (or an empty list) when the assignment was
+    // not in the state the transition starts from.
+    common::Result<bool> record_return(const std::string& id, const std::string& delta_sha256,
+                                       std::int64_t delta_bytes, const std::string& metrics_json,
+                                       std::int64_t now);
+    common::Result<bool> mark_validated(const std::string& id, double norm, std::int64_t now);
+    // Accepted results are merged (`merge`) or confirm a twin that is (state confirmed).
+    // Grants credit, extends the volunteer's valid streak, closes the unit when it has
+    // enough accepted replicas.
+    common::Result<bool> accept(const std::string& id, double norm, double credit, bool merge,
+                                std::int64_t now);
+    common::Result<bool> reject(const std::string& id, const std::string& reason,
+                                const std::string& detail, std::int64_t now, std::int64_t max_failures);
+    common::Result<std::vector<EndedAssignment>> expire_overdue(std::int64_t now, std::int64_t max_failures);
+    common::Result<std::optional<EndedAssignment>> abandon(const std::string& id, std::int64_t now,
+                                                           std::int64_t max_failures);
+
+    // What the validator and aggregator resume with after a restart.
+    common::Result<std::vector<AssignmentRecord>> in_state(AssignmentState state);
+    common::Result<std::vector<AssignmentRecord>> accepted_unmerged(const std::string& task_id);
+    common::Result<std::vector<double>> recent_accepted_norms(const std::string& task_id, int limit);
+    // Validated results whose twin has not come back within `wait_s` and is not in progress.
+    common::Result<std::vector<AssignmentRecord>> lonely_validated(std::int64_t now, std::int64_t wait_s);
+
+    // Observation.
+    common::Status add_event(const std::string& kind, const std::string& detail_json, std::int64_t now);
+    common::Result<std::vector<EventRecord>> events_after(std::int64_t after_id, int limit);
+    common::Result<std::vector<RejectionRecord>> rejections(int limit);
+    common::Result<StoreCounts> counts(std::int64_t active_since);
+
+    // Files the database refers to: model and optimizer blobs and shards (kept), and the
+    // deltas of results still to be validated or merged.
+    common::Result<std::set<std::string>> referenced_blobs();
+    common::Result<std::set<std::string>> pending_delta_ids();
+
+private:
+    explicit Store(std::unique_ptr<SqliteDb> db);
+    void migrate();
+    template <class F>
+    auto guarded(F&& body) -> decltype(body());
+
+    std::mutex mutex_;
+    std::unique_ptr<SqliteDb> db_;
+};
+
+}  // namespace tessera::server

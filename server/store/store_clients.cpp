@@ -1,0 +1,121 @@
+// Store: volunteers (registration, last seen, bans) and request nonces.
+#include <openssl/rand.h>
+
+#include "store_internal.h"
+#include "text_encoding.h"
+
+namespace tessera::server {
+namespace {
+
+constexpr const char* kClientColumns =
+    "id, public_key, name, client_version, registered_at, last_seen, device, samples_per_s, "
+    "valid_streak, accepted, rejected, credit, banned";
+
+ClientRecord read_client(const Statement& row) {
+    ClientRecord c;
+    c.id = row.text(0);
+    c.public_key = row.text(1);
+    c.name = row.text(2);
+    c.client_version = row.text(3);
+    c.registered_at = row.integer(4);
+    c.last_seen = row.integer(5);
+    c.device = row.text(6);
+    c.samples_per_s = row.real(7);
+    c.valid_streak = row.integer(8);
+    c.accepted = row.integer(9);
+    c.rejected = row.integer(10);
+    c.credit = row.real(11);
+    c.banned = row.integer(12) != 0;
+    return c;
+}
+
+std::string new_client_id() {
+    common::Bytes random(6);
+    if (RAND_bytes(random.data(), static_cast<int>(random.size())) != 1)
+        throw SqliteError("the system random generator failed");
+    return "c-" + common::to_hex(random);
+}
+
+}  // namespace
+
+common::Result<ClientRecord> Store::register_client(const std::string& public_key, const std::string& name,
+                                                    const std::string& client_version, std::int64_t now) {
+    return guarded([&]() -> common::Result<ClientRecord> {
+        Transaction transaction(*db_);
+        Statement existing(*db_, std::string("SELECT ") + kClientColumns + " FROM clients WHERE public_key = ?");
+        existing.bind(1, public_key);
+        if (existing.step()) {
+            auto client = read_client(existing);
+            Statement(*db_, "UPDATE clients SET name = ?, client_version = ?, last_seen = ? WHERE id = ?")
+                .bind(1, name).bind(2, client_version).bind(3, now).bind(4, client.id).run();
+            transaction.commit();
+            return client;
+        }
+        ClientRecord client;
+        client.id = new_client_id();
+        client.public_key = public_key;
+        client.name = name;
+        client.client_version = client_version;
+        client.registered_at = client.last_seen = now;
+        Statement(*db_, "INSERT INTO clients(id, public_key, name, client_version, registered_at, last_seen) "
+                        "VALUES (?, ?, ?, ?, ?, ?)")
+            .bind(1, client.id).bind(2, public_key).bind(3, name).bind(4, client_version)
+            .bind(5, now).bind(6, now).run();
+        insert_event(*db_, "client_registered", {{"client_id", client.id}, {"name", name}}, now);
+        transaction.commit();
+        return client;
+    });
+}
+
+common::Result<std::optional<ClientRecord>> Store::client(const std::string& id) {
+    return guarded([&]() -> common::Result<std::optional<ClientRecord>> {
+        Statement query(*db_, std::string("SELECT ") + kClientColumns + " FROM clients WHERE id = ?");
+        query.bind(1, id);
+        if (!query.step()) return std::optional<ClientRecord>();
+        return std::optional<ClientRecord>(read_client(query));
+    });
+}
+
+common::Status Store::note_client_seen(const std::string& id, const std::string& device,
+                                       double samples_per_s, std::int64_t now) {
+    return guarded([&]() -> common::Status {
+        Statement(*db_, "UPDATE clients SET last_seen = ?, device = ?, samples_per_s = ? WHERE id = ?")
+            .bind(1, now).bind(2, device).bind(3, samples_per_s).bind(4, id).run();
+        return {};
+    });
+}
+
+common::Result<bool> Store::claim_nonce(const std::string& client_id, const std::string& nonce,
+                                        std::int64_t now, std::int64_t window_s) {
+    return guarded([&]() -> common::Result<bool> {
+        Transaction transaction(*db_);
+        Statement(*db_, "DELETE FROM request_nonces WHERE seen_at < ?").bind(1, now - 2 * window_s).run();
+        Statement insert(*db_, "INSERT OR IGNORE INTO request_nonces(client_id, nonce, seen_at) VALUES (?, ?, ?)");
+        insert.bind(1, client_id).bind(2, nonce).bind(3, now).run();
+        bool fresh = db_->changes() == 1;
+        transaction.commit();
+        return fresh;
+    });
+}
+
+common::Status Store::set_client_banned(const std::string& id, bool banned, std::int64_t now) {
+    return guarded([&]() -> common::Status {
+        Transaction transaction(*db_);
+        Statement(*db_, "UPDATE clients SET banned = ? WHERE id = ?").bind(1, banned ? 1 : 0).bind(2, id).run();
+        if (db_->changes() != 1) return common::make_error("no client '" + id + "'");
+        insert_event(*db_, banned ? "client_banned" : "client_unbanned", {{"client_id", id}}, now);
+        transaction.commit();
+        return {};
+    });
+}
+
+common::Result<std::vector<ClientRecord>> Store::clients() {
+    return guarded([&]() -> common::Result<std::vector<ClientRecord>> {
+        Statement query(*db_, std::string("SELECT ") + kClientColumns + " FROM clients ORDER BY credit DESC, id");
+        std::vector<ClientRecord> rows;
+        while (query.step()) rows.push_back(read_client(query));
+        return rows;
+    });
+}
+
+}  // namespace tessera::server

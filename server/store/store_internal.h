@@ -1,0 +1,42 @@
+// Shared by the store's .cpp files: the lock-and-catch wrapper, row readers and names.
+#pragma once
+
+#include <boost/json.hpp>
+
+#include "sqlite.h"
+#include "store.h"
+
+namespace tessera::server {
+
+// Runs `body` under the store's mutex; a SqliteError becomes an Error.
+template <class F>
+auto Store::guarded(F&& body) -> decltype(body()) {
+    std::lock_guard lock(mutex_);
+    try {
+        return body();
+    } catch (const SqliteError& error) {
+        return common::make_error(std::string("database: ") + error.what());
+    } catch (const std::exception& error) {
+        return common::make_error(std::string("database: bad row: ") + error.what());
+    }
+}
+
+std::string_view work_unit_state_name(WorkUnitState state);
+WorkUnitState work_unit_state_from_name(std::string_view name);
+
+// Column lists and readers that pair with them.
+inline constexpr const char* kAssignmentColumns =
+    "a.id, a.work_unit_id, a.client_id, a.state, a.issued_at, a.deadline, a.envelope, "
+    "a.returned_at, a.delta_sha256, a.delta_bytes, a.delta_norm, a.metrics, a.credit, "
+    "a.merged_version, w.task_id, w.base_version";
+AssignmentRecord read_assignment(const Statement& row);
+
+inline constexpr const char* kWorkUnitColumns =
+    "id, task_id, base_version, shards, local_steps, seed, replicas, state, failures, created_at";
+WorkUnitRecord read_work_unit(const Statement& row);
+
+// Adds an event row inside the caller's transaction.
+void insert_event(SqliteDb& db, std::string_view kind, const boost::json::object& detail,
+                  std::int64_t now);
+
+}  // namespace tessera::server

@@ -1,0 +1,179 @@
+// Store: tasks, their shards and model versions.
+#include "store_internal.h"
+
+namespace tessera::server {
+namespace {
+
+constexpr const char* kTaskColumns = "id, config, state, created_at, version";
+constexpr const char* kVersionColumns =
+    "task_id, version, blob_sha256, blob_bytes, optimizer_sha256, created_at, merged_results, "
+    "validation_loss, validation_accuracy";
+
+TaskRecord read_task(const Statement& row) {
+    TaskRecord task;
+    task.id = row.text(0);
+    task.config_json = row.text(1);
+    auto state = task_state_from_name(row.text(2));
+    if (!state) throw SqliteError("unknown task state '" + row.text(2) + "'");
+    task.state = *state;
+    task.created_at = row.integer(3);
+    task.version = row.integer(4);
+    return task;
+}
+
+VersionRecord read_version(const Statement& row) {
+    VersionRecord v;
+    v.task_id = row.text(0);
+    v.version = row.integer(1);
+    v.blob_sha256 = row.text(2);
+    v.blob_bytes = row.integer(3);
+    if (!row.is_null(4)) v.optimizer_sha256 = row.text(4);
+    v.created_at = row.integer(5);
+    v.merged_results = row.integer(6);
+    v.validation_loss = row.optional_real(7);
+    v.validation_accuracy = row.optional_real(8);
+    return v;
+}
+
+void insert_version(SqliteDb& db, const VersionRecord& v) {
+    Statement(db, "INSERT INTO model_versions(task_id, version, blob_sha256, blob_bytes, optimizer_sha256, "
+                  "created_at, merged_results) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        .bind(1, v.task_id).bind(2, v.version).bind(3, v.blob_sha256).bind(4, v.blob_bytes)
+        .bind(5, v.optimizer_sha256).bind(6, v.created_at).bind(7, v.merged_results).run();
+}
+
+}  // namespace
+
+common::Status Store::create_task(const TaskRecord& task, const std::vector<ShardRecord>& shards,
+                                  const VersionRecord& version0) {
+    return guarded([&]() -> common::Status {
+        Transaction transaction(*db_);
+        Statement exists(*db_, "SELECT 1 FROM tasks WHERE id = ?");
+        exists.bind(1, task.id);
+        if (exists.step()) return common::make_error("a task named '" + task.id + "' exists already");
+        Statement(*db_, "INSERT INTO tasks(id, config, state, created_at, version) VALUES (?, ?, ?, ?, 0)")
+            .bind(1, task.id).bind(2, task.config_json).bind(3, task_state_name(task.state))
+            .bind(4, task.created_at).run();
+        for (const auto& shard : shards)
+            Statement(*db_, "INSERT INTO shards(task_id, sha256, bytes, samples) VALUES (?, ?, ?, ?)")
+                .bind(1, task.id).bind(2, shard.sha256).bind(3, shard.bytes).bind(4, shard.samples).run();
+        insert_version(*db_, version0);
+        insert_event(*db_, "task_created", {{"task_id", task.id}}, task.created_at);
+        transaction.commit();
+        return {};
+    });
+}
+
+common::Result<std::optional<TaskRecord>> Store::current_task() {
+    return guarded([&]() -> common::Result<std::optional<TaskRecord>> {
+        Statement query(*db_, std::string("SELECT ") + kTaskColumns +
+                                  " FROM tasks WHERE state != 'finished' ORDER BY created_at DESC, rowid DESC LIMIT 1");
+        if (!query.step()) return std::optional<TaskRecord>();
+        return std::optional<TaskRecord>(read_task(query));
+    });
+}
+
+common::Result<std::optional<TaskRecord>> Store::task(const std::string& id) {
+    return guarded([&]() -> common::Result<std::optional<TaskRecord>> {
+        Statement query(*db_, std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?");
+        query.bind(1, id);
+        if (!query.step()) return std::optional<TaskRecord>();
+        return std::optional<TaskRecord>(read_task(query));
+    });
+}
+
+common::Result<std::vector<TaskRecord>> Store::tasks() {
+    return guarded([&]() -> common::Result<std::vector<TaskRecord>> {
+        Statement query(*db_, std::string("SELECT ") + kTaskColumns + " FROM tasks ORDER BY created_at, rowid");
+        std::vector<TaskRecord> rows;
+        while (query.step()) rows.push_back(read_task(query));
+        return rows;
+    });
+}
+
+common::Status Store::set_task_state(const std::string& id, TaskState state) {
+    return guarded([&]() -> common::Status {
+        Transaction transaction(*db_);
+        Statement(*db_, "UPDATE tasks SET state = ? WHERE id = ?").bind(1, task_state_name(state)).bind(2, id).run();
+        if (db_->changes() != 1) return common::make_error("no task '" + id + "'");
+        transaction.commit();
+        return {};
+    });
+}
+
+common::Result<std::vector<ShardRecord>> Store::shards(const std::string& task_id) {
+    return guarded([&]() -> common::Result<std::vector<ShardRecord>> {
+        Statement query(*db_, "SELECT sha256, bytes, samples, uses FROM shards WHERE task_id = ? ORDER BY rowid");
+        query.bind(1, task_id);
+        std::vector<ShardRecord> rows;
+        while (query.step()) rows.push_back({query.text(0), query.integer(1), query.integer(2), query.integer(3)});
+        return rows;
+    });
+}
+
+common::Result<std::optional<VersionRecord>> Store::version(const std::string& task_id, std::int64_t version) {
+    return guarded([&]() -> common::Result<std::optional<VersionRecord>> {
+        Statement query(*db_, std::string("SELECT ") + kVersionColumns +
+                                  " FROM model_versions WHERE task_id = ? AND version = ?");
+        query.bind(1, task_id).bind(2, version);
+        if (!query.step()) return std::optional<VersionRecord>();
+        return std::optional<VersionRecord>(read_version(query));
+    });
+}
+
+common::Result<std::vector<VersionRecord>> Store::versions(const std::string& task_id) {
+    return guarded([&]() -> common::Result<std::vector<VersionRecord>> {
+        Statement query(*db_, std::string("SELECT ") + kVersionColumns +
+                                  " FROM model_versions WHERE task_id = ? ORDER BY version");
+        query.bind(1, task_id);
+        std::vector<VersionRecord> rows;
+        while (query.step()) rows.push_back(read_version(query));
+        return rows;
+    });
+}
+
+common::Status Store::commit_version(const VersionRecord& version, const std::vector<std::string>& merged) {
+    return guarded([&]() -> common::Status {
+        Transaction transaction(*db_);
+        Statement current(*db_, "SELECT version FROM tasks WHERE id = ?");
+        current.bind(1, version.task_id);
+        if (!current.step()) return common::make_error("no task '" + version.task_id + "'");
+        if (current.integer(0) + 1 != version.version)
+            return common::make_error("version " + std::to_string(version.version) + " does not follow " +
+                                      std::to_string(current.integer(0)));
+        insert_version(*db_, version);
+        Statement(*db_, "UPDATE tasks SET version = ? WHERE id = ?").bind(1, version.version).bind(2, version.task_id).run();
+        for (const auto& id : merged) {
+            Statement(*db_, "UPDATE assignments SET state = 'merged', merged_version = ? "
+                            "WHERE id = ? AND state = 'accepted'")
+                .bind(1, version.version).bind(2, id).run();
+            if (db_->changes() != 1) return common::make_error("result '" + id + "' is not waiting to be merged");
+        }
+        insert_event(*db_, "version_merged",
+                     {{"task_id", version.task_id}, {"version", version.version},
+                      {"results", static_cast<std::int64_t>(merged.size())}},
+                     version.created_at);
+        transaction.commit();
+        return {};
+    });
+}
+
+common::Status Store::set_validation_result(const std::string& task_id, std::int64_t version, double loss,
+                                            std::optional<double> accuracy) {
+    return guarded([&]() -> common::Status {
+        Transaction transaction(*db_);
+        Statement(*db_, "UPDATE model_versions SET validation_loss = ?, validation_accuracy = ? "
+                        "WHERE task_id = ? AND version = ?")
+            .bind(1, loss).bind(2, accuracy).bind(3, task_id).bind(4, version).run();
+        if (db_->changes() != 1) return common::make_error("no version " + std::to_string(version));
+        boost::json::object detail{{"task_id", task_id}, {"version", version}, {"loss", loss}};
+        if (accuracy) detail["accuracy"] = *accuracy;
+        Statement when(*db_, "SELECT created_at FROM model_versions WHERE task_id = ? AND version = ?");
+        when.bind(1, task_id).bind(2, version).step();
+        insert_event(*db_, "evaluated", detail, when.integer(0));
+        transaction.commit();
+        return {};
+    });
+}
+
+}  // namespace tessera::server
