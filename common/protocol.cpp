@@ -310,6 +310,28 @@ Result<WorkResponse> work_response_from_json(const boost::json::value& json) {
     return finish(reader, std::move(m));
 }
 
+boost::json::value to_json(const WorkUnitRef& m) { return {{"client_id", m.client_id}, {"wu_id", m.wu_id}}; }
+
+Result<WorkUnitRef> work_unit_ref_from_json(const boost::json::value& json) {
+    JsonObjectReader reader(json, "work_unit_ref");
+    WorkUnitRef m;
+    m.client_id = read_identifier(reader, "client_id");
+    m.wu_id = read_identifier(reader, "wu_id");
+    return finish(reader, std::move(m));
+}
+
+boost::json::value to_json(const HeartbeatResponse& m) {
+    return {{"keep_working", m.keep_working}, {"deadline", m.deadline}};
+}
+
+Result<HeartbeatResponse> heartbeat_response_from_json(const boost::json::value& json) {
+    JsonObjectReader reader(json, "heartbeat_response");
+    HeartbeatResponse m;
+    m.keep_working = reader.boolean("keep_working");
+    m.deadline = reader.integer("deadline", 0, kMaxSafeInteger);
+    return finish(reader, std::move(m));
+}
+
 template <class T>
 Result<T> parse_message(std::string_view text) {
     auto json = parse_json_strict(text);
@@ -319,6 +341,8 @@ Result<T> parse_message(std::string_view text) {
     else if constexpr (std::is_same_v<T, RegisterRequest>) return register_request_from_json(*json);
     else if constexpr (std::is_same_v<T, RegisterResponse>) return register_response_from_json(*json);
     else if constexpr (std::is_same_v<T, WorkRequest>) return work_request_from_json(*json);
+    else if constexpr (std::is_same_v<T, WorkUnitRef>) return work_unit_ref_from_json(*json);
+    else if constexpr (std::is_same_v<T, HeartbeatResponse>) return heartbeat_response_from_json(*json);
     else return work_response_from_json(*json);
 }
 
@@ -328,5 +352,7 @@ template Result<RegisterRequest> parse_message<RegisterRequest>(std::string_view
 template Result<RegisterResponse> parse_message<RegisterResponse>(std::string_view);
 template Result<WorkRequest> parse_message<WorkRequest>(std::string_view);
 template Result<WorkResponse> parse_message<WorkResponse>(std::string_view);
+template Result<WorkUnitRef> parse_message<WorkUnitRef>(std::string_view);
+template Result<HeartbeatResponse> parse_message<HeartbeatResponse>(std::string_view);
 
 }  // namespace tessera::common

@@ -104,6 +104,19 @@ struct WorkResponse {
     std::int64_t retry_after_s = 0;
 };
 
+// Names one of the volunteer's work units: the body of heartbeat and abandon requests.
+struct WorkUnitRef {
+    std::string client_id;
+    std::string wu_id;
+};
+
+// The answer to a heartbeat: keep computing (with the deadline), or stop (the unit timed out,
+// was retired or is no longer this volunteer's).
+struct HeartbeatResponse {
+    bool keep_working = false;
+    std::int64_t deadline = 0;  // unix seconds; 0 when keep_working is false
+};
+
 // The envelope purpose under which the server signs work units.
 constexpr std::string_view kWorkUnitPurpose = "work_unit";
 
@@ -113,6 +126,8 @@ boost::json::value to_json(const RegisterRequest& message);
 boost::json::value to_json(const RegisterResponse& message);
 boost::json::value to_json(const WorkRequest& message);
 boost::json::value to_json(const WorkResponse& message);
+boost::json::value to_json(const WorkUnitRef& message);
+boost::json::value to_json(const HeartbeatResponse& message);
 
 Result<WorkUnit> work_unit_from_json(const boost::json::value& json);
 Result<ResultManifest> result_manifest_from_json(const boost::json::value& json);
@@ -120,6 +135,8 @@ Result<RegisterRequest> register_request_from_json(const boost::json::value& jso
 Result<RegisterResponse> register_response_from_json(const boost::json::value& json);
 Result<WorkRequest> work_request_from_json(const boost::json::value& json);
 Result<WorkResponse> work_response_from_json(const boost::json::value& json);
+Result<WorkUnitRef> work_unit_ref_from_json(const boost::json::value& json);
+Result<HeartbeatResponse> heartbeat_response_from_json(const boost::json::value& json);
 
 // Strict-parses `text` (parse_json_strict) and then reads it as message type T.
 template <class T>

@@ -32,6 +32,8 @@ const std::map<std::string, std::function<Status(std::string_view)>> kParsers{
     {"register_response", parser<RegisterResponse>()},
     {"work_request", parser<WorkRequest>()},
     {"work_response", parser<WorkResponse>()},
+    {"work_unit_ref", parser<WorkUnitRef>()},
+    {"heartbeat_response", parser<HeartbeatResponse>()},
 };
 
 int emit(const std::filesystem::path& dir) {
@@ -47,6 +49,9 @@ int emit(const std::filesystem::path& dir) {
         {"work_request", to_json(example_work_request())},
         {"work_response.work", to_json(with_work)},
         {"work_response.no_work", to_json(example_no_work_response())},
+        {"work_unit_ref", to_json(WorkUnitRef{"c-7f3a", "a-0123456789ab"})},
+        {"heartbeat_response.continue", to_json(HeartbeatResponse{true, 1800001800})},
+        {"heartbeat_response.stop", to_json(HeartbeatResponse{false, 0})},
     };
     for (const auto& [name, json] : examples) {
         auto status = write_file_atomic(dir / (name + ".json"), as_bytes(boost::json::serialize(json)));

@@ -1,0 +1,12 @@
+// tessera-server's subcommands; each parses its own flags and returns the exit code.
+#pragma once
+
+namespace tessera::server {
+
+int init_command(int argc, char** argv);
+int task_command(int argc, char** argv);
+int run_command(int argc, char** argv);
+int export_command(int argc, char** argv);
+int status_command(int argc, char** argv);
+
+}  // namespace tessera::server

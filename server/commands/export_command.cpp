@@ -1,0 +1,56 @@
+// `tessera-server export`: a model version's checkpoint, checked against its hash, as a
+// safetensors file.
+#include <cxxopts.hpp>
+
+#include "blob_store.h"
+#include "command_support.h"
+#include "file_io.h"
+#include "sha256.h"
+#include "task_lookup.h"
+
+namespace tessera::server {
+
+int export_command(int argc, char** argv) {
+    cxxopts::Options options("tessera-server export", "Write a model version as safetensors");
+    options.add_options()
+        ("state", "state directory", cxxopts::value<std::string>())
+        ("task", "task id (default: the current task)", cxxopts::value<std::string>())
+        ("version", "model version (default: the latest)", cxxopts::value<std::int64_t>())
+        ("out", "output file", cxxopts::value<std::string>())
+        ("h,help", "show this help");
+    auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+        std::cout << options.help() << "\n";
+        return 0;
+    }
+    if (!args.count("state") || !args.count("out")) return fail("export", "needs --state DIR and --out FILE");
+    StateDir state(args["state"].as<std::string>());
+    auto store = Store::open(state.database(), false);
+    if (!store) return fail("export", store.message());
+    std::optional<TaskRecord> task;
+    if (args.count("task")) {
+        auto found = (*store)->task(args["task"].as<std::string>());
+        if (!found) return fail("export", found.message());
+        task = *found;
+    } else {
+        auto tasks = (*store)->tasks();
+        if (!tasks) return fail("export", tasks.message());
+        if (!tasks->empty()) task = tasks->back();
+    }
+    if (!task) return fail("export", "no such task");
+    auto number = args.count("version") ? args["version"].as<std::int64_t>() : task->version;
+    auto version = (*store)->version(task->id, number);
+    if (!version) return fail("export", version.message());
+    if (!*version) return fail("export", "task " + task->id + " has no version " + std::to_string(number));
+    BlobStore blobs(state.blobs());
+    auto bytes = blobs.read((*version)->blob_sha256, std::uint64_t{8} << 30);
+    if (!bytes) return fail("export", bytes.message());
+    if (common::sha256_hex(*bytes) != (*version)->blob_sha256)
+        return fail("export", "the stored checkpoint of version " + std::to_string(number) + " is damaged");
+    if (auto status = common::write_file_atomic(args["out"].as<std::string>(), *bytes); !status)
+        return fail("export", status.message());
+    std::cout << "exported " << task->id << " version " << number << " to " << args["out"].as<std::string>() << "\n";
+    return 0;
+}
+
+}  // namespace tessera::server

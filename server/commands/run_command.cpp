@@ -1,0 +1,90 @@
+// `tessera-server run`: serve until SIGINT or SIGTERM, then shut down gracefully.
+#include <cxxopts.hpp>
+
+#include <csignal>
+#include <pthread.h>
+
+#include "allocator_tuning.h"
+#include "command_support.h"
+#include "server_app.h"
+
+namespace tessera::server {
+namespace {
+
+common::Result<std::pair<std::string, std::uint16_t>> parse_listen(const std::string& text) {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos) return common::make_error("--listen must be ADDR:PORT");
+    int port = -1;
+    try {
+        port = std::stoi(text.substr(colon + 1));
+    } catch (const std::exception&) {
+    }
+    if (port < 0 || port > 65535) return common::make_error("--listen: bad port in '" + text + "'");
+    auto host = text.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    return std::make_pair(host, static_cast<std::uint16_t>(port));
+}
+
+}  // namespace
+
+int run_command(int argc, char** argv) {
+    cxxopts::Options options("tessera-server run", "Serve the API, blobs and work");
+    options.add_options()
+        ("state", "state directory", cxxopts::value<std::string>())
+        ("listen", "address and port (port 0: any free port)", cxxopts::value<std::string>()->default_value("127.0.0.1:8443"))
+        ("tls-cert", "PEM certificate chain: serve HTTPS", cxxopts::value<std::string>()->default_value(""))
+        ("tls-key", "PEM private key of the certificate", cxxopts::value<std::string>()->default_value(""))
+        ("blob-url-base", "work units send volunteers to URL/<sha256> for blobs (an HTTP cache of blobs/)",
+         cxxopts::value<std::string>()->default_value(""))
+        ("io-threads", "threads serving HTTP", cxxopts::value<std::size_t>()->default_value("2"))
+        ("work-threads", "threads for loss checks and evaluation", cxxopts::value<std::size_t>()->default_value("2"))
+        ("max-connections", "open connections at most", cxxopts::value<std::size_t>()->default_value("256"))
+        ("tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))
+        ("h,help", "show this help");
+    auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+        std::cout << options.help() << "\n";
+        return 0;
+    }
+    if (!args.count("state")) return fail("run", "needs --state DIR");
+    auto listen = parse_listen(args["listen"].as<std::string>());
+    if (!listen) return fail("run", listen.message());
+    auto base = args["blob-url-base"].as<std::string>();
+    while (base.ends_with('/')) base.pop_back();
+    if (!base.empty() && !base.starts_with("http://") && !base.starts_with("https://"))
+        return fail("run", "--blob-url-base must be an http(s) URL");
+    common::tune_allocator_for_training();
+
+    // Signals are taken synchronously by this thread; every other thread inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+
+    ServerOptions server;
+    server.state = StateDir(args["state"].as<std::string>());
+    server.http.address = listen->first;
+    server.http.port = listen->second;
+    server.http.tls_cert = args["tls-cert"].as<std::string>();
+    server.http.tls_key = args["tls-key"].as<std::string>();
+    server.http.max_connections = args["max-connections"].as<std::size_t>();
+    server.blob_base_url = base;
+    server.io_threads = std::max<std::size_t>(1, args["io-threads"].as<std::size_t>());
+    server.work_threads = std::max<std::size_t>(1, args["work-threads"].as<std::size_t>());
+    server.tick_interval_s = std::max<std::int64_t>(1, args["tick"].as<std::int64_t>());
+    auto app = ServerApp::start(std::move(server));
+    if (!app) return fail("run", app.message());
+    bool tls = !args["tls-cert"].as<std::string>().empty();
+    std::cout << "tessera-server listening on " << (tls ? "https" : "http") << "://" << listen->first << ":"
+              << (*app)->port() << std::endl;
+    int received = 0;
+    sigwait(&signals, &received);
+    std::cout << "tessera-server: " << (received == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down" << std::endl;
+    (*app)->stop();
+    std::cout << "tessera-server: stopped" << std::endl;
+    return 0;
+}
+
+}  // namespace tessera::server

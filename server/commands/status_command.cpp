@@ -1,0 +1,58 @@
+// `tessera-server status`: the run's progress from the database (works while the server runs).
+#include <cxxopts.hpp>
+
+#include <iomanip>
+
+#include "command_support.h"
+#include "task_lookup.h"
+
+namespace tessera::server {
+
+int status_command(int argc, char** argv) {
+    cxxopts::Options options("tessera-server status", "Print the run's progress");
+    options.add_options()
+        ("state", "state directory", cxxopts::value<std::string>())
+        ("h,help", "show this help");
+    auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+        std::cout << options.help() << "\n";
+        return 0;
+    }
+    if (!args.count("state")) return fail("status", "needs --state DIR");
+    StateDir state(args["state"].as<std::string>());
+    auto store = Store::open(state.database(), false);
+    if (!store) return fail("status", store.message());
+    auto task = load_current_task(**store);
+    if (!task) return fail("status", task.message());
+    if (!*task) {
+        std::cout << "no task (create one with `tessera-server task create`)\n";
+        return 0;
+    }
+    const auto& t = **task;
+    std::cout << "task " << t.record.id << " (" << task_state_name(t.record.state) << "): model " << t.config.model
+              << ", policy " << policy_name(t.config.merge.kind) << ", version " << t.record.version << "\n";
+    auto versions = (*store)->versions(t.record.id);
+    if (!versions) return fail("status", versions.message());
+    for (auto it = versions->rbegin(); it != versions->rend(); ++it)
+        if (it->validation_loss) {
+            std::cout << "validation loss " << std::setprecision(5) << *it->validation_loss << " at version " << it->version;
+            if (it->validation_accuracy) std::cout << ", accuracy " << *it->validation_accuracy;
+            std::cout << "\n";
+            break;
+        }
+    auto counts = (*store)->counts(0);
+    if (!counts) return fail("status", counts.message());
+    std::cout << "work units:";
+    for (const auto& [name, count] : counts->assignments) std::cout << " " << name << "=" << count;
+    std::cout << "\nvolunteers: " << counts->clients << ", rejections: " << counts->rejections << "\n";
+    auto clients = (*store)->clients();
+    if (!clients) return fail("status", clients.message());
+    for (std::size_t i = 0; i < clients->size() && i < 10; ++i) {
+        const auto& c = (*clients)[i];
+        std::cout << "  " << std::left << std::setw(16) << c.id << std::setw(24) << c.name << " credit " << c.credit
+                  << ", accepted " << c.accepted << ", rejected " << c.rejected << (c.banned ? " (banned)" : "") << "\n";
+    }
+    return 0;
+}
+
+}  // namespace tessera::server

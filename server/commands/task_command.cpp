@@ -1,0 +1,147 @@
+// `tessera-server task create`: a task from a dataset directory — shards copied into the blob
+// store, version 0 built from the preset's seeded initial weights.
+#include <boost/json.hpp>
+#include <cxxopts.hpp>
+
+#include "blob_store.h"
+#include "checkpoint.h"
+#include "command_support.h"
+#include "dataset_manifest.h"
+#include "task_config.h"
+#include "torch_model.h"
+
+namespace tessera::server {
+namespace {
+
+common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, const common::DatasetManifest& dataset,
+                                            const std::filesystem::path& data_dir) {
+    TaskConfig c;
+    auto policy = policy_from_name(args["policy"].as<std::string>());
+    if (!policy) return common::make_error("--policy must be fedasync, fedbuff or diloco");
+    c.merge.kind = *policy;
+    apply_policy_defaults(c);
+    c.data_dir = std::filesystem::absolute(data_dir).lexically_normal().string();
+    c.data_kind = dataset.kind;
+    c.sample_shape = dataset.sample_shape;
+    c.num_classes = static_cast<std::int64_t>(dataset.classes.size());
+    c.text_dim = dataset.text_dim;
+    c.model = args.count("model") ? args["model"].as<std::string>() : (dataset.kind == "pixels" ? "cnn" : "dit-tiny");
+    c.task_id = args.count("id") ? args["id"].as<std::string>() : dataset.name + "-" + c.model;
+    if (args.count("staleness")) {
+        auto staleness = parse_staleness(args["staleness"].as<std::string>());
+        if (!staleness) return staleness.error();
+        c.merge.staleness = *staleness;
+    }
+    if (args.count("server-lr")) c.merge.server_lr = args["server-lr"].as<double>();
+    if (args.count("buffer")) c.merge.buffer_size = args["buffer"].as<std::int64_t>();
+    if (args.count("trim")) c.merge.trim_fraction = args["trim"].as<double>();
+    if (args.count("momentum")) c.merge.momentum = args["momentum"].as<double>();
+    if (args.count("clip-norm")) c.merge.clip_norm = args["clip-norm"].as<double>();
+    if (args.count("local-steps")) c.local_steps = args["local-steps"].as<std::int64_t>();
+    if (args.count("batch")) c.batch_size = args["batch"].as<std::int64_t>();
+    if (args.count("lr")) c.lr = args["lr"].as<double>();
+    if (args.count("deadline")) {
+        auto seconds = parse_duration(args["deadline"].as<std::string>());
+        if (!seconds) return seconds.error();
+        c.deadline_s = *seconds;
+    }
+    if (args.count("replication")) c.replication = args["replication"].as<double>();
+    if (args.count("loss-check")) c.loss_check = args["loss-check"].as<double>();
+    if (args.count("codec")) {
+        auto dtype = common::delta_dtype_from_name(args["codec"].as<std::string>());
+        if (!dtype) return common::make_error("--codec must be f32, bf16 or int8");
+        c.codec.dtype = *dtype;
+    }
+    if (args.count("topk")) c.codec.topk_fraction = args["topk"].as<double>();
+    if (args.count("shards-per-unit")) c.shards_per_unit = args["shards-per-unit"].as<std::int64_t>();
+    if (args.count("target-seconds")) c.target_seconds = args["target-seconds"].as<double>();
+    if (args.count("max-failures")) c.max_failures = args["max-failures"].as<std::int64_t>();
+    if (args.count("max-in-flight")) c.max_in_flight = args["max-in-flight"].as<std::int64_t>();
+    if (args.count("eval-samples")) c.eval_samples = args["eval-samples"].as<std::int64_t>();
+    if (args.count("eval-interval")) c.eval_interval_s = args["eval-interval"].as<std::int64_t>();
+    c.init_seed = args["seed"].as<std::int64_t>();
+    if (auto status = validate_task_config(c); !status) return status.error();
+    return c;
+}
+
+}  // namespace
+
+int task_command(int argc, char** argv) {
+    cxxopts::Options options("tessera-server task create", "Create a training task (docs/operations.md)");
+    options.add_options()
+        ("action", "create", cxxopts::value<std::string>())
+        ("state", "state directory", cxxopts::value<std::string>())
+        ("data", "dataset directory (tessera-data prepare --out)", cxxopts::value<std::string>())
+        ("id", "task id (default: <dataset>-<model>)", cxxopts::value<std::string>())
+        ("model", "preset: dit-tiny, dit-s, dit-b, cnn (default: dit-tiny, cnn for pixels)", cxxopts::value<std::string>())
+        ("policy", "fedasync, fedbuff or diloco", cxxopts::value<std::string>()->default_value("fedasync"))
+        ("staleness", "const, poly:A or hinge:A,B (default poly:0.5)", cxxopts::value<std::string>())
+        ("server-lr", "merge step size eta (fedasync/fedbuff 1.0, diloco 0.7)", cxxopts::value<double>())
+        ("buffer", "fedbuff K / diloco N: deltas per merge (fedbuff 2, others 1)", cxxopts::value<std::int64_t>())
+        ("trim", "fedbuff trimmed-mean fraction per side, < 0.5 (0)", cxxopts::value<double>())
+        ("momentum", "diloco outer Nesterov momentum (0.9)", cxxopts::value<double>())
+        ("clip-norm", "clip each delta to this L2 norm (0: off)", cxxopts::value<double>())
+        ("local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())
+        ("batch", "batch size (64)", cxxopts::value<std::int64_t>())
+        ("lr", "inner AdamW learning rate (3e-4)", cxxopts::value<double>())
+        ("deadline", "time a volunteer has per unit, e.g. 30m (30m)", cxxopts::value<std::string>())
+        ("replication", "chance a unit is computed twice and compared (0.1)", cxxopts::value<double>())
+        ("loss-check", "fraction of results given the held-out loss check (0.25)", cxxopts::value<double>())
+        ("codec", "delta encoding: f32, bf16, int8 (int8)", cxxopts::value<std::string>())
+        ("topk", "fraction of each tensor kept, (0, 1] (1)", cxxopts::value<double>())
+        ("shards-per-unit", "shards in one work unit (1)", cxxopts::value<std::int64_t>())
+        ("target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())
+        ("max-failures", "failures before a unit is retired (3)", cxxopts::value<std::int64_t>())
+        ("max-in-flight", "units one volunteer may hold (2)", cxxopts::value<std::int64_t>())
+        ("eval-samples", "validation samples per evaluation (512)", cxxopts::value<std::int64_t>())
+        ("eval-interval", "seconds between validation-curve points (10)", cxxopts::value<std::int64_t>())
+        ("seed", "seed of the initial weights", cxxopts::value<std::int64_t>()->default_value("0"))
+        ("h,help", "show this help");
+    options.parse_positional({"action"});
+    auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+        std::cout << options.help() << "\n";
+        return 0;
+    }
+    if (!args.count("action") || args["action"].as<std::string>() != "create")
+        return fail("task", "the only action is `task create`");
+    if (!args.count("state") || !args.count("data")) return fail("task create", "needs --state DIR and --data DIR");
+    StateDir state(args["state"].as<std::string>());
+    std::filesystem::path data_dir = args["data"].as<std::string>();
+    auto store = Store::open(state.database(), false);
+    if (!store) return fail("task create", store.message());
+    auto dataset = common::load_dataset_manifest(data_dir / "dataset.json");
+    if (!dataset) return fail("task create", dataset.message());
+    if (auto status = common::verify_dataset_files(data_dir, *dataset); !status) return fail("task create", status.message());
+    auto config = config_from_args(args, *dataset, data_dir);
+    if (!config) return fail("task create", config.message());
+
+    BlobStore blobs(state.blobs());
+    std::vector<ShardRecord> shards;
+    for (const auto& file : dataset->train) {
+        auto ref = blobs.put_file(data_dir / file.file, file.sha256);
+        if (!ref) return fail("task create", ref.message());
+        shards.push_back({file.sha256, file.bytes, file.samples, 0});
+    }
+    auto weights = initial_weights(*config);
+    if (!weights) return fail("task create", weights.message());
+    auto bytes = write_checkpoint(*weights, {config->task_id, config->model, 0});
+    if (!bytes) return fail("task create", bytes.message());
+    auto blob = blobs.put(*bytes);
+    if (!blob) return fail("task create", blob.message());
+
+    auto now = system_clock()();
+    TaskRecord task{config->task_id, boost::json::serialize(to_json(*config)), TaskState::Active, now, 0};
+    VersionRecord version0;
+    version0.task_id = task.id;
+    version0.blob_sha256 = blob->sha256;
+    version0.blob_bytes = blob->bytes;
+    version0.created_at = now;
+    if (auto status = (*store)->create_task(task, shards, version0); !status) return fail("task create", status.message());
+    std::cout << "task " << task.id << ": model " << config->model << ", " << shards.size() << " shards, policy "
+              << policy_name(config->merge.kind) << " (" << config->merge.staleness.to_string() << "), version 0 "
+              << blob->sha256.substr(0, 12) << " (" << blob->bytes << " bytes)\n";
+    return 0;
+}
+
+}  // namespace tessera::server

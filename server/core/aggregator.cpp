@@ -1,0 +1,173 @@
+// Aggregator: merge loop, checkpoint-then-commit, evaluation scheduling.
+#include "aggregator.h"
+
+#include <iostream>
+
+#include "checkpoint.h"
+#include "file_io.h"
+
+namespace tessera::server {
+namespace {
+
+common::Result<common::NamedTensors> read_delta_file(const std::filesystem::path& path) {
+    auto bytes = common::read_file(path, std::uint64_t{8} << 30);
+    if (!bytes) return bytes.error();
+    auto decoded = common::decode_delta(*bytes);
+    if (!decoded) return decoded.error();
+    return std::move(decoded->tensors);
+}
+
+}  // namespace
+
+Aggregator::Aggregator(Store& store, BlobStore& blobs, const StateDir& state, ProbePool& probes, Executor executor,
+                       Clock clock)
+    : store_(store), blobs_(blobs), state_(state), probes_(probes), executor_(std::move(executor)),
+      clock_(std::move(clock)) {}
+
+Aggregator::~Aggregator() { stop(); }
+
+common::Status Aggregator::start(const std::string& task_id) {
+    auto task = load_task(store_, task_id);
+    if (!task) return task.error();
+    task_ = std::move(*task);
+    auto record = store_.version(task_id, task_.record.version);
+    if (!record) return record.error();
+    if (!*record) return common::make_error("task '" + task_id + "' has no version " + std::to_string(task_.record.version));
+    auto bytes = blobs_.read((*record)->blob_sha256, std::uint64_t{8} << 30);
+    if (!bytes) return common::with_context("model version " + std::to_string(task_.record.version), bytes.error());
+    auto model = read_checkpoint(*bytes);
+    if (!model) return model.error();
+    model_ = std::move(*model);
+    auto policy = make_merge_policy(task_.config.merge);
+    if (!policy) return policy.error();
+    policy_ = std::move(*policy);
+    if ((*record)->optimizer_sha256) {
+        auto state_bytes = blobs_.read(*(*record)->optimizer_sha256, std::uint64_t{8} << 30);
+        if (!state_bytes) return state_bytes.error();
+        auto state = read_checkpoint(*state_bytes);
+        if (!state) return state.error();
+        if (auto status = policy_->load_optimizer_state(*state, model_); !status) return status;
+    }
+    version_ = task_.record.version;
+    auto pending = store_.accepted_unmerged(task_id);
+    if (!pending) return pending.error();
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& a : *pending) queue_.push_back(a.id);
+    }
+    if (!(*record)->validation_loss) evaluate_soon(version_, true);
+    thread_ = std::thread([this] { run(); });
+    return {};
+}
+
+void Aggregator::enqueue(const std::string& assignment_id) {
+    {
+        std::lock_guard lock(mutex_);
+        queue_.push_back(assignment_id);
+    }
+    changed_.notify_all();
+}
+
+void Aggregator::stop() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    changed_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Aggregator::wait_idle() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return (queue_.empty() && !busy_) || stopping_; });
+}
+
+void Aggregator::run() {
+    for (;;) {
+        std::string id;
+        {
+            std::unique_lock lock(mutex_);
+            changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+            if (stopping_) return;
+            id = queue_.front();
+            queue_.pop_front();
+            busy_ = true;
+        }
+        if (auto status = merge_one(id); !status)
+            std::cerr << "aggregator: " << id << ": " << status.message() << "\n";
+        {
+            std::lock_guard lock(mutex_);
+            busy_ = false;
+        }
+        changed_.notify_all();
+    }
+}
+
+common::Status Aggregator::merge_one(const std::string& assignment_id) {
+    auto found = store_.assignment(assignment_id);
+    if (!found) return found.error();
+    if (!*found || (*found)->state != AssignmentState::Accepted || (*found)->task_id != task_.record.id) return {};
+    for (const auto& pending : policy_->pending_ids())
+        if (pending == assignment_id) return {};  // replayed twice
+    auto delta = read_delta_file(state_.result_file(assignment_id));
+    if (!delta) return delta.error();
+    IncomingDelta incoming{assignment_id, version_ - (*found)->base_version, std::move(*delta)};
+    auto outcome = policy_->add(model_, std::move(incoming));
+    if (!outcome) return outcome.error();
+    if (!outcome->model_changed) return {};
+    return commit(std::move(outcome->merged_ids));
+}
+
+// Checkpoint blob first (atomic, fsynced), then the database row that points at it: a crash
+// between the two leaves an orphan file, never a row without its file.
+common::Status Aggregator::commit(std::vector<std::string> merged) {
+    std::int64_t next = version_ + 1;
+    auto bytes = write_checkpoint(model_, {task_.record.id, task_.config.model, next});
+    if (!bytes) return bytes.error();
+    auto blob = blobs_.put(*bytes);
+    if (!blob) return blob.error();
+    VersionRecord record;
+    record.task_id = task_.record.id;
+    record.version = next;
+    record.blob_sha256 = blob->sha256;
+    record.blob_bytes = blob->bytes;
+    record.created_at = clock_();
+    record.merged_results = static_cast<std::int64_t>(merged.size());
+    auto optimizer = policy_->optimizer_state();
+    if (!optimizer.empty()) {
+        auto state_bytes = write_checkpoint(optimizer, {task_.record.id, task_.config.model, next});
+        if (!state_bytes) return state_bytes.error();
+        auto state_blob = blobs_.put(*state_bytes);
+        if (!state_blob) return state_blob.error();
+        record.optimizer_sha256 = state_blob->sha256;
+    }
+    if (auto status = store_.commit_version(record, merged); !status) return status;
+    version_ = next;
+    for (const auto& id : merged) {
+        std::error_code ignored;
+        std::filesystem::remove(state_.result_file(id), ignored);
+    }
+    evaluate_soon(next, false);
+    return {};
+}
+
+// At most one curve point per eval_interval_s; the evaluation runs on the work pool.
+void Aggregator::evaluate_soon(std::int64_t version, bool force) {
+    auto now = clock_();
+    if (!force && last_eval_at_ >= 0 && now - last_eval_at_ < task_.config.eval_interval_s) return;
+    last_eval_at_ = now;
+    auto weights = std::make_shared<common::NamedTensors>(model_);
+    auto task_id = task_.record.id;
+    auto samples = task_.config.eval_samples;
+    executor_([this, weights, task_id, version, samples] {
+        auto result = probes_.evaluate(*weights, samples);
+        if (!result) {
+            std::cerr << "evaluation of version " << version << ": " << result.message() << "\n";
+            return;
+        }
+        if (auto status = store_.set_validation_result(task_id, version, result->loss, result->accuracy); !status)
+            std::cerr << "evaluation of version " << version << ": " << status.message() << "\n";
+    });
+}
+
+}  // namespace tessera::server

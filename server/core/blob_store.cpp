@@ -1,0 +1,45 @@
+// BlobStore: content-addressed files written atomically.
+#include "blob_store.h"
+
+#include <chrono>
+
+#include "file_io.h"
+#include "sha256.h"
+#include "state_dir.h"
+
+namespace tessera::server {
+
+Clock system_clock() {
+    return [] {
+        return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+    };
+}
+
+bool BlobStore::has(const std::string& sha256) const {
+    std::error_code error;
+    return std::filesystem::is_regular_file(path_of(sha256), error);
+}
+
+common::Result<common::BlobRef> BlobStore::put(common::ByteView bytes) {
+    common::BlobRef ref{common::sha256_hex(bytes), static_cast<std::int64_t>(bytes.size())};
+    if (has(ref.sha256)) return ref;
+    if (auto status = common::write_file_atomic(path_of(ref.sha256), bytes); !status) return status.error();
+    return ref;
+}
+
+common::Result<common::BlobRef> BlobStore::put_file(const std::filesystem::path& source, const std::string& sha256) {
+    auto bytes = common::read_file(source, std::uint64_t{4} << 30);
+    if (!bytes) return bytes.error();
+    auto ref = put(*bytes);
+    if (ref && ref->sha256 != sha256)
+        return common::make_error(source.string() + ": SHA-256 is " + ref->sha256 + ", expected " + sha256);
+    return ref;
+}
+
+common::Result<common::Bytes> BlobStore::read(const std::string& sha256, std::uint64_t max_bytes) const {
+    return common::read_file(path_of(sha256), max_bytes);
+}
+
+}  // namespace tessera::server

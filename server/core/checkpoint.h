@@ -1,0 +1,25 @@
+// Model checkpoints: the model's f32 tensors as a safetensors file (readable from Python),
+// with metadata naming the task, version and preset. No torch: the aggregator works on
+// NamedTensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bytes.h"
+#include "delta_codec.h"
+#include "result.h"
+
+namespace tessera::server {
+
+struct CheckpointInfo {
+    std::string task_id;
+    std::string model;
+    std::int64_t version = 0;
+};
+
+common::Result<common::Bytes> write_checkpoint(const common::NamedTensors& tensors, const CheckpointInfo& info);
+// Reads every tensor as f32, sorted by name (the order delta files use).
+common::Result<common::NamedTensors> read_checkpoint(common::ByteView bytes);
+
+}  // namespace tessera::server

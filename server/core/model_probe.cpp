@@ -1,0 +1,37 @@
+// ProbePool: lends each evaluation its own probe, making new ones up to the pool's size.
+#include "model_probe.h"
+
+namespace tessera::server {
+
+common::Result<ProbeResult> ProbePool::evaluate(const common::NamedTensors& weights, std::int64_t max_samples) {
+    std::unique_ptr<ModelProbe> probe;
+    {
+        std::unique_lock lock(mutex_);
+        available_.wait(lock, [&] { return !idle_.empty() || made_ < size_; });
+        if (!idle_.empty()) {
+            probe = std::move(idle_.back());
+            idle_.pop_back();
+        } else {
+            ++made_;
+        }
+    }
+    if (!probe) {
+        auto made = factory_();
+        if (!made) {
+            std::lock_guard lock(mutex_);
+            --made_;
+            available_.notify_one();
+            return made.error();
+        }
+        probe = std::move(*made);
+    }
+    auto result = probe->evaluate(weights, max_samples);
+    {
+        std::lock_guard lock(mutex_);
+        idle_.push_back(std::move(probe));
+    }
+    available_.notify_one();
+    return result;
+}
+
+}  // namespace tessera::server

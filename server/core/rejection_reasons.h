@@ -1,0 +1,25 @@
+// Why a result is refused: the reason codes stored in the rejections table and shown on the
+// dashboard, cheapest check first (docs/operations.md, "Validation").
+#pragma once
+
+#include <string_view>
+
+namespace tessera::server::reason {
+
+// Checked when the upload arrives (before its 200).
+constexpr std::string_view kDeadlinePassed = "deadline_passed";
+constexpr std::string_view kWrongBaseVersion = "wrong_base_version";
+constexpr std::string_view kEncodingMismatch = "encoding_mismatch";
+constexpr std::string_view kTooLarge = "too_large";
+constexpr std::string_view kHashMismatch = "hash_mismatch";
+// Checked by the validator.
+constexpr std::string_view kUndecodable = "undecodable";
+constexpr std::string_view kShapeMismatch = "shape_mismatch";
+constexpr std::string_view kNonFinite = "non_finite";
+constexpr std::string_view kEmptyDelta = "empty_delta";
+constexpr std::string_view kNormTooLarge = "norm_too_large";
+constexpr std::string_view kLossIncrease = "loss_increase";
+constexpr std::string_view kReplicaMismatch = "replica_mismatch";
+constexpr std::string_view kWorkUnitRetired = "work_unit_retired";
+
+}  // namespace tessera::server::reason

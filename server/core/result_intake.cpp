@@ -1,0 +1,93 @@
+// ResultIntake: the synchronous half of result handling.
+#include "result_intake.h"
+
+#include <boost/json.hpp>
+
+#include "file_io.h"
+#include "json_strict.h"
+#include "protocol.h"
+#include "rejection_reasons.h"
+#include "result_upload.h"
+#include "sha256.h"
+#include "signed_envelope.h"
+#include "task_lookup.h"
+
+namespace tessera::server {
+namespace {
+
+IntakeOutcome outcome(int status, std::string error, std::string message) {
+    return {status, std::move(error), std::move(message)};
+}
+
+// The encoding the work unit asked for, from the signed envelope stored with the assignment.
+common::Result<common::DeltaEncoding> requested_encoding(const AssignmentRecord& a) {
+    auto json = common::parse_json_strict(a.envelope_json);
+    if (!json) return json.error();
+    auto envelope = common::envelope_from_json(*json, "envelope");
+    if (!envelope) return envelope.error();
+    auto unit = common::parse_message<common::WorkUnit>(envelope->payload);
+    if (!unit) return unit.error();
+    return unit->encoding;
+}
+
+}  // namespace
+
+common::Result<IntakeOutcome> ResultIntake::refuse(const AssignmentRecord& a, std::string_view why,
+                                                   const std::string& detail) {
+    auto task = load_task(store_, a.task_id);
+    if (!task) return task.error();
+    auto rejected = store_.reject(a.id, std::string(why), detail, clock_(), task->config.max_failures);
+    if (!rejected) return rejected.error();
+    return outcome(422, std::string(why), detail);
+}
+
+common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id, common::ByteView body,
+                                                    std::int64_t max_delta_bytes) {
+    auto upload = common::unpack_result_upload(body);
+    if (!upload) return outcome(400, "bad_request", upload.message());
+    auto manifest = common::parse_message<common::ResultManifest>(upload->manifest_json);
+    if (!manifest) return outcome(400, "bad_request", manifest.message());
+    if (manifest->client_id != client_id)
+        return outcome(403, "forbidden", "the manifest's client_id is not the signer");
+    auto found = store_.assignment(manifest->wu_id);
+    if (!found) return found.error();
+    if (!*found) return outcome(404, "not_found", "no work unit '" + manifest->wu_id + "'");
+    const auto& a = **found;
+    if (a.client_id != client_id) return outcome(403, "forbidden", "work unit " + a.id + " is assigned to another volunteer");
+    if (a.state != AssignmentState::InProgress)
+        return outcome(409, "conflict", "work unit " + a.id + " is " + std::string(assignment_state_name(a.state)) +
+                                            ", not in progress");
+    auto now = clock_();
+    if (now > a.deadline)
+        return refuse(a, reason::kDeadlinePassed, "received " + std::to_string(now - a.deadline) + " s after the deadline");
+    if (manifest->base_version != a.base_version)
+        return refuse(a, reason::kWrongBaseVersion, "the result names base version " +
+                                                        std::to_string(manifest->base_version) + ", the work unit " +
+                                                        std::to_string(a.base_version));
+    auto encoding = requested_encoding(a);
+    if (!encoding) return encoding.error();
+    if (manifest->encoding.dtype != encoding->dtype || manifest->encoding.topk_fraction != encoding->topk_fraction)
+        return refuse(a, reason::kEncodingMismatch, "the delta is not encoded as the work unit asked");
+    auto delta = upload->delta;
+    if (static_cast<std::int64_t>(delta.size()) > max_delta_bytes)
+        return refuse(a, reason::kTooLarge, std::to_string(delta.size()) + " bytes exceed the cap of " +
+                                                std::to_string(max_delta_bytes));
+    auto actual = common::sha256_hex(delta);
+    if (static_cast<std::int64_t>(delta.size()) != manifest->delta_blob.bytes || actual != manifest->delta_blob.sha256)
+        return refuse(a, reason::kHashMismatch, "the delta's size or SHA-256 differs from the manifest's");
+
+    auto path = state_.result_file(a.id);
+    if (auto status = common::write_file_atomic(path, delta); !status) return status.error();
+    auto metrics = boost::json::serialize(common::to_json(*manifest).at("metrics"));
+    auto recorded = store_.record_return(a.id, actual, manifest->delta_blob.bytes, metrics, now);
+    if (!recorded || !*recorded) {
+        std::error_code ignored;
+        std::filesystem::remove(path, ignored);
+        if (!recorded) return recorded.error();
+        return outcome(409, "conflict", "work unit " + a.id + " changed state while uploading");
+    }
+    on_stored_(a.id);
+    return outcome(200, "", "stored; validation follows");
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,40 @@
+// Receiving a result upload: the cheap checks (manifest, assignment, deadline, base version,
+// encoding, size, hash), then the delta is written to disk and its row committed — only then
+// is the upload acknowledged — and the validator takes over. Refusals that concern the
+// volunteer's own assignment are stored as rejections. Thread-safe.
+#pragma once
+
+#include <string>
+
+#include "bytes.h"
+#include "state_dir.h"
+#include "store.h"
+#include "validator.h"
+
+namespace tessera::server {
+
+struct IntakeOutcome {
+    int http_status = 200;
+    std::string error;    // machine-readable code; empty when accepted for validation
+    std::string message;  // for the volunteer
+};
+
+class ResultIntake {
+public:
+    ResultIntake(Store& store, const StateDir& state, Clock clock, std::function<void(const std::string&)> on_stored)
+        : store_(store), state_(state), clock_(std::move(clock)), on_stored_(std::move(on_stored)) {}
+    // `body` is the whole signed upload (docs/protocol.md, "Uploading a result"); `max_delta_bytes`
+    // is the task's cap on the delta.
+    common::Result<IntakeOutcome> receive(const std::string& client_id, common::ByteView body,
+                                          std::int64_t max_delta_bytes);
+
+private:
+    common::Result<IntakeOutcome> refuse(const AssignmentRecord& assignment, std::string_view reason,
+                                         const std::string& detail);
+    Store& store_;
+    StateDir state_;
+    Clock clock_;
+    std::function<void(const std::string&)> on_stored_;
+};
+
+}  // namespace tessera::server

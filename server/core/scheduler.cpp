@@ -1,0 +1,143 @@
+// Scheduler: choosing, building and signing work units.
+#include "scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <boost/json.hpp>
+
+#include "signed_envelope.h"
+#include "text_encoding.h"
+
+namespace tessera::server {
+
+Scheduler::Scheduler(Store& store, const common::SigningKey& key, Clock clock, std::string blob_base_url,
+                     std::uint64_t seed)
+    : store_(store), key_(key), clock_(std::move(clock)), blob_base_url_(std::move(blob_base_url)), rng_(seed) {}
+
+std::int64_t Scheduler::scaled_local_steps(const TaskConfig& config, double samples_per_s) {
+    if (config.target_seconds <= 0 || !(samples_per_s > 0)) return config.local_steps;
+    double steps = config.target_seconds * samples_per_s / static_cast<double>(config.batch_size);
+    auto low = std::max<std::int64_t>(1, config.local_steps / 8);
+    auto high = config.local_steps * 8;
+    return std::clamp(static_cast<std::int64_t>(std::llround(steps)), low, high);
+}
+
+double Scheduler::replication_chance(const TaskConfig& config, std::int64_t valid_streak) {
+    return valid_streak >= kTrustedStreak ? config.replication / 5 : config.replication;
+}
+
+std::string Scheduler::random_id(const char* prefix) {
+    std::uniform_int_distribution<std::uint64_t> draw;
+    std::uint64_t value = draw(rng_);
+    common::Bytes bytes(6);
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(value >> (8 * i));
+    return prefix + common::to_hex(bytes);
+}
+
+double Scheduler::uniform() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
+
+common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& client, const common::WorkRequest& request) {
+    auto no_work = [](std::int64_t retry) {
+        common::WorkResponse response;
+        response.retry_after_s = retry;
+        return response;
+    };
+    std::lock_guard lock(mutex_);
+    auto task = load_current_task(store_);
+    if (!task) return task.error();
+    if (!*task || (*task)->record.state != TaskState::Active) return no_work(kRetryNoTaskS);
+    const auto& view = **task;
+    auto in_flight = store_.in_flight(client.id);
+    if (!in_flight) return in_flight.error();
+    if (*in_flight >= view.config.max_in_flight) return no_work(kRetryBusyS);
+
+    std::set<std::string> cached(request.cached_shards.begin(), request.cached_shards.end());
+    auto held = [&](const std::vector<std::string>& shards) {
+        return std::count_if(shards.begin(), shards.end(), [&](const auto& s) { return cached.count(s) > 0; });
+    };
+
+    auto reissuable = store_.reissuable_work_units(view.record.id, client.id);
+    if (!reissuable) return reissuable.error();
+    if (!reissuable->empty()) {
+        auto best = std::max_element(reissuable->begin(), reissuable->end(),
+                                     [&](const auto& a, const auto& b) { return held(a.shards) < held(b.shards); });
+        return issue(view, client, *best, false);
+    }
+
+    auto shards = store_.shards(view.record.id);
+    if (!shards) return shards.error();
+    if (shards->empty()) return no_work(kRetryNoShardS);
+    // Least-used shards first (even epochs), then ones the volunteer already holds (locality).
+    std::stable_sort(shards->begin(), shards->end(), [&](const ShardRecord& a, const ShardRecord& b) {
+        if (a.uses != b.uses) return a.uses < b.uses;
+        return cached.count(a.sha256) > cached.count(b.sha256);
+    });
+    WorkUnitRecord unit;
+    unit.id = random_id("wu-");
+    unit.task_id = view.record.id;
+    unit.base_version = view.record.version;
+    auto count = std::min<std::size_t>(shards->size(), static_cast<std::size_t>(view.config.shards_per_unit));
+    for (std::size_t i = 0; i < count; ++i) unit.shards.push_back((*shards)[i].sha256);
+    unit.local_steps = scaled_local_steps(view.config, request.samples_per_s);
+    unit.seed = static_cast<std::int64_t>(rng_() >> 11);  // 53 bits: exact in JSON
+    auto counts = store_.counts(clock_() - 600);
+    if (!counts) return counts.error();
+    bool others_around = counts->clients_active >= 2;
+    unit.replicas = others_around && uniform() < replication_chance(view.config, client.valid_streak) ? 2 : 1;
+    unit.created_at = clock_();
+    return issue(view, client, unit, true);
+}
+
+common::Result<common::WorkResponse> Scheduler::issue(const TaskView& task, const ClientRecord& client,
+                                                      const WorkUnitRecord& unit, bool new_unit) {
+    auto now = clock_();
+    // An unreplicated unit that failed is recomputed on the current model, not the old one.
+    std::optional<std::int64_t> rebase;
+    std::int64_t base_version = unit.base_version;
+    if (!new_unit && unit.replicas == 1 && unit.base_version != task.record.version) {
+        auto live = store_.live_assignments(unit.id);
+        if (!live) return live.error();
+        if (*live == 0) rebase = base_version = task.record.version;
+    }
+    auto version = store_.version(task.record.id, base_version);
+    if (!version) return version.error();
+    if (!*version) return common::make_error("model version " + std::to_string(base_version) + " is missing");
+    auto shards = store_.shards(task.record.id);
+    if (!shards) return shards.error();
+
+    common::WorkUnit wu;
+    wu.wu_id = random_id("a-");
+    wu.task_id = task.record.id;
+    wu.client_id = client.id;
+    wu.model = task.config.model;
+    wu.base_version = base_version;
+    wu.model_blob = {(*version)->blob_sha256, (*version)->blob_bytes};
+    for (const auto& hash : unit.shards)
+        for (const auto& shard : *shards)
+            if (shard.sha256 == hash) wu.shards.push_back({shard.sha256, shard.bytes});
+    wu.blob_base_url = blob_base_url_;
+    wu.hyper = {unit.local_steps, task.config.batch_size, task.config.lr, task.config.warmup_steps,
+                task.config.weight_decay, task.config.grad_clip, unit.seed};
+    wu.encoding = task.config.codec;
+    wu.issued_at = now;
+    wu.deadline = now + task.config.deadline_s;
+
+    auto envelope = common::seal_envelope(boost::json::serialize(common::to_json(wu)), common::kWorkUnitPurpose, key_);
+    AssignmentRecord assignment;
+    assignment.id = wu.wu_id;
+    assignment.work_unit_id = unit.id;
+    assignment.client_id = client.id;
+    assignment.issued_at = now;
+    assignment.deadline = wu.deadline;
+    assignment.envelope_json = boost::json::serialize(common::envelope_to_json(envelope));
+    auto status = new_unit ? store_.create_work_unit(unit, assignment) : store_.add_assignment(assignment, rebase);
+    if (!status) return status.error();
+    common::WorkResponse response;
+    response.has_work = true;
+    response.work_unit = std::move(envelope);
+    return response;
+}
+
+}  // namespace tessera::server

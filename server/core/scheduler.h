@@ -1,0 +1,51 @@
+// The scheduler: answers a volunteer's work request with a signed work unit or "no work".
+// It reissues open units first (preferring ones whose shards the volunteer holds), otherwise
+// builds a new unit from the least-used shards so each epoch covers the dataset evenly,
+// scales local steps to the volunteer's measured speed, and decides replication by the
+// volunteer's valid streak (BOINC adaptive replication). Thread-safe.
+#pragma once
+
+#include <mutex>
+#include <random>
+#include <string>
+
+#include "ed25519.h"
+#include "state_dir.h"
+#include "protocol.h"
+#include "store.h"
+#include "task_lookup.h"
+
+namespace tessera::server {
+
+// Volunteers with this many accepted results in a row are replicated 5× less often.
+constexpr std::int64_t kTrustedStreak = 10;
+
+class Scheduler {
+public:
+    Scheduler(Store& store, const common::SigningKey& key, Clock clock, std::string blob_base_url,
+              std::uint64_t seed);
+    common::Result<common::WorkResponse> assign(const ClientRecord& client, const common::WorkRequest& request);
+
+    // Local steps for a volunteer measured at `samples_per_s` (0: unknown → the task's H).
+    static std::int64_t scaled_local_steps(const TaskConfig& config, double samples_per_s);
+    static double replication_chance(const TaskConfig& config, std::int64_t valid_streak);
+
+private:
+    common::Result<common::WorkResponse> issue(const TaskView& task, const ClientRecord& client,
+                                               const WorkUnitRecord& unit, bool new_unit);
+    std::string random_id(const char* prefix);
+    double uniform();
+
+    Store& store_;
+    const common::SigningKey& key_;
+    Clock clock_;
+    std::string blob_base_url_;
+    std::mutex mutex_;  // serialises assignment so two requests never take the same replica slot
+    std::mt19937_64 rng_;
+};
+
+constexpr std::int64_t kRetryNoTaskS = 60;
+constexpr std::int64_t kRetryBusyS = 30;
+constexpr std::int64_t kRetryNoShardS = 15;
+
+}  // namespace tessera::server

@@ -1,0 +1,35 @@
+// The server's state directory (docs/operations.md, "State directory"): the database, the
+// server's signing key, the operator token file, blobs (served at /blobs) and received results.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "result.h"
+
+namespace tessera::server {
+
+class StateDir {
+public:
+    explicit StateDir(std::filesystem::path root) : root_(std::move(root)) {}
+    const std::filesystem::path& root() const { return root_; }
+    std::filesystem::path database() const { return root_ / "server.db"; }
+    std::filesystem::path signing_key() const { return root_ / "server_key.pem"; }
+    std::filesystem::path operator_token() const { return root_ / "operator_token"; }
+    std::filesystem::path blobs() const { return root_ / "blobs"; }
+    std::filesystem::path results() const { return root_ / "results"; }
+    std::filesystem::path result_file(const std::string& assignment_id) const {
+        return results() / (assignment_id + ".delta");
+    }
+
+private:
+    std::filesystem::path root_;
+};
+
+// Seconds since the epoch; tests inject their own.
+using Clock = std::function<std::int64_t()>;
+Clock system_clock();
+
+}  // namespace tessera::server

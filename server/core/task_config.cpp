@@ -1,0 +1,159 @@
+// TaskConfig defaults, checks and its JSON form.
+#include "task_config.h"
+
+#include <boost/json.hpp>
+
+#include <charconv>
+#include <cmath>
+
+#include "json_strict.h"
+#include "protocol.h"
+
+namespace tessera::server {
+
+void apply_policy_defaults(TaskConfig& config) {
+    switch (config.merge.kind) {
+    case PolicyKind::FedAsync:
+        config.merge.server_lr = 1.0;
+        config.merge.buffer_size = 1;
+        config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
+        break;
+    case PolicyKind::FedBuff:
+        config.merge.server_lr = 1.0;
+        config.merge.buffer_size = 2;
+        config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
+        break;
+    case PolicyKind::DiLoCo:
+        config.merge.server_lr = 0.7;
+        config.merge.momentum = 0.9;
+        config.merge.buffer_size = 1;
+        config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
+        break;
+    }
+}
+
+common::Status validate_task_config(const TaskConfig& c) {
+    auto fail = [](const std::string& what) { return common::Status(common::make_error(what)); };
+    if (auto status = validate_settings(c.merge); !status) return status;
+    if (c.sample_shape.size() != 3) return fail("sample_shape must be [C, H, W]");
+    if (c.local_steps < 1 || c.local_steps > 100000) return fail("local steps must be in 1..100000");
+    if (c.batch_size < 1 || c.batch_size > 65536) return fail("batch size must be in 1..65536");
+    if (!(c.lr > 0 && c.lr <= 10)) return fail("lr must be in (0, 10]");
+    if (c.warmup_steps < 0 || !(c.weight_decay >= 0 && c.weight_decay <= 10) || !(c.grad_clip >= 0))
+        return fail("warmup, weight decay and grad clip must be >= 0");
+    if (!(c.codec.topk_fraction > 0 && c.codec.topk_fraction <= 1)) return fail("top-k fraction must be in (0, 1]");
+    if (c.deadline_s < 10) return fail("the deadline must be at least 10 s");
+    if (c.shards_per_unit < 1 || c.shards_per_unit > 256) return fail("shards per unit must be in 1..256");
+    if (!(c.target_seconds >= 0)) return fail("target seconds must be >= 0");
+    if (c.max_failures < 1) return fail("max failures must be >= 1");
+    if (c.max_in_flight < 1) return fail("max in flight must be >= 1");
+    if (!(c.replication >= 0 && c.replication <= 1)) return fail("replication must be in [0, 1]");
+    if (!(c.loss_check >= 0 && c.loss_check <= 1)) return fail("loss check fraction must be in [0, 1]");
+    if (!(c.replica_tolerance > 0) || !(c.loss_tolerance >= 0) || !(c.norm_bound > 1))
+        return fail("replica tolerance must be > 0, loss tolerance >= 0, norm bound > 1");
+    if (c.eval_samples < 1 || c.eval_interval_s < 0) return fail("eval samples must be >= 1, interval >= 0");
+    return {};
+}
+
+boost::json::value to_json(const TaskConfig& c) {
+    boost::json::array shape(c.sample_shape.begin(), c.sample_shape.end());
+    return {{"task_id", c.task_id}, {"model", c.model}, {"data_dir", c.data_dir}, {"data_kind", c.data_kind},
+            {"sample_shape", shape}, {"num_classes", c.num_classes}, {"text_dim", c.text_dim},
+            {"init_seed", c.init_seed},
+            {"policy", policy_name(c.merge.kind)}, {"staleness", c.merge.staleness.to_string()},
+            {"server_lr", c.merge.server_lr}, {"clip_norm", c.merge.clip_norm},
+            {"buffer_size", c.merge.buffer_size}, {"trim_fraction", c.merge.trim_fraction},
+            {"momentum", c.merge.momentum},
+            {"local_steps", c.local_steps}, {"batch_size", c.batch_size}, {"lr", c.lr},
+            {"warmup_steps", c.warmup_steps}, {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip},
+            {"codec", common::delta_dtype_name(c.codec.dtype)}, {"topk_fraction", c.codec.topk_fraction},
+            {"deadline_s", c.deadline_s}, {"shards_per_unit", c.shards_per_unit},
+            {"target_seconds", c.target_seconds}, {"max_failures", c.max_failures},
+            {"max_in_flight", c.max_in_flight}, {"replication", c.replication},
+            {"replica_tolerance", c.replica_tolerance}, {"loss_check", c.loss_check},
+            {"loss_tolerance", c.loss_tolerance}, {"norm_bound", c.norm_bound},
+            {"eval_samples", c.eval_samples}, {"eval_interval_s", c.eval_interval_s}};
+}
+
+common::Result<TaskConfig> task_config_from_json(const boost::json::value& json) {
+    common::JsonObjectReader r(json, "task");
+    TaskConfig c;
+    constexpr std::int64_t kBig = common::kMaxSafeInteger;
+    c.task_id = r.string("task_id", 1, 64);
+    c.model = r.string("model", 1, 64);
+    c.data_dir = r.string("data_dir", 1);
+    c.data_kind = r.one_of("data_kind", {"latents", "pixels"});
+    if (const auto* shape = r.field("sample_shape"); shape && shape->is_array())
+        for (const auto& d : shape->as_array()) {
+            std::int64_t v = 0;
+            if (!common::json_to_integer(d, 1, 4096, v)) r.fail("sample_shape: expected positive integers");
+            c.sample_shape.push_back(v);
+        }
+    c.num_classes = r.integer("num_classes", 0, 100000);
+    c.text_dim = r.integer("text_dim", 0, 100000);
+    c.init_seed = r.integer("init_seed", 0, kBig);
+    auto policy = policy_from_name(r.one_of("policy", {"fedasync", "fedbuff", "diloco"}));
+    if (policy) c.merge.kind = *policy;
+    auto staleness_text = r.string("staleness", 1, 64);
+    if (!r.failed()) {
+        auto staleness = parse_staleness(staleness_text);
+        if (staleness) c.merge.staleness = *staleness;
+        else r.fail(staleness.message());
+    }
+    c.merge.server_lr = r.number("server_lr", 0, 100);
+    c.merge.clip_norm = r.number("clip_norm", 0, 1e12);
+    c.merge.buffer_size = r.integer("buffer_size", 1, 100000);
+    c.merge.trim_fraction = r.number("trim_fraction", 0, 0.5);
+    c.merge.momentum = r.number("momentum", 0, 1);
+    c.local_steps = r.integer("local_steps", 1, 100000);
+    c.batch_size = r.integer("batch_size", 1, 65536);
+    c.lr = r.number("lr", 0, 10);
+    c.warmup_steps = r.integer("warmup_steps", 0, 100000);
+    c.weight_decay = r.number("weight_decay", 0, 10);
+    c.grad_clip = r.number("grad_clip", 0, 1e6);
+    auto dtype = common::delta_dtype_from_name(r.one_of("codec", {"f32", "bf16", "int8"}));
+    if (dtype) c.codec.dtype = *dtype;
+    c.codec.topk_fraction = r.number("topk_fraction", 0, 1);
+    c.deadline_s = r.integer("deadline_s", 1, kBig);
+    c.shards_per_unit = r.integer("shards_per_unit", 1, 256);
+    c.target_seconds = r.number("target_seconds", 0, 1e9);
+    c.max_failures = r.integer("max_failures", 1, 1000);
+    c.max_in_flight = r.integer("max_in_flight", 1, 1000);
+    c.replication = r.number("replication", 0, 1);
+    c.replica_tolerance = r.number("replica_tolerance", 0, 100);
+    c.loss_check = r.number("loss_check", 0, 1);
+    c.loss_tolerance = r.number("loss_tolerance", 0, 100);
+    c.norm_bound = r.number("norm_bound", 0, 1e9);
+    c.eval_samples = r.integer("eval_samples", 1, 1 << 24);
+    c.eval_interval_s = r.integer("eval_interval_s", 0, kBig);
+    if (auto status = r.finish(); !status) return status.error();
+    if (auto status = validate_task_config(c); !status) return status.error();
+    return c;
+}
+
+common::Result<TaskConfig> parse_task_config(std::string_view text) {
+    auto json = common::parse_json_strict(text);
+    if (!json) return json.error();
+    return task_config_from_json(*json);
+}
+
+common::Result<std::int64_t> parse_duration(std::string_view text) {
+    std::int64_t unit = 1;
+    std::string_view digits = text;
+    if (!text.empty()) {
+        switch (text.back()) {
+        case 's': unit = 1; digits.remove_suffix(1); break;
+        case 'm': unit = 60; digits.remove_suffix(1); break;
+        case 'h': unit = 3600; digits.remove_suffix(1); break;
+        default: break;
+        }
+    }
+    std::int64_t value = 0;
+    auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || value <= 0 ||
+        value > 1'000'000'000)
+        return common::make_error("bad duration '" + std::string(text) + "': expected e.g. 90s, 30m, 2h");
+    return value * unit;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,68 @@
+// A task's configuration: model, dataset, merge policy and scheduling/validation knobs.
+// Stored as JSON in the tasks table; `tessera-server task create` fills it from flags
+// (docs/operations.md lists every knob and its default).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/json/value.hpp>
+
+#include "delta_codec.h"
+#include "merge_policy.h"
+#include "result.h"
+
+namespace tessera::server {
+
+struct TaskConfig {
+    std::string task_id;
+    std::string model;       // preset name
+    std::string data_dir;    // absolute path of the dataset directory
+    std::string data_kind;   // "latents" or "pixels"
+    std::vector<std::int64_t> sample_shape;  // [C, H, W]
+    std::int64_t num_classes = 10;
+    std::int64_t text_dim = 0;
+    std::int64_t init_seed = 0;
+
+    MergeSettings merge;
+
+    // Inner loop sent to volunteers.
+    std::int64_t local_steps = 50;
+    std::int64_t batch_size = 64;
+    double lr = 3e-4;
+    std::int64_t warmup_steps = 5;
+    double weight_decay = 0.01;
+    double grad_clip = 1.0;
+    common::DeltaEncoding codec;
+
+    // Scheduling.
+    std::int64_t deadline_s = 1800;
+    std::int64_t shards_per_unit = 1;
+    double target_seconds = 120;       // local steps scaled so a unit takes about this long; 0 = off
+    std::int64_t max_failures = 3;     // a unit that fails this often is retired
+    std::int64_t max_in_flight = 2;    // per volunteer
+
+    // Validation.
+    double replication = 0.1;          // chance that a unit is computed twice and compared
+    double replica_tolerance = 0.2;    // relative L2 between replicas
+    double loss_check = 0.25;          // fraction of results given the held-out loss check
+    double loss_tolerance = 0.1;       // relative: L(θ+Δ) ≤ L(θ)·(1 + tol)
+    double norm_bound = 5.0;           // ‖Δ‖ ≤ k · median of recent accepted norms
+    std::int64_t eval_samples = 512;   // validation samples for the loss check and the curve
+    std::int64_t eval_interval_s = 10; // at most one validation-curve point per interval
+};
+
+// Defaults that depend on the policy (η, buffer size), applied before flags override them.
+void apply_policy_defaults(TaskConfig& config);
+// Range checks with named errors.
+common::Status validate_task_config(const TaskConfig& config);
+
+boost::json::value to_json(const TaskConfig& config);
+common::Result<TaskConfig> task_config_from_json(const boost::json::value& json);
+common::Result<TaskConfig> parse_task_config(std::string_view text);
+
+// "30m", "90s", "2h", "45" (seconds) → seconds.
+common::Result<std::int64_t> parse_duration(std::string_view text);
+
+}  // namespace tessera::server

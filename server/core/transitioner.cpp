@@ -1,0 +1,28 @@
+// Transitioner: deadlines and lonely replicas.
+#include "transitioner.h"
+
+namespace tessera::server {
+
+common::Result<TickReport> Transitioner::tick() {
+    TickReport report;
+    auto task = load_current_task(store_);
+    if (!task) return task.error();
+    if (!*task) return report;
+    const auto& config = (*task)->config;
+    auto now = clock_();
+    auto ended = store_.expire_overdue(now, config.max_failures);
+    if (!ended) return ended.error();
+    for (const auto& e : *ended) {
+        ++report.timed_out;
+        if (e.work_unit_retired) ++report.retired;
+    }
+    auto lonely = store_.lonely_validated(now, config.deadline_s);
+    if (!lonely) return lonely.error();
+    for (const auto& a : *lonely) {
+        if (auto status = validator_.accept_alone(a); !status) return status.error();
+        ++report.accepted_alone;
+    }
+    return report;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,66 @@
+// The HTTP API (docs/protocol.md, "Routes"): a pure function from a request to a response —
+// no socket I/O here; sessions own the connections. Volunteer routes need a signed request,
+// admin routes the operator token. Thread-safe: called concurrently from the I/O threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "blob_store.h"
+#include "ed25519.h"
+#include "http_types.h"
+#include "result_intake.h"
+#include "scheduler.h"
+#include "state_dir.h"
+#include "store.h"
+
+namespace tessera::server {
+
+struct ApiLimits {
+    std::uint64_t small_body_bytes = 64 << 10;   // register, work, heartbeat, abandon, admin
+    std::int64_t max_delta_bytes = 64 << 20;     // uploads: set from the model's size
+};
+
+class Api {
+public:
+    Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntake& intake,
+        const common::VerifyKey& server_key, std::string operator_token_sha256, Clock clock, ApiLimits limits);
+
+    Response handle(Request request);
+    // The largest body a route accepts: the session reads no more.
+    std::uint64_t body_limit(http::verb method, std::string_view target) const;
+    // Requests handled, for /metrics.
+    std::uint64_t requests_served() const { return requests_.load(); }
+
+private:
+    Response route(const Request& request, std::string_view path);
+    Response stats(const Request& request);
+    Response versions(const Request& request);
+    Response volunteers(const Request& request, bool full);
+    Response rejections(const Request& request);
+    Response events(const Request& request);
+    Response metrics(const Request& request);
+    Response register_client(const Request& request);
+    Response request_work(const Request& request, const ClientRecord& client);
+    Response upload_result(const Request& request, const ClientRecord& client);
+    Response heartbeat(const Request& request, const ClientRecord& client);
+    Response abandon(const Request& request, const ClientRecord& client);
+    Response admin(const Request& request, std::string_view path);
+
+    Store& store_;
+    const BlobStore& blobs_;
+    Scheduler& scheduler_;
+    ResultIntake& intake_;
+    const common::VerifyKey& server_key_;
+    std::string operator_token_sha256_;
+    Clock clock_;
+    ApiLimits limits_;
+    std::atomic<std::uint64_t> requests_{0};
+};
+
+// Query parameter `name` as an integer in [min, max], or `fallback` when absent or bad.
+std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback,
+                           std::int64_t min, std::int64_t max);
+
+}  // namespace tessera::server

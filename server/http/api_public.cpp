@@ -1,0 +1,177 @@
+// Api: the public read-only routes (stats, versions, volunteers, rejections, events,
+// /metrics) and the operator's admin routes.
+#include <boost/json.hpp>
+
+#include <sstream>
+
+#include "api.h"
+#include "task_lookup.h"
+
+namespace tessera::server {
+namespace {
+
+constexpr std::int64_t kActiveWindowS = 600;  // a volunteer seen in the last 10 minutes is active
+
+boost::json::value optional_number(const std::optional<double>& value) {
+    return value ? boost::json::value(*value) : boost::json::value(nullptr);
+}
+
+boost::json::object version_json(const VersionRecord& v) {
+    return {{"version", v.version}, {"created_at", v.created_at}, {"merged_results", v.merged_results},
+            {"validation_loss", optional_number(v.validation_loss)},
+            {"validation_accuracy", optional_number(v.validation_accuracy)}};
+}
+
+}  // namespace
+
+Response Api::stats(const Request& request) {
+    auto now = clock_();
+    auto counts = store_.counts(now - kActiveWindowS);
+    if (!counts) return error_response(request, http::status::internal_server_error, "internal", counts.message());
+    auto task = load_current_task(store_);
+    if (!task) return error_response(request, http::status::internal_server_error, "internal", task.message());
+    boost::json::object body;
+    boost::json::object work_units;
+    for (const auto& [state, count] : counts->assignments) work_units[state] = count;
+    boost::json::object units;
+    for (const auto& [state, count] : counts->work_units) units[state] = count;
+    body["work_units"] = work_units;
+    body["work_unit_groups"] = units;
+    body["volunteers_active"] = counts->clients_active;
+    body["volunteers"] = counts->clients;
+    body["rejections"] = counts->rejections;
+    body["server_time"] = now;
+    body["version"] = 0;
+    body["validation_loss"] = nullptr;
+    body["validation_accuracy"] = nullptr;
+    body["task"] = nullptr;
+    if (*task) {
+        const auto& t = **task;
+        body["version"] = t.record.version;
+        body["task"] = {{"id", t.record.id}, {"model", t.config.model}, {"policy", policy_name(t.config.merge.kind)},
+                        {"state", task_state_name(t.record.state)}};
+        auto versions = store_.versions(t.record.id);
+        if (!versions) return error_response(request, http::status::internal_server_error, "internal", versions.message());
+        for (auto it = versions->rbegin(); it != versions->rend(); ++it)
+            if (it->validation_loss) {
+                body["validation_loss"] = *it->validation_loss;
+                body["validation_accuracy"] = optional_number(it->validation_accuracy);
+                body["evaluated_version"] = it->version;
+                break;
+            }
+    }
+    return json_response(request, http::status::ok, body);
+}
+
+Response Api::versions(const Request& request) {
+    auto task = load_current_task(store_);
+    if (!task) return error_response(request, http::status::internal_server_error, "internal", task.message());
+    boost::json::array rows;
+    if (*task) {
+        auto versions = store_.versions((*task)->record.id);
+        if (!versions) return error_response(request, http::status::internal_server_error, "internal", versions.message());
+        for (const auto& v : *versions) rows.push_back(version_json(v));
+    }
+    return json_response(request, http::status::ok, {{"versions", rows}});
+}
+
+Response Api::volunteers(const Request& request, bool full) {
+    auto clients = store_.clients();
+    if (!clients) return error_response(request, http::status::internal_server_error, "internal", clients.message());
+    boost::json::array rows;
+    for (const auto& c : *clients) {
+        boost::json::object row{{"id", c.id}, {"name", c.name}, {"credit", c.credit}, {"accepted", c.accepted},
+                                {"rejected", c.rejected}, {"device", c.device}, {"samples_per_s", c.samples_per_s},
+                                {"last_seen", c.last_seen}};
+        if (full) {
+            row["banned"] = c.banned;
+            row["valid_streak"] = c.valid_streak;
+            row["client_version"] = c.client_version;
+            row["registered_at"] = c.registered_at;
+        }
+        rows.push_back(std::move(row));
+    }
+    return json_response(request, http::status::ok, {{"volunteers", rows}});
+}
+
+Response Api::rejections(const Request& request) {
+    auto limit = query_integer(request.target(), "limit", 50, 1, 1000);
+    auto rows = store_.rejections(static_cast<int>(limit));
+    if (!rows) return error_response(request, http::status::internal_server_error, "internal", rows.message());
+    boost::json::array list;
+    for (const auto& r : *rows)
+        list.push_back({{"id", r.id}, {"wu_id", r.assignment_id}, {"client_id", r.client_id},
+                        {"reason", r.reason}, {"detail", r.detail}, {"at", r.at}});
+    return json_response(request, http::status::ok, {{"rejections", list}});
+}
+
+Response Api::events(const Request& request) {
+    auto after = query_integer(request.target(), "after", 0, 0, common::kMaxSafeInteger);
+    auto limit = query_integer(request.target(), "limit", 100, 1, 1000);
+    auto rows = store_.events_after(after, static_cast<int>(limit));
+    if (!rows) return error_response(request, http::status::internal_server_error, "internal", rows.message());
+    boost::json::array list;
+    for (const auto& e : *rows) {
+        boost::json::value detail = boost::json::parse(e.detail_json);
+        list.push_back({{"id", e.id}, {"at", e.at}, {"kind", e.kind}, {"detail", detail}});
+    }
+    return json_response(request, http::status::ok, {{"events", list}});
+}
+
+// Prometheus text exposition format, version 0.0.4.
+Response Api::metrics(const Request& request) {
+    auto counts = store_.counts(clock_() - kActiveWindowS);
+    if (!counts) return error_response(request, http::status::internal_server_error, "internal", counts.message());
+    auto task = load_current_task(store_);
+    std::ostringstream out;
+    out << "# HELP tessera_model_version Current model version.\n# TYPE tessera_model_version gauge\n"
+        << "tessera_model_version " << (task && *task ? (*task)->record.version : 0) << "\n";
+    out << "# HELP tessera_work_units Work-unit assignments by lifecycle state.\n# TYPE tessera_work_units gauge\n";
+    for (const auto& [state, count] : counts->assignments)
+        out << "tessera_work_units{state=\"" << state << "\"} " << count << "\n";
+    out << "# HELP tessera_volunteers_active Volunteers seen in the last 10 minutes.\n"
+        << "# TYPE tessera_volunteers_active gauge\ntessera_volunteers_active " << counts->clients_active << "\n";
+    out << "# HELP tessera_rejections_total Results rejected.\n# TYPE tessera_rejections_total counter\n"
+        << "tessera_rejections_total " << counts->rejections << "\n";
+    out << "# HELP tessera_http_requests_total HTTP requests handled.\n# TYPE tessera_http_requests_total counter\n"
+        << "tessera_http_requests_total " << requests_served() << "\n";
+    return text_response(request, http::status::ok, out.str(), "text/plain; version=0.0.4");
+}
+
+// Admin routes: GET volunteers (full rows); POST task/pause, task/resume,
+// clients/<id>/ban, clients/<id>/unban.
+Response Api::admin(const Request& request, std::string_view path) {
+    auto internal = [&](const std::string& message) {
+        return error_response(request, http::status::internal_server_error, "internal", message);
+    };
+    if (path == "volunteers") {
+        if (request.method() != http::verb::get)
+            return error_response(request, http::status::method_not_allowed, "method_not_allowed", "use GET");
+        return volunteers(request, true);
+    }
+    if (request.method() != http::verb::post)
+        return error_response(request, http::status::method_not_allowed, "method_not_allowed", "use POST");
+    if (path == "task/pause" || path == "task/resume") {
+        auto task = store_.current_task();
+        if (!task) return internal(task.message());
+        if (!*task) return error_response(request, http::status::not_found, "not_found", "no task");
+        auto state = path == "task/pause" ? TaskState::Paused : TaskState::Active;
+        if (auto status = store_.set_task_state((*task)->id, state); !status) return internal(status.message());
+        return json_response(request, http::status::ok, {{"task", (*task)->id}, {"state", task_state_name(state)}});
+    }
+    constexpr std::string_view kClients = "clients/";
+    if (path.starts_with(kClients)) {
+        auto rest = path.substr(kClients.size());
+        auto slash = rest.find('/');
+        auto action = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+        if (action == "ban" || action == "unban") {
+            std::string id(rest.substr(0, slash));
+            auto status = store_.set_client_banned(id, action == "ban", clock_());
+            if (!status) return error_response(request, http::status::not_found, "not_found", status.message());
+            return json_response(request, http::status::ok, {{"client_id", id}, {"banned", action == "ban"}});
+        }
+    }
+    return error_response(request, http::status::not_found, "not_found", "no admin route " + std::string(path));
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,116 @@
+// Blob responses with ranges and validators.
+#include "blob_handler.h"
+
+#include <charconv>
+
+#include "text_encoding.h"
+
+namespace tessera::server {
+namespace {
+
+bool parse_number(std::string_view text, std::uint64_t& value) {
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return !text.empty() && error == std::errc() && end == text.data() + text.size();
+}
+
+}  // namespace
+
+common::Result<std::optional<ByteRange>> parse_byte_range(std::string_view header, std::uint64_t size) {
+    constexpr std::string_view kPrefix = "bytes=";
+    // Other units and multi-range requests are allowed to be ignored (RFC 9110 §14.2).
+    if (!header.starts_with(kPrefix) || header.find(',') != std::string_view::npos) return std::optional<ByteRange>();
+    auto spec = header.substr(kPrefix.size());
+    auto dash = spec.find('-');
+    if (dash == std::string_view::npos) return std::optional<ByteRange>();
+    auto first_text = spec.substr(0, dash);
+    auto last_text = spec.substr(dash + 1);
+    ByteRange range;
+    if (first_text.empty()) {  // suffix: the last N bytes
+        std::uint64_t count = 0;
+        if (!parse_number(last_text, count)) return std::optional<ByteRange>();
+        if (count == 0 || size == 0) return common::make_error("unsatisfiable range");
+        range.first = count >= size ? 0 : size - count;
+        range.last = size - 1;
+        return std::optional<ByteRange>(range);
+    }
+    if (!parse_number(first_text, range.first)) return std::optional<ByteRange>();
+    if (last_text.empty()) {
+        range.last = size == 0 ? 0 : size - 1;
+    } else if (!parse_number(last_text, range.last) || range.last < range.first) {
+        return std::optional<ByteRange>();
+    }
+    if (range.first >= size) return common::make_error("unsatisfiable range");
+    if (range.last >= size) range.last = size - 1;
+    return std::optional<ByteRange>(range);
+}
+
+Response serve_blob(const Request& request, const BlobStore& blobs, std::string_view sha256) {
+    if (!common::is_lower_hex(sha256, 64))
+        return error_response(request, http::status::bad_request, "bad_request", "blob names are 64 lowercase hex digits");
+    std::string name(sha256);
+    boost::beast::error_code error;
+    http::file_body::value_type file;
+    file.open(blobs.path_of(name).c_str(), boost::beast::file_mode::scan, error);
+    if (error) return error_response(request, http::status::not_found, "not_found", "no blob " + name);
+    auto size = file.size();
+    std::string etag = "\"" + name + "\"";
+
+    auto headers = [&](auto& response) {
+        response.set(http::field::server, "tessera-server");
+        response.set(http::field::etag, etag);
+        response.set(http::field::cache_control, "public, max-age=31536000, immutable");
+        response.set(http::field::accept_ranges, "bytes");
+        response.set(http::field::content_type, "application/octet-stream");
+        response.keep_alive(request.keep_alive());
+    };
+    if (request[http::field::if_none_match] == etag) {
+        http::response<http::empty_body> response{http::status::not_modified, request.version()};
+        headers(response);
+        return response;
+    }
+    std::optional<ByteRange> range;
+    if (auto header = request[http::field::range]; !header.empty()) {
+        auto parsed = parse_byte_range(header, size);
+        if (!parsed) {
+            auto response = http::response<http::string_body>{http::status::range_not_satisfiable, request.version()};
+            headers(response);
+            response.set(http::field::content_range, "bytes */" + std::to_string(size));
+            response.prepare_payload();
+            return response;
+        }
+        range = *parsed;
+    }
+    auto status = range ? http::status::partial_content : http::status::ok;
+    std::uint64_t first = range ? range->first : 0;
+    std::uint64_t length = range ? range->last - range->first + 1 : size;
+    if (request.method() == http::verb::head) {
+        http::response<http::empty_body> response{status, request.version()};
+        headers(response);
+        if (range)
+            response.set(http::field::content_range, "bytes " + std::to_string(first) + "-" +
+                                                         std::to_string(range->last) + "/" + std::to_string(size));
+        response.content_length(length);
+        return response;
+    }
+    if (range) {
+        // A file_body sends from the current position to the end; partial lengths need a copy.
+        std::string body(length, '\0');
+        file.file().seek(first, error);
+        if (!error) file.file().read(body.data(), length, error);
+        if (error) return error_response(request, http::status::internal_server_error, "internal", "cannot read blob");
+        http::response<http::string_body> response{status, request.version()};
+        headers(response);
+        response.set(http::field::content_range, "bytes " + std::to_string(first) + "-" +
+                                                     std::to_string(range->last) + "/" + std::to_string(size));
+        response.body() = std::move(body);
+        response.prepare_payload();
+        return response;
+    }
+    http::response<http::file_body> response{std::piecewise_construct, std::make_tuple(std::move(file)),
+                                             std::make_tuple(status, request.version())};
+    headers(response);
+    response.content_length(size);
+    return response;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,173 @@
+// HttpServer: acceptor loop and per-connection sessions (plain TCP or TLS) as coroutines.
+#include "http_server.h"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <iostream>
+
+namespace tessera::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+// A coroutine's escaping exception is a bug: say so instead of losing it silently.
+void report_exception(const char* where, std::exception_ptr error) {
+    if (!error) return;
+    try {
+        std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+        std::cerr << "tessera-server: " << where << ": " << e.what() << "\n";
+    }
+}
+
+// Decrements the open-connection count when a session ends.
+class ConnectionSlot {
+public:
+    explicit ConnectionSlot(std::shared_ptr<std::atomic<std::size_t>> count) : count_(std::move(count)) { ++*count_; }
+    ConnectionSlot(const ConnectionSlot&) = delete;
+    ConnectionSlot& operator=(const ConnectionSlot&) = delete;
+    ~ConnectionSlot() { --*count_; }
+
+private:
+    std::shared_ptr<std::atomic<std::size_t>> count_;
+};
+
+template <class Stream>
+asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer, Api& api,
+                                     const HttpSettings& settings) {
+    for (;;) {
+        http::request_parser<http::vector_body<std::uint8_t>> parser;
+        parser.header_limit(settings.header_limit_bytes);
+        beast::get_lowest_layer(stream).expires_after(settings.header_timeout);
+        auto [header_error, header_bytes] = co_await http::async_read_header(stream, buffer, parser, kTuple);
+        if (header_error) co_return;  // closed, timed out or malformed: nothing useful to answer
+        const auto& header = parser.get();
+        parser.body_limit(api.body_limit(header.method(), header.target()));
+        beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
+        auto [body_error, body_bytes] = co_await http::async_read(stream, buffer, parser, kTuple);
+        if (body_error == http::error::body_limit) {
+            Request stub;
+            stub.version(header.version());
+            stub.keep_alive(false);
+            auto response = error_response(stub, http::status::payload_too_large, "too_large",
+                                           "the body exceeds this route's limit of " +
+                                               std::to_string(api.body_limit(header.method(), header.target())) +
+                                               " bytes");
+            co_await beast::async_write(stream, std::move(response), kTuple);
+            co_return;
+        }
+        if (body_error) co_return;
+        auto request = parser.release();
+        bool keep_alive = request.keep_alive();
+        auto response = api.handle(std::move(request));
+        beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
+        auto [write_error, written] = co_await beast::async_write(stream, std::move(response), kTuple);
+        if (write_error || !keep_alive) co_return;
+    }
+}
+
+asio::awaitable<void> plain_session(beast::tcp_stream stream, Api& api, HttpSettings settings,
+                                    std::shared_ptr<ConnectionSlot>) {
+    beast::flat_buffer buffer;
+    co_await serve_requests(stream, buffer, api, settings);
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+asio::awaitable<void> tls_session(beast::ssl_stream<beast::tcp_stream> stream, Api& api,
+                                  HttpSettings settings, std::shared_ptr<ConnectionSlot>) {
+    beast::flat_buffer buffer;
+    beast::get_lowest_layer(stream).expires_after(settings.header_timeout);
+    auto [handshake_error] = co_await stream.async_handshake(asio::ssl::stream_base::server, kTuple);
+    if (handshake_error) co_return;
+    co_await serve_requests(stream, buffer, api, settings);
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
+    co_await stream.async_shutdown(kTuple);
+}
+
+asio::awaitable<void> accept_loop(asio::io_context& io, std::shared_ptr<tcp::acceptor> acceptor, Api& api,
+                                  HttpSettings settings, asio::ssl::context* tls,
+                                  std::shared_ptr<std::atomic<std::size_t>> connections) {
+    for (;;) {
+        tcp::socket socket(asio::make_strand(io));  // each connection on its own strand
+        auto [error] = co_await acceptor->async_accept(socket, kTuple);
+        if (error == asio::error::operation_aborted || !acceptor->is_open()) co_return;
+        if (error) continue;
+        if (connections->load() >= settings.max_connections) {
+            beast::error_code ignored;
+            socket.close(ignored);  // over the cap: refuse rather than queue
+            continue;
+        }
+        auto slot = std::make_shared<ConnectionSlot>(connections);
+        auto strand = socket.get_executor();
+        if (tls) {
+            asio::co_spawn(strand,
+                           tls_session(beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(socket)), *tls),
+                                       api, settings, slot),
+                           [](std::exception_ptr e) { report_exception("session", e); });
+        } else {
+            asio::co_spawn(strand, plain_session(beast::tcp_stream(std::move(socket)), api, settings, slot),
+                           [](std::exception_ptr e) { report_exception("session", e); });
+        }
+    }
+}
+
+}  // namespace
+
+HttpServer::HttpServer(asio::io_context& io, Api& api, HttpSettings settings)
+    : io_(io), api_(api), settings_(std::move(settings)),
+      connections_(std::make_shared<std::atomic<std::size_t>>(0)) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+common::Status HttpServer::start() {
+    if (!settings_.tls_cert.empty() || !settings_.tls_key.empty()) {
+        if (settings_.tls_cert.empty() || settings_.tls_key.empty())
+            return common::make_error("TLS needs both --tls-cert and --tls-key");
+        tls_.emplace(asio::ssl::context::tls_server);
+        beast::error_code error;
+        tls_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                          asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+        tls_->use_certificate_chain_file(settings_.tls_cert.string(), error);
+        if (error) return common::make_error("TLS certificate " + settings_.tls_cert.string() + ": " + error.message());
+        tls_->use_private_key_file(settings_.tls_key.string(), asio::ssl::context::pem, error);
+        if (error) return common::make_error("TLS key " + settings_.tls_key.string() + ": " + error.message());
+    }
+    beast::error_code error;
+    auto address = asio::ip::make_address(settings_.address, error);
+    if (error) return common::make_error("bad listen address '" + settings_.address + "'");
+    tcp::endpoint endpoint(address, settings_.port);
+    acceptor_ = std::make_shared<tcp::acceptor>(asio::make_strand(io_));
+    acceptor_->open(endpoint.protocol(), error);
+    if (!error) acceptor_->set_option(asio::socket_base::reuse_address(true), error);
+    if (!error) acceptor_->bind(endpoint, error);
+    if (!error) acceptor_->listen(asio::socket_base::max_listen_connections, error);
+    if (error)
+        return common::make_error("cannot listen on " + settings_.address + ":" + std::to_string(settings_.port) +
+                                  ": " + error.message());
+    port_ = acceptor_->local_endpoint().port();
+    asio::co_spawn(acceptor_->get_executor(),
+                   accept_loop(io_, acceptor_, api_, settings_, tls_ ? &*tls_ : nullptr, connections_),
+                   [](std::exception_ptr e) { report_exception("accept loop", e); });
+    return {};
+}
+
+void HttpServer::stop() {
+    if (!acceptor_) return;
+    asio::post(acceptor_->get_executor(), [acceptor = acceptor_] {
+        beast::error_code ignored;
+        acceptor->close(ignored);
+    });
+}
+
+}  // namespace tessera::server

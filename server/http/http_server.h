@@ -1,0 +1,56 @@
+// The HTTP(S) server: an acceptor and one coroutine per connection (as Beast's
+// server-flex-awaitable example). A session reads the header first, asks the API how large a
+// body the route may send, then reads the body under a deadline; it serves requests in order
+// (keep-alive, one response in flight). Connections beyond the cap are closed on accept.
+// Thread-safe to start and stop from any thread; sessions run on the io_context's threads.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+
+#include "api.h"
+#include "result.h"
+
+namespace tessera::server {
+
+struct HttpSettings {
+    std::string address = "127.0.0.1";
+    std::uint16_t port = 8443;  // 0: any free port
+    std::uint32_t header_limit_bytes = 8 << 10;
+    std::chrono::seconds header_timeout{30};
+    std::chrono::seconds body_timeout{300};  // uploads of large deltas on slow links
+    std::size_t max_connections = 256;
+    std::filesystem::path tls_cert;  // both set: HTTPS
+    std::filesystem::path tls_key;
+};
+
+class HttpServer {
+public:
+    HttpServer(boost::asio::io_context& io, Api& api, HttpSettings settings);
+    ~HttpServer();
+    // Binds and starts accepting; the port actually bound is port().
+    common::Status start();
+    void stop();
+    std::uint16_t port() const { return port_; }
+    std::size_t open_connections() const { return connections_->load(); }
+
+private:
+    boost::asio::io_context& io_;
+    Api& api_;
+    HttpSettings settings_;
+    std::optional<boost::asio::ssl::context> tls_;
+    std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
+    std::shared_ptr<std::atomic<std::size_t>> connections_;
+    std::uint16_t port_ = 0;
+};
+
+}  // namespace tessera::server

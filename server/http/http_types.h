@@ -1,0 +1,25 @@
+// The HTTP types the API is written against, and JSON/error response helpers.
+// Handlers build responses as values; sessions own the sockets.
+#pragma once
+
+#include <boost/beast/http.hpp>
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::server {
+
+namespace http = boost::beast::http;
+using Request = http::request<http::vector_body<std::uint8_t>>;
+using Response = http::message_generator;
+
+// A JSON body with the request's HTTP version and keep-alive.
+Response json_response(const Request& request, http::status status, const boost::json::value& body);
+// {"error": code, "message": message} with the given status.
+Response error_response(const Request& request, http::status status, const std::string& code,
+                        const std::string& message);
+Response text_response(const Request& request, http::status status, std::string body, const std::string& type);
+
+}  // namespace tessera::server

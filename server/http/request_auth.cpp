@@ -1,0 +1,61 @@
+// Volunteer request signatures and the operator token.
+#include "request_auth.h"
+
+#include <openssl/crypto.h>
+
+#include "ed25519.h"
+#include "request_signing.h"
+#include "sha256.h"
+#include "text_encoding.h"
+
+namespace tessera::server {
+namespace {
+
+AuthFailure unauthorized(std::string message) {
+    return {http::status::unauthorized, "unauthorized", std::move(message)};
+}
+
+std::string header(const Request& request, std::string_view name) {
+    auto it = request.find(boost::beast::string_view(name.data(), name.size()));
+    return it == request.end() ? std::string() : std::string(it->value());
+}
+
+}  // namespace
+
+std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Store& store, std::int64_t now) {
+    common::SignedHeaders headers{header(request, common::kHeaderClient), header(request, common::kHeaderTimestamp),
+                                  header(request, common::kHeaderNonce), header(request, common::kHeaderSignature)};
+    common::Ed25519Signature signature{};
+    auto claims = common::parse_signed_headers(headers, signature);
+    if (!claims) return unauthorized(claims.message());
+    if (claims->timestamp < now - kRequestWindowS || claims->timestamp > now + kRequestWindowS)
+        return unauthorized("Tessera-Timestamp is more than " + std::to_string(kRequestWindowS) +
+                            " s from the server's clock");
+    auto client = store.client(claims->client_id);
+    if (!client) return AuthFailure{http::status::internal_server_error, "internal", client.message()};
+    if (!*client) return unauthorized("unknown client '" + claims->client_id + "'; register first");
+    auto raw = common::from_base64((*client)->public_key);
+    auto key = raw ? common::VerifyKey::from_raw(*raw) : common::Result<common::VerifyKey>(raw.error());
+    if (!key) return AuthFailure{http::status::internal_server_error, "internal", "stored key unreadable"};
+    claims->method = std::string(request.method_string());
+    claims->target = std::string(request.target());
+    claims->body_sha256 = common::sha256_hex(request.body());
+    if (!key->verify(common::as_bytes(common::request_signing_message(*claims)), signature))
+        return unauthorized("the request signature does not verify");
+    if ((*client)->banned) return AuthFailure{http::status::forbidden, "banned", "this volunteer is banned"};
+    auto fresh = store.claim_nonce(claims->client_id, claims->nonce, now, kRequestWindowS);
+    if (!fresh) return AuthFailure{http::status::internal_server_error, "internal", fresh.message()};
+    if (!*fresh) return unauthorized("replayed request (nonce already used)");
+    return std::move(**client);
+}
+
+bool is_operator(const Request& request, const std::string& token_sha256) {
+    auto value = request[http::field::authorization];
+    constexpr std::string_view kBearer = "Bearer ";
+    if (token_sha256.empty() || !value.starts_with(kBearer)) return false;
+    auto digest = common::sha256_hex(common::as_bytes(std::string_view(value.substr(kBearer.size()))));
+    return digest.size() == token_sha256.size() &&
+           CRYPTO_memcmp(digest.data(), token_sha256.data(), digest.size()) == 0;
+}
+
+}  // namespace tessera::server

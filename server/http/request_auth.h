@@ -1,0 +1,29 @@
+// Checks a volunteer's signed request (docs/protocol.md, "Request signing"): headers present
+// and well-formed, a known and unbanned client, a timestamp within the window, a valid
+// signature over method, target, client, timestamp, nonce and body hash, and a nonce not seen
+// before. Thread-safe.
+#pragma once
+
+#include <string>
+
+#include "http_types.h"
+#include "state_dir.h"
+#include "store.h"
+
+namespace tessera::server {
+
+constexpr std::int64_t kRequestWindowS = 300;
+
+struct AuthFailure {
+    http::status status;
+    std::string code;
+    std::string message;
+};
+
+// The client, or why the request is refused (401 unauthenticated, 403 banned).
+std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Store& store, std::int64_t now);
+
+// Operator routes: `Authorization: Bearer <token>` whose SHA-256 matches the stored hash.
+bool is_operator(const Request& request, const std::string& token_sha256);
+
+}  // namespace tessera::server

@@ -1,0 +1,208 @@
+// ServerApp: start-up order, crash recovery and graceful shutdown.
+#include "server_app.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <condition_variable>
+#include <iostream>
+#include <thread>
+
+#include "dataset_manifest.h"
+#include "ed25519.h"
+#include "model_cache.h"
+#include "result_intake.h"
+#include "scheduler.h"
+#include "task_lookup.h"
+#include "torch_model.h"
+#include "validator.h"
+
+namespace tessera::server {
+
+struct ServerApp::Parts {
+    ServerOptions options;
+    std::unique_ptr<Store> store;
+    std::unique_ptr<common::SigningKey> key;
+    std::unique_ptr<BlobStore> blobs;
+    std::unique_ptr<ModelCache> models;
+    std::unique_ptr<ProbePool> probes;
+    std::unique_ptr<boost::asio::thread_pool> work_pool;
+    Executor executor;
+    std::unique_ptr<Aggregator> aggregator;
+    std::unique_ptr<Validator> validator;
+    std::unique_ptr<Transitioner> transitioner;
+    std::unique_ptr<Scheduler> scheduler;
+    std::unique_ptr<ResultIntake> intake;
+    std::unique_ptr<Api> api;
+    boost::asio::io_context io;
+    std::unique_ptr<HttpServer> http;
+    std::vector<std::thread> io_threads;
+    std::thread ticker;
+
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::size_t pending_jobs = 0;
+    bool stopping = false;
+    bool stopped = false;
+};
+
+namespace {
+
+// LibTorch probes on the validation shard named by the task's dataset.json.
+common::Result<ModelProbeFactory> torch_probes_for(const TaskConfig& config) {
+    std::filesystem::path dir = config.data_dir;
+    auto manifest = common::load_dataset_manifest(dir / "dataset.json");
+    if (!manifest) return manifest.error();
+    return make_torch_probe_factory(config, dir / manifest->validation.file);
+}
+
+}  // namespace
+
+common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state) {
+    auto blobs = store.referenced_blobs();
+    if (!blobs) return blobs.error();
+    auto deltas = store.pending_delta_ids();
+    if (!deltas) return deltas.error();
+    std::size_t removed = 0;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(state.blobs(), error)) {
+        auto name = entry.path().filename().string();
+        if (!blobs->count(name) && std::filesystem::remove(entry.path(), error)) ++removed;
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(state.results(), error)) {
+        auto name = entry.path().filename().string();
+        auto id = name.ends_with(".delta") ? name.substr(0, name.size() - 6) : std::string();
+        if (!deltas->count(id) && std::filesystem::remove(entry.path(), error)) ++removed;
+    }
+    return removed;
+}
+
+ServerApp::ServerApp(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+ServerApp::~ServerApp() { stop(); }
+
+common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions options) {
+    auto parts = std::make_unique<Parts>();
+    auto& p = *parts;
+    if (!options.clock) options.clock = system_clock();
+    p.options = std::move(options);
+    const auto& state = p.options.state;
+    auto store = Store::open(state.database(), false);
+    if (!store) return store.error();
+    p.store = std::move(*store);
+    auto key = common::SigningKey::load_pem(state.signing_key());
+    if (!key) return common::with_context("server key", key.error());
+    p.key = std::make_unique<common::SigningKey>(std::move(*key));
+    std::filesystem::create_directories(state.results());
+    if (auto removed = remove_orphan_files(*p.store, state); !removed) return removed.error();
+    else if (*removed) std::cerr << "tessera-server: removed " << *removed << " orphan files\n";
+
+    p.blobs = std::make_unique<BlobStore>(state.blobs());
+    p.models = std::make_unique<ModelCache>(*p.store, *p.blobs);
+    auto task = load_current_task(*p.store);
+    if (!task) return task.error();
+    ModelProbeFactory factory = [] () -> common::Result<std::unique_ptr<ModelProbe>> {
+        return common::make_error("no task to evaluate");
+    };
+    ApiLimits limits;
+    if (*task) {
+        const auto& config = (*task)->config;
+        auto made = p.options.probe_factory ? p.options.probe_factory(config) : torch_probes_for(config);
+        if (!made) return made.error();
+        factory = std::move(*made);
+        auto model = p.models->get((*task)->record.id, (*task)->record.version);
+        if (!model) return model.error();
+        // The largest honest delta: f32 top-k stores an index and a value per entry.
+        limits.max_delta_bytes = 2 * 4 * value_count(**model) + (1 << 20);
+    }
+    p.probes = std::make_unique<ProbePool>(std::move(factory), p.options.work_threads);
+    p.work_pool = std::make_unique<boost::asio::thread_pool>(p.options.work_threads);
+    Parts* raw = &p;
+    p.executor = [raw](std::function<void()> job) {
+        {
+            std::lock_guard lock(raw->mutex);
+            ++raw->pending_jobs;
+        }
+        boost::asio::post(*raw->work_pool, [raw, job = std::move(job)] {
+            job();
+            std::lock_guard lock(raw->mutex);
+            --raw->pending_jobs;
+            raw->changed.notify_all();
+        });
+    };
+    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, state, *p.probes, p.executor, p.options.clock);
+    p.validator = std::make_unique<Validator>(*p.store, state, *p.models, *p.probes, p.options.clock,
+                                              [raw](const std::string& id) { raw->aggregator->enqueue(id); },
+                                              std::random_device{}());
+    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.options.clock);
+    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.key, p.options.clock, p.options.blob_base_url,
+                                              std::random_device{}());
+    p.intake = std::make_unique<ResultIntake>(*p.store, state, p.options.clock, [raw](const std::string& id) {
+        raw->validator->submit(id, raw->executor);
+    });
+    auto token = p.store->setting("operator_token_sha256");
+    if (!token) return token.error();
+    p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.scheduler, *p.intake, p.key->verify_key(),
+                                  token->value_or(""), p.options.clock, limits);
+
+    if (*task) {
+        if (auto status = p.aggregator->start((*task)->record.id); !status) return status.error();
+        auto returned = p.store->in_state(AssignmentState::Returned);
+        if (!returned) return returned.error();
+        for (const auto& a : *returned) p.validator->submit(a.id, p.executor);
+    }
+
+    p.http = std::make_unique<HttpServer>(p.io, *p.api, p.options.http);
+    if (auto status = p.http->start(); !status) return status.error();
+    for (std::size_t i = 0; i < p.options.io_threads; ++i) p.io_threads.emplace_back([raw] { raw->io.run(); });
+    if (p.options.tick_interval_s > 0)
+        p.ticker = std::thread([raw] {
+            std::unique_lock lock(raw->mutex);
+            while (!raw->stopping) {
+                raw->changed.wait_for(lock, std::chrono::seconds(raw->options.tick_interval_s));
+                if (raw->stopping) break;
+                lock.unlock();
+                if (auto report = raw->transitioner->tick(); !report)
+                    std::cerr << "transitioner: " << report.message() << "\n";
+                lock.lock();
+            }
+        });
+    return std::unique_ptr<ServerApp>(new ServerApp(std::move(parts)));
+}
+
+void ServerApp::stop() {
+    auto& p = *parts_;
+    {
+        std::lock_guard lock(p.mutex);
+        if (p.stopped) return;
+        p.stopped = true;
+        p.stopping = true;
+    }
+    p.changed.notify_all();
+    if (p.ticker.joinable()) p.ticker.join();
+    p.http->stop();
+    p.io.stop();
+    for (auto& thread : p.io_threads) thread.join();
+    p.work_pool->join();  // queued validations finish; their accepted results reach the aggregator
+    p.aggregator->wait_idle();
+    p.aggregator->stop();
+}
+
+std::uint16_t ServerApp::port() const { return parts_->http->port(); }
+Store& ServerApp::store() { return *parts_->store; }
+Transitioner& ServerApp::transitioner() { return *parts_->transitioner; }
+
+void ServerApp::wait_idle() {
+    auto& p = *parts_;
+    for (int round = 0; round < 2; ++round) {  // a merge may queue an evaluation, and vice versa
+        {
+            std::unique_lock lock(p.mutex);
+            p.changed.wait(lock, [&] { return p.pending_jobs == 0; });
+        }
+        p.aggregator->wait_idle();
+    }
+    std::unique_lock lock(p.mutex);
+    p.changed.wait(lock, [&] { return p.pending_jobs == 0; });
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,55 @@
+// The running server: wires the store, key, blobs, scheduler, validator (on a work pool),
+// aggregator thread, transitioner timer and HTTP server together, resumes after a crash
+// (orphan files removed, stored results revalidated, accepted results re-merged) and shuts
+// down in order. Used by `tessera-server run` and by the in-process tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "aggregator.h"
+#include "http_server.h"
+#include "model_probe.h"
+#include "state_dir.h"
+#include "store.h"
+#include "transitioner.h"
+
+namespace tessera::server {
+
+struct ServerOptions {
+    StateDir state{"."};
+    HttpSettings http;
+    std::string blob_base_url;          // --blob-url-base; empty: this server's /blobs
+    std::size_t io_threads = 2;
+    std::size_t work_threads = 2;       // validation loss checks and evaluations
+    std::int64_t tick_interval_s = 5;   // transitioner period
+    Clock clock;                        // empty: the system clock
+    // Builds probes for a task; empty: LibTorch probes on the task's validation shard.
+    std::function<common::Result<ModelProbeFactory>(const TaskConfig&)> probe_factory;
+};
+
+class ServerApp {
+public:
+    static common::Result<std::unique_ptr<ServerApp>> start(ServerOptions options);
+    ~ServerApp();
+    // Stops accepting, finishes queued validations and merges, closes the database.
+    void stop();
+
+    std::uint16_t port() const;
+    Store& store();
+    Transitioner& transitioner();
+    // Blocks until no validation or merge is queued or running (tests).
+    void wait_idle();
+
+    struct Parts;
+
+private:
+    explicit ServerApp(std::unique_ptr<Parts> parts);
+    std::unique_ptr<Parts> parts_;
+};
+
+// Deletes temp files and blobs/results the database does not refer to (after a crash).
+common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state);
+
+}  // namespace tessera::server

@@ -1,0 +1,75 @@
+// Version 0 and the validation probe, on the CPU with LibTorch.
+#include "torch_model.h"
+
+#include <torch/torch.h>
+
+#include "torch/model_state.h"
+#include "torch/shard_data.h"
+#include "torch/tensor_convert.h"
+#include "torch/workload.h"
+
+namespace tessera::server {
+namespace {
+
+common::DataShape shape_of(const TaskConfig& config) {
+    common::DataShape shape;
+    shape.channels = config.sample_shape[0];
+    shape.size = config.sample_shape[1];
+    shape.num_classes = config.num_classes;
+    shape.text_dim = config.text_dim;
+    return shape;
+}
+
+class TorchProbe : public ModelProbe {
+public:
+    TorchProbe(std::unique_ptr<common::Workload> workload, std::shared_ptr<const common::ShardData> data)
+        : workload_(std::move(workload)), data_(std::move(data)) {}
+
+    common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples) override {
+        try {
+            torch::NoGradGuard no_grad;
+            auto status = common::load_state(*workload_->module(), common::from_named_f32(weights));
+            if (!status) return status.error();
+            auto result = workload_->evaluate(*data_, torch::kCPU, max_samples);
+            ProbeResult probe{result.loss, std::nullopt};
+            if (result.accuracy >= 0) probe.accuracy = result.accuracy;
+            return probe;
+        } catch (const c10::Error& error) {
+            return common::make_error(std::string("evaluation: ") + error.what_without_backtrace());
+        }
+    }
+
+private:
+    std::unique_ptr<common::Workload> workload_;
+    std::shared_ptr<const common::ShardData> data_;
+};
+
+}  // namespace
+
+common::Result<common::NamedTensors> initial_weights(const TaskConfig& config) {
+    try {
+        auto workload = common::make_workload(config.model, shape_of(config), static_cast<std::uint64_t>(config.init_seed));
+        if (!workload) return workload.error();
+        return common::to_named_f32(common::state_of(*(*workload)->module()));
+    } catch (const c10::Error& error) {
+        return common::make_error(std::string("building the model: ") + error.what_without_backtrace());
+    }
+}
+
+common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& config,
+                                                           const std::filesystem::path& validation_shard) {
+    auto data = common::load_shard_file(validation_shard);
+    if (!data) return common::with_context("validation shard", data.error());
+    auto shared = std::make_shared<const common::ShardData>(std::move(*data));
+    return ModelProbeFactory([config, shared]() -> common::Result<std::unique_ptr<ModelProbe>> {
+        try {
+            auto workload = common::make_workload(config.model, shape_of(config), 0);
+            if (!workload) return workload.error();
+            return std::unique_ptr<ModelProbe>(std::make_unique<TorchProbe>(std::move(*workload), shared));
+        } catch (const c10::Error& error) {
+            return common::make_error(std::string("building the model: ") + error.what_without_backtrace());
+        }
+    });
+}
+
+}  // namespace tessera::server
