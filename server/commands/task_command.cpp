@@ -3,30 +3,19 @@
 #include <boost/json.hpp>
 #include <cxxopts.hpp>
 
-#include "blob_store.h"
-#include "checkpoint.h"
 #include "command_support.h"
-#include "dataset_manifest.h"
-#include "task_config.h"
-#include "torch_model.h"
+#include "task_setup.h"
 
 namespace tessera::server {
 namespace {
 
-common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, const common::DatasetManifest& dataset,
-                                            const std::filesystem::path& data_dir) {
-    TaskConfig c;
+common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, const std::filesystem::path& data_dir) {
     auto policy = policy_from_name(args["policy"].as<std::string>());
     if (!policy) return common::make_error("--policy must be fedasync, fedbuff or diloco");
-    c.merge.kind = *policy;
-    apply_policy_defaults(c);
-    c.data_dir = std::filesystem::absolute(data_dir).lexically_normal().string();
-    c.data_kind = dataset.kind;
-    c.sample_shape = dataset.sample_shape;
-    c.num_classes = static_cast<std::int64_t>(dataset.classes.size());
-    c.text_dim = dataset.text_dim;
-    c.model = args.count("model") ? args["model"].as<std::string>() : (dataset.kind == "pixels" ? "cnn" : "dit-tiny");
-    c.task_id = args.count("id") ? args["id"].as<std::string>() : dataset.name + "-" + c.model;
+    auto defaults = default_task_config(data_dir, *policy, args.count("model") ? args["model"].as<std::string>() : "");
+    if (!defaults) return defaults.error();
+    TaskConfig c = std::move(*defaults);
+    if (args.count("id")) c.task_id = args["id"].as<std::string>();
     if (args.count("staleness")) {
         auto staleness = parse_staleness(args["staleness"].as<std::string>());
         if (!staleness) return staleness.error();
@@ -107,40 +96,18 @@ int task_command(int argc, char** argv) {
         return fail("task", "the only action is `task create`");
     if (!args.count("state") || !args.count("data")) return fail("task create", "needs --state DIR and --data DIR");
     StateDir state(args["state"].as<std::string>());
-    std::filesystem::path data_dir = args["data"].as<std::string>();
     auto store = Store::open(state.database(), false);
     if (!store) return fail("task create", store.message());
-    auto dataset = common::load_dataset_manifest(data_dir / "dataset.json");
-    if (!dataset) return fail("task create", dataset.message());
-    if (auto status = common::verify_dataset_files(data_dir, *dataset); !status) return fail("task create", status.message());
-    auto config = config_from_args(args, *dataset, data_dir);
+    auto config = config_from_args(args, args["data"].as<std::string>());
     if (!config) return fail("task create", config.message());
-
-    BlobStore blobs(state.blobs());
-    std::vector<ShardRecord> shards;
-    for (const auto& file : dataset->train) {
-        auto ref = blobs.put_file(data_dir / file.file, file.sha256);
-        if (!ref) return fail("task create", ref.message());
-        shards.push_back({file.sha256, file.bytes, file.samples, 0});
-    }
-    auto weights = initial_weights(*config);
-    if (!weights) return fail("task create", weights.message());
-    auto bytes = write_checkpoint(*weights, {config->task_id, config->model, 0});
-    if (!bytes) return fail("task create", bytes.message());
-    auto blob = blobs.put(*bytes);
-    if (!blob) return fail("task create", blob.message());
-
-    auto now = system_clock()();
-    TaskRecord task{config->task_id, boost::json::serialize(to_json(*config)), TaskState::Active, now, 0};
-    VersionRecord version0;
-    version0.task_id = task.id;
-    version0.blob_sha256 = blob->sha256;
-    version0.blob_bytes = blob->bytes;
-    version0.created_at = now;
-    if (auto status = (*store)->create_task(task, shards, version0); !status) return fail("task create", status.message());
-    std::cout << "task " << task.id << ": model " << config->model << ", " << shards.size() << " shards, policy "
-              << policy_name(config->merge.kind) << " (" << config->merge.staleness.to_string() << "), version 0 "
-              << blob->sha256.substr(0, 12) << " (" << blob->bytes << " bytes)\n";
+    auto task = create_task(state, **store, *config);
+    if (!task) return fail("task create", task.message());
+    auto shards = (*store)->shards(task->id);
+    auto version0 = (*store)->version(task->id, 0);
+    std::cout << "task " << task->id << ": model " << config->model << ", "
+              << (shards ? shards->size() : 0) << " shards, policy " << policy_name(config->merge.kind) << " ("
+              << config->merge.staleness.to_string() << "), version 0 "
+              << (version0 && *version0 ? (*version0)->blob_sha256.substr(0, 12) : std::string("?")) << "\n";
     return 0;
 }
 

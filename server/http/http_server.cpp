@@ -48,21 +48,29 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
     for (;;) {
         http::request_parser<http::vector_body<std::uint8_t>> parser;
         parser.header_limit(settings.header_limit_bytes);
+        // Beast checks Content-Length against the limit while parsing the header, before the
+        // route is known: read the header unlimited and apply the route's limit below.
+        parser.body_limit(boost::none);
         beast::get_lowest_layer(stream).expires_after(settings.header_timeout);
         auto [header_error, header_bytes] = co_await http::async_read_header(stream, buffer, parser, kTuple);
         if (header_error) co_return;  // closed, timed out or malformed: nothing useful to answer
         const auto& header = parser.get();
-        parser.body_limit(api.body_limit(header.method(), header.target()));
-        beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
-        auto [body_error, body_bytes] = co_await http::async_read(stream, buffer, parser, kTuple);
+        auto limit = api.body_limit(header.method(), header.target());
+        parser.body_limit(limit);  // enforced per chunk for chunked bodies
+        beast::error_code body_error;
+        if (auto length = parser.content_length(); length && *length > limit) {
+            body_error = http::error::body_limit;
+        } else {
+            beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
+            auto [read_error, body_bytes] = co_await http::async_read(stream, buffer, parser, kTuple);
+            body_error = read_error;
+        }
         if (body_error == http::error::body_limit) {
             Request stub;
             stub.version(header.version());
             stub.keep_alive(false);
             auto response = error_response(stub, http::status::payload_too_large, "too_large",
-                                           "the body exceeds this route's limit of " +
-                                               std::to_string(api.body_limit(header.method(), header.target())) +
-                                               " bytes");
+                                           "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
             co_await beast::async_write(stream, std::move(response), kTuple);
             co_return;
         }

@@ -1,0 +1,174 @@
+// An in-process tessera-server on a loopback port with a manual clock, on a synthetic task,
+// and a test volunteer that registers, asks for work and uploads deltas it makes up.
+#pragma once
+
+#include <boost/json.hpp>
+
+#include <atomic>
+#include <functional>
+#include <random>
+
+#include "checkpoint.h"
+#include "http_client.h"
+#include "protocol.h"
+#include "result_upload.h"
+#include "server_app.h"
+#include "sha256.h"
+#include "signed_envelope.h"
+#include "synthetic_dataset.h"
+#include "task_setup.h"
+#include "temp_dir.h"
+#include "text_encoding.h"
+
+namespace tessera::testing {
+
+using namespace tessera::server;
+
+constexpr std::int64_t kStartTime = 1'800'000'000;
+
+class TestServer {
+public:
+    explicit TestServer(const std::function<void(TaskConfig&)>& adjust = {},
+                        PolicyKind policy = PolicyKind::FedAsync)
+        : state_(dir_.path() / "state") {
+        write_synthetic_dataset(dir_.path() / "data");
+        token_ = initialize_state(state_).value();
+        auto store = Store::open(state_.database(), false).value();
+        auto config = default_task_config(dir_.path() / "data", policy, "dit-tiny").value();
+        config.loss_check = 0;  // tests that want it turn it on
+        config.replication = 0;
+        config.eval_samples = 64;
+        config.local_steps = 4;
+        config.batch_size = 8;
+        config.target_seconds = 0;
+        if (adjust) adjust(config);
+        config_ = config;
+        create_task(state_, *store, config).value();
+        start();
+    }
+
+    void start() {
+        ServerOptions options;
+        options.state = state_;
+        options.http.address = "127.0.0.1";
+        options.http.port = 0;
+        options.tick_interval_s = 0;  // tests tick the transitioner themselves
+        options.work_threads = 2;
+        options.clock = [this] { return now_.load(); };
+        auto app = ServerApp::start(std::move(options));
+        if (!app) throw std::runtime_error("server start: " + app.message());
+        app_ = std::move(*app);
+    }
+    void stop() { app_.reset(); }
+
+    std::uint16_t port() const { return app_->port(); }
+    Store& store() { return app_->store(); }
+    ServerApp& app() { return *app_; }
+    std::int64_t now() const { return now_.load(); }
+    void advance(std::int64_t seconds) { now_ += seconds; }
+    const std::string& token() const { return token_; }
+    const StateDir& state() const { return state_; }
+    const TaskConfig& config() const { return config_; }
+    std::int64_t version() { return store().current_task().value()->version; }
+
+private:
+    TempDir dir_;
+    StateDir state_;
+    std::string token_;
+    TaskConfig config_;
+    std::atomic<std::int64_t> now_{kStartTime};
+    std::unique_ptr<ServerApp> app_;
+};
+
+// A volunteer that makes up its deltas: Δ = scale × N(0, 1) for every weight.
+class TestVolunteer {
+public:
+    TestVolunteer(TestServer& server, std::string name = "test volunteer")
+        : server_(server), key_(common::SigningKey::generate()) {
+        common::RegisterRequest request{common::to_base64(key_.verify_key().raw()), std::move(name), "0.1.0"};
+        auto reply = http_post(server_.port(), "/api/v1/register", boost::json::serialize(common::to_json(request)));
+        if (reply.status != 200) throw std::runtime_error("register: " + reply.body);
+        auto response = common::parse_message<common::RegisterResponse>(reply.body).value();
+        id_ = response.client_id;
+        server_key_ = common::VerifyKey::from_raw(common::from_base64(response.server_public_key).value()).value();
+    }
+
+    const std::string& id() const { return id_; }
+    const common::SigningKey& key() const { return key_; }
+
+    HttpReply post(const std::string& target, const std::string& body) {
+        return http_post(server_.port(), target, body, signed_headers(target, body, id_, key_, server_.now()));
+    }
+
+    // Asks for work; the verified work unit, or nullopt for "no work".
+    std::optional<common::WorkUnit> request_work() {
+        common::WorkRequest request;
+        request.client_id = id_;
+        request.device = {"cpu", "test cpu", 1 << 30, 2};
+        auto reply = post("/api/v1/work", boost::json::serialize(common::to_json(request)));
+        if (reply.status != 200) throw std::runtime_error("work: " + std::to_string(reply.status) + " " + reply.body);
+        auto response = common::parse_message<common::WorkResponse>(reply.body).value();
+        if (!response.has_work) return std::nullopt;
+        auto payload = common::open_envelope(response.work_unit, common::kWorkUnitPurpose, *server_key_).value();
+        return common::parse_message<common::WorkUnit>(payload).value();
+    }
+
+    // The base model's tensors, fetched from /blobs.
+    common::NamedTensors base_model(const common::WorkUnit& wu) {
+        auto reply = http_get(server_.port(), "/blobs/" + wu.model_blob.sha256);
+        return server::read_checkpoint(common::as_bytes(reply.body)).value();
+    }
+
+    common::NamedTensors made_up_delta(const common::WorkUnit& wu, float scale, std::uint32_t seed = 1) {
+        auto delta = base_model(wu);
+        std::mt19937 rng(seed);
+        std::normal_distribution<float> normal;
+        for (auto& t : delta)
+            for (auto& v : t.values) v = scale * normal(rng);
+        return delta;
+    }
+
+    common::ResultManifest manifest_for(const common::WorkUnit& wu, const common::Bytes& delta) {
+        common::ResultManifest m;
+        m.wu_id = wu.wu_id;
+        m.client_id = id_;
+        m.base_version = wu.base_version;
+        m.delta_blob = {common::sha256_hex(delta), static_cast<std::int64_t>(delta.size())};
+        m.encoding = wu.encoding;
+        m.metrics = {1.0, 0.9, wu.hyper.local_steps * wu.hyper.batch_size, 1.0, 100.0};
+        m.device = "cpu:test";
+        return m;
+    }
+
+    HttpReply upload_bytes(const common::ResultManifest& manifest, const common::Bytes& delta) {
+        auto body = common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), delta);
+        return post("/api/v1/results", std::string(body.begin(), body.end()));
+    }
+
+    HttpReply upload(const common::WorkUnit& wu, const common::NamedTensors& delta) {
+        auto encoded = common::encode_delta(delta, wu.encoding).value().bytes;
+        return upload_bytes(manifest_for(wu, encoded), encoded);
+    }
+
+private:
+    TestServer& server_;
+    common::SigningKey key_;
+    std::string id_;
+    std::optional<common::VerifyKey> server_key_;
+};
+
+// The assignment's state name, as stored.
+inline std::string state_of(TestServer& server, const std::string& wu_id) {
+    auto a = server.store().assignment(wu_id).value();
+    return a ? std::string(assignment_state_name(a->state)) : "(none)";
+}
+
+// The newest stored rejection reason for an assignment, or "".
+inline std::string rejection_of(TestServer& server, const std::string& wu_id) {
+    auto rejections = server.store().rejections(1000).value();
+    for (const auto& r : rejections)
+        if (r.assignment_id == wu_id) return r.reason;
+    return "";
+}
+
+}  // namespace tessera::testing

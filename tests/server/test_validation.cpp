@@ -1,0 +1,234 @@
+// Validation over real HTTP: every rejection reason, each stored with its reason, no credit
+// for rejected work, and accepted results merged into new versions.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "rejection_reasons.h"
+#include "server_fixture.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace reason = tessera::server::reason;
+
+namespace {
+
+// Uploads `delta` for a fresh work unit and waits for validation; returns the work unit.
+common::WorkUnit submit(TestServer& server, TestVolunteer& volunteer, const common::NamedTensors& delta,
+                        int expected_status = 200) {
+    auto wu = volunteer.request_work().value();
+    auto reply = volunteer.upload(wu, delta);
+    CHECK_MESSAGE(reply.status == expected_status, reply.body);
+    server.app().wait_idle();
+    return wu;
+}
+
+double credit_of(TestServer& server, const std::string& client_id) {
+    return server.store().client(client_id).value()->credit;
+}
+
+}  // namespace
+
+TEST_CASE("a good result is accepted, credited and merged into a new version") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    auto delta = volunteer.made_up_delta(wu, 1e-3f);
+    auto reply = volunteer.upload(wu, delta);
+    REQUIRE_MESSAGE(reply.status == 200, reply.body);
+    server.app().wait_idle();
+    CHECK(state_of(server, wu.wu_id) == "merged");
+    CHECK(server.version() == 1);
+    CHECK(credit_of(server, volunteer.id()) == doctest::Approx(4 * 8 / 1000.0));
+    // fedasync with poly staleness at τ = 0: θ1 = θ0 + Δ (up to int8 quantisation).
+    auto before = volunteer.base_model(wu);
+    auto wu2 = volunteer.request_work().value();
+    CHECK(wu2.base_version == 1);
+    auto after = volunteer.base_model(wu2);
+    REQUIRE(after.size() == before.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < after.size(); ++i)
+        for (std::size_t j = 0; j < after[i].values.size(); ++j)
+            worst = std::max(worst, std::abs(double(after[i].values[j]) - before[i].values[j] - delta[i].values[j]));
+    CHECK(worst < 1e-4);  // int8 absmax error is at most scale/254 per block
+    CHECK(worst > 0);     // and the model did move
+}
+
+TEST_CASE("undecodable, misshapen, non-finite and all-zero deltas are rejected with their reasons") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+
+    SUBCASE("undecodable") {
+        auto wu = volunteer.request_work().value();
+        common::Bytes garbage(1000, 0x5a);
+        REQUIRE(volunteer.upload_bytes(volunteer.manifest_for(wu, garbage), garbage).status == 200);
+        server.app().wait_idle();
+        CHECK(rejection_of(server, wu.wu_id) == reason::kUndecodable);
+    }
+    SUBCASE("shape mismatch") {
+        auto wu = volunteer.request_work().value();
+        auto delta = volunteer.made_up_delta(wu, 1e-3f);
+        delta.pop_back();
+        REQUIRE(volunteer.upload(wu, delta).status == 200);
+        server.app().wait_idle();
+        CHECK(rejection_of(server, wu.wu_id) == reason::kShapeMismatch);
+    }
+    SUBCASE("non-finite") {
+        auto wu = volunteer.request_work().value();
+        auto delta = volunteer.made_up_delta(wu, 1e-3f);
+        auto bytes = common::encode_delta(delta, {common::DeltaDType::F32, 1.0}).value().bytes;
+        auto file = common::parse_safetensors(bytes).value();
+        auto offset = file.tensors().front().data.data() - bytes.data();
+        const float nan = std::nanf("");
+        std::memcpy(bytes.data() + offset, &nan, sizeof nan);
+        auto manifest = volunteer.manifest_for(wu, bytes);
+        manifest.encoding = wu.encoding;  // claims the requested int8 but sends f32: caught later
+        wu.encoding.dtype = common::DeltaDType::F32;
+        REQUIRE(volunteer.upload_bytes(manifest, bytes).status == 200);
+        server.app().wait_idle();
+        auto why = rejection_of(server, wu.wu_id);
+        CHECK((why == reason::kNonFinite || why == reason::kUndecodable));
+    }
+    SUBCASE("all zeros") {
+        auto wu = volunteer.request_work().value();
+        auto delta = volunteer.made_up_delta(wu, 0.0f);
+        REQUIRE(volunteer.upload(wu, delta).status == 200);
+        server.app().wait_idle();
+        CHECK(rejection_of(server, wu.wu_id) == reason::kEmptyDelta);
+    }
+    CHECK(credit_of(server, volunteer.id()) == 0);
+    CHECK(server.version() == 0);
+}
+
+TEST_CASE("a non-finite f32 delta is rejected as non_finite") {
+    TestServer server([](TaskConfig& c) { c.codec.dtype = common::DeltaDType::F32; });
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    auto delta = volunteer.made_up_delta(wu, 1e-3f);
+    auto bytes = common::encode_delta(delta, wu.encoding).value().bytes;
+    auto file = common::parse_safetensors(bytes).value();
+    auto offset = file.tensors().front().data.data() - bytes.data();
+    const float nan = std::nanf("");
+    std::memcpy(bytes.data() + offset, &nan, sizeof nan);
+    REQUIRE(volunteer.upload_bytes(volunteer.manifest_for(wu, bytes), bytes).status == 200);
+    server.app().wait_idle();
+    CHECK(rejection_of(server, wu.wu_id) == reason::kNonFinite);
+}
+
+TEST_CASE("a delta far larger than recent accepted ones is rejected by the norm bound") {
+    TestServer server([](TaskConfig& c) { c.max_in_flight = 10; });
+    TestVolunteer volunteer(server);
+    for (int i = 0; i < 5; ++i) submit(server, volunteer, volunteer.made_up_delta(volunteer.request_work().value(), 1e-3f, i + 1));
+    CHECK(server.version() == 5);
+    auto wu = volunteer.request_work().value();
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-1f)).status == 200);
+    server.app().wait_idle();
+    CHECK(rejection_of(server, wu.wu_id) == reason::kNormTooLarge);
+    CHECK(server.version() == 5);
+}
+
+TEST_CASE("a delta that raises the held-out loss is rejected by the loss check") {
+    TestServer server([](TaskConfig& c) { c.loss_check = 1.0; });
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 0.5f)).status == 200);
+    server.app().wait_idle();
+    CHECK(rejection_of(server, wu.wu_id) == reason::kLossIncrease);
+    auto good = volunteer.request_work().value();
+    REQUIRE(volunteer.upload(good, volunteer.made_up_delta(good, 1e-5f)).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, good.wu_id) == "merged");
+}
+
+TEST_CASE("replicas are compared: agreeing twins are accepted once, disagreeing ones rejected") {
+    TestServer server([](TaskConfig& c) { c.replication = 1.0; });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    auto wu_a = alice.request_work().value();
+    auto wu_b = bob.request_work().value();
+    CHECK(wu_a.hyper.seed == wu_b.hyper.seed);
+    CHECK(wu_a.shards[0].sha256 == wu_b.shards[0].sha256);
+    auto delta = alice.made_up_delta(wu_a, 1e-3f);
+    REQUIRE(alice.upload(wu_a, delta).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, wu_a.wu_id) == "validated");  // waits for its twin
+    REQUIRE(bob.upload(wu_b, delta).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, wu_a.wu_id) == "merged");
+    CHECK(state_of(server, wu_b.wu_id) == "confirmed");
+    CHECK(server.version() == 1);
+    CHECK(credit_of(server, bob.id()) > 0);
+
+    auto next_a = alice.request_work().value();
+    auto next_b = bob.request_work().value();
+    REQUIRE(alice.upload(next_a, alice.made_up_delta(next_a, 1e-3f, 7)).status == 200);
+    REQUIRE(bob.upload(next_b, bob.made_up_delta(next_b, 1e-3f, 8)).status == 200);
+    server.app().wait_idle();
+    CHECK(rejection_of(server, next_a.wu_id) == reason::kReplicaMismatch);
+    CHECK(rejection_of(server, next_b.wu_id) == reason::kReplicaMismatch);
+    CHECK(server.version() == 1);
+}
+
+TEST_CASE("cheap checks at upload: deadline, base version, encoding, size and hash") {
+    TestServer server([](TaskConfig& c) { c.max_in_flight = 10; });
+    TestVolunteer volunteer(server);
+
+    SUBCASE("deadline passed") {
+        auto wu = volunteer.request_work().value();
+        server.advance(server.config().deadline_s + 1);
+        auto reply = volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f));
+        CHECK(reply.status == 422);
+        CHECK(rejection_of(server, wu.wu_id) == reason::kDeadlinePassed);
+    }
+    SUBCASE("wrong base version") {
+        auto wu = volunteer.request_work().value();
+        auto encoded = common::encode_delta(volunteer.made_up_delta(wu, 1e-3f), wu.encoding).value().bytes;
+        auto manifest = volunteer.manifest_for(wu, encoded);
+        manifest.base_version = 7;
+        CHECK(volunteer.upload_bytes(manifest, encoded).status == 422);
+        CHECK(rejection_of(server, wu.wu_id) == reason::kWrongBaseVersion);
+    }
+    SUBCASE("encoding mismatch") {
+        auto wu = volunteer.request_work().value();
+        wu.encoding.dtype = common::DeltaDType::BF16;
+        CHECK(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 422);
+        CHECK(rejection_of(server, wu.wu_id) == reason::kEncodingMismatch);
+    }
+    SUBCASE("too large") {
+        auto wu = volunteer.request_work().value();
+        std::int64_t values = 0;
+        for (const auto& t : volunteer.base_model(wu)) values += static_cast<std::int64_t>(t.values.size());
+        common::Bytes huge(static_cast<std::size_t>(2 * 4 * values + (1 << 20) + 1), 0);
+        auto reply = volunteer.upload_bytes(volunteer.manifest_for(wu, huge), huge);
+        CHECK_MESSAGE(reply.status == 422, reply.body);
+        CHECK(rejection_of(server, wu.wu_id) == reason::kTooLarge);
+    }
+    SUBCASE("hash mismatch") {
+        auto wu = volunteer.request_work().value();
+        auto encoded = common::encode_delta(volunteer.made_up_delta(wu, 1e-3f), wu.encoding).value().bytes;
+        auto manifest = volunteer.manifest_for(wu, encoded);
+        encoded[encoded.size() / 2] ^= 1;
+        CHECK(volunteer.upload_bytes(manifest, encoded).status == 422);
+        CHECK(rejection_of(server, wu.wu_id) == reason::kHashMismatch);
+    }
+    CHECK(server.store().client(volunteer.id()).value()->rejected == 1);
+    CHECK(credit_of(server, volunteer.id()) == 0);
+}
+
+TEST_CASE("a result for a retired work unit is rejected") {
+    TestServer server([](TaskConfig& c) {
+        c.max_failures = 1;
+        c.replication = 1.0;
+    });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    auto wu_a = alice.request_work().value();
+    auto wu_b = bob.request_work().value();
+    // Bob's replica fails (abandoned): with max_failures 1 the unit is retired.
+    auto abandon = bob.post("/api/v1/abandon", boost::json::serialize(common::to_json(common::WorkUnitRef{bob.id(), wu_b.wu_id})));
+    REQUIRE(abandon.status == 200);
+    REQUIRE(alice.upload(wu_a, alice.made_up_delta(wu_a, 1e-3f)).status == 200);
+    server.app().wait_idle();
+    CHECK(rejection_of(server, wu_a.wu_id) == reason::kWorkUnitRetired);
+}
