@@ -35,12 +35,12 @@ inline HttpReply http_call(std::uint16_t port, boost::beast::http::verb method, 
     for (const auto& [name, value] : headers) request.set(name, value);
     request.body() = body;
     if (!body.empty() || method == http::verb::post) request.prepare_payload();
-    http::write(stream, request);
+    beast::error_code error;
+    http::write(stream, request, error);  // a server that refuses early may close mid-body
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
     parser.body_limit(std::uint64_t{1} << 31);
     if (method == http::verb::head) parser.skip(true);
-    beast::error_code error;
     http::read(stream, buffer, parser, error);
     HttpReply reply;
     if (error || !parser.is_header_done()) return reply;  // status 0: no answer

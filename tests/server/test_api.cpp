@@ -1,0 +1,286 @@
+// Every HTTP route of the server, in process over loopback: the happy path and malformed,
+// oversized, unauthenticated, replayed and forbidden requests, each with its JSON error.
+#include <doctest/doctest.h>
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include "server_fixture.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace http = boost::beast::http;
+
+namespace {
+
+std::string error_code_of(const HttpReply& reply) {
+    auto json = boost::json::parse(reply.body);
+    return std::string(json.at("error").as_string());
+}
+
+std::string work_request_body(const std::string& client_id) {
+    common::WorkRequest request;
+    request.client_id = client_id;
+    request.device = {"cpu", "test cpu", 1 << 30, 2};
+    return boost::json::serialize(common::to_json(request));
+}
+
+}  // namespace
+
+TEST_CASE("public routes: stats, versions, volunteers, rejections, events, metrics") {
+    TestServer server;
+    TestVolunteer volunteer(server, "alice");
+    auto wu = volunteer.request_work().value();
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 200);
+    server.app().wait_idle();
+
+    auto stats = http_get(server.port(), "/api/v1/stats");
+    REQUIRE(stats.status == 200);
+    CHECK(stats.headers["content-type"] == "application/json");
+    auto json = boost::json::parse(stats.body).as_object();
+    CHECK(json.at("version").as_int64() == 1);
+    CHECK(json.at("volunteers_active").as_int64() == 1);
+    CHECK(json.at("work_units").at("merged").as_int64() == 1);
+    CHECK(json.at("validation_loss").is_double());  // version 0 is evaluated at start
+
+    auto versions = boost::json::parse(http_get(server.port(), "/api/v1/versions").body);
+    CHECK(versions.at("versions").as_array().size() == 2);
+
+    auto volunteers = boost::json::parse(http_get(server.port(), "/api/v1/volunteers").body);
+    auto& first = volunteers.at("volunteers").as_array().at(0);
+    CHECK(first.at("name").as_string() == "alice");
+    CHECK(first.at("credit").as_double() > 0);
+    CHECK(!first.as_object().contains("banned"));  // admin detail stays private
+
+    auto rejections = http_get(server.port(), "/api/v1/rejections?limit=5");
+    CHECK(rejections.status == 200);
+    CHECK(boost::json::parse(rejections.body).at("rejections").as_array().empty());
+
+    auto events = boost::json::parse(http_get(server.port(), "/api/v1/events?after=0&limit=100").body);
+    auto& list = events.at("events").as_array();
+    REQUIRE(list.size() >= 4);
+    std::vector<std::string> kinds;
+    for (const auto& e : list) kinds.emplace_back(e.at("kind").as_string());
+    CHECK(std::find(kinds.begin(), kinds.end(), "client_registered") != kinds.end());
+    CHECK(std::find(kinds.begin(), kinds.end(), "version_merged") != kinds.end());
+    auto last_id = list.back().at("id").as_int64();
+    auto later = boost::json::parse(http_get(server.port(), "/api/v1/events?after=" + std::to_string(last_id)).body);
+    CHECK(later.at("events").as_array().empty());
+
+    auto metrics = http_get(server.port(), "/metrics");
+    CHECK(metrics.status == 200);
+    CHECK(metrics.body.find("tessera_model_version 1\n") != std::string::npos);
+    CHECK(metrics.body.find("tessera_work_units{state=\"merged\"} 1") != std::string::npos);
+}
+
+TEST_CASE("blobs: ETag, immutable caching, ranges, HEAD, 304, 404 and 416") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    auto target = "/blobs/" + wu.model_blob.sha256;
+    auto whole = http_get(server.port(), target);
+    REQUIRE(whole.status == 200);
+    CHECK(common::sha256_hex(common::as_bytes(whole.body)) == wu.model_blob.sha256);
+    CHECK(whole.headers["etag"] == "\"" + wu.model_blob.sha256 + "\"");
+    CHECK(whole.headers["cache-control"].find("immutable") != std::string::npos);
+    CHECK(whole.headers["accept-ranges"] == "bytes");
+
+    auto part = http_get(server.port(), target, {{"Range", "bytes=10-19"}});
+    CHECK(part.status == 206);
+    CHECK(part.body == whole.body.substr(10, 10));
+    CHECK(part.headers["content-range"] == "bytes 10-19/" + std::to_string(whole.body.size()));
+    auto tail = http_get(server.port(), target, {{"Range", "bytes=-5"}});
+    CHECK(tail.body == whole.body.substr(whole.body.size() - 5));
+    auto open_ended = http_get(server.port(), target, {{"Range", "bytes=" + std::to_string(whole.body.size() - 3) + "-"}});
+    CHECK(open_ended.body == whole.body.substr(whole.body.size() - 3));
+    auto beyond = http_get(server.port(), target, {{"Range", "bytes=" + std::to_string(whole.body.size()) + "-"}});
+    CHECK(beyond.status == 416);
+    CHECK(beyond.headers["content-range"] == "bytes */" + std::to_string(whole.body.size()));
+
+    auto head = http_call(server.port(), http::verb::head, target);
+    CHECK(head.status == 200);
+    CHECK(head.headers["content-length"] == std::to_string(whole.body.size()));
+    CHECK(http_get(server.port(), target, {{"If-None-Match", "\"" + wu.model_blob.sha256 + "\""}}).status == 304);
+    CHECK(http_get(server.port(), "/blobs/" + std::string(64, '0')).status == 404);
+    CHECK(http_get(server.port(), "/blobs/../server.db").status == 400);
+    CHECK(http_post(server.port(), target, "x").status == 405);
+}
+
+TEST_CASE("register: the same key keeps its id; malformed requests get 400 with a reason") {
+    TestServer server;
+    auto key = common::SigningKey::generate();
+    common::RegisterRequest request{common::to_base64(key.verify_key().raw()), "carol", "0.1.0"};
+    auto body = boost::json::serialize(common::to_json(request));
+    auto first = http_post(server.port(), "/api/v1/register", body);
+    auto second = http_post(server.port(), "/api/v1/register", body);
+    REQUIRE(first.status == 200);
+    auto response = common::parse_message<common::RegisterResponse>(first.body).value();
+    CHECK(response.client_id == common::parse_message<common::RegisterResponse>(second.body).value().client_id);
+    auto server_key = common::SigningKey::load_pem(server.state().signing_key()).value();
+    CHECK(response.server_key_id == server_key.verify_key().key_id());
+
+    for (const std::string bad : {"", "{", "[]", R"({"public_key":"AAAA","name":"x","client_version":"1"})",
+                                  R"({"name":"x","name":"y"})"}) {
+        auto reply = http_post(server.port(), "/api/v1/register", bad);
+        CHECK_MESSAGE(reply.status == 400, bad);
+        CHECK(error_code_of(reply) == "bad_request");
+        CHECK(!boost::json::parse(reply.body).at("message").as_string().empty());
+    }
+    CHECK(http_get(server.port(), "/api/v1/register").status == 405);
+    CHECK(http_get(server.port(), "/api/v1/nothing").status == 404);
+    CHECK(error_code_of(http_get(server.port(), "/nowhere")) == "not_found");
+}
+
+TEST_CASE("signed routes refuse missing, forged, stale and replayed signatures") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    auto body = work_request_body(volunteer.id());
+
+    auto unsigned_reply = http_post(server.port(), "/api/v1/work", body);
+    CHECK(unsigned_reply.status == 401);
+    CHECK(error_code_of(unsigned_reply) == "unauthorized");
+
+    auto other = common::SigningKey::generate();
+    auto forged = http_post(server.port(), "/api/v1/work", body,
+                            signed_headers("/api/v1/work", body, volunteer.id(), other, server.now()));
+    CHECK(forged.status == 401);
+
+    auto tampered_headers = signed_headers("/api/v1/work", body, volunteer.id(), volunteer.key(), server.now());
+    CHECK(http_post(server.port(), "/api/v1/work", body + " ", tampered_headers).status == 401);
+
+    auto stale = http_post(server.port(), "/api/v1/work", body,
+                           signed_headers("/api/v1/work", body, volunteer.id(), volunteer.key(), server.now() - 3600));
+    CHECK(stale.status == 401);
+    CHECK(boost::json::parse(stale.body).at("message").as_string().find("clock") != std::string::npos);
+
+    auto headers = signed_headers("/api/v1/work", body, volunteer.id(), volunteer.key(), server.now());
+    CHECK(http_post(server.port(), "/api/v1/work", body, headers).status == 200);
+    auto replay = http_post(server.port(), "/api/v1/work", body, headers);
+    CHECK(replay.status == 401);
+    CHECK(boost::json::parse(replay.body).at("message").as_string().find("replay") != std::string::npos);
+
+    auto unknown = http_post(server.port(), "/api/v1/work", body,
+                             signed_headers("/api/v1/work", body, "c-nobody", volunteer.key(), server.now()));
+    CHECK(unknown.status == 401);
+
+    // Signed by alice but naming someone else in the body.
+    TestVolunteer bob(server, "bob");
+    CHECK(volunteer.post("/api/v1/work", work_request_body(bob.id())).status == 403);
+    CHECK(volunteer.post("/api/v1/work", "{not json").status == 400);
+}
+
+TEST_CASE("work, heartbeat, abandon and results guard their work units") {
+    TestServer server([](TaskConfig& c) { c.max_in_flight = 1; });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    auto wu = alice.request_work().value();
+    CHECK(wu.client_id == alice.id());
+    CHECK(wu.blob_base_url.empty());
+    CHECK(!alice.request_work().has_value());  // in-flight limit of 1
+
+    auto ref = [](const std::string& client, const std::string& id) {
+        return boost::json::serialize(common::to_json(common::WorkUnitRef{client, id}));
+    };
+    auto beat = alice.post("/api/v1/heartbeat", ref(alice.id(), wu.wu_id));
+    REQUIRE(beat.status == 200);
+    auto answer = common::parse_message<common::HeartbeatResponse>(beat.body).value();
+    CHECK(answer.keep_working);
+    CHECK(answer.deadline == wu.deadline);
+    CHECK(bob.post("/api/v1/heartbeat", ref(bob.id(), wu.wu_id)).status == 404);
+    CHECK(alice.post("/api/v1/heartbeat", ref(alice.id(), "a-unknown")).status == 404);
+    CHECK(alice.post("/api/v1/heartbeat", "{}").status == 400);
+
+    // Bob cannot upload for Alice's unit.
+    auto bob_wu = bob.request_work().value();
+    auto stolen = wu;
+    auto encoded = common::encode_delta(alice.made_up_delta(wu, 1e-3f), wu.encoding).value().bytes;
+    auto manifest = alice.manifest_for(stolen, encoded);
+    manifest.client_id = bob.id();
+    CHECK(bob.upload_bytes(manifest, encoded).status == 403);
+    CHECK(state_of(server, wu.wu_id) == "in_progress");
+
+    CHECK(alice.post("/api/v1/abandon", ref(alice.id(), wu.wu_id)).status == 200);
+    CHECK(state_of(server, wu.wu_id) == "abandoned");
+    CHECK(alice.post("/api/v1/abandon", ref(alice.id(), wu.wu_id)).status == 409);
+    auto after = common::parse_message<common::HeartbeatResponse>(
+                     alice.post("/api/v1/heartbeat", ref(alice.id(), wu.wu_id)).body)
+                     .value();
+    CHECK(!after.keep_working);
+    auto late = alice.upload(wu, alice.made_up_delta(wu, 1e-3f));
+    CHECK(late.status == 409);
+
+    auto garbage = bob.post("/api/v1/results", "xy");
+    CHECK(garbage.status == 400);
+    CHECK(bob.upload(bob_wu, bob.made_up_delta(bob_wu, 1e-3f)).status == 200);
+    auto twice = bob.upload(bob_wu, bob.made_up_delta(bob_wu, 1e-3f));
+    CHECK(twice.status == 409);
+}
+
+// Sends only a request header that announces `length` body bytes, and reads the answer.
+std::string answer_to_header(std::uint16_t port, const std::string& target, std::size_t length) {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket socket(io);
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    std::string header = "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(length) +
+                         "\r\n\r\n";
+    boost::asio::write(socket, boost::asio::buffer(header));
+    std::string answer;
+    boost::system::error_code error;
+    boost::asio::read(socket, boost::asio::dynamic_buffer(answer), error);  // until the server closes
+    return answer;
+}
+
+TEST_CASE("oversized bodies get 413 before they are read") {
+    TestServer server;
+    auto small_route = answer_to_header(server.port(), "/api/v1/register", 200 << 10);
+    CHECK(small_route.starts_with("HTTP/1.1 413"));
+    CHECK(small_route.find("\"too_large\"") != std::string::npos);
+    auto upload = answer_to_header(server.port(), "/api/v1/results", std::size_t{1} << 40);
+    CHECK(upload.starts_with("HTTP/1.1 413"));
+    // Within the limit, a body that is too long for a small route is still refused in full.
+    auto reply = http_post(server.port(), "/api/v1/register", std::string(100 << 10, ' '));
+    CHECK(reply.status == 413);
+    CHECK(http_get(server.port(), "/api/v1/stats").status == 200);  // still serving
+}
+
+TEST_CASE("a malformed request line or an oversized header closes the connection, nothing else") {
+    TestServer server;
+    std::vector<std::string> requests{"GARBAGE\r\n\r\n", "GET / HTTP/1.1\r\nX: " + std::string(20000, 'a') + "\r\n\r\n"};
+    for (const auto& raw : requests) {
+        boost::asio::io_context io;
+        boost::asio::ip::tcp::socket socket(io);
+        socket.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
+        boost::system::error_code error;
+        boost::asio::write(socket, boost::asio::buffer(raw), error);
+        std::string answer;
+        boost::asio::read(socket, boost::asio::dynamic_buffer(answer), error);
+        CHECK(answer.empty());
+    }
+    CHECK(http_get(server.port(), "/api/v1/stats").status == 200);
+}
+
+TEST_CASE("admin routes need the operator token; pause stops work, bans refuse a volunteer") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    std::map<std::string, std::string> operator_auth{{"Authorization", "Bearer " + server.token()}};
+    CHECK(http_get(server.port(), "/api/v1/admin/volunteers").status == 401);
+    CHECK(http_get(server.port(), "/api/v1/admin/volunteers", {{"Authorization", "Bearer wrong"}}).status == 401);
+    auto full = http_get(server.port(), "/api/v1/admin/volunteers", operator_auth);
+    REQUIRE(full.status == 200);
+    CHECK(boost::json::parse(full.body).at("volunteers").as_array().at(0).as_object().contains("banned"));
+
+    CHECK(http_post(server.port(), "/api/v1/admin/task/pause", "", operator_auth).status == 200);
+    CHECK(!volunteer.request_work().has_value());
+    CHECK(http_post(server.port(), "/api/v1/admin/task/resume", "", operator_auth).status == 200);
+    CHECK(volunteer.request_work().has_value());
+
+    CHECK(http_post(server.port(), "/api/v1/admin/clients/" + volunteer.id() + "/ban", "", operator_auth).status == 200);
+    auto banned = volunteer.post("/api/v1/work", work_request_body(volunteer.id()));
+    CHECK(banned.status == 403);
+    CHECK(error_code_of(banned) == "banned");
+    CHECK(http_post(server.port(), "/api/v1/admin/clients/c-nobody/ban", "", operator_auth).status == 404);
+    CHECK(http_post(server.port(), "/api/v1/admin/clients/" + volunteer.id() + "/unban", "", operator_auth).status == 200);
+    CHECK(volunteer.post("/api/v1/work", work_request_body(volunteer.id())).status == 200);
+    CHECK(http_get(server.port(), "/api/v1/admin/task/pause", operator_auth).status == 405);
+    CHECK(http_post(server.port(), "/api/v1/admin/nothing", "", operator_auth).status == 404);
+}
