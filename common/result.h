@@ -26,7 +26,8 @@ public:
 
     T& value() & { return std::get<T>(state_); }
     const T& value() const& { return std::get<T>(state_); }
-    T&& value() && { return std::get<T>(std::move(state_)); }
+    // By value, so `for (auto& x : f().value())` does not dangle.
+    T value() && { return std::get<T>(std::move(state_)); }
     T* operator->() { return &value(); }
     const T* operator->() const { return &value(); }
     T& operator*() & { return value(); }

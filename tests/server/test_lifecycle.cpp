@@ -1,0 +1,212 @@
+// The work-unit lifecycle with a manual clock: deadlines and reissue, retirement, in-flight
+// limits, epoch coverage and locality, H scaled to speed, lonely replicas, buffered policies
+// and restarts that resume where the database says.
+#include <doctest/doctest.h>
+
+#include "server_fixture.h"
+#include "sqlite.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+std::optional<common::WorkUnit> request_with(TestVolunteer& volunteer, double samples_per_s,
+                                             std::vector<std::string> cached = {}) {
+    common::WorkRequest request;
+    request.client_id = volunteer.id();
+    request.device = {"cpu", "test cpu", 1 << 30, 2};
+    request.samples_per_s = samples_per_s;
+    request.cached_shards = std::move(cached);
+    auto reply = volunteer.post("/api/v1/work", boost::json::serialize(common::to_json(request)));
+    auto response = common::parse_message<common::WorkResponse>(reply.body).value();
+    if (!response.has_work) return std::nullopt;
+    return common::parse_message<common::WorkUnit>(response.work_unit.payload).value();
+}
+
+}  // namespace
+
+TEST_CASE("an overdue unit times out, is reissued on the current model, and retires after N failures") {
+    TestServer server([](TaskConfig& c) { c.max_failures = 2; });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    TestVolunteer carol(server, "carol");
+    auto first = alice.request_work().value();
+    // Bob's good result moves the model to version 1 meanwhile.
+    auto other = bob.request_work().value();
+    REQUIRE(bob.upload(other, bob.made_up_delta(other, 1e-3f)).status == 200);
+    server.app().wait_idle();
+    REQUIRE(server.version() == 1);
+
+    server.advance(server.config().deadline_s + 1);
+    auto report = server.app().transitioner().tick().value();
+    CHECK(report.timed_out == 1);
+    CHECK(state_of(server, first.wu_id) == "timed_out");
+    CHECK(server.store().client(alice.id()).value()->valid_streak == 0);
+
+    auto reissued = carol.request_work().value();
+    CHECK(reissued.shards[0].sha256 == first.shards[0].sha256);
+    CHECK(reissued.base_version == 1);  // rebased: nobody else holds it
+    CHECK(reissued.wu_id != first.wu_id);
+
+    server.advance(server.config().deadline_s + 1);
+    report = server.app().transitioner().tick().value();
+    CHECK(report.timed_out == 1);
+    CHECK(report.retired == 1);
+    auto unit = server.store().assignment(reissued.wu_id).value()->work_unit_id;
+    CHECK(server.store().work_unit(unit).value()->state == WorkUnitState::Retired);
+    // Alice never gets that unit back; new work comes from fresh units.
+    auto next = alice.request_work().value();
+    CHECK(server.store().assignment(next.wu_id).value()->work_unit_id != unit);
+}
+
+TEST_CASE("each epoch covers every shard before any repeats, preferring shards a volunteer holds") {
+    TestServer server([](TaskConfig& c) { c.max_in_flight = 10; });
+    TestVolunteer volunteer(server);
+    auto shards = server.store().shards(server.config().task_id).value();
+    REQUIRE(shards.size() == 2);
+    // Holding shard 1: the first unit uses it although shard 0 comes first.
+    auto first = request_with(volunteer, 0, {shards[1].sha256}).value();
+    CHECK(first.shards[0].sha256 == shards[1].sha256);
+    auto second = request_with(volunteer, 0, {shards[1].sha256}).value();
+    CHECK(second.shards[0].sha256 == shards[0].sha256);  // epoch 1 still needs shard 0
+    auto third = request_with(volunteer, 0).value();
+    auto fourth = request_with(volunteer, 0).value();
+    CHECK(third.shards[0].sha256 != fourth.shards[0].sha256);  // epoch 2 covers both again
+    for (const auto& s : server.store().shards(server.config().task_id).value()) CHECK(s.uses == 2);
+}
+
+TEST_CASE("local steps follow the volunteer's speed within bounds") {
+    TaskConfig config;
+    config.local_steps = 50;
+    config.batch_size = 64;
+    config.target_seconds = 120;
+    CHECK(Scheduler::scaled_local_steps(config, 0) == 50);           // unknown speed
+    CHECK(Scheduler::scaled_local_steps(config, 64) == 120);         // 1 step/s for 120 s
+    CHECK(Scheduler::scaled_local_steps(config, 6.4) == 12);
+    CHECK(Scheduler::scaled_local_steps(config, 1) == 6);            // floor: H/8
+    CHECK(Scheduler::scaled_local_steps(config, 1e6) == 400);        // ceiling: 8·H
+    config.target_seconds = 0;
+    CHECK(Scheduler::scaled_local_steps(config, 64) == 50);
+    config.replication = 0.1;
+    CHECK(Scheduler::replication_chance(config, 0) == doctest::Approx(0.1));
+    CHECK(Scheduler::replication_chance(config, kTrustedStreak) == doctest::Approx(0.02));
+
+    TestServer server([](TaskConfig& c) {
+        c.target_seconds = 60;
+        c.local_steps = 10;
+        c.max_in_flight = 5;
+    });
+    TestVolunteer fast(server, "fast");
+    TestVolunteer slow(server, "slow");
+    CHECK(request_with(fast, 40.0)->hyper.local_steps == 80);  // 60 s · 40/s / batch 8 = 300, capped at 8·H
+    CHECK(request_with(slow, 8.0)->hyper.local_steps == 60);
+}
+
+TEST_CASE("the in-flight limit holds back work until a unit is returned") {
+    TestServer server([](TaskConfig& c) { c.max_in_flight = 2; });
+    TestVolunteer volunteer(server);
+    auto a = volunteer.request_work().value();
+    auto b = volunteer.request_work().value();
+    CHECK(!volunteer.request_work().has_value());
+    REQUIRE(volunteer.upload(a, volunteer.made_up_delta(a, 1e-3f)).status == 200);
+    CHECK(volunteer.request_work().has_value());
+    (void)b;
+}
+
+TEST_CASE("a replica whose twin never comes back is accepted alone after the deadline") {
+    TestServer server([](TaskConfig& c) { c.replication = 1.0; });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    auto wu = alice.request_work().value();
+    REQUIRE(alice.upload(wu, alice.made_up_delta(wu, 1e-3f)).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, wu.wu_id) == "validated");
+    server.advance(server.config().deadline_s + 1);
+    auto report = server.app().transitioner().tick().value();
+    CHECK(report.accepted_alone == 1);
+    server.app().wait_idle();
+    CHECK(state_of(server, wu.wu_id) == "merged");
+    CHECK(server.version() == 1);
+}
+
+TEST_CASE("fedbuff merges K results into one version and resumes its buffer after a restart") {
+    TestServer server([](TaskConfig& c) { c.merge.buffer_size = 2; }, PolicyKind::FedBuff);
+    TestVolunteer volunteer(server);
+    auto a = volunteer.request_work().value();
+    REQUIRE(volunteer.upload(a, volunteer.made_up_delta(a, 1e-3f, 1)).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, a.wu_id) == "accepted");
+    CHECK(server.version() == 0);
+
+    server.stop();
+    server.start();  // the accepted result is replayed into the buffer
+    auto b = volunteer.request_work().value();
+    REQUIRE(volunteer.upload(b, volunteer.made_up_delta(b, 1e-3f, 2)).status == 200);
+    server.app().wait_idle();
+    CHECK(server.version() == 1);
+    CHECK(state_of(server, a.wu_id) == "merged");
+    CHECK(state_of(server, b.wu_id) == "merged");
+    CHECK(server.store().version(server.config().task_id, 1).value()->merged_results == 2);
+}
+
+TEST_CASE("diloco keeps its momentum with each version and reloads it on restart") {
+    TestServer server({}, PolicyKind::DiLoCo);
+    TestVolunteer volunteer(server);
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        auto wu = volunteer.request_work().value();
+        REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f, i + 1)).status == 200);
+        server.app().wait_idle();
+    }
+    REQUIRE(server.version() == 2);
+    auto v2 = server.store().version(server.config().task_id, 2).value();
+    REQUIRE(v2->optimizer_sha256.has_value());
+    CHECK(std::filesystem::exists(server.state().blobs() / *v2->optimizer_sha256));
+    server.stop();
+    server.start();
+    auto wu = volunteer.request_work().value();
+    CHECK(wu.base_version == 2);
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f, 3)).status == 200);
+    server.app().wait_idle();
+    CHECK(server.version() == 3);
+}
+
+TEST_CASE("the store applies its schema once and refuses a database from a newer server") {
+    TempDir dir;
+    auto path = dir / "server.db";
+    {
+        auto store = Store::open(path, true).value();
+        CHECK(store->schema_version().value() == Store::kSchemaVersion);
+        REQUIRE(store->set_setting("k", "v"));
+    }
+    {
+        auto store = Store::open(path, false).value();  // reopening keeps the data
+        CHECK(store->setting("k").value().value() == "v");
+    }
+    {
+        SqliteDb db(path, false);
+        db.exec("PRAGMA user_version = 99");
+    }
+    auto newer = Store::open(path, false);
+    REQUIRE(!newer.ok());
+    CHECK(newer.message().find("newer") != std::string::npos);
+    auto missing = Store::open(dir / "absent.db", false);
+    REQUIRE(!missing.ok());
+    CHECK(missing.message().find("tessera-server init") != std::string::npos);
+}
+
+TEST_CASE("start-up removes orphan files: uncommitted checkpoints and stray deltas") {
+    TestServer server;
+    server.stop();
+    auto orphan_blob = server.state().blobs() / std::string(64, 'e');
+    auto temp_blob = server.state().blobs() / (std::string(64, 'f') + ".tmp-1234");
+    auto stray_delta = server.state().result_file("a-gone");
+    for (const auto& path : {orphan_blob, temp_blob, stray_delta})
+        REQUIRE(common::write_file_atomic(path, common::as_bytes("x")));
+    server.start();
+    CHECK(!std::filesystem::exists(orphan_blob));
+    CHECK(!std::filesystem::exists(temp_blob));
+    CHECK(!std::filesystem::exists(stray_delta));
+    auto version0 = server.store().version(server.config().task_id, 0).value();
+    CHECK(std::filesystem::exists(server.state().blobs() / version0->blob_sha256));
+}
