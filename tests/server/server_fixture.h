@@ -84,9 +84,13 @@ private:
 class TestVolunteer {
 public:
     TestVolunteer(TestServer& server, std::string name = "test volunteer")
-        : server_(server), key_(common::SigningKey::generate()) {
+        : TestVolunteer([&server] { return server.port(); }, [&server] { return server.now(); }, std::move(name)) {}
+
+    // For a server in another process: its port and the wall clock.
+    TestVolunteer(std::function<std::uint16_t()> port, std::function<std::int64_t()> now, std::string name)
+        : port_(std::move(port)), now_(std::move(now)), key_(common::SigningKey::generate()) {
         common::RegisterRequest request{common::to_base64(key_.verify_key().raw()), std::move(name), "0.1.0"};
-        auto reply = http_post(server_.port(), "/api/v1/register", boost::json::serialize(common::to_json(request)));
+        auto reply = http_post(port_(), "/api/v1/register", boost::json::serialize(common::to_json(request)));
         if (reply.status != 200) throw std::runtime_error("register: " + reply.body);
         auto response = common::parse_message<common::RegisterResponse>(reply.body).value();
         id_ = response.client_id;
@@ -97,7 +101,7 @@ public:
     const common::SigningKey& key() const { return key_; }
 
     HttpReply post(const std::string& target, const std::string& body) {
-        return http_post(server_.port(), target, body, signed_headers(target, body, id_, key_, server_.now()));
+        return http_post(port_(), target, body, signed_headers(target, body, id_, key_, now_()));
     }
 
     // Asks for work; the verified work unit, or nullopt for "no work".
@@ -115,7 +119,7 @@ public:
 
     // The base model's tensors, fetched from /blobs.
     common::NamedTensors base_model(const common::WorkUnit& wu) {
-        auto reply = http_get(server_.port(), "/blobs/" + wu.model_blob.sha256);
+        auto reply = http_get(port_(), "/blobs/" + wu.model_blob.sha256);
         return server::read_checkpoint(common::as_bytes(reply.body)).value();
     }
 
@@ -151,7 +155,8 @@ public:
     }
 
 private:
-    TestServer& server_;
+    std::function<std::uint16_t()> port_;
+    std::function<std::int64_t()> now_;
     common::SigningKey key_;
     std::string id_;
     std::optional<common::VerifyKey> server_key_;

@@ -1,0 +1,64 @@
+// tessera-server started as a real process on a free loopback port (integration tests).
+#pragma once
+
+#include <cstdlib>
+
+#include "child_process.h"
+#include "server_fixture.h"
+
+namespace tessera::testing {
+
+inline std::int64_t wall_clock() { return server::system_clock()(); }
+
+// A prepared state directory (synthetic dataset, one task) that processes can serve.
+class PreparedState {
+public:
+    explicit PreparedState(const std::function<void(TaskConfig&)>& adjust = {}) : state_(dir_.path() / "state") {
+        write_synthetic_dataset(dir_.path() / "data");
+        initialize_state(state_).value();
+        auto store = Store::open(state_.database(), false).value();
+        auto config = default_task_config(dir_.path() / "data", PolicyKind::FedAsync, "dit-tiny").value();
+        config.loss_check = 0;
+        config.replication = 0;
+        config.eval_samples = 64;
+        config.local_steps = 4;
+        config.batch_size = 8;
+        config.target_seconds = 0;
+        config.max_in_flight = 100;
+        if (adjust) adjust(config);
+        config_ = config;
+        create_task(state_, *store, config).value();
+    }
+    const StateDir& state() const { return state_; }
+    const TaskConfig& config() const { return config_; }
+    const std::filesystem::path& dir() const { return dir_.path(); }
+
+private:
+    TempDir dir_;
+    StateDir state_;
+    TaskConfig config_;
+};
+
+class ServerProcess {
+public:
+    ServerProcess(const StateDir& state, const std::vector<std::string>& extra = {}) {
+        const char* binary = std::getenv("TESSERA_SERVER");
+        if (binary == nullptr) throw std::runtime_error("TESSERA_SERVER is not set (meson sets it)");
+        std::vector<std::string> argv{binary, "run", "--state", state.root().string(), "--listen", "127.0.0.1:0"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        process_ = std::make_unique<ChildProcess>(argv);
+        auto line = process_->read_line();  // "tessera-server listening on http://127.0.0.1:PORT"
+        auto colon = line.rfind(':');
+        if (line.find("listening") == std::string::npos || colon == std::string::npos)
+            throw std::runtime_error("tessera-server did not start: " + line);
+        port_ = static_cast<std::uint16_t>(std::stoi(line.substr(colon + 1)));
+    }
+    std::uint16_t port() const { return port_; }
+    ChildProcess& process() { return *process_; }
+
+private:
+    std::unique_ptr<ChildProcess> process_;
+    std::uint16_t port_ = 0;
+};
+
+}  // namespace tessera::testing

@@ -1,0 +1,132 @@
+// The real tessera-server process: kill -9 while results stream in and merges run, then a
+// restart that loses no acknowledged result and resumes at the last committed version;
+// SIGTERM shuts down cleanly; export writes a committed version.
+#include <doctest/doctest.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "file_io.h"
+#include "server_process.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+boost::json::object stats_of(std::uint16_t port) {
+    auto reply = http_get(port, "/api/v1/stats");
+    if (reply.status != 200) return {};
+    return boost::json::parse(reply.body).as_object();
+}
+
+// Polls until nothing waits for validation or merging.
+boost::json::object wait_settled(std::uint16_t port) {
+    for (int i = 0; i < 600; ++i) {
+        auto stats = stats_of(port);
+        const auto& units = stats.at("work_units");
+        if (units.at("returned").as_int64() == 0 && units.at("accepted").as_int64() == 0) return stats;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    FAIL("the server did not settle");
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("kill -9 during merging loses no acknowledged result") {
+    PreparedState prepared;
+    std::set<std::string> acknowledged;
+    std::mutex mutex;
+    std::int64_t version_before_kill = 0;
+    {
+        ServerProcess server(prepared.state());
+        auto port = server.port();
+        std::atomic<bool> stop{false};
+        std::vector<std::thread> volunteers;
+        for (int v = 0; v < 3; ++v)
+            volunteers.emplace_back([&, v] {
+                TestVolunteer volunteer([port] { return port; }, wall_clock, "v" + std::to_string(v));
+                for (std::uint32_t i = 0; !stop; ++i) {
+                    std::optional<common::WorkUnit> wu;
+                    try {
+                        wu = volunteer.request_work();
+                    } catch (const std::exception&) {
+                        return;  // the server is gone
+                    }
+                    if (!wu) return;
+                    auto reply = volunteer.upload(*wu, volunteer.made_up_delta(*wu, 1e-3f, i * 7 + static_cast<std::uint32_t>(v)));
+                    if (reply.status == 200) {
+                        std::lock_guard lock(mutex);
+                        acknowledged.insert(wu->wu_id);
+                    }
+                }
+            });
+        // Let results flow and merges happen, then kill the server in the middle of it.
+        for (int i = 0; i < 200; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            std::lock_guard lock(mutex);
+            if (acknowledged.size() >= 12) break;
+        }
+        auto stats = stats_of(port);
+        version_before_kill = stats.empty() ? 0 : stats.at("version").as_int64();
+        server.process().signal(SIGKILL);
+        CHECK(server.process().wait() == 128 + SIGKILL);
+        stop = true;
+        for (auto& t : volunteers) t.join();
+    }
+    REQUIRE(acknowledged.size() >= 12);
+    CHECK(version_before_kill > 0);
+
+    ServerProcess restarted(prepared.state());
+    auto stats = wait_settled(restarted.port());
+    auto store = Store::open(prepared.state().database(), false).value();
+    std::int64_t merged = 0;
+    for (const auto& id : acknowledged) {
+        auto a = store->assignment(id).value();
+        REQUIRE_MESSAGE(a.has_value(), id);
+        CHECK_MESSAGE(a->state == AssignmentState::Merged, id << " is " << assignment_state_name(a->state));
+    }
+    auto task = store->current_task().value().value();
+    auto versions = store->versions(task.id).value();
+    for (const auto& v : versions) {
+        merged += v.merged_results;
+        // Every committed version's checkpoint exists and matches its hash.
+        auto bytes = common::read_file(prepared.state().blobs() / v.blob_sha256, 1 << 30).value();
+        CHECK(common::sha256_hex(bytes) == v.blob_sha256);
+    }
+    CHECK(stats.at("version").as_int64() == task.version);
+    CHECK(task.version == static_cast<std::int64_t>(versions.size()) - 1);
+    CHECK(merged >= static_cast<std::int64_t>(acknowledged.size()));
+    // No temp files survive the restart.
+    for (const auto& entry : std::filesystem::directory_iterator(prepared.state().blobs()))
+        CHECK(entry.path().filename().string().find(".tmp-") == std::string::npos);
+}
+
+TEST_CASE("SIGTERM shuts down gracefully and export writes a committed version") {
+    PreparedState prepared;
+    ServerProcess server(prepared.state());
+    auto port = server.port();
+    TestVolunteer volunteer([port] { return port; }, wall_clock, "solo");
+    auto wu = volunteer.request_work().value();
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 200);
+    wait_settled(port);
+    server.process().signal(SIGTERM);
+    CHECK(server.process().read_line().find("shutting down") != std::string::npos);
+    CHECK(server.process().wait() == 0);
+
+    auto out = prepared.dir() / "model.safetensors";
+    ChildProcess exporter({std::getenv("TESSERA_SERVER"), "export", "--state", prepared.state().root().string(),
+                           "--version", "1", "--out", out.string()});
+    CHECK(exporter.wait() == 0);
+    auto bytes = common::read_file(out, 1 << 30).value();
+    auto model = server::read_checkpoint(bytes).value();
+    auto file = common::parse_safetensors(bytes).value();
+    CHECK(file.metadata().at("version") == "1");
+    CHECK(file.metadata().at("format") == "tessera.checkpoint");
+    CHECK(!model.empty());
+    ChildProcess missing({std::getenv("TESSERA_SERVER"), "export", "--state", prepared.state().root().string(),
+                          "--version", "9", "--out", out.string()});
+    CHECK(missing.wait() == 1);
+}
