@@ -45,6 +45,15 @@ struct ServerApp::Parts {
     std::size_t pending_jobs = 0;
     bool stopping = false;
     bool stopped = false;
+
+    // On a failed start: no pool thread may outlive the components its jobs use.
+    ~Parts() {
+        if (aggregator) aggregator->stop();
+        if (work_pool) {
+            work_pool->stop();
+            work_pool->join();
+        }
+    }
 };
 
 namespace {
@@ -145,6 +154,11 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.scheduler, *p.intake, p.key->verify_key(),
                                   token->value_or(""), p.options.clock, limits);
 
+    // Bind first: a busy port or a bad certificate fails before any work starts. Requests
+    // wait until the I/O threads run.
+    p.http = std::make_unique<HttpServer>(p.io, *p.api, p.options.http);
+    if (auto status = p.http->start(); !status) return status.error();
+
     if (*task) {
         if (auto status = p.aggregator->start((*task)->record.id); !status) return status.error();
         auto returned = p.store->in_state(AssignmentState::Returned);
@@ -152,8 +166,6 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
         for (const auto& a : *returned) p.validator->submit(a.id, p.executor);
     }
 
-    p.http = std::make_unique<HttpServer>(p.io, *p.api, p.options.http);
-    if (auto status = p.http->start(); !status) return status.error();
     for (std::size_t i = 0; i < p.options.io_threads; ++i) p.io_threads.emplace_back([raw] { raw->io.run(); });
     if (p.options.tick_interval_s > 0)
         p.ticker = std::thread([raw] {

@@ -9,6 +9,7 @@
 #include "protocol.h"
 #include "request_auth.h"
 #include "result_upload.h"
+#include "task_lookup.h"
 #include "text_encoding.h"
 
 namespace tessera::server {
@@ -144,42 +145,40 @@ Response Api::upload_result(const Request& request, const ClientRecord& client) 
     return json_response(request, http::status::ok, {{"status", "received"}, {"message", outcome->message}});
 }
 
-Response Api::heartbeat(const Request& request, const ClientRecord& client) {
+// The signer's own assignment named by a work-unit-ref body, or the error response.
+std::variant<AssignmentRecord, Response> Api::own_assignment(const Request& request, const ClientRecord& client) {
     auto message = common::parse_message<common::WorkUnitRef>(body_text(request));
     if (!message) return bad_request(request, message.message());
     if (message->client_id != client.id)
         return error_response(request, http::status::forbidden, "forbidden", "client_id is not the signer");
-    if (auto seen = store_.note_client_seen(client.id, client.device, client.samples_per_s, clock_()); !seen)
-        return internal_error(request, seen.message());
     auto found = store_.assignment(message->wu_id);
     if (!found) return internal_error(request, found.message());
     if (!*found || (*found)->client_id != client.id)
         return error_response(request, http::status::not_found, "not_found", "no work unit '" + message->wu_id + "' for you");
-    bool keep = (*found)->state == AssignmentState::InProgress && (*found)->deadline >= clock_();
-    common::HeartbeatResponse response{keep, keep ? (*found)->deadline : 0};
+    return std::move(**found);
+}
+
+Response Api::heartbeat(const Request& request, const ClientRecord& client) {
+    auto found = own_assignment(request, client);
+    if (auto* error = std::get_if<Response>(&found)) return std::move(*error);
+    const auto& assignment = std::get<AssignmentRecord>(found);
+    if (auto seen = store_.note_client_seen(client.id, client.device, client.samples_per_s, clock_()); !seen)
+        return internal_error(request, seen.message());
+    bool keep = assignment.state == AssignmentState::InProgress && assignment.deadline >= clock_();
+    common::HeartbeatResponse response{keep, keep ? assignment.deadline : 0};
     return json_response(request, http::status::ok, common::to_json(response));
 }
 
 Response Api::abandon(const Request& request, const ClientRecord& client) {
-    auto message = common::parse_message<common::WorkUnitRef>(body_text(request));
-    if (!message) return bad_request(request, message.message());
-    if (message->client_id != client.id)
-        return error_response(request, http::status::forbidden, "forbidden", "client_id is not the signer");
-    auto found = store_.assignment(message->wu_id);
-    if (!found) return internal_error(request, found.message());
-    if (!*found || (*found)->client_id != client.id)
-        return error_response(request, http::status::not_found, "not_found", "no work unit '" + message->wu_id + "' for you");
-    auto task = store_.task((*found)->task_id);
-    std::int64_t max_failures = 3;
-    if (task && *task) {
-        auto config = parse_task_config((*task)->config_json);
-        if (config) max_failures = config->max_failures;
-    }
-    auto ended = store_.abandon(message->wu_id, clock_(), max_failures);
+    auto found = own_assignment(request, client);
+    if (auto* error = std::get_if<Response>(&found)) return std::move(*error);
+    const auto& assignment = std::get<AssignmentRecord>(found);
+    auto task = load_task(store_, assignment.task_id);
+    if (!task) return internal_error(request, task.message());
+    auto ended = store_.abandon(assignment.id, clock_(), task->config.max_failures);
     if (!ended) return internal_error(request, ended.message());
     if (!*ended)
-        return error_response(request, http::status::conflict, "conflict",
-                              "work unit " + message->wu_id + " is not in progress");
+        return error_response(request, http::status::conflict, "conflict", "work unit " + assignment.id + " is not in progress");
     return json_response(request, http::status::ok, {{"status", "abandoned"}});
 }
 

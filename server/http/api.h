@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <variant>
 
 #include "blob_store.h"
 #include "ed25519.h"
@@ -47,6 +48,7 @@ private:
     Response heartbeat(const Request& request, const ClientRecord& client);
     Response abandon(const Request& request, const ClientRecord& client);
     Response admin(const Request& request, std::string_view path);
+    std::variant<AssignmentRecord, Response> own_assignment(const Request& request, const ClientRecord& client);
 
     Store& store_;
     const BlobStore& blobs_;

@@ -26,21 +26,28 @@ using namespace tessera::server;
 
 constexpr std::int64_t kStartTime = 1'800'000'000;
 
+// dit-tiny on the synthetic dataset with small units; no loss check, no replication.
+inline TaskConfig small_task_config(const std::filesystem::path& data_dir, PolicyKind policy) {
+    auto config = default_task_config(data_dir, policy, "dit-tiny").value();
+    config.loss_check = 0;  // tests that want it turn it on
+    config.replication = 0;
+    config.eval_samples = 64;
+    config.local_steps = 4;
+    config.batch_size = 8;
+    config.target_seconds = 0;
+    return config;
+}
+
 class TestServer {
 public:
     explicit TestServer(const std::function<void(TaskConfig&)>& adjust = {},
-                        PolicyKind policy = PolicyKind::FedAsync)
-        : state_(dir_.path() / "state") {
+                        PolicyKind policy = PolicyKind::FedAsync,
+                        std::function<void(ServerOptions&)> adjust_options = {})
+        : state_(dir_.path() / "state"), adjust_options_(std::move(adjust_options)) {
         write_synthetic_dataset(dir_.path() / "data");
         token_ = initialize_state(state_).value();
         auto store = Store::open(state_.database(), false).value();
-        auto config = default_task_config(dir_.path() / "data", policy, "dit-tiny").value();
-        config.loss_check = 0;  // tests that want it turn it on
-        config.replication = 0;
-        config.eval_samples = 64;
-        config.local_steps = 4;
-        config.batch_size = 8;
-        config.target_seconds = 0;
+        auto config = small_task_config(dir_.path() / "data", policy);
         if (adjust) adjust(config);
         config_ = config;
         create_task(state_, *store, config).value();
@@ -55,6 +62,7 @@ public:
         options.tick_interval_s = 0;  // tests tick the transitioner themselves
         options.work_threads = 2;
         options.clock = [this] { return now_.load(); };
+        if (adjust_options_) adjust_options_(options);
         auto app = ServerApp::start(std::move(options));
         if (!app) throw std::runtime_error("server start: " + app.message());
         app_ = std::move(*app);
@@ -76,6 +84,7 @@ private:
     StateDir state_;
     std::string token_;
     TaskConfig config_;
+    std::function<void(ServerOptions&)> adjust_options_;
     std::atomic<std::int64_t> now_{kStartTime};
     std::unique_ptr<ServerApp> app_;
 };

@@ -17,13 +17,7 @@ public:
         write_synthetic_dataset(dir_.path() / "data");
         initialize_state(state_).value();
         auto store = Store::open(state_.database(), false).value();
-        auto config = default_task_config(dir_.path() / "data", PolicyKind::FedAsync, "dit-tiny").value();
-        config.loss_check = 0;
-        config.replication = 0;
-        config.eval_samples = 64;
-        config.local_steps = 4;
-        config.batch_size = 8;
-        config.target_seconds = 0;
+        auto config = small_task_config(dir_.path() / "data", PolicyKind::FedAsync);
         config.max_in_flight = 100;
         if (adjust) adjust(config);
         config_ = config;

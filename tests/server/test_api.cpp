@@ -5,6 +5,8 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
+#include <thread>
+
 #include "server_fixture.h"
 
 using namespace tessera;
@@ -283,4 +285,39 @@ TEST_CASE("admin routes need the operator token; pause stops work, bans refuse a
     CHECK(volunteer.post("/api/v1/work", work_request_body(volunteer.id())).status == 200);
     CHECK(http_get(server.port(), "/api/v1/admin/task/pause", operator_auth).status == 405);
     CHECK(http_post(server.port(), "/api/v1/admin/nothing", "", operator_auth).status == 404);
+}
+
+namespace {
+
+// Reads until the server closes the connection; what it sent before closing.
+std::string read_until_closed(boost::asio::ip::tcp::socket& socket) {
+    std::string answer;
+    boost::system::error_code error;
+    boost::asio::read(socket, boost::asio::dynamic_buffer(answer), error);
+    return answer;
+}
+
+}  // namespace
+
+TEST_CASE("connections beyond the cap are closed; idle connections time out") {
+    TestServer server({}, PolicyKind::FedAsync, [](ServerOptions& options) {
+        options.http.max_connections = 2;
+        options.http.header_timeout = std::chrono::seconds(1);
+    });
+    boost::asio::io_context io;
+    auto connect = [&] {
+        boost::asio::ip::tcp::socket socket(io);
+        socket.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
+        return socket;
+    };
+    auto first = connect();
+    auto second = connect();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both accepted and counted
+    auto third = connect();
+    boost::asio::write(third, boost::asio::buffer(std::string("GET /api/v1/stats HTTP/1.1\r\nHost: x\r\n\r\n")));
+    CHECK(read_until_closed(third).empty());  // refused: closed without an answer
+    // The idle ones are closed by the header timeout, which frees their slots.
+    CHECK(read_until_closed(first).empty());
+    CHECK(read_until_closed(second).empty());
+    CHECK(http_get(server.port(), "/api/v1/stats").status == 200);
 }

@@ -96,7 +96,12 @@ TEST_CASE("work units send volunteers to the blob cache, and nginx serves the se
     CHECK(next->base_version == 1);
     auto v1 = http_get(cache_port, "/blobs/" + next->model_blob.sha256);
     CHECK(common::sha256_hex(common::as_bytes(v1.body)) == next->model_blob.sha256);
-    // nginx, not the server, answered those requests.
-    auto log = common::read_file(cache_dir / "access.log", 1 << 20).value();
-    CHECK(common::as_string_view(log).find("/blobs/" + next->model_blob.sha256) != std::string_view::npos);
+    // nginx, not the server, answered those requests (it logs just after answering).
+    bool logged = false;
+    for (int i = 0; i < 100 && !logged; ++i) {
+        auto log = common::read_file(cache_dir / "access.log", 1 << 20).value();
+        logged = common::as_string_view(log).find("/blobs/" + next->model_blob.sha256) != std::string_view::npos;
+        if (!logged) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    CHECK(logged);
 }
