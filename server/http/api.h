@@ -31,6 +31,13 @@ public:
     Response handle(Request request);
     // The largest body a route accepts: the session reads no more.
     std::uint64_t body_limit(http::verb method, std::string_view target) const;
+    // GET /api/v1/events/stream is server-sent events: the session streams it (no single
+    // response), starting after `Last-Event-ID` or `?after=`.
+    static bool is_event_stream(const http::request_header<>& header);
+    static std::int64_t event_stream_start(const http::request_header<>& header);
+    // Events after `after` as SSE text ("id: N\nevent: KIND\ndata: JSON\n\n" each);
+    // `after` moves to the last id written. Empty when there is nothing new.
+    std::string event_stream_chunk(std::int64_t& after);
     // Requests handled, for /metrics.
     std::uint64_t requests_served() const { return requests_.load(); }
 

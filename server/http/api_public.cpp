@@ -118,6 +118,31 @@ Response Api::events(const Request& request) {
     return json_response(request, http::status::ok, {{"events", list}});
 }
 
+bool Api::is_event_stream(const http::request_header<>& header) {
+    auto target = std::string_view(header.target());
+    return header.method() == http::verb::get && target.substr(0, target.find('?')) == "/api/v1/events/stream";
+}
+
+std::int64_t Api::event_stream_start(const http::request_header<>& header) {
+    auto after = query_integer(header.target(), "after", 0, 0, common::kMaxSafeInteger);
+    auto last = header["Last-Event-ID"];
+    if (!last.empty()) after = query_integer("?id=" + std::string(last), "id", after, 0, common::kMaxSafeInteger);
+    return after;
+}
+
+std::string Api::event_stream_chunk(std::int64_t& after) {
+    auto rows = store_.events_after(after, 100);
+    std::string text;
+    if (!rows) return text;
+    for (const auto& e : *rows) {
+        boost::json::object data{{"id", e.id}, {"at", e.at}, {"kind", e.kind},
+                                 {"detail", boost::json::parse(e.detail_json)}};
+        text += "id: " + std::to_string(e.id) + "\nevent: " + e.kind + "\ndata: " + boost::json::serialize(data) + "\n\n";
+        after = e.id;
+    }
+    return text;
+}
+
 // Prometheus text exposition format, version 0.0.4.
 Response Api::metrics(const Request& request) {
     auto counts = store_.counts(clock_() - kActiveWindowS);

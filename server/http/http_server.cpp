@@ -4,7 +4,9 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -42,6 +44,34 @@ private:
     std::shared_ptr<std::atomic<std::size_t>> count_;
 };
 
+constexpr auto kEventPoll = std::chrono::milliseconds(500);
+constexpr auto kEventKeepAlive = std::chrono::seconds(15);
+
+// Server-sent events until the client goes away or the server stops; the body ends with the
+// connection (no length), as SSE allows.
+template <class Stream>
+asio::awaitable<void> stream_events(Stream& stream, Api& api, std::int64_t after) {
+    std::string head =
+        "HTTP/1.1 200 OK\r\nServer: tessera-server\r\nContent-Type: text/event-stream\r\n"
+        "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    auto quiet_since = std::chrono::steady_clock::now();
+    for (std::string chunk = head;; chunk.clear()) {
+        chunk += api.event_stream_chunk(after);
+        auto now = std::chrono::steady_clock::now();
+        if (chunk.empty() && now - quiet_since >= kEventKeepAlive) chunk = ": keep-alive\n\n";
+        if (!chunk.empty()) {
+            quiet_since = now;
+            beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
+            auto [error, written] = co_await asio::async_write(stream, asio::buffer(chunk), kTuple);
+            if (error) co_return;
+        }
+        timer.expires_after(kEventPoll);
+        auto [wait_error] = co_await timer.async_wait(kTuple);
+        if (wait_error) co_return;
+    }
+}
+
 template <class Stream>
 asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer, Api& api,
                                      const HttpSettings& settings) {
@@ -55,6 +85,10 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         auto [header_error, header_bytes] = co_await http::async_read_header(stream, buffer, parser, kTuple);
         if (header_error) co_return;  // closed, timed out or malformed: nothing useful to answer
         const auto& header = parser.get();
+        if (Api::is_event_stream(header)) {
+            co_await stream_events(stream, api, Api::event_stream_start(header));
+            co_return;
+        }
         auto limit = api.body_limit(header.method(), header.target());
         parser.body_limit(limit);  // enforced per chunk for chunked bodies
         beast::error_code body_error;

@@ -321,3 +321,31 @@ TEST_CASE("connections beyond the cap are closed; idle connections time out") {
     CHECK(read_until_closed(second).empty());
     CHECK(http_get(server.port(), "/api/v1/stats").status == 200);
 }
+
+TEST_CASE("events stream as server-sent events, resuming after Last-Event-ID") {
+    TestServer server;
+    TestVolunteer first(server, "first");
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket socket(io);
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
+    auto events = boost::json::parse(http_get(server.port(), "/api/v1/events").body).at("events").as_array();
+    REQUIRE(!events.empty());
+    auto last_id = events.back().at("id").as_int64();
+    std::string request = "GET /api/v1/events/stream HTTP/1.1\r\nHost: x\r\nLast-Event-ID: " +
+                          std::to_string(last_id) + "\r\n\r\n";
+    boost::asio::write(socket, boost::asio::buffer(request));
+    TestVolunteer second(server, "second");  // a new event after the stream started
+    std::string received;
+    while (received.find("event: client_registered") == std::string::npos) {
+        char buffer[4096];
+        boost::system::error_code error;
+        auto n = socket.read_some(boost::asio::buffer(buffer), error);
+        REQUIRE(!error);
+        received.append(buffer, n);
+    }
+    CHECK(received.starts_with("HTTP/1.1 200 OK"));
+    CHECK(received.find("Content-Type: text/event-stream") != std::string::npos);
+    CHECK(received.find(second.id()) != std::string::npos);
+    CHECK(received.find(first.id()) == std::string::npos);  // before Last-Event-ID: not repeated
+    CHECK(received.find("id: " + std::to_string(last_id + 1) + "\n") != std::string::npos);
+}

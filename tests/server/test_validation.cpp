@@ -55,7 +55,7 @@ TEST_CASE("a good result is accepted, credited and merged into a new version") {
     CHECK(worst > 0);     // and the model did move
 }
 
-TEST_CASE("undecodable, misshapen, non-finite and all-zero deltas are rejected with their reasons") {
+TEST_CASE("undecodable, misshapen and all-zero deltas are rejected with their reasons") {
     TestServer server;
     TestVolunteer volunteer(server);
 
@@ -73,22 +73,6 @@ TEST_CASE("undecodable, misshapen, non-finite and all-zero deltas are rejected w
         REQUIRE(volunteer.upload(wu, delta).status == 200);
         server.app().wait_idle();
         CHECK(rejection_of(server, wu.wu_id) == reason::kShapeMismatch);
-    }
-    SUBCASE("non-finite") {
-        auto wu = volunteer.request_work().value();
-        auto delta = volunteer.made_up_delta(wu, 1e-3f);
-        auto bytes = common::encode_delta(delta, {common::DeltaDType::F32, 1.0}).value().bytes;
-        auto file = common::parse_safetensors(bytes).value();
-        auto offset = file.tensors().front().data.data() - bytes.data();
-        const float nan = std::nanf("");
-        std::memcpy(bytes.data() + offset, &nan, sizeof nan);
-        auto manifest = volunteer.manifest_for(wu, bytes);
-        manifest.encoding = wu.encoding;  // claims the requested int8 but sends f32: caught later
-        wu.encoding.dtype = common::DeltaDType::F32;
-        REQUIRE(volunteer.upload_bytes(manifest, bytes).status == 200);
-        server.app().wait_idle();
-        auto why = rejection_of(server, wu.wu_id);
-        CHECK((why == reason::kNonFinite || why == reason::kUndecodable));
     }
     SUBCASE("all zeros") {
         auto wu = volunteer.request_work().value();
