@@ -1,0 +1,30 @@
+// Exponential backoff with full jitter for network steps: the n-th retry waits a random time
+// in [0, min(cap, base·2^n)].
+#pragma once
+
+#include <chrono>
+#include <random>
+
+namespace tessera::client {
+
+class Backoff {
+public:
+    explicit Backoff(std::chrono::milliseconds base = std::chrono::seconds(1),
+                     std::chrono::milliseconds cap = std::chrono::seconds(60))
+        : base_(base), cap_(cap), rng_(std::random_device{}()) {}
+    std::chrono::milliseconds next() {
+        auto ceiling = std::min<long long>(cap_.count(), base_.count() << std::min(attempt_, 20));
+        ++attempt_;
+        return std::chrono::milliseconds(std::uniform_int_distribution<long long>(0, ceiling)(rng_));
+    }
+    void reset() { attempt_ = 0; }
+    int attempts() const { return attempt_; }
+
+private:
+    std::chrono::milliseconds base_;
+    std::chrono::milliseconds cap_;
+    int attempt_ = 0;
+    std::mt19937_64 rng_;
+};
+
+}  // namespace tessera::client

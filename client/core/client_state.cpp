@@ -1,0 +1,78 @@
+// ClientState: small JSON files written atomically.
+#include "client_state.h"
+
+#include <boost/json.hpp>
+
+#include <sys/stat.h>
+
+#include "file_io.h"
+#include "json_strict.h"
+
+namespace tessera::client {
+namespace {
+
+common::Result<std::optional<boost::json::value>> read_json(const std::filesystem::path& path) {
+    std::error_code error;
+    if (!std::filesystem::exists(path, error)) return std::optional<boost::json::value>();
+    auto bytes = common::read_file(path, 1 << 20);
+    if (!bytes) return bytes.error();
+    auto json = common::parse_json_strict(common::as_string_view(*bytes));
+    if (!json) return common::with_context(path.string(), json.error());
+    return std::optional<boost::json::value>(std::move(*json));
+}
+
+}  // namespace
+
+common::Result<common::SigningKey> ClientState::load_or_create_key() const {
+    auto path = root_ / "client_key.pem";
+    std::error_code error;
+    if (std::filesystem::exists(path, error)) return common::SigningKey::load_pem(path);
+    std::filesystem::create_directories(root_, error);
+    if (error) return common::make_error("cannot create " + root_.string() + ": " + error.message());
+    ::chmod(root_.c_str(), 0700);
+    auto key = common::SigningKey::generate();
+    if (auto status = key.save_pem(path); !status) return status.error();
+    return key;
+}
+
+common::Result<std::optional<Identity>> ClientState::load_identity() const {
+    auto json = read_json(root_ / "identity.json");
+    if (!json) return json.error();
+    if (!*json) return std::optional<Identity>();
+    common::JsonObjectReader reader(**json, "identity");
+    Identity identity{reader.string("server", 1), reader.string("client_id", 1, 64),
+                      reader.string("server_public_key", 44, 44), reader.string("server_key_id", 16, 16)};
+    if (auto status = reader.finish(); !status) return status.error();
+    return std::optional<Identity>(identity);
+}
+
+common::Status ClientState::save_identity(const Identity& identity) const {
+    boost::json::object json{{"server", identity.server}, {"client_id", identity.client_id},
+                             {"server_public_key", identity.server_public_key},
+                             {"server_key_id", identity.server_key_id}};
+    return common::write_file_atomic(root_ / "identity.json", common::as_bytes(boost::json::serialize(json)), 0600);
+}
+
+common::Result<std::optional<CurrentWork>> ClientState::load_current() const {
+    auto json = read_json(root_ / "current.json");
+    if (!json) return json.error();
+    if (!*json) return std::optional<CurrentWork>();
+    common::JsonObjectReader reader(**json, "current");
+    CurrentWork work{reader.string("envelope", 1, 1 << 20), reader.string("wu_id", 1, 64),
+                     reader.one_of("phase", {"training", "uploading"})};
+    if (auto status = reader.finish(); !status) return status.error();
+    return std::optional<CurrentWork>(work);
+}
+
+common::Status ClientState::save_current(const CurrentWork& work) const {
+    boost::json::object json{{"envelope", work.envelope_json}, {"wu_id", work.wu_id}, {"phase", work.phase}};
+    return common::write_file_atomic(root_ / "current.json", common::as_bytes(boost::json::serialize(json)));
+}
+
+void ClientState::clear_current() const {
+    std::error_code ignored;
+    std::filesystem::remove(root_ / "current.json", ignored);
+    std::filesystem::remove(delta_file(), ignored);
+}
+
+}  // namespace tessera::client

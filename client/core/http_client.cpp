@@ -1,0 +1,141 @@
+// HttpClient: plain or TLS streams, a capped string body for API answers, a streamed body
+// for blob downloads.
+#include "http_client.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <fstream>
+
+namespace tessera::client {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+
+std::string lower(std::string text) {
+    for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
+}
+
+// Opens a connection to `origin` and hands the ready stream to `use`.
+template <class Use>
+common::Status with_stream(const Url& origin, const HttpOptions& options, Use&& use) {
+    try {
+        asio::io_context io;
+        tcp::resolver resolver(io);
+        auto endpoints = resolver.resolve(origin.host, std::to_string(origin.port));
+        if (!origin.tls) {
+            beast::tcp_stream stream(io);
+            stream.expires_after(options.timeout);
+            stream.connect(endpoints);
+            return use(stream);
+        }
+        ssl::context context(ssl::context::tls_client);
+        if (options.ca_file.empty()) context.set_default_verify_paths();
+        else context.load_verify_file(options.ca_file.string());
+        context.set_verify_mode(ssl::verify_peer);
+        beast::ssl_stream<beast::tcp_stream> stream(io, context);
+        if (!SSL_set_tlsext_host_name(stream.native_handle(), origin.host.c_str()))
+            return common::make_error("TLS: cannot set the server name");
+        stream.set_verify_callback(ssl::host_name_verification(origin.host));
+        beast::get_lowest_layer(stream).expires_after(options.timeout);
+        beast::get_lowest_layer(stream).connect(endpoints);
+        stream.handshake(ssl::stream_base::client);
+        auto status = use(stream);
+        beast::error_code ignored;
+        stream.shutdown(ignored);
+        return status;
+    } catch (const std::exception& error) {
+        return common::make_error(origin.origin() + ": " + error.what());
+    }
+}
+
+template <class Stream>
+void send(Stream& stream, const Url& origin, const std::string& method, const std::string& target,
+          const std::string& body, const std::map<std::string, std::string>& headers, const HttpOptions& options) {
+    http::request<http::string_body> request{http::string_to_verb(method), target, 11};
+    request.set(http::field::host, origin.host);
+    request.set(http::field::user_agent, "tessera-client");
+    for (const auto& [name, value] : headers) request.set(name, value);
+    request.body() = body;
+    request.prepare_payload();
+    beast::get_lowest_layer(stream).expires_after(options.timeout);
+    http::write(stream, request);
+}
+
+}  // namespace
+
+common::Result<HttpResponse> HttpClient::request(const Url& origin, const std::string& method,
+                                                 const std::string& target, const std::string& body,
+                                                 const std::map<std::string, std::string>& headers) {
+    HttpResponse reply;
+    auto status = with_stream(origin, options_, [&](auto& stream) -> common::Status {
+        send(stream, origin, method, target, body, headers, options_);
+        beast::flat_buffer buffer;
+        http::response_parser<http::string_body> parser;
+        parser.body_limit(options_.max_body_bytes);
+        beast::get_lowest_layer(stream).expires_after(options_.timeout);
+        http::read(stream, buffer, parser);
+        auto response = parser.release();
+        reply.status = static_cast<int>(response.result_int());
+        reply.body = std::move(response.body());
+        for (const auto& field : response) reply.headers[lower(std::string(field.name_string()))] = std::string(field.value());
+        return {};
+    });
+    if (!status) return status.error();
+    return reply;
+}
+
+common::Status HttpClient::download(const Url& origin, const std::string& target, const std::filesystem::path& file,
+                                    std::uint64_t total_bytes, const DownloadProgress& progress) {
+    std::error_code error;
+    std::uint64_t have = std::filesystem::exists(file, error) ? std::filesystem::file_size(file, error) : 0;
+    if (have > total_bytes) {
+        std::filesystem::remove(file, error);
+        have = 0;
+    }
+    if (have == total_bytes) return {};
+    return with_stream(origin, options_, [&](auto& stream) -> common::Status {
+        std::map<std::string, std::string> headers;
+        if (have > 0) headers["Range"] = "bytes=" + std::to_string(have) + "-";
+        send(stream, origin, "GET", target, "", headers, options_);
+        beast::flat_buffer buffer;
+        http::response_parser<http::buffer_body> parser;
+        parser.body_limit(total_bytes - have + 1);
+        beast::get_lowest_layer(stream).expires_after(options_.timeout);
+        http::read_header(stream, buffer, parser);
+        auto code = parser.get().result_int();
+        if (code == 200 && have > 0) have = 0;  // the server ignored the range: start over
+        else if (code != 200 && code != 206)
+            return common::make_error(origin.origin() + target + ": HTTP " + std::to_string(code));
+        std::ofstream out(file, have > 0 ? std::ios::binary | std::ios::app : std::ios::binary | std::ios::trunc);
+        if (!out) return common::make_error("cannot write " + file.string());
+        char chunk[1 << 16];
+        while (!parser.is_done()) {
+            parser.get().body().data = chunk;
+            parser.get().body().size = sizeof chunk;
+            beast::error_code read_error;
+            beast::get_lowest_layer(stream).expires_after(options_.timeout);
+            http::read(stream, buffer, parser, read_error);
+            if (read_error && read_error != http::error::need_buffer)
+                return common::make_error(origin.origin() + target + ": " + read_error.message());
+            auto got = sizeof chunk - parser.get().body().size;
+            out.write(chunk, static_cast<std::streamsize>(got));
+            have += got;
+            if (progress) progress(have, total_bytes);
+        }
+        out.flush();
+        if (!out) return common::make_error("cannot write " + file.string());
+        return {};
+    });
+}
+
+}  // namespace tessera::client

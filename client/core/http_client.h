@@ -1,0 +1,52 @@
+// A blocking HTTP(S) client for the volunteer (Boost.Beast): one request per connection,
+// timeouts on every step, TLS verified against the system store (or a given CA file), and
+// blob downloads to a file that resume with Range. Errors come back as Results; nothing a
+// server sends can crash the client (bodies are capped).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "result.h"
+#include "url.h"
+
+namespace tessera::client {
+
+struct HttpResponse {
+    int status = 0;
+    std::string body;
+    std::map<std::string, std::string> headers;  // lower-case names
+};
+
+struct HttpOptions {
+    std::chrono::seconds timeout{60};
+    std::uint64_t max_body_bytes = 16 << 20;  // JSON answers
+    std::filesystem::path ca_file;            // empty: the system's trusted CAs
+};
+
+// Called with (bytes so far, total bytes) while a download runs.
+using DownloadProgress = std::function<void(std::uint64_t, std::uint64_t)>;
+
+class HttpClient {
+public:
+    explicit HttpClient(HttpOptions options = {}) : options_(std::move(options)) {}
+
+    // `target` is the path and query on `origin` (scheme://host:port from a Url).
+    common::Result<HttpResponse> request(const Url& origin, const std::string& method, const std::string& target,
+                                         const std::string& body = "",
+                                         const std::map<std::string, std::string>& headers = {});
+
+    // Appends the rest of `url`'s body to `file` (resuming after what it holds) until the
+    // file has `total_bytes`. Fails on a network error with the partial file kept.
+    common::Status download(const Url& origin, const std::string& target, const std::filesystem::path& file,
+                            std::uint64_t total_bytes, const DownloadProgress& progress = {});
+
+private:
+    HttpOptions options_;
+};
+
+}  // namespace tessera::client

@@ -1,0 +1,91 @@
+// tessera-client: the volunteer's program (README, "Join a run").
+#include <cxxopts.hpp>
+
+#include <csignal>
+#include <iostream>
+#include <pthread.h>
+#include <thread>
+
+#include "allocator_tuning.h"
+#include "volunteer.h"
+
+namespace {
+
+// Ctrl-C once: finish the current work unit, then stop. Twice: abandon it now.
+void watch_signals(sigset_t signals, tessera::client::VolunteerControl* control) {
+    for (int count = 0;; ++count) {
+        int received = 0;
+        sigwait(&signals, &received);
+        if (count == 0) {
+            std::cerr << "\ntessera-client: stopping after the current work unit (Ctrl-C again to abandon it)\n";
+            control->stop_after_unit = true;
+        } else {
+            control->abandon_now = true;
+            return;
+        }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace tessera::client;
+    cxxopts::Options options("tessera-client", "Lend your GPU (or CPU) to a Tessera training run");
+    options.add_options()
+        ("server", "server URL, e.g. https://host:8443", cxxopts::value<std::string>())
+        ("state", "state directory (key, identity, cache)", cxxopts::value<std::string>()->default_value(".tessera-client"))
+        ("device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))
+        ("threads", "CPU threads for training (0: all)", cxxopts::value<int>()->default_value("0"))
+        ("cache-quota", "blob cache size in GB", cxxopts::value<double>()->default_value("4"))
+        ("once", "stop after one work unit")
+        ("name", "name shown on the leaderboard", cxxopts::value<std::string>()->default_value("volunteer"))
+        ("quiet", "no progress bars, errors only")
+        ("json-logs", "one JSON object per line on stdout")
+        ("ca-cert", "trust this CA file for the server's TLS certificate", cxxopts::value<std::string>()->default_value(""))
+        ("h,help", "show this help");
+    VolunteerOptions volunteer;
+    try {
+        auto args = options.parse(argc, argv);
+        if (args.count("help")) {
+            std::cout << options.help() << "\n";
+            return 0;
+        }
+        if (!args.count("server")) {
+            std::cerr << "tessera-client: needs --server URL\n";
+            return 2;
+        }
+        volunteer.server = args["server"].as<std::string>();
+        volunteer.state_dir = args["state"].as<std::string>();
+        volunteer.device = args["device"].as<std::string>();
+        volunteer.threads = args["threads"].as<int>();
+        volunteer.cache_quota_bytes = static_cast<std::uint64_t>(args["cache-quota"].as<double>() * (1 << 30));
+        volunteer.once = args.count("once") > 0;
+        volunteer.name = args["name"].as<std::string>();
+        volunteer.quiet = args.count("quiet") > 0;
+        volunteer.json_logs = args.count("json-logs") > 0;
+        volunteer.ca_file = args["ca-cert"].as<std::string>();
+    } catch (const cxxopts::exceptions::exception& error) {
+        std::cerr << "tessera-client: " << error.what() << "\n";
+        return 2;
+    }
+    tessera::common::tune_allocator_for_training();
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+    VolunteerControl control;
+    std::thread(watch_signals, signals, &control).detach();
+
+    std::string message;
+    auto reason = run_volunteer(volunteer, control, message);
+    if (!message.empty()) std::cerr << "tessera-client: " << message << "\n";
+    switch (reason) {
+    case StopReason::Requested:
+    case StopReason::OnceDone: return 0;
+    case StopReason::Untrusted: return 3;
+    case StopReason::Error: return 1;
+    }
+    return 1;
+}

@@ -1,0 +1,85 @@
+// Work-unit training on LibTorch.
+#include "work_runner.h"
+
+#include <torch/torch.h>
+
+#include "file_io.h"
+#include "safetensors.h"
+#include "torch/shard_data.h"
+#include "torch/tensor_convert.h"
+#include "torch/trainer.h"
+
+namespace tessera::client {
+namespace {
+
+constexpr int kOomRetries = 4;
+
+// The classes a model was built for, from its class embedding (one extra row: "no class").
+std::int64_t classes_of(const common::TorchTensorMap& theta0) {
+    if (auto it = theta0.find("class_embed.weight"); it != theta0.end()) return it->second.size(0) - 1;
+    return 10;
+}
+
+bool is_out_of_memory(const std::string& message) { return message.find("out of memory") != std::string::npos; }
+
+}  // namespace
+
+std::string describe_device(const std::string& device, int threads) {
+    auto parsed = common::parse_device(device);
+    if (!parsed) return device + " (" + parsed.message() + ")";
+    if (parsed->is_cpu())
+        return "cpu (" + std::to_string(threads > 0 ? threads : torch::get_num_threads()) + " threads)";
+    return parsed->str() + " (CUDA GPU)";
+}
+
+common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std::filesystem::path& model_file,
+                                        const std::vector<std::filesystem::path>& shard_files,
+                                        const RunOptions& options) {
+    if (options.threads > 0) torch::set_num_threads(options.threads);
+    auto model_bytes = common::read_file(model_file, std::uint64_t{8} << 30);
+    if (!model_bytes) return model_bytes.error();
+    auto model = common::parse_safetensors(*model_bytes);
+    if (!model) return common::with_context("base model", model.error());
+    auto theta0 = common::to_torch_map(*model);
+    if (!theta0) return theta0.error();
+    std::vector<common::ShardData> shards;
+    for (const auto& file : shard_files) {
+        auto shard = common::load_shard_file(file);
+        if (!shard) return common::with_context(file.filename().string(), shard.error());
+        shards.push_back(std::move(*shard));
+    }
+    auto data = common::concat_shards(shards);
+    if (!data) return data.error();
+
+    common::TrainConfig config;
+    config.steps = unit.hyper.local_steps;
+    config.batch_size = unit.hyper.batch_size;
+    config.lr = unit.hyper.lr;
+    config.warmup_steps = unit.hyper.warmup_steps;
+    config.weight_decay = unit.hyper.weight_decay;
+    config.grad_clip = unit.hyper.grad_clip;
+    config.seed = static_cast<std::uint64_t>(unit.hyper.seed);
+    config.device = options.device;
+    config.num_classes = classes_of(*theta0);
+    common::ProgressCallback progress;
+    if (options.progress)
+        progress = [&](const common::StepProgress& p) { options.progress(p.step, p.steps, p.loss, p.samples_per_s); };
+
+    auto outcome = common::train(unit.model, *theta0, *data, config, progress);
+    for (int retry = 0; !outcome && is_out_of_memory(outcome.message()) && retry < kOomRetries; ++retry) {
+        // Same batch, accumulated over micro-batches half as large each time.
+        config.micro_batch = std::max<std::int64_t>(1, (config.micro_batch > 0 ? config.micro_batch : config.batch_size) / 2);
+        outcome = common::train(unit.model, *theta0, *data, config, progress);
+    }
+    if (!outcome) return outcome.error();
+    auto encoded = common::encode_delta(common::to_named_f32(outcome->delta), unit.encoding);
+    if (!encoded) return encoded.error();
+    const auto& s = outcome->stats;
+    RunOutput output;
+    output.delta = std::move(encoded->bytes);
+    output.metrics = {s.loss_start, s.loss_end, s.samples, s.seconds, s.samples_per_s};
+    output.device = describe_device(options.device, options.threads);
+    return output;
+}
+
+}  // namespace tessera::client

@@ -1,0 +1,36 @@
+// Runs one work unit's training: the base model and shards from the cache, the trainer with
+// the unit's hyperparameters, and the delta encoded as the unit asks. A GPU out-of-memory
+// error retries with gradient accumulation over smaller micro-batches. Torch stays behind
+// this header.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bytes.h"
+#include "protocol.h"
+
+namespace tessera::client {
+
+struct RunOptions {
+    std::string device = "auto";
+    int threads = 0;  // 0: LibTorch's default
+    std::function<void(std::int64_t step, std::int64_t steps, double loss, double samples_per_s)> progress;
+};
+
+struct RunOutput {
+    common::Bytes delta;  // encoded delta file
+    common::TrainMetrics metrics;
+    std::string device;   // "cpu" or the GPU's name
+};
+
+common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std::filesystem::path& model_file,
+                                        const std::vector<std::filesystem::path>& shard_files,
+                                        const RunOptions& options);
+
+// What the client prints at start: "cuda:0 (NVIDIA …, 24.0 GiB)" or "cpu (N threads)".
+std::string describe_device(const std::string& device, int threads);
+
+}  // namespace tessera::client
