@@ -5,6 +5,7 @@
 
 #include "checkpoint.h"
 #include "file_io.h"
+#include "curve_evaluator.h"
 
 namespace tessera::server {
 namespace {
@@ -55,7 +56,9 @@ common::Status Aggregator::start(const std::string& task_id) {
         std::lock_guard lock(mutex_);
         for (const auto& a : *pending) queue_.push_back(a.id);
     }
-    if (!(*record)->validation_loss) evaluate_soon(version_, true);
+    curve_ = std::make_unique<CurveEvaluator>(store_, blobs_, probes_, executor_, clock_, task_id,
+                                              task_.config.eval_samples, task_.config.eval_interval_s);
+    if (!(*record)->validation_loss) curve_->version_committed(version_, true);
     thread_ = std::thread([this] { run(); });
     return {};
 }
@@ -95,6 +98,14 @@ void Aggregator::run() {
         }
         if (auto status = merge_one(id); !status)
             std::cerr << "aggregator: " << id << ": " << status.message() << "\n";
+        bool idle = false;
+        {
+            std::lock_guard lock(mutex_);
+            idle = queue_.empty();
+        }
+        // The curve always ends at the current version: evaluate it once merging pauses.
+        if (idle && changed_since_idle_) curve_->version_committed(version_, true);
+        if (idle) changed_since_idle_ = false;
         {
             std::lock_guard lock(mutex_);
             busy_ = false;
@@ -147,27 +158,9 @@ common::Status Aggregator::commit(std::vector<std::string> merged) {
         std::error_code ignored;
         std::filesystem::remove(state_.result_file(id), ignored);
     }
-    evaluate_soon(next, false);
+    changed_since_idle_ = true;
+    curve_->version_committed(next, false);
     return {};
-}
-
-// At most one curve point per eval_interval_s; the evaluation runs on the work pool.
-void Aggregator::evaluate_soon(std::int64_t version, bool force) {
-    auto now = clock_();
-    if (!force && last_eval_at_ >= 0 && now - last_eval_at_ < task_.config.eval_interval_s) return;
-    last_eval_at_ = now;
-    auto weights = std::make_shared<common::NamedTensors>(model_);
-    auto task_id = task_.record.id;
-    auto samples = task_.config.eval_samples;
-    executor_([this, weights, task_id, version, samples] {
-        auto result = probes_.evaluate(*weights, samples);
-        if (!result) {
-            std::cerr << "evaluation of version " << version << ": " << result.message() << "\n";
-            return;
-        }
-        if (auto status = store_.set_validation_result(task_id, version, result->loss, result->accuracy); !status)
-            std::cerr << "evaluation of version " << version << ": " << status.message() << "\n";
-    });
 }
 
 }  // namespace tessera::server

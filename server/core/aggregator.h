@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "blob_store.h"
+#include "curve_evaluator.h"
 #include "merge_policy.h"
 #include "model_probe.h"
 #include "state_dir.h"
@@ -43,7 +44,6 @@ private:
     void run();
     common::Status merge_one(const std::string& assignment_id);
     common::Status commit(std::vector<std::string> merged);
-    void evaluate_soon(std::int64_t version, bool force);
 
     Store& store_;
     BlobStore& blobs_;
@@ -56,7 +56,8 @@ private:
     common::NamedTensors model_;
     std::unique_ptr<MergePolicy> policy_;
     std::atomic<std::int64_t> version_{0};
-    std::int64_t last_eval_at_ = -1;
+    std::unique_ptr<CurveEvaluator> curve_;
+    bool changed_since_idle_ = false;
 
     std::mutex mutex_;
     std::condition_variable changed_;

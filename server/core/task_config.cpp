@@ -14,7 +14,9 @@ namespace tessera::server {
 void apply_policy_defaults(TaskConfig& config) {
     switch (config.merge.kind) {
     case PolicyKind::FedAsync:
-        config.merge.server_lr = 1.0;
+        // η = 1 oscillated with three fast volunteers (staleness up to 10); 0.5 converged
+        // smoothly (docs/operations.md, "Merging").
+        config.merge.server_lr = 0.5;
         config.merge.buffer_size = 1;
         config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
         break;
@@ -24,9 +26,11 @@ void apply_policy_defaults(TaskConfig& config) {
         config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
         break;
     case PolicyKind::DiLoCo:
+        // Outer Nesterov (η 0.7, μ 0.9) multiplies a steady pseudo-gradient about 7×: one
+        // outer step per arrival diverged, one per 4 arrivals converged (docs/operations.md).
         config.merge.server_lr = 0.7;
         config.merge.momentum = 0.9;
-        config.merge.buffer_size = 1;
+        config.merge.buffer_size = 4;
         config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
         break;
     }

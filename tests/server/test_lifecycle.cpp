@@ -151,7 +151,7 @@ TEST_CASE("fedbuff merges K results into one version and resumes its buffer afte
 }
 
 TEST_CASE("diloco keeps its momentum with each version and reloads it on restart") {
-    TestServer server({}, PolicyKind::DiLoCo);
+    TestServer server([](TaskConfig& c) { c.merge.buffer_size = 1; }, PolicyKind::DiLoCo);
     TestVolunteer volunteer(server);
     for (std::uint32_t i = 0; i < 2; ++i) {
         auto wu = volunteer.request_work().value();

@@ -41,7 +41,8 @@ TEST_CASE("a good result is accepted, credited and merged into a new version") {
     CHECK(state_of(server, wu.wu_id) == "merged");
     CHECK(server.version() == 1);
     CHECK(credit_of(server, volunteer.id()) == doctest::Approx(4 * 8 / 1000.0));
-    // fedasync with poly staleness at τ = 0: θ1 = θ0 + Δ (up to int8 quantisation).
+    // fedasync with poly staleness at τ = 0: θ1 = θ0 + η·Δ (up to int8 quantisation).
+    double eta = server.config().merge.server_lr;
     auto before = volunteer.base_model(wu);
     auto wu2 = volunteer.request_work().value();
     CHECK(wu2.base_version == 1);
@@ -50,7 +51,7 @@ TEST_CASE("a good result is accepted, credited and merged into a new version") {
     double worst = 0;
     for (std::size_t i = 0; i < after.size(); ++i)
         for (std::size_t j = 0; j < after[i].values.size(); ++j)
-            worst = std::max(worst, std::abs(double(after[i].values[j]) - before[i].values[j] - delta[i].values[j]));
+            worst = std::max(worst, std::abs(double(after[i].values[j]) - before[i].values[j] - eta * delta[i].values[j]));
     CHECK(worst < 1e-4);  // int8 absmax error is at most scale/254 per block
     CHECK(worst > 0);     // and the model did move
 }

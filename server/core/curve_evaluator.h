@@ -1,0 +1,50 @@
+// The run's loss curve: evaluates committed model versions on the validation data, one
+// evaluation at a time on the work pool (so validations are never starved), at most one per
+// interval while merging goes on, and always the newest version once merging pauses.
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "blob_store.h"
+#include "model_probe.h"
+#include "state_dir.h"
+#include "store.h"
+#include "validator.h"
+
+namespace tessera::server {
+
+class CurveEvaluator {
+public:
+    CurveEvaluator(Store& store, const BlobStore& blobs, ProbePool& probes, Executor executor, Clock clock,
+                   std::string task_id, std::int64_t samples, std::int64_t interval_s)
+        : store_(store), blobs_(blobs), probes_(probes), executor_(std::move(executor)), clock_(std::move(clock)),
+          task_id_(std::move(task_id)), samples_(samples), interval_s_(interval_s) {}
+
+    // `version` was committed. `now_or_soon`: evaluate it regardless of the interval (merging
+    // paused, or start-up), as soon as the evaluation in flight (if any) is done.
+    void version_committed(std::int64_t version, bool now_or_soon);
+
+private:
+    void launch_locked(std::int64_t version);
+    void evaluate(std::int64_t version);
+
+    Store& store_;
+    const BlobStore& blobs_;
+    ProbePool& probes_;
+    Executor executor_;
+    Clock clock_;
+    std::string task_id_;
+    std::int64_t samples_;
+    std::int64_t interval_s_;
+
+    std::mutex mutex_;
+    bool in_flight_ = false;
+    bool wanted_ = false;           // a now_or_soon request came while one was in flight
+    std::int64_t newest_ = -1;
+    std::int64_t last_started_at_ = -1;
+};
+
+}  // namespace tessera::server
