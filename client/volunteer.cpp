@@ -23,6 +23,9 @@ namespace {
 
 constexpr const char* kClientVersion = "0.1.0";
 
+// Thrown from the training progress callback when the volunteer asks to abandon the unit.
+struct Interrupted {};
+
 class Logger {
 public:
     explicit Logger(const VolunteerOptions& options) : quiet_(options.quiet), json_(options.json_logs) {}
@@ -176,10 +179,21 @@ StopReason compute(Session& s, const common::WorkUnit& unit, const std::string& 
     run.threads = s.options.threads;
     common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
     run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
+        if (s.control.abandon_now) throw Interrupted();
         if (!s.log.quiet()) bar.update(step, "loss " + std::to_string(loss).substr(0, 6) +
                                                                              ", " + std::to_string(static_cast<int>(speed)) + " samples/s");
     };
-    auto output = run_work_unit(unit, model_path, *shards, run);
+    std::optional<common::Result<RunOutput>> ran;
+    try {
+        ran.emplace(run_work_unit(unit, model_path, *shards, run));
+    } catch (const Interrupted&) {
+        auto reply = s.api->abandon(unit.wu_id);
+        s.state.clear_current();
+        s.log.info("abandoned", unit.wu_id + ": abandoned on request" +
+                                    (reply ? " (HTTP " + std::to_string(reply->status) + ")" : std::string()));
+        return StopReason::Requested;
+    }
+    auto& output = *ran;
     if (!s.log.quiet()) bar.finish(output ? "done" : "failed");
     if (!output) {
         s.log.error("training failed: " + output.message() + "; abandoning " + unit.wu_id);

@@ -9,6 +9,7 @@
 #include "protocol.h"
 #include "request_auth.h"
 #include "result_upload.h"
+#include "status_page.h"
 #include "task_lookup.h"
 #include "text_encoding.h"
 
@@ -84,6 +85,8 @@ Response Api::route(const Request& request, std::string_view path) {
     };
     if (path.starts_with(kBlobs)) return get ? serve_blob(request, blobs_, path.substr(kBlobs.size())) : method_not_allowed();
     if (path == "/metrics") return get ? metrics(request) : method_not_allowed();
+    if (path == "/") return get ? text_response(request, http::status::ok, std::string(kStatusPage), "text/html; charset=utf-8")
+                                : method_not_allowed();
     if (!path.starts_with(kApi))
         return error_response(request, http::status::not_found, "not_found", "no route " + std::string(path));
     auto route_name = path.substr(kApi.size());

@@ -69,6 +69,11 @@ TEST_CASE("public routes: stats, versions, volunteers, rejections, events, metri
     auto later = boost::json::parse(http_get(server.port(), "/api/v1/events?after=" + std::to_string(last_id)).body);
     CHECK(later.at("events").as_array().empty());
 
+    auto page = http_get(server.port(), "/");
+    CHECK(page.status == 200);
+    CHECK(page.headers["content-type"].starts_with("text/html"));
+    CHECK(page.body.find("/api/v1/stats") != std::string::npos);
+
     auto metrics = http_get(server.port(), "/metrics");
     CHECK(metrics.status == 200);
     CHECK(metrics.body.find("tessera_model_version 1\n") != std::string::npos);
