@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
         ("state", "state directory (key, identity, cache)", cxxopts::value<std::string>()->default_value(".tessera-client"))
         ("device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))
         ("threads", "CPU threads for training (0: all)", cxxopts::value<int>()->default_value("0"))
+        ("max-gpu-mem", "cap GPU memory use at this many GB (0: no cap)", cxxopts::value<double>()->default_value("0"))
         ("cache-quota", "blob cache size in GB", cxxopts::value<double>()->default_value("4"))
         ("once", "stop after one work unit")
         ("name", "name shown on the leaderboard", cxxopts::value<std::string>()->default_value("volunteer"))
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
         volunteer.state_dir = args["state"].as<std::string>();
         volunteer.device = args["device"].as<std::string>();
         volunteer.threads = args["threads"].as<int>();
+        volunteer.max_gpu_memory_gb = args["max-gpu-mem"].as<double>();
         volunteer.cache_quota_bytes = static_cast<std::uint64_t>(args["cache-quota"].as<double>() * (1 << 30));
         volunteer.once = args.count("once") > 0;
         volunteer.name = args["name"].as<std::string>();

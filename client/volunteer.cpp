@@ -162,6 +162,30 @@ common::Result<std::vector<std::filesystem::path>> fetch_blobs(Session& s, const
     return paths;
 }
 
+// Validation usually settles within a second: wait that long for the verdict to print it.
+common::ResultStatus await_outcome(Session& s, const std::string& wu_id) {
+    common::ResultStatus status{wu_id, "returned", "", 0};
+    auto body = boost::json::serialize(common::to_json(common::WorkUnitRef{s.api->client_id(), wu_id}));
+    for (int i = 0; i < 20; ++i) {
+        auto reply = s.api->post("result", body);
+        if (!reply || reply->status != 200) break;
+        auto parsed = common::parse_message<common::ResultStatus>(reply->body);
+        if (!parsed) break;
+        status = *parsed;
+        if (status.state != "returned") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    return status;
+}
+
+std::string describe(const common::ResultStatus& status) {
+    if (status.state == "merged" || status.state == "accepted" || status.state == "confirmed")
+        return "accepted, credit " + std::to_string(status.credit).substr(0, 6);
+    if (status.state == "rejected") return "rejected (" + status.reason + ")";
+    if (status.state == "validated") return "valid, waiting for its replica";
+    return "uploaded, validation pending";
+}
+
 // One work unit from its verified envelope to an acknowledged upload.
 StopReason compute(Session& s, const common::WorkUnit& unit, const std::string& envelope_json, std::string& message) {
     s.log.info("work", "work unit " + unit.wu_id + ": model " + unit.model + " v" + std::to_string(unit.base_version) +
@@ -177,6 +201,7 @@ StopReason compute(Session& s, const common::WorkUnit& unit, const std::string& 
     RunOptions run;
     run.device = s.options.device;
     run.threads = s.options.threads;
+    run.max_gpu_memory_gb = s.options.max_gpu_memory_gb;
     common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
     run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
         if (s.control.abandon_now) throw Interrupted();
@@ -220,13 +245,16 @@ StopReason compute(Session& s, const common::WorkUnit& unit, const std::string& 
     auto reply = with_retries([&] { return s.api->post("results", text); }, s.control, s.log, "uploading " + unit.wu_id);
     if (!reply) return message = reply.message(), StopReason::Requested;
     s.state.clear_current();
-    if (reply->status == 200)
-        s.log.info("uploaded", unit.wu_id + ": uploaded " + std::to_string(output->delta.size()) + " bytes, loss " +
-                                   std::to_string(output->metrics.loss_start).substr(0, 6) + " → " +
-                                   std::to_string(output->metrics.loss_end).substr(0, 6) + ", " +
-                                   std::to_string(static_cast<int>(output->metrics.samples_per_s)) + " samples/s",
-                   {{"wu_id", unit.wu_id}, {"bytes", static_cast<std::int64_t>(output->delta.size())}});
-    else
+    if (reply->status == 200) {
+        auto outcome = await_outcome(s, unit.wu_id);
+        s.log.info("result", unit.wu_id + ": " + describe(outcome) + "; loss " +
+                                 std::to_string(output->metrics.loss_start).substr(0, 6) + " → " +
+                                 std::to_string(output->metrics.loss_end).substr(0, 6) + ", " +
+                                 std::to_string(static_cast<int>(output->metrics.samples_per_s)) + " samples/s, " +
+                                 std::to_string(output->delta.size()) + " bytes",
+                   {{"wu_id", unit.wu_id}, {"state", outcome.state}, {"reason", outcome.reason},
+                    {"credit", outcome.credit}, {"bytes", static_cast<std::int64_t>(output->delta.size())}});
+    } else
         s.log.info("refused", unit.wu_id + ": the server refused the result: " + reply->error_message(),
                    {{"wu_id", unit.wu_id}, {"status", reply->status}});
     return StopReason::OnceDone;

@@ -18,6 +18,7 @@ struct VolunteerOptions {
     std::filesystem::path state_dir;
     std::string device = "auto";
     int threads = 0;
+    double max_gpu_memory_gb = 0;
     std::uint64_t cache_quota_bytes = std::uint64_t{4} << 30;
     bool once = false;  // stop after one work unit
     std::string name = "volunteer";

@@ -332,6 +332,21 @@ Result<HeartbeatResponse> heartbeat_response_from_json(const boost::json::value&
     return finish(reader, std::move(m));
 }
 
+boost::json::value to_json(const ResultStatus& m) {
+    return {{"wu_id", m.wu_id}, {"state", m.state}, {"reason", m.reason}, {"credit", m.credit}};
+}
+
+Result<ResultStatus> result_status_from_json(const boost::json::value& json) {
+    JsonObjectReader reader(json, "result_status");
+    ResultStatus m;
+    m.wu_id = read_identifier(reader, "wu_id");
+    m.state = reader.one_of("state", {"in_progress", "returned", "validated", "accepted", "confirmed", "merged",
+                                      "rejected", "timed_out", "abandoned"});
+    m.reason = reader.string("reason", 0, 64);
+    m.credit = reader.number("credit", 0, 1e15);
+    return finish(reader, std::move(m));
+}
+
 template <class T>
 Result<T> parse_message(std::string_view text) {
     auto json = parse_json_strict(text);
@@ -343,6 +358,7 @@ Result<T> parse_message(std::string_view text) {
     else if constexpr (std::is_same_v<T, WorkRequest>) return work_request_from_json(*json);
     else if constexpr (std::is_same_v<T, WorkUnitRef>) return work_unit_ref_from_json(*json);
     else if constexpr (std::is_same_v<T, HeartbeatResponse>) return heartbeat_response_from_json(*json);
+    else if constexpr (std::is_same_v<T, ResultStatus>) return result_status_from_json(*json);
     else return work_response_from_json(*json);
 }
 
@@ -354,5 +370,6 @@ template Result<WorkRequest> parse_message<WorkRequest>(std::string_view);
 template Result<WorkResponse> parse_message<WorkResponse>(std::string_view);
 template Result<WorkUnitRef> parse_message<WorkUnitRef>(std::string_view);
 template Result<HeartbeatResponse> parse_message<HeartbeatResponse>(std::string_view);
+template Result<ResultStatus> parse_message<ResultStatus>(std::string_view);
 
 }  // namespace tessera::common

@@ -117,6 +117,16 @@ struct HeartbeatResponse {
     std::int64_t deadline = 0;  // unix seconds; 0 when keep_working is false
 };
 
+// Where an uploaded result stands: its lifecycle state (in_progress, returned, validated,
+// accepted, confirmed, merged, rejected, timed_out, abandoned), the rejection reason if any,
+// and the credit granted.
+struct ResultStatus {
+    std::string wu_id;
+    std::string state;
+    std::string reason;  // "" unless rejected
+    double credit = 0;
+};
+
 // The envelope purpose under which the server signs work units.
 constexpr std::string_view kWorkUnitPurpose = "work_unit";
 
@@ -128,6 +138,7 @@ boost::json::value to_json(const WorkRequest& message);
 boost::json::value to_json(const WorkResponse& message);
 boost::json::value to_json(const WorkUnitRef& message);
 boost::json::value to_json(const HeartbeatResponse& message);
+boost::json::value to_json(const ResultStatus& message);
 
 Result<WorkUnit> work_unit_from_json(const boost::json::value& json);
 Result<ResultManifest> result_manifest_from_json(const boost::json::value& json);
@@ -137,6 +148,7 @@ Result<WorkRequest> work_request_from_json(const boost::json::value& json);
 Result<WorkResponse> work_response_from_json(const boost::json::value& json);
 Result<WorkUnitRef> work_unit_ref_from_json(const boost::json::value& json);
 Result<HeartbeatResponse> heartbeat_response_from_json(const boost::json::value& json);
+Result<ResultStatus> result_status_from_json(const boost::json::value& json);
 
 // Strict-parses `text` (parse_json_strict) and then reads it as message type T.
 template <class T>

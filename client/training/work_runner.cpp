@@ -9,6 +9,11 @@
 #include "torch/tensor_convert.h"
 #include "torch/trainer.h"
 
+#ifdef TESSERA_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
+#endif
+
 namespace tessera::client {
 namespace {
 
@@ -21,6 +26,23 @@ std::int64_t classes_of(const common::TorchTensorMap& theta0) {
 }
 
 bool is_out_of_memory(const std::string& message) { return message.find("out of memory") != std::string::npos; }
+
+// Caps the CUDA caching allocator of `device` at `gigabytes` (a fraction of the GPU's memory);
+// beyond it LibTorch reports out-of-memory, which the retry with micro-batches handles.
+common::Status limit_gpu_memory(const torch::Device& device, double gigabytes) {
+    if (gigabytes <= 0 || !device.is_cuda()) return {};
+#ifdef TESSERA_TORCH_CUDA
+    int index = device.has_index() ? device.index() : 0;
+    std::size_t free_bytes = 0, total_bytes = 0;
+    if (cudaSetDevice(index) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+        return common::make_error("cannot read the memory of " + device.str());
+    double fraction = std::min(1.0, gigabytes * double(1 << 30) / double(total_bytes));
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, index);
+    return {};
+#else
+    return common::make_error("--max-gpu-mem needs a CUDA build of LibTorch");
+#endif
+}
 
 }  // namespace
 
@@ -36,6 +58,9 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
                                         const std::vector<std::filesystem::path>& shard_files,
                                         const RunOptions& options) {
     if (options.threads > 0) torch::set_num_threads(options.threads);
+    auto device = common::parse_device(options.device);
+    if (!device) return device.error();
+    if (auto status = limit_gpu_memory(*device, options.max_gpu_memory_gb); !status) return status.error();
     auto model_bytes = common::read_file(model_file, std::uint64_t{8} << 30);
     if (!model_bytes) return model_bytes.error();
     auto model = common::parse_safetensors(*model_bytes);

@@ -17,6 +17,7 @@ namespace tessera::client {
 struct RunOptions {
     std::string device = "auto";
     int threads = 0;  // 0: LibTorch's default
+    double max_gpu_memory_gb = 0;  // > 0: cap LibTorch's CUDA allocator at this much
     std::function<void(std::int64_t step, std::int64_t steps, double loss, double samples_per_s)> progress;
 };
 

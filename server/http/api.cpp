@@ -109,6 +109,7 @@ Response Api::route(const Request& request, std::string_view path) {
     else if (route_name == "results") handler = &Api::upload_result;
     else if (route_name == "heartbeat") handler = &Api::heartbeat;
     else if (route_name == "abandon") handler = &Api::abandon;
+    else if (route_name == "result") handler = &Api::result_status;
     if (handler == nullptr) return error_response(request, http::status::not_found, "not_found", "no route " + std::string(path));
     if (method != http::verb::post) return method_not_allowed();
     auto auth = authenticate(request, store_, clock_());
@@ -183,6 +184,19 @@ Response Api::abandon(const Request& request, const ClientRecord& client) {
     if (!*ended)
         return error_response(request, http::status::conflict, "conflict", "work unit " + assignment.id + " is not in progress");
     return json_response(request, http::status::ok, {{"status", "abandoned"}});
+}
+
+Response Api::result_status(const Request& request, const ClientRecord& client) {
+    auto found = own_assignment(request, client);
+    if (auto* error = std::get_if<Response>(&found)) return std::move(*error);
+    const auto& assignment = std::get<AssignmentRecord>(found);
+    common::ResultStatus status{assignment.id, std::string(assignment_state_name(assignment.state)), "", assignment.credit};
+    if (assignment.state == AssignmentState::Rejected) {
+        auto rejection = store_.rejection_of(assignment.id);
+        if (!rejection) return internal_error(request, rejection.message());
+        if (*rejection) status.reason = (*rejection)->reason;
+    }
+    return json_response(request, http::status::ok, common::to_json(status));
 }
 
 }  // namespace tessera::server

@@ -54,6 +54,7 @@ private:
     Response upload_result(const Request& request, const ClientRecord& client);
     Response heartbeat(const Request& request, const ClientRecord& client);
     Response abandon(const Request& request, const ClientRecord& client);
+    Response result_status(const Request& request, const ClientRecord& client);
     Response admin(const Request& request, std::string_view path);
     std::variant<AssignmentRecord, Response> own_assignment(const Request& request, const ClientRecord& client);
 

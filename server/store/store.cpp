@@ -129,6 +129,17 @@ common::Result<std::vector<RejectionRecord>> Store::rejections(int limit) {
     });
 }
 
+common::Result<std::optional<RejectionRecord>> Store::rejection_of(const std::string& assignment_id) {
+    return guarded([&]() -> common::Result<std::optional<RejectionRecord>> {
+        Statement query(*db_, "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
+                              "WHERE assignment_id = ? ORDER BY id DESC LIMIT 1");
+        query.bind(1, assignment_id);
+        if (!query.step()) return std::optional<RejectionRecord>();
+        return std::optional<RejectionRecord>(RejectionRecord{query.integer(0), query.text(1), query.text(2),
+                                                              query.text(3), query.text(4), query.integer(5)});
+    });
+}
+
 common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
     return guarded([&]() -> common::Result<StoreCounts> {
         StoreCounts counts;

@@ -111,6 +111,7 @@ public:
     common::Status add_event(const std::string& kind, const std::string& detail_json, std::int64_t now);
     common::Result<std::vector<EventRecord>> events_after(std::int64_t after_id, int limit);
     common::Result<std::vector<RejectionRecord>> rejections(int limit);
+    common::Result<std::optional<RejectionRecord>> rejection_of(const std::string& assignment_id);
     common::Result<StoreCounts> counts(std::int64_t active_since);
 
     // Files the database refers to: model and optimizer blobs and shards (kept), and the

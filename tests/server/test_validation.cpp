@@ -41,6 +41,11 @@ TEST_CASE("a good result is accepted, credited and merged into a new version") {
     CHECK(state_of(server, wu.wu_id) == "merged");
     CHECK(server.version() == 1);
     CHECK(credit_of(server, volunteer.id()) == doctest::Approx(4 * 8 / 1000.0));
+    auto ref = boost::json::serialize(common::to_json(common::WorkUnitRef{volunteer.id(), wu.wu_id}));
+    auto status = common::parse_message<common::ResultStatus>(volunteer.post("/api/v1/result", ref).body).value();
+    CHECK(status.state == "merged");
+    CHECK(status.reason.empty());
+    CHECK(status.credit == doctest::Approx(4 * 8 / 1000.0));
     // fedasync with poly staleness at τ = 0: θ1 = θ0 + η·Δ (up to int8 quantisation).
     double eta = server.config().merge.server_lr;
     auto before = volunteer.base_model(wu);
@@ -66,6 +71,11 @@ TEST_CASE("undecodable, misshapen and all-zero deltas are rejected with their re
         REQUIRE(volunteer.upload_bytes(volunteer.manifest_for(wu, garbage), garbage).status == 200);
         server.app().wait_idle();
         CHECK(rejection_of(server, wu.wu_id) == reason::kUndecodable);
+        auto ref = boost::json::serialize(common::to_json(common::WorkUnitRef{volunteer.id(), wu.wu_id}));
+        auto status = common::parse_message<common::ResultStatus>(volunteer.post("/api/v1/result", ref).body).value();
+        CHECK(status.state == "rejected");
+        CHECK(status.reason == reason::kUndecodable);
+        CHECK(status.credit == 0);
     }
     SUBCASE("shape mismatch") {
         auto wu = volunteer.request_work().value();

@@ -34,6 +34,7 @@ const std::map<std::string, std::function<Status(std::string_view)>> kParsers{
     {"work_response", parser<WorkResponse>()},
     {"work_unit_ref", parser<WorkUnitRef>()},
     {"heartbeat_response", parser<HeartbeatResponse>()},
+    {"result_status", parser<ResultStatus>()},
 };
 
 int emit(const std::filesystem::path& dir) {
@@ -52,6 +53,8 @@ int emit(const std::filesystem::path& dir) {
         {"work_unit_ref", to_json(WorkUnitRef{"c-7f3a", "a-0123456789ab"})},
         {"heartbeat_response.continue", to_json(HeartbeatResponse{true, 1800001800})},
         {"heartbeat_response.stop", to_json(HeartbeatResponse{false, 0})},
+        {"result_status.merged", to_json(ResultStatus{"a-0123456789ab", "merged", "", 1.6})},
+        {"result_status.rejected", to_json(ResultStatus{"a-0123456789ab", "rejected", "loss_increase", 0})},
     };
     for (const auto& [name, json] : examples) {
         auto status = write_file_atomic(dir / (name + ".json"), as_bytes(boost::json::serialize(json)));
