@@ -1,12 +1,11 @@
 // tessera-client: the volunteer's program (README, "Join a run").
 #include <cxxopts.hpp>
 
-#include <csignal>
 #include <iostream>
-#include <pthread.h>
 #include <thread>
 
 #include "allocator_tuning.h"
+#include "stop_signals.h"
 #include "volunteer.h"
 
 namespace {
@@ -71,12 +70,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     tessera::common::tune_allocator_for_training();
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    std::signal(SIGPIPE, SIG_IGN);
+    auto signals = tessera::common::block_stop_signals();
     VolunteerControl control;
     std::thread(watch_signals, signals, &control).detach();
 

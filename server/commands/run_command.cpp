@@ -1,10 +1,9 @@
 // `tessera-server run`: serve until SIGINT or SIGTERM, then shut down gracefully.
 #include <cxxopts.hpp>
 
-#include <csignal>
-#include <pthread.h>
 
 #include "allocator_tuning.h"
+#include "stop_signals.h"
 #include "command_support.h"
 #include "server_app.h"
 
@@ -56,12 +55,7 @@ int run_command(int argc, char** argv) {
     common::tune_allocator_for_training();
 
     // Signals are taken synchronously by this thread; every other thread inherits the mask.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    std::signal(SIGPIPE, SIG_IGN);
+    auto signals = common::block_stop_signals();
 
     ServerOptions server;
     server.state = StateDir(args["state"].as<std::string>());

@@ -17,7 +17,9 @@ Scheduler::Scheduler(Store& store, const common::SigningKey& key, Clock clock, s
     : store_(store), key_(key), clock_(std::move(clock)), blob_base_url_(std::move(blob_base_url)), rng_(seed) {}
 
 std::int64_t Scheduler::scaled_local_steps(const TaskConfig& config, double samples_per_s) {
-    if (config.target_seconds <= 0 || !(samples_per_s > 0)) return config.local_steps;
+    if (config.target_seconds <= 0) return config.local_steps;
+    // A volunteer that has not measured itself yet gets a short unit: its warm-up.
+    if (!(samples_per_s > 0)) return std::max<std::int64_t>(1, config.local_steps / 4);
     double steps = config.target_seconds * samples_per_s / static_cast<double>(config.batch_size);
     auto low = std::max<std::int64_t>(1, config.local_steps / 8);
     auto high = config.local_steps * 8;

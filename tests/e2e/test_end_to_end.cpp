@@ -5,6 +5,7 @@
 // clearly below version 0's and every issued unit is accounted for.
 #include <doctest/doctest.h>
 
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/json.hpp>
 
 #include <thread>
@@ -43,6 +44,21 @@ bool wait_for(Condition&& condition, std::chrono::seconds limit) {
     return condition();
 }
 
+std::uint16_t free_port() {
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    return acceptor.local_endpoint().port();
+}
+
+std::unique_ptr<ChildProcess> start_server(const std::filesystem::path& state, std::uint16_t port) {
+    auto server = std::make_unique<ChildProcess>(std::vector<std::string>{
+        env("TESSERA_SERVER"), "run", "--state", state.string(), "--listen", "127.0.0.1:" + std::to_string(port),
+        "--tick", "1"});
+    auto line = server->read_line();
+    if (line.find("listening") == std::string::npos) throw std::runtime_error("server did not start: " + line);
+    return server;
+}
+
 std::vector<std::string> client_command(std::uint16_t port, const std::filesystem::path& state, const std::string& name) {
     return {env("TESSERA_CLIENT"), "--server", "http://127.0.0.1:" + std::to_string(port), "--state", state.string(),
             "--device", "cpu", "--threads", "1", "--name", name, "--quiet"};
@@ -65,10 +81,8 @@ TEST_CASE("three volunteers train a model over the network") {
                          "--replication", "0", "--loss-check", "0.5"});
     REQUIRE(create.wait() == 0);
 
-    ChildProcess server({env("TESSERA_SERVER"), "run", "--state", state.string(), "--listen", "127.0.0.1:0", "--tick", "1"});
-    auto line = server.read_line();
-    REQUIRE(line.find("listening") != std::string::npos);
-    auto port = static_cast<std::uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+    auto port = free_port();
+    auto server = start_server(state, port);
     REQUIRE(wait_for([&] { return stats_of(port).at("validation_loss").is_double(); }, std::chrono::seconds(60)));
     double loss0 = stats_of(port).at("validation_loss").as_double();
 
@@ -100,6 +114,14 @@ TEST_CASE("three volunteers train a model over the network") {
     ChildProcess bob(client_command(port, dir / "bob", "bob"));
     ChildProcess carol(client_command(port, dir / "carol", "carol"));
 
+    // The server goes away for a while: the volunteers wait with backoff and carry on.
+    REQUIRE(wait_for([&] { return stats_of(port).at("version").as_int64() >= 8; }, std::chrono::seconds(120)));
+    server->signal(SIGTERM);
+    CHECK(server->wait() == 0);
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    server = start_server(state, port);
+    auto version_after_restart = stats_of(port).at("version").as_int64();
+
     // Train until the model has moved well on and the doomed unit has been reissued.
     auto store = server::Store::open(state / "server.db", false).value();
     auto reissued = [&] {
@@ -110,6 +132,7 @@ TEST_CASE("three volunteers train a model over the network") {
     bool trained = wait_for([&] { return stats_of(port).at("version").as_int64() >= 24 && reissued(); },
                             std::chrono::seconds(240));
     CHECK(trained);
+    CHECK(stats_of(port).at("version").as_int64() > version_after_restart);
     for (auto* client : {&alice, &bob, &carol}) client->signal(SIGINT);  // finish the unit, then stop
     for (auto* client : {&alice, &bob, &carol}) CHECK(client->wait() == 0);
     REQUIRE(wait_for([&] {
@@ -146,6 +169,20 @@ TEST_CASE("three volunteers train a model over the network") {
             CHECK_MESSAGE(a.state != AssignmentState::Accepted, a.id);
         }
     CHECK(merged >= 24);
-    server.signal(SIGTERM);
-    CHECK(server.wait() == 0);
+
+    // The killed volunteer restarts: it gives back the unit it was training, then works.
+    auto restarted_command = client_command(port, doomed_state, "doomed");
+    restarted_command.back() = "--json-logs";
+    restarted_command.push_back("--once");
+    ChildProcess restarted(restarted_command);
+    bool gave_back = false;
+    for (auto line = restarted.read_line(); !line.empty(); line = restarted.read_line())
+        if (line.find("\"event\":\"abandoned\"") != std::string::npos && line.find(doomed_wu) != std::string::npos)
+            gave_back = true;
+    CHECK(restarted.wait() == 0);
+    CHECK(gave_back);
+    CHECK(!std::filesystem::exists(doomed_state / "current.json"));
+
+    server->signal(SIGTERM);
+    CHECK(server->wait() == 0);
 }
