@@ -1,0 +1,114 @@
+// The volunteer's plumbing against a real in-process server: URL parsing, the blob cache
+// (download, resume with Range, a corrupt partial file discarded, LRU eviction within the
+// quota), the state files, and the backoff schedule.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "backoff.h"
+#include "blob_cache.h"
+#include "client_state.h"
+#include "server_fixture.h"
+#include "url.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+using client::BlobCache;
+using client::HttpClient;
+
+TEST_CASE("server URLs") {
+    auto plain = client::parse_url("http://127.0.0.1:8080/").value();
+    CHECK(!plain.tls);
+    CHECK(plain.host == "127.0.0.1");
+    CHECK(plain.port == 8080);
+    CHECK(plain.path.empty());
+    auto tls = client::parse_url("https://tessera.example.org/run1/").value();
+    CHECK(tls.tls);
+    CHECK(tls.port == 443);
+    CHECK(tls.path == "/run1");
+    auto v6 = client::parse_url("http://[::1]:9000").value();
+    CHECK(v6.host == "::1");
+    CHECK(v6.port == 9000);
+    for (const char* bad : {"ftp://x", "http://", "http://host:0", "http://host:99999", "http://host:x", "host:80"})
+        CHECK_MESSAGE(!client::parse_url(bad).ok(), bad);
+}
+
+TEST_CASE("the blob cache downloads, resumes with Range, refuses corrupt bytes and evicts") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    TempDir dir;
+    BlobCache cache(dir / "cache", std::uint64_t{1} << 30);
+    HttpClient http;
+    auto base = client::parse_url("http://127.0.0.1:" + std::to_string(server.port()) + "/blobs").value();
+
+    // A download cut short at 1000 bytes resumes from there.
+    auto whole = http_get(server.port(), "/blobs/" + wu.model_blob.sha256).body;
+    std::filesystem::create_directories(dir / "cache");
+    std::ofstream(dir / "cache" / (wu.model_blob.sha256 + ".part"), std::ios::binary).write(whole.data(), 1000);
+    std::uint64_t first_report = 0;
+    auto path = cache.ensure(wu.model_blob, http, base, [&](std::uint64_t done, std::uint64_t) {
+        if (first_report == 0) first_report = done;
+    });
+    REQUIRE(path.ok());
+    CHECK(first_report > 1000);  // counting started after the bytes already held
+    CHECK(common::sha256_file_hex(*path).value() == wu.model_blob.sha256);
+    CHECK(!std::filesystem::exists(dir / "cache" / (wu.model_blob.sha256 + ".part")));
+
+    // A partial file with wrong bytes yields a hash mismatch and is thrown away.
+    auto shard = wu.shards.at(0);
+    std::string junk(100, 'x');
+    std::ofstream(dir / "cache" / (shard.sha256 + ".part"), std::ios::binary).write(junk.data(), 100);
+    auto bad = cache.ensure(shard, http, base);
+    REQUIRE(!bad.ok());
+    CHECK(bad.message().find("discarded") != std::string::npos);
+    CHECK(!std::filesystem::exists(dir / "cache" / (shard.sha256 + ".part")));
+    auto good = cache.ensure(shard, http, base);
+    REQUIRE(good.ok());
+    auto held = cache.held();
+    CHECK(held.size() == 2);
+
+    // A blob the server does not have is an error, not a file.
+    common::BlobRef missing{std::string(64, '0'), 10};
+    CHECK(!cache.ensure(missing, http, base).ok());
+
+    // Over the quota, the least recently used blob goes; kept ones stay.
+    BlobCache small(dir / "cache", 1);
+    small.evict({shard.sha256});
+    CHECK(std::filesystem::exists(*good));
+    CHECK(!std::filesystem::exists(*path));
+}
+
+TEST_CASE("client state: the key is created once with mode 0600; identity and current work round-trip") {
+    TempDir dir;
+    client::ClientState state(dir / "volunteer");
+    auto key = state.load_or_create_key().value();
+    auto again = state.load_or_create_key().value();
+    CHECK(key.verify_key().key_id() == again.verify_key().key_id());
+    auto mode = std::filesystem::status(dir / "volunteer" / "client_key.pem").permissions();
+    CHECK((mode & (std::filesystem::perms::group_all | std::filesystem::perms::others_all)) == std::filesystem::perms::none);
+
+    CHECK(!state.load_identity().value().has_value());
+    client::Identity identity{"http://127.0.0.1:1", "c-1", std::string(43, 'A') + "=", "0123456789abcdef"};
+    REQUIRE(state.save_identity(identity));
+    CHECK(state.load_identity().value()->client_id == "c-1");
+    REQUIRE(state.save_current({"{}", "a-1", "uploading"}));
+    CHECK(state.load_current().value()->phase == "uploading");
+    state.clear_current();
+    CHECK(!state.load_current().value().has_value());
+    REQUIRE(common::write_file_atomic(dir / "volunteer" / "current.json", common::as_bytes("{\"wu_id\": 3}")));
+    CHECK(!state.load_current().ok());  // a damaged state file is an error, not a crash
+}
+
+TEST_CASE("backoff grows exponentially, stays under the cap, and resets") {
+    client::Backoff backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
+    for (int i = 0; i < 50; ++i) {
+        auto wait = backoff.next();
+        auto ceiling = std::min<long long>(1000, 100LL << std::min(i, 20));
+        CHECK(wait.count() >= 0);
+        CHECK(wait.count() <= ceiling);
+    }
+    CHECK(backoff.attempts() == 50);
+    backoff.reset();
+    CHECK(backoff.attempts() == 0);
+}
