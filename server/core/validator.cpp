@@ -89,14 +89,19 @@ common::Result<Validator::Verdict> Validator::check(const AssignmentRecord& a, c
     double norm = l2_norm(*delta);
     if (norm == 0) return Verdict{std::string(reason::kEmptyDelta), "the delta is all zeros", norm};
 
-    auto norms = store_.recent_accepted_norms(a.task_id, kNormHistory);
+    // Per local step, since units are sized to each volunteer's speed (and warm-ups are short).
+    auto unit = store_.work_unit(a.work_unit_id);
+    if (!unit) return unit.error();
+    double steps = *unit ? static_cast<double>((*unit)->local_steps) : 1.0;
+    auto norms = store_.recent_norms_per_step(a.task_id, kNormHistory);
     if (!norms) return norms.error();
     if (norms->size() >= kMinNormsForBound) {
         double bound = task.config.norm_bound * median(*norms);
-        if (norm > bound)
+        if (norm / steps > bound)
             return Verdict{std::string(reason::kNormTooLarge),
-                           "norm " + std::to_string(norm) + " exceeds " + std::to_string(bound) + " (" +
-                               std::to_string(task.config.norm_bound) + " x the median of recent results)",
+                           "norm " + std::to_string(norm) + " over " + std::to_string(static_cast<int>(steps)) +
+                               " steps exceeds " + std::to_string(task.config.norm_bound) +
+                               " x the median per step of recent results (" + std::to_string(bound * steps) + ")",
                            norm};
     }
 

@@ -103,7 +103,8 @@ public:
     // What the validator and aggregator resume with after a restart.
     common::Result<std::vector<AssignmentRecord>> in_state(AssignmentState state);
     common::Result<std::vector<AssignmentRecord>> accepted_unmerged(const std::string& task_id);
-    common::Result<std::vector<double>> recent_accepted_norms(const std::string& task_id, int limit);
+    // ‖Δ‖ / local steps of the most recent accepted results (units differ in length).
+    common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit);
     // Validated results whose twin has not come back within `wait_s` and is not in progress.
     common::Result<std::vector<AssignmentRecord>> lonely_validated(std::int64_t now, std::int64_t wait_s);
 

@@ -317,9 +317,9 @@ common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std
     });
 }
 
-common::Result<std::vector<double>> Store::recent_accepted_norms(const std::string& task_id, int limit) {
+common::Result<std::vector<double>> Store::recent_norms_per_step(const std::string& task_id, int limit) {
     return guarded([&]() -> common::Result<std::vector<double>> {
-        Statement query(*db_, "SELECT a.delta_norm FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+        Statement query(*db_, "SELECT a.delta_norm / w.local_steps FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                               "WHERE w.task_id = ? AND a.state IN ('accepted', 'confirmed', 'merged') "
                               "AND a.delta_norm IS NOT NULL ORDER BY a.accepted_seq DESC LIMIT ?");
         query.bind(1, task_id).bind(2, limit);
