@@ -5,6 +5,8 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <thread>
+
 #include "server_process.h"
 
 using namespace tessera;
@@ -42,8 +44,8 @@ TEST_CASE("the server serves HTTPS with the operator's certificate") {
     auto cert = prepared.dir() / "cert.pem";
     auto key = prepared.dir() / "key.pem";
     ChildProcess make_cert({openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                            "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-keyout", key.string(), "-out",
-                            cert.string()});
+                            "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                            "-keyout", key.string(), "-out", cert.string()});
     REQUIRE(make_cert.wait() == 0);
 
     ServerProcess server(prepared.state(), {"--tls-cert", cert.string(), "--tls-key", key.string()});
@@ -51,6 +53,25 @@ TEST_CASE("the server serves HTTPS with the operator's certificate") {
     CHECK(reply.status == 200);
     CHECK(boost::json::parse(reply.body).at("version").as_int64() == 0);
     CHECK(http_get(server.port(), "/api/v1/stats").status == 0);  // plain HTTP: no answer
+
+    // A real volunteer over HTTPS, trusting the operator's certificate.
+    const char* client = std::getenv("TESSERA_CLIENT");
+    REQUIRE(client != nullptr);
+    auto url = "https://127.0.0.1:" + std::to_string(server.port());
+    ChildProcess volunteer({client, "--server", url, "--state", (prepared.dir() / "volunteer").string(), "--device", "cpu",
+                            "--threads", "1", "--once", "--quiet", "--ca-cert", cert.string()});
+    CHECK(volunteer.wait() == 0);
+    auto store = Store::open(prepared.state().database(), false).value();
+    CHECK(store->counts(0).value().assignments.at("merged") == 1);
+    // Without the certificate the volunteer does not trust the server and gets nowhere.
+    ChildProcess untrusting({client, "--server", url, "--state", (prepared.dir() / "untrusting").string(), "--device",
+                             "cpu", "--once", "--quiet"});
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    untrusting.signal(SIGTERM);  // it keeps retrying the handshake with backoff
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    untrusting.signal(SIGTERM);  // the second stop abandons the wait
+    untrusting.wait();
+    CHECK(store->clients().value().size() == 1);
 
     CHECK_THROWS(ServerProcess(prepared.state(), {"--tls-cert", cert.string()}));  // key missing
 }
