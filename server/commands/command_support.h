@@ -2,7 +2,6 @@
 #pragma once
 
 #include <iostream>
-#include <memory>
 #include <string>
 
 #include "state_dir.h"

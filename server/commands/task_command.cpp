@@ -1,6 +1,5 @@
 // `tessera-server task create`: a task from a dataset directory — shards copied into the blob
 // store, version 0 built from the preset's seeded initial weights.
-#include <boost/json.hpp>
 #include <cxxopts.hpp>
 
 #include "command_support.h"

@@ -4,22 +4,11 @@
 #include <iostream>
 
 #include "checkpoint.h"
-#include "file_io.h"
+#include "model_cache.h"
+#include "result_files.h"
 #include "curve_evaluator.h"
 
 namespace tessera::server {
-namespace {
-
-common::Result<common::NamedTensors> read_delta_file(const std::filesystem::path& path) {
-    auto bytes = common::read_file(path, std::uint64_t{8} << 30);
-    if (!bytes) return bytes.error();
-    auto decoded = common::decode_delta(*bytes);
-    if (!decoded) return decoded.error();
-    return std::move(decoded->tensors);
-}
-
-}  // namespace
-
 Aggregator::Aggregator(Store& store, BlobStore& blobs, const StateDir& state, ProbePool& probes, Executor executor,
                        Clock clock)
     : store_(store), blobs_(blobs), state_(state), probes_(probes), executor_(std::move(executor)),
@@ -120,7 +109,7 @@ common::Status Aggregator::merge_one(const std::string& assignment_id) {
     if (!*found || (*found)->state != AssignmentState::Accepted || (*found)->task_id != task_.record.id) return {};
     for (const auto& pending : policy_->pending_ids())
         if (pending == assignment_id) return {};  // replayed twice
-    auto delta = read_delta_file(state_.result_file(assignment_id));
+    auto delta = read_result_delta(state_, assignment_id, value_count(model_) + 1);
     if (!delta) return delta.error();
     IncomingDelta incoming{assignment_id, version_ - (*found)->base_version, std::move(*delta)};
     auto outcome = policy_->add(model_, std::move(incoming));

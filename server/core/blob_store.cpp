@@ -1,21 +1,10 @@
 // BlobStore: content-addressed files written atomically.
 #include "blob_store.h"
 
-#include <chrono>
-
 #include "file_io.h"
 #include "sha256.h"
-#include "state_dir.h"
 
 namespace tessera::server {
-
-Clock system_clock() {
-    return [] {
-        return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                             std::chrono::system_clock::now().time_since_epoch())
-                                             .count());
-    };
-}
 
 bool BlobStore::has(const std::string& sha256) const {
     std::error_code error;

@@ -12,7 +12,6 @@
 #include "model_probe.h"
 #include "state_dir.h"
 #include "store.h"
-#include "validator.h"
 
 namespace tessera::server {
 

@@ -32,4 +32,7 @@ private:
 using Clock = std::function<std::int64_t()>;
 Clock system_clock();
 
+// Runs a job on the server's work pool (validations, evaluations).
+using Executor = std::function<void(std::function<void()>)>;
+
 }  // namespace tessera::server

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <iostream>
 
-#include "file_io.h"
 #include "rejection_reasons.h"
+#include "result_files.h"
 #include "tensor_math.h"
 
 namespace tessera::server {
@@ -26,17 +26,6 @@ bool all_finite(const common::NamedTensors& tensors) {
         for (float v : t.values)
             if (!std::isfinite(v)) return false;
     return true;
-}
-
-common::Result<common::NamedTensors> read_delta(const StateDir& state, const std::string& id,
-                                                std::int64_t max_values) {
-    auto bytes = common::read_file(state.result_file(id), std::uint64_t{8} << 30);
-    if (!bytes) return bytes.error();
-    common::DeltaDecodeLimits limits;
-    limits.max_elements = static_cast<std::uint64_t>(max_values);
-    auto decoded = common::decode_delta(*bytes, limits);
-    if (!decoded) return decoded.error();
-    return std::move(decoded->tensors);
 }
 
 }  // namespace
@@ -77,11 +66,12 @@ common::Result<double> Validator::base_loss(const std::string& task_id, std::int
     return result->loss;
 }
 
-common::Result<Validator::Verdict> Validator::check(const AssignmentRecord& a, const TaskView& task) {
+common::Result<Validator::Verdict> Validator::check(const AssignmentRecord& a, const TaskView& task,
+                                                    std::int64_t local_steps) {
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
     const auto& model = **base;
-    auto delta = read_delta(state_, a.id, value_count(model) + 1);
+    auto delta = read_result_delta(state_, a.id, value_count(model) + 1);
     if (!delta) return Verdict{std::string(reason::kUndecodable), delta.message()};
     if (auto layout = check_same_layout(model, *delta); !layout)
         return Verdict{std::string(reason::kShapeMismatch), layout.message()};
@@ -90,9 +80,7 @@ common::Result<Validator::Verdict> Validator::check(const AssignmentRecord& a, c
     if (norm == 0) return Verdict{std::string(reason::kEmptyDelta), "the delta is all zeros", norm};
 
     // Per local step, since units are sized to each volunteer's speed (and warm-ups are short).
-    auto unit = store_.work_unit(a.work_unit_id);
-    if (!unit) return unit.error();
-    double steps = *unit ? static_cast<double>((*unit)->local_steps) : 1.0;
+    auto steps = static_cast<double>(local_steps);
     auto norms = store_.recent_norms_per_step(a.task_id, kNormHistory);
     if (!norms) return norms.error();
     if (norms->size() >= kMinNormsForBound) {
@@ -136,7 +124,7 @@ common::Status Validator::validate(const std::string& assignment_id) {
     if (!unit) return unit.error();
     if (*unit && (*unit)->state == WorkUnitState::Retired)
         return reject(a, *task, reason::kWorkUnitRetired, "the work unit failed too often and was retired");
-    auto verdict = check(a, *task);
+    auto verdict = check(a, *task, *unit ? (*unit)->local_steps : task->config.local_steps);
     if (!verdict) return verdict.error();
     if (!verdict->reason.empty()) return reject(a, *task, verdict->reason, verdict->detail);
     if (*unit && (*unit)->replicas > 1) return settle_replicas(a, *task, verdict->norm);
@@ -156,8 +144,8 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
     if (!twin) return {};  // the twin validates later and settles both
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
-    auto mine = read_delta(state_, a.id, value_count(**base) + 1);
-    auto theirs = read_delta(state_, twin->id, value_count(**base) + 1);
+    auto mine = read_result_delta(state_, a.id, value_count(**base) + 1);
+    auto theirs = read_result_delta(state_, twin->id, value_count(**base) + 1);
     if (!mine) return mine.error();
     if (!theirs) return theirs.error();
     auto distance = relative_l2(*mine, *theirs);

@@ -19,8 +19,6 @@
 
 namespace tessera::server {
 
-using Executor = std::function<void(std::function<void()>)>;
-
 class Validator {
 public:
     Validator(Store& store, const StateDir& state, ModelCache& models, ProbePool& probes, Clock clock,
@@ -41,7 +39,7 @@ private:
         std::string detail;
         double norm = 0;
     };
-    common::Result<Verdict> check(const AssignmentRecord& assignment, const TaskView& task);
+    common::Result<Verdict> check(const AssignmentRecord& assignment, const TaskView& task, std::int64_t local_steps);
     common::Status settle_replicas(const AssignmentRecord& assignment, const TaskView& task, double norm);
     common::Status accept(const AssignmentRecord& assignment, const TaskView& task, double norm, bool merge);
     common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,

@@ -29,9 +29,6 @@ Response bad_request(const Request& request, const std::string& message) {
     return error_response(request, http::status::bad_request, "bad_request", message);
 }
 
-Response internal_error(const Request& request, const std::string& message) {
-    return error_response(request, http::status::internal_server_error, "internal", message);
-}
 
 }  // namespace
 

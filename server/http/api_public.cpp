@@ -27,9 +27,9 @@ boost::json::object version_json(const VersionRecord& v) {
 Response Api::stats(const Request& request) {
     auto now = clock_();
     auto counts = store_.counts(now - kActiveWindowS);
-    if (!counts) return error_response(request, http::status::internal_server_error, "internal", counts.message());
+    if (!counts) return internal_error(request, counts.message());
     auto task = load_current_task(store_);
-    if (!task) return error_response(request, http::status::internal_server_error, "internal", task.message());
+    if (!task) return internal_error(request, task.message());
     boost::json::object body;
     boost::json::object work_units;
     for (const auto& [state, count] : counts->assignments) work_units[state] = count;
@@ -51,7 +51,7 @@ Response Api::stats(const Request& request) {
         body["task"] = {{"id", t.record.id}, {"model", t.config.model}, {"policy", policy_name(t.config.merge.kind)},
                         {"state", task_state_name(t.record.state)}};
         auto versions = store_.versions(t.record.id);
-        if (!versions) return error_response(request, http::status::internal_server_error, "internal", versions.message());
+        if (!versions) return internal_error(request, versions.message());
         for (auto it = versions->rbegin(); it != versions->rend(); ++it)
             if (it->validation_loss) {
                 body["validation_loss"] = *it->validation_loss;
@@ -65,11 +65,11 @@ Response Api::stats(const Request& request) {
 
 Response Api::versions(const Request& request) {
     auto task = load_current_task(store_);
-    if (!task) return error_response(request, http::status::internal_server_error, "internal", task.message());
+    if (!task) return internal_error(request, task.message());
     boost::json::array rows;
     if (*task) {
         auto versions = store_.versions((*task)->record.id);
-        if (!versions) return error_response(request, http::status::internal_server_error, "internal", versions.message());
+        if (!versions) return internal_error(request, versions.message());
         for (const auto& v : *versions) rows.push_back(version_json(v));
     }
     return json_response(request, http::status::ok, {{"versions", rows}});
@@ -77,7 +77,7 @@ Response Api::versions(const Request& request) {
 
 Response Api::volunteers(const Request& request, bool full) {
     auto clients = store_.clients();
-    if (!clients) return error_response(request, http::status::internal_server_error, "internal", clients.message());
+    if (!clients) return internal_error(request, clients.message());
     boost::json::array rows;
     for (const auto& c : *clients) {
         boost::json::object row{{"id", c.id}, {"name", c.name}, {"credit", c.credit}, {"accepted", c.accepted},
@@ -97,7 +97,7 @@ Response Api::volunteers(const Request& request, bool full) {
 Response Api::rejections(const Request& request) {
     auto limit = query_integer(request.target(), "limit", 50, 1, 1000);
     auto rows = store_.rejections(static_cast<int>(limit));
-    if (!rows) return error_response(request, http::status::internal_server_error, "internal", rows.message());
+    if (!rows) return internal_error(request, rows.message());
     boost::json::array list;
     for (const auto& r : *rows)
         list.push_back({{"id", r.id}, {"wu_id", r.assignment_id}, {"client_id", r.client_id},
@@ -109,7 +109,7 @@ Response Api::events(const Request& request) {
     auto after = query_integer(request.target(), "after", 0, 0, common::kMaxSafeInteger);
     auto limit = query_integer(request.target(), "limit", 100, 1, 1000);
     auto rows = store_.events_after(after, static_cast<int>(limit));
-    if (!rows) return error_response(request, http::status::internal_server_error, "internal", rows.message());
+    if (!rows) return internal_error(request, rows.message());
     boost::json::array list;
     for (const auto& e : *rows) {
         boost::json::value detail = boost::json::parse(e.detail_json);
@@ -146,7 +146,7 @@ std::string Api::event_stream_chunk(std::int64_t& after) {
 // Prometheus text exposition format, version 0.0.4.
 Response Api::metrics(const Request& request) {
     auto counts = store_.counts(clock_() - kActiveWindowS);
-    if (!counts) return error_response(request, http::status::internal_server_error, "internal", counts.message());
+    if (!counts) return internal_error(request, counts.message());
     auto task = load_current_task(store_);
     std::ostringstream out;
     out << "# HELP tessera_model_version Current model version.\n# TYPE tessera_model_version gauge\n"
@@ -166,9 +166,6 @@ Response Api::metrics(const Request& request) {
 // Admin routes: GET volunteers (full rows); POST task/pause, task/resume,
 // clients/<id>/ban, clients/<id>/unban.
 Response Api::admin(const Request& request, std::string_view path) {
-    auto internal = [&](const std::string& message) {
-        return error_response(request, http::status::internal_server_error, "internal", message);
-    };
     if (path == "volunteers") {
         if (request.method() != http::verb::get)
             return error_response(request, http::status::method_not_allowed, "method_not_allowed", "use GET");
@@ -178,10 +175,10 @@ Response Api::admin(const Request& request, std::string_view path) {
         return error_response(request, http::status::method_not_allowed, "method_not_allowed", "use POST");
     if (path == "task/pause" || path == "task/resume") {
         auto task = store_.current_task();
-        if (!task) return internal(task.message());
+        if (!task) return internal_error(request, task.message());
         if (!*task) return error_response(request, http::status::not_found, "not_found", "no task");
         auto state = path == "task/pause" ? TaskState::Paused : TaskState::Active;
-        if (auto status = store_.set_task_state((*task)->id, state); !status) return internal(status.message());
+        if (auto status = store_.set_task_state((*task)->id, state); !status) return internal_error(request, status.message());
         return json_response(request, http::status::ok, {{"task", (*task)->id}, {"state", task_state_name(state)}});
     }
     constexpr std::string_view kClients = "clients/";

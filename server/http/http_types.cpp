@@ -25,4 +25,8 @@ Response error_response(const Request& request, http::status status, const std::
     return json_response(request, status, {{"error", code}, {"message", message}});
 }
 
+Response internal_error(const Request& request, const std::string& message) {
+    return error_response(request, http::status::internal_server_error, "internal", message);
+}
+
 }  // namespace tessera::server

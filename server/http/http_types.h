@@ -20,6 +20,8 @@ Response json_response(const Request& request, http::status status, const boost:
 // {"error": code, "message": message} with the given status.
 Response error_response(const Request& request, http::status status, const std::string& code,
                         const std::string& message);
+// 500 {"error": "internal", …}: a server-side failure (database, disk).
+Response internal_error(const Request& request, const std::string& message);
 Response text_response(const Request& request, http::status status, std::string body, const std::string& type);
 
 }  // namespace tessera::server

@@ -179,10 +179,8 @@ inline std::string state_of(TestServer& server, const std::string& wu_id) {
 
 // The newest stored rejection reason for an assignment, or "".
 inline std::string rejection_of(TestServer& server, const std::string& wu_id) {
-    auto rejections = server.store().rejections(1000).value();
-    for (const auto& r : rejections)
-        if (r.assignment_id == wu_id) return r.reason;
-    return "";
+    auto rejection = server.store().rejection_of(wu_id).value();
+    return rejection ? rejection->reason : "";
 }
 
 }  // namespace tessera::testing
