@@ -34,6 +34,9 @@ struct ServerApp::Parts {
     std::unique_ptr<Transitioner> transitioner;
     std::unique_ptr<Scheduler> scheduler;
     std::unique_ptr<ResultIntake> intake;
+    ServerMetrics metrics;
+    std::unique_ptr<SampleGallery> gallery;
+    std::unique_ptr<Dashboard> dashboard;
     std::unique_ptr<Api> api;
     boost::asio::io_context io;
     std::unique_ptr<HttpServer> http;
@@ -64,6 +67,33 @@ common::Result<ModelProbeFactory> torch_probes_for(const TaskConfig& config) {
     auto manifest = common::load_dataset_manifest(dir / "dataset.json");
     if (!manifest) return manifest.error();
     return make_torch_probe_factory(config, dir / manifest->validation.file);
+}
+
+// LibTorch sampling through the decoder named by the task's dataset.json, when it has one.
+std::optional<SampleRendererFactory> torch_renderer_for(const TaskConfig& config) {
+    std::filesystem::path dir = config.data_dir;
+    auto manifest = common::load_dataset_manifest(dir / "dataset.json");
+    if (!manifest || manifest->decoder.file.empty()) return std::nullopt;
+    return make_torch_sample_renderer_factory(config, dir / manifest->decoder.file, manifest->scale_factor);
+}
+
+// The overview's fixed facts, and the dashboard's samples: images when the model can draw.
+RunFacts run_facts(ServerApp::Parts& p, const std::optional<TaskView>& task, std::int64_t parameters) {
+    RunFacts facts;
+    facts.started_at = p.options.clock();
+    facts.parameters = parameters;
+    if (!task) return facts;
+    const auto& config = task->config;
+    auto manifest = common::load_dataset_manifest(std::filesystem::path(config.data_dir) / "dataset.json");
+    if (manifest) facts.classes = manifest->classes;
+    auto renderer = p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config);
+    if (renderer) {
+        facts.samples_kind = "images";
+        p.gallery = std::make_unique<SampleGallery>(*p.models, task->record.id, std::move(*renderer), p.executor);
+    } else {
+        facts.samples_kind = config.model == "cnn" ? "accuracy" : "none";  // the classifier preset
+    }
+    return facts;
 }
 
 }  // namespace
@@ -114,6 +144,7 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
         return common::make_error("no task to evaluate");
     };
     ApiLimits limits;
+    std::int64_t parameters = 0;
     if (*task) {
         const auto& config = (*task)->config;
         auto made = p.options.probe_factory ? p.options.probe_factory(config) : torch_probes_for(config);
@@ -122,7 +153,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
         auto model = p.models->get((*task)->record.id, (*task)->record.version);
         if (!model) return model.error();
         // The largest honest delta: f32 top-k stores an index and a value per entry.
-        limits.max_delta_bytes = 2 * 4 * value_count(**model) + (1 << 20);
+        parameters = value_count(**model);
+        limits.max_delta_bytes = 2 * 4 * parameters + (1 << 20);
     }
     p.probes = std::make_unique<ProbePool>(std::move(factory), p.options.work_threads);
     p.work_pool = std::make_unique<boost::asio::thread_pool>(p.options.work_threads);
@@ -139,7 +171,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
             raw->changed.notify_all();
         });
     };
-    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, state, *p.probes, p.executor, p.options.clock);
+    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, state, *p.probes, p.executor, p.options.clock,
+                                                [raw](double seconds) { raw->metrics.observe_merge(seconds); });
     p.validator = std::make_unique<Validator>(*p.store, state, *p.models, *p.probes, p.options.clock,
                                               [raw](const std::string& id) { raw->aggregator->enqueue(id); },
                                               std::random_device{}());
@@ -151,8 +184,10 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     });
     auto token = p.store->setting("operator_token_sha256");
     if (!token) return token.error();
-    p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.scheduler, *p.intake, p.key->verify_key(),
-                                  token->value_or(""), p.options.clock, limits);
+    auto facts = run_facts(p, *task, parameters);  // makes the gallery when the model can draw
+    p.dashboard = std::make_unique<Dashboard>(*p.store, p.gallery.get(), std::move(facts), p.options.clock);
+    p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.scheduler, *p.intake, *p.dashboard, p.metrics,
+                                  p.key->verify_key(), token->value_or(""), p.options.clock, limits);
 
     // Bind first: a busy port or a bad certificate fails before any work starts. Requests
     // wait until the I/O threads run.

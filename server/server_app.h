@@ -11,6 +11,7 @@
 #include "aggregator.h"
 #include "http_server.h"
 #include "model_probe.h"
+#include "sample_gallery.h"
 #include "state_dir.h"
 #include "store.h"
 #include "transitioner.h"
@@ -27,6 +28,9 @@ struct ServerOptions {
     Clock clock;                        // empty: the system clock
     // Builds probes for a task; empty: LibTorch probes on the task's validation shard.
     std::function<common::Result<ModelProbeFactory>(const TaskConfig&)> probe_factory;
+    // Builds the dashboard's sample renderer for a task (none: the model cannot draw);
+    // empty: LibTorch sampling through the dataset's decoder, for DiT presets.
+    std::function<std::optional<SampleRendererFactory>(const TaskConfig&)> sample_renderer;
 };
 
 class ServerApp {

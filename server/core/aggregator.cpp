@@ -1,6 +1,7 @@
 // Aggregator: merge loop, checkpoint-then-commit, evaluation scheduling.
 #include "aggregator.h"
 
+#include <chrono>
 #include <iostream>
 
 #include "checkpoint.h"
@@ -10,9 +11,9 @@
 
 namespace tessera::server {
 Aggregator::Aggregator(Store& store, BlobStore& blobs, const StateDir& state, ProbePool& probes, Executor executor,
-                       Clock clock)
+                       Clock clock, std::function<void(double)> merge_timer)
     : store_(store), blobs_(blobs), state_(state), probes_(probes), executor_(std::move(executor)),
-      clock_(std::move(clock)) {}
+      clock_(std::move(clock)), merge_timer_(std::move(merge_timer)) {}
 
 Aggregator::~Aggregator() { stop(); }
 
@@ -85,8 +86,10 @@ void Aggregator::run() {
             queue_.pop_front();
             busy_ = true;
         }
+        auto started = std::chrono::steady_clock::now();
         if (auto status = merge_one(id); !status)
             std::cerr << "aggregator: " << id << ": " << status.message() << "\n";
+        if (merge_timer_) merge_timer_(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         bool idle = false;
         {
             std::lock_guard lock(mutex_);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,8 +28,9 @@ namespace tessera::server {
 
 class Aggregator {
 public:
+    // `merge_timer` (optional) is told how long each accepted result took, in seconds.
     Aggregator(Store& store, BlobStore& blobs, const StateDir& state, ProbePool& probes, Executor executor,
-               Clock clock);
+               Clock clock, std::function<void(double)> merge_timer = {});
     ~Aggregator();
 
     // Loads the task's current model and starts the thread; queues unmerged accepted results.
@@ -51,6 +53,7 @@ private:
     ProbePool& probes_;
     Executor executor_;
     Clock clock_;
+    std::function<void(double)> merge_timer_;
 
     TaskView task_;
     common::NamedTensors model_;

@@ -9,7 +9,6 @@
 #include "protocol.h"
 #include "request_auth.h"
 #include "result_upload.h"
-#include "status_page.h"
 #include "task_lookup.h"
 #include "text_encoding.h"
 
@@ -53,9 +52,11 @@ std::int64_t query_integer(std::string_view target, std::string_view name, std::
     return fallback;
 }
 
-Api::Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntake& intake,
-         const common::VerifyKey& server_key, std::string operator_token_sha256, Clock clock, ApiLimits limits)
-    : store_(store), blobs_(blobs), scheduler_(scheduler), intake_(intake), server_key_(server_key),
+Api::Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntake& intake, Dashboard& dashboard,
+         ServerMetrics& metrics, const common::VerifyKey& server_key, std::string operator_token_sha256, Clock clock,
+         ApiLimits limits)
+    : store_(store), blobs_(blobs), scheduler_(scheduler), intake_(intake), dashboard_(dashboard), metrics_(metrics),
+      server_key_(server_key),
       operator_token_sha256_(std::move(operator_token_sha256)), clock_(std::move(clock)), limits_(limits) {}
 
 std::uint64_t Api::body_limit(http::verb method, std::string_view target) const {
@@ -65,7 +66,7 @@ std::uint64_t Api::body_limit(http::verb method, std::string_view target) const 
 }
 
 Response Api::handle(Request request) {
-    ++requests_;
+    metrics_.count_request();
     try {
         return route(request, path_of(request.target()));
     } catch (const std::exception& error) {
@@ -82,13 +83,11 @@ Response Api::route(const Request& request, std::string_view path) {
     };
     if (path.starts_with(kBlobs)) return get ? serve_blob(request, blobs_, path.substr(kBlobs.size())) : method_not_allowed();
     if (path == "/metrics") return get ? metrics(request) : method_not_allowed();
-    if (path == "/") return get ? text_response(request, http::status::ok, std::string(kStatusPage), "text/html; charset=utf-8")
-                                : method_not_allowed();
+    if (auto page = dashboard_.handle(request, path)) return std::move(*page);
     if (!path.starts_with(kApi))
         return error_response(request, http::status::not_found, "not_found", "no route " + std::string(path));
     auto route_name = path.substr(kApi.size());
 
-    if (route_name == "stats") return get ? stats(request) : method_not_allowed();
     if (route_name == "versions") return get ? versions(request) : method_not_allowed();
     if (route_name == "volunteers") return get ? volunteers(request, false) : method_not_allowed();
     if (route_name == "rejections") return get ? rejections(request) : method_not_allowed();

@@ -3,16 +3,17 @@
 // admin routes the operator token. Thread-safe: called concurrently from the I/O threads.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 #include <variant>
 
 #include "blob_store.h"
+#include "dashboard.h"
 #include "ed25519.h"
 #include "http_types.h"
 #include "result_intake.h"
 #include "scheduler.h"
+#include "server_metrics.h"
 #include "state_dir.h"
 #include "store.h"
 
@@ -25,8 +26,9 @@ struct ApiLimits {
 
 class Api {
 public:
-    Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntake& intake,
-        const common::VerifyKey& server_key, std::string operator_token_sha256, Clock clock, ApiLimits limits);
+    Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntake& intake, Dashboard& dashboard,
+        ServerMetrics& metrics, const common::VerifyKey& server_key, std::string operator_token_sha256, Clock clock,
+        ApiLimits limits);
 
     Response handle(Request request);
     // The largest body a route accepts: the session reads no more.
@@ -38,12 +40,11 @@ public:
     // Events after `after` as SSE text ("id: N\nevent: KIND\ndata: JSON\n\n" each);
     // `after` moves to the last id written. Empty when there is nothing new.
     std::string event_stream_chunk(std::int64_t& after);
-    // Requests handled, for /metrics.
-    std::uint64_t requests_served() const { return requests_.load(); }
+    // What the sessions record (latency, bytes) and /metrics shows.
+    ServerMetrics& metrics() { return metrics_; }
 
 private:
     Response route(const Request& request, std::string_view path);
-    Response stats(const Request& request);
     Response versions(const Request& request);
     Response volunteers(const Request& request, bool full);
     Response rejections(const Request& request);
@@ -62,11 +63,12 @@ private:
     const BlobStore& blobs_;
     Scheduler& scheduler_;
     ResultIntake& intake_;
+    Dashboard& dashboard_;
+    ServerMetrics& metrics_;
     const common::VerifyKey& server_key_;
     std::string operator_token_sha256_;
     Clock clock_;
     ApiLimits limits_;
-    std::atomic<std::uint64_t> requests_{0};
 };
 
 // Query parameter `name` as an integer in [min, max], or `fallback` when absent or bad.

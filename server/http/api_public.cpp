@@ -1,8 +1,6 @@
-// Api: the public read-only routes (stats, versions, volunteers, rejections, events,
-// /metrics) and the operator's admin routes.
+// Api: the public read-only routes (versions, volunteers, rejections, events, /metrics) and
+// the operator's admin routes. The dashboard's own routes are in dashboard.cpp.
 #include <boost/json.hpp>
-
-#include <sstream>
 
 #include "api.h"
 #include "task_lookup.h"
@@ -10,7 +8,7 @@
 namespace tessera::server {
 namespace {
 
-constexpr std::int64_t kActiveWindowS = 600;  // a volunteer seen in the last 10 minutes is active
+constexpr std::int64_t kActiveWindowS = 600;  // a volunteer seen in the last 10 minutes is active (as on the dashboard)
 
 boost::json::value optional_number(const std::optional<double>& value) {
     return value ? boost::json::value(*value) : boost::json::value(nullptr);
@@ -23,45 +21,6 @@ boost::json::object version_json(const VersionRecord& v) {
 }
 
 }  // namespace
-
-Response Api::stats(const Request& request) {
-    auto now = clock_();
-    auto counts = store_.counts(now - kActiveWindowS);
-    if (!counts) return internal_error(request, counts.message());
-    auto task = load_current_task(store_);
-    if (!task) return internal_error(request, task.message());
-    boost::json::object body;
-    boost::json::object work_units;
-    for (const auto& [state, count] : counts->assignments) work_units[state] = count;
-    boost::json::object units;
-    for (const auto& [state, count] : counts->work_units) units[state] = count;
-    body["work_units"] = work_units;
-    body["work_unit_groups"] = units;
-    body["volunteers_active"] = counts->clients_active;
-    body["volunteers"] = counts->clients;
-    body["rejections"] = counts->rejections;
-    body["server_time"] = now;
-    body["version"] = 0;
-    body["validation_loss"] = nullptr;
-    body["validation_accuracy"] = nullptr;
-    body["task"] = nullptr;
-    if (*task) {
-        const auto& t = **task;
-        body["version"] = t.record.version;
-        body["task"] = {{"id", t.record.id}, {"model", t.config.model}, {"policy", policy_name(t.config.merge.kind)},
-                        {"state", task_state_name(t.record.state)}};
-        auto versions = store_.versions(t.record.id);
-        if (!versions) return internal_error(request, versions.message());
-        for (auto it = versions->rbegin(); it != versions->rend(); ++it)
-            if (it->validation_loss) {
-                body["validation_loss"] = *it->validation_loss;
-                body["validation_accuracy"] = optional_number(it->validation_accuracy);
-                body["evaluated_version"] = it->version;
-                break;
-            }
-    }
-    return json_response(request, http::status::ok, body);
-}
 
 Response Api::versions(const Request& request) {
     auto task = load_current_task(store_);
@@ -82,10 +41,9 @@ Response Api::volunteers(const Request& request, bool full) {
     for (const auto& c : *clients) {
         boost::json::object row{{"id", c.id}, {"name", c.name}, {"credit", c.credit}, {"accepted", c.accepted},
                                 {"rejected", c.rejected}, {"device", c.device}, {"samples_per_s", c.samples_per_s},
-                                {"last_seen", c.last_seen}};
+                                {"valid_streak", c.valid_streak}, {"last_seen", c.last_seen}};
         if (full) {
             row["banned"] = c.banned;
-            row["valid_streak"] = c.valid_streak;
             row["client_version"] = c.client_version;
             row["registered_at"] = c.registered_at;
         }
@@ -143,24 +101,19 @@ std::string Api::event_stream_chunk(std::int64_t& after) {
     return text;
 }
 
-// Prometheus text exposition format, version 0.0.4.
+// Prometheus text exposition format, version 0.0.4 (server_metrics.cpp).
 Response Api::metrics(const Request& request) {
+    StoredMetrics stored;
     auto counts = store_.counts(clock_() - kActiveWindowS);
     if (!counts) return internal_error(request, counts.message());
+    stored.counts = std::move(*counts);
     auto task = load_current_task(store_);
-    std::ostringstream out;
-    out << "# HELP tessera_model_version Current model version.\n# TYPE tessera_model_version gauge\n"
-        << "tessera_model_version " << (task && *task ? (*task)->record.version : 0) << "\n";
-    out << "# HELP tessera_work_units Work-unit assignments by lifecycle state.\n# TYPE tessera_work_units gauge\n";
-    for (const auto& [state, count] : counts->assignments)
-        out << "tessera_work_units{state=\"" << state << "\"} " << count << "\n";
-    out << "# HELP tessera_volunteers_active Volunteers seen in the last 10 minutes.\n"
-        << "# TYPE tessera_volunteers_active gauge\ntessera_volunteers_active " << counts->clients_active << "\n";
-    out << "# HELP tessera_rejections_total Results rejected.\n# TYPE tessera_rejections_total counter\n"
-        << "tessera_rejections_total " << counts->rejections << "\n";
-    out << "# HELP tessera_http_requests_total HTTP requests handled.\n# TYPE tessera_http_requests_total counter\n"
-        << "tessera_http_requests_total " << requests_served() << "\n";
-    return text_response(request, http::status::ok, out.str(), "text/plain; version=0.0.4");
+    if (!task) return internal_error(request, task.message());
+    if (*task) stored.model_version = (*task)->record.version;
+    auto reasons = store_.rejection_counts();
+    if (!reasons) return internal_error(request, reasons.message());
+    stored.rejections_by_reason = std::move(*reasons);
+    return text_response(request, http::status::ok, prometheus_text(stored, metrics_), "text/plain; version=0.0.4");
 }
 
 // Admin routes: GET volunteers (full rows); POST task/pause, task/resume,

@@ -64,6 +64,7 @@ asio::awaitable<void> stream_events(Stream& stream, Api& api, std::int64_t after
             quiet_since = now;
             beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
             auto [error, written] = co_await asio::async_write(stream, asio::buffer(chunk), kTuple);
+            api.metrics().add_bytes_out(written);
             if (error) co_return;
         }
         timer.expires_after(kEventPoll);
@@ -83,8 +84,17 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         parser.body_limit(boost::none);
         beast::get_lowest_layer(stream).expires_after(settings.header_timeout);
         auto [header_error, header_bytes] = co_await http::async_read_header(stream, buffer, parser, kTuple);
+        auto& metrics = api.metrics();
+        metrics.add_bytes_in(header_bytes);
         if (header_error) co_return;  // closed, timed out or malformed: nothing useful to answer
+        auto started = std::chrono::steady_clock::now();
         const auto& header = parser.get();
+        auto target = std::string_view(header.target());
+        auto group = route_group_of(target.substr(0, target.find('?')));
+        auto record = [&](std::size_t written) {
+            metrics.add_bytes_out(written);
+            metrics.observe_request(group, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        };
         if (Api::is_event_stream(header)) {
             co_await stream_events(stream, api, Api::event_stream_start(header));
             co_return;
@@ -97,6 +107,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         } else {
             beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
             auto [read_error, body_bytes] = co_await http::async_read(stream, buffer, parser, kTuple);
+            metrics.add_bytes_in(body_bytes);
             body_error = read_error;
         }
         if (body_error == http::error::body_limit) {
@@ -105,7 +116,8 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
             stub.keep_alive(false);
             auto response = error_response(stub, http::status::payload_too_large, "too_large",
                                            "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
-            co_await beast::async_write(stream, std::move(response), kTuple);
+            auto [error, written] = co_await beast::async_write(stream, std::move(response), kTuple);
+            record(written);
             co_return;
         }
         if (body_error) co_return;
@@ -114,6 +126,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         auto response = api.handle(std::move(request));
         beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
         auto [write_error, written] = co_await beast::async_write(stream, std::move(response), kTuple);
+        record(written);
         if (write_error || !keep_alive) co_return;
     }
 }

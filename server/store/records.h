@@ -116,6 +116,22 @@ struct EventRecord {
 };
 
 // What /api/v1/stats reports from the database.
+// A task's results in one time bucket (the dashboard's charts). Accepted results count by
+// the time they came back; rejections by the time of the verdict.
+struct HistoryBucket {
+    std::int64_t start = 0;          // unix seconds, a multiple of the bucket width
+    std::int64_t accepted = 0;       // accepted, merged or confirmed (a replica's twin)
+    std::int64_t rejected = 0;
+    std::int64_t samples = 0;        // samples trained by results accepted for merging
+    std::optional<double> train_loss;  // mean of the final training loss volunteers reported
+};
+
+// A task's results since some time: totals for the overview and the throughput figures.
+struct ActivityTotals {
+    std::int64_t accepted = 0;  // accepted for merging (replica twins not counted)
+    std::int64_t samples = 0;   // samples trained in them
+};
+
 struct StoreCounts {
     std::map<std::string, std::int64_t> assignments;  // by state name
     std::map<std::string, std::int64_t> work_units;   // by state name

@@ -114,6 +114,16 @@ public:
     common::Result<std::vector<RejectionRecord>> rejections(int limit);
     common::Result<std::optional<RejectionRecord>> rejection_of(const std::string& assignment_id);
     common::Result<StoreCounts> counts(std::int64_t active_since);
+    common::Result<std::int64_t> last_event_id();
+    // Dashboard history (store_history.cpp): buckets of `bucket_s` seconds from `since`, only
+    // those with results, oldest first.
+    common::Result<std::vector<HistoryBucket>> history(const std::string& task_id, std::int64_t since,
+                                                       std::int64_t bucket_s);
+    common::Result<ActivityTotals> activity_since(const std::string& task_id, std::int64_t since);
+    // Merged results by staleness (the versions merged between a result's base and its merge).
+    common::Result<std::map<std::int64_t, std::int64_t>> staleness_counts(const std::string& task_id);
+    // All rejections by reason.
+    common::Result<std::map<std::string, std::int64_t>> rejection_counts();
 
     // Files the database refers to: model and optimizer blobs and shards (kept), and the
     // deltas of results still to be validated or merged.

@@ -3,7 +3,10 @@
 
 #include <torch/torch.h>
 
+#include "file_io.h"
+#include "safetensors.h"
 #include "torch/model_state.h"
+#include "torch/sampling.h"
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
 #include "torch/workload.h"
@@ -44,6 +47,32 @@ private:
     std::shared_ptr<const common::ShardData> data_;
 };
 
+constexpr std::int64_t kSamplesPerClass = 8;
+constexpr std::int64_t kSamplingSteps = 20;
+constexpr std::uint64_t kSamplingSeed = 1234;  // the same noise for every version
+
+class TorchSampleRenderer : public SampleRenderer {
+public:
+    TorchSampleRenderer(std::unique_ptr<common::Workload> workload, common::Decoder decoder, common::GridOptions grid)
+        : workload_(std::move(workload)), decoder_(std::move(decoder)), grid_(grid) {}
+
+    common::Result<common::Bytes> render(const common::NamedTensors& weights) override {
+        try {
+            torch::NoGradGuard no_grad;
+            auto status = common::load_state(*workload_->module(), common::from_named_f32(weights));
+            if (!status) return status.error();
+            return common::sample_png_grid(*workload_, decoder_, grid_);
+        } catch (const c10::Error& error) {
+            return common::make_error(std::string("sampling: ") + error.what_without_backtrace());
+        }
+    }
+
+private:
+    std::unique_ptr<common::Workload> workload_;
+    common::Decoder decoder_;
+    common::GridOptions grid_;
+};
+
 }  // namespace
 
 common::Result<common::NamedTensors> initial_weights(const TaskConfig& config) {
@@ -70,6 +99,39 @@ common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& con
             return common::make_error(std::string("building the model: ") + error.what_without_backtrace());
         }
     });
+}
+
+std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const TaskConfig& config,
+                                                                       const std::filesystem::path& decoder_file,
+                                                                       double latent_scale) {
+    auto preset = common::find_preset(config.model);
+    if (!preset || preset->kind != common::ModelKind::Dit) return std::nullopt;
+    return [config, decoder_file, latent_scale]() -> common::Result<std::unique_ptr<SampleRenderer>> {
+        constexpr std::size_t kMaxDecoderBytes = 256 << 20;
+        auto bytes = common::read_file(decoder_file, kMaxDecoderBytes);
+        if (!bytes) return common::with_context("decoder", bytes.error());
+        auto tensors = common::parse_safetensors(*bytes);
+        if (!tensors) return common::with_context("decoder " + decoder_file.string(), tensors.error());
+        try {
+            common::Decoder decoder;
+            auto state = common::to_torch_map(*tensors);
+            if (!state) return state.error();
+            if (auto status = common::load_state(*decoder, *state); !status)
+                return common::with_context("decoder", status.error());
+            auto workload = common::make_workload(config.model, shape_of(config), 0);
+            if (!workload) return workload.error();
+            common::GridOptions grid;
+            grid.classes = config.num_classes;
+            grid.per_class = kSamplesPerClass;
+            grid.latent_scale = latent_scale;
+            grid.sampling.steps = kSamplingSteps;
+            grid.sampling.seed = kSamplingSeed;
+            return std::unique_ptr<SampleRenderer>(
+                std::make_unique<TorchSampleRenderer>(std::move(*workload), std::move(decoder), grid));
+        } catch (const c10::Error& error) {
+            return common::make_error(std::string("building the sampler: ") + error.what_without_backtrace());
+        }
+    };
 }
 
 }  // namespace tessera::server

@@ -1,11 +1,14 @@
 // The server's uses of LibTorch, behind a torch-free header: building a task's initial
-// weights (version 0) and the model probe that evaluates weights on the validation shard.
+// weights (version 0), the model probe that evaluates weights on the validation shard, and
+// the dashboard's sample images.
 #pragma once
 
 #include <filesystem>
+#include <optional>
 
 #include "delta_codec.h"
 #include "model_probe.h"
+#include "sample_gallery.h"
 #include "task_config.h"
 
 namespace tessera::server {
@@ -15,5 +18,10 @@ common::Result<common::NamedTensors> initial_weights(const TaskConfig& config);
 // Probes that evaluate on the validation shard at `validation_shard`, loaded once and shared.
 common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& config,
                                                            const std::filesystem::path& validation_shard);
+// Renderers of a class-by-class image grid through the dataset's decoder (`decoder_file`,
+// latents divided by `latent_scale` first); none for presets that do not generate images.
+std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const TaskConfig& config,
+                                                         const std::filesystem::path& decoder_file,
+                                                         double latent_scale);
 
 }  // namespace tessera::server

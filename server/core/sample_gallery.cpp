@@ -1,0 +1,55 @@
+// SampleGallery: at most one render at a time, on the work pool.
+#include "sample_gallery.h"
+
+namespace tessera::server {
+
+SampleGallery::SampleGallery(ModelCache& models, std::string task_id, SampleRendererFactory factory,
+                             Executor executor, std::size_t keep)
+    : models_(models), task_id_(std::move(task_id)), factory_(std::move(factory)), executor_(std::move(executor)),
+      keep_(keep) {}
+
+SampleStatus SampleGallery::request(std::int64_t current_version) {
+    std::unique_lock lock(mutex_);
+    bool start = !rendering_ && current_version > attempted_;
+    if (start) {
+        rendering_ = true;
+        attempted_ = current_version;
+    }
+    SampleStatus status;
+    if (!images_.empty()) status.version = images_.rbegin()->first;
+    status.rendering = rendering_;
+    status.error = error_;
+    lock.unlock();
+    if (start) executor_([this, current_version] { render(current_version); });
+    return status;
+}
+
+std::shared_ptr<const common::Bytes> SampleGallery::image(std::int64_t version) {
+    std::lock_guard lock(mutex_);
+    auto found = images_.find(version);
+    return found == images_.end() ? nullptr : found->second;
+}
+
+void SampleGallery::render(std::int64_t version) {
+    auto rendered = [&]() -> common::Result<common::Bytes> {
+        if (!renderer_) {
+            auto made = factory_();
+            if (!made) return made.error();
+            renderer_ = std::move(*made);
+        }
+        auto weights = models_.get(task_id_, version);
+        if (!weights) return weights.error();
+        return renderer_->render(**weights);
+    }();
+    std::lock_guard lock(mutex_);
+    rendering_ = false;
+    if (!rendered) {
+        error_ = "version " + std::to_string(version) + ": " + rendered.message();
+        return;
+    }
+    error_.clear();
+    images_[version] = std::make_shared<const common::Bytes>(std::move(*rendered));
+    while (images_.size() > keep_) images_.erase(images_.begin());
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,287 @@
+// Tessera dashboard: reads the JSON API, draws uPlot charts, and refreshes whenever the
+// server's event stream (/api/v1/events/stream, server-sent events) reports something.
+// Untrusted text (volunteer names, rejection details) is only ever set as textContent.
+'use strict';
+(() => {
+  const $ = (id) => document.getElementById(id);
+  // The browser test reads the charts' data from here.
+  const dashboard = { charts: {}, data: {}, lastEventId: 0, refreshes: 0, samplesVersion: null };
+  window.tesseraDashboard = dashboard;
+  let clockOffset = 0;  // server time − local time, seconds
+
+  // ---- formatting ----
+  const nowServer = () => Date.now() / 1000 + clockOffset;
+  function compact(n, digits = 1) {
+    if (n === null || n === undefined || Number.isNaN(n)) return '–';
+    const abs = Math.abs(n);
+    if (abs >= 1e9) return (n / 1e9).toFixed(digits) + 'G';
+    if (abs >= 1e6) return (n / 1e6).toFixed(digits) + 'M';
+    if (abs >= 1e4) return (n / 1e3).toFixed(digits) + 'k';
+    return Number.isInteger(n) ? String(n) : n.toFixed(digits);
+  }
+  function duration(seconds) {
+    seconds = Math.max(0, Math.round(seconds));
+    const d = Math.floor(seconds / 86400), h = Math.floor(seconds / 3600) % 24;
+    const m = Math.floor(seconds / 60) % 60, s = seconds % 60;
+    if (d) return `${d}d ${h}h`;
+    if (h) return `${h}h ${m}m`;
+    if (m) return `${m}m ${s}s`;
+    return `${s}s`;
+  }
+  const ago = (t) => (t ? duration(nowServer() - t) + ' ago' : 'never');
+  function el(tag, props = {}, ...children) {
+    const node = document.createElement(tag);
+    Object.assign(node, props);
+    for (const child of children) node.append(child);
+    return node;
+  }
+  function setText(id, text) { $(id).textContent = text; }
+
+  async function getJson(path) {
+    const response = await fetch(path, { cache: 'no-store' });
+    if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+    return response.json();
+  }
+
+  // ---- charts ----
+  function colors() {
+    const style = getComputedStyle(document.documentElement);
+    const v = (name) => style.getPropertyValue(name).trim();
+    return { fg: v('--fg'), muted: v('--muted'), grid: v('--grid'), accent: v('--accent'),
+             accent2: v('--accent-2'), good: v('--good'), bad: v('--bad') };
+  }
+  // pad: seconds (or units) added on each side of the data's x range, so a single bucket
+  // still has a sensible axis.
+  const chartSpecs = {
+    lossVersion: { id: 'chart-loss-version', time: false, pad: 0.5, series: [{ label: 'loss', color: 'accent' }] },
+    lossTime: { id: 'chart-loss-time', time: true, pad: 5, series: [{ label: 'loss', color: 'accent' }] },
+    trainLoss: { id: 'chart-train-loss', time: true, pad: 30, series: [{ label: 'mean final loss', color: 'accent2' }] },
+    throughput: { id: 'chart-throughput', time: true, pad: 30, series: [{ label: 'samples/s', color: 'good', fill: true }] },
+    staleness: { id: 'chart-staleness', time: false, pad: 0.5, bars: true, series: [{ label: 'results', color: 'accent' }] },
+    verdicts: { id: 'chart-verdicts', time: true, pad: 1800, bars: true,
+                series: [{ label: 'accepted', color: 'good', align: -1 }, { label: 'rejected', color: 'bad', align: 1 }] },
+  };
+
+  const two = (n) => String(n).padStart(2, '0');
+  // Time-axis labels: clock time, with seconds on short spans and dates on long ones.
+  function timeLabels(u, splits) {
+    const span = u.scales.x.max - u.scales.x.min;
+    return splits.map((t) => {
+      const d = new Date(t * 1000);
+      if (span > 2 * 86400) return `${d.toLocaleString(undefined, { month: 'short' })} ${d.getDate()}`;
+      const hm = `${two(d.getHours())}:${two(d.getMinutes())}`;
+      return span < 900 ? `${hm}:${two(d.getSeconds())}` : hm;
+    });
+  }
+
+  function makeChart(spec, data) {
+    const c = colors();
+    const container = $(spec.id);
+    container.replaceChildren();
+    const axis = { stroke: c.muted, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1 } };
+    const series = [{}];
+    for (const s of spec.series) {
+      const entry = { label: s.label, stroke: c[s.color], width: 2, spanGaps: true, points: { show: true, size: 4 } };
+      if (s.fill) entry.fill = c[s.color] + '33';
+      if (spec.bars) {
+        entry.fill = c[s.color];
+        entry.paths = uPlot.paths.bars({ size: [spec.series.length > 1 ? 0.4 : 0.7, 60], align: s.align || 0 });
+        entry.points = { show: false };
+      }
+      series.push(entry);
+    }
+    const xRange = (u) => {
+      const xs = u.data[0];
+      return xs.length ? [xs[0] - spec.pad, xs[xs.length - 1] + spec.pad] : [0, 1];
+    };
+    // Versions and staleness are whole numbers: integer ticks only.
+    const whole = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000];
+    const xAxis = spec.time ? { ...axis, space: 70, values: timeLabels } : { ...axis, space: 40, incrs: whole };
+    const options = {
+      width: Math.max(container.clientWidth, 240), height: 200,
+      scales: { x: { time: spec.time, range: xRange } }, axes: [xAxis, { ...axis, size: 50 }], series,
+      legend: { show: true }, cursor: { drag: { x: false, y: false } },
+    };
+    return new uPlot(options, data, container);
+  }
+
+  function updateChart(name, data) {
+    dashboard.data[name] = data;
+    const spec = chartSpecs[name];
+    if (!dashboard.charts[name]) dashboard.charts[name] = makeChart(spec, data);
+    else dashboard.charts[name].setData(data);
+  }
+
+  function rebuildCharts() {
+    for (const [name, chart] of Object.entries(dashboard.charts)) {
+      chart.destroy();
+      dashboard.charts[name] = makeChart(chartSpecs[name], dashboard.data[name]);
+    }
+  }
+  matchMedia('(prefers-color-scheme: dark)').addEventListener('change', rebuildCharts);
+  const resizer = new ResizeObserver(() => {
+    for (const [name, chart] of Object.entries(dashboard.charts)) {
+      const width = Math.max($(chartSpecs[name].id).clientWidth, 240);
+      if (Math.abs(chart.width - width) > 2) chart.setSize({ width, height: 200 });
+    }
+  });
+  for (const spec of Object.values(chartSpecs)) resizer.observe($(spec.id));
+
+  // ---- panels ----
+  function showStats(s) {
+    clockOffset = s.server_time - Date.now() / 1000;
+    dashboard.lastEventId = Math.max(dashboard.lastEventId, s.last_event_id);
+    const t = s.task;
+    setText('task', t ? `task ${t.id} · ${t.state}` : 'no task yet');
+    showVersion(s.version);
+    setText('loss', s.validation_loss === null ? 'not yet' : s.validation_loss.toFixed(4));
+    setText('loss-note', s.validation_loss === null ? '' :
+      `at version ${s.evaluated_version}` + (s.validation_accuracy !== null ? ` · accuracy ${(100 * s.validation_accuracy).toFixed(1)}%` : ''));
+    setText('samples-trained', compact(s.samples_trained));
+    setText('throughput', `${compact(s.throughput.samples_per_s)} samples/s`);
+    setText('wus-per-hour', `${compact(s.throughput.work_units_per_hour)} WUs/hour over ${duration(s.throughput.window_s)}`);
+    setText('volunteers-count', `${s.volunteers_active} / ${s.volunteers}`);
+    const w = s.work_units;
+    const inFlight = w.in_progress + w.returned + w.validated;
+    setText('work-units', `${inFlight} / ${w.accepted + w.merged + w.confirmed} / ${w.rejected}`);
+    setText('model', t ? `${t.model} · ${compact(t.parameters, 2)} params` : '–');
+    setText('policy', t ? `${t.policy} merging` : '');
+    dashboard.startedAt = s.started_at;
+    setText('uptime', duration(s.uptime_s));
+  }
+
+  function showVersion(version) {
+    const node = $('version');
+    if (node.textContent === String(version)) return;
+    node.textContent = String(version);
+    node.classList.add('flash');
+    setTimeout(() => node.classList.remove('flash'), 600);
+  }
+
+  function showCharts(versions, minutes, hours) {
+    const evaluated = versions.versions.filter((v) => v.validation_loss !== null);
+    updateChart('lossVersion', [evaluated.map((v) => v.version), evaluated.map((v) => v.validation_loss)]);
+    updateChart('lossTime', [evaluated.map((v) => v.created_at), evaluated.map((v) => v.validation_loss)]);
+    const b = minutes.buckets;
+    updateChart('trainLoss', [b.map((x) => x.start), b.map((x) => x.train_loss)]);
+    updateChart('throughput', [b.map((x) => x.start), b.map((x) => x.samples_per_s)]);
+    const st = minutes.staleness;
+    updateChart('staleness', [st.map((x) => x.staleness), st.map((x) => x.count)]);
+    const h = hours.buckets;
+    updateChart('verdicts', [h.map((x) => x.start), h.map((x) => x.accepted), h.map((x) => x.rejected)]);
+  }
+
+  function showVolunteers(list) {
+    const rows = list.volunteers.map((v) => el('tr', {},
+      el('td', { textContent: v.name }), el('td', { textContent: v.device || '–' }),
+      el('td', { className: 'num', textContent: v.samples_per_s ? `${compact(v.samples_per_s)}/s` : '–' }),
+      el('td', { className: 'num', textContent: String(v.accepted) }),
+      el('td', { className: 'num', textContent: compact(v.credit) }),
+      el('td', { className: 'num', textContent: String(v.valid_streak) }),
+      el('td', { textContent: ago(v.last_seen) })));
+    $('volunteers').tBodies[0].replaceChildren(...rows);
+    const top = list.volunteers.filter((v) => v.credit > 0).slice(0, 10);
+    const best = top.length ? top[0].credit : 1;
+    const items = top.map((v) => el('li', {},
+      el('span', { className: 'credit', textContent: compact(v.credit) }), v.name,
+      el('span', { className: 'bar', style: `width: ${Math.max(2, (100 * v.credit) / best)}%` })));
+    if (!items.length) items.push(el('li', { className: 'muted', textContent: 'no credit granted yet' }));
+    $('leaderboard').replaceChildren(...items);
+    return new Map(list.volunteers.map((v) => [v.id, v.name]));
+  }
+
+  function showRejections(list, names) {
+    const rows = list.rejections.map((r) => el('tr', {},
+      el('td', { textContent: ago(r.at) }), el('td', { textContent: names.get(r.client_id) || r.client_id }),
+      el('td', { className: 'reason', textContent: r.reason }), el('td', { className: 'detail', textContent: r.detail })));
+    if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 4, className: 'muted', textContent: 'none so far' })));
+    $('rejections').tBodies[0].replaceChildren(...rows);
+  }
+
+  let samplesTimer = null;
+  async function showSamples(stats) {
+    const s = await getJson('/api/v1/samples');
+    const box = $('samples');
+    if (s.kind === 'accuracy') {
+      setText('samples-title', 'Classifier accuracy');
+      const acc = stats.validation_accuracy;
+      box.replaceChildren(el('div', { className: 'accuracy', textContent: acc === null ? '–' : `${(100 * acc).toFixed(1)}%` }),
+        el('p', { className: 'muted', textContent: `on the validation set, version ${stats.evaluated_version ?? '–'}` }));
+      return;
+    }
+    if (s.kind !== 'images') {
+      setText('samples-title', 'Samples');
+      box.replaceChildren(el('p', { className: 'muted', textContent: s.message || 'no samples' }));
+      return;
+    }
+    if (s.version !== null && s.version !== dashboard.samplesVersion) {
+      dashboard.samplesVersion = s.version;
+      const img = el('img', { id: 'samples-img', alt: `images generated by model version ${s.version}, a row per class` });
+      const labels = el('div', { className: 'rows' }, ...s.classes.map((name) => el('span', { textContent: name })));
+      labels.style.gridTemplateRows = `repeat(${Math.max(s.classes.length, 1)}, 1fr)`;
+      img.src = s.url;
+      box.replaceChildren(labels, img);
+    } else if (s.version === null) {
+      box.replaceChildren(el('p', { className: 'muted', textContent: s.error || 'drawing the first samples…' }));
+    }
+    const drawing = s.rendering || (s.version !== null && s.version < s.current_version && !s.error);
+    setText('samples-title', `Samples from version ${s.version ?? '–'}` + (drawing ? ` (drawing version ${s.current_version}…)` : ''));
+    clearTimeout(samplesTimer);
+    if (drawing) samplesTimer = setTimeout(() => showSamples(stats).catch(offline), 2000);
+  }
+
+  // ---- refreshing ----
+  function offline(error) {
+    $('live').classList.remove('on');
+    setText('live', 'server unreachable, retrying…');
+    console.warn(error);
+  }
+
+  let refreshing = false, again = false;
+  async function refresh() {
+    if (refreshing) { again = true; return; }
+    refreshing = true;
+    try {
+      const [stats, versions, minutes, hours, volunteers, rejections] = await Promise.all([
+        getJson('/api/v1/stats'), getJson('/api/v1/versions'), getJson('/api/v1/history?bucket=60&buckets=120'),
+        getJson('/api/v1/history?bucket=3600&buckets=48'), getJson('/api/v1/volunteers'),
+        getJson('/api/v1/rejections?limit=15')]);
+      showStats(stats);
+      showCharts(versions, minutes, hours);
+      showRejections(rejections, showVolunteers(volunteers));
+      await showSamples(stats);
+      dashboard.refreshes += 1;
+    } catch (error) {
+      offline(error);
+    } finally {
+      refreshing = false;
+      if (again) { again = false; setTimeout(refresh, 250); }
+    }
+  }
+
+  // Events arrive in bursts (a merge, an evaluation, a verdict): refresh at most once a second.
+  let pending = null;
+  function soon() {
+    if (!pending) pending = setTimeout(() => { pending = null; refresh(); }, 1000);
+  }
+
+  const eventKinds = ['version_merged', 'evaluated', 'result_received', 'result_accepted', 'result_rejected',
+    'work_issued', 'work_timed_out', 'work_abandoned', 'work_unit_retired', 'client_registered', 'client_banned',
+    'client_unbanned', 'task_created'];
+  function listen() {
+    const stream = new EventSource(`/api/v1/events/stream?after=${dashboard.lastEventId}`);
+    stream.onopen = () => { $('live').classList.add('on'); setText('live', 'live'); };
+    stream.onerror = () => { $('live').classList.remove('on'); setText('live', 'reconnecting…'); };
+    for (const kind of eventKinds)
+      stream.addEventListener(kind, (message) => {
+        const event = JSON.parse(message.data);
+        dashboard.lastEventId = Math.max(dashboard.lastEventId, event.id);
+        if (kind === 'version_merged') showVersion(event.detail.version);
+        soon();
+      });
+  }
+
+  refresh().then(listen);
+  // The uptime ticks between events without asking the server.
+  setInterval(() => { if (dashboard.startedAt) setText('uptime', duration(nowServer() - dashboard.startedAt)); }, 5000);
+})();

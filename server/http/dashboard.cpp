@@ -1,0 +1,211 @@
+// Dashboard: the page, its overview, history and sample routes.
+#include "dashboard.h"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+
+#include "api.h"
+#include "dashboard_assets.h"
+#include "task_lookup.h"
+
+namespace tessera::server {
+namespace {
+
+constexpr std::int64_t kActiveWindowS = 600;      // a volunteer seen in the last 10 minutes is active
+constexpr std::int64_t kThroughputWindowS = 600;  // throughput over the last 10 minutes
+constexpr std::string_view kAssets = "/assets/";
+constexpr std::string_view kSamples = "/api/v1/samples/";
+
+boost::json::value optional_number(const std::optional<double>& value) {
+    return value ? boost::json::value(*value) : boost::json::value(nullptr);
+}
+
+const EmbeddedAsset* find_asset(std::string_view name) {
+    for (const auto& asset : kDashboardAssets)
+        if (asset.name == name) return &asset;
+    return nullptr;
+}
+
+Response not_found(const Request& request, std::string_view what) {
+    return error_response(request, http::status::not_found, "not_found", "no " + std::string(what));
+}
+
+}  // namespace
+
+Dashboard::Dashboard(Store& store, SampleGallery* gallery, RunFacts facts, Clock clock)
+    : store_(store), gallery_(gallery), facts_(std::move(facts)), clock_(std::move(clock)) {}
+
+std::optional<Response> Dashboard::handle(const Request& request, std::string_view path) {
+    bool dashboard_route = path == "/" || path.starts_with(kAssets) || path == "/api/v1/stats" ||
+                           path == "/api/v1/history" || path == "/api/v1/samples" || path.starts_with(kSamples);
+    if (!dashboard_route) return std::nullopt;
+    if (request.method() != http::verb::get && request.method() != http::verb::head)
+        return error_response(request, http::status::method_not_allowed, "method_not_allowed",
+                              std::string(request.method_string()) + " is not allowed on " + std::string(path));
+    if (path == "/") return page(request, "index.html");
+    if (path.starts_with(kAssets)) return page(request, path.substr(kAssets.size()));
+    if (path == "/api/v1/stats") return stats(request);
+    if (path == "/api/v1/history") return history(request);
+    if (path == "/api/v1/samples") return samples(request);
+    return sample_image(request, path.substr(kSamples.size()));
+}
+
+// Embedded files: revalidated each time (ETag), so a new server build is picked up at once.
+Response Dashboard::page(const Request& request, std::string_view name) {
+    const auto* asset = find_asset(name);
+    if (asset == nullptr) return not_found(request, "asset " + std::string(name));
+    bool unchanged = request[http::field::if_none_match] == asset->etag;
+    http::response<http::string_body> response{unchanged ? http::status::not_modified : http::status::ok,
+                                               request.version()};
+    response.set(http::field::server, "tessera-server");
+    response.set(http::field::content_type, asset->content_type);
+    response.set(http::field::etag, asset->etag);
+    response.set(http::field::cache_control, "no-cache");
+    response.set("X-Content-Type-Options", "nosniff");
+    if (name == "index.html")
+        response.set("Content-Security-Policy",
+                     "default-src 'self'; img-src 'self' blob: data:; style-src 'self' 'unsafe-inline'");
+    response.keep_alive(request.keep_alive());
+    if (!unchanged && request.method() == http::verb::get) response.body() = std::string(asset->body);
+    response.prepare_payload();
+    if (request.method() == http::verb::head) response.content_length(asset->body.size());
+    return response;
+}
+
+Response Dashboard::stats(const Request& request) {
+    auto now = clock_();
+    auto counts = store_.counts(now - kActiveWindowS);
+    if (!counts) return internal_error(request, counts.message());
+    auto task = load_current_task(store_);
+    if (!task) return internal_error(request, task.message());
+    auto last_event = store_.last_event_id();
+    if (!last_event) return internal_error(request, last_event.message());
+    boost::json::object work_units;
+    for (const auto& [state, count] : counts->assignments) work_units[state] = count;
+    boost::json::object units;
+    for (const auto& [state, count] : counts->work_units) units[state] = count;
+    boost::json::object body{{"work_units", work_units},
+                             {"work_unit_groups", units},
+                             {"volunteers_active", counts->clients_active},
+                             {"volunteers", counts->clients},
+                             {"rejections", counts->rejections},
+                             {"server_time", now},
+                             {"started_at", facts_.started_at},
+                             {"uptime_s", now - facts_.started_at},
+                             {"last_event_id", *last_event},
+                             {"version", 0},
+                             {"validation_loss", nullptr},
+                             {"validation_accuracy", nullptr},
+                             {"samples_trained", 0},
+                             {"throughput", {{"samples_per_s", 0.0}, {"work_units_per_hour", 0.0}, {"window_s", 0}}},
+                             {"task", nullptr}};
+    if (!*task) return json_response(request, http::status::ok, body);
+
+    const auto& t = **task;
+    body["version"] = t.record.version;
+    body["task"] = {{"id", t.record.id}, {"model", t.config.model}, {"parameters", facts_.parameters},
+                    {"policy", policy_name(t.config.merge.kind)}, {"state", task_state_name(t.record.state)},
+                    {"created_at", t.record.created_at}};
+    auto versions = store_.versions(t.record.id);
+    if (!versions) return internal_error(request, versions.message());
+    for (auto it = versions->rbegin(); it != versions->rend(); ++it)
+        if (it->validation_loss) {
+            body["validation_loss"] = *it->validation_loss;
+            body["validation_accuracy"] = optional_number(it->validation_accuracy);
+            body["evaluated_version"] = it->version;
+            break;
+        }
+    auto total = store_.activity_since(t.record.id, 0);
+    if (!total) return internal_error(request, total.message());
+    body["samples_trained"] = total->samples;
+    // A young task's rate is over its age, not over a window it has not lived through.
+    auto window = std::clamp<std::int64_t>(now - t.record.created_at, 1, kThroughputWindowS);
+    auto recent = store_.activity_since(t.record.id, now - window);
+    if (!recent) return internal_error(request, recent.message());
+    body["throughput"] = {{"samples_per_s", static_cast<double>(recent->samples) / static_cast<double>(window)},
+                          {"work_units_per_hour", static_cast<double>(recent->accepted) * 3600.0 / static_cast<double>(window)},
+                          {"window_s", window}};
+    return json_response(request, http::status::ok, body);
+}
+
+// Results per time bucket (?bucket=S seconds, ?buckets=N of them up to now), gaps filled with
+// zeros, and merged results by staleness.
+Response Dashboard::history(const Request& request) {
+    auto bucket_s = query_integer(request.target(), "bucket", 60, 10, 86400);
+    auto count = query_integer(request.target(), "buckets", 120, 1, 1000);
+    auto task = load_current_task(store_);
+    if (!task) return internal_error(request, task.message());
+    boost::json::array buckets;
+    boost::json::array staleness;
+    if (*task) {
+        const auto& id = (*task)->record.id;
+        auto now = clock_();
+        auto current = now / bucket_s * bucket_s;
+        auto since = current - (count - 1) * bucket_s;
+        auto rows = store_.history(id, since, bucket_s);
+        if (!rows) return internal_error(request, rows.message());
+        auto row = rows->begin();
+        for (auto start = rows->empty() ? current + bucket_s : rows->front().start; start <= current; start += bucket_s) {
+            HistoryBucket bucket{start, 0, 0, 0, std::nullopt};
+            if (row != rows->end() && row->start == start) bucket = *row++;
+            // The rate over the part of the bucket the task has lived through.
+            auto covered = std::min(start + bucket_s, now) - std::max(start, (*task)->record.created_at);
+            auto rate = static_cast<double>(bucket.samples) / static_cast<double>(std::max<std::int64_t>(covered, 1));
+            buckets.push_back({{"start", bucket.start}, {"accepted", bucket.accepted}, {"rejected", bucket.rejected},
+                               {"samples", bucket.samples}, {"samples_per_s", rate},
+                               {"train_loss", optional_number(bucket.train_loss)}});
+        }
+        auto stale = store_.staleness_counts(id);
+        if (!stale) return internal_error(request, stale.message());
+        for (const auto& [versions, n] : *stale) staleness.push_back({{"staleness", versions}, {"count", n}});
+    }
+    return json_response(request, http::status::ok,
+                         {{"bucket_s", bucket_s}, {"buckets", buckets}, {"staleness", staleness}});
+}
+
+// What the samples panel shows: a grid image per version ("images"), the classifier's
+// accuracy ("accuracy"), or nothing the model can draw ("none").
+Response Dashboard::samples(const Request& request) {
+    auto task = load_current_task(store_);
+    if (!task) return internal_error(request, task.message());
+    if (!*task) return json_response(request, http::status::ok, {{"kind", "none"}, {"message", "no task"}});
+    if (facts_.samples_kind != "images" || gallery_ == nullptr) {
+        boost::json::object body{{"kind", facts_.samples_kind}};
+        if (facts_.samples_kind == "none") body["message"] = "this model or its dataset cannot draw images";
+        return json_response(request, http::status::ok, body);
+    }
+    auto current = (*task)->record.version;
+    auto status = gallery_->request(current);
+    boost::json::array classes;
+    for (const auto& name : facts_.classes) classes.push_back(boost::json::value(name));
+    boost::json::object body{{"kind", "images"}, {"current_version", current}, {"rendering", status.rendering},
+                             {"classes", classes}, {"version", nullptr}, {"url", nullptr}};
+    if (status.version) {
+        body["version"] = *status.version;
+        body["url"] = "/api/v1/samples/" + std::to_string(*status.version) + ".png";
+    }
+    if (!status.error.empty()) body["error"] = status.error;
+    return json_response(request, http::status::ok, body);
+}
+
+// /api/v1/samples/<version>.png: immutable once drawn.
+Response Dashboard::sample_image(const Request& request, std::string_view name) {
+    constexpr std::string_view kPng = ".png";
+    auto version = name.ends_with(kPng) ? query_integer("?v=" + std::string(name.substr(0, name.size() - kPng.size())),
+                                                        "v", -1, 0, common::kMaxSafeInteger)
+                                        : -1;
+    auto png = gallery_ != nullptr && version >= 0 ? gallery_->image(version) : nullptr;
+    if (!png) return not_found(request, "sample image " + std::string(name) + " (GET /api/v1/samples for the newest)");
+    http::response<http::vector_body<std::uint8_t>> response{http::status::ok, request.version()};
+    response.set(http::field::server, "tessera-server");
+    response.set(http::field::content_type, "image/png");
+    response.set(http::field::cache_control, "public, max-age=31536000, immutable");
+    response.keep_alive(request.keep_alive());
+    if (request.method() == http::verb::get) response.body().assign(png->begin(), png->end());
+    response.prepare_payload();
+    if (request.method() == http::verb::head) response.content_length(png->size());
+    return response;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,96 @@
+// ServerMetrics and the /metrics page (Prometheus text exposition format 0.0.4).
+#include "server_metrics.h"
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "rejection_reasons.h"
+
+namespace tessera::server {
+namespace {
+
+void family(std::ostream& out, std::string_view name, std::string_view type, std::string_view help) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+constexpr std::array<std::string_view, 13> kReasons = {
+    reason::kDeadlinePassed, reason::kWrongBaseVersion, reason::kEncodingMismatch, reason::kTooLarge,
+    reason::kHashMismatch,   reason::kUndecodable,      reason::kShapeMismatch,    reason::kNonFinite,
+    reason::kEmptyDelta,     reason::kNormTooLarge,     reason::kLossIncrease,     reason::kReplicaMismatch,
+    reason::kWorkUnitRetired};
+
+}  // namespace
+
+void Histogram::observe(double seconds) {
+    if (!(seconds >= 0)) seconds = 0;  // NaN and clock steps backwards count as 0
+    std::size_t i = 0;
+    while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+    ++buckets_[i];
+    ++count_;
+    sum_micros_ += static_cast<std::uint64_t>(std::llround(seconds * 1e6));
+}
+
+void Histogram::write(std::ostream& out, std::string_view name, std::string_view labels) const {
+    std::string prefix = labels.empty() ? "" : std::string(labels) + ",";
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i <= kBounds.size(); ++i) {
+        cumulative += buckets_[i].load();
+        out << name << "_bucket{" << prefix << "le=\"";
+        if (i < kBounds.size()) out << kBounds[i];
+        else out << "+Inf";
+        out << "\"} " << cumulative << '\n';
+    }
+    std::string braces = labels.empty() ? "" : "{" + std::string(labels) + "}";
+    out << name << "_sum" << braces << ' ' << std::to_string(static_cast<double>(sum_micros_.load()) / 1e6) << '\n';
+    out << name << "_count" << braces << ' ' << count_.load() << '\n';
+}
+
+RouteGroup route_group_of(std::string_view path) {
+    if (path.starts_with("/blobs/")) return RouteGroup::Blobs;
+    if (path == "/metrics") return RouteGroup::Metrics;
+    if (path == "/" || path.starts_with("/assets/")) return RouteGroup::Dashboard;
+    if (path.starts_with("/api/v1/admin/")) return RouteGroup::Admin;
+    if (path.starts_with("/api/v1/events")) return RouteGroup::Events;
+    for (std::string_view route : {"register", "work", "results", "heartbeat", "abandon", "result"})
+        if (path.substr(0, 8) == "/api/v1/" && path.substr(8) == route) return RouteGroup::Volunteer;
+    if (path.starts_with("/api/v1/")) return RouteGroup::Public;
+    return RouteGroup::Other;
+}
+
+void ServerMetrics::write(std::ostream& out) const {
+    family(out, "tessera_http_requests_total", "counter", "HTTP requests answered.");
+    out << "tessera_http_requests_total " << requests() << '\n';
+    family(out, "tessera_http_request_duration_seconds", "histogram",
+           "Time from a request's header to the end of its response, by route group.");
+    for (std::size_t i = 0; i < latency_.size(); ++i)
+        latency_[i].write(out, "tessera_http_request_duration_seconds", "route=\"" + std::string(kRouteGroupNames[i]) + "\"");
+    family(out, "tessera_http_received_bytes_total", "counter", "Bytes read from HTTP connections.");
+    out << "tessera_http_received_bytes_total " << bytes_in() << '\n';
+    family(out, "tessera_http_sent_bytes_total", "counter", "Bytes written to HTTP connections.");
+    out << "tessera_http_sent_bytes_total " << bytes_out() << '\n';
+    family(out, "tessera_merge_duration_seconds", "histogram",
+           "Time the aggregator spent on one accepted result (merge, checkpoint, commit).");
+    merge_.write(out, "tessera_merge_duration_seconds", "");
+}
+
+std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& metrics) {
+    std::ostringstream out;
+    family(out, "tessera_model_version", "gauge", "Current model version.");
+    out << "tessera_model_version " << stored.model_version << '\n';
+    family(out, "tessera_work_units", "gauge", "Work-unit assignments by lifecycle state.");
+    for (const auto& [state, count] : stored.counts.assignments)
+        out << "tessera_work_units{state=\"" << state << "\"} " << count << '\n';
+    family(out, "tessera_volunteers", "gauge", "Registered volunteers.");
+    out << "tessera_volunteers " << stored.counts.clients << '\n';
+    family(out, "tessera_volunteers_active", "gauge", "Volunteers seen in the last 10 minutes.");
+    out << "tessera_volunteers_active " << stored.counts.clients_active << '\n';
+    family(out, "tessera_rejections_total", "counter", "Results rejected, by reason.");
+    auto reasons = stored.rejections_by_reason;
+    for (auto known : kReasons) reasons.try_emplace(std::string(known), 0);
+    for (const auto& [name, count] : reasons) out << "tessera_rejections_total{reason=\"" << name << "\"} " << count << '\n';
+    metrics.write(out);
+    return out.str();
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,71 @@
+// Counters the server keeps in memory for /metrics (Prometheus text format): request latency
+// by route, bytes in and out, merge durations. Thread-safe: atomics only. The figures kept in
+// the database (versions, work units, rejections) are read from the store when scraped.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "records.h"
+
+namespace tessera::server {
+
+// A Prometheus histogram with fixed upper bounds (seconds).
+class Histogram {
+public:
+    static constexpr std::array<double, 12> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                       0.1,   0.25,   0.5,   1,    2.5,   10};
+    void observe(double seconds);
+    // "_bucket{le=...}", "_sum" and "_count" lines for `name`, with `labels` ("" or `k="v"`).
+    void write(std::ostream& out, std::string_view name, std::string_view labels) const;
+
+private:
+    std::array<std::atomic<std::uint64_t>, kBounds.size() + 1> buckets_{};  // the last is +Inf
+    std::atomic<std::uint64_t> count_{0};
+    std::atomic<std::uint64_t> sum_micros_{0};
+};
+
+// Route groups that latency is labelled with: a bounded set, whatever the request's path.
+enum class RouteGroup { Volunteer, Blobs, Public, Events, Admin, Dashboard, Metrics, Other };
+inline constexpr std::array<std::string_view, 8> kRouteGroupNames = {
+    "volunteer", "blobs", "public", "events", "admin", "dashboard", "metrics", "other"};
+RouteGroup route_group_of(std::string_view path);
+
+class ServerMetrics {
+public:
+    void observe_request(RouteGroup group, double seconds) { latency_[static_cast<std::size_t>(group)].observe(seconds); }
+    void add_bytes_in(std::uint64_t bytes) { bytes_in_ += bytes; }
+    void add_bytes_out(std::uint64_t bytes) { bytes_out_ += bytes; }
+    void observe_merge(double seconds) { merge_.observe(seconds); }
+    void count_request() { ++requests_; }
+    std::uint64_t requests() const { return requests_.load(); }
+    std::uint64_t bytes_in() const { return bytes_in_.load(); }
+    std::uint64_t bytes_out() const { return bytes_out_.load(); }
+
+    // The in-memory families, in exposition format.
+    void write(std::ostream& out) const;
+
+private:
+    std::array<Histogram, kRouteGroupNames.size()> latency_;
+    Histogram merge_;
+    std::atomic<std::uint64_t> bytes_in_{0};
+    std::atomic<std::uint64_t> bytes_out_{0};
+    std::atomic<std::uint64_t> requests_{0};
+};
+
+// What /metrics reads from the database.
+struct StoredMetrics {
+    std::int64_t model_version = 0;
+    StoreCounts counts;
+    std::map<std::string, std::int64_t> rejections_by_reason;
+};
+
+// The whole /metrics page: stored figures first, then the in-memory ones.
+std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& metrics);
+
+}  // namespace tessera::server

@@ -1,0 +1,90 @@
+// The store's read-only queries for the dashboard and /metrics: results over time, recent
+// activity, staleness and rejection reasons.
+#include "store_internal.h"
+
+namespace tessera::server {
+namespace {
+
+// Results of a task: assignments joined with their work units.
+constexpr const char* kTaskResults =
+    "FROM assignments a JOIN work_units w ON w.id = a.work_unit_id WHERE w.task_id = ? ";
+// Samples of a result accepted for merging (twins that only confirm one do not count).
+constexpr const char* kMergedSamples =
+    "COALESCE(SUM(CASE WHEN a.state IN ('accepted', 'merged') "
+    "THEN json_extract(a.metrics, '$.samples') END), 0)";
+
+}  // namespace
+
+common::Result<std::int64_t> Store::last_event_id() {
+    return guarded([&]() -> common::Result<std::int64_t> {
+        Statement query(*db_, "SELECT COALESCE(MAX(id), 0) FROM events");
+        query.step();
+        return query.integer(0);
+    });
+}
+
+common::Result<std::vector<HistoryBucket>> Store::history(const std::string& task_id, std::int64_t since,
+                                                          std::int64_t bucket_s) {
+    return guarded([&]() -> common::Result<std::vector<HistoryBucket>> {
+        std::map<std::int64_t, HistoryBucket> buckets;
+        Statement results(*db_, std::string("SELECT (a.returned_at / ?) * ?, "
+                                            "SUM(a.state IN ('accepted', 'merged', 'confirmed')), ") +
+                                    kMergedSamples +
+                                    ", AVG(CASE WHEN a.state IN ('accepted', 'merged', 'confirmed') "
+                                    "THEN json_extract(a.metrics, '$.loss_end') END) " +
+                                    kTaskResults + "AND a.returned_at >= ? GROUP BY 1");
+        results.bind(1, bucket_s).bind(2, bucket_s).bind(3, task_id).bind(4, since);
+        while (results.step()) {
+            auto& bucket = buckets[results.integer(0)];
+            bucket.accepted = results.integer(1);
+            bucket.samples = results.integer(2);
+            bucket.train_loss = results.optional_real(3);
+        }
+        Statement rejected(*db_, "SELECT (r.at / ?) * ?, COUNT(*) FROM rejections r "
+                                 "JOIN assignments a ON a.id = r.assignment_id "
+                                 "JOIN work_units w ON w.id = a.work_unit_id "
+                                 "WHERE w.task_id = ? AND r.at >= ? GROUP BY 1");
+        rejected.bind(1, bucket_s).bind(2, bucket_s).bind(3, task_id).bind(4, since);
+        while (rejected.step()) buckets[rejected.integer(0)].rejected = rejected.integer(1);
+        std::vector<HistoryBucket> rows;
+        for (auto& [start, bucket] : buckets) {
+            bucket.start = start;
+            rows.push_back(bucket);
+        }
+        return rows;
+    });
+}
+
+common::Result<ActivityTotals> Store::activity_since(const std::string& task_id, std::int64_t since) {
+    return guarded([&]() -> common::Result<ActivityTotals> {
+        Statement query(*db_, std::string("SELECT COALESCE(SUM(a.state IN ('accepted', 'merged')), 0), ") +
+                                  kMergedSamples + " " + kTaskResults + "AND a.returned_at >= ?");
+        query.bind(1, task_id).bind(2, since);
+        query.step();
+        return ActivityTotals{query.integer(0), query.integer(1)};
+    });
+}
+
+common::Result<std::map<std::int64_t, std::int64_t>> Store::staleness_counts(const std::string& task_id) {
+    return guarded([&]() -> common::Result<std::map<std::int64_t, std::int64_t>> {
+        // A result merged into version v was added to the model at version v - 1: the
+        // aggregator commits whatever its policy merged before it takes the next result.
+        Statement query(*db_, std::string("SELECT a.merged_version - 1 - w.base_version, COUNT(*) ") + kTaskResults +
+                                  "AND a.state = 'merged' GROUP BY 1");
+        query.bind(1, task_id);
+        std::map<std::int64_t, std::int64_t> counts;
+        while (query.step()) counts[query.integer(0)] = query.integer(1);
+        return counts;
+    });
+}
+
+common::Result<std::map<std::string, std::int64_t>> Store::rejection_counts() {
+    return guarded([&]() -> common::Result<std::map<std::string, std::int64_t>> {
+        Statement query(*db_, "SELECT reason, COUNT(*) FROM rejections GROUP BY reason");
+        std::map<std::string, std::int64_t> counts;
+        while (query.step()) counts[query.text(0)] = query.integer(1);
+        return counts;
+    });
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,206 @@
+// The dashboard in a real browser: tessera-data prepares a small Fashion-MNIST dataset, a real
+// tessera-server runs a dit-tiny task on loopback and a real tessera-client trains it, while
+// Debian's chromium (headless, driven by playwright-core) loads the page. It checks that the
+// page loads without console errors, that every chart has data points, that the sample
+// images are not blank, that a server-sent event changes the shown version without a
+// reload, that the page fits a phone's width and follows the dark preference; it saves
+// screenshots (light, dark, phone) into TESSERA_SCREENSHOTS.
+//
+// Usage (meson sets the variables): node dashboard.test.mjs
+//   TESSERA_DATA, TESSERA_SERVER, TESSERA_CLIENT  the programs
+//   TESSERA_SCREENSHOTS                           where the screenshots go
+//   CHROMIUM                                      the browser (default /usr/bin/chromium)
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { chromium } from 'playwright-core';
+
+function env(name, fallback) {
+  const value = process.env[name] ?? fallback;
+  if (!value) throw new Error(`${name} is not set (meson sets it)`);
+  return value;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const children = [];
+
+function start(program, args, name) {
+  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  child.label = name;
+  children.push(child);
+  return child;
+}
+
+function finished(child) {
+  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? 128)));
+}
+
+async function run(program, args) {
+  const child = start(program, args, args[0]);
+  child.stdout.resume();
+  const code = await finished(child);
+  assert.equal(code, 0, `${program} ${args.join(' ')} exited with ${code}`);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor(what, condition, seconds) {
+  const until = Date.now() + seconds * 1000;
+  for (;;) {
+    const value = await condition().catch(() => undefined);
+    if (value) return value;
+    if (Date.now() > until) throw new Error(`timed out after ${seconds} s waiting for ${what}`);
+    await sleep(500);
+  }
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'tessera-dashboard-'));
+const screenshots = env('TESSERA_SCREENSHOTS');
+mkdirSync(screenshots, { recursive: true });
+let browser;
+
+async function main() {
+  const data = join(dir, 'data');
+  const state = join(dir, 'server');
+  await run(env('TESSERA_DATA'), ['prepare', 'fashion-mnist', '--out', data, '--limit', '3000',
+    '--shard-size', '1000', '--autoencoder-steps', '150', '--threads', '2']);
+  await run(env('TESSERA_SERVER'), ['init', '--state', state]);
+  await run(env('TESSERA_SERVER'), ['task', 'create', '--state', state, '--data', data, '--local-steps', '20',
+    '--batch', '32', '--target-seconds', '0', '--eval-interval', '1', '--eval-samples', '256',
+    '--replication', '0', '--loss-check', '0']);
+
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const server = start(env('TESSERA_SERVER'), ['run', '--state', state, '--listen', `127.0.0.1:${port}`, '--tick', '1'],
+    'server');
+  const firstLine = await new Promise((resolve) => createInterface({ input: server.stdout }).once('line', resolve));
+  assert.match(firstLine, /listening/, `the server did not start: ${firstLine}`);
+  server.stdout.resume();
+  start(env('TESSERA_CLIENT'), ['--server', base, '--state', join(dir, 'volunteer'), '--device', 'cpu',
+    '--threads', '1', '--name', 'browser-test-volunteer', '--quiet'], 'client').stdout.resume();
+
+  const stats = async () => (await fetch(`${base}/api/v1/stats`)).json();
+  await waitFor('version 2', async () => (await stats()).version >= 2, 300);
+
+  browser = await chromium.launch({ executablePath: env('CHROMIUM', '/usr/bin/chromium'), args: ['--no-sandbox'] });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, colorScheme: 'light' });
+  const consoleErrors = [];
+  page.on('console', (message) => { if (message.type() === 'error') consoleErrors.push(message.text()); });
+  page.on('pageerror', (error) => consoleErrors.push(error.message));
+  let streamRequests = 0;
+  page.on('request', (request) => { if (request.url().includes('/api/v1/events/stream')) streamRequests += 1; });
+
+  await page.goto(`${base}/`, { waitUntil: 'load' });
+  await page.evaluate(() => { window.loadMarker = 'first load'; });
+  await page.waitForFunction(() => window.tesseraDashboard && window.tesseraDashboard.refreshes >= 1);
+
+  // Every chart has data points (null is a gap, not a point); the loss curve has two or more.
+  const points = await waitFor('data in every chart', async () => {
+    const counts = await page.evaluate(() => Object.fromEntries(Object.entries(window.tesseraDashboard.data)
+      .map(([name, data]) => [name, data.slice(1).flat().filter((v) => v !== null && v !== undefined).length])));
+    const ready = Object.keys(counts).length === 6 && Object.values(counts).every((n) => n > 0) && counts.lossVersion >= 2;
+    return ready && counts;
+  }, 180);
+  console.log('chart points:', JSON.stringify(points));
+  // uPlot drew them: every chart has a canvas of the container's size.
+  const canvases = await page.$$eval('.chart canvas', (list) => list.filter((c) => c.width > 100 && c.height > 100).length);
+  assert.equal(canvases, 6, 'six drawn charts');
+
+  // The sample grid is an image with real contrast, not a blank or flat square.
+  await page.waitForFunction(() => {
+    const img = document.getElementById('samples-img');
+    return img && img.complete && img.naturalWidth > 0;
+  }, null, { timeout: 180_000 });
+  const pixels = await page.evaluate(() => {
+    const img = document.getElementById('samples-img');
+    const canvas = document.createElement('canvas');
+    canvas.width = img.naturalWidth;
+    canvas.height = img.naturalHeight;
+    const context = canvas.getContext('2d');
+    context.drawImage(img, 0, 0);
+    const { data } = context.getImageData(0, 0, canvas.width, canvas.height);
+    let sum = 0, squares = 0;
+    const n = data.length / 4;
+    for (let i = 0; i < data.length; i += 4) { sum += data[i]; squares += data[i] * data[i]; }
+    const mean = sum / n;
+    return { width: canvas.width, height: canvas.height, mean, std: Math.sqrt(squares / n - mean * mean) };
+  });
+  console.log('sample grid:', JSON.stringify(pixels));
+  assert.ok(pixels.width >= 8 * 28 && pixels.height >= 10 * 28, 'ten rows of eight images');
+  assert.ok(pixels.std > 10, `the sample grid is not blank (pixel std ${pixels.std.toFixed(1)})`);
+  const labels = await page.$$eval('#samples .rows span', (spans) => spans.map((s) => s.textContent));
+  assert.equal(labels.length, 10, 'a label per class row');
+
+  // A version merged while the page is open reaches it through the event stream, not a reload.
+  const shown = Number(await page.textContent('#version'));
+  await page.waitForFunction((before) => Number(document.getElementById('version').textContent) > before, shown,
+    { timeout: 180_000 });
+  assert.equal(await page.evaluate(() => window.loadMarker), 'first load', 'the page was not reloaded');
+  assert.equal(await page.evaluate(() => performance.getEntriesByType('navigation').length), 1);
+  assert.ok(streamRequests >= 1, 'the page opened the event stream');
+  assert.equal(await page.textContent('#live'), 'live');
+
+  // The volunteer appears in the table and on the leaderboard.
+  await page.waitForFunction(() => document.querySelector('#leaderboard li:not(.muted)') !== null, null,
+    { timeout: 120_000 });
+  const volunteerRow = await page.textContent('#volunteers tbody');
+  assert.match(volunteerRow, /browser-test-volunteer/);
+  assert.match(volunteerRow, /cpu/);
+
+  await page.screenshot({ path: join(screenshots, 'dashboard.png'), fullPage: true });
+
+  // Dark preference: the page's colours follow it.
+  const light = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await page.emulateMedia({ colorScheme: 'dark' });
+  const dark = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  assert.notEqual(dark, light, 'dark mode changes the background');
+  await page.screenshot({ path: join(screenshots, 'dashboard-dark.png'), fullPage: true });
+
+  // Phone width: nothing wider than the screen but the scrollable tables.
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await sleep(500);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(overflow <= 390, `the page fits 390 px (scroll width ${overflow})`);
+  await page.screenshot({ path: join(screenshots, 'dashboard-phone.png'), fullPage: true });
+
+  assert.deepEqual(consoleErrors, [], 'no console errors');
+  console.log(`dashboard browser test passed; screenshots in ${screenshots}`);
+}
+
+async function cleanUp() {
+  if (browser) await browser.close().catch(() => {});
+  for (const child of children.reverse()) {
+    if (child.exitCode === null) {
+      child.kill('SIGTERM');
+      const stopped = await Promise.race([finished(child), sleep(20_000).then(() => null)]);
+      if (stopped === null) child.kill('SIGKILL');
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
+
+let failed = false;
+try {
+  await main();
+} catch (error) {
+  failed = true;
+  console.error(error);
+} finally {
+  await cleanUp();
+}
+process.exit(failed ? 1 : 0);
