@@ -10,6 +10,9 @@
 //   TESSERA_DATA, TESSERA_SERVER, TESSERA_CLIENT  the programs
 //   TESSERA_SCREENSHOTS                           where the screenshots go
 //   CHROMIUM                                      the browser (default /usr/bin/chromium)
+//   TESSERA_VOLUNTEERS, TESSERA_WAIT_VERSION,     volunteers to run (1), and the version (2) and
+//   TESSERA_WAIT_SECONDS                          seconds of training (0) before the browser
+//                                                 opens; larger for docs/ (scripts/dashboard-screenshots)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -90,11 +93,17 @@ async function main() {
   const firstLine = await new Promise((resolve) => createInterface({ input: server.stdout }).once('line', resolve));
   assert.match(firstLine, /listening/, `the server did not start: ${firstLine}`);
   server.stdout.resume();
-  start(env('TESSERA_CLIENT'), ['--server', base, '--state', join(dir, 'volunteer'), '--device', 'cpu',
-    '--threads', '1', '--name', 'browser-test-volunteer', '--quiet'], 'client').stdout.resume();
+  const volunteers = Number(env('TESSERA_VOLUNTEERS', '1'));
+  for (let i = 0; i < volunteers; i += 1) {
+    const name = i === 0 ? 'browser-test-volunteer' : `volunteer-${i + 1}`;
+    start(env('TESSERA_CLIENT'), ['--server', base, '--state', join(dir, `volunteer-${i}`), '--device', 'cpu',
+      '--threads', '1', '--name', name, '--quiet'], name).stdout.resume();
+  }
 
   const stats = async () => (await fetch(`${base}/api/v1/stats`)).json();
-  await waitFor('version 2', async () => (await stats()).version >= 2, 300);
+  const warmUp = Number(env('TESSERA_WAIT_VERSION', '2'));
+  await waitFor(`version ${warmUp}`, async () => (await stats()).version >= warmUp, Math.max(300, 3 * warmUp));
+  await sleep(1000 * Number(env('TESSERA_WAIT_SECONDS', '0')));
 
   browser = await chromium.launch({ executablePath: env('CHROMIUM', '/usr/bin/chromium'), args: ['--no-sandbox'] });
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, colorScheme: 'light' });
