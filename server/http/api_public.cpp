@@ -8,16 +8,10 @@
 namespace tessera::server {
 namespace {
 
-constexpr std::int64_t kActiveWindowS = 600;  // a volunteer seen in the last 10 minutes is active (as on the dashboard)
-
-boost::json::value optional_number(const std::optional<double>& value) {
-    return value ? boost::json::value(*value) : boost::json::value(nullptr);
-}
-
 boost::json::object version_json(const VersionRecord& v) {
     return {{"version", v.version}, {"created_at", v.created_at}, {"merged_results", v.merged_results},
-            {"validation_loss", optional_number(v.validation_loss)},
-            {"validation_accuracy", optional_number(v.validation_accuracy)}};
+            {"validation_loss", number_or_null(v.validation_loss)},
+            {"validation_accuracy", number_or_null(v.validation_accuracy)}};
 }
 
 }  // namespace
@@ -104,7 +98,7 @@ std::string Api::event_stream_chunk(std::int64_t& after) {
 // Prometheus text exposition format, version 0.0.4 (server_metrics.cpp).
 Response Api::metrics(const Request& request) {
     StoredMetrics stored;
-    auto counts = store_.counts(clock_() - kActiveWindowS);
+    auto counts = store_.counts(clock_() - kVolunteerActiveWindowS);
     if (!counts) return internal_error(request, counts.message());
     stored.counts = std::move(*counts);
     auto task = load_current_task(store_);

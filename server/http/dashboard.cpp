@@ -12,14 +12,9 @@
 namespace tessera::server {
 namespace {
 
-constexpr std::int64_t kActiveWindowS = 600;      // a volunteer seen in the last 10 minutes is active
 constexpr std::int64_t kThroughputWindowS = 600;  // throughput over the last 10 minutes
 constexpr std::string_view kAssets = "/assets/";
 constexpr std::string_view kSamples = "/api/v1/samples/";
-
-boost::json::value optional_number(const std::optional<double>& value) {
-    return value ? boost::json::value(*value) : boost::json::value(nullptr);
-}
 
 const EmbeddedAsset* find_asset(std::string_view name) {
     for (const auto& asset : kDashboardAssets)
@@ -75,7 +70,7 @@ Response Dashboard::page(const Request& request, std::string_view name) {
 
 Response Dashboard::stats(const Request& request) {
     auto now = clock_();
-    auto counts = store_.counts(now - kActiveWindowS);
+    auto counts = store_.counts(now - kVolunteerActiveWindowS);
     if (!counts) return internal_error(request, counts.message());
     auto task = load_current_task(store_);
     if (!task) return internal_error(request, task.message());
@@ -112,7 +107,7 @@ Response Dashboard::stats(const Request& request) {
     for (auto it = versions->rbegin(); it != versions->rend(); ++it)
         if (it->validation_loss) {
             body["validation_loss"] = *it->validation_loss;
-            body["validation_accuracy"] = optional_number(it->validation_accuracy);
+            body["validation_accuracy"] = number_or_null(it->validation_accuracy);
             body["evaluated_version"] = it->version;
             break;
         }
@@ -154,7 +149,7 @@ Response Dashboard::history(const Request& request) {
             auto rate = static_cast<double>(bucket.samples) / static_cast<double>(std::max<std::int64_t>(covered, 1));
             buckets.push_back({{"start", bucket.start}, {"accepted", bucket.accepted}, {"rejected", bucket.rejected},
                                {"samples", bucket.samples}, {"samples_per_s", rate},
-                               {"train_loss", optional_number(bucket.train_loss)}});
+                               {"train_loss", number_or_null(bucket.train_loss)}});
         }
         auto stale = store_.staleness_counts(id);
         if (!stale) return internal_error(request, stale.message());

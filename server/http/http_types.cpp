@@ -25,6 +25,10 @@ Response error_response(const Request& request, http::status status, const std::
     return json_response(request, status, {{"error", code}, {"message", message}});
 }
 
+boost::json::value number_or_null(const std::optional<double>& value) {
+    return value ? boost::json::value(*value) : boost::json::value(nullptr);
+}
+
 Response internal_error(const Request& request, const std::string& message) {
     return error_response(request, http::status::internal_server_error, "internal", message);
 }

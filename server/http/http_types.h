@@ -6,6 +6,7 @@
 #include <boost/json/value.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,5 +24,7 @@ Response error_response(const Request& request, http::status status, const std::
 // 500 {"error": "internal", …}: a server-side failure (database, disk).
 Response internal_error(const Request& request, const std::string& message);
 Response text_response(const Request& request, http::status status, std::string body, const std::string& type);
+// A JSON number, or null when absent (losses not evaluated yet).
+boost::json::value number_or_null(const std::optional<double>& value);
 
 }  // namespace tessera::server

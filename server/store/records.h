@@ -132,6 +132,9 @@ struct ActivityTotals {
     std::int64_t samples = 0;   // samples trained in them
 };
 
+// A volunteer seen this recently counts as active (the dashboard, /metrics).
+inline constexpr std::int64_t kVolunteerActiveWindowS = 600;
+
 struct StoreCounts {
     std::map<std::string, std::int64_t> assignments;  // by state name
     std::map<std::string, std::int64_t> work_units;   // by state name

@@ -21,11 +21,15 @@ boost::json::object get_json(TestServer& server, const std::string& target) {
     return boost::json::parse(reply.body).as_object();
 }
 
-// One accepted result from a fresh volunteer's unit (made-up Δ), merged before it returns.
-void accepted_result(TestServer& server, TestVolunteer& volunteer) {
-    auto wu = volunteer.request_work().value();
-    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 200);
+// Uploads a made-up Δ of `scale` (0: all zeros, rejected) and waits for its verdict and merge.
+void deliver(TestServer& server, TestVolunteer& volunteer, const common::WorkUnit& wu, float scale) {
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, scale)).status == 200);
     server.app().wait_idle();
+}
+
+// One accepted result on a new unit, merged before it returns.
+void accepted_result(TestServer& server, TestVolunteer& volunteer) {
+    deliver(server, volunteer, volunteer.request_work().value(), 1e-3f);
 }
 
 // Draws a PNG whose first pixel is the version, and counts its calls.
@@ -106,16 +110,13 @@ TEST_CASE("overview and history: results by minute, rejections, staleness, throu
     // Both start on version 0; bob's result is merged after alice's, one version behind.
     auto first = alice.request_work().value();
     auto second = bob.request_work().value();
-    REQUIRE(alice.upload(first, alice.made_up_delta(first, 1e-3f)).status == 200);
-    server.app().wait_idle();
-    REQUIRE(bob.upload(second, bob.made_up_delta(second, 1e-3f)).status == 200);
-    server.app().wait_idle();
+    deliver(server, alice, first, 1e-3f);
+    deliver(server, bob, second, 1e-3f);
     REQUIRE(server.version() == 2);
     // Two minutes later, an all-zero delta is rejected.
     server.advance(120);
     auto third = alice.request_work().value();
-    REQUIRE(alice.upload(third, alice.made_up_delta(third, 0.0f)).status == 200);
-    server.app().wait_idle();
+    deliver(server, alice, third, 0.0f);
     REQUIRE(rejection_of(server, third.wu_id) == "empty_delta");
 
     auto unit_samples = server.config().local_steps * server.config().batch_size;
@@ -244,9 +245,7 @@ TEST_CASE("/metrics: rejections by reason, latency histogram, bytes, merge time;
     TestServer server;
     TestVolunteer volunteer(server, "alice");
     accepted_result(server, volunteer);
-    auto wu = volunteer.request_work().value();
-    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 0.0f)).status == 200);
-    server.app().wait_idle();
+    deliver(server, volunteer, volunteer.request_work().value(), 0.0f);
 
     auto reply = http_get(server.port(), "/metrics");
     REQUIRE(reply.status == 200);
