@@ -79,8 +79,18 @@ struct Session {
     std::unique_ptr<ServerApi> api;
     std::unique_ptr<common::VerifyKey> server_key;
     std::unique_ptr<BlobCache> cache;
+    std::set<std::string> shards_seen;  // blobs that came as shards (the rest are model versions)
     double measured_speed = 0;
 };
+
+// The cached shards, for locality scheduling: model versions are left out (a new one comes
+// with nearly every unit, so they would only grow the request), and the list is capped.
+std::vector<std::string> cached_shards(const Session& s) {
+    std::vector<std::string> shards;
+    for (auto& hash : s.cache->held())
+        if (s.shards_seen.count(hash) > 0 && shards.size() < common::kMaxCachedShards) shards.push_back(std::move(hash));
+    return shards;
+}
 
 // Registers (idempotent: the same key keeps its id) and pins the server's key on first
 // contact. A reason to stop, or nullopt to go on.
@@ -286,7 +296,7 @@ void resume_or_abandon(Session& s) {
 
 StopReason run_volunteer(const VolunteerOptions& options, VolunteerControl& control, std::string& message) {
     Session s{options, control, Logger(options), ClientState(options.state_dir), HttpClient({std::chrono::seconds(60), 16 << 20, options.ca_file}),
-              {}, nullptr, nullptr, nullptr, nullptr, 0};
+              {}, nullptr, nullptr, nullptr, nullptr, {}, 0};
     auto server = parse_url(options.server);
     if (!server) return message = server.message(), StopReason::Error;
     s.server = *server;
@@ -301,8 +311,7 @@ StopReason run_volunteer(const VolunteerOptions& options, VolunteerControl& cont
         request.device = {options.device.starts_with("cuda") ? "cuda" : "cpu", describe_device(options.device, options.threads).substr(0, 128),
                           0, options.threads > 0 ? options.threads : 1};
         request.samples_per_s = s.measured_speed;
-        request.cached_shards = s.cache->held();
-        if (request.cached_shards.size() > common::kMaxCachedShards) request.cached_shards.resize(common::kMaxCachedShards);
+        request.cached_shards = cached_shards(s);
         auto body = boost::json::serialize(common::to_json(request));
         auto reply = with_retries([&] { return s.api->post("work", body); }, control, s.log, "asking for work");
         if (!reply) break;
@@ -329,6 +338,8 @@ StopReason run_volunteer(const VolunteerOptions& options, VolunteerControl& cont
         if (reason == StopReason::Error || reason == StopReason::Untrusted) return reason;
         std::set<std::string> keep{unit->model_blob.sha256};
         for (const auto& shard : unit->shards) keep.insert(shard.sha256);
+        s.shards_seen.insert(keep.begin(), keep.end());
+        s.shards_seen.erase(unit->model_blob.sha256);
         s.cache->evict(keep);
         if (options.once && reason == StopReason::OnceDone) return StopReason::OnceDone;
     }

@@ -17,7 +17,7 @@ namespace tessera::common {
 
 constexpr std::int64_t kMaxSafeInteger = 9007199254740991;  // 2^53 − 1: exact in JSON everywhere
 constexpr std::size_t kMaxShardsPerWorkUnit = 256;
-constexpr std::size_t kMaxCachedShards = 4096;
+constexpr std::size_t kMaxCachedShards = 512;  // 512 hashes ≈ 34 KiB, within the 64 KiB request cap
 
 // A content-addressed blob: SHA-256 of its bytes, and its size.
 struct BlobRef {

@@ -105,7 +105,9 @@ async function main() {
   await waitFor(`version ${warmUp}`, async () => (await stats()).version >= warmUp, Math.max(300, 3 * warmUp));
   await sleep(1000 * Number(env('TESSERA_WAIT_SECONDS', '0')));
 
-  browser = await chromium.launch({ executablePath: env('CHROMIUM', '/usr/bin/chromium'), args: ['--no-sandbox'] });
+  // As root (CI) chromium's sandbox cannot start; small containers have a small /dev/shm.
+  browser = await chromium.launch({ executablePath: env('CHROMIUM', '/usr/bin/chromium'),
+    args: ['--no-sandbox', '--disable-dev-shm-usage'] });
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, colorScheme: 'light' });
   const consoleErrors = [];
   page.on('console', (message) => { if (message.type() === 'error') consoleErrors.push(message.text()); });

@@ -237,6 +237,24 @@ std::string answer_to_header(std::uint16_t port, const std::string& target, std:
     return answer;
 }
 
+TEST_CASE("a work request listing the most cached shards allowed fits the route's body cap") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    common::WorkRequest request;
+    request.client_id = volunteer.id();
+    request.device = {"cuda", std::string(128, 'G'), 1 << 30, 4096};
+    for (std::size_t i = 0; i < common::kMaxCachedShards; ++i) {
+        auto hash = common::sha256_hex(common::as_bytes(std::to_string(i)));
+        request.cached_shards.push_back(hash);
+    }
+    auto largest = boost::json::serialize(common::to_json(request));
+    CHECK(volunteer.post("/api/v1/work", largest).status == 200);
+    request.cached_shards.push_back(request.cached_shards.front());
+    auto reply = volunteer.post("/api/v1/work", boost::json::serialize(common::to_json(request)));
+    CHECK(reply.status == 400);
+    CHECK(error_code_of(reply) == "bad_request");
+}
+
 TEST_CASE("oversized bodies get 413 before they are read") {
     TestServer server;
     auto small_route = answer_to_header(server.port(), "/api/v1/register", 200 << 10);
