@@ -1,7 +1,12 @@
-// SampleGallery: at most one render at a time, on the work pool.
+// SampleGallery: at most one render at a time, on the work pool, with a rest after each.
 #include "sample_gallery.h"
 
 namespace tessera::server {
+namespace {
+
+constexpr int kRestFactor = 3;  // rest 3× the drawing's time: drawing ≤ 1/4 of a thread
+
+}  // namespace
 
 SampleGallery::SampleGallery(ModelCache& models, std::string task_id, SampleRendererFactory factory,
                              Executor executor, std::size_t keep)
@@ -10,7 +15,7 @@ SampleGallery::SampleGallery(ModelCache& models, std::string task_id, SampleRend
 
 SampleStatus SampleGallery::request(std::int64_t current_version) {
     std::unique_lock lock(mutex_);
-    bool start = !rendering_ && current_version > attempted_;
+    bool start = !rendering_ && current_version > attempted_ && std::chrono::steady_clock::now() >= rest_until_;
     if (start) {
         rendering_ = true;
         attempted_ = current_version;
@@ -31,6 +36,7 @@ std::shared_ptr<const common::Bytes> SampleGallery::image(std::int64_t version) 
 }
 
 void SampleGallery::render(std::int64_t version) {
+    auto started = std::chrono::steady_clock::now();
     auto rendered = [&]() -> common::Result<common::Bytes> {
         if (!renderer_) {
             auto made = factory_();
@@ -41,8 +47,10 @@ void SampleGallery::render(std::int64_t version) {
         if (!weights) return weights.error();
         return renderer_->render(**weights);
     }();
+    auto finished = std::chrono::steady_clock::now();
     std::lock_guard lock(mutex_);
     rendering_ = false;
+    rest_until_ = finished + kRestFactor * (finished - started);
     if (!rendered) {
         error_ = "version " + std::to_string(version) + ": " + rendered.message();
         return;

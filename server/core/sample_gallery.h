@@ -1,9 +1,12 @@
 // Images sampled from the model for the dashboard: one PNG grid per model version (a row per
 // class), rendered in the background when someone asks for a version newer than the last
-// one drawn. Rendering sits behind an interface so the server's core stays free of torch
-// (server/torch implements it). Thread-safe.
+// one drawn. One drawing at a time, and after each a pause three times as long, so drawing
+// takes at most a quarter of one work thread however many people watch. Rendering sits
+// behind an interface so the server's core stays free of torch (server/torch implements
+// it). Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -41,8 +44,8 @@ class SampleGallery {
 public:
     SampleGallery(ModelCache& models, std::string task_id, SampleRendererFactory factory, Executor executor,
                   std::size_t keep = 4);
-    // Starts rendering `current_version` when it is newer than the last image and nothing is
-    // being rendered; returns the state either way.
+    // Starts rendering `current_version` when it is newer than the last image, nothing is
+    // being rendered and the pause after the last drawing is over; returns the state.
     SampleStatus request(std::int64_t current_version);
     // The image of `version`, while it is among the `keep` newest.
     std::shared_ptr<const common::Bytes> image(std::int64_t version);
@@ -61,6 +64,7 @@ private:
     std::map<std::int64_t, std::shared_ptr<const common::Bytes>> images_;
     bool rendering_ = false;
     std::int64_t attempted_ = -1;  // the newest version tried, failed or not: never retried
+    std::chrono::steady_clock::time_point rest_until_{};
     std::string error_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "child_process.h"
 #include "png.h"
@@ -203,7 +204,11 @@ TEST_CASE("samples: each new version is drawn once, in the background, and kept 
     accepted_result(server, volunteer);
     auto stale = get_json(server, "/api/v1/samples");
     CHECK(stale.at("current_version").as_int64() == 1);
-    server.app().wait_idle();
+    // The gallery rests 3× a drawing's time after each (microseconds here): ask until drawn.
+    for (int attempt = 0; attempt < 100 && get_json(server, "/api/v1/samples").at("version").as_int64() != 1; ++attempt) {
+        server.app().wait_idle();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     CHECK(get_json(server, "/api/v1/samples").at("version").as_int64() == 1);
     CHECK(calls->load() == 2);
     CHECK(http_get(server.port(), "/api/v1/samples/1.png").status == 200);
