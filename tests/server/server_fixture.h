@@ -26,9 +26,10 @@ using namespace tessera::server;
 
 constexpr std::int64_t kStartTime = 1'800'000'000;
 
-// dit-tiny on the synthetic dataset with small units; no loss check, no replication.
-inline TaskConfig small_task_config(const std::filesystem::path& data_dir, PolicyKind policy) {
-    auto config = default_task_config(data_dir, policy, "dit-tiny").value();
+// dit-tiny (or `model`) on the synthetic dataset with small units; no loss check, no replication.
+inline TaskConfig small_task_config(const std::filesystem::path& data_dir, PolicyKind policy,
+                                    const std::string& model = "dit-tiny") {
+    auto config = default_task_config(data_dir, policy, model).value();
     config.loss_check = 0;  // tests that want it turn it on
     config.replication = 0;
     config.eval_samples = 64;
@@ -40,14 +41,17 @@ inline TaskConfig small_task_config(const std::filesystem::path& data_dir, Polic
 
 class TestServer {
 public:
+    // SyntheticKind::Pixels makes it a cnn task on random 28×28 images.
     explicit TestServer(const std::function<void(TaskConfig&)>& adjust = {},
                         PolicyKind policy = PolicyKind::FedAsync,
-                        std::function<void(ServerOptions&)> adjust_options = {})
+                        std::function<void(ServerOptions&)> adjust_options = {},
+                        SyntheticKind data = SyntheticKind::Latents)
         : state_(dir_.path() / "state"), adjust_options_(std::move(adjust_options)) {
-        write_synthetic_dataset(dir_.path() / "data");
+        write_synthetic_dataset(dir_.path() / "data", 2, data);
         token_ = initialize_state(state_).value();
         auto store = Store::open(state_.database(), false).value();
-        auto config = small_task_config(dir_.path() / "data", policy);
+        auto config = small_task_config(dir_.path() / "data", policy,
+                                        data == SyntheticKind::Pixels ? "cnn" : "dit-tiny");
         if (adjust) adjust(config);
         config_ = config;
         create_task(state_, *store, config).value();

@@ -218,6 +218,20 @@ TEST_CASE("samples: each new version is drawn once, in the background, and kept 
     CHECK(http_get(server.port(), "/api/v1/samples/1").status == 404);
 }
 
+TEST_CASE("samples: a classifier shows its accuracy instead of images") {
+    TestServer server({}, PolicyKind::FedAsync, {}, SyntheticKind::Pixels);
+    auto samples = get_json(server, "/api/v1/samples");
+    CHECK(samples.at("kind").as_string() == "accuracy");
+    CHECK(http_get(server.port(), "/api/v1/samples/0.png").status == 404);
+    server.app().wait_idle();  // version 0's evaluation
+    auto stats = get_json(server, "/api/v1/stats");
+    CHECK(stats.at("task").at("model").as_string() == "cnn");
+    REQUIRE(stats.at("validation_accuracy").is_double());
+    auto accuracy = stats.at("validation_accuracy").as_double();
+    CHECK(accuracy >= 0.0);
+    CHECK(accuracy <= 1.0);
+}
+
 TEST_CASE("samples: a DiT without a decoder says so; a failed drawing is reported, not retried") {
     SUBCASE("no decoder in the synthetic dataset") {
         TestServer server;
