@@ -337,9 +337,10 @@ StopReason run_volunteer(const VolunteerOptions& options, VolunteerControl& cont
         auto reason = compute(s, *unit, envelope_json, message);
         if (reason == StopReason::Error || reason == StopReason::Untrusted) return reason;
         std::set<std::string> keep{unit->model_blob.sha256};
-        for (const auto& shard : unit->shards) keep.insert(shard.sha256);
-        s.shards_seen.insert(keep.begin(), keep.end());
-        s.shards_seen.erase(unit->model_blob.sha256);
+        for (const auto& shard : unit->shards) {
+            keep.insert(shard.sha256);
+            s.shards_seen.insert(shard.sha256);
+        }
         s.cache->evict(keep);
         if (options.once && reason == StopReason::OnceDone) return StopReason::OnceDone;
     }

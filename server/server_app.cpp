@@ -70,11 +70,11 @@ common::Result<ModelProbeFactory> torch_probes_for(const TaskConfig& config) {
 }
 
 // LibTorch sampling through the decoder named by the task's dataset.json, when it has one.
-std::optional<SampleRendererFactory> torch_renderer_for(const TaskConfig& config) {
-    std::filesystem::path dir = config.data_dir;
-    auto manifest = common::load_dataset_manifest(dir / "dataset.json");
+std::optional<SampleRendererFactory> torch_renderer_for(const TaskConfig& config,
+                                                        const common::Result<common::DatasetManifest>& manifest) {
     if (!manifest || manifest->decoder.file.empty()) return std::nullopt;
-    return make_torch_sample_renderer_factory(config, dir / manifest->decoder.file, manifest->scale_factor);
+    auto decoder = std::filesystem::path(config.data_dir) / manifest->decoder.file;
+    return make_torch_sample_renderer_factory(config, decoder, manifest->scale_factor);
 }
 
 // The overview's fixed facts, and the dashboard's samples: images when the model can draw.
@@ -86,7 +86,7 @@ RunFacts run_facts(ServerApp::Parts& p, const std::optional<TaskView>& task, std
     const auto& config = task->config;
     auto manifest = common::load_dataset_manifest(std::filesystem::path(config.data_dir) / "dataset.json");
     if (manifest) facts.classes = manifest->classes;
-    auto renderer = p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config);
+    auto renderer = p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config, manifest);
     if (renderer) {
         facts.samples_kind = "images";
         p.gallery = std::make_unique<SampleGallery>(*p.models, task->record.id, std::move(*renderer), p.executor);

@@ -52,10 +52,12 @@ RouteGroup route_group_of(std::string_view path) {
     if (path == "/" || path.starts_with("/assets/")) return RouteGroup::Dashboard;
     if (path.starts_with("/api/v1/admin/")) return RouteGroup::Admin;
     if (path.starts_with("/api/v1/events")) return RouteGroup::Events;
-    for (std::string_view route : {"register", "work", "results", "heartbeat", "abandon", "result"})
-        if (path.substr(0, 8) == "/api/v1/" && path.substr(8) == route) return RouteGroup::Volunteer;
-    if (path.starts_with("/api/v1/")) return RouteGroup::Public;
-    return RouteGroup::Other;
+    constexpr std::string_view kApi = "/api/v1/";
+    if (!path.starts_with(kApi)) return RouteGroup::Other;
+    auto route = path.substr(kApi.size());
+    for (std::string_view signed_route : {"register", "work", "results", "heartbeat", "abandon", "result"})
+        if (route == signed_route) return RouteGroup::Volunteer;
+    return RouteGroup::Public;
 }
 
 void ServerMetrics::write(std::ostream& out) const {
