@@ -263,7 +263,8 @@ StopReason compute(Session& s, const common::WorkUnit& unit, const std::string& 
                                  std::to_string(static_cast<int>(output->metrics.samples_per_s)) + " samples/s, " +
                                  std::to_string(output->delta.size()) + " bytes",
                    {{"wu_id", unit.wu_id}, {"state", outcome.state}, {"reason", outcome.reason},
-                    {"credit", outcome.credit}, {"bytes", static_cast<std::int64_t>(output->delta.size())}});
+                    {"credit", outcome.credit}, {"bytes", static_cast<std::int64_t>(output->delta.size())},
+                    {"samples_per_s", output->metrics.samples_per_s}, {"device", output->device}});
     } else
         s.log.info("refused", unit.wu_id + ": the server refused the result: " + reply->error_message(),
                    {{"wu_id", unit.wu_id}, {"status", reply->status}});
@@ -301,15 +302,19 @@ StopReason run_volunteer(const VolunteerOptions& options, VolunteerControl& cont
     if (!server) return message = server.message(), StopReason::Error;
     s.server = *server;
     s.cache = std::make_unique<BlobCache>(s.state.cache_dir(), options.cache_quota_bytes);
-    s.log.info("device", "device: " + describe_device(options.device, options.threads));
+    auto probed = probe_device(options.device, options.threads);
+    if (!probed) return message = probed.message(), StopReason::Error;
+    common::DeviceInfo device = *probed;
+    device.name = device.name.substr(0, 128);
+    s.log.info("device", "device: " + describe_device(options.device, options.threads),
+               {{"kind", device.kind}, {"name", device.name}, {"memory_bytes", device.memory_bytes}});
     if (auto reason = connect(s, message)) return *reason;
     resume_or_abandon(s);
 
     while (!control.stop_after_unit && !control.abandon_now) {
         common::WorkRequest request;
         request.client_id = s.api->client_id();
-        request.device = {options.device.starts_with("cuda") ? "cuda" : "cpu", describe_device(options.device, options.threads).substr(0, 128),
-                          0, options.threads > 0 ? options.threads : 1};
+        request.device = device;
         request.samples_per_s = s.measured_speed;
         request.cached_shards = cached_shards(s);
         auto body = boost::json::serialize(common::to_json(request));

@@ -2,6 +2,9 @@
 #include "work_runner.h"
 
 #include <torch/torch.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "file_io.h"
 #include "safetensors.h"
@@ -46,12 +49,37 @@ common::Status limit_gpu_memory(const torch::Device& device, double gigabytes) {
 
 }  // namespace
 
-std::string describe_device(const std::string& device, int threads) {
+common::Result<common::DeviceInfo> probe_device(const std::string& device, int threads) {
     auto parsed = common::parse_device(device);
-    if (!parsed) return device + " (" + parsed.message() + ")";
-    if (parsed->is_cpu())
-        return "cpu (" + std::to_string(threads > 0 ? threads : torch::get_num_threads()) + " threads)";
-    return parsed->str() + " (CUDA GPU)";
+    if (!parsed) return parsed.error();
+    common::DeviceInfo info;
+    info.threads = threads > 0 ? threads : torch::get_num_threads();
+    if (parsed->is_cpu()) {
+        info.kind = "cpu";
+        info.name = "cpu";
+        info.memory_bytes = static_cast<std::int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+        return info;
+    }
+    info.kind = "cuda";
+    info.name = parsed->str();
+#ifdef TESSERA_TORCH_CUDA
+    cudaDeviceProp properties{};
+    if (cudaGetDeviceProperties(&properties, parsed->has_index() ? parsed->index() : 0) != cudaSuccess)
+        return common::make_error("cannot read the properties of " + parsed->str());
+    info.name = properties.name;
+    info.memory_bytes = static_cast<std::int64_t>(properties.totalGlobalMem);
+#endif
+    return info;
+}
+
+std::string describe_device(const std::string& device, int threads) {
+    auto info = probe_device(device, threads);
+    if (!info) return device + " (" + info.message() + ")";
+    char memory[32];
+    std::snprintf(memory, sizeof memory, "%.1f GiB", static_cast<double>(info->memory_bytes) / double(1 << 30));
+    if (info->kind == "cpu") return "cpu (" + std::to_string(info->threads) + " threads, " + memory + ")";
+    auto parsed = common::parse_device(device);
+    return parsed->str() + " (" + info->name + ", " + (info->memory_bytes > 0 ? memory : "memory unknown") + ")";
 }
 
 common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std::filesystem::path& model_file,

@@ -31,6 +31,10 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
                                         const std::vector<std::filesystem::path>& shard_files,
                                         const RunOptions& options);
 
+// The device `device` ("auto", "cpu", "cuda:N") resolves to, as work requests report it: kind
+// "cuda" with the GPU's name and memory, or "cpu" with the machine's memory and the threads.
+common::Result<common::DeviceInfo> probe_device(const std::string& device, int threads);
+
 // What the client prints at start: "cuda:0 (NVIDIA …, 24.0 GiB)" or "cpu (N threads)".
 std::string describe_device(const std::string& device, int threads);
 

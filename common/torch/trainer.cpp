@@ -6,6 +6,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <chrono>
 
@@ -14,17 +15,28 @@
 namespace tessera::common {
 namespace {
 
+// LibTorch 2.4 replaced the CUDA-only autocast switches with per-device ones.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+void set_cuda_autocast(bool enabled) {
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+}
+#else
+void set_cuda_autocast(bool enabled) {
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(enabled);
+}
+#endif
+
 // bf16 autocast on CUDA for the scope of a training step.
 class CudaAutocast {
 public:
     explicit CudaAutocast(bool enable) : enabled_(enable) {
-        if (!enabled_) return;
-        at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-        at::autocast::set_enabled(true);
+        if (enabled_) set_cuda_autocast(true);
     }
     ~CudaAutocast() {
         if (!enabled_) return;
-        at::autocast::set_enabled(false);
+        set_cuda_autocast(false);
         at::autocast::clear_cache();
     }
     CudaAutocast(const CudaAutocast&) = delete;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <iostream>
 
+#include <boost/json.hpp>
+
 #include "rejection_reasons.h"
 #include "result_files.h"
 #include "tensor_math.h"
@@ -150,6 +152,11 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
     if (!theirs) return theirs.error();
     auto distance = relative_l2(*mine, *theirs);
     if (!distance) return distance.error();
+    // The distance of every comparison, agreed or not, so the tolerance can be judged.
+    boost::json::object compared{{"wu_id", a.work_unit_id}, {"assignments", boost::json::array{twin->id, a.id}},
+                                 {"relative_l2", *distance}, {"tolerance", task.config.replica_tolerance}};
+    if (auto status = store_.add_event("replicas_compared", boost::json::serialize(compared), clock_()); !status)
+        return status;
     if (*distance <= task.config.replica_tolerance) {
         if (auto status = accept(*twin, task, twin->delta_norm.value_or(0), true); !status) return status;
         return accept(a, task, norm, false);
