@@ -2,6 +2,8 @@
 // PyTorch Python (scripts/bench_train.py), measured in one run, and their ratio.
 #pragma once
 
+#include <cstdint>
+
 #include <string>
 
 #include "result.h"
