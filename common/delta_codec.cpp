@@ -147,17 +147,85 @@ Result<Bytes> write_parts(const EncodedParts& parts, const DeltaEncoding& encodi
 
 }  // namespace
 
-Result<Bytes> write_int8_delta(const std::vector<QuantizedTensor>& tensors) {
-    EncodedParts parts;
-    for (const auto& t : tensors) {
-        if (t.name.empty() || t.name.find(kDeltaPartSeparator) != std::string::npos)
-            return make_error("delta writer: tensor name \"" + t.name + "\" is empty or contains '#'");
-        if (t.scales.size() != int8_block_count(t.q.size()))
-            return make_error("delta writer: tensor \"" + t.name + "\" has the wrong number of scales");
-        parts.add(t.name, DType::I8, t.shape, t.q);
-        parts.add(t.name + "#scale", DType::F32, {static_cast<std::int64_t>(t.scales.size())}, t.scales);
+namespace {
+
+std::size_t value_size(DeltaDType dtype) {
+    switch (dtype) {
+        case DeltaDType::F32: return 4;
+        case DeltaDType::BF16: return 2;
+        case DeltaDType::Int8: return 1;
     }
-    return write_parts(parts, {DeltaDType::Int8, 1.0});
+    return 0;
+}
+
+// The checks encode_delta makes on its input, made on encoded values.
+Status check_encoded(const EncodedTensor& t, const DeltaEncoding& encoding) {
+    auto fail = [&](const std::string& what) { return make_error("delta writer: tensor \"" + t.name + "\" " + what); };
+    if (t.name.empty() || t.name.find(kDeltaPartSeparator) != std::string::npos) return fail("has an empty name or one with '#'");
+    std::int64_t numel = 1;
+    for (auto dim : t.shape) {
+        if (dim < 0 || dim > INT32_MAX) return fail("has a bad shape");
+        numel *= dim;
+        if (numel > INT32_MAX) return fail("is too large");
+    }
+    bool dense = encoding.topk_fraction >= 1.0;
+    if (dense != t.indices.empty() && numel > 0) return fail(dense ? "has indices in a dense delta" : "has no indices");
+    auto count = dense ? static_cast<std::size_t>(numel) : t.indices.size();
+    if (t.values.size() != count * value_size(encoding.dtype)) return fail("has the wrong number of value bytes");
+    for (std::size_t i = 0; i < t.indices.size(); ++i)
+        if (t.indices[i] < 0 || t.indices[i] >= numel || (i > 0 && t.indices[i] <= t.indices[i - 1]))
+            return fail("has indices out of order or out of range");
+    if (encoding.dtype == DeltaDType::Int8) {
+        if (t.scales.size() != int8_block_count(count)) return fail("has the wrong number of scales");
+        for (float scale : t.scales)
+            if (!std::isfinite(scale)) return fail("has a non-finite scale");
+    } else {
+        for (std::size_t i = 0; i < count; ++i) {
+            float value;
+            if (encoding.dtype == DeltaDType::F32) {
+                std::memcpy(&value, t.values.data() + 4 * i, 4);
+            } else {
+                std::uint16_t bits;
+                std::memcpy(&bits, t.values.data() + 2 * i, 2);
+                value = bf16_to_f32(bits);
+            }
+            if (!std::isfinite(value)) return fail("holds a non-finite value");
+        }
+    }
+    return {};
+}
+
+}  // namespace
+
+Result<Bytes> write_encoded_delta(const std::vector<EncodedTensor>& tensors, const DeltaEncoding& encoding) {
+    if (!(encoding.topk_fraction > 0.0 && encoding.topk_fraction <= 1.0))
+        return make_error("delta writer: top-k fraction must be in (0, 1]");
+    std::vector<std::string_view> names;
+    EncodedParts parts;
+    bool dense = encoding.topk_fraction >= 1.0;
+    for (const auto& t : tensors) {
+        if (auto status = check_encoded(t, encoding); !status) return status.error();
+        names.push_back(t.name);
+        auto count = static_cast<std::int64_t>(dense ? t.values.size() / value_size(encoding.dtype) : t.indices.size());
+        auto value_part = dense ? t.name : t.name + "#value";
+        auto value_shape = dense ? t.shape : std::vector<std::int64_t>{count};
+        switch (encoding.dtype) {
+            case DeltaDType::F32: parts.add(value_part, DType::F32, value_shape, t.values); break;
+            case DeltaDType::BF16: parts.add(value_part, DType::BF16, value_shape, t.values); break;
+            case DeltaDType::Int8:
+                parts.add(value_part, DType::I8, value_shape, t.values);
+                parts.add(t.name + "#scale", DType::F32, {static_cast<std::int64_t>(t.scales.size())}, t.scales);
+                break;
+        }
+        if (!dense) {
+            parts.add(t.name + "#index", DType::I32, {count}, t.indices);
+            parts.add(t.name + "#shape", DType::I64, {static_cast<std::int64_t>(t.shape.size())}, t.shape);
+        }
+    }
+    std::sort(names.begin(), names.end());
+    if (std::adjacent_find(names.begin(), names.end()) != names.end())
+        return make_error("delta writer: duplicate tensor name");
+    return write_parts(parts, encoding);
 }
 
 Result<EncodedDelta> encode_delta(const NamedTensors& delta, const DeltaEncoding& encoding) {

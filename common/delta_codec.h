@@ -44,17 +44,21 @@ struct EncodedDelta {
 // Fails on non-finite values, names with '#', duplicate names or a fraction outside (0, 1].
 Result<EncodedDelta> encode_delta(const NamedTensors& delta, const DeltaEncoding& encoding);
 
-// A tensor already quantised to blockwise int8 (e.g. on a GPU by common/cuda/delta_int8.h).
-struct QuantizedTensor {
+// One tensor whose values were encoded elsewhere (on the GPU that trained them): all its
+// values, or the entries a top-k selection kept with their flat indices in ascending order.
+// `values` holds the encoding's dtype (f32, bf16 bits, or int8) in host byte order; int8
+// comes with one absmax scale per 256 values (common/int8_blockwise.h).
+struct EncodedTensor {
     std::string name;
     std::vector<std::int64_t> shape;
-    std::vector<std::int8_t> q;
-    std::vector<float> scales;  // int8_block_count(q.size()) entries
+    std::vector<std::int32_t> indices;  // top-k only; empty for dense tensors
+    Bytes values;
+    std::vector<float> scales;          // int8 only
 };
 
-// Writes a dense int8 delta file from quantised tensors: the same bytes encode_delta gives
-// for the values they decode to.
-Result<Bytes> write_int8_delta(const std::vector<QuantizedTensor>& tensors);
+// Writes a delta file from encoded tensors: the bytes encode_delta gives for the same values
+// and selection. Checks names, sizes, index order and bounds, scale counts, finite values.
+Result<Bytes> write_encoded_delta(const std::vector<EncodedTensor>& tensors, const DeltaEncoding& encoding);
 
 struct DeltaDecodeLimits {
     std::uint64_t max_elements = std::uint64_t{1} << 28;  // over all tensors

@@ -3,7 +3,7 @@
 volunteers' JSON logs: versions per minute, each volunteer's samples/s and verdicts, the
 rejections and their reasons, and the distances of replica comparisons.
 Usage: gpu_check_report.py SERVER_URL SECONDS CLIENT_LOG...
-Exits 1 when no result was accepted or a replica comparison exceeded its tolerance."""
+Exits 1 when the server accepted no result or a replica comparison exceeded its tolerance."""
 import json
 import statistics
 import sys
@@ -42,16 +42,16 @@ def main():
               f"v{evaluated[-1]['version']} {evaluated[-1]['validation_loss']:.4f}")
     print(f"  work units by state: {json.dumps(stats.get('work_units', {}))}")
 
+    accepted = 0
     for volunteer in get(base, "/api/v1/volunteers")["volunteers"]:
+        accepted += volunteer["accepted"]
         print(f"  volunteer {volunteer['name']}: device \"{volunteer.get('device')}\", "
               f"{volunteer.get('samples_per_s') or 0:.0f} samples/s (last reported), "
               f"accepted {volunteer['accepted']}, rejected {volunteer['rejected']}")
-    accepted = 0
     for path in logs:
         device, results = client_results(path)
         speeds = [r["samples_per_s"] for r in results if "samples_per_s" in r]
         states = [r.get("state", "?") for r in results]
-        accepted += sum(1 for s in states if s in ("accepted", "merged"))
         speed = f"median {statistics.median(speeds):.0f} samples/s" if speeds else "no speed"
         sizes = sorted({r.get("bytes") for r in results})
         print(f"  client log {path.rsplit('/', 2)[-2]}/{path.rsplit('/', 1)[-1]} ({device}): {len(results)} results, "

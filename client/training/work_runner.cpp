@@ -8,6 +8,7 @@
 
 #include "file_io.h"
 #include "safetensors.h"
+#include "torch/device_delta.h"
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
 #include "torch/trainer.h"
@@ -125,11 +126,12 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
         outcome = common::train(unit.model, *theta0, *data, config, progress);
     }
     if (!outcome) return outcome.error();
-    auto encoded = common::encode_delta(common::to_named_f32(outcome->delta), unit.encoding);
+    // On a GPU the codec runs there and only the encoded bytes come back to the host.
+    auto encoded = common::encode_delta_on_device(outcome->delta, unit.encoding);
     if (!encoded) return encoded.error();
     const auto& s = outcome->stats;
     RunOutput output;
-    output.delta = std::move(encoded->bytes);
+    output.delta = std::move(encoded).value();
     output.metrics = {s.loss_start, s.loss_end, s.samples, s.seconds, s.samples_per_s};
     output.device = describe_device(options.device, options.threads);
     return output;

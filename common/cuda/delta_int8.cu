@@ -16,7 +16,7 @@ __global__ void delta_int8_kernel(const float* __restrict__ theta_h, const float
                                   std::int64_t n, std::int8_t* __restrict__ q, float* __restrict__ scales) {
     __shared__ float warp_max[kBlock / kWarp];
     std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x;
-    float delta = i < n ? theta_h[i] - theta_0[i] : 0.0f;
+    float delta = i < n ? (theta_0 != nullptr ? theta_h[i] - theta_0[i] : theta_h[i]) : 0.0f;
     float m = fabsf(delta);
     for (int offset = kWarp / 2; offset > 0; offset /= 2) m = fmaxf(m, __shfl_down_sync(0xffffffffu, m, offset));
     if (threadIdx.x % kWarp == 0) warp_max[threadIdx.x / kWarp] = m;

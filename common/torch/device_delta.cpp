@@ -1,7 +1,9 @@
-// Int8 delta encoding on the device that holds the weights.
+// Delta encoding on the device that holds the delta.
 #include "device_delta.h"
 
 #include <torch/torch.h>
+
+#include <cmath>
 
 #include "../int8_blockwise.h"
 #ifdef TESSERA_CUDA_KERNELS
@@ -11,34 +13,53 @@
 namespace tessera::common {
 namespace {
 
-Result<QuantizedTensor> quantize_on_gpu(const std::string& name, const torch::Tensor& theta_h, const torch::Tensor& theta0) {
-#ifdef TESSERA_CUDA_KERNELS
-    auto h = theta_h.detach().to(torch::kFloat32).contiguous();
-    auto base = theta0.detach().to(h.device(), torch::kFloat32).contiguous();
-    auto n = h.numel();
-    auto q = torch::empty({n}, h.options().dtype(torch::kInt8));
-    auto scales = torch::empty({static_cast<std::int64_t>(int8_block_count(static_cast<std::size_t>(n)))}, h.options());
-    auto error = delta_int8_quantize_cuda(h.data_ptr<float>(), base.data_ptr<float>(), n, q.data_ptr<std::int8_t>(),
-                                          scales.data_ptr<float>(), nullptr);
-    if (!error.empty()) return make_error("CUDA delta kernel failed on \"" + name + "\": " + error);
-    auto q_host = q.cpu();
-    auto scales_host = scales.cpu();
-    return QuantizedTensor{name, h.sizes().vec(),
-                           std::vector<std::int8_t>(q_host.data_ptr<std::int8_t>(), q_host.data_ptr<std::int8_t>() + n),
-                           std::vector<float>(scales_host.data_ptr<float>(), scales_host.data_ptr<float>() + scales_host.numel())};
-#else
-    (void)theta_h;
-    (void)theta0;
-    return make_error("tensor \"" + name + "\" is on a GPU but this build has no CUDA kernels");
-#endif
+// The bytes of a tensor, copied to the host.
+Bytes host_bytes(const torch::Tensor& tensor) {
+    auto host = tensor.contiguous().cpu();
+    const auto* begin = static_cast<const std::uint8_t*>(host.data_ptr());
+    return Bytes(begin, begin + host.numel() * static_cast<std::int64_t>(host.element_size()));
 }
 
-QuantizedTensor quantize_on_cpu(const std::string& name, const torch::Tensor& theta_h, const torch::Tensor& theta0) {
-    auto delta = (theta_h.detach().to(torch::kCPU, torch::kFloat32) - theta0.detach().to(torch::kCPU, torch::kFloat32)).contiguous();
-    auto n = static_cast<std::size_t>(delta.numel());
-    QuantizedTensor out{name, delta.sizes().vec(), std::vector<std::int8_t>(n), std::vector<float>(int8_block_count(n))};
-    quantize_int8_blockwise({delta.data_ptr<float>(), n}, out.q, out.scales);
-    return out;
+template <class T>
+std::vector<T> host_vector(const torch::Tensor& tensor) {
+    auto host = tensor.contiguous().cpu();
+    return std::vector<T>(host.data_ptr<T>(), host.data_ptr<T>() + host.numel());
+}
+
+// Blockwise int8 of flat f32 `values`: the CUDA kernel on a GPU when built, else the CPU codec.
+Status encode_int8(const std::string& name, const torch::Tensor& values, EncodedTensor& out) {
+#ifdef TESSERA_CUDA_KERNELS
+    if (values.is_cuda()) {
+        auto n = values.numel();
+        auto q = torch::empty({n}, values.options().dtype(torch::kInt8));
+        auto scales = torch::empty({static_cast<std::int64_t>(int8_block_count(static_cast<std::size_t>(n)))}, values.options());
+        auto error = delta_int8_quantize_cuda(values.data_ptr<float>(), nullptr, n, q.data_ptr<std::int8_t>(),
+                                              scales.data_ptr<float>(), nullptr);
+        if (!error.empty()) return make_error("CUDA delta kernel failed on \"" + name + "\": " + error);
+        out.values = host_bytes(q);
+        out.scales = host_vector<float>(scales);
+        return {};
+    }
+#endif
+    (void)name;
+    auto host = host_vector<float>(values);
+    std::vector<std::int8_t> q(host.size());
+    out.scales.resize(int8_block_count(host.size()));
+    quantize_int8_blockwise(host, q, out.scales);
+    const auto* begin = reinterpret_cast<const std::uint8_t*>(q.data());
+    out.values.assign(begin, begin + q.size());
+    return {};
+}
+
+// One synchronisation for the finiteness of all tensors; the name of a bad one if any.
+Status check_finite(const TorchTensorMap& delta) {
+    std::vector<torch::Tensor> finite;
+    for (const auto& [name, tensor] : delta) finite.push_back(torch::isfinite(tensor).all());
+    if (finite.empty() || torch::stack(finite).all().item<bool>()) return {};
+    for (const auto& [name, tensor] : delta)
+        if (!torch::isfinite(tensor).all().item<bool>())
+            return make_error("delta encoder: tensor \"" + name + "\" holds a non-finite value");
+    return {};
 }
 
 }  // namespace
@@ -51,25 +72,48 @@ bool cuda_delta_kernel_built() {
 #endif
 }
 
-Result<Bytes> encode_int8_delta(const TorchTensorMap& theta_h, const TorchTensorMap& theta0) {
+Result<Bytes> encode_delta_with_torch(const TorchTensorMap& delta, const DeltaEncoding& encoding) {
+    if (!(encoding.topk_fraction > 0.0 && encoding.topk_fraction <= 1.0))
+        return make_error("delta encoder: top-k fraction must be in (0, 1]");
     try {
-        std::vector<QuantizedTensor> tensors;
-        for (const auto& [name, tensor] : theta_h) {
-            auto base = theta0.find(name);
-            if (base == theta0.end() || base->second.sizes() != tensor.sizes())
-                return make_error("θ0 lacks tensor \"" + name + "\" or its shape differs");
-            if (tensor.is_cuda()) {
-                auto quantized = quantize_on_gpu(name, tensor, base->second);
-                if (!quantized) return quantized.error();
-                tensors.push_back(std::move(quantized).value());
-            } else {
-                tensors.push_back(quantize_on_cpu(name, tensor, base->second));
+        torch::NoGradGuard no_grad;
+        if (auto finite = check_finite(delta); !finite) return finite.error();
+        bool dense = encoding.topk_fraction >= 1.0;
+        std::vector<EncodedTensor> tensors;
+        for (const auto& [name, tensor] : delta) {
+            EncodedTensor out{name, tensor.sizes().vec(), {}, {}, {}};
+            auto values = tensor.detach().to(torch::kFloat32).contiguous().view({-1});
+            if (!dense) {
+                auto n = values.numel();
+                auto k = std::min(n, static_cast<std::int64_t>(std::ceil(encoding.topk_fraction * static_cast<double>(n))));
+                auto kept = std::get<0>(std::get<1>(values.abs().topk(k)).sort());
+                out.indices = host_vector<std::int32_t>(kept.to(torch::kInt32));
+                values = values.index_select(0, kept);
             }
+            switch (encoding.dtype) {
+                case DeltaDType::F32: out.values = host_bytes(values); break;
+                case DeltaDType::BF16: out.values = host_bytes(values.to(torch::kBFloat16)); break;
+                case DeltaDType::Int8:
+                    if (auto status = encode_int8(name, values, out); !status) return status.error();
+                    break;
+            }
+            tensors.push_back(std::move(out));
         }
-        return write_int8_delta(tensors);
+        return write_encoded_delta(tensors, encoding);
     } catch (const c10::Error& error) {
         return make_error(std::string("delta encoding failed: ") + error.what_without_backtrace());
     }
+}
+
+Result<Bytes> encode_delta_on_device(const TorchTensorMap& delta, const DeltaEncoding& encoding) {
+    bool on_gpu = !delta.empty() && delta.begin()->second.is_cuda();
+    for (const auto& [name, tensor] : delta)
+        if (tensor.device() != delta.begin()->second.device())
+            return make_error("delta encoder: tensor \"" + name + "\" is on another device than the rest");
+    if (on_gpu) return encode_delta_with_torch(delta, encoding);
+    auto encoded = encode_delta(to_named_f32(delta), encoding);
+    if (!encoded) return encoded.error();
+    return std::move(encoded->bytes);
 }
 
 }  // namespace tessera::common

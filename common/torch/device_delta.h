@@ -1,6 +1,9 @@
-// Δ = θ_H − θ0 as a dense int8 delta file. When the weights live on a CUDA device and the
-// CUDA kernels were built, the delta is formed and quantised on the GPU (common/cuda), so
-// only int8 values and block scales are copied to the host; otherwise the CPU codec runs.
+// A weight delta encoded where it lives. On a GPU the codec's work happens there — top-k
+// selection, bf16 rounding, and int8 quantisation by the common/cuda kernel when it was
+// built — and only the encoded values (with indices and scales) are copied to the host.
+// Tensors on the CPU go through the CPU codec. Either way the bytes are those encode_delta
+// writes for the same Δ, except that a GPU's top-k may keep another of several entries of
+// equal magnitude.
 #pragma once
 
 #include "../delta_codec.h"
@@ -11,6 +14,11 @@ namespace tessera::common {
 // True when this build contains the CUDA delta kernel.
 bool cuda_delta_kernel_built();
 
-Result<Bytes> encode_int8_delta(const TorchTensorMap& theta_h, const TorchTensorMap& theta0);
+// `delta` holds f32 tensors, all on one device. Fails on non-finite values.
+Result<Bytes> encode_delta_on_device(const TorchTensorMap& delta, const DeltaEncoding& encoding);
+
+// The GPU path with LibTorch operations, on whatever device the tensors are (the tests run
+// it on the CPU); int8 uses the CUDA kernel for CUDA tensors when it was built.
+Result<Bytes> encode_delta_with_torch(const TorchTensorMap& delta, const DeltaEncoding& encoding);
 
 }  // namespace tessera::common

@@ -11,6 +11,12 @@ torch::Tensor cpu_randn(at::IntArrayRef shape, at::Generator& generator) {
     return torch::randn(shape, generator, torch::kFloat32);
 }
 
+// Draws come from a CPU generator so that every device sees the same numbers. A copy to a GPU
+// from pinned memory does not wait for the GPU; one from pageable memory would, every step.
+torch::Tensor to_device(const torch::Tensor& drawn, torch::Device device) {
+    return device.is_cuda() ? drawn.pin_memory().to(device, /*non_blocking=*/true) : drawn.to(device);
+}
+
 }  // namespace
 
 torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
@@ -26,9 +32,9 @@ FlowDraws draw_flow(const torch::Tensor& x0, at::Generator& generator) {
     auto b = x0.size(0);
     auto device = x0.device();
     FlowDraws draws;
-    draws.t = torch::sigmoid(cpu_randn({b}, generator)).to(device, /*non_blocking=*/true);
-    draws.noise = cpu_randn(x0.sizes(), generator).to(device, true);
-    draws.drop = (torch::rand({b}, generator, torch::kFloat32) < kLabelDropout).to(device, true);
+    draws.t = to_device(torch::sigmoid(cpu_randn({b}, generator)), device);
+    draws.noise = to_device(cpu_randn(x0.sizes(), generator), device);
+    draws.drop = to_device(torch::rand({b}, generator, torch::kFloat32) < kLabelDropout, device);
     return draws;
 }
 

@@ -10,6 +10,7 @@
 
 #include <chrono>
 
+#include "adamw.h"
 #include "model_state.h"
 
 namespace tessera::common {
@@ -52,6 +53,51 @@ double mean(const std::vector<double>& values, std::size_t begin, std::size_t en
     return end > begin ? total / static_cast<double>(end - begin) : 0.0;
 }
 
+// Losses stay on the device and are read this many steps at a time: reading one makes the
+// host wait for the GPU, which would otherwise run ahead of it.
+constexpr std::int64_t kLossReadEvery = 10;
+
+// The global gradient norm clipped to `max_norm` without reading it back on the host (LibTorch's
+// clip_grad_norm_ returns the norm as a double, a synchronisation per step). Same arithmetic as
+// PyTorch's clip_grad_norm_: every gradient times min(1, max_norm / (norm + 1e-6)).
+void clip_gradients(const std::vector<torch::Tensor>& parameters, double max_norm) {
+    std::vector<torch::Tensor> norms;
+    for (const auto& p : parameters)
+        if (p.grad().defined()) norms.push_back(p.grad().norm());
+    if (norms.empty()) return;
+    auto total = (norms.size() == 1 ? norms[0] : torch::stack(norms).norm()).to(torch::kFloat64);
+    auto coefficient = torch::clamp_max(max_norm / (total + 1e-6), 1.0);  // in double, as LibTorch's
+    for (const auto& p : parameters)
+        if (p.grad().defined()) p.grad().mul_(coefficient);
+}
+
+// The batch's rows: the data lives on the training device, the order comes from the unit's
+// CPU generator (so every device trains on the same samples), one index copy per epoch.
+class BatchOrder {
+public:
+    BatchOrder(std::int64_t size, std::int64_t batch, torch::Device device, at::Generator& generator)
+        : size_(size), batch_(batch), device_(device), generator_(generator) {
+        shuffle();
+    }
+    torch::Tensor next() {
+        if (cursor_ + batch_ > size_) shuffle();  // next epoch: a fresh permutation
+        auto rows = order_.slice(0, cursor_, cursor_ + std::min(batch_, size_));
+        cursor_ += batch_;
+        return rows;
+    }
+
+private:
+    void shuffle() {
+        order_ = torch::randperm(size_, generator_, torch::kInt64).to(device_);
+        cursor_ = 0;
+    }
+    std::int64_t size_, batch_;
+    torch::Device device_;
+    at::Generator& generator_;
+    torch::Tensor order_;
+    std::int64_t cursor_ = 0;
+};
+
 Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
                                   const TrainConfig& config, const ProgressCallback& progress) {
     auto device = parse_device(config.device);
@@ -70,36 +116,30 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     module->train();
 
     bool cuda = device->is_cuda();
-    auto inputs = cuda ? data.inputs.pin_memory() : data.inputs;
-    auto labels = cuda ? data.labels.pin_memory() : data.labels;
-    auto text = data.text_emb.defined() && cuda ? data.text_emb.pin_memory() : data.text_emb;
+    // A unit's shards are a few MB: they move to the device once, not a batch at a time.
+    auto inputs = data.inputs.to(*device);
+    auto labels = data.labels.to(*device);
+    auto text = data.text_emb.defined() ? data.text_emb.to(*device) : data.text_emb;
 
     auto generator = at::detail::createCPUGenerator(config.seed);
-    torch::optim::AdamW optimizer(module->parameters(),
-                                  torch::optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
+    auto parameters = module->parameters();
+    MultiTensorAdamW optimizer(parameters, config.weight_decay);
     auto micro = config.micro_batch > 0 ? std::min(config.micro_batch, config.batch_size) : config.batch_size;
 
     std::vector<double> losses;
-    auto order = torch::randperm(data.size(), generator, torch::kInt64);
-    std::int64_t cursor = 0;
+    std::vector<torch::Tensor> pending;  // step losses not yet read
+    BatchOrder order(data.size(), config.batch_size, *device, generator);
+    std::int64_t rows = std::min(config.batch_size, data.size());
     auto started = std::chrono::steady_clock::now();
     for (std::int64_t step = 0; step < config.steps; ++step) {
         double warm = config.warmup_steps > 0 ? std::min(1.0, static_cast<double>(step + 1) / config.warmup_steps) : 1.0;
-        for (auto& group : optimizer.param_groups())
-            static_cast<torch::optim::AdamWOptions&>(group.options()).lr(config.lr * warm);
-        if (cursor + config.batch_size > data.size()) {  // next epoch: a fresh permutation
-            order = torch::randperm(data.size(), generator, torch::kInt64);
-            cursor = 0;
-        }
-        auto index = order.slice(0, cursor, cursor + std::min(config.batch_size, data.size()));
-        cursor += config.batch_size;
-        Batch batch{inputs.index_select(0, index).to(*device, true), labels.index_select(0, index).to(*device, true),
-                    text.defined() ? text.index_select(0, index).to(*device, true) : torch::Tensor(), {}};
+        auto index = order.next();
+        Batch batch{inputs.index_select(0, index), labels.index_select(0, index),
+                    text.defined() ? text.index_select(0, index) : torch::Tensor(), {}};
         (*workload)->draw(batch, generator);
 
         optimizer.zero_grad();
-        double step_loss = 0;
-        auto rows = batch.inputs.size(0);
+        torch::Tensor step_loss;
         for (std::int64_t begin = 0; begin < rows; begin += micro) {
             auto end = std::min(rows, begin + micro);
             auto weight = static_cast<double>(end - begin) / static_cast<double>(rows);
@@ -109,15 +149,21 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
                 loss = (*workload)->loss(batch.slice(begin, end));
             }
             (loss * weight).backward();
-            step_loss += loss.item<double>() * weight;
+            auto weighted = loss.detach().to(torch::kFloat64) * weight;
+            step_loss = step_loss.defined() ? step_loss + weighted : weighted;
         }
-        if (config.grad_clip > 0) torch::nn::utils::clip_grad_norm_(module->parameters(), config.grad_clip);
-        optimizer.step();
-        losses.push_back(step_loss);
-        if (progress) {
-            double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-            progress({step + 1, config.steps, step_loss,
-                      elapsed > 0 ? static_cast<double>((step + 1) * rows) / elapsed : 0.0});
+        if (config.grad_clip > 0) clip_gradients(parameters, config.grad_clip);
+        optimizer.step(config.lr * warm);
+        pending.push_back(step_loss);
+        if (static_cast<std::int64_t>(pending.size()) == kLossReadEvery || step + 1 == config.steps) {
+            auto read = torch::stack(pending).cpu();
+            for (std::int64_t i = 0; i < read.numel(); ++i) losses.push_back(read[i].item<double>());
+            pending.clear();
+            if (progress) {
+                double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+                progress({step + 1, config.steps, losses.back(),
+                          elapsed > 0 ? static_cast<double>((step + 1) * rows) / elapsed : 0.0});
+            }
         }
     }
     if (cuda) torch::cuda::synchronize();
@@ -125,13 +171,14 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
 
     TrainOutcome outcome;
     torch::NoGradGuard no_grad;
-    for (const auto& item : module->named_parameters())
-        outcome.delta.emplace(item.key(), (item.value().detach().to(torch::kCPU, torch::kFloat32) -
-                                           theta0.at(item.key()).to(torch::kFloat32)));
+    for (const auto& item : module->named_parameters()) {
+        auto theta_h = item.value().detach().to(torch::kFloat32);
+        outcome.delta.emplace(item.key(), theta_h - theta0.at(item.key()).to(theta_h.device(), torch::kFloat32));
+    }
     auto tenth = std::max<std::size_t>(1, losses.size() / 10);
     outcome.stats.loss_start = mean(losses, 0, tenth);
     outcome.stats.loss_end = mean(losses, losses.size() - tenth, losses.size());
-    outcome.stats.samples = config.steps * std::min(config.batch_size, data.size());
+    outcome.stats.samples = config.steps * rows;
     outcome.stats.seconds = seconds;
     outcome.stats.samples_per_s = seconds > 0 ? static_cast<double>(outcome.stats.samples) / seconds : 0.0;
     for (double loss : losses)

@@ -35,10 +35,11 @@ struct TrainStats {
 };
 
 struct TrainOutcome {
-    TorchTensorMap delta;  // θ_H − θ0, f32, on the CPU
+    TorchTensorMap delta;  // θ_H − θ0, f32, on the training device
     TrainStats stats;
 };
 
+// Reported every few steps (losses are read from the device in groups) and after the last.
 struct StepProgress {
     std::int64_t step = 0;  // 1-based
     std::int64_t steps = 0;

@@ -234,3 +234,55 @@ TEST_CASE("the element limit bounds what decoding allocates") {
     CHECK(decode_delta(bytes, {.max_elements = 1000}).ok());
     CHECK(decode_delta(bytes, {.max_elements = 100}).message().find("limit") != std::string::npos);
 }
+
+TEST_CASE("write_encoded_delta writes encode_delta's bytes for values encoded elsewhere") {
+    NamedTensors delta{{"w", {3, 100}, std::vector<float>(300)}};
+    for (std::size_t i = 0; i < 300; ++i) delta[0].values[i] = std::sin(static_cast<float>(i)) * 0.01f;
+    // Dense int8, as a GPU kernel would hand it over.
+    std::vector<std::int8_t> q(300);
+    std::vector<float> scales(int8_block_count(300));
+    quantize_int8_blockwise(delta[0].values, q, scales);
+    EncodedTensor dense{"w", {3, 100}, {}, Bytes(q.begin(), q.end()), scales};
+    auto written = write_encoded_delta({dense}, {DeltaDType::Int8, 1.0});
+    REQUIRE(written.ok());
+    CHECK(*written == encode_delta(delta, {DeltaDType::Int8, 1.0}).value().bytes);
+
+    // Top-k f32: the kept values and their ascending indices (the 30 largest magnitudes).
+    auto expected = encode_delta(delta, {DeltaDType::F32, 0.1}).value();
+    auto decoded = decode_delta(expected.bytes).value();
+    EncodedTensor sparse{"w", {3, 100}, {}, {}, {}};
+    std::vector<float> kept;
+    for (std::int32_t i = 0; i < 300; ++i)
+        if (decoded.tensors[0].values[i] != 0.0f) {
+            sparse.indices.push_back(i);
+            kept.push_back(decoded.tensors[0].values[i]);
+        }
+    REQUIRE(kept.size() == 30);
+    sparse.values.resize(kept.size() * 4);
+    std::memcpy(sparse.values.data(), kept.data(), sparse.values.size());
+    CHECK(write_encoded_delta({sparse}, {DeltaDType::F32, 0.1}).value() == expected.bytes);
+
+    SUBCASE("and refuses what encode_delta would not write") {
+        auto bad = sparse;
+        std::swap(bad.indices[0], bad.indices[1]);
+        CHECK_FALSE(write_encoded_delta({bad}, {DeltaDType::F32, 0.1}).ok());  // indices out of order
+        bad = sparse;
+        bad.indices.back() = 300;
+        CHECK_FALSE(write_encoded_delta({bad}, {DeltaDType::F32, 0.1}).ok());  // index out of range
+        bad = sparse;
+        bad.values.pop_back();
+        CHECK_FALSE(write_encoded_delta({bad}, {DeltaDType::F32, 0.1}).ok());  // values and indices disagree
+        float nan = std::nanf("");
+        std::memcpy(bad.values.data(), &nan, 4);
+        bad.values.push_back(0);
+        CHECK_FALSE(write_encoded_delta({bad}, {DeltaDType::F32, 0.1}).ok());  // non-finite value
+        CHECK_FALSE(write_encoded_delta({sparse}, {DeltaDType::F32, 1.0}).ok());  // indices in a dense delta
+        auto few_scales = dense;
+        few_scales.scales.pop_back();
+        CHECK_FALSE(write_encoded_delta({few_scales}, {DeltaDType::Int8, 1.0}).ok());
+        CHECK_FALSE(write_encoded_delta({dense, dense}, {DeltaDType::Int8, 1.0}).ok());  // duplicate names
+        auto hashed = dense;
+        hashed.name = "w#scale";
+        CHECK_FALSE(write_encoded_delta({hashed}, {DeltaDType::Int8, 1.0}).ok());
+    }
+}

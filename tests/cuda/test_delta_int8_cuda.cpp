@@ -23,8 +23,9 @@ T* device_copy(const std::vector<T>& host) {
     return device;
 }
 
-// Returns the number of mismatches for a delta of n values.
-int check(std::int64_t n, std::uint32_t seed) {
+// Returns the number of mismatches for a delta of n values, given as θ_H and θ0 or, when
+// `delta_given`, as Δ itself with a null θ0 (how the client encodes a trained Δ).
+int check(std::int64_t n, std::uint32_t seed, bool delta_given) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal(0.0f, 0.02f);
     std::vector<float> theta0(n), theta_h(n), delta(n);
@@ -40,8 +41,8 @@ int check(std::int64_t n, std::uint32_t seed) {
     std::vector<float> scales_cpu(int8_block_count(n));
     quantize_int8_blockwise(delta, q_cpu, scales_cpu);
 
-    auto* d_h = device_copy(theta_h);
-    auto* d_0 = device_copy(theta0);
+    auto* d_h = device_copy(delta_given ? delta : theta_h);
+    auto* d_0 = delta_given ? nullptr : device_copy(theta0);
     std::int8_t* d_q = nullptr;
     float* d_scales = nullptr;
     cudaMalloc(&d_q, n);
@@ -60,7 +61,8 @@ int check(std::int64_t n, std::uint32_t seed) {
     int mismatches = 0;
     for (std::int64_t i = 0; i < n; ++i) mismatches += q_gpu[i] != q_cpu[i];
     for (std::size_t b = 0; b < scales_cpu.size(); ++b) mismatches += scales_gpu[b] != scales_cpu[b];
-    std::printf("n=%lld: %d mismatches against the CPU codec\n", static_cast<long long>(n), mismatches);
+    std::printf("n=%lld%s: %d mismatches against the CPU codec\n", static_cast<long long>(n),
+                delta_given ? " (delta given)" : "", mismatches);
     return mismatches;
 }
 
@@ -72,8 +74,12 @@ int main() {
         std::printf("no CUDA device: skipped\n");
         return kSkip;
     }
-    int failures = 0;
-    for (std::int64_t n : {1LL, 255LL, 256LL, 257LL, 100000LL, 3000001LL}) failures += check(n, static_cast<std::uint32_t>(n)) != 0;
-    std::printf("%d passed, %d failed\n", 6 - failures, failures);
+    int failures = 0, checks = 0;
+    for (bool delta_given : {false, true})
+        for (std::int64_t n : {1LL, 255LL, 256LL, 257LL, 100000LL, 3000001LL}) {
+            failures += check(n, static_cast<std::uint32_t>(n), delta_given) != 0;
+            ++checks;
+        }
+    std::printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

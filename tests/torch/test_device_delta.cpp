@@ -1,5 +1,5 @@
-// Int8 deltas formed from two weight maps: the same bytes as the CPU codec's encoding of
-// their difference (on the GPU too, where tests/cuda checks the kernel itself).
+// The GPU's way of encoding a delta (LibTorch operations, run here on the CPU) against the CPU
+// codec: the same bytes for every codec. tests/cuda checks the int8 kernel itself on a GPU.
 #include <torch/torch.h>
 
 #include "doctest_after_torch.h"
@@ -7,27 +7,44 @@
 
 using namespace tessera::common;
 
-TEST_CASE("encode_int8_delta equals encode_delta(int8) of θ_H − θ0") {
-    torch::manual_seed(5);
-    TorchTensorMap theta0{{"a.weight", torch::randn({40, 30})}, {"a.bias", torch::randn({30})}, {"s", torch::randn({})}};
-    TorchTensorMap theta_h;
-    for (const auto& [name, tensor] : theta0) theta_h.emplace(name, tensor + 0.01 * torch::randn_like(tensor));
-    theta_h.at("a.bias") = theta0.at("a.bias").clone();  // an unchanged tensor: all-zero delta
+namespace {
 
-    auto bytes = encode_int8_delta(theta_h, theta0);
-    REQUIRE(bytes.ok());
-    TorchTensorMap difference;
-    for (const auto& [name, tensor] : theta_h) difference.emplace(name, tensor - theta0.at(name));
-    auto expected = encode_delta(to_named_f32(difference), {DeltaDType::Int8, 1.0});
-    REQUIRE(expected.ok());
-    CHECK(*bytes == expected->bytes);
-    auto decoded = decode_delta(*bytes);
-    REQUIRE(decoded.ok());
-    CHECK(decoded->tensors.size() == 3);
+TorchTensorMap random_delta() {
+    torch::manual_seed(5);
+    return {{"a.weight", 0.01 * torch::randn({40, 30})}, {"a.bias", 0.01 * torch::randn({300})},
+            {"s", torch::randn({})}};
 }
 
-TEST_CASE("encode_int8_delta refuses weights that do not correspond") {
-    TorchTensorMap theta0{{"w", torch::zeros({2, 2})}};
-    CHECK_FALSE(encode_int8_delta({{"w", torch::zeros({3})}}, theta0).ok());
-    CHECK_FALSE(encode_int8_delta({{"v", torch::zeros({2, 2})}}, theta0).ok());
+}  // namespace
+
+TEST_CASE("the torch path writes encode_delta's bytes for every codec") {
+    for (auto dtype : {DeltaDType::F32, DeltaDType::BF16, DeltaDType::Int8}) {
+        for (double fraction : {1.0, 0.1, 0.013}) {
+            CAPTURE(delta_dtype_name(dtype));
+            CAPTURE(fraction);
+            auto delta = random_delta();
+            if (fraction == 1.0) delta.at("a.bias").zero_();  // an unchanged tensor (ties only matter to top-k)
+            DeltaEncoding encoding{dtype, fraction};
+            auto bytes = encode_delta_with_torch(delta, encoding);
+            REQUIRE(bytes.ok());
+            auto expected = encode_delta(to_named_f32(delta), encoding);
+            REQUIRE(expected.ok());
+            CHECK(*bytes == expected->bytes);
+            auto on_device = encode_delta_on_device(delta, encoding);
+            REQUIRE(on_device.ok());
+            CHECK(*on_device == expected->bytes);
+        }
+    }
+}
+
+TEST_CASE("the torch path refuses non-finite values, naming the tensor, and bad fractions") {
+    auto delta = random_delta();
+    delta.at("a.weight")[3][4] = std::numeric_limits<float>::quiet_NaN();
+    auto refused = encode_delta_with_torch(delta, {DeltaDType::Int8, 1.0});
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.message().find("a.weight") != std::string::npos);
+    delta.at("a.weight")[3][4] = std::numeric_limits<float>::infinity();
+    CHECK_FALSE(encode_delta_with_torch(delta, {DeltaDType::BF16, 0.5}).ok());
+    CHECK_FALSE(encode_delta_with_torch(random_delta(), {DeltaDType::F32, 0.0}).ok());
+    CHECK_FALSE(encode_delta_with_torch(random_delta(), {DeltaDType::F32, 1.5}).ok());
 }

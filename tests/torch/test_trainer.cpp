@@ -5,6 +5,7 @@
 #include "dataset_manifest.h"
 #include "doctest_after_torch.h"
 #include "small_dataset.h"
+#include "torch/adamw.h"
 #include "torch/model_state.h"
 #include "torch/sampling.h"
 #include "torch/trainer.h"
@@ -157,4 +158,34 @@ TEST_CASE("mismatched weights, data or devices give clear errors") {
     CHECK_FALSE(train("dit-tiny", theta0, data, config).ok());
     config.device = "tpu";
     CHECK_FALSE(train("dit-tiny", theta0, data, config).ok());
+}
+
+TEST_CASE("MultiTensorAdamW takes torch::optim::AdamW's steps, bit for bit on the CPU") {
+    torch::manual_seed(11);
+    std::vector<torch::Tensor> ours{torch::randn({7, 5}), torch::randn({5}), torch::randn({})};
+    std::vector<torch::Tensor> theirs;
+    for (auto& p : ours) {
+        p.set_requires_grad(true);
+        theirs.push_back(p.detach().clone().set_requires_grad(true));
+    }
+    tessera::common::MultiTensorAdamW optimizer(ours, 0.01);
+    torch::optim::AdamW reference(theirs, torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
+    for (int step = 0; step < 6; ++step) {
+        double lr = 1e-2 * (step + 1) / 6.0;  // a warm-up, as the trainer does
+        for (auto& group : reference.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+        optimizer.zero_grad();
+        reference.zero_grad();
+        for (std::size_t i = 0; i < ours.size(); ++i) {
+            if (step == 2 && i == 1) {  // a parameter without a gradient this step
+                theirs[i].mutable_grad() = torch::Tensor();
+                continue;
+            }
+            auto grad = torch::randn_like(ours[i]);
+            ours[i].mutable_grad() = grad.clone();
+            theirs[i].mutable_grad() = grad.clone();
+        }
+        optimizer.step(lr);
+        reference.step();
+        for (std::size_t i = 0; i < ours.size(); ++i) CHECK(torch::equal(ours[i], theirs[i]));
+    }
 }

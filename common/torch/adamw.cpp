@@ -1,0 +1,56 @@
+// The multi-tensor AdamW step, operation for operation torch::optim::AdamW's.
+#include "adamw.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace tessera::common {
+
+MultiTensorAdamW::MultiTensorAdamW(std::vector<torch::Tensor> parameters, double weight_decay, double beta1,
+                                   double beta2, double eps)
+    : parameters_(std::move(parameters)), moments_(parameters_.size()), weight_decay_(weight_decay),
+      beta1_(beta1), beta2_(beta2), eps_(eps) {}
+
+void MultiTensorAdamW::zero_grad() {
+    for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
+}
+
+void MultiTensorAdamW::step(double lr) {
+    torch::NoGradGuard no_grad;
+    // Parameters are grouped by their step count (the same for all unless some went without
+    // a gradient), since the bias correction depends on it.
+    struct Group {
+        std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+    };
+    std::map<std::int64_t, Group> groups;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        const auto& p = parameters_[i];
+        if (!p.grad().defined()) continue;
+        auto& m = moments_[i];
+        if (!m.exp_avg.defined()) {
+            m.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Preserve);
+            m.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Preserve);
+        }
+        auto& group = groups[++m.steps];
+        group.params.push_back(p);
+        group.grads.push_back(p.grad());
+        group.exp_avgs.push_back(m.exp_avg);
+        group.exp_avg_sqs.push_back(m.exp_avg_sq);
+    }
+    for (auto& [steps, g] : groups) {
+        if (weight_decay_ != 0) at::_foreach_mul_(g.params, 1 - lr * weight_decay_);
+        double bias_correction1 = 1 - std::pow(beta1_, static_cast<double>(steps));
+        double bias_correction2 = 1 - std::pow(beta2_, static_cast<double>(steps));
+        at::_foreach_mul_(g.exp_avgs, beta1_);
+        at::_foreach_add_(g.exp_avgs, g.grads, 1 - beta1_);
+        at::_foreach_mul_(g.exp_avg_sqs, beta2_);
+        at::_foreach_addcmul_(g.exp_avg_sqs, g.grads, g.grads, 1 - beta2_);
+        auto denom = at::_foreach_sqrt(g.exp_avg_sqs);
+        at::_foreach_div_(denom, std::sqrt(bias_correction2));
+        at::_foreach_add_(denom, eps_);
+        at::_foreach_addcdiv_(g.params, g.exp_avgs, denom, -lr / bias_correction1);
+    }
+}
+
+}  // namespace tessera::common
