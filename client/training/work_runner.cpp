@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
+#include <mutex>
 
 #include "file_io.h"
 #include "safetensors.h"
@@ -45,6 +47,29 @@ common::Status limit_gpu_memory(const torch::Device& device, double gigabytes) {
     return {};
 #else
     return common::make_error("--max-gpu-mem needs a CUDA build of LibTorch");
+#endif
+}
+
+// Micro-batches that trained without running out of memory, by model and batch size.
+std::mutex fitted_mutex;
+std::map<std::string, std::int64_t> fitted;
+
+std::int64_t fitted_micro_batch(const std::string& key) {
+    std::lock_guard lock(fitted_mutex);
+    auto it = fitted.find(key);
+    return it == fitted.end() ? 0 : it->second;
+}
+
+void remember_micro_batch(const std::string& key, std::int64_t micro_batch) {
+    std::lock_guard lock(fitted_mutex);
+    fitted[key] = micro_batch;
+}
+
+// After an out-of-memory error, the blocks the failed attempt cached go back to the GPU, so
+// the retry is not refused for fragments.
+void release_gpu_cache() {
+#ifdef TESSERA_TORCH_CUDA
+    c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
 }
 
@@ -119,13 +144,19 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
     if (options.progress)
         progress = [&](const common::StepProgress& p) { options.progress(p.step, p.steps, p.loss, p.samples_per_s); };
 
+    // The micro-batch that fitted this model and batch in the GPU's memory before is used
+    // again, so only the first unit of a kind pays for finding it.
+    auto fitted_key = unit.model + "/" + std::to_string(config.batch_size);
+    config.micro_batch = fitted_micro_batch(fitted_key);
     auto outcome = common::train(unit.model, *theta0, *data, config, progress);
     for (int retry = 0; !outcome && is_out_of_memory(outcome.message()) && retry < kOomRetries; ++retry) {
         // Same batch, accumulated over micro-batches half as large each time.
+        release_gpu_cache();
         config.micro_batch = std::max<std::int64_t>(1, (config.micro_batch > 0 ? config.micro_batch : config.batch_size) / 2);
         outcome = common::train(unit.model, *theta0, *data, config, progress);
     }
     if (!outcome) return outcome.error();
+    remember_micro_batch(fitted_key, config.micro_batch);
     // On a GPU the codec runs there and only the encoded bytes come back to the host.
     auto encoded = common::encode_delta_on_device(outcome->delta, unit.encoding);
     if (!encoded) return encoded.error();

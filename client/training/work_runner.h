@@ -1,7 +1,8 @@
 // Runs one work unit's training: the base model and shards from the cache, the trainer with
 // the unit's hyperparameters, and the delta encoded as the unit asks. A GPU out-of-memory
-// error retries with gradient accumulation over smaller micro-batches. Torch stays behind
-// this header.
+// error retries with gradient accumulation over smaller micro-batches, and the micro-batch
+// that fitted is used from the start for later units of the same model and batch. Torch
+// stays behind this header.
 #pragma once
 
 #include <filesystem>
