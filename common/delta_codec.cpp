@@ -84,12 +84,28 @@ std::vector<std::int32_t> top_k_indices(const std::vector<float>& values, std::s
     return order;
 }
 
+// The checks the encoder and the writer of encoded tensors share; `who` starts each message.
+Status check_fraction(const DeltaEncoding& encoding, std::string_view who) {
+    if (encoding.topk_fraction > 0.0 && encoding.topk_fraction <= 1.0) return {};
+    return make_error(std::string(who) + ": top-k fraction must be in (0, 1]");
+}
+
+bool valid_tensor_name(const std::string& name) {
+    return !name.empty() && name.find(kDeltaPartSeparator) == std::string::npos;
+}
+
+Status check_unique(std::vector<std::string_view> names, std::string_view who) {
+    std::sort(names.begin(), names.end());
+    if (std::adjacent_find(names.begin(), names.end()) != names.end())
+        return make_error(std::string(who) + ": duplicate tensor name");
+    return {};
+}
+
 Status check_encodable(const NamedTensors& delta, const DeltaEncoding& encoding) {
-    if (!(encoding.topk_fraction > 0.0 && encoding.topk_fraction <= 1.0))
-        return make_error("delta encoder: top-k fraction must be in (0, 1]");
+    if (auto status = check_fraction(encoding, "delta encoder"); !status) return status;
     std::vector<std::string_view> names;
     for (const auto& t : delta) {
-        if (t.name.empty() || t.name.find(kDeltaPartSeparator) != std::string::npos)
+        if (!valid_tensor_name(t.name))
             return make_error("delta encoder: tensor name \"" + t.name + "\" is empty or contains '#'");
         std::int64_t numel = 1;
         for (auto dim : t.shape) numel *= dim;
@@ -102,10 +118,7 @@ Status check_encodable(const NamedTensors& delta, const DeltaEncoding& encoding)
                 return make_error("delta encoder: tensor \"" + t.name + "\" holds a non-finite value");
         names.push_back(t.name);
     }
-    std::sort(names.begin(), names.end());
-    if (std::adjacent_find(names.begin(), names.end()) != names.end())
-        return make_error("delta encoder: duplicate tensor name");
-    return {};
+    return check_unique(std::move(names), "delta encoder");
 }
 
 std::string format_fraction(double fraction) {
@@ -145,10 +158,6 @@ Result<Bytes> write_parts(const EncodedParts& parts, const DeltaEncoding& encodi
     return write_safetensors(views, metadata);
 }
 
-}  // namespace
-
-namespace {
-
 std::size_t value_size(DeltaDType dtype) {
     switch (dtype) {
         case DeltaDType::F32: return 4;
@@ -161,7 +170,7 @@ std::size_t value_size(DeltaDType dtype) {
 // The checks encode_delta makes on its input, made on encoded values.
 Status check_encoded(const EncodedTensor& t, const DeltaEncoding& encoding) {
     auto fail = [&](const std::string& what) { return make_error("delta writer: tensor \"" + t.name + "\" " + what); };
-    if (t.name.empty() || t.name.find(kDeltaPartSeparator) != std::string::npos) return fail("has an empty name or one with '#'");
+    if (!valid_tensor_name(t.name)) return fail("has an empty name or one with '#'");
     std::int64_t numel = 1;
     for (auto dim : t.shape) {
         if (dim < 0 || dim > INT32_MAX) return fail("has a bad shape");
@@ -198,8 +207,7 @@ Status check_encoded(const EncodedTensor& t, const DeltaEncoding& encoding) {
 }  // namespace
 
 Result<Bytes> write_encoded_delta(const std::vector<EncodedTensor>& tensors, const DeltaEncoding& encoding) {
-    if (!(encoding.topk_fraction > 0.0 && encoding.topk_fraction <= 1.0))
-        return make_error("delta writer: top-k fraction must be in (0, 1]");
+    if (auto status = check_fraction(encoding, "delta writer"); !status) return status.error();
     std::vector<std::string_view> names;
     EncodedParts parts;
     bool dense = encoding.topk_fraction >= 1.0;
@@ -222,9 +230,7 @@ Result<Bytes> write_encoded_delta(const std::vector<EncodedTensor>& tensors, con
             parts.add(t.name + "#shape", DType::I64, {static_cast<std::int64_t>(t.shape.size())}, t.shape);
         }
     }
-    std::sort(names.begin(), names.end());
-    if (std::adjacent_find(names.begin(), names.end()) != names.end())
-        return make_error("delta writer: duplicate tensor name");
+    if (auto status = check_unique(std::move(names), "delta writer"); !status) return status.error();
     return write_parts(parts, encoding);
 }
 
