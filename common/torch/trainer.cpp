@@ -155,6 +155,12 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
         if (config.grad_clip > 0) clip_gradients(parameters, config.grad_clip);
         optimizer.step(config.lr * warm);
         pending.push_back(step_loss);
+        if (config.snapshot && config.snapshot_every > 0 && (step + 1) % config.snapshot_every == 0) {
+            torch::NoGradGuard no_grad;
+            TorchTensorMap weights;
+            for (const auto& item : module->named_parameters()) weights.emplace(item.key(), item.value().detach());
+            config.snapshot(step + 1, weights);
+        }
         if (static_cast<std::int64_t>(pending.size()) == kLossReadEvery || step + 1 == config.steps) {
             auto read = torch::stack(pending).cpu();
             for (std::int64_t i = 0; i < read.numel(); ++i) losses.push_back(read[i].item<double>());

@@ -24,6 +24,10 @@ struct TrainConfig {
     std::uint64_t seed = 0;
     std::string device = "cpu";       // "cpu", "cuda", "cuda:N" or "auto"
     std::int64_t num_classes = 10;
+    // > 0: `snapshot` is shown the weights (on the training device) after every this many
+    // steps; the fleet simulator's central baseline draws its curve from them.
+    std::int64_t snapshot_every = 0;
+    std::function<void(std::int64_t step, const TorchTensorMap& weights)> snapshot;
 };
 
 struct TrainStats {

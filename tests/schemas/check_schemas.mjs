@@ -1,7 +1,9 @@
 // Checks the protocol's JSON Schemas (schemas/*.schema.json) against the C++ code with a real
 // validator (ajv, draft 2020-12): every message the C++ code emits must validate, and every
 // invalid example must be rejected by both ajv and the C++ parser.
-// Usage: node check_schemas.mjs PROTO_TOOL SCHEMA_DIR INVALID_EXAMPLES_JSON
+// The fleet files in FLEET_DIR must validate against fleet.schema.json (test_fleet_sim parses
+// the same files in C++).
+// Usage: node check_schemas.mjs PROTO_TOOL SCHEMA_DIR INVALID_EXAMPLES_JSON FLEET_DIR
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,7 +17,7 @@ try {
   process.exit(2);
 }
 
-const [protoTool, schemaDir, invalidFile] = process.argv.slice(2);
+const [protoTool, schemaDir, invalidFile, fleetDir] = process.argv.slice(2);
 const ajv = new Ajv2020({ strict: true, allErrors: true });
 for (const name of readdirSync(schemaDir).filter((n) => n.endsWith('.schema.json'))) {
   ajv.addSchema(JSON.parse(readFileSync(join(schemaDir, name), 'utf8')));
@@ -59,6 +61,14 @@ try {
     report(parsed.status === 1 && parsed.stderr.trim().length > 0,
       `C++ rejects ${c.type}: ${c.description} (${parsed.stderr.trim()})`);
   });
+
+  const fleets = readdirSync(fleetDir).filter((n) => n.endsWith('.json'));
+  report(fleets.length >= 1, `${fleets.length} example fleet files`);
+  for (const name of fleets) {
+    const validate = schemaFor('fleet');
+    const ok = validate(JSON.parse(readFileSync(join(fleetDir, name), 'utf8')));
+    report(ok, `${name} validates against fleet.schema.json` + (ok ? '' : `: ${ajv.errorsText(validate.errors)}`));
+  }
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

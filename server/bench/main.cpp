@@ -1,16 +1,20 @@
 // tessera-bench: Tessera's benchmarks. `train` measures the trainer's samples/s against
-// PyTorch Python running the same model and loop.
+// PyTorch Python running the same model and loop; `fleet` simulates a volunteer fleet
+// training through the server's components on a virtual clock (docs/fleet_simulator.md).
 #include <cxxopts.hpp>
 #include <iostream>
 
 #include "allocator_tuning.h"
+#include "fleet/fleet_command.h"
 #include "train_bench.h"
 
 int main(int argc, char** argv) {
     tessera::common::tune_allocator_for_training();
+    if (argc >= 2 && std::string(argv[1]) == "fleet") return tessera::bench::run_fleet_command(argc - 1, argv + 1);
     if (argc < 2 || std::string(argv[1]) != "train") {
         std::cerr << "usage: tessera-bench train --model PRESET --device cpu|cuda [options]\n"
-                     "Run `tessera-bench train --help` for the options.\n";
+                     "       tessera-bench fleet --data DIR [--fleet home] [--volunteers K] [options]\n"
+                     "Run `tessera-bench train --help` or `tessera-bench fleet --help` for the options.\n";
         return 2;
     }
     cxxopts::Options options("tessera-bench train", "Training throughput: C++ trainer vs PyTorch Python");

@@ -1,0 +1,105 @@
+// The central baseline: the trainer itself over all shards, evaluated at evenly spaced steps.
+#include "central_run.h"
+
+#include <torch/torch.h>
+
+#include <iostream>
+#include <limits>
+
+#include "dataset_manifest.h"
+#include "torch/shard_data.h"
+#include "torch/tensor_convert.h"
+#include "torch/trainer.h"
+#include "torch_model.h"
+
+namespace tessera::bench {
+
+common::Result<RunResult> run_central(const server::TaskConfig& config, double samples_per_s,
+                                      const SimSettings& settings) {
+    if (!(samples_per_s > 0)) return common::make_error("the central baseline needs a positive speed");
+    std::filesystem::path dir = config.data_dir;
+    auto manifest = common::load_dataset_manifest(dir / "dataset.json");
+    if (!manifest) return manifest.error();
+    std::vector<common::ShardData> shards;
+    for (const auto& file : manifest->train) {
+        auto shard = common::load_shard_file(dir / file.file);
+        if (!shard) return common::with_context(file.file, shard.error());
+        shards.push_back(std::move(*shard));
+    }
+    auto data = common::concat_shards(shards);
+    if (!data) return data.error();
+    auto factory = server::make_torch_probe_factory(config, dir / manifest->validation.file);
+    if (!factory) return factory.error();
+    auto probe = (*factory)();
+    if (!probe) return probe.error();
+    auto theta0 = server::initial_weights(config);
+    if (!theta0) return theta0.error();
+    if (settings.threads > 0) torch::set_num_threads(settings.threads);
+
+    RunResult result;
+    result.name = settings.run_name.empty() ? "central" : settings.run_name;
+    result.fleet = settings.fleet_name;
+    result.volunteers = 1;
+    auto eval_samples = curve_samples(settings);
+    common::Status failure;
+    auto add_point = [&](std::int64_t step, const common::NamedTensors& weights) {
+        auto eval = (*probe)->evaluate(weights, eval_samples);
+        if (!eval) {
+            failure = eval.error();
+            return;
+        }
+        CurvePoint point;
+        point.samples = step * config.batch_size;
+        point.virtual_s = static_cast<double>(point.samples) / samples_per_s;
+        point.version = step;
+        point.loss = eval->loss;
+        point.accuracy = eval->accuracy.value_or(-1);
+        point.busy = step > 0 ? 1 : 0;
+        result.curve.push_back(point);
+        if (!settings.quiet)
+            std::cerr << "  " << result.name << ": samples " << point.samples << ", loss " << point.loss << "\n";
+    };
+    add_point(0, *theta0);
+
+    // Central trains a quarter past the budget, so a fleet run that overshoots it (units are
+    // indivisible) is compared with central at its own sample count; the final figures on the
+    // whole validation set are taken at the budget itself.
+    std::int64_t budget_steps = (settings.sample_budget + config.batch_size - 1) / config.batch_size;
+    common::TrainConfig train;
+    train.steps = budget_steps + budget_steps / 4;
+    train.batch_size = config.batch_size;
+    train.lr = config.lr;
+    train.warmup_steps = config.warmup_steps;
+    train.weight_decay = config.weight_decay;
+    train.grad_clip = config.grad_clip;
+    train.seed = settings.seed;
+    train.device = "cpu";
+    train.num_classes = config.num_classes;
+    auto every = std::max<std::int64_t>(1, budget_steps / std::max<std::int64_t>(1, settings.curve_points));
+    train.snapshot_every = 1;
+    train.snapshot = [&](std::int64_t step, const common::TorchTensorMap& weights) {
+        if (!failure || (step % every != 0 && step != budget_steps)) return;
+        auto named = common::to_named_f32(weights);
+        add_point(step, named);
+        if (step != budget_steps || !failure) return;
+        auto full = (*probe)->evaluate(named, std::numeric_limits<std::int64_t>::max());
+        if (!full) {
+            failure = full.error();
+            return;
+        }
+        result.final_loss = full->loss;
+        result.final_accuracy = full->accuracy.value_or(-1);
+    };
+    auto outcome = common::train(config.model, common::from_named_f32(*theta0), *data, train);
+    if (!outcome) return outcome.error();
+    if (!failure) return failure.error();
+    result.budget_reached = true;
+    result.units_issued = 1;
+    result.outcomes.count["merged"] = 1;
+    double budget_s = static_cast<double>(budget_steps * config.batch_size) / samples_per_s;
+    result.outcomes.seconds["merged"] = budget_s;
+    result.online_s = budget_s;
+    return result;
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,234 @@
+// `tessera-bench fleet`: one campaign invocation — a fleet, the baselines and the async
+// policies on the same data and samples budget — printed as a summary table and written as
+// curves.csv and summary.csv (docs/fleet_simulator.md).
+#include "fleet_command.h"
+
+#include <cxxopts.hpp>
+
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "central_run.h"
+#include "fleet_report.h"
+#include "fleet_sim.h"
+#include "fleet_spec.h"
+#include "task_setup.h"
+
+namespace tessera::bench {
+namespace {
+
+struct CommandOptions {
+    std::string data, fleet, runs, out, model, staleness;
+    std::int64_t volunteers = 8;
+    double base_speed = 100;
+    double target_loss = 0;
+    double eta = 0;
+    std::int64_t buffer = 0;
+    SimSettings sim;
+    cxxopts::ParseResult args;
+};
+
+std::vector<std::string> split(const std::string& text) {
+    std::vector<std::string> parts;
+    std::stringstream stream(text);
+    for (std::string part; std::getline(stream, part, ',');)
+        if (!part.empty()) parts.push_back(part);
+    return parts;
+}
+
+// The task every run shares, from the dataset and the flags.
+common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::PolicyKind policy) {
+    auto config = server::default_task_config(o.data, policy, o.model);
+    if (!config) return config.error();
+    const auto& a = o.args;
+    if (a.count("local-steps")) config->local_steps = a["local-steps"].as<std::int64_t>();
+    if (a.count("batch")) config->batch_size = a["batch"].as<std::int64_t>();
+    if (a.count("lr")) config->lr = a["lr"].as<double>();
+    if (a.count("target-seconds")) config->target_seconds = a["target-seconds"].as<double>();
+    if (a.count("deadline")) config->deadline_s = a["deadline"].as<std::int64_t>();
+    if (a.count("replication")) config->replication = a["replication"].as<double>();
+    if (a.count("loss-check")) config->loss_check = a["loss-check"].as<double>();
+    return config;
+}
+
+// The task of one run: its policy, and what a synchronous baseline fixes (equal units, no
+// replication, all K results merged at once).
+common::Result<server::TaskConfig> config_for(const CommandOptions& o, const std::string& run, std::int64_t k,
+                                              bool& synchronous) {
+    synchronous = run.rfind("sync-", 0) == 0;
+    std::string policy_name = synchronous ? (run == "sync-fedavg" ? "fedbuff" : run == "sync-diloco" ? "diloco" : "")
+                                          : run;
+    auto policy = server::policy_from_name(policy_name);
+    if (!policy)
+        return common::make_error("unknown run '" + run +
+                                  "' (central, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco)");
+    auto config = base_config(o, *policy);
+    if (!config) return config.error();
+    auto& merge = config->merge;
+    if (synchronous) {
+        merge.buffer_size = k;
+        merge.staleness = {};
+        merge.server_lr = *policy == server::PolicyKind::FedBuff ? 1.0 : 0.7;
+        config->target_seconds = 0;
+        config->replication = 0;
+    } else {
+        if (o.eta > 0) merge.server_lr = o.eta;
+        if (o.buffer > 0 && *policy != server::PolicyKind::FedAsync) merge.buffer_size = o.buffer;
+        if (!o.staleness.empty()) {
+            auto staleness = server::parse_staleness(o.staleness);
+            if (!staleness) return staleness.error();
+            merge.staleness = *staleness;
+        }
+    }
+    if (auto status = server::validate_task_config(*config); !status) return status.error();
+    return config;
+}
+
+common::Result<std::vector<SimVolunteer>> make_fleet(const CommandOptions& o) {
+    auto spec = std::filesystem::exists(o.fleet) ? load_fleet_file(o.fleet)
+                                                 : preset_fleet(o.fleet, o.volunteers, o.base_speed, o.sim.seed);
+    if (!spec) return spec.error();
+    return expand_fleet(*spec);
+}
+
+bool honest_and_steady(const std::vector<SimVolunteer>& fleet) {
+    for (const auto& v : fleet)
+        if (v.attack != Attack::None || v.churn.mean_online_s > 0) return false;
+    return true;
+}
+
+int run_campaign(CommandOptions& o) {
+    auto fleet = make_fleet(o);
+    if (!fleet) {
+        std::cerr << "tessera-bench fleet: " << fleet.message() << "\n";
+        return 2;
+    }
+    auto k = static_cast<std::int64_t>(fleet->size());
+    std::filesystem::create_directories(o.out);
+    auto fleet_label = std::filesystem::exists(o.fleet) ? std::filesystem::path(o.fleet).stem().string() : o.fleet;
+    std::cerr << "fleet " << fleet_label << ": " << k << " volunteers, median " << median_speed(*fleet)
+              << " samples/s; budget " << o.sim.sample_budget << " samples\n";
+
+    std::vector<RunResult> results;
+    for (const auto& run : split(o.runs)) {
+        auto settings = o.sim;
+        settings.run_name = run;
+        settings.fleet_name = fleet_label;
+        std::cerr << run << ":\n";
+        common::Result<RunResult> result = common::make_error("not run");
+        if (run == "central") {
+            auto config = base_config(o, server::PolicyKind::FedAsync);
+            if (!config) {
+                std::cerr << "tessera-bench fleet: " << config.message() << "\n";
+                return 2;
+            }
+            result = run_central(*config, median_speed(*fleet), settings);
+        } else {
+            auto config = config_for(o, run, k, settings.synchronous);
+            if (!config) {
+                std::cerr << "tessera-bench fleet: " << config.message() << "\n";
+                return 2;
+            }
+            if (settings.synchronous && !honest_and_steady(*fleet)) {
+                std::cerr << "tessera-bench fleet: " << run << " needs a fleet without churn or hostile volunteers\n";
+                return 2;
+            }
+            auto work = std::filesystem::path(o.out) / ("state-" + run);
+            std::filesystem::remove_all(work);
+            result = simulate_fleet(*config, *fleet, settings, work);
+            std::filesystem::remove_all(work);
+        }
+        if (!result) {
+            std::cerr << "tessera-bench fleet: " << run << ": " << result.message() << "\n";
+            return 1;
+        }
+        results.push_back(std::move(*result));
+    }
+    double target = 0;
+    auto rows = summarize(results, o.target_loss, target);
+    print_summary(std::cout, rows, target);
+    auto out = std::filesystem::path(o.out);
+    if (auto status = write_curves_csv(out / "curves.csv", results); !status) {
+        std::cerr << "tessera-bench fleet: " << status.message() << "\n";
+        return 1;
+    }
+    if (auto status = write_summary_csv(out / "summary.csv", rows, target); !status) {
+        std::cerr << "tessera-bench fleet: " << status.message() << "\n";
+        return 1;
+    }
+    return 0;
+}
+
+}  // namespace
+
+int run_fleet_command(int argc, char** argv) {
+    cxxopts::Options options("tessera-bench fleet",
+                             "Asynchronous training by a simulated volunteer fleet on a virtual clock, against the "
+                             "central and sync baselines");
+    options.add_options()
+        ("data", "dataset directory (tessera-data prepare)", cxxopts::value<std::string>())
+        ("fleet", "preset (uniform, home, churn, hostile) or a fleet JSON file", cxxopts::value<std::string>()->default_value("home"))
+        ("volunteers", "volunteers of a preset fleet (K)", cxxopts::value<std::int64_t>()->default_value("8"))
+        ("runs", "comma-separated: central, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco",
+         cxxopts::value<std::string>()->default_value("central,sync-fedavg,fedasync,fedbuff,diloco"))
+        ("samples", "samples budget of every run", cxxopts::value<std::int64_t>()->default_value("100000"))
+        ("points", "validation evaluations per run", cxxopts::value<std::int64_t>()->default_value("10"))
+        ("eval-samples", "validation samples per curve point (0: all; final figures use all)", cxxopts::value<std::int64_t>()->default_value("2000"))
+        ("target-loss", "loss for time-to-target (0: sync's final loss, else central's)", cxxopts::value<double>()->default_value("0"))
+        ("base-speed", "samples/s of a preset's fastest class (RTX 4090)", cxxopts::value<double>()->default_value("100"))
+        ("seed", "seed of the fleet, the scheduler and the validator", cxxopts::value<std::uint64_t>()->default_value("1"))
+        ("threads", "LibTorch CPU threads", cxxopts::value<int>()->default_value("2"))
+        ("tick", "transitioner period, virtual seconds", cxxopts::value<double>()->default_value("10"))
+        ("out", "output directory (curves.csv, summary.csv)", cxxopts::value<std::string>()->default_value("fleet-out"))
+        ("model", "model preset (default: the dataset's)", cxxopts::value<std::string>()->default_value(""))
+        ("local-steps", "H", cxxopts::value<std::int64_t>())
+        ("batch", "batch size", cxxopts::value<std::int64_t>())
+        ("lr", "inner learning rate", cxxopts::value<double>())
+        ("target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())
+        ("deadline", "unit deadline, seconds", cxxopts::value<std::int64_t>())
+        ("replication", "replicated share of units", cxxopts::value<double>())
+        ("loss-check", "share of results given the held-out loss check", cxxopts::value<double>())
+        ("staleness", "async runs' staleness function (const, poly:A, hinge:A,B)", cxxopts::value<std::string>()->default_value(""))
+        ("eta", "async runs' server learning rate (0: the policy's default)", cxxopts::value<double>()->default_value("0"))
+        ("buffer", "fedbuff/diloco buffer (0: the policy's default)", cxxopts::value<std::int64_t>()->default_value("0"))
+        ("quiet", "no progress lines")
+        ("h,help", "show this help");
+    try {
+        CommandOptions o;
+        o.args = options.parse(argc, argv);
+        const auto& a = o.args;
+        if (a.count("help")) {
+            std::cout << options.help() << "\n";
+            return 0;
+        }
+        if (!a.count("data")) {
+            std::cerr << "tessera-bench fleet: --data is required\n";
+            return 2;
+        }
+        o.data = a["data"].as<std::string>();
+        o.fleet = a["fleet"].as<std::string>();
+        o.volunteers = a["volunteers"].as<std::int64_t>();
+        o.runs = a["runs"].as<std::string>();
+        o.out = a["out"].as<std::string>();
+        o.model = a["model"].as<std::string>();
+        o.staleness = a["staleness"].as<std::string>();
+        o.base_speed = a["base-speed"].as<double>();
+        o.target_loss = a["target-loss"].as<double>();
+        o.eta = a["eta"].as<double>();
+        o.buffer = a["buffer"].as<std::int64_t>();
+        o.sim.sample_budget = a["samples"].as<std::int64_t>();
+        o.sim.curve_points = a["points"].as<std::int64_t>();
+        o.sim.eval_samples = a["eval-samples"].as<std::int64_t>();
+        o.sim.seed = a["seed"].as<std::uint64_t>();
+        o.sim.threads = a["threads"].as<int>();
+        o.sim.tick_s = a["tick"].as<double>();
+        o.sim.quiet = a.count("quiet") > 0;
+        return run_campaign(o);
+    } catch (const cxxopts::exceptions::exception& error) {
+        std::cerr << "tessera-bench fleet: " << error.what() << "\n";
+        return 2;
+    }
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,160 @@
+// Summaries, CSV files and the printed table of a fleet campaign.
+#include "fleet_report.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace tessera::bench {
+namespace {
+
+const RunResult* find_run(const std::vector<RunResult>& runs, std::string_view prefix) {
+    for (const auto& run : runs)
+        if (run.name.rfind(prefix, 0) == 0) return &run;
+    return nullptr;
+}
+
+std::string format(const char* pattern, double value) {
+    char text[64];
+    std::snprintf(text, sizeof text, pattern, value);
+    return text;
+}
+
+std::string optional_seconds(const std::optional<double>& value) {
+    return value ? format("%.0f", *value) : "-";
+}
+
+}  // namespace
+
+std::optional<double> time_to_loss(const std::vector<CurvePoint>& curve, double target) {
+    for (std::size_t i = 0; i < curve.size(); ++i) {
+        if (curve[i].loss > target) continue;
+        if (i == 0) return curve[0].virtual_s;
+        const auto& a = curve[i - 1];
+        const auto& b = curve[i];
+        double share = a.loss > b.loss ? (a.loss - target) / (a.loss - b.loss) : 1.0;
+        return a.virtual_s + share * (b.virtual_s - a.virtual_s);
+    }
+    return std::nullopt;
+}
+
+std::optional<double> loss_at_samples(const std::vector<CurvePoint>& curve, std::int64_t samples) {
+    for (std::size_t i = 1; i < curve.size(); ++i) {
+        const auto& a = curve[i - 1];
+        const auto& b = curve[i];
+        if (samples < a.samples || samples > b.samples) continue;
+        double share = b.samples > a.samples ? double(samples - a.samples) / double(b.samples - a.samples) : 0.0;
+        return a.loss + share * (b.loss - a.loss);
+    }
+    return std::nullopt;
+}
+
+std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double target_loss, double& target_used) {
+    const auto* central = find_run(runs, "central");
+    const auto* sync = find_run(runs, "sync-");
+    target_used = target_loss;
+    // The target is read off the curves (one validation sample for all runs), not the final figures.
+    if (target_used <= 0 && sync && !sync->curve.empty()) target_used = sync->curve.back().loss;
+    if (target_used <= 0 && central && !central->curve.empty()) target_used = central->curve.back().loss;
+    std::optional<double> sync_time = sync ? time_to_loss(sync->curve, target_used) : std::nullopt;
+
+    std::vector<RunSummary> rows;
+    for (const auto& run : runs) {
+        RunSummary row;
+        row.name = run.name;
+        row.fleet = run.fleet;
+        row.volunteers = run.volunteers;
+        row.budget_reached = run.budget_reached;
+        row.units = run.units_issued;
+        if (!run.curve.empty()) {
+            const auto& last = run.curve.back();
+            row.samples = last.samples;
+            row.virtual_s = last.virtual_s;
+        }
+        row.final_loss = run.final_loss;
+        row.final_accuracy = run.final_accuracy;
+        // Paired on the curves' validation sample, at this run's own sample count.
+        if (central && !run.curve.empty()) {
+            auto reference = loss_at_samples(central->curve, run.curve.back().samples);
+            if (reference && *reference > 0) row.loss_vs_central = run.curve.back().loss / *reference;
+        }
+        row.time_to_target = time_to_loss(run.curve, target_used);
+        if (sync_time && row.time_to_target && *row.time_to_target > 0)
+            row.speedup_vs_sync = *sync_time / *row.time_to_target;
+        auto merged = run.outcomes.seconds.find("merged");
+        if (run.online_s > 0 && merged != run.outcomes.seconds.end()) row.utilisation = merged->second / run.online_s;
+        double staleness = 0, weight = 0;
+        for (std::size_t i = 1; i < run.curve.size(); ++i) {
+            double n = static_cast<double>(run.curve[i].samples - run.curve[i - 1].samples);
+            staleness += run.curve[i].staleness * n;
+            weight += n;
+        }
+        row.mean_staleness = weight > 0 ? staleness / weight : 0;
+        if (run.units_issued > 0) {
+            row.mb_down_per_unit = run.bytes_down / 1e6 / static_cast<double>(run.units_issued);
+            row.mb_up_per_unit = run.bytes_up / 1e6 / static_cast<double>(run.units_issued);
+        }
+        std::ostringstream wasted;
+        for (const auto& [outcome, count] : run.outcomes.count)
+            if (outcome != "merged") wasted << (wasted.tellp() > 0 ? " " : "") << outcome << "=" << count;
+        row.wasted = wasted.str();
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+common::Status write_curves_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs) {
+    std::ofstream out(path);
+    out << "run,fleet,volunteers,virtual_s,samples,version,val_loss,val_accuracy,staleness,busy\n";
+    for (const auto& run : runs)
+        for (const auto& p : run.curve)
+            out << run.name << "," << run.fleet << "," << run.volunteers << "," << format("%.3f", p.virtual_s) << ","
+                << p.samples << "," << p.version << "," << format("%.6f", p.loss) << ","
+                << (p.accuracy >= 0 ? format("%.4f", p.accuracy) : "") << "," << format("%.3f", p.staleness) << ","
+                << p.busy << "\n";
+    out.close();
+    if (!out) return common::make_error("cannot write " + path.string());
+    return {};
+}
+
+common::Status write_summary_csv(const std::filesystem::path& path, const std::vector<RunSummary>& rows,
+                                 double target_loss) {
+    std::ofstream out(path);
+    out << "run,fleet,volunteers,budget_reached,samples,final_loss,final_accuracy,loss_vs_central,virtual_s,"
+           "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
+           "mb_up_per_unit,wasted\n";
+    for (const auto& r : rows)
+        out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
+            << "," << format("%.6f", r.final_loss) << "," << (r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy) : "")
+            << "," << format("%.4f", r.loss_vs_central) << "," << format("%.1f", r.virtual_s) << ","
+            << format("%.6f", target_loss) << "," << (r.time_to_target ? format("%.1f", *r.time_to_target) : "") << ","
+            << (r.speedup_vs_sync ? format("%.3f", *r.speedup_vs_sync) : "") << "," << format("%.4f", r.utilisation)
+            << "," << format("%.2f", r.mean_staleness) << "," << r.units << "," << format("%.4f", r.mb_down_per_unit)
+            << "," << format("%.4f", r.mb_up_per_unit) << ",\"" << r.wasted << "\"\n";
+    out.close();
+    if (!out) return common::make_error("cannot write " + path.string());
+    return {};
+}
+
+void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, double target_loss) {
+    out << "target loss " << format("%.4f", target_loss) << " (time to target: first virtual second at or below it)\n";
+    char line[512];
+    std::snprintf(line, sizeof line, "%-14s %-8s %4s %9s %8s %7s %8s %9s %7s %6s %6s %5s %8s %8s  %s\n", "run", "fleet",
+                  "K", "samples", "loss", "acc", "vs-cent", "t-target", "vs-sync", "util", "stale", "units", "MB-down",
+                  "MB-up", "other outcomes");
+    out << line;
+    for (const auto& r : rows) {
+        std::snprintf(line, sizeof line, "%-14s %-8s %4lld %9lld %8.4f %7s %8s %9s %7s %6.2f %6.1f %5lld %8.3f %8.3f  %s%s\n",
+                      r.name.c_str(), r.fleet.c_str(), static_cast<long long>(r.volunteers),
+                      static_cast<long long>(r.samples), r.final_loss,
+                      r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy).c_str() : "-",
+                      r.loss_vs_central > 0 ? format("%.3f", r.loss_vs_central).c_str() : "-",
+                      optional_seconds(r.time_to_target).c_str(),
+                      r.speedup_vs_sync ? format("%.2f", *r.speedup_vs_sync).c_str() : "-", r.utilisation,
+                      r.mean_staleness, static_cast<long long>(r.units), r.mb_down_per_unit, r.mb_up_per_unit,
+                      r.budget_reached ? "" : "[budget not reached] ", r.wasted.c_str());
+        out << line;
+    }
+}
+
+}  // namespace tessera::bench

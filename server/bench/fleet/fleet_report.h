@@ -1,0 +1,48 @@
+// A campaign's report: the curves of its runs as one CSV, and a summary per run against the
+// baselines of the same invocation (loss at equal samples vs `central`, virtual time to a
+// target loss vs `sync`, utilisation, wasted work by cause, bytes per unit).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <vector>
+
+#include "fleet_run.h"
+#include "result.h"
+
+namespace tessera::bench {
+
+struct RunSummary {
+    std::string name, fleet;
+    std::int64_t volunteers = 0;
+    bool budget_reached = false;
+    std::int64_t samples = 0;
+    double final_loss = 0;                  // on the whole validation set
+    double final_accuracy = -1;
+    double loss_vs_central = 0;             // last curve loss / central's at the same samples; 0 without central
+    double virtual_s = 0;                   // when the run ended
+    std::optional<double> time_to_target;   // first virtual second at the target loss
+    std::optional<double> speedup_vs_sync;  // sync's time to target / this run's
+    double utilisation = 0;                 // merged volunteer time / online volunteer time
+    double mean_staleness = 0;
+    std::int64_t units = 0;
+    double mb_down_per_unit = 0, mb_up_per_unit = 0;
+    std::string wasted;                     // "rejected:norm_too_large=3 timed_out=2"
+};
+
+// The first virtual second at which the curve reaches `target` (linear between points).
+std::optional<double> time_to_loss(const std::vector<CurvePoint>& curve, double target);
+
+// The curve's loss at `samples` (linear between points); none outside the curve.
+std::optional<double> loss_at_samples(const std::vector<CurvePoint>& curve, std::int64_t samples);
+
+// `target_loss` 0: the final loss of the first run named sync-*, else of central.
+std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double target_loss, double& target_used);
+
+common::Status write_curves_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs);
+common::Status write_summary_csv(const std::filesystem::path& path, const std::vector<RunSummary>& rows,
+                                 double target_loss);
+void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, double target_loss);
+
+}  // namespace tessera::bench

@@ -1,0 +1,51 @@
+// What one run of a fleet campaign measured: its validation curve against virtual time and
+// samples, and where every issued unit (and every volunteer-second) went. Plain data.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessera::bench {
+
+struct CurvePoint {
+    double virtual_s = 0;
+    std::int64_t samples = 0;   // training samples merged into the model (central: trained)
+    std::int64_t version = 0;
+    double loss = 0;            // validation loss
+    double accuracy = -1;       // classifiers; -1 otherwise
+    double staleness = 0;       // mean τ of the results merged since the previous point
+    std::int64_t busy = 0;      // volunteers computing a unit at this moment
+};
+
+// Where an issued unit ended ("merged", "replica", "buffered", "rejected:<reason>",
+// "left_mid_unit:timed_out", "timed_out", "in_flight_at_end", ...), with the volunteer time it took.
+struct UnitOutcomes {
+    std::map<std::string, std::int64_t> count;
+    std::map<std::string, double> seconds;
+};
+
+struct AttackOutcome {
+    std::int64_t returned = 0;
+    std::int64_t merged = 0;
+};
+
+struct RunResult {
+    std::string name;            // "central", "sync-fedavg", "fedasync", ...
+    std::string fleet;
+    std::int64_t volunteers = 0;
+    std::vector<CurvePoint> curve;  // on the curve's validation sample (SimSettings::eval_samples)
+    double final_loss = 0;          // the final model on the whole validation set
+    double final_accuracy = -1;
+    bool budget_reached = false;
+    std::int64_t units_issued = 0;
+    std::int64_t reissued_after_timeout = 0;  // timed-out assignments whose unit went to another
+    UnitOutcomes outcomes;
+    double online_s = 0;         // volunteer-seconds online
+    double bytes_down = 0;       // over all units
+    double bytes_up = 0;
+    std::map<std::string, AttackOutcome> attacks;  // by attack name
+};
+
+}  // namespace tessera::bench

@@ -1,0 +1,502 @@
+// The event loop of the fleet simulator: requests, finished units, departures and returns of
+// volunteers and transitioner ticks, in virtual-time order.
+#include "fleet_sim.h"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <queue>
+#include <random>
+#include <set>
+
+#include "in_process_server.h"
+#include "poison.h"
+#include "protocol.h"
+#include "result_upload.h"
+#include "sha256.h"
+#include "signed_envelope.h"
+#include "training/work_runner.h"
+#include "virtual_clock.h"
+
+namespace tessera::bench {
+namespace {
+
+using server::AssignmentState;
+
+enum class EventKind { Request, Finish, Leave, Return, Tick };
+
+struct Event {
+    double time = 0;
+    std::uint64_t sequence = 0;  // ties keep the order events were scheduled in
+    EventKind kind = EventKind::Tick;
+    std::size_t volunteer = 0;
+    std::uint64_t epoch = 0;     // a Finish from before a departure is void
+    bool operator>(const Event& other) const {
+        return time != other.time ? time > other.time : sequence > other.sequence;
+    }
+};
+
+// A unit a volunteer holds: its upload is ready (computed when the unit was taken, since it
+// depends only on the base model and the unit) and is delivered at `finish`.
+struct HeldUnit {
+    common::WorkUnit unit;
+    common::Bytes upload;
+    double issued = 0;
+    double finish = 0;
+};
+
+struct VolunteerState {
+    SimVolunteer spec;
+    std::string client_id;
+    bool online = true;
+    std::uint64_t epoch = 0;
+    double online_since = 0;
+    double next_leave = std::numeric_limits<double>::infinity();  // drawn ahead, one at a time
+    double measured_speed = 0;  // reported from the second request on, as the client does
+    std::set<std::string> cached_shards;
+    std::optional<HeldUnit> held;
+    std::mt19937_64 rng;
+};
+
+// An issued assignment, tracked until its fate is known.
+struct Issued {
+    std::string attack;
+    std::int64_t samples = 0;
+    double seconds = 0;        // volunteer time the unit took (so far)
+    std::string fate;          // set by the simulator itself: "left_mid_unit"
+};
+
+double exponential(std::mt19937_64& rng, double mean) {
+    return std::exponential_distribution<double>(1.0 / mean)(rng);
+}
+
+std::string outcome_of(server::Store& store, const std::string& id, const Issued& issued) {
+    if (!issued.fate.empty()) {
+        // The server's view of a unit its volunteer walked away from: timed out, or not yet.
+        auto record = store.assignment(id);
+        bool timed_out = record && *record && (*record)->state == AssignmentState::TimedOut;
+        return issued.fate + (timed_out ? ":timed_out" : ":in_flight_at_end");
+    }
+    auto record = store.assignment(id);
+    if (!record || !*record) return "unknown";
+    switch ((*record)->state) {
+    case AssignmentState::Merged: return "merged";
+    case AssignmentState::Confirmed: return "replica";
+    case AssignmentState::Accepted: return "buffered";
+    case AssignmentState::Validated: return "awaiting_replica";
+    case AssignmentState::Returned: return "returned";
+    case AssignmentState::TimedOut: return "timed_out";
+    case AssignmentState::Abandoned: return "abandoned";
+    case AssignmentState::InProgress: return "in_flight_at_end";
+    case AssignmentState::Rejected: {
+        auto rejection = store.rejection_of(id);
+        return "rejected:" + ((rejection && *rejection) ? (*rejection)->reason : std::string("?"));
+    }
+    }
+    return "unknown";
+}
+
+// A float32 delta file with one NaN: what a hostile client writes by hand (the encoder
+// refuses non-finite values).
+common::Result<common::Bytes> nan_delta_file(const common::NamedTensors& layout) {
+    auto zeros = layout;
+    for (auto& t : zeros) std::fill(t.values.begin(), t.values.end(), 0.0f);
+    auto encoded = common::encode_delta(zeros, {common::DeltaDType::F32, 1.0});
+    if (!encoded) return encoded.error();
+    auto& bytes = encoded->bytes;
+    std::uint64_t header = 0;
+    for (int i = 0; i < 8; ++i) header |= std::uint64_t{bytes[i]} << (8 * i);
+    float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(bytes.data() + 8 + header, &nan, sizeof nan);
+    return std::move(bytes);
+}
+
+class Simulation {
+public:
+    Simulation(const server::TaskConfig& config, const std::vector<SimVolunteer>& fleet, const SimSettings& settings)
+        : config_(config), settings_(settings) {
+        for (std::size_t i = 0; i < fleet.size(); ++i) {
+            VolunteerState v;
+            v.spec = fleet[i];
+            v.rng.seed(settings.seed * 1000003 + i);
+            volunteers_.push_back(std::move(v));
+        }
+        result_.name = settings.run_name;
+        result_.fleet = settings.fleet_name;
+        result_.volunteers = static_cast<std::int64_t>(fleet.size());
+    }
+
+    common::Result<RunResult> run(const std::filesystem::path& work_dir) {
+        auto server = server::InProcessServer::create(work_dir / "server", config_, clock_.as_clock(), settings_.seed);
+        if (!server) return server.error();
+        server_ = std::move(*server);
+        for (std::size_t i = 0; i < volunteers_.size(); ++i) {
+            auto client = server_->register_volunteer(volunteers_[i].spec.name);
+            if (!client) return client.error();
+            volunteers_[i].client_id = client->id;
+            schedule(0, EventKind::Request, i);
+            schedule_departure(i, 0);
+        }
+        schedule(settings_.tick_s, EventKind::Tick, 0);
+        if (auto status = evaluate_point(); !status) return status.error();
+
+        std::int64_t unit_samples = std::max<std::int64_t>(1, config_.local_steps * config_.batch_size / 8);
+        std::int64_t max_units = 50 * (settings_.sample_budget / unit_samples) + 1000;
+        while (!events_.empty() && !done_) {
+            auto event = events_.top();
+            events_.pop();
+            if (event.time > settings_.max_virtual_s) break;
+            if (auto status = clock_.advance_to(event.time); !status) return status.error();
+            if (auto status = handle(event); !status) return status.error();
+            if (result_.units_issued > max_units) break;
+        }
+        result_.budget_reached = merged_samples_ >= settings_.sample_budget;
+        if (result_.curve.empty() || result_.curve.back().samples != merged_samples_)
+            if (auto status = evaluate_point(); !status) return status.error();
+        auto full = server_->evaluate(server_->version(), std::numeric_limits<std::int64_t>::max());
+        if (!full) return full.error();
+        result_.final_loss = full->loss;
+        result_.final_accuracy = full->accuracy.value_or(-1);
+        if (auto status = account(); !status) return status.error();
+        return std::move(result_);
+    }
+
+private:
+    void schedule(double time, EventKind kind, std::size_t volunteer, std::uint64_t epoch = 0) {
+        events_.push({time, next_sequence_++, kind, volunteer, epoch});
+    }
+
+    void schedule_departure(std::size_t i, double now) {
+        auto& v = volunteers_[i];
+        if (v.spec.churn.mean_online_s <= 0) return;
+        v.next_leave = now + exponential(v.rng, v.spec.churn.mean_online_s);
+        schedule(v.next_leave, EventKind::Leave, i);
+    }
+
+    common::Status handle(const Event& event) {
+        switch (event.kind) {
+        case EventKind::Request: return request(event.volunteer);
+        case EventKind::Finish: return finish(event.volunteer, event.epoch);
+        case EventKind::Leave: return leave(event.volunteer);
+        case EventKind::Return: return come_back(event.volunteer);
+        case EventKind::Tick: return tick();
+        }
+        return {};
+    }
+
+    common::Status request(std::size_t i) {
+        auto& v = volunteers_[i];
+        if (!v.online || v.held) return {};
+        common::WorkRequest request;
+        request.client_id = v.client_id;
+        request.device = {"cuda", v.spec.group, std::int64_t{8} << 30, 1};
+        request.samples_per_s = v.measured_speed;
+        request.cached_shards.assign(v.cached_shards.begin(), v.cached_shards.end());
+        auto response = server_->request_work(request);
+        if (!response) return response.error();
+        double now = clock_.now();
+        if (!response->has_work) {
+            if (!settings_.synchronous) schedule(now + static_cast<double>(response->retry_after_s), EventKind::Request, i);
+            return {};
+        }
+        auto payload = common::open_envelope(response->work_unit, common::kWorkUnitPurpose, server_->verify_key());
+        if (!payload) return payload.error();
+        auto unit = common::parse_message<common::WorkUnit>(*payload);
+        if (!unit) return unit.error();
+        ++result_.units_issued;
+        ++round_outstanding_;
+
+        double down_bytes = static_cast<double>(unit->model_blob.bytes);
+        for (const auto& shard : unit->shards)
+            if (!v.cached_shards.count(shard.sha256)) down_bytes += static_cast<double>(shard.bytes);
+        std::int64_t samples = unit->hyper.local_steps * unit->hyper.batch_size;
+        double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
+        Issued issued{std::string(attack_name(v.spec.attack)), samples, 0, ""};
+
+        HeldUnit held;
+        held.unit = *unit;
+        held.issued = now;
+        double upload_bytes = 0;
+        // A volunteer that will have left before the unit is done never computes it.
+        bool leaves_first = v.next_leave < now + transfer_seconds(down_bytes, v.spec.down_mbit) + compute_s;
+        if (!leaves_first) {
+            auto upload = compute_upload(v, *unit);
+            if (!upload) return upload.error();
+            held.upload = std::move(*upload);
+            upload_bytes = static_cast<double>(held.upload.size());
+        }
+        held.finish = now + transfer_seconds(down_bytes, v.spec.down_mbit) + compute_s +
+                      transfer_seconds(upload_bytes, v.spec.up_mbit);
+        issued.seconds = held.finish - now;
+        result_.bytes_down += down_bytes;
+        result_.bytes_up += upload_bytes;
+        for (const auto& shard : unit->shards) v.cached_shards.insert(shard.sha256);
+        issued_.emplace(unit->wu_id, issued);
+        v.held = std::move(held);
+        schedule(v.held->finish, EventKind::Finish, i, v.epoch);
+        return {};
+    }
+
+    // The signed upload body a volunteer sends for `unit`: honest training, or the attack.
+    common::Result<common::Bytes> compute_upload(VolunteerState& v, const common::WorkUnit& unit) {
+        common::Bytes delta;
+        common::TrainMetrics metrics;
+        Attack attack = v.spec.attack;
+        if (attack == Attack::None || attack_needs_training(attack)) {
+            client::RunOptions options;
+            options.device = "cpu";
+            options.threads = settings_.threads;
+            std::vector<std::filesystem::path> shards;
+            for (const auto& s : unit.shards) shards.push_back(server_->blob_path(s.sha256));
+            auto output = client::run_work_unit(unit, server_->blob_path(unit.model_blob.sha256), shards, options);
+            if (!output) return common::with_context("training " + unit.wu_id, output.error());
+            delta = std::move(output->delta);
+            metrics = output->metrics;
+        }
+        if (attack != Attack::None) {
+            auto poisoned = poisoned_delta(unit, attack, delta);
+            if (!poisoned) return poisoned.error();
+            delta = std::move(*poisoned);
+            metrics.samples = unit.hyper.local_steps * unit.hyper.batch_size;
+        }
+        metrics.samples_per_s = v.spec.samples_per_s;
+        metrics.seconds = static_cast<double>(metrics.samples) / v.spec.samples_per_s;
+        v.measured_speed = v.spec.samples_per_s;
+
+        common::ResultManifest manifest;
+        manifest.wu_id = unit.wu_id;
+        manifest.client_id = unit.client_id;
+        manifest.base_version = unit.base_version;
+        manifest.delta_blob = {common::sha256_hex(delta), static_cast<std::int64_t>(delta.size())};
+        manifest.encoding = unit.encoding;
+        manifest.metrics = metrics;
+        manifest.device = v.spec.group;
+        return common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), delta);
+    }
+
+    common::Result<common::Bytes> poisoned_delta(const common::WorkUnit& unit, Attack attack,
+                                                 const common::Bytes& honest) {
+        common::NamedTensors tensors;
+        if (!honest.empty()) {
+            auto decoded = common::decode_delta(honest);
+            if (!decoded) return decoded.error();
+            tensors = std::move(decoded->tensors);
+        } else {
+            auto base = server_->model(unit.base_version);
+            if (!base) return base.error();
+            tensors = **base;
+        }
+        if (attack == Attack::NaN) return nan_delta_file(tensors);
+        common::NamedTensors last_update;
+        if (attack == Attack::Replay && server_->version() > 0) {
+            auto newest = server_->model(server_->version());
+            auto previous = server_->model(server_->version() - 1);
+            if (!newest) return newest.error();
+            if (!previous) return previous.error();
+            last_update = **newest;
+            for (std::size_t t = 0; t < last_update.size(); ++t)
+                for (std::size_t k = 0; k < last_update[t].values.size(); ++k)
+                    last_update[t].values[k] -= (*previous)->at(t).values[k];
+            std::sort(last_update.begin(), last_update.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+            std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+        }
+        poison_delta(tensors, attack, last_update, static_cast<std::uint64_t>(unit.hyper.seed));
+        auto encoded = common::encode_delta(tensors, unit.encoding);
+        if (!encoded) return encoded.error();
+        return std::move(encoded->bytes);
+    }
+
+    common::Status finish(std::size_t i, std::uint64_t epoch) {
+        auto& v = volunteers_[i];
+        if (epoch != v.epoch || !v.held) return {};
+        auto held = std::move(*v.held);
+        v.held.reset();
+        auto version_before = server_->version();
+        auto outcome = server_->upload(v.client_id, held.upload);
+        if (!outcome) return outcome.error();
+        auto& attack = result_.attacks[issued_[held.unit.wu_id].attack];
+        ++attack.returned;
+        unsettled_.push_back(held.unit.wu_id);
+        if (auto status = settle(version_before); !status) return status;
+        --round_outstanding_;
+        if (settings_.synchronous) {
+            // The round ends when its slowest volunteer is back: everyone asks again now.
+            if (round_outstanding_ == 0)
+                for (std::size_t j = 0; j < volunteers_.size(); ++j) schedule(clock_.now(), EventKind::Request, j);
+        } else {
+            schedule(clock_.now(), EventKind::Request, i);
+        }
+        return {};
+    }
+
+    // Results whose fate is known add their samples once merged; evaluations follow the samples.
+    common::Status settle(std::int64_t version_before) {
+        if (server_->version() == version_before && unsettled_.empty()) return {};
+        std::vector<std::string> still;
+        for (const auto& id : unsettled_) {
+            auto record = server_->store().assignment(id);
+            if (!record) return record.error();
+            auto state = *record ? (*record)->state : AssignmentState::Rejected;
+            if (state == AssignmentState::Merged) {
+                merged_samples_ += issued_[id].samples;
+                ++result_.attacks[issued_[id].attack].merged;
+            } else if (state == AssignmentState::Accepted || state == AssignmentState::Validated) {
+                still.push_back(id);
+            }
+        }
+        unsettled_ = std::move(still);
+        if (done_ || merged_samples_ < next_milestone()) return {};
+        while (merged_samples_ >= next_milestone()) ++milestones_passed_;  // one point, however many passed
+        if (auto status = evaluate_point(); !status) return status;
+        done_ = merged_samples_ >= settings_.sample_budget;
+        return {};
+    }
+
+    std::int64_t next_milestone() const {
+        auto points = std::max<std::int64_t>(1, settings_.curve_points);
+        return settings_.sample_budget * (milestones_passed_ + 1) / points;
+    }
+
+    common::Status evaluate_point() {
+        auto version = server_->version();
+        auto eval = server_->evaluate(version, curve_samples(settings_));
+        if (!eval) return eval.error();
+        auto counts = server_->store().staleness_counts(config_.task_id);
+        if (!counts) return counts.error();
+        std::int64_t merged = 0;
+        double total = 0;
+        for (const auto& [tau, n] : *counts) {
+            merged += n;
+            total += static_cast<double>(tau * n);
+        }
+        CurvePoint point;
+        point.virtual_s = clock_.now();
+        point.samples = merged_samples_;
+        point.version = version;
+        point.loss = eval->loss;
+        point.accuracy = eval->accuracy.value_or(-1);
+        point.staleness = merged > staleness_merged_ ? (total - staleness_total_) / double(merged - staleness_merged_) : 0;
+        staleness_merged_ = merged;
+        staleness_total_ = total;
+        for (const auto& v : volunteers_) point.busy += v.held ? 1 : 0;
+        result_.curve.push_back(point);
+        if (!settings_.quiet)
+            std::cerr << "  " << settings_.run_name << ": t=" << static_cast<std::int64_t>(point.virtual_s)
+                      << " s, samples " << point.samples << ", version " << version << ", loss " << point.loss << "\n";
+        return {};
+    }
+
+    common::Status leave(std::size_t i) {
+        auto& v = volunteers_[i];
+        if (!v.online) return {};
+        double now = clock_.now();
+        v.online = false;
+        ++v.epoch;
+        result_.online_s += now - v.online_since;
+        if (v.held) {
+            auto& issued = issued_[v.held->unit.wu_id];
+            issued.fate = "left_mid_unit";
+            issued.seconds = now - v.held->issued;
+            v.held.reset();
+            --round_outstanding_;
+        }
+        if (std::uniform_real_distribution<double>(0, 1)(v.rng) >= v.spec.churn.never_return)
+            schedule(now + exponential(v.rng, std::max(1e-3, v.spec.churn.mean_offline_s)), EventKind::Return, i);
+        return {};
+    }
+
+    common::Status come_back(std::size_t i) {
+        auto& v = volunteers_[i];
+        v.online = true;
+        v.online_since = clock_.now();
+        schedule_departure(i, clock_.now());
+        return request(i);
+    }
+
+    common::Status tick() {
+        auto version_before = server_->version();
+        auto report = server_->tick();
+        if (!report) return report.error();
+        if (auto status = settle(version_before); !status) return status;
+        schedule(clock_.now() + settings_.tick_s, EventKind::Tick, 0);
+        return {};
+    }
+
+    // Every issued unit's fate and the volunteer time it took; online time up to the end.
+    // The store must hold exactly the assignments the simulator was given.
+    common::Status account() {
+        double end = clock_.now();
+        for (auto& v : volunteers_) {
+            if (v.online) result_.online_s += end - v.online_since;
+            if (v.held) issued_[v.held->unit.wu_id].seconds = end - v.held->issued;
+        }
+        std::size_t stored = 0;
+        std::map<std::string, std::vector<server::AssignmentRecord>> by_unit;
+        for (auto state : server::all_assignment_states()) {
+            auto records = server_->store().in_state(state);
+            if (!records) return records.error();
+            stored += records->size();
+            for (const auto& a : *records) by_unit[a.work_unit_id].push_back(a);
+        }
+        if (stored != issued_.size())
+            return common::make_error("the store holds " + std::to_string(stored) + " assignments, the simulator issued " +
+                                      std::to_string(issued_.size()));
+        for (const auto& [id, issued] : issued_) {
+            auto outcome = outcome_of(server_->store(), id, issued);
+            ++result_.outcomes.count[outcome];
+            result_.outcomes.seconds[outcome] += issued.seconds;
+        }
+        // Timed-out assignments whose unit was handed to someone later.
+        for (const auto& [unit, assignments] : by_unit)
+            for (const auto& a : assignments) {
+                if (a.state != AssignmentState::TimedOut) continue;
+                for (const auto& b : assignments)
+                    if (b.issued_at >= a.deadline && b.id != a.id) {
+                        ++result_.reissued_after_timeout;
+                        break;
+                    }
+            }
+        return {};
+    }
+
+    server::TaskConfig config_;
+    SimSettings settings_;
+    VirtualClock clock_;
+    std::unique_ptr<server::InProcessServer> server_;
+    std::vector<VolunteerState> volunteers_;
+    std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+    std::uint64_t next_sequence_ = 0;
+    std::map<std::string, Issued> issued_;
+    std::vector<std::string> unsettled_;
+    std::int64_t merged_samples_ = 0;
+    std::int64_t milestones_passed_ = 0;
+    std::int64_t round_outstanding_ = 0;
+    std::int64_t staleness_merged_ = 0;
+    double staleness_total_ = 0;
+    bool done_ = false;
+    RunResult result_;
+};
+
+}  // namespace
+
+std::int64_t curve_samples(const SimSettings& settings) {
+    return settings.eval_samples > 0 ? settings.eval_samples : std::numeric_limits<std::int64_t>::max();
+}
+
+double transfer_seconds(double bytes, double mbit) { return mbit > 0 ? bytes * 8.0 / (mbit * 1e6) : 0.0; }
+
+common::Result<RunResult> simulate_fleet(const server::TaskConfig& config, const std::vector<SimVolunteer>& fleet,
+                                         const SimSettings& settings, const std::filesystem::path& work_dir) {
+    if (fleet.empty()) return common::make_error("the fleet has no volunteers");
+    if (settings.sample_budget < 1) return common::make_error("the samples budget must be positive");
+    Simulation simulation(config, fleet, settings);
+    return simulation.run(work_dir);
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,47 @@
+// The fleet simulator's engine: N simulated volunteers drive the server's own components
+// (InProcessServer) through the calls the API makes, on a virtual clock. Every unit is
+// trained for real with the volunteer's trainer on the CPU and encoded with the unit's codec;
+// only time is simulated: a unit occupies its volunteer for download + H·batch/speed +
+// upload virtual seconds. Deterministic for a seed. docs/fleet_simulator.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "fleet_run.h"
+#include "fleet_spec.h"
+#include "result.h"
+#include "task_config.h"
+
+namespace tessera::bench {
+
+struct SimSettings {
+    std::string run_name;            // "fedasync", "sync-fedavg", ...
+    std::string fleet_name;
+    // Sync: rounds in which every volunteer starts from the same version and the next round
+    // starts when the slowest has returned (the task's policy must merge K results at once).
+    bool synchronous = false;
+    std::int64_t sample_budget = 100000;  // stop once this many samples are merged
+    std::int64_t curve_points = 10;       // validation evaluations, evenly spaced in samples
+    // Validation samples per curve point (0: all); the final figures use the whole set.
+    std::int64_t eval_samples = 2000;
+    double tick_s = 10;                   // transitioner period, virtual seconds
+    double max_virtual_s = 1e8;
+    std::uint64_t seed = 1;
+    int threads = 0;                      // LibTorch CPU threads for training; 0: its default
+    bool quiet = false;                   // no progress lines on stderr
+};
+
+// Runs one simulation in `work_dir` (a fresh server state directory is made inside it).
+common::Result<RunResult> simulate_fleet(const server::TaskConfig& config, const std::vector<SimVolunteer>& fleet,
+                                         const SimSettings& settings, const std::filesystem::path& work_dir);
+
+// The validation samples of a curve point: eval_samples, or all.
+std::int64_t curve_samples(const SimSettings& settings);
+
+// The seconds a transfer of `bytes` takes on a link of `mbit` Mbit/s.
+double transfer_seconds(double bytes, double mbit);
+
+}  // namespace tessera::bench

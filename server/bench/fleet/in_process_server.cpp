@@ -1,0 +1,139 @@
+// InProcessServer: ServerApp's components without HTTP, threads pools or timers.
+#include "in_process_server.h"
+
+#include <iostream>
+
+#include "aggregator.h"
+#include "blob_store.h"
+#include "dataset_manifest.h"
+#include "ed25519.h"
+#include "model_cache.h"
+#include "scheduler.h"
+#include "task_setup.h"
+#include "torch_model.h"
+#include "validator.h"
+
+namespace tessera::server {
+
+struct InProcessServer::Parts {
+    StateDir state{"."};
+    TaskConfig config;
+    Clock clock;
+    std::string task_id;
+    std::int64_t max_delta_bytes = 0;
+    std::unique_ptr<Store> store;
+    std::unique_ptr<common::SigningKey> key;
+    std::unique_ptr<BlobStore> blobs;
+    std::unique_ptr<ModelCache> models;
+    std::unique_ptr<ProbePool> probes;
+    std::unique_ptr<Aggregator> aggregator;
+    std::unique_ptr<Validator> validator;
+    std::unique_ptr<Transitioner> transitioner;
+    std::unique_ptr<Scheduler> scheduler;
+    std::unique_ptr<ResultIntake> intake;
+
+    ~Parts() {
+        if (aggregator) aggregator->stop();
+    }
+};
+
+InProcessServer::InProcessServer(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+InProcessServer::~InProcessServer() = default;
+
+common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const std::filesystem::path& dir,
+                                                                        const TaskConfig& config, Clock clock,
+                                                                        std::uint64_t seed) {
+    auto parts = std::make_unique<Parts>();
+    auto& p = *parts;
+    p.state = StateDir(dir);
+    p.config = config;
+    p.clock = std::move(clock);
+    if (auto token = initialize_state(p.state); !token) return token.error();
+    auto store = Store::open(p.state.database(), false);
+    if (!store) return store.error();
+    p.store = std::move(*store);
+    auto task = create_task(p.state, *p.store, config);
+    if (!task) return task.error();
+    p.task_id = task->id;
+    auto key = common::SigningKey::load_pem(p.state.signing_key());
+    if (!key) return key.error();
+    p.key = std::make_unique<common::SigningKey>(std::move(*key));
+    p.blobs = std::make_unique<BlobStore>(p.state.blobs());
+    p.models = std::make_unique<ModelCache>(*p.store, *p.blobs);
+
+    std::filesystem::path data_dir = config.data_dir;
+    auto manifest = common::load_dataset_manifest(data_dir / "dataset.json");
+    if (!manifest) return manifest.error();
+    auto factory = make_torch_probe_factory(config, data_dir / manifest->validation.file);
+    if (!factory) return factory.error();
+    p.probes = std::make_unique<ProbePool>(std::move(*factory), 1);
+    auto version0 = p.models->get(p.task_id, 0);
+    if (!version0) return version0.error();
+    p.max_delta_bytes = 2 * 4 * value_count(**version0) + (1 << 20);  // as ServerApp allows
+
+    Parts* raw = &p;
+    // The aggregator's executor runs the dashboard's 512-sample curve; the simulator draws its
+    // own curve on the validation set it is asked for, so those jobs are dropped.
+    Executor no_curve = [](std::function<void()>) {};
+    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, p.state, *p.probes, no_curve, p.clock);
+    p.validator = std::make_unique<Validator>(*p.store, p.state, *p.models, *p.probes, p.clock,
+                                              [raw](const std::string& id) { raw->aggregator->enqueue(id); }, seed);
+    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.clock);
+    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.key, p.clock, "", seed + 1);
+    p.intake = std::make_unique<ResultIntake>(*p.store, p.state, p.clock, [raw](const std::string& id) {
+        if (auto status = raw->validator->validate(id); !status)
+            std::cerr << "validator: " << id << ": " << status.message() << "\n";
+    });
+    if (auto status = p.aggregator->start(p.task_id); !status) return status.error();
+    return std::unique_ptr<InProcessServer>(new InProcessServer(std::move(parts)));
+}
+
+common::Result<ClientRecord> InProcessServer::register_volunteer(const std::string& name) {
+    // Only the API checks request signatures, so a volunteer here needs no key pair: its
+    // "public key" is a unique label.
+    return parts_->store->register_client("sim:" + name, name, "fleet-simulator", parts_->clock());
+}
+
+common::Result<common::WorkResponse> InProcessServer::request_work(const common::WorkRequest& request) {
+    auto& p = *parts_;
+    if (auto seen = p.store->note_client_seen(request.client_id, request.device.name, request.samples_per_s, p.clock());
+        !seen)
+        return seen.error();
+    auto client = p.store->client(request.client_id);
+    if (!client) return client.error();
+    if (!*client) return common::make_error("unknown volunteer " + request.client_id);
+    return p.scheduler->assign(**client, request);
+}
+
+common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_id, common::ByteView body) {
+    auto outcome = parts_->intake->receive(client_id, body, parts_->max_delta_bytes);
+    parts_->aggregator->wait_idle();
+    return outcome;
+}
+
+common::Result<TickReport> InProcessServer::tick() {
+    auto report = parts_->transitioner->tick();
+    parts_->aggregator->wait_idle();
+    return report;
+}
+
+const common::VerifyKey& InProcessServer::verify_key() const { return parts_->key->verify_key(); }
+std::filesystem::path InProcessServer::blob_path(const std::string& sha256) const {
+    return parts_->blobs->path_of(sha256);
+}
+std::int64_t InProcessServer::version() const { return parts_->aggregator->version(); }
+
+common::Result<std::shared_ptr<const common::NamedTensors>> InProcessServer::model(std::int64_t version) {
+    return parts_->models->get(parts_->task_id, version);
+}
+
+common::Result<ProbeResult> InProcessServer::evaluate(std::int64_t version, std::int64_t max_samples) {
+    auto weights = model(version);
+    if (!weights) return weights.error();
+    return parts_->probes->evaluate(**weights, max_samples);
+}
+
+Store& InProcessServer::store() { return *parts_->store; }
+const TaskConfig& InProcessServer::config() const { return parts_->config; }
+
+}  // namespace tessera::server

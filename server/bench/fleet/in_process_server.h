@@ -1,0 +1,55 @@
+// The server's own components — store (SQLite), blobs, scheduler, validator, transitioner,
+// aggregator with the task's merge policy — wired in one process around a state directory,
+// with an injected clock and no HTTP: the fleet simulator's volunteers call them as the API
+// does. Work is synchronous: upload() returns after the result is validated and, when
+// accepted, handed to the merge policy. Not thread-safe: one simulation drives it.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "bytes.h"
+#include "model_probe.h"
+#include "protocol.h"
+#include "result_intake.h"
+#include "state_dir.h"
+#include "store.h"
+#include "task_config.h"
+#include "transitioner.h"
+
+namespace tessera::server {
+
+class InProcessServer {
+public:
+    // Initialises `dir` (which must not hold a server yet), creates the task and starts the
+    // components. `seed` seeds the scheduler's and validator's random choices.
+    static common::Result<std::unique_ptr<InProcessServer>> create(const std::filesystem::path& dir,
+                                                                  const TaskConfig& config, Clock clock,
+                                                                  std::uint64_t seed);
+    ~InProcessServer();
+
+    common::Result<ClientRecord> register_volunteer(const std::string& name);
+    // What POST /api/v1/work does: note the volunteer seen, then ask the scheduler.
+    common::Result<common::WorkResponse> request_work(const common::WorkRequest& request);
+    // What POST /api/v1/results does, then validation and merging, all before returning.
+    common::Result<IntakeOutcome> upload(const std::string& client_id, common::ByteView body);
+    common::Result<TickReport> tick();
+
+    const common::VerifyKey& verify_key() const;
+    std::filesystem::path blob_path(const std::string& sha256) const;
+    std::int64_t version() const;
+    common::Result<std::shared_ptr<const common::NamedTensors>> model(std::int64_t version);
+    // The validation loss (and accuracy) of a version on its first `max_samples` samples.
+    common::Result<ProbeResult> evaluate(std::int64_t version, std::int64_t max_samples);
+    Store& store();
+    const TaskConfig& config() const;
+
+    struct Parts;
+
+private:
+    explicit InProcessServer(std::unique_ptr<Parts> parts);
+    std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace tessera::server

@@ -1,0 +1,20 @@
+// Hostile volunteers' deltas: turns an honest delta into the attack's poisoned one. Pure
+// arithmetic on NamedTensors, deterministic for a seed.
+#pragma once
+
+#include <cstdint>
+
+#include "delta_codec.h"
+#include "fleet_spec.h"
+
+namespace tessera::bench {
+
+// Whether the attack needs an honestly trained delta (scaled, noise at its norm, sign flip).
+bool attack_needs_training(Attack attack);
+
+// Rewrites `delta` in place. `last_update` (θ_v − θ_{v−1} of the newest version; empty before
+// the first merge) is what a replay uploads; with none yet, a replay returns zeros.
+void poison_delta(common::NamedTensors& delta, Attack attack, const common::NamedTensors& last_update,
+                  std::uint64_t seed);
+
+}  // namespace tessera::bench

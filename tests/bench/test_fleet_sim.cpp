@@ -1,0 +1,268 @@
+// The fleet simulator: fleet files and presets, the virtual clock, and short simulations of
+// dit-tiny on a synthetic dataset through the server's real components.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "central_run.h"
+#include "fleet_report.h"
+#include "fleet_sim.h"
+#include "fleet_spec.h"
+#include "synthetic_dataset.h"
+#include "task_setup.h"
+#include "temp_dir.h"
+#include "virtual_clock.h"
+
+using namespace tessera;
+using namespace tessera::bench;
+
+namespace {
+
+std::string read_text(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+// A few volunteers of one kind.
+std::vector<SimVolunteer> fleet_of(std::int64_t count, double speed, Churn churn = {}, Attack attack = Attack::None) {
+    FleetSpec spec;
+    spec.seed = 5;
+    VolunteerGroup group;
+    group.name = "gpu";
+    group.count = count;
+    group.samples_per_s = speed;
+    group.churn = churn;
+    group.attack = attack;
+    spec.groups.push_back(group);
+    return expand_fleet(spec);
+}
+
+struct SmallTask {
+    testing::TempDir dir;
+    server::TaskConfig config;
+
+    explicit SmallTask(server::PolicyKind policy = server::PolicyKind::FedAsync) {
+        testing::write_synthetic_dataset(dir.path() / "data", 3);
+        config = server::default_task_config(dir.path() / "data", policy, "dit-tiny").value();
+        config.local_steps = 4;
+        config.batch_size = 8;
+        config.target_seconds = 0;
+        config.replication = 0;
+        config.eval_samples = 64;
+    }
+};
+
+SimSettings small_settings(const std::string& name, std::int64_t budget = 160) {
+    SimSettings settings;
+    settings.run_name = name;
+    settings.fleet_name = "test";
+    settings.sample_budget = budget;
+    settings.curve_points = 4;
+    settings.eval_samples = 64;
+    settings.tick_s = 5;
+    settings.threads = 1;
+    settings.quiet = true;
+    settings.seed = 3;
+    return settings;
+}
+
+std::int64_t total(const std::map<std::string, std::int64_t>& counts) {
+    std::int64_t sum = 0;
+    for (const auto& [_, n] : counts) sum += n;
+    return sum;
+}
+
+}  // namespace
+
+TEST_CASE("fleet files: the example parses, and a bad file is a named error") {
+    const char* dir = std::getenv("TESSERA_FLEETS");
+    REQUIRE(dir != nullptr);
+    auto spec = load_fleet_file(std::string(dir) + "/example.json");
+    REQUIRE_MESSAGE(spec.ok(), spec.message());
+    auto fleet = expand_fleet(*spec);
+    CHECK(fleet.size() == 7);
+    CHECK(fleet.back().attack == Attack::SignFlip);
+    CHECK(fleet[2].churn.mean_online_s == 1800);
+    for (const auto& v : fleet) {
+        CHECK(v.down_mbit >= 10);
+        CHECK(v.down_mbit <= 500);
+    }
+
+    auto error_of = [](const char* text) {
+        auto parsed = parse_fleet(text);
+        return parsed ? std::string() : parsed.message();
+    };
+    CHECK(error_of(R"({"groups": []})").find("at least one group") != std::string::npos);
+    CHECK(error_of(R"({"groups": [{"count": 0, "samples_per_s": 1}]})").find("fleet.groups[0]: field \"count\"") != std::string::npos);
+    CHECK(error_of(R"({"groups": [{"count": 1, "samples_per_s": 1, "attack": "bribe"}]})").find("unknown attack") !=
+          std::string::npos);
+    CHECK(error_of(R"({"groups": [{"count": 1, "samples_per_s": 1, "down_mbit": [50, 5]}]})").find("down_mbit") !=
+          std::string::npos);
+    CHECK(error_of(R"({"groups": [{"count": 1, "samples_per_s": 1, "colour": "red"}]})").find("colour") !=
+          std::string::npos);
+    CHECK(error_of(R"({"groups": [{"count": 1, "samples_per_s": 1}], "groups": []})") != "");
+}
+
+TEST_CASE("presets: home spans a tenfold speed range, K = 1 is the median volunteer, hostile is a quarter") {
+    auto home = expand_fleet(preset_fleet("home", 16, 100, 1).value());
+    REQUIRE(home.size() == 16);
+    double slowest = 1e9, fastest = 0;
+    for (const auto& v : home) {
+        slowest = std::min(slowest, v.samples_per_s);
+        fastest = std::max(fastest, v.samples_per_s);
+        CHECK(v.attack == Attack::None);
+    }
+    CHECK(fastest / slowest >= 10);
+    auto single = expand_fleet(preset_fleet("home", 1, 100, 1).value());
+    CHECK(single.at(0).samples_per_s == doctest::Approx(median_speed(home)).epsilon(0.5));
+
+    auto hostile = expand_fleet(preset_fleet("hostile", 32, 100, 1).value());
+    std::set<Attack> kinds;
+    for (const auto& v : hostile)
+        if (v.attack != Attack::None) kinds.insert(v.attack);
+    std::int64_t hostile_count = 0;
+    for (const auto& v : hostile) hostile_count += v.attack != Attack::None;
+    CHECK(hostile_count == 8);
+    CHECK(kinds.size() == 7);
+
+    auto churn = expand_fleet(preset_fleet("churn", 4, 100, 1).value());
+    CHECK(churn.at(0).churn.mean_online_s > 0);
+    CHECK(!preset_fleet("moon", 4, 100, 1).ok());
+
+    // The same seed draws the same links; another seed other links.
+    auto again = expand_fleet(preset_fleet("home", 16, 100, 1).value());
+    auto other = expand_fleet(preset_fleet("home", 16, 100, 2).value());
+    CHECK(again.at(5).down_mbit == home.at(5).down_mbit);
+    CHECK(other.at(5).down_mbit != home.at(5).down_mbit);
+}
+
+TEST_CASE("virtual time never runs backwards") {
+    VirtualClock clock;
+    auto as_clock = clock.as_clock();
+    CHECK(clock.advance_to(12.5).ok());
+    CHECK(as_clock() == VirtualClock::kEpoch + 12);
+    auto back = clock.advance_to(3);
+    CHECK(!back.ok());
+    CHECK(back.message().find("backwards") != std::string::npos);
+    CHECK(clock.now() == 12.5);
+}
+
+TEST_CASE("a simulation is deterministic for its seed and accounts for every unit it issued") {
+    SmallTask task;
+    auto fleet = fleet_of(3, 20);
+    fleet[1].samples_per_s = 60;  // unequal, so results come back out of order
+    auto first = simulate_fleet(task.config, fleet, small_settings("fedasync"), task.dir.path() / "a");
+    REQUIRE_MESSAGE(first.ok(), first.message());
+    auto second = simulate_fleet(task.config, fleet, small_settings("fedasync"), task.dir.path() / "b");
+    REQUIRE_MESSAGE(second.ok(), second.message());
+    REQUIRE(write_curves_csv(task.dir.path() / "a.csv", {*first}).ok());
+    REQUIRE(write_curves_csv(task.dir.path() / "b.csv", {*second}).ok());
+    CHECK(read_text(task.dir.path() / "a.csv") == read_text(task.dir.path() / "b.csv"));
+    CHECK(first->final_loss == second->final_loss);
+
+    CHECK(first->budget_reached);
+    CHECK(first->curve.back().samples >= 160);
+    CHECK(first->curve.front().samples == 0);
+    for (std::size_t i = 1; i < first->curve.size(); ++i) {
+        CHECK(first->curve[i].virtual_s >= first->curve[i - 1].virtual_s);
+        CHECK(first->curve[i].samples >= first->curve[i - 1].samples);
+    }
+    CHECK(total(first->outcomes.count) == first->units_issued);
+    CHECK(first->outcomes.count.count("unknown") == 0);
+    CHECK(first->outcomes.count.at("merged") * 32 >= 160);
+    // Some merges were stale: the fast volunteer's results land between the slow ones'.
+    double staleness = 0;
+    for (const auto& p : first->curve) staleness += p.staleness;
+    CHECK(staleness > 0);
+    CHECK(first->bytes_down > 0);
+    CHECK(first->bytes_up > 0);
+
+    auto other_seed = small_settings("fedasync");
+    other_seed.seed = 4;
+    auto third = simulate_fleet(task.config, fleet, other_seed, task.dir.path() / "c");
+    REQUIRE(third.ok());
+    CHECK(third->final_loss != first->final_loss);
+}
+
+TEST_CASE("a volunteer that leaves mid-unit makes its unit time out and be reissued, in virtual time") {
+    SmallTask task;
+    task.config.deadline_s = 20;
+    // Units take 32 / 8 = 4 s; volunteers stay about 6 s, are away about 5 s, always come back.
+    auto fleet = fleet_of(2, 8, Churn{6, 5, 0});
+    auto result = simulate_fleet(task.config, fleet, small_settings("fedasync", 480), task.dir.path() / "sim");
+    REQUIRE_MESSAGE(result.ok(), result.message());
+    CHECK(result->budget_reached);
+    CHECK(result->outcomes.count["left_mid_unit:timed_out"] >= 1);
+    CHECK(result->reissued_after_timeout >= 1);
+    CHECK(total(result->outcomes.count) == result->units_issued);
+    CHECK(result->online_s < 2 * result->curve.back().virtual_s);
+}
+
+TEST_CASE("hostile volunteers' poison is returned, and the validator refuses what it can see") {
+    SmallTask task;
+    auto fleet = fleet_of(2, 20);
+    auto nan = fleet_of(1, 20, {}, Attack::NaN);
+    auto zero = fleet_of(1, 20, {}, Attack::Zero);
+    fleet.push_back(nan[0]);
+    fleet.push_back(zero[0]);
+    fleet[2].name = "nan";
+    fleet[3].name = "zero";
+    auto result = simulate_fleet(task.config, fleet, small_settings("fedasync"), task.dir.path() / "sim");
+    REQUIRE_MESSAGE(result.ok(), result.message());
+    CHECK(result->outcomes.count["rejected:non_finite"] >= 1);
+    CHECK(result->outcomes.count["rejected:empty_delta"] >= 1);
+    CHECK(result->attacks["nan"].returned >= 1);
+    CHECK(result->attacks["nan"].merged == 0);
+    CHECK(result->attacks["zero"].merged == 0);
+    CHECK(result->attacks["none"].merged >= 1);
+}
+
+TEST_CASE("sync FedAvg with K = 1 and fedasync with K = 1, η = 1, constant staleness train the same model") {
+    SmallTask sync_task(server::PolicyKind::FedBuff);
+    sync_task.config.merge.buffer_size = 1;
+    sync_task.config.merge.server_lr = 1;
+    sync_task.config.merge.staleness = {};
+    auto sync_settings = small_settings("sync-fedavg");
+    sync_settings.synchronous = true;
+    auto fleet = fleet_of(1, 20);
+    auto sync = simulate_fleet(sync_task.config, fleet, sync_settings, sync_task.dir.path() / "sync");
+    REQUIRE_MESSAGE(sync.ok(), sync.message());
+
+    auto async_config = sync_task.config;
+    async_config.merge = {};
+    async_config.merge.kind = server::PolicyKind::FedAsync;
+    async_config.merge.server_lr = 1;
+    auto async = simulate_fleet(async_config, fleet, small_settings("fedasync"), sync_task.dir.path() / "async");
+    REQUIRE_MESSAGE(async.ok(), async.message());
+
+    CHECK(sync->final_loss == async->final_loss);
+    REQUIRE(sync->curve.size() == async->curve.size());
+    for (std::size_t i = 0; i < sync->curve.size(); ++i) {
+        CHECK(sync->curve[i].loss == async->curve[i].loss);
+        CHECK(sync->curve[i].version == async->curve[i].version);
+        CHECK(sync->curve[i].virtual_s == async->curve[i].virtual_s);
+    }
+}
+
+TEST_CASE("the central baseline trains past the budget and reports the budget's loss on the whole set") {
+    SmallTask task;
+    auto settings = small_settings("central", 320);
+    auto central = run_central(task.config, 20, settings);
+    REQUIRE_MESSAGE(central.ok(), central.message());
+    CHECK(central->curve.front().samples == 0);
+    CHECK(central->curve.back().samples >= 320);
+    CHECK(central->curve.back().virtual_s == doctest::Approx(central->curve.back().samples / 20.0));
+    CHECK(central->final_loss > 0);
+    CHECK(central->final_loss < central->curve.front().loss);
+
+    double target = 0;
+    auto rows = summarize({*central}, 0, target);
+    REQUIRE(rows.size() == 1);
+    CHECK(target == central->curve.back().loss);
+    CHECK(rows[0].loss_vs_central == doctest::Approx(1.0));
+}
