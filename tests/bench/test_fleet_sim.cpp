@@ -189,6 +189,24 @@ TEST_CASE("a simulation is deterministic for its seed and accounts for every uni
     CHECK(third->final_loss != first->final_loss);
 }
 
+TEST_CASE("a run goes on past the budget towards a target loss; its equal-samples figures stay at the budget") {
+    SmallTask task;
+    auto fleet = fleet_of(2, 20);
+    auto plain = simulate_fleet(task.config, fleet, small_settings("fedasync"), task.dir.path() / "plain");
+    REQUIRE(plain.ok());
+    CHECK(plain->budget_point + 1 == plain->curve.size());
+    auto settings = small_settings("fedasync");
+    settings.target_loss = 1e-6;  // out of reach: the run stops at the overrun
+    settings.overrun = 2;
+    auto longer = simulate_fleet(task.config, fleet, settings, task.dir.path() / "longer");
+    REQUIRE_MESSAGE(longer.ok(), longer.message());
+    CHECK(longer->curve.back().samples >= 320);
+    CHECK(longer->budget_point < longer->curve.size() - 1);
+    CHECK(longer->curve.at(longer->budget_point).samples == plain->curve.back().samples);
+    CHECK(longer->final_loss == plain->final_loss);
+    CHECK(!time_to_loss(longer->curve, 1e-6).has_value());
+}
+
 TEST_CASE("a volunteer that leaves mid-unit makes its unit time out and be reissued, in virtual time") {
     SmallTask task;
     task.config.deadline_s = 20;
@@ -263,6 +281,7 @@ TEST_CASE("the central baseline trains past the budget and reports the budget's 
     double target = 0;
     auto rows = summarize({*central}, 0, target);
     REQUIRE(rows.size() == 1);
-    CHECK(target == central->curve.back().loss);
+    CHECK(central->curve.at(central->budget_point).samples == 320);
+    CHECK(target == central->curve.at(central->budget_point).loss);
     CHECK(rows[0].loss_vs_central == doctest::Approx(1.0));
 }

@@ -82,6 +82,7 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
         auto named = common::to_named_f32(weights);
         add_point(step, named);
         if (step != budget_steps || !failure) return;
+        result.budget_point = result.curve.size() - 1;
         auto full = (*probe)->evaluate(named, std::numeric_limits<std::int64_t>::max());
         if (!full) {
             failure = full.error();

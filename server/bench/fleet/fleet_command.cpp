@@ -23,6 +23,7 @@ struct CommandOptions {
     std::int64_t volunteers = 8;
     double base_speed = 100;
     double target_loss = 0;
+    double overrun = 3;
     double eta = 0;
     std::int64_t buffer = 0;
     SimSettings sim;
@@ -111,10 +112,13 @@ int run_campaign(CommandOptions& o) {
               << " samples/s; budget " << o.sim.sample_budget << " samples\n";
 
     std::vector<RunResult> results;
+    double target = o.target_loss;  // 0 until given, or until a sync run sets it
     for (const auto& run : split(o.runs)) {
         auto settings = o.sim;
         settings.run_name = run;
         settings.fleet_name = fleet_label;
+        settings.target_loss = target;
+        settings.overrun = o.overrun;
         std::cerr << run << ":\n";
         common::Result<RunResult> result = common::make_error("not run");
         if (run == "central") {
@@ -143,9 +147,10 @@ int run_campaign(CommandOptions& o) {
             std::cerr << "tessera-bench fleet: " << run << ": " << result.message() << "\n";
             return 1;
         }
+        // Later runs go on past the budget until they reach sync's loss (time to target).
+        if (target <= 0 && settings.synchronous) target = result->curve.at(result->budget_point).loss;
         results.push_back(std::move(*result));
     }
-    double target = 0;
     auto rows = summarize(results, o.target_loss, target);
     print_summary(std::cout, rows, target);
     auto out = std::filesystem::path(o.out);
@@ -176,6 +181,8 @@ int run_fleet_command(int argc, char** argv) {
         ("points", "validation evaluations per run", cxxopts::value<std::int64_t>()->default_value("10"))
         ("eval-samples", "validation samples per curve point (0: all; final figures use all)", cxxopts::value<std::int64_t>()->default_value("2000"))
         ("target-loss", "loss for time-to-target (0: sync's final loss, else central's)", cxxopts::value<double>()->default_value("0"))
+        ("overrun", "runs after sync go on past the budget towards the target, up to this multiple of it",
+         cxxopts::value<double>()->default_value("3"))
         ("base-speed", "samples/s of a preset's fastest class (RTX 4090)", cxxopts::value<double>()->default_value("100"))
         ("seed", "seed of the fleet, the scheduler and the validator", cxxopts::value<std::uint64_t>()->default_value("1"))
         ("threads", "LibTorch CPU threads", cxxopts::value<int>()->default_value("2"))
@@ -215,6 +222,7 @@ int run_fleet_command(int argc, char** argv) {
         o.staleness = a["staleness"].as<std::string>();
         o.base_speed = a["base-speed"].as<double>();
         o.target_loss = a["target-loss"].as<double>();
+        o.overrun = a["overrun"].as<double>();
         o.eta = a["eta"].as<double>();
         o.buffer = a["buffer"].as<std::int64_t>();
         o.sim.sample_budget = a["samples"].as<std::int64_t>();

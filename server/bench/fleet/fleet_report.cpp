@@ -54,8 +54,8 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
     const auto* sync = find_run(runs, "sync-");
     target_used = target_loss;
     // The target is read off the curves (one validation sample for all runs), not the final figures.
-    if (target_used <= 0 && sync && !sync->curve.empty()) target_used = sync->curve.back().loss;
-    if (target_used <= 0 && central && !central->curve.empty()) target_used = central->curve.back().loss;
+    if (target_used <= 0 && sync && !sync->curve.empty()) target_used = sync->curve.at(sync->budget_point).loss;
+    if (target_used <= 0 && central && !central->curve.empty()) target_used = central->curve.at(central->budget_point).loss;
     std::optional<double> sync_time = sync ? time_to_loss(sync->curve, target_used) : std::nullopt;
 
     std::vector<RunSummary> rows;
@@ -67,16 +67,18 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
         row.budget_reached = run.budget_reached;
         row.units = run.units_issued;
         if (!run.curve.empty()) {
-            const auto& last = run.curve.back();
-            row.samples = last.samples;
-            row.virtual_s = last.virtual_s;
+            const auto& at_budget = run.curve.at(run.budget_point);
+            row.samples = at_budget.samples;
+            row.virtual_s = at_budget.virtual_s;
+            row.samples_run = run.curve.back().samples;
         }
         row.final_loss = run.final_loss;
         row.final_accuracy = run.final_accuracy;
         // Paired on the curves' validation sample, at this run's own sample count.
         if (central && !run.curve.empty()) {
-            auto reference = loss_at_samples(central->curve, run.curve.back().samples);
-            if (reference && *reference > 0) row.loss_vs_central = run.curve.back().loss / *reference;
+            const auto& at_budget = run.curve.at(run.budget_point);
+            auto reference = loss_at_samples(central->curve, at_budget.samples);
+            if (reference && *reference > 0) row.loss_vs_central = at_budget.loss / *reference;
         }
         row.time_to_target = time_to_loss(run.curve, target_used);
         if (sync_time && row.time_to_target && *row.time_to_target > 0)
@@ -120,12 +122,12 @@ common::Status write_curves_csv(const std::filesystem::path& path, const std::ve
 common::Status write_summary_csv(const std::filesystem::path& path, const std::vector<RunSummary>& rows,
                                  double target_loss) {
     std::ofstream out(path);
-    out << "run,fleet,volunteers,budget_reached,samples,final_loss,final_accuracy,loss_vs_central,virtual_s,"
+    out << "run,fleet,volunteers,budget_reached,samples,samples_run,final_loss,final_accuracy,loss_vs_central,virtual_s,"
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
            "mb_up_per_unit,wasted\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
-            << "," << format("%.6f", r.final_loss) << "," << (r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy) : "")
+            << "," << r.samples_run << "," << format("%.6f", r.final_loss) << "," << (r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy) : "")
             << "," << format("%.4f", r.loss_vs_central) << "," << format("%.1f", r.virtual_s) << ","
             << format("%.6f", target_loss) << "," << (r.time_to_target ? format("%.1f", *r.time_to_target) : "") << ","
             << (r.speedup_vs_sync ? format("%.3f", *r.speedup_vs_sync) : "") << "," << format("%.4f", r.utilisation)

@@ -17,11 +17,12 @@ struct RunSummary {
     std::string name, fleet;
     std::int64_t volunteers = 0;
     bool budget_reached = false;
-    std::int64_t samples = 0;
-    double final_loss = 0;                  // on the whole validation set
+    std::int64_t samples = 0;               // at the budget point (the equal-samples figures)
+    std::int64_t samples_run = 0;           // at the end (runs may go on towards the target)
+    double final_loss = 0;                  // at the budget point, on the whole validation set
     double final_accuracy = -1;
-    double loss_vs_central = 0;             // last curve loss / central's at the same samples; 0 without central
-    double virtual_s = 0;                   // when the run ended
+    double loss_vs_central = 0;             // curve loss at the budget point / central's at the same samples
+    double virtual_s = 0;                   // when the budget was reached
     std::optional<double> time_to_target;   // first virtual second at the target loss
     std::optional<double> speedup_vs_sync;  // sync's time to target / this run's
     double utilisation = 0;                 // merged volunteer time / online volunteer time

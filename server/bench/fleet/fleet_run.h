@@ -36,7 +36,8 @@ struct RunResult {
     std::string fleet;
     std::int64_t volunteers = 0;
     std::vector<CurvePoint> curve;  // on the curve's validation sample (SimSettings::eval_samples)
-    double final_loss = 0;          // the final model on the whole validation set
+    std::size_t budget_point = 0;   // the curve point where the samples budget was reached (or the last)
+    double final_loss = 0;          // the model at the budget point, on the whole validation set
     double final_accuracy = -1;
     bool budget_reached = false;
     std::int64_t units_issued = 0;

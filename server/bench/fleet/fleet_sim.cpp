@@ -156,13 +156,12 @@ public:
             if (auto status = handle(event); !status) return status.error();
             if (result_.units_issued > max_units) break;
         }
-        result_.budget_reached = merged_samples_ >= settings_.sample_budget;
-        if (result_.curve.empty() || result_.curve.back().samples != merged_samples_)
-            if (auto status = evaluate_point(); !status) return status.error();
-        auto full = server_->evaluate(server_->version(), std::numeric_limits<std::int64_t>::max());
-        if (!full) return full.error();
-        result_.final_loss = full->loss;
-        result_.final_accuracy = full->accuracy.value_or(-1);
+        result_.budget_reached = budget_reached_;
+        if (!budget_reached_) {  // ran out of volunteers, time or units: the figures where it stopped
+            if (result_.curve.back().samples != merged_samples_)
+                if (auto status = evaluate_point(); !status) return status.error();
+            if (auto status = evaluate_budget_point(); !status) return status.error();
+        }
         if (auto status = account(); !status) return status.error();
         return std::move(result_);
     }
@@ -354,13 +353,31 @@ private:
         if (done_ || merged_samples_ < next_milestone()) return {};
         while (merged_samples_ >= next_milestone()) ++milestones_passed_;  // one point, however many passed
         if (auto status = evaluate_point(); !status) return status;
-        done_ = merged_samples_ >= settings_.sample_budget;
+        if (merged_samples_ < settings_.sample_budget) return {};
+        if (!budget_reached_) {
+            budget_reached_ = true;
+            if (auto status = evaluate_budget_point(); !status) return status;
+        }
+        bool target_open = settings_.target_loss > 0 && result_.curve.back().loss > settings_.target_loss;
+        bool overrun_left = static_cast<double>(merged_samples_) <
+                            settings_.overrun * static_cast<double>(settings_.sample_budget);
+        done_ = !(target_open && overrun_left);
         return {};
     }
 
     std::int64_t next_milestone() const {
         auto points = std::max<std::int64_t>(1, settings_.curve_points);
         return settings_.sample_budget * (milestones_passed_ + 1) / points;
+    }
+
+    // The equal-samples figures: this point of the curve, and the model on the whole set.
+    common::Status evaluate_budget_point() {
+        result_.budget_point = result_.curve.size() - 1;
+        auto full = server_->evaluate(server_->version(), std::numeric_limits<std::int64_t>::max());
+        if (!full) return full.error();
+        result_.final_loss = full->loss;
+        result_.final_accuracy = full->accuracy.value_or(-1);
+        return {};
     }
 
     common::Status evaluate_point() {
@@ -479,6 +496,7 @@ private:
     std::int64_t round_outstanding_ = 0;
     std::int64_t staleness_merged_ = 0;
     double staleness_total_ = 0;
+    bool budget_reached_ = false;
     bool done_ = false;
     RunResult result_;
 };

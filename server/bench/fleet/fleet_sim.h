@@ -23,7 +23,11 @@ struct SimSettings {
     // Sync: rounds in which every volunteer starts from the same version and the next round
     // starts when the slowest has returned (the task's policy must merge K results at once).
     bool synchronous = false;
-    std::int64_t sample_budget = 100000;  // stop once this many samples are merged
+    std::int64_t sample_budget = 100000;  // the equal-samples point: final figures are taken here
+    // > 0: keep going past the budget until the curve reaches this loss, for at most
+    // `overrun` × the budget (time to a target is measured even when it takes more samples).
+    double target_loss = 0;
+    double overrun = 1;
     std::int64_t curve_points = 10;       // validation evaluations, evenly spaced in samples
     // Validation samples per curve point (0: all); the final figures use the whole set.
     std::int64_t eval_samples = 2000;
