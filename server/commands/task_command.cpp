@@ -63,7 +63,7 @@ int task_command(int argc, char** argv) {
         ("id", "task id (default: <dataset>-<model>)", cxxopts::value<std::string>())
         ("model", "preset: dit-tiny, dit-s, dit-b, cnn (default: dit-tiny, cnn for pixels)", cxxopts::value<std::string>())
         ("policy", "fedasync, fedbuff or diloco", cxxopts::value<std::string>()->default_value("fedasync"))
-        ("staleness", "const, poly:A or hinge:A,B (default poly:0.5)", cxxopts::value<std::string>())
+        ("staleness", "const, poly:A or hinge:A,B (default: fedasync poly:1, others poly:0.5)", cxxopts::value<std::string>())
         ("server-lr", "merge step size eta (fedasync 0.5, fedbuff 1.0, diloco 0.7)", cxxopts::value<double>())
         ("buffer", "fedbuff K / diloco N: deltas per merge (fedbuff 2, diloco 4)", cxxopts::value<std::int64_t>())
         ("trim", "fedbuff trimmed-mean fraction per side, < 0.5 (0)", cxxopts::value<double>())

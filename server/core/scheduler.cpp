@@ -22,7 +22,9 @@ std::int64_t Scheduler::scaled_local_steps(const TaskConfig& config, double samp
     if (!(samples_per_s > 0)) return std::max<std::int64_t>(1, config.local_steps / 4);
     double steps = config.target_seconds * samples_per_s / static_cast<double>(config.batch_size);
     auto low = std::max<std::int64_t>(1, config.local_steps / 8);
-    auto high = config.local_steps * 8;
+    // Never above H: the merge weighs every result alike, so a fast volunteer's long unit
+    // would outweigh the others (the fleet simulator measured it, docs/benchmarks.md).
+    auto high = config.local_steps;
     return std::clamp(static_cast<std::int64_t>(std::llround(steps)), low, high);
 }
 

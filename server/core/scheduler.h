@@ -26,8 +26,8 @@ public:
               std::uint64_t seed);
     common::Result<common::WorkResponse> assign(const ClientRecord& client, const common::WorkRequest& request);
 
-    // Local steps for a volunteer measured at `samples_per_s`; 0 (not measured yet) gets a
-    // quarter of the task's H as a warm-up unit.
+    // Local steps for a volunteer measured at `samples_per_s`, between H/8 and H; 0 (not
+    // measured yet) gets a quarter of the task's H as a warm-up unit.
     static std::int64_t scaled_local_steps(const TaskConfig& config, double samples_per_s);
     static double replication_chance(const TaskConfig& config, std::int64_t valid_streak);
 

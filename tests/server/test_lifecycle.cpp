@@ -82,10 +82,11 @@ TEST_CASE("local steps follow the volunteer's speed within bounds") {
     config.batch_size = 64;
     config.target_seconds = 120;
     CHECK(Scheduler::scaled_local_steps(config, 0) == 12);           // not measured: a warm-up unit
-    CHECK(Scheduler::scaled_local_steps(config, 64) == 120);         // 1 step/s for 120 s
+    CHECK(Scheduler::scaled_local_steps(config, 16) == 30);          // 0.25 steps/s for 120 s
     CHECK(Scheduler::scaled_local_steps(config, 6.4) == 12);
     CHECK(Scheduler::scaled_local_steps(config, 1) == 6);            // floor: H/8
-    CHECK(Scheduler::scaled_local_steps(config, 1e6) == 400);        // ceiling: 8·H
+    CHECK(Scheduler::scaled_local_steps(config, 64) == 50);          // ceiling: H
+    CHECK(Scheduler::scaled_local_steps(config, 1e6) == 50);
     config.target_seconds = 0;
     CHECK(Scheduler::scaled_local_steps(config, 64) == 50);
     config.replication = 0.1;
@@ -94,12 +95,12 @@ TEST_CASE("local steps follow the volunteer's speed within bounds") {
 
     TestServer server([](TaskConfig& c) {
         c.target_seconds = 60;
-        c.local_steps = 10;
+        c.local_steps = 100;
         c.max_in_flight = 5;
     });
     TestVolunteer fast(server, "fast");
     TestVolunteer slow(server, "slow");
-    CHECK(request_with(fast, 40.0)->hyper.local_steps == 80);  // 60 s · 40/s / batch 8 = 300, capped at 8·H
+    CHECK(request_with(fast, 40.0)->hyper.local_steps == 100);  // 60 s · 40/s / batch 8 = 300, capped at H
     CHECK(request_with(slow, 8.0)->hyper.local_steps == 60);
 }
 
