@@ -221,6 +221,18 @@ TEST_CASE("a volunteer that leaves mid-unit makes its unit time out and be reiss
     CHECK(result->online_s < 2 * result->curve.back().virtual_s);
 }
 
+TEST_CASE("a fleet that leaves for good ends the run, with its figures where it stopped") {
+    SmallTask task;
+    auto fleet = fleet_of(2, 8, Churn{6, 5, 1.0});  // nobody comes back
+    auto result = simulate_fleet(task.config, fleet, small_settings("fedasync", 100000), task.dir.path() / "sim");
+    REQUIRE_MESSAGE(result.ok(), result.message());
+    CHECK(!result->budget_reached);
+    CHECK(result->budget_point + 1 == result->curve.size());
+    CHECK(result->final_loss > 0);
+    CHECK(total(result->outcomes.count) == result->units_issued);
+    CHECK(result->curve.back().virtual_s < 1000);
+}
+
 TEST_CASE("hostile volunteers' poison is returned, and the validator refuses what it can see") {
     SmallTask task;
     auto fleet = fleet_of(2, 20);
@@ -238,6 +250,10 @@ TEST_CASE("hostile volunteers' poison is returned, and the validator refuses wha
     CHECK(result->attacks["nan"].merged == 0);
     CHECK(result->attacks["zero"].merged == 0);
     CHECK(result->attacks["none"].merged >= 1);
+    double target = 0;
+    auto rows = summarize({*result}, 0, target);
+    CHECK(rows.at(0).attacks.find("nan=0/") != std::string::npos);
+    CHECK(rows.at(0).attacks.find("none") == std::string::npos);
 }
 
 TEST_CASE("sync FedAvg with K = 1 and fedasync with K = 1, η = 1, constant staleness train the same model") {

@@ -100,6 +100,11 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
         for (const auto& [outcome, count] : run.outcomes.count)
             if (outcome != "merged") wasted << (wasted.tellp() > 0 ? " " : "") << outcome << "=" << count;
         row.wasted = wasted.str();
+        std::ostringstream attacks;
+        for (const auto& [attack, outcome] : run.attacks)
+            if (attack != "none")
+                attacks << (attacks.tellp() > 0 ? " " : "") << attack << "=" << outcome.merged << "/" << outcome.returned;
+        row.attacks = attacks.str();
         rows.push_back(std::move(row));
     }
     return rows;
@@ -124,7 +129,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
     std::ofstream out(path);
     out << "run,fleet,volunteers,budget_reached,samples,samples_run,final_loss,final_accuracy,loss_vs_central,virtual_s,"
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
-           "mb_up_per_unit,wasted\n";
+           "mb_up_per_unit,wasted,attacks_merged_of_returned\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << "," << (r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy) : "")
@@ -132,7 +137,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << format("%.6f", target_loss) << "," << (r.time_to_target ? format("%.1f", *r.time_to_target) : "") << ","
             << (r.speedup_vs_sync ? format("%.3f", *r.speedup_vs_sync) : "") << "," << format("%.4f", r.utilisation)
             << "," << format("%.2f", r.mean_staleness) << "," << r.units << "," << format("%.4f", r.mb_down_per_unit)
-            << "," << format("%.4f", r.mb_up_per_unit) << ",\"" << r.wasted << "\"\n";
+            << "," << format("%.4f", r.mb_up_per_unit) << ",\"" << r.wasted << "\",\"" << r.attacks << "\"\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -156,6 +161,7 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
                       r.mean_staleness, static_cast<long long>(r.units), r.mb_down_per_unit, r.mb_up_per_unit,
                       r.budget_reached ? "" : "[budget not reached] ", r.wasted.c_str());
         out << line;
+        if (!r.attacks.empty()) out << "    hostile results merged/returned: " << r.attacks << "\n";
     }
 }
 

@@ -30,6 +30,7 @@ struct RunSummary {
     std::int64_t units = 0;
     double mb_down_per_unit = 0, mb_up_per_unit = 0;
     std::string wasted;                     // "rejected:norm_too_large=3 timed_out=2"
+    std::string attacks;                    // hostile results merged/returned: "noise=9/11 zero=0/13"
 };
 
 // The first virtual second at which the curve reaches `target` (linear between points).

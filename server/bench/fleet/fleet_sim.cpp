@@ -55,6 +55,7 @@ struct VolunteerState {
     SimVolunteer spec;
     std::string client_id;
     bool online = true;
+    bool returning = false;     // offline, with a return scheduled
     std::uint64_t epoch = 0;
     double online_since = 0;
     double next_leave = std::numeric_limits<double>::infinity();  // drawn ahead, one at a time
@@ -154,7 +155,7 @@ public:
             if (event.time > settings_.max_virtual_s) break;
             if (auto status = clock_.advance_to(event.time); !status) return status.error();
             if (auto status = handle(event); !status) return status.error();
-            if (result_.units_issued > max_units) break;
+            if (result_.units_issued > max_units || fleet_gone()) break;
         }
         result_.budget_reached = budget_reached_;
         if (!budget_reached_) {  // ran out of volunteers, time or units: the figures where it stopped
@@ -169,6 +170,13 @@ public:
 private:
     void schedule(double time, EventKind kind, std::size_t volunteer, std::uint64_t epoch = 0) {
         events_.push({time, next_sequence_++, kind, volunteer, epoch});
+    }
+
+    // Every volunteer left for good: only ticks would remain.
+    bool fleet_gone() const {
+        for (const auto& v : volunteers_)
+            if (v.online || v.returning) return false;
+        return true;
     }
 
     void schedule_departure(std::size_t i, double now) {
@@ -423,7 +431,8 @@ private:
             v.held.reset();
             --round_outstanding_;
         }
-        if (std::uniform_real_distribution<double>(0, 1)(v.rng) >= v.spec.churn.never_return)
+        v.returning = std::uniform_real_distribution<double>(0, 1)(v.rng) >= v.spec.churn.never_return;
+        if (v.returning)
             schedule(now + exponential(v.rng, std::max(1e-3, v.spec.churn.mean_offline_s)), EventKind::Return, i);
         return {};
     }
@@ -431,6 +440,7 @@ private:
     common::Status come_back(std::size_t i) {
         auto& v = volunteers_[i];
         v.online = true;
+        v.returning = false;
         v.online_since = clock_.now();
         schedule_departure(i, clock_.now());
         return request(i);
