@@ -152,9 +152,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
         factory = std::move(*made);
         auto model = p.models->get((*task)->record.id, (*task)->record.version);
         if (!model) return model.error();
-        // The largest honest delta: f32 top-k stores an index and a value per entry.
         parameters = value_count(**model);
-        limits.max_delta_bytes = 2 * 4 * parameters + (1 << 20);
+        limits.max_delta_bytes = max_delta_bytes_for(parameters);
     }
     p.probes = std::make_unique<ProbePool>(std::move(factory), p.options.work_threads);
     p.work_pool = std::make_unique<boost::asio::thread_pool>(p.options.work_threads);

@@ -36,4 +36,8 @@ private:
 // Total number of values in a model.
 std::int64_t value_count(const common::NamedTensors& tensors);
 
+// The largest delta file an honest volunteer sends for a model of `values` values: f32 top-k
+// stores an index and a value per entry, plus room for the header.
+inline std::int64_t max_delta_bytes_for(std::int64_t values) { return 2 * 4 * values + (1 << 20); }
+
 }  // namespace tessera::server

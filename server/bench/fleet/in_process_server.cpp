@@ -69,7 +69,7 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     p.probes = std::make_unique<ProbePool>(std::move(*factory), 1);
     auto version0 = p.models->get(p.task_id, 0);
     if (!version0) return version0.error();
-    p.max_delta_bytes = 2 * 4 * value_count(**version0) + (1 << 20);  // as ServerApp allows
+    p.max_delta_bytes = max_delta_bytes_for(value_count(**version0));
 
     Parts* raw = &p;
     // The aggregator's executor runs the dashboard's 512-sample curve; the simulator draws its
