@@ -63,6 +63,8 @@ CREATE TABLE model_versions (
   merged_results  INTEGER NOT NULL DEFAULT 0,
   validation_loss REAL,                  -- filled in by the periodic evaluation
   validation_accuracy REAL,
+  validation_samples INTEGER,            -- how many validation samples the figures come from
+  validation_full INTEGER NOT NULL DEFAULT 0,  -- 1: the whole validation set
   PRIMARY KEY (task_id, version)
 );
 

@@ -85,7 +85,10 @@ RunFacts run_facts(ServerApp::Parts& p, const std::optional<TaskView>& task, std
     if (!task) return facts;
     const auto& config = task->config;
     auto manifest = common::load_dataset_manifest(std::filesystem::path(config.data_dir) / "dataset.json");
-    if (manifest) facts.classes = manifest->classes;
+    if (manifest) {
+        facts.classes = manifest->classes;
+        facts.validation_set_samples = manifest->validation.samples;
+    }
     auto renderer = p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config, manifest);
     if (renderer) {
         facts.samples_kind = "images";

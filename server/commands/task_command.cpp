@@ -47,6 +47,8 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     if (args.count("max-in-flight")) c.max_in_flight = args["max-in-flight"].as<std::int64_t>();
     if (args.count("eval-samples")) c.eval_samples = args["eval-samples"].as<std::int64_t>();
     if (args.count("eval-interval")) c.eval_interval_s = args["eval-interval"].as<std::int64_t>();
+    if (args.count("eval-full-interval"))
+        c.eval_full_interval_s = args["eval-full-interval"].as<std::int64_t>();
     c.init_seed = args["seed"].as<std::int64_t>();
     if (auto status = validate_task_config(c); !status) return status.error();
     return c;
@@ -83,6 +85,8 @@ int task_command(int argc, char** argv) {
         ("max-in-flight", "units one volunteer may hold (2)", cxxopts::value<std::int64_t>())
         ("eval-samples", "validation samples per evaluation (512)", cxxopts::value<std::int64_t>())
         ("eval-interval", "seconds between validation-curve points (10)", cxxopts::value<std::int64_t>())
+        ("eval-full-interval", "seconds between curve points on the whole validation set (300)",
+         cxxopts::value<std::int64_t>())
         ("seed", "seed of the initial weights", cxxopts::value<std::int64_t>()->default_value("0"))
         ("h,help", "show this help");
     options.parse_positional({"action"});

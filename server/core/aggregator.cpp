@@ -47,7 +47,8 @@ common::Status Aggregator::start(const std::string& task_id) {
         for (const auto& a : *pending) queue_.push_back(a.id);
     }
     curve_ = std::make_unique<CurveEvaluator>(store_, blobs_, probes_, executor_, clock_, task_id,
-                                              task_.config.eval_samples, task_.config.eval_interval_s);
+                                              task_.config.eval_samples, task_.config.eval_interval_s,
+                                              task_.config.eval_full_interval_s);
     if (!(*record)->validation_loss) curve_->version_committed(version_, true);
     thread_ = std::thread([this] { run(); });
     return {};

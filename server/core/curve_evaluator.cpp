@@ -22,10 +22,12 @@ void CurveEvaluator::launch_locked(std::int64_t version) {
     in_flight_ = true;
     wanted_ = false;
     last_started_at_ = clock_();
-    executor_([this, version] { evaluate(version); });
+    bool full = last_started_at_ - last_full_at_ >= full_interval_s_;
+    if (full) last_full_at_ = last_started_at_;
+    executor_([this, version, full] { evaluate(version, full); });
 }
 
-void CurveEvaluator::evaluate(std::int64_t version) {
+void CurveEvaluator::evaluate(std::int64_t version, bool full) {
     auto result = [&]() -> common::Result<ProbeResult> {
         auto record = store_.version(task_id_, version);
         if (!record) return record.error();
@@ -34,10 +36,11 @@ void CurveEvaluator::evaluate(std::int64_t version) {
         if (!bytes) return bytes.error();
         auto weights = read_checkpoint(*bytes);
         if (!weights) return weights.error();
-        return probes_.evaluate(*weights, samples_);
+        return probes_.evaluate(*weights, full ? kWholeValidationSet : samples_);
     }();
     if (result) {
-        if (auto status = store_.set_validation_result(task_id_, version, result->loss, result->accuracy); !status)
+        ValidationResult figures{result->loss, result->accuracy, result->samples, full};
+        if (auto status = store_.set_validation_result(task_id_, version, figures); !status)
             std::cerr << "evaluation of version " << version << ": " << status.message() << "\n";
     } else {
         std::cerr << "evaluation of version " << version << ": " << result.message() << "\n";

@@ -1,7 +1,9 @@
 // The run's loss curve: evaluates committed model versions on the validation data, one
 // evaluation at a time on the work pool (so validations are never starved), at most one per
-// interval while merging goes on, and always the newest version once merging pauses.
-// Thread-safe.
+// interval while merging goes on, and always the newest version once merging pauses. Points
+// are cheap estimates on the first `samples` validation samples; the first evaluation started
+// `full_interval_s` or more after the last whole-set one (or after start-up) covers the whole
+// validation set instead. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +20,10 @@ namespace tessera::server {
 class CurveEvaluator {
 public:
     CurveEvaluator(Store& store, const BlobStore& blobs, ProbePool& probes, Executor executor, Clock clock,
-                   std::string task_id, std::int64_t samples, std::int64_t interval_s)
+                   std::string task_id, std::int64_t samples, std::int64_t interval_s, std::int64_t full_interval_s)
         : store_(store), blobs_(blobs), probes_(probes), executor_(std::move(executor)), clock_(std::move(clock)),
-          task_id_(std::move(task_id)), samples_(samples), interval_s_(interval_s) {}
+          task_id_(std::move(task_id)), samples_(samples), interval_s_(interval_s), full_interval_s_(full_interval_s),
+          last_full_at_(clock_()) {}
 
     // `version` was committed. `now_or_soon`: evaluate it regardless of the interval (merging
     // paused, or start-up), as soon as the evaluation in flight (if any) is done.
@@ -28,7 +31,7 @@ public:
 
 private:
     void launch_locked(std::int64_t version);
-    void evaluate(std::int64_t version);
+    void evaluate(std::int64_t version, bool full);
 
     Store& store_;
     const BlobStore& blobs_;
@@ -38,12 +41,14 @@ private:
     std::string task_id_;
     std::int64_t samples_;
     std::int64_t interval_s_;
+    std::int64_t full_interval_s_;
 
     std::mutex mutex_;
     bool in_flight_ = false;
     bool wanted_ = false;           // a now_or_soon request came while one was in flight
     std::int64_t newest_ = -1;
     std::int64_t last_started_at_ = -1;
+    std::int64_t last_full_at_;  // when the last whole-set evaluation started (start-up before one)
 };
 
 }  // namespace tessera::server

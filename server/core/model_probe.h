@@ -18,13 +18,18 @@ namespace tessera::server {
 struct ProbeResult {
     double loss = 0;
     std::optional<double> accuracy;  // classifiers only
+    std::int64_t samples = 0;        // how many validation samples were evaluated
 };
+
+// Asks a probe for every validation sample it holds.
+constexpr std::int64_t kWholeValidationSet = std::int64_t{1} << 40;
 
 // Not thread-safe: one user at a time (ProbePool enforces that).
 class ModelProbe {
 public:
     virtual ~ModelProbe() = default;
-    // Loss on the first `max_samples` validation samples, deterministic for given weights.
+    // Loss on the first `max_samples` validation samples (all of them for
+    // kWholeValidationSet), deterministic for given weights.
     virtual common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples) = 0;
 };
 

@@ -58,7 +58,8 @@ common::Status validate_task_config(const TaskConfig& c) {
     if (!(c.loss_check >= 0 && c.loss_check <= 1)) return fail("loss check fraction must be in [0, 1]");
     if (!(c.replica_tolerance > 0) || !(c.loss_tolerance >= 0) || !(c.norm_bound > 1))
         return fail("replica tolerance must be > 0, loss tolerance >= 0, norm bound > 1");
-    if (c.eval_samples < 1 || c.eval_interval_s < 0) return fail("eval samples must be >= 1, interval >= 0");
+    if (c.eval_samples < 1 || c.eval_interval_s < 0 || c.eval_full_interval_s < 0)
+        return fail("eval samples must be >= 1, intervals >= 0");
     return {};
 }
 
@@ -79,7 +80,8 @@ boost::json::value to_json(const TaskConfig& c) {
             {"max_in_flight", c.max_in_flight}, {"replication", c.replication},
             {"replica_tolerance", c.replica_tolerance}, {"loss_check", c.loss_check},
             {"loss_tolerance", c.loss_tolerance}, {"norm_bound", c.norm_bound},
-            {"eval_samples", c.eval_samples}, {"eval_interval_s", c.eval_interval_s}};
+            {"eval_samples", c.eval_samples}, {"eval_interval_s", c.eval_interval_s},
+            {"eval_full_interval_s", c.eval_full_interval_s}};
 }
 
 common::Result<TaskConfig> task_config_from_json(const boost::json::value& json) {
@@ -133,6 +135,8 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     c.norm_bound = r.number("norm_bound", 0, 1e9);
     c.eval_samples = r.integer("eval_samples", 1, 1 << 24);
     c.eval_interval_s = r.integer("eval_interval_s", 0, kBig);
+    // Tasks created before whole-set evaluations existed keep the default.
+    if (r.has("eval_full_interval_s")) c.eval_full_interval_s = r.integer("eval_full_interval_s", 0, kBig);
     if (auto status = r.finish(); !status) return status.error();
     if (auto status = validate_task_config(c); !status) return status.error();
     return c;

@@ -51,6 +51,7 @@ struct TaskConfig {
     double norm_bound = 5.0;           // ‖Δ‖ ≤ k · median of recent accepted norms
     std::int64_t eval_samples = 512;   // validation samples for the loss check and the curve
     std::int64_t eval_interval_s = 10; // at most one validation-curve point per interval
+    std::int64_t eval_full_interval_s = 300;  // a curve point on the whole validation set this often
 };
 
 // Defaults that depend on the policy (η, buffer size), applied before flags override them.

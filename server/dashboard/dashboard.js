@@ -53,8 +53,11 @@
   // pad: seconds (or units) added on each side of the data's x range, so a single bucket
   // still has a sensible axis.
   const chartSpecs = {
-    lossVersion: { id: 'chart-loss-version', time: false, pad: 0.5, series: [{ label: 'loss', color: 'accent' }] },
-    lossTime: { id: 'chart-loss-time', time: true, pad: 5, series: [{ label: 'loss', color: 'accent' }] },
+    // Two series: cheap estimates on the first eval_samples, and whole-validation-set points.
+    lossVersion: { id: 'chart-loss-version', time: false, pad: 0.5,
+                   series: [{ label: 'sample', color: 'accent' }, { label: 'whole set', color: 'good' }] },
+    lossTime: { id: 'chart-loss-time', time: true, pad: 5,
+                series: [{ label: 'sample', color: 'accent' }, { label: 'whole set', color: 'good' }] },
     trainLoss: { id: 'chart-train-loss', time: true, pad: 30, series: [{ label: 'mean final loss', color: 'accent2' }] },
     throughput: { id: 'chart-throughput', time: true, pad: 30, series: [{ label: 'samples/s', color: 'good', fill: true }] },
     staleness: { id: 'chart-staleness', time: false, pad: 0.5, bars: true, series: [{ label: 'results', color: 'accent' }] },
@@ -136,7 +139,11 @@
     showVersion(s.version);
     setText('loss', s.validation_loss === null ? 'not yet' : s.validation_loss.toFixed(4));
     setText('loss-note', s.validation_loss === null ? '' :
-      `at version ${s.evaluated_version}` + (s.validation_accuracy !== null ? ` · accuracy ${(100 * s.validation_accuracy).toFixed(1)}%` : ''));
+      `at version ${s.evaluated_version} · ${sampleText(s.validation_samples, s.validation_full, s.validation_set_samples)}` +
+      (s.validation_accuracy !== null ? ` · accuracy ${(100 * s.validation_accuracy).toFixed(1)}%` : '') +
+      (s.full_validation && !s.validation_full ? ` · whole set ${s.full_validation.loss.toFixed(4)} at version ${s.full_validation.version}` : ''));
+    setText('loss-sample-note', t ? `(points: first ${compact(t.eval_samples)} validation samples; ` +
+      (t.eval_full_interval_s ? `whole set every ${duration(t.eval_full_interval_s)})` : 'every point on the whole set)') : '');
     setText('samples-trained', compact(s.samples_trained));
     setText('throughput', `${compact(s.throughput.samples_per_s)} samples/s`);
     setText('wus-per-hour', `${compact(s.throughput.work_units_per_hour)} WUs/hour over ${duration(s.throughput.window_s)}`);
@@ -150,6 +157,13 @@
     setText('uptime', duration(s.uptime_s));
   }
 
+  // Which validation samples a figure comes from: a small sample's figure is an estimate.
+  function sampleText(samples, full, setSize) {
+    if (full) return `whole validation set (${compact(samples)})`;
+    if (samples === null) return 'sample size unknown';
+    return setSize ? `first ${compact(samples)} of ${compact(setSize)} validation samples` : `${compact(samples)} validation samples`;
+  }
+
   function showVersion(version) {
     const node = $('version');
     if (node.textContent === String(version)) return;
@@ -160,8 +174,10 @@
 
   function showCharts(versions, minutes, hours) {
     const evaluated = versions.versions.filter((v) => v.validation_loss !== null);
-    updateChart('lossVersion', [evaluated.map((v) => v.version), evaluated.map((v) => v.validation_loss)]);
-    updateChart('lossTime', [evaluated.map((v) => v.created_at), evaluated.map((v) => v.validation_loss)]);
+    const sample = evaluated.map((v) => (v.validation_full ? null : v.validation_loss));
+    const whole = evaluated.map((v) => (v.validation_full ? v.validation_loss : null));
+    updateChart('lossVersion', [evaluated.map((v) => v.version), sample, whole]);
+    updateChart('lossTime', [evaluated.map((v) => v.created_at), sample, whole]);
     const b = minutes.buckets;
     updateChart('trainLoss', [b.map((x) => x.start), b.map((x) => x.train_loss)]);
     updateChart('throughput', [b.map((x) => x.start), b.map((x) => x.samples_per_s)]);
@@ -206,7 +222,8 @@
       setText('samples-title', 'Classifier accuracy');
       const acc = stats.validation_accuracy;
       box.replaceChildren(el('div', { className: 'accuracy', textContent: acc === null ? '–' : `${(100 * acc).toFixed(1)}%` }),
-        el('p', { className: 'muted', textContent: `on the validation set, version ${stats.evaluated_version ?? '–'}` }));
+        el('p', { className: 'muted', textContent: `version ${stats.evaluated_version ?? '–'}, on the ` +
+          sampleText(stats.validation_samples, stats.validation_full, stats.validation_set_samples) }));
       return;
     }
     if (s.kind !== 'images') {

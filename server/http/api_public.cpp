@@ -11,7 +11,9 @@ namespace {
 boost::json::object version_json(const VersionRecord& v) {
     return {{"version", v.version}, {"created_at", v.created_at}, {"merged_results", v.merged_results},
             {"validation_loss", number_or_null(v.validation_loss)},
-            {"validation_accuracy", number_or_null(v.validation_accuracy)}};
+            {"validation_accuracy", number_or_null(v.validation_accuracy)},
+            {"validation_samples", number_or_null(v.validation_samples)},
+            {"validation_full", v.validation_full}};
 }
 
 }  // namespace

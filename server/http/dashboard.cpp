@@ -92,6 +92,10 @@ Response Dashboard::stats(const Request& request) {
                              {"version", 0},
                              {"validation_loss", nullptr},
                              {"validation_accuracy", nullptr},
+                             {"validation_samples", nullptr},
+                             {"validation_full", false},
+                             {"validation_set_samples", facts_.validation_set_samples},
+                             {"full_validation", nullptr},
                              {"samples_trained", 0},
                              {"throughput", {{"samples_per_s", 0.0}, {"work_units_per_hour", 0.0}, {"window_s", 0}}},
                              {"task", nullptr}};
@@ -101,16 +105,26 @@ Response Dashboard::stats(const Request& request) {
     body["version"] = t.record.version;
     body["task"] = {{"id", t.record.id}, {"model", t.config.model}, {"parameters", facts_.parameters},
                     {"policy", policy_name(t.config.merge.kind)}, {"state", task_state_name(t.record.state)},
-                    {"created_at", t.record.created_at}};
+                    {"created_at", t.record.created_at}, {"eval_samples", t.config.eval_samples},
+                    {"eval_full_interval_s", t.config.eval_full_interval_s}};
     auto versions = store_.versions(t.record.id);
     if (!versions) return internal_error(request, versions.message());
-    for (auto it = versions->rbegin(); it != versions->rend(); ++it)
-        if (it->validation_loss) {
-            body["validation_loss"] = *it->validation_loss;
-            body["validation_accuracy"] = number_or_null(it->validation_accuracy);
-            body["evaluated_version"] = it->version;
-            break;
-        }
+    auto newest_evaluated = std::find_if(versions->rbegin(), versions->rend(),
+                                         [](const VersionRecord& v) { return v.validation_loss.has_value(); });
+    if (newest_evaluated != versions->rend()) {
+        body["validation_loss"] = *newest_evaluated->validation_loss;
+        body["validation_accuracy"] = number_or_null(newest_evaluated->validation_accuracy);
+        body["validation_samples"] = number_or_null(newest_evaluated->validation_samples);
+        body["validation_full"] = newest_evaluated->validation_full;
+        body["evaluated_version"] = newest_evaluated->version;
+    }
+    auto newest_full = std::find_if(versions->rbegin(), versions->rend(),
+                                    [](const VersionRecord& v) { return v.validation_full; });
+    if (newest_full != versions->rend())
+        body["full_validation"] = {{"version", newest_full->version},
+                                   {"loss", number_or_null(newest_full->validation_loss)},
+                                   {"accuracy", number_or_null(newest_full->validation_accuracy)},
+                                   {"samples", number_or_null(newest_full->validation_samples)}};
     auto total = store_.activity_since(t.record.id, 0);
     if (!total) return internal_error(request, total.message());
     body["samples_trained"] = total->samples;

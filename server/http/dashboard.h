@@ -20,6 +20,7 @@ struct RunFacts {
     std::int64_t started_at = 0;           // the server process's start
     std::int64_t parameters = 0;           // values in the model
     std::vector<std::string> classes;      // the dataset's class names, for the samples' rows
+    std::int64_t validation_set_samples = 0;  // the whole validation set; 0: unknown
     // What the samples panel shows: "images" (a grid per version, from the gallery),
     // "accuracy" (a classifier) or "none" (a generator without a decoder).
     std::string samples_kind = "none";

@@ -29,6 +29,10 @@ boost::json::value number_or_null(const std::optional<double>& value) {
     return value ? boost::json::value(*value) : boost::json::value(nullptr);
 }
 
+boost::json::value number_or_null(const std::optional<std::int64_t>& value) {
+    return value ? boost::json::value(*value) : boost::json::value(nullptr);
+}
+
 Response internal_error(const Request& request, const std::string& message) {
     return error_response(request, http::status::internal_server_error, "internal", message);
 }

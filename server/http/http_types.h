@@ -26,5 +26,6 @@ Response internal_error(const Request& request, const std::string& message);
 Response text_response(const Request& request, http::status status, std::string body, const std::string& type);
 // A JSON number, or null when absent (losses not evaluated yet).
 boost::json::value number_or_null(const std::optional<double>& value);
+boost::json::value number_or_null(const std::optional<std::int64_t>& value);
 
 }  // namespace tessera::server

@@ -55,6 +55,16 @@ struct VersionRecord {
     std::int64_t merged_results = 0;
     std::optional<double> validation_loss;
     std::optional<double> validation_accuracy;
+    std::optional<std::int64_t> validation_samples;  // the sample the figures come from
+    bool validation_full = false;                    // the whole validation set
+};
+
+// One evaluation of a version on (part of) the validation set.
+struct ValidationResult {
+    double loss = 0;
+    std::optional<double> accuracy;  // classifiers only
+    std::int64_t samples = 0;
+    bool full = false;
 };
 
 enum class WorkUnitState { Open, Done, Retired };

@@ -49,7 +49,8 @@ common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& 
     }
 }
 
-// Schema versions: 0 = empty file, 1 = schemas/db.sql. A database from a newer server is refused.
+// Schema versions: 0 = empty file, 2 = schemas/db.sql; 1 → 2 adds the evaluation's sample
+// size to model_versions. A database from a newer server is refused.
 void Store::migrate() {
     Statement query(*db_, "PRAGMA user_version");
     query.step();
@@ -58,12 +59,16 @@ void Store::migrate() {
         throw SqliteError("schema version " + std::to_string(version) +
                           " is newer than this server understands (" +
                           std::to_string(kSchemaVersion) + ")");
+    if (version == kSchemaVersion) return;
+    Transaction transaction(*db_);
     if (version == 0) {
-        Transaction transaction(*db_);
         db_->exec(kDbSchemaSql);
-        db_->exec("PRAGMA user_version = 1");
-        transaction.commit();
+    } else if (version == 1) {
+        db_->exec("ALTER TABLE model_versions ADD COLUMN validation_samples INTEGER; "
+                  "ALTER TABLE model_versions ADD COLUMN validation_full INTEGER NOT NULL DEFAULT 0;");
     }
+    db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+    transaction.commit();
 }
 
 common::Result<std::int64_t> Store::schema_version() {

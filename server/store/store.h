@@ -35,7 +35,7 @@ public:
     static common::Result<std::unique_ptr<Store>> open(const std::filesystem::path& path, bool create);
     ~Store();
 
-    static constexpr std::int64_t kSchemaVersion = 1;
+    static constexpr std::int64_t kSchemaVersion = 2;
     common::Result<std::int64_t> schema_version();
 
     // Settings (operator token hash, server key id).
@@ -66,8 +66,8 @@ public:
     common::Result<std::vector<VersionRecord>> versions(const std::string& task_id);
     // Records a new version, moves the task to it and marks `merged` assignments merged.
     common::Status commit_version(const VersionRecord& version, const std::vector<std::string>& merged);
-    common::Status set_validation_result(const std::string& task_id, std::int64_t version, double loss,
-                                         std::optional<double> accuracy);
+    common::Status set_validation_result(const std::string& task_id, std::int64_t version,
+                                         const ValidationResult& result);
 
     // Work units and assignments.
     common::Status create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first);

@@ -7,7 +7,7 @@ namespace {
 constexpr const char* kTaskColumns = "id, config, state, created_at, version";
 constexpr const char* kVersionColumns =
     "task_id, version, blob_sha256, blob_bytes, optimizer_sha256, created_at, merged_results, "
-    "validation_loss, validation_accuracy";
+    "validation_loss, validation_accuracy, validation_samples, validation_full";
 
 TaskRecord read_task(const Statement& row) {
     TaskRecord task;
@@ -32,6 +32,8 @@ VersionRecord read_version(const Statement& row) {
     v.merged_results = row.integer(6);
     v.validation_loss = row.optional_real(7);
     v.validation_accuracy = row.optional_real(8);
+    if (!row.is_null(9)) v.validation_samples = row.integer(9);
+    v.validation_full = row.integer(10) != 0;
     return v;
 }
 
@@ -158,16 +160,18 @@ common::Status Store::commit_version(const VersionRecord& version, const std::ve
     });
 }
 
-common::Status Store::set_validation_result(const std::string& task_id, std::int64_t version, double loss,
-                                            std::optional<double> accuracy) {
+common::Status Store::set_validation_result(const std::string& task_id, std::int64_t version,
+                                            const ValidationResult& result) {
     return guarded([&]() -> common::Status {
         Transaction transaction(*db_);
-        Statement(*db_, "UPDATE model_versions SET validation_loss = ?, validation_accuracy = ? "
-                        "WHERE task_id = ? AND version = ?")
-            .bind(1, loss).bind(2, accuracy).bind(3, task_id).bind(4, version).run();
+        Statement(*db_, "UPDATE model_versions SET validation_loss = ?, validation_accuracy = ?, "
+                        "validation_samples = ?, validation_full = ? WHERE task_id = ? AND version = ?")
+            .bind(1, result.loss).bind(2, result.accuracy).bind(3, result.samples)
+            .bind(4, std::int64_t{result.full ? 1 : 0}).bind(5, task_id).bind(6, version).run();
         if (db_->changes() != 1) return common::make_error("no version " + std::to_string(version));
-        boost::json::object detail{{"task_id", task_id}, {"version", version}, {"loss", loss}};
-        if (accuracy) detail["accuracy"] = *accuracy;
+        boost::json::object detail{{"task_id", task_id}, {"version", version}, {"loss", result.loss},
+                                   {"samples", result.samples}, {"full", result.full}};
+        if (result.accuracy) detail["accuracy"] = *result.accuracy;
         Statement when(*db_, "SELECT created_at FROM model_versions WHERE task_id = ? AND version = ?");
         when.bind(1, task_id).bind(2, version).step();
         insert_event(*db_, "evaluated", detail, when.integer(0));

@@ -34,7 +34,7 @@ public:
             auto status = common::load_state(*workload_->module(), common::from_named_f32(weights));
             if (!status) return status.error();
             auto result = workload_->evaluate(*data_, torch::kCPU, max_samples);
-            ProbeResult probe{result.loss, std::nullopt};
+            ProbeResult probe{result.loss, std::nullopt, result.samples};
             if (result.accuracy >= 0) probe.accuracy = result.accuracy;
             return probe;
         } catch (const c10::Error& error) {

@@ -174,6 +174,39 @@ TEST_CASE("overview and history: results by minute, rejections, staleness, throu
     CHECK(volunteers.at("volunteers").as_array().at(0).at("valid_streak").is_int64());
 }
 
+TEST_CASE("the curve says which validation samples it uses and covers the whole set periodically") {
+    TestServer server;  // 64 of the synthetic dataset's 128 validation samples; whole set every 300 s
+    TestVolunteer volunteer(server, "alice");
+    server.app().wait_idle();  // version 0's start-up evaluation
+    auto stats = get_json(server, "/api/v1/stats");
+    CHECK(stats.at("evaluated_version").as_int64() == 0);
+    CHECK(stats.at("validation_samples").as_int64() == 64);  // start-up point: the cheap sample
+    CHECK(!stats.at("validation_full").as_bool());
+    CHECK(stats.at("validation_set_samples").as_int64() == 128);
+    CHECK(stats.at("full_validation").is_null());
+    CHECK(stats.at("task").at("eval_samples").as_int64() == 64);
+    CHECK(stats.at("task").at("eval_full_interval_s").as_int64() == server.config().eval_full_interval_s);
+
+    server.advance(server.config().eval_full_interval_s);
+    accepted_result(server, volunteer);  // version 1, evaluated once merging pauses
+    stats = get_json(server, "/api/v1/stats");
+    CHECK(stats.at("evaluated_version").as_int64() == 1);
+    CHECK(stats.at("validation_full").as_bool());
+    CHECK(stats.at("validation_samples").as_int64() == 128);
+    CHECK(stats.at("full_validation").at("version").as_int64() == 1);
+    CHECK(stats.at("full_validation").at("loss").as_double() == stats.at("validation_loss").as_double());
+
+    server.advance(server.config().eval_interval_s);  // a curve point is due, the whole set is not
+    accepted_result(server, volunteer);
+    auto versions = get_json(server, "/api/v1/versions").at("versions").as_array();
+    REQUIRE(versions.size() == 3);
+    CHECK(versions[2].at("validation_samples").as_int64() == 64);
+    CHECK(!versions[2].at("validation_full").as_bool());
+    CHECK(versions[1].at("validation_full").as_bool());
+    stats = get_json(server, "/api/v1/stats");
+    CHECK(stats.at("full_validation").at("version").as_int64() == 1);  // the newest whole-set figure stays
+}
+
 TEST_CASE("samples: each new version is drawn once, in the background, and kept as an immutable PNG") {
     auto calls = std::make_shared<std::atomic<int>>(0);
     TestServer server({}, PolicyKind::FedAsync, [calls](ServerOptions& options) {

@@ -196,6 +196,28 @@ TEST_CASE("the store applies its schema once and refuses a database from a newer
     CHECK(missing.message().find("tessera-server init") != std::string::npos);
 }
 
+TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain a sample size") {
+    TestServer server;
+    server.stop();
+    auto path = server.state().database();
+    {
+        SqliteDb db(path, false);  // back to schema 1: no sample size on the versions
+        db.exec("ALTER TABLE model_versions DROP COLUMN validation_samples; "
+                "ALTER TABLE model_versions DROP COLUMN validation_full; PRAGMA user_version = 1;");
+    }
+    auto store = Store::open(path, false).value();
+    CHECK(store->schema_version().value() == Store::kSchemaVersion);
+    auto task = store->current_task().value().value();
+    auto v0 = store->version(task.id, 0).value().value();
+    CHECK(v0.validation_loss.has_value());  // evaluated before the migration, kept
+    CHECK(!v0.validation_samples.has_value());
+    CHECK(!v0.validation_full);
+    REQUIRE(store->set_validation_result(task.id, 0, {1.5, std::nullopt, 128, true}));
+    auto after = store->version(task.id, 0).value().value();
+    CHECK(after.validation_samples.value() == 128);
+    CHECK(after.validation_full);
+}
+
 TEST_CASE("start-up removes orphan files: uncommitted checkpoints and stray deltas") {
     TestServer server;
     server.stop();
