@@ -3,6 +3,9 @@
 
 #include <torch/torch.h>
 
+#include "../file_io.h"
+#include "../safetensors.h"
+
 namespace tessera::common {
 
 TorchTensorMap state_of(const torch::nn::Module& module) {
@@ -27,6 +30,17 @@ Status load_state(torch::nn::Module& module, const TorchTensorMap& state) {
     }
     torch::NoGradGuard no_grad;
     for (auto& item : params) item.value().copy_(state.at(item.key()));
+    return {};
+}
+
+Status load_state_file(torch::nn::Module& module, const std::filesystem::path& file, std::uint64_t max_bytes) {
+    auto bytes = read_file(file, max_bytes);
+    if (!bytes) return bytes.error();
+    auto tensors = parse_safetensors(*bytes);
+    if (!tensors) return with_context(file.string(), tensors.error());
+    auto state = to_torch_map(*tensors);
+    if (!state) return with_context(file.string(), state.error());
+    if (auto status = load_state(module, *state); !status) return with_context(file.string(), status.error());
     return {};
 }
 

@@ -51,7 +51,7 @@ Result<ShardData> parse_shard(ByteView bytes) {
     shard.labels = std::move(labels_tensor).value();
     if (shard.labels.min().item<std::int64_t>() < 0) return make_error("shard has a negative label");
     shard.pixels = pixels != nullptr;
-    shard.inputs = shard.pixels ? ((inputs_tensor->to(torch::kFloat32) / 255.0) - kPixelMean) / kPixelStd
+    shard.inputs = shard.pixels ? standardise_pixels(inputs_tensor->to(torch::kFloat32) / 255.0)
                                 : inputs_tensor->to(torch::kFloat32);
     if (!torch::isfinite(shard.inputs).all().item<bool>()) return make_error("shard inputs hold non-finite values");
     if (text != nullptr) {
@@ -63,6 +63,8 @@ Result<ShardData> parse_shard(ByteView bytes) {
 }
 
 }  // namespace
+
+torch::Tensor standardise_pixels(const torch::Tensor& unit_pixels) { return (unit_pixels - kPixelMean) / kPixelStd; }
 
 Result<ShardData> load_shard(ByteView bytes) {
     try {

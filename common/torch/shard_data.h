@@ -24,6 +24,9 @@ struct ShardData {
     std::int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
 
+// Pixels in [0, 1] → the classifier's standardised inputs (as load_shard gives them).
+torch::Tensor standardise_pixels(const torch::Tensor& unit_pixels);
+
 // Parses shard bytes (zstd frames are recognised by their magic number).
 Result<ShardData> load_shard(ByteView bytes);
 Result<ShardData> load_shard_file(const std::filesystem::path& path);

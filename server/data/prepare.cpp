@@ -88,15 +88,8 @@ Result<std::vector<common::DatasetFile>> write_shards(const std::filesystem::pat
 Result<common::Autoencoder> load_autoencoder(const std::filesystem::path& dir) {
     common::Autoencoder ae{common::Encoder(), common::Decoder()};
     for (auto [name, module] : {std::pair<std::string, torch::nn::Module*>{"encoder.safetensors", ae.encoder.get()},
-                                {"decoder.safetensors", ae.decoder.get()}}) {
-        auto bytes = common::read_file(dir / name, 64 << 20);
-        if (!bytes) return bytes.error();
-        auto file = common::parse_safetensors(*bytes);
-        if (!file) return common::with_context(name, file.error());
-        auto state = common::to_torch_map(*file);
-        if (!state) return state.error();
-        if (auto loaded = common::load_state(*module, *state); !loaded) return common::with_context(name, loaded.error());
-    }
+                                {"decoder.safetensors", ae.decoder.get()}})
+        if (auto loaded = common::load_state_file(*module, dir / name, 64 << 20); !loaded) return loaded.error();
     ae.encoder->eval();
     ae.decoder->eval();
     return ae;

@@ -3,8 +3,6 @@
 
 #include <torch/torch.h>
 
-#include "file_io.h"
-#include "safetensors.h"
 #include "torch/model_state.h"
 #include "torch/sampling.h"
 #include "torch/shard_data.h"
@@ -107,16 +105,9 @@ std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const Ta
     auto preset = common::find_preset(config.model);
     if (!preset || preset->kind != common::ModelKind::Dit) return std::nullopt;
     return [config, decoder_file, latent_scale]() -> common::Result<std::unique_ptr<SampleRenderer>> {
-        constexpr std::size_t kMaxDecoderBytes = 256 << 20;
-        auto bytes = common::read_file(decoder_file, kMaxDecoderBytes);
-        if (!bytes) return common::with_context("decoder", bytes.error());
-        auto tensors = common::parse_safetensors(*bytes);
-        if (!tensors) return common::with_context("decoder " + decoder_file.string(), tensors.error());
         try {
             common::Decoder decoder;
-            auto state = common::to_torch_map(*tensors);
-            if (!state) return state.error();
-            if (auto status = common::load_state(*decoder, *state); !status)
+            if (auto status = common::load_state_file(*decoder, decoder_file); !status)
                 return common::with_context("decoder", status.error());
             auto workload = common::make_workload(config.model, shape_of(config), 0);
             if (!workload) return workload.error();

@@ -6,6 +6,7 @@
 #include <cxxopts.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -13,13 +14,15 @@
 #include "fleet_report.h"
 #include "fleet_sim.h"
 #include "fleet_spec.h"
+#include "sample_judge.h"
 #include "task_setup.h"
 
 namespace tessera::bench {
 namespace {
 
 struct CommandOptions {
-    std::string data, fleet, runs, out, model, staleness;
+    std::string data, fleet, runs, out, model, staleness, judge_data, judge_cache;
+    std::int64_t judge_per_class = 100;
     std::int64_t volunteers = 8;
     double base_speed = 100;
     double target_loss = 0;
@@ -93,6 +96,12 @@ common::Result<std::vector<SimVolunteer>> make_fleet(const CommandOptions& o) {
     return expand_fleet(*spec);
 }
 
+std::string format_share(double share) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3f", share);
+    return text;
+}
+
 bool honest_and_steady(const std::vector<SimVolunteer>& fleet) {
     for (const auto& v : fleet)
         if (v.attack != Attack::None || v.churn.mean_online_s > 0) return false;
@@ -110,6 +119,24 @@ int run_campaign(CommandOptions& o) {
     auto fleet_label = std::filesystem::exists(o.fleet) ? std::filesystem::path(o.fleet).stem().string() : o.fleet;
     std::cerr << "fleet " << fleet_label << ": " << k << " volunteers, median " << median_speed(*fleet)
               << " samples/s; budget " << o.sim.sample_budget << " samples\n";
+
+    std::unique_ptr<SampleJudge> judge;
+    if (!o.judge_data.empty()) {
+        JudgeOptions options;
+        options.pixels = o.judge_data;
+        options.latents = o.data;
+        options.cache = o.judge_cache.empty() ? std::filesystem::path(o.judge_data) / "judge-cnn.safetensors"
+                                              : std::filesystem::path(o.judge_cache);
+        options.per_class = o.judge_per_class;
+        options.quiet = o.sim.quiet;
+        auto made = SampleJudge::make(options);
+        if (!made) {
+            std::cerr << "tessera-bench fleet: " << made.message() << "\n";
+            return 1;
+        }
+        judge = std::move(*made);
+        o.sim.judge = judge.get();
+    }
 
     std::vector<RunResult> results;
     double target = o.target_loss;  // 0 until given, or until a sync run sets it
@@ -154,6 +181,15 @@ int run_campaign(CommandOptions& o) {
     auto rows = summarize(results, o.target_loss, target);
     print_summary(std::cout, rows, target);
     auto out = std::filesystem::path(o.out);
+    if (judge) {
+        const auto& c = judge->ceilings();
+        std::cout << "cas: share of " << o.judge_per_class << " samples per class that a cnn trained on the real "
+                  << "images classifies as asked; ceilings: real test images " << format_share(c.real_images)
+                  << ", decoded test latents " << format_share(c.reconstructed) << "\n";
+        std::ofstream ceilings(out / "judge.csv");
+        ceilings << "real_images,decoded_test_latents,samples_per_class\n"
+                 << c.real_images << "," << c.reconstructed << "," << o.judge_per_class << "\n";
+    }
     if (auto status = write_curves_csv(out / "curves.csv", results); !status) {
         std::cerr << "tessera-bench fleet: " << status.message() << "\n";
         return 1;
@@ -199,6 +235,11 @@ int run_fleet_command(int argc, char** argv) {
         ("staleness", "async runs' staleness function (const, poly:A, hinge:A,B)", cxxopts::value<std::string>()->default_value(""))
         ("eta", "async runs' server learning rate (0: the policy's default)", cxxopts::value<double>()->default_value("0"))
         ("buffer", "fedbuff/diloco buffer (0: the policy's default)", cxxopts::value<std::int64_t>()->default_value("0"))
+        ("judge", "pixel dataset of the real images: score each DiT run's samples with a cnn trained on it",
+         cxxopts::value<std::string>()->default_value(""))
+        ("judge-cache", "the judge's weights (default: <judge>/judge-cnn.safetensors; trained when absent)",
+         cxxopts::value<std::string>()->default_value(""))
+        ("judge-samples", "samples per class the judge scores", cxxopts::value<std::int64_t>()->default_value("100"))
         ("quiet", "no progress lines")
         ("h,help", "show this help");
     try {
@@ -225,6 +266,13 @@ int run_fleet_command(int argc, char** argv) {
         o.overrun = a["overrun"].as<double>();
         o.eta = a["eta"].as<double>();
         o.buffer = a["buffer"].as<std::int64_t>();
+        o.judge_data = a["judge"].as<std::string>();
+        o.judge_cache = a["judge-cache"].as<std::string>();
+        o.judge_per_class = a["judge-samples"].as<std::int64_t>();
+        if (o.judge_per_class < 1) {
+            std::cerr << "tessera-bench fleet: --judge-samples must be >= 1\n";
+            return 2;
+        }
         o.sim.sample_budget = a["samples"].as<std::int64_t>();
         o.sim.curve_points = a["points"].as<std::int64_t>();
         o.sim.eval_samples = a["eval-samples"].as<std::int64_t>();

@@ -74,6 +74,7 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
         }
         row.final_loss = run.final_loss;
         row.final_accuracy = run.final_accuracy;
+        row.sample_accuracy = run.sample_accuracy;
         // Paired on the curves' validation sample, at this run's own sample count.
         if (central && !run.curve.empty()) {
             const auto& at_budget = run.curve.at(run.budget_point);
@@ -129,7 +130,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
     std::ofstream out(path);
     out << "run,fleet,volunteers,budget_reached,samples,samples_run,final_loss,final_accuracy,loss_vs_central,virtual_s,"
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
-           "mb_up_per_unit,wasted,attacks_merged_of_returned\n";
+           "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << "," << (r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy) : "")
@@ -137,7 +138,8 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << format("%.6f", target_loss) << "," << (r.time_to_target ? format("%.1f", *r.time_to_target) : "") << ","
             << (r.speedup_vs_sync ? format("%.3f", *r.speedup_vs_sync) : "") << "," << format("%.4f", r.utilisation)
             << "," << format("%.2f", r.mean_staleness) << "," << r.units << "," << format("%.4f", r.mb_down_per_unit)
-            << "," << format("%.4f", r.mb_up_per_unit) << ",\"" << r.wasted << "\",\"" << r.attacks << "\"\n";
+            << "," << format("%.4f", r.mb_up_per_unit) << ",\"" << r.wasted << "\",\"" << r.attacks << "\","
+            << (r.sample_accuracy >= 0 ? format("%.4f", r.sample_accuracy) : "") << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -146,15 +148,16 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
 void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, double target_loss) {
     out << "target loss " << format("%.4f", target_loss) << " (time to target: first virtual second at or below it)\n";
     char line[512];
-    std::snprintf(line, sizeof line, "%-14s %-8s %4s %9s %8s %7s %8s %9s %7s %6s %6s %5s %8s %8s  %s\n", "run", "fleet",
-                  "K", "samples", "loss", "acc", "vs-cent", "t-target", "vs-sync", "util", "stale", "units", "MB-down",
+    std::snprintf(line, sizeof line, "%-14s %-8s %4s %9s %8s %7s %6s %8s %9s %7s %6s %6s %5s %8s %8s  %s\n", "run",
+                  "fleet", "K", "samples", "loss", "acc", "cas", "vs-cent", "t-target", "vs-sync", "util", "stale", "units", "MB-down",
                   "MB-up", "other outcomes");
     out << line;
     for (const auto& r : rows) {
-        std::snprintf(line, sizeof line, "%-14s %-8s %4lld %9lld %8.4f %7s %8s %9s %7s %6.2f %6.1f %5lld %8.3f %8.3f  %s%s\n",
+        std::snprintf(line, sizeof line, "%-14s %-8s %4lld %9lld %8.4f %7s %6s %8s %9s %7s %6.2f %6.1f %5lld %8.3f %8.3f  %s%s\n",
                       r.name.c_str(), r.fleet.c_str(), static_cast<long long>(r.volunteers),
                       static_cast<long long>(r.samples), r.final_loss,
                       r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy).c_str() : "-",
+                      r.sample_accuracy >= 0 ? format("%.3f", r.sample_accuracy).c_str() : "-",
                       r.loss_vs_central > 0 ? format("%.3f", r.loss_vs_central).c_str() : "-",
                       optional_seconds(r.time_to_target).c_str(),
                       r.speedup_vs_sync ? format("%.2f", *r.speedup_vs_sync).c_str() : "-", r.utilisation,

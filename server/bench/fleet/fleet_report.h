@@ -21,6 +21,7 @@ struct RunSummary {
     std::int64_t samples_run = 0;           // at the end (runs may go on towards the target)
     double final_loss = 0;                  // at the budget point, on the whole validation set
     double final_accuracy = -1;
+    double sample_accuracy = -1;            // the DiT's samples classified as asked; -1: not scored
     double loss_vs_central = 0;             // curve loss at the budget point / central's at the same samples
     double virtual_s = 0;                   // when the budget was reached
     std::optional<double> time_to_target;   // first virtual second at the target loss

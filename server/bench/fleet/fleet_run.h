@@ -39,6 +39,7 @@ struct RunResult {
     std::size_t budget_point = 0;   // the curve point where the samples budget was reached (or the last)
     double final_loss = 0;          // the model at the budget point, on the whole validation set
     double final_accuracy = -1;
+    double sample_accuracy = -1;    // the DiT's samples classified as asked (SampleJudge); -1: not scored
     bool budget_reached = false;
     std::int64_t units_issued = 0;
     std::int64_t reissued_after_timeout = 0;  // timed-out assignments whose unit went to another

@@ -385,6 +385,12 @@ private:
         if (!full) return full.error();
         result_.final_loss = full->loss;
         result_.final_accuracy = full->accuracy.value_or(-1);
+        if (settings_.judge == nullptr) return {};
+        auto weights = server_->model(server_->version());
+        if (!weights) return weights.error();
+        auto quality = settings_.judge->score(config_.model, **weights);
+        if (!quality) return quality.error();
+        result_.sample_accuracy = *quality;
         return {};
     }
 

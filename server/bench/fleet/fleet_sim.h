@@ -13,6 +13,7 @@
 #include "fleet_run.h"
 #include "fleet_spec.h"
 #include "result.h"
+#include "sample_judge.h"
 #include "task_config.h"
 
 namespace tessera::bench {
@@ -36,6 +37,7 @@ struct SimSettings {
     std::uint64_t seed = 1;
     int threads = 0;                      // LibTorch CPU threads for training; 0: its default
     bool quiet = false;                   // no progress lines on stderr
+    SampleJudge* judge = nullptr;         // set: score the DiT's samples at the budget point
 };
 
 // Runs one simulation in `work_dir` (a fresh server state directory is made inside it).

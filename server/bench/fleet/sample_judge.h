@@ -1,0 +1,51 @@
+// The sample-quality figure of a class-conditional DiT: the share of its samples that a
+// classifier trained on the real images assigns to the class they were drawn for (a
+// classification accuracy score). The judge is the cnn preset trained on the pixel dataset;
+// its accuracy on the real test images is the ceiling, and its accuracy on the test latents
+// passed through the same decoder is the ceiling the autoencoder leaves.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "delta_codec.h"
+#include "result.h"
+
+namespace tessera::bench {
+
+struct JudgeOptions {
+    std::filesystem::path pixels;   // the pixel dataset (real images) the judge learns from
+    std::filesystem::path latents;  // the latent dataset whose decoder turns samples into images
+    std::filesystem::path cache;    // the judge's weights: reused when they load, else written
+    std::int64_t epochs = 4;
+    std::int64_t per_class = 100;   // samples drawn per class for a score
+    std::int64_t sampling_steps = 20;
+    double guidance = 3.0;          // classifier-free guidance scale, as the dashboard's gallery
+    std::uint64_t seed = 1;         // the judge's initialisation and the samples' noise
+    bool quiet = false;
+};
+
+struct JudgeCeilings {
+    double real_images = 0;    // the judge on the real test images
+    double reconstructed = 0;  // on the real test latents, decoded
+};
+
+class SampleJudge {
+public:
+    // Loads the judge from the cache, or trains it (a few minutes on two cores) and saves it.
+    static common::Result<std::unique_ptr<SampleJudge>> make(const JudgeOptions& options);
+    ~SampleJudge();
+
+    const JudgeCeilings& ceilings() const;
+    // The share of `per_class` samples per class of the DiT preset `model` with `weights` that
+    // the judge classifies as the class asked for. Deterministic for given weights.
+    common::Result<double> score(const std::string& model, const common::NamedTensors& weights);
+
+private:
+    struct Impl;
+    explicit SampleJudge(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::bench

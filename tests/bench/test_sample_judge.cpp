@@ -1,0 +1,90 @@
+// The sample-quality judge on synthetic data: it is trained once and cached, its ceilings and
+// scores are shares, a score is deterministic, a broken cache is replaced, and a dataset of
+// the wrong kind is refused by name.
+#include <doctest/doctest.h>
+
+#include <torch/torch.h>
+
+#include "dataset_manifest.h"
+#include "file_io.h"
+#include "sample_judge.h"
+#include "synthetic_dataset.h"
+#include "task_setup.h"
+#include "temp_dir.h"
+#include "torch/model_state.h"
+#include "torch/models/autoencoder.h"
+#include "torch_model.h"
+
+using namespace tessera;
+using namespace tessera::bench;
+
+namespace {
+
+// Synthetic latents with a decoder of random weights, and synthetic real images.
+struct JudgeData {
+    testing::TempDir dir;
+    JudgeOptions options;
+
+    JudgeData() {
+        testing::write_synthetic_dataset(dir / "latents", 1);
+        testing::write_synthetic_dataset(dir / "pixels", 1, testing::SyntheticKind::Pixels);
+        torch::manual_seed(7);
+        common::Decoder decoder;
+        auto bytes = common::to_safetensors(common::state_of(*decoder)).value();
+        REQUIRE(common::write_file_atomic(dir / "latents" / "decoder.safetensors", bytes));
+        auto manifest = common::load_dataset_manifest(dir / "latents" / "dataset.json").value();
+        manifest.decoder.file = "decoder.safetensors";
+        REQUIRE(common::save_dataset_manifest(dir / "latents" / "dataset.json", manifest));
+        options.pixels = dir / "pixels";
+        options.latents = dir / "latents";
+        options.cache = dir / "judge.safetensors";
+        options.epochs = 1;
+        options.per_class = 3;
+        options.sampling_steps = 2;
+        options.quiet = true;
+    }
+};
+
+bool is_share(double x) { return x >= 0 && x <= 1; }
+
+}  // namespace
+
+TEST_CASE("the judge is trained once, cached, and scores a DiT's samples deterministically") {
+    torch::set_num_threads(1);
+    JudgeData data;
+    auto judge = SampleJudge::make(data.options);
+    REQUIRE_MESSAGE(judge.ok(), judge.message());
+    REQUIRE(std::filesystem::exists(data.options.cache));
+    auto cached_at = std::filesystem::last_write_time(data.options.cache);
+    CHECK(is_share((*judge)->ceilings().real_images));
+    CHECK(is_share((*judge)->ceilings().reconstructed));
+
+    auto config = server::default_task_config(data.options.latents, server::PolicyKind::FedAsync, "dit-tiny").value();
+    auto weights = server::initial_weights(config).value();
+    auto first = (*judge)->score("dit-tiny", weights);
+    REQUIRE_MESSAGE(first.ok(), first.message());
+    CHECK(is_share(*first));
+    CHECK(*first * 30 == doctest::Approx(std::round(*first * 30)));  // a share of 10 classes × 3 samples
+    CHECK((*judge)->score("dit-tiny", weights).value() == *first);
+
+    auto again = SampleJudge::make(data.options);  // reused, not trained again
+    REQUIRE(again.ok());
+    CHECK(std::filesystem::last_write_time(data.options.cache) == cached_at);
+    CHECK((*again)->ceilings().real_images == (*judge)->ceilings().real_images);
+
+    CHECK(!(*judge)->score("cnn", weights).ok());  // a classifier draws no samples
+}
+
+TEST_CASE("a broken judge cache is replaced; a latent dataset is no judge data") {
+    torch::set_num_threads(1);
+    JudgeData data;
+    REQUIRE(common::write_file_atomic(data.options.cache, common::Bytes{1, 2, 3}));
+    auto judge = SampleJudge::make(data.options);
+    REQUIRE_MESSAGE(judge.ok(), judge.message());
+    CHECK(std::filesystem::file_size(data.options.cache) > 3);
+
+    data.options.pixels = data.options.latents;
+    auto wrong = SampleJudge::make(data.options);
+    REQUIRE(!wrong.ok());
+    CHECK(wrong.message().find("not a pixel dataset") != std::string::npos);
+}
