@@ -1,11 +1,10 @@
 // The sample-quality judge on synthetic data: it is trained once and cached, its ceilings and
 // scores are shares, a score is deterministic, a broken cache is replaced, and a dataset of
 // the wrong kind is refused by name.
-#include <doctest/doctest.h>
-
 #include <torch/torch.h>
 
 #include "dataset_manifest.h"
+#include "doctest_after_torch.h"
 #include "file_io.h"
 #include "sample_judge.h"
 #include "synthetic_dataset.h"

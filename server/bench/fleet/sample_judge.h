@@ -18,7 +18,7 @@ struct JudgeOptions {
     std::filesystem::path pixels;   // the pixel dataset (real images) the judge learns from
     std::filesystem::path latents;  // the latent dataset whose decoder turns samples into images
     std::filesystem::path cache;    // the judge's weights: reused when they load, else written
-    std::int64_t epochs = 4;
+    std::int64_t epochs = 10;
     std::int64_t per_class = 100;   // samples drawn per class for a score
     std::int64_t sampling_steps = 20;
     double guidance = 3.0;          // classifier-free guidance scale, as the dashboard's gallery
