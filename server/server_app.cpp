@@ -25,6 +25,7 @@ struct ServerApp::Parts {
     std::unique_ptr<Store> store;
     std::unique_ptr<common::SigningKey> key;
     std::unique_ptr<BlobStore> blobs;
+    std::unique_ptr<ResultFiles> results;
     std::unique_ptr<ModelCache> models;
     std::unique_ptr<ProbePool> probes;
     std::unique_ptr<boost::asio::thread_pool> work_pool;
@@ -139,7 +140,9 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     if (auto removed = remove_orphan_files(*p.store, state); !removed) return removed.error();
     else if (*removed) std::cerr << "tessera-server: removed " << *removed << " orphan files\n";
 
-    p.blobs = std::make_unique<BlobStore>(state.blobs());
+    auto& files = p.options.file_system ? *p.options.file_system : posix_file_system();
+    p.blobs = std::make_unique<BlobStore>(state.blobs(), files);
+    p.results = std::make_unique<ResultFiles>(state, files);
     p.models = std::make_unique<ModelCache>(*p.store, *p.blobs);
     auto task = load_current_task(*p.store);
     if (!task) return task.error();
@@ -173,15 +176,19 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
             raw->changed.notify_all();
         });
     };
-    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, state, *p.probes, p.executor, p.options.clock,
-                                                [raw](double seconds) { raw->metrics.observe_merge(seconds); });
-    p.validator = std::make_unique<Validator>(*p.store, state, *p.models, *p.probes, p.options.clock,
+    AggregatorHooks hooks;
+    hooks.merge_timer = [raw](double seconds) { raw->metrics.observe_merge(seconds); };
+    hooks.commit_failed = [raw] { raw->metrics.count_commit_failure(); };
+    hooks.retry_s = p.options.merge_retry_s;
+    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, p.executor,
+                                                p.options.clock, std::move(hooks));
+    p.validator = std::make_unique<Validator>(*p.store, *p.results, *p.models, *p.probes, p.options.clock,
                                               [raw](const std::string& id) { raw->aggregator->enqueue(id); },
                                               std::random_device{}());
-    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.options.clock);
+    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.executor, p.options.clock);
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.key, p.options.clock, p.options.blob_base_url,
                                               std::random_device{}());
-    p.intake = std::make_unique<ResultIntake>(*p.store, state, p.options.clock, [raw](const std::string& id) {
+    p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.options.clock, [raw](const std::string& id) {
         raw->validator->submit(id, raw->executor);
     });
     auto token = p.store->setting("operator_token_sha256");

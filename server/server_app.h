@@ -31,6 +31,11 @@ struct ServerOptions {
     // Builds the dashboard's sample renderer for a task (none: the model cannot draw);
     // empty: LibTorch sampling through the dataset's decoder, for DiT presets.
     std::function<std::optional<SampleRendererFactory>(const TaskConfig&)> sample_renderer;
+    // Blobs and result files go through this; null: the POSIX file system (tests inject faults).
+    FileSystem* file_system = nullptr;
+    // After a failed commit the aggregator restores the last committed version and retries
+    // its results this many seconds later.
+    double merge_retry_s = 5;
 };
 
 class ServerApp {

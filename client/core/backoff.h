@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <random>
 
 namespace tessera::client {
@@ -10,12 +11,17 @@ namespace tessera::client {
 class Backoff {
 public:
     explicit Backoff(std::chrono::milliseconds base = std::chrono::seconds(1),
-                     std::chrono::milliseconds cap = std::chrono::seconds(60))
-        : base_(base), cap_(cap), rng_(std::random_device{}()) {}
+                     std::chrono::milliseconds cap = std::chrono::seconds(60),
+                     std::uint64_t seed = std::random_device{}())
+        : base_(base), cap_(cap), rng_(seed) {}
+    // The longest the next wait can be: base·2^attempts, at most the cap.
+    std::chrono::milliseconds ceiling() const {
+        return std::chrono::milliseconds(std::min<long long>(cap_.count(), base_.count() << std::min(attempt_, 20)));
+    }
     std::chrono::milliseconds next() {
-        auto ceiling = std::min<long long>(cap_.count(), base_.count() << std::min(attempt_, 20));
+        auto longest = ceiling().count();
         ++attempt_;
-        return std::chrono::milliseconds(std::uniform_int_distribution<long long>(0, ceiling)(rng_));
+        return std::chrono::milliseconds(std::uniform_int_distribution<long long>(0, longest)(rng_));
     }
     void reset() { attempt_ = 0; }
     int attempts() const { return attempt_; }

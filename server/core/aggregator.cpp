@@ -10,10 +10,10 @@
 #include "curve_evaluator.h"
 
 namespace tessera::server {
-Aggregator::Aggregator(Store& store, BlobStore& blobs, const StateDir& state, ProbePool& probes, Executor executor,
-                       Clock clock, std::function<void(double)> merge_timer)
-    : store_(store), blobs_(blobs), state_(state), probes_(probes), executor_(std::move(executor)),
-      clock_(std::move(clock)), merge_timer_(std::move(merge_timer)) {}
+Aggregator::Aggregator(Store& store, BlobStore& blobs, ResultFiles& results, ProbePool& probes, Executor executor,
+                       Clock clock, AggregatorHooks hooks)
+    : store_(store), blobs_(blobs), results_(results), probes_(probes), executor_(std::move(executor)),
+      clock_(std::move(clock)), hooks_(std::move(hooks)) {}
 
 Aggregator::~Aggregator() { stop(); }
 
@@ -21,36 +21,51 @@ common::Status Aggregator::start(const std::string& task_id) {
     auto task = load_task(store_, task_id);
     if (!task) return task.error();
     task_ = std::move(*task);
-    auto record = store_.version(task_id, task_.record.version);
+    if (auto status = restore_committed(); !status) return status;
+    curve_ = std::make_unique<CurveEvaluator>(store_, blobs_, probes_, executor_, clock_, task_id,
+                                              task_.config.eval_samples, task_.config.eval_interval_s,
+                                              task_.config.eval_full_interval_s);
+    auto record = store_.version(task_id, version_);
     if (!record) return record.error();
-    if (!*record) return common::make_error("task '" + task_id + "' has no version " + std::to_string(task_.record.version));
+    if (!*record || !(*record)->validation_loss) curve_->version_committed(version_, true);
+    thread_ = std::thread([this] { run(); });
+    return {};
+}
+
+common::Status Aggregator::load_committed(std::int64_t version) {
+    const auto& task_id = task_.record.id;
+    auto record = store_.version(task_id, version);
+    if (!record) return record.error();
+    if (!*record) return common::make_error("task '" + task_id + "' has no version " + std::to_string(version));
     auto bytes = blobs_.read((*record)->blob_sha256, std::uint64_t{8} << 30);
-    if (!bytes) return common::with_context("model version " + std::to_string(task_.record.version), bytes.error());
+    if (!bytes) return common::with_context("model version " + std::to_string(version), bytes.error());
     auto model = read_checkpoint(*bytes);
     if (!model) return model.error();
-    model_ = std::move(*model);
     auto policy = make_merge_policy(task_.config.merge);
     if (!policy) return policy.error();
-    policy_ = std::move(*policy);
     if ((*record)->optimizer_sha256) {
         auto state_bytes = blobs_.read(*(*record)->optimizer_sha256, std::uint64_t{8} << 30);
         if (!state_bytes) return state_bytes.error();
         auto state = read_checkpoint(*state_bytes);
         if (!state) return state.error();
-        if (auto status = policy_->load_optimizer_state(*state, model_); !status) return status;
+        if (auto status = (*policy)->load_optimizer_state(*state, *model); !status) return status;
     }
-    version_ = task_.record.version;
-    auto pending = store_.accepted_unmerged(task_id);
+    model_ = std::move(*model);
+    policy_ = std::move(*policy);
+    version_ = version;
+    return {};
+}
+
+common::Status Aggregator::restore_committed() {
+    auto task = store_.task(task_.record.id);
+    if (!task) return task.error();
+    if (!*task) return common::make_error("task '" + task_.record.id + "' is gone");
+    if (auto status = load_committed((*task)->version); !status) return status;
+    auto pending = store_.accepted_unmerged(task_.record.id);
     if (!pending) return pending.error();
-    {
-        std::lock_guard lock(mutex_);
-        for (const auto& a : *pending) queue_.push_back(a.id);
-    }
-    curve_ = std::make_unique<CurveEvaluator>(store_, blobs_, probes_, executor_, clock_, task_id,
-                                              task_.config.eval_samples, task_.config.eval_interval_s,
-                                              task_.config.eval_full_interval_s);
-    if (!(*record)->validation_loss) curve_->version_committed(version_, true);
-    thread_ = std::thread([this] { run(); });
+    std::lock_guard lock(mutex_);
+    queue_.clear();
+    for (const auto& a : *pending) queue_.push_back(a.id);
     return {};
 }
 
@@ -88,9 +103,15 @@ void Aggregator::run() {
             busy_ = true;
         }
         auto started = std::chrono::steady_clock::now();
-        if (auto status = merge_one(id); !status)
-            std::cerr << "aggregator: " << id << ": " << status.message() << "\n";
-        if (merge_timer_) merge_timer_(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        auto merged = merge_one(id);
+        if (!merged) std::cerr << "aggregator: " << id << ": " << merged.message() << "\n";
+        if (hooks_.merge_timer)
+            hooks_.merge_timer(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        if (retry_pending_) {
+            retry_pending_ = false;
+            std::unique_lock lock(mutex_);
+            changed_.wait_for(lock, std::chrono::duration<double>(hooks_.retry_s), [&] { return stopping_; });
+        }
         bool idle = false;
         {
             std::lock_guard lock(mutex_);
@@ -113,13 +134,22 @@ common::Status Aggregator::merge_one(const std::string& assignment_id) {
     if (!*found || (*found)->state != AssignmentState::Accepted || (*found)->task_id != task_.record.id) return {};
     for (const auto& pending : policy_->pending_ids())
         if (pending == assignment_id) return {};  // replayed twice
-    auto delta = read_result_delta(state_, assignment_id, value_count(model_) + 1);
+    auto delta = results_.read(assignment_id, value_count(model_) + 1);
     if (!delta) return delta.error();
     IncomingDelta incoming{assignment_id, version_ - (*found)->base_version, std::move(*delta)};
     auto outcome = policy_->add(model_, std::move(incoming));
     if (!outcome) return outcome.error();
     if (!outcome->model_changed) return {};
-    return commit(std::move(outcome->merged_ids));
+    auto committed = commit(std::move(outcome->merged_ids));
+    if (committed) return {};
+    // The model in memory holds results the database does not: go back to the committed one.
+    retry_pending_ = true;
+    if (hooks_.commit_failed) hooks_.commit_failed();
+    if (auto restored = restore_committed(); !restored)
+        return common::make_error(committed.message() + "; restoring the committed version failed too: " +
+                                  restored.message());
+    return common::make_error(committed.message() + " (back at version " + std::to_string(version_) +
+                              "; its results are merged again in " + std::to_string(hooks_.retry_s) + " s)");
 }
 
 // Checkpoint blob first (atomic, fsynced), then the database row that points at it: a crash
@@ -147,10 +177,7 @@ common::Status Aggregator::commit(std::vector<std::string> merged) {
     }
     if (auto status = store_.commit_version(record, merged); !status) return status;
     version_ = next;
-    for (const auto& id : merged) {
-        std::error_code ignored;
-        std::filesystem::remove(state_.result_file(id), ignored);
-    }
+    for (const auto& id : merged) results_.remove(id);
     changed_since_idle_ = true;
     curve_->version_committed(next, false);
     return {};

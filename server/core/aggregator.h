@@ -2,7 +2,9 @@
 // acceptance order, feeds them to the task's merge policy and, whenever the model changes,
 // writes the checkpoint blob (atomically) before committing the new version to the database.
 // It also schedules the periodic validation-loss evaluation. On start it resumes from the
-// last committed version and replays accepted results not merged yet.
+// last committed version and replays accepted results not merged yet; a commit that fails
+// (checkpoint or version row) does the same in place, after `retry_s`, so a result is never
+// merged twice nor lost.
 // Thread-safe: enqueue() from any thread; everything else runs on the aggregator's thread.
 #pragma once
 
@@ -19,18 +21,23 @@
 #include "curve_evaluator.h"
 #include "merge_policy.h"
 #include "model_probe.h"
-#include "state_dir.h"
+#include "result_files.h"
 #include "store.h"
 #include "task_lookup.h"
 #include "validator.h"
 
 namespace tessera::server {
 
+struct AggregatorHooks {
+    std::function<void(double)> merge_timer;  // how long each accepted result took, seconds
+    std::function<void()> commit_failed;      // a new version could not be written
+    double retry_s = 5;                       // after a failed commit, merge again this much later
+};
+
 class Aggregator {
 public:
-    // `merge_timer` (optional) is told how long each accepted result took, in seconds.
-    Aggregator(Store& store, BlobStore& blobs, const StateDir& state, ProbePool& probes, Executor executor,
-               Clock clock, std::function<void(double)> merge_timer = {});
+    Aggregator(Store& store, BlobStore& blobs, ResultFiles& results, ProbePool& probes, Executor executor,
+               Clock clock, AggregatorHooks hooks = {});
     ~Aggregator();
 
     // Loads the task's current model and starts the thread; queues unmerged accepted results.
@@ -44,16 +51,20 @@ public:
 
 private:
     void run();
+    // Model, policy state and version from committed version `version`.
+    common::Status load_committed(std::int64_t version);
+    // Back to the last committed version with every accepted, unmerged result queued again.
+    common::Status restore_committed();
     common::Status merge_one(const std::string& assignment_id);
     common::Status commit(std::vector<std::string> merged);
 
     Store& store_;
     BlobStore& blobs_;
-    StateDir state_;
+    ResultFiles& results_;
     ProbePool& probes_;
     Executor executor_;
     Clock clock_;
-    std::function<void(double)> merge_timer_;
+    AggregatorHooks hooks_;
 
     TaskView task_;
     common::NamedTensors model_;
@@ -61,6 +72,7 @@ private:
     std::atomic<std::int64_t> version_{0};
     std::unique_ptr<CurveEvaluator> curve_;
     bool changed_since_idle_ = false;
+    bool retry_pending_ = false;  // a commit failed: wait hooks_.retry_s before merging again
 
     std::mutex mutex_;
     std::condition_variable changed_;

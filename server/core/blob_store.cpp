@@ -1,25 +1,21 @@
 // BlobStore: content-addressed files written atomically.
 #include "blob_store.h"
 
-#include "file_io.h"
 #include "sha256.h"
 
 namespace tessera::server {
 
-bool BlobStore::has(const std::string& sha256) const {
-    std::error_code error;
-    return std::filesystem::is_regular_file(path_of(sha256), error);
-}
+bool BlobStore::has(const std::string& sha256) const { return files_.exists(path_of(sha256)); }
 
 common::Result<common::BlobRef> BlobStore::put(common::ByteView bytes) {
     common::BlobRef ref{common::sha256_hex(bytes), static_cast<std::int64_t>(bytes.size())};
     if (has(ref.sha256)) return ref;
-    if (auto status = common::write_file_atomic(path_of(ref.sha256), bytes); !status) return status.error();
+    if (auto status = files_.write_atomic(path_of(ref.sha256), bytes); !status) return status.error();
     return ref;
 }
 
 common::Result<common::BlobRef> BlobStore::put_file(const std::filesystem::path& source, const std::string& sha256) {
-    auto bytes = common::read_file(source, std::uint64_t{4} << 30);
+    auto bytes = files_.read(source, std::uint64_t{4} << 30);
     if (!bytes) return bytes.error();
     auto ref = put(*bytes);
     if (ref && ref->sha256 != sha256)
@@ -28,7 +24,7 @@ common::Result<common::BlobRef> BlobStore::put_file(const std::filesystem::path&
 }
 
 common::Result<common::Bytes> BlobStore::read(const std::string& sha256, std::uint64_t max_bytes) const {
-    return common::read_file(path_of(sha256), max_bytes);
+    return files_.read(path_of(sha256), max_bytes);
 }
 
 }  // namespace tessera::server

@@ -1,12 +1,14 @@
 // Content-addressed blobs: files named by the SHA-256 of their bytes in one directory, which
 // the server (and any HTTP cache pointed at the same directory) serves at /blobs/<sha256>.
 // Writes are atomic (temp, fsync, rename). Thread-safe: files are never rewritten in place.
+// File access goes through a FileSystem (the POSIX one unless a test injects faults).
 #pragma once
 
 #include <filesystem>
 #include <string>
 
 #include "bytes.h"
+#include "file_system.h"
 #include "protocol.h"
 #include "result.h"
 
@@ -14,7 +16,8 @@ namespace tessera::server {
 
 class BlobStore {
 public:
-    explicit BlobStore(std::filesystem::path dir) : dir_(std::move(dir)) {}
+    explicit BlobStore(std::filesystem::path dir, FileSystem& files = posix_file_system())
+        : dir_(std::move(dir)), files_(files) {}
     const std::filesystem::path& dir() const { return dir_; }
     std::filesystem::path path_of(const std::string& sha256) const { return dir_ / sha256; }
     bool has(const std::string& sha256) const;
@@ -26,6 +29,7 @@ public:
 
 private:
     std::filesystem::path dir_;
+    FileSystem& files_;
 };
 
 }  // namespace tessera::server

@@ -1,16 +1,31 @@
-// Reading a stored result's delta file (`results/<wu_id>.delta`), decoded and bounded.
+// The stored deltas of returned results (`results/<assignment id>.delta`): written when an
+// upload is acknowledged, read (decoded and bounded) by the validator and the aggregator,
+// removed once merged or refused. Thread-safe (files are written once, atomically).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "delta_codec.h"
+#include "file_system.h"
 #include "state_dir.h"
 
 namespace tessera::server {
 
-// The delta of result `assignment_id`, with at most `max_values` values over all tensors.
-common::Result<common::NamedTensors> read_result_delta(const StateDir& state, const std::string& assignment_id,
-                                                       std::int64_t max_values);
+class ResultFiles {
+public:
+    explicit ResultFiles(StateDir state, FileSystem& files = posix_file_system())
+        : state_(std::move(state)), files_(files) {}
+
+    common::Status write(const std::string& assignment_id, common::ByteView delta);
+    // The delta, with at most `max_values` values over all tensors.
+    common::Result<common::NamedTensors> read(const std::string& assignment_id, std::int64_t max_values) const;
+    // Best effort: a file left behind is removed at the next start (remove_orphan_files).
+    void remove(const std::string& assignment_id);
+
+private:
+    StateDir state_;
+    FileSystem& files_;
+};
 
 }  // namespace tessera::server

@@ -3,7 +3,6 @@
 
 #include <boost/json.hpp>
 
-#include "file_io.h"
 #include "json_strict.h"
 #include "protocol.h"
 #include "rejection_reasons.h"
@@ -76,13 +75,11 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
     if (static_cast<std::int64_t>(delta.size()) != manifest->delta_blob.bytes || actual != manifest->delta_blob.sha256)
         return refuse(a, reason::kHashMismatch, "the delta's size or SHA-256 differs from the manifest's");
 
-    auto path = state_.result_file(a.id);
-    if (auto status = common::write_file_atomic(path, delta); !status) return status.error();
+    if (auto status = results_.write(a.id, delta); !status) return status.error();
     auto metrics = boost::json::serialize(common::to_json(*manifest).at("metrics"));
     auto recorded = store_.record_return(a.id, actual, manifest->delta_blob.bytes, metrics, now);
     if (!recorded || !*recorded) {
-        std::error_code ignored;
-        std::filesystem::remove(path, ignored);
+        results_.remove(a.id);
         if (!recorded) return recorded.error();
         return outcome(409, "conflict", "work unit " + a.id + " changed state while uploading");
     }

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "bytes.h"
-#include "state_dir.h"
+#include "result_files.h"
 #include "store.h"
 #include "validator.h"
 
@@ -21,8 +21,8 @@ struct IntakeOutcome {
 
 class ResultIntake {
 public:
-    ResultIntake(Store& store, const StateDir& state, Clock clock, std::function<void(const std::string&)> on_stored)
-        : store_(store), state_(state), clock_(std::move(clock)), on_stored_(std::move(on_stored)) {}
+    ResultIntake(Store& store, ResultFiles& results, Clock clock, std::function<void(const std::string&)> on_stored)
+        : store_(store), results_(results), clock_(std::move(clock)), on_stored_(std::move(on_stored)) {}
     // `body` is the whole signed upload (docs/protocol.md, "Uploading a result"); `max_delta_bytes`
     // is the task's cap on the delta.
     common::Result<IntakeOutcome> receive(const std::string& client_id, common::ByteView body,
@@ -32,7 +32,7 @@ private:
     common::Result<IntakeOutcome> refuse(const AssignmentRecord& assignment, std::string_view reason,
                                          const std::string& detail);
     Store& store_;
-    StateDir state_;
+    ResultFiles& results_;
     Clock clock_;
     std::function<void(const std::string&)> on_stored_;
 };

@@ -1,4 +1,4 @@
-// Transitioner: deadlines and lonely replicas.
+// Transitioner: deadlines, lonely replicas and validations to try again.
 #include "transitioner.h"
 
 namespace tessera::server {
@@ -21,6 +21,12 @@ common::Result<TickReport> Transitioner::tick() {
     for (const auto& a : *lonely) {
         if (auto status = validator_.accept_alone(a); !status) return status.error();
         ++report.accepted_alone;
+    }
+    auto stuck = store_.returned_before(now - kRevalidateAfterS);
+    if (!stuck) return stuck.error();
+    for (const auto& a : *stuck) {
+        validator_.submit(a.id, executor_);
+        ++report.revalidated;
     }
     return report;
 }

@@ -1,6 +1,7 @@
 // The transitioner (BOINC's name): moves work along by time. Overdue assignments time out
-// (their unit is reissued, or retired after too many failures), and a validated replica whose
-// twin never came back is accepted alone. Run periodically; tests call tick() with their clock.
+// (their unit is reissued, or retired after too many failures), a validated replica whose
+// twin never came back is accepted alone, and a result whose validation failed (an error, not
+// a verdict) is validated again. Run periodically; tests call tick() with their clock.
 #pragma once
 
 #include "store.h"
@@ -12,17 +13,23 @@ struct TickReport {
     std::size_t timed_out = 0;
     std::size_t retired = 0;
     std::size_t accepted_alone = 0;
+    std::size_t revalidated = 0;
 };
+
+// A returned result still without a verdict this long after its upload is validated again.
+constexpr std::int64_t kRevalidateAfterS = 60;
 
 class Transitioner {
 public:
-    Transitioner(Store& store, Validator& validator, Clock clock)
-        : store_(store), validator_(validator), clock_(std::move(clock)) {}
+    // `executor` runs the validations that are tried again.
+    Transitioner(Store& store, Validator& validator, Executor executor, Clock clock)
+        : store_(store), validator_(validator), executor_(std::move(executor)), clock_(std::move(clock)) {}
     common::Result<TickReport> tick();
 
 private:
     Store& store_;
     Validator& validator_;
+    Executor executor_;
     Clock clock_;
 };
 

@@ -32,9 +32,9 @@ bool all_finite(const common::NamedTensors& tensors) {
 
 }  // namespace
 
-Validator::Validator(Store& store, const StateDir& state, ModelCache& models, ProbePool& probes, Clock clock,
+Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes, Clock clock,
                      std::function<void(const std::string&)> on_accepted, std::uint64_t seed)
-    : store_(store), state_(state), models_(models), probes_(probes), clock_(std::move(clock)),
+    : store_(store), results_(results), models_(models), probes_(probes), clock_(std::move(clock)),
       on_accepted_(std::move(on_accepted)), rng_(seed) {}
 
 double Validator::credit_for(const TaskConfig& config, std::int64_t local_steps) {
@@ -42,9 +42,16 @@ double Validator::credit_for(const TaskConfig& config, std::int64_t local_steps)
 }
 
 void Validator::submit(const std::string& assignment_id, const Executor& executor) {
+    {
+        std::lock_guard lock(mutex_);
+        if (!in_flight_.insert(assignment_id).second) return;
+    }
     executor([this, assignment_id] {
         if (auto status = validate(assignment_id); !status)
-            std::cerr << "validator: " << assignment_id << ": " << status.message() << "\n";
+            std::cerr << "validator: " << assignment_id << ": " << status.message()
+                      << " (validated again by the transitioner later)\n";
+        std::lock_guard lock(mutex_);
+        in_flight_.erase(assignment_id);
     });
 }
 
@@ -73,7 +80,7 @@ common::Result<Validator::Verdict> Validator::check(const AssignmentRecord& a, c
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
     const auto& model = **base;
-    auto delta = read_result_delta(state_, a.id, value_count(model) + 1);
+    auto delta = results_.read(a.id, value_count(model) + 1);
     if (!delta) return Verdict{std::string(reason::kUndecodable), delta.message()};
     if (auto layout = check_same_layout(model, *delta); !layout)
         return Verdict{std::string(reason::kShapeMismatch), layout.message()};
@@ -146,8 +153,8 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
     if (!twin) return {};  // the twin validates later and settles both
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
-    auto mine = read_result_delta(state_, a.id, value_count(**base) + 1);
-    auto theirs = read_result_delta(state_, twin->id, value_count(**base) + 1);
+    auto mine = results_.read(a.id, value_count(**base) + 1);
+    auto theirs = results_.read(twin->id, value_count(**base) + 1);
     if (!mine) return mine.error();
     if (!theirs) return theirs.error();
     auto distance = relative_l2(*mine, *theirs);
@@ -183,8 +190,7 @@ common::Status Validator::accept(const AssignmentRecord& a, const TaskView& task
     if (merge) {
         on_accepted_(a.id);
     } else {
-        std::error_code ignored;
-        std::filesystem::remove(state_.result_file(a.id), ignored);
+        results_.remove(a.id);
     }
     return {};
 }
@@ -193,8 +199,7 @@ common::Status Validator::reject(const AssignmentRecord& a, const TaskView& task
                                  const std::string& detail) {
     auto rejected = store_.reject(a.id, std::string(why), detail, clock_(), task.config.max_failures);
     if (!rejected) return rejected.error();
-    std::error_code ignored;
-    std::filesystem::remove(state_.result_file(a.id), ignored);
+    results_.remove(a.id);
     return {};
 }
 

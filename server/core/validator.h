@@ -8,12 +8,13 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 
 #include "blob_store.h"
 #include "model_cache.h"
 #include "model_probe.h"
-#include "state_dir.h"
+#include "result_files.h"
 #include "store.h"
 #include "task_lookup.h"
 
@@ -21,12 +22,13 @@ namespace tessera::server {
 
 class Validator {
 public:
-    Validator(Store& store, const StateDir& state, ModelCache& models, ProbePool& probes, Clock clock,
+    Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes, Clock clock,
               std::function<void(const std::string&)> on_accepted, std::uint64_t seed);
 
     // Runs the checks now, on the calling thread.
     common::Status validate(const std::string& assignment_id);
-    // Queues validate() on `executor` (errors are logged).
+    // Queues validate() on `executor` (errors are logged); a result already queued or being
+    // validated is not queued twice.
     void submit(const std::string& assignment_id, const Executor& executor);
     // Accepts a validated result whose replica never came back (it is merged alone).
     common::Status accept_alone(const AssignmentRecord& assignment);
@@ -49,13 +51,14 @@ private:
     bool sample_loss_check(double fraction);
 
     Store& store_;
-    StateDir state_;
+    ResultFiles& results_;
     ModelCache& models_;
     ProbePool& probes_;
     Clock clock_;
     std::function<void(const std::string&)> on_accepted_;
     std::mutex replica_mutex_;  // one replica pair is settled at a time
-    std::mutex mutex_;  // guards rng_ and the base-loss cache
+    std::mutex mutex_;  // guards rng_, the base-loss cache and in_flight_
+    std::set<std::string> in_flight_;  // submitted, verdict not stored yet
     std::mt19937_64 rng_;
     std::string base_loss_key_;
     double base_loss_value_ = 0;

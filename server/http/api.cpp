@@ -15,11 +15,6 @@
 namespace tessera::server {
 namespace {
 
-constexpr std::string_view kApi = "/api/v1/";
-constexpr std::string_view kBlobs = "/blobs/";
-
-std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
-
 std::string_view body_text(const Request& request) {
     return {reinterpret_cast<const char*>(request.body().data()), request.body().size()};
 }
@@ -28,41 +23,81 @@ Response bad_request(const Request& request, const std::string& message) {
     return error_response(request, http::status::bad_request, "bad_request", message);
 }
 
+RouteSpec public_get(std::string_view path, RouteGroup group = RouteGroup::Public) {
+    return {http::verb::get, path, Access::Public, BodySize::Small, group};
+}
+
+RouteSpec signed_post(std::string_view path, BodySize body = BodySize::Small) {
+    return {http::verb::post, path, Access::Signed, body, RouteGroup::Volunteer};
+}
+
+RouteSpec admin_route(http::verb method, std::string_view path) {
+    return {method, path, Access::Operator, BodySize::Small, RouteGroup::Admin};
+}
 
 }  // namespace
-
-std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback,
-                           std::int64_t min, std::int64_t max) {
-    auto query_start = target.find('?');
-    if (query_start == std::string_view::npos) return fallback;
-    auto query = target.substr(query_start + 1);
-    while (!query.empty()) {
-        auto amp = query.find('&');
-        auto pair = query.substr(0, amp);
-        if (pair.starts_with(name) && pair.size() > name.size() && pair[name.size()] == '=') {
-            auto text = pair.substr(name.size() + 1);
-            std::int64_t value = 0;
-            auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-            if (error != std::errc() || end != text.data() + text.size()) return fallback;
-            return std::clamp(value, min, max);
-        }
-        if (amp == std::string_view::npos) break;
-        query.remove_prefix(amp + 1);
-    }
-    return fallback;
-}
 
 Api::Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntake& intake, Dashboard& dashboard,
          ServerMetrics& metrics, const common::VerifyKey& server_key, std::string operator_token_sha256, Clock clock,
          ApiLimits limits)
     : store_(store), blobs_(blobs), scheduler_(scheduler), intake_(intake), dashboard_(dashboard), metrics_(metrics),
       server_key_(server_key),
-      operator_token_sha256_(std::move(operator_token_sha256)), clock_(std::move(clock)), limits_(limits) {}
+      operator_token_sha256_(std::move(operator_token_sha256)), clock_(std::move(clock)), limits_(limits),
+      routes_(make_routes()) {}
+
+// The whole API. Handlers capture `this`: the table lives and dies with the Api.
+std::vector<Route> Api::make_routes() {
+    auto& d = dashboard_;
+    auto signed_handler = [this](Response (Api::*handler)(const Request&, const ClientRecord&)) {
+        return [this, handler](const Request& r, const RouteCall& call) { return (this->*handler)(r, *call.client); };
+    };
+    return {
+        {public_get("/", RouteGroup::Dashboard), [&d](const Request& r, const RouteCall&) { return d.page(r, "index.html"); }},
+        {public_get("/assets/", RouteGroup::Dashboard), [&d](const Request& r, const RouteCall& c) { return d.page(r, c.rest); }},
+        {public_get("/blobs/", RouteGroup::Blobs), [this](const Request& r, const RouteCall& c) { return serve_blob(r, blobs_, c.rest); }},
+        {public_get("/metrics", RouteGroup::Metrics), [this](const Request& r, const RouteCall&) { return metrics(r); }},
+        {public_get("/api/v1/stats"), [&d](const Request& r, const RouteCall&) { return d.stats(r); }},
+        {public_get("/api/v1/history"), [&d](const Request& r, const RouteCall&) { return d.history(r); }},
+        {public_get("/api/v1/samples"), [&d](const Request& r, const RouteCall&) { return d.samples(r); }},
+        {public_get("/api/v1/samples/"), [&d](const Request& r, const RouteCall& c) { return d.sample_image(r, c.rest); }},
+        {public_get("/api/v1/versions"), [this](const Request& r, const RouteCall&) { return versions(r); }},
+        {public_get("/api/v1/volunteers"), [this](const Request& r, const RouteCall&) { return volunteers(r, false); }},
+        {public_get("/api/v1/rejections"), [this](const Request& r, const RouteCall&) { return rejections(r); }},
+        {public_get("/api/v1/events", RouteGroup::Events), [this](const Request& r, const RouteCall&) { return events(r); }},
+        {{http::verb::get, "/api/v1/events/stream", Access::Public, BodySize::Small, RouteGroup::Events, true},
+         [](const Request& r, const RouteCall&) {
+             return internal_error(r, "the event stream is written by the HTTP session");
+         }},
+        {{http::verb::post, "/api/v1/register", Access::Public, BodySize::Small, RouteGroup::Volunteer},
+         [this](const Request& r, const RouteCall&) { return register_client(r); }},
+        {signed_post("/api/v1/work"), signed_handler(&Api::request_work)},
+        {signed_post("/api/v1/results", BodySize::Delta), signed_handler(&Api::upload_result)},
+        {signed_post("/api/v1/heartbeat"), signed_handler(&Api::heartbeat)},
+        {signed_post("/api/v1/abandon"), signed_handler(&Api::abandon)},
+        {signed_post("/api/v1/result"), signed_handler(&Api::result_status)},
+        {admin_route(http::verb::get, "/api/v1/admin/volunteers"),
+         [this](const Request& r, const RouteCall&) { return volunteers(r, true); }},
+        {admin_route(http::verb::post, "/api/v1/admin/task/pause"),
+         [this](const Request& r, const RouteCall&) { return pause_task(r, TaskState::Paused); }},
+        {admin_route(http::verb::post, "/api/v1/admin/task/resume"),
+         [this](const Request& r, const RouteCall&) { return pause_task(r, TaskState::Active); }},
+        {admin_route(http::verb::post, "/api/v1/admin/clients/"),
+         [this](const Request& r, const RouteCall& c) { return ban_client(r, c.rest); }},
+    };
+}
 
 std::uint64_t Api::body_limit(http::verb method, std::string_view target) const {
-    if (method == http::verb::post && path_of(target) == "/api/v1/results")
+    auto found = routes_.find(method, path_of(target));
+    if (found.outcome == RouteTable::Outcome::Found && found.route->spec.body == BodySize::Delta)
         return static_cast<std::uint64_t>(limits_.max_delta_bytes) + 4 + common::kMaxManifestBytes;
     return limits_.small_body_bytes;
+}
+
+RouteGroup Api::route_group(std::string_view target) const { return routes_.group_of(path_of(target)); }
+
+bool Api::is_event_stream(const http::request_header<>& header) const {
+    auto found = routes_.find(header.method(), path_of(header.target()));
+    return found.outcome == RouteTable::Outcome::Found && found.route->spec.event_stream;
 }
 
 Response Api::handle(Request request) {
@@ -75,43 +110,23 @@ Response Api::handle(Request request) {
 }
 
 Response Api::route(const Request& request, std::string_view path) {
-    auto method = request.method();
-    bool get = method == http::verb::get || method == http::verb::head;
-    auto method_not_allowed = [&] {
+    auto found = routes_.find(request.method(), path);
+    if (found.outcome == RouteTable::Outcome::NotFound)
+        return error_response(request, http::status::not_found, "not_found", "no route " + std::string(path));
+    if (found.outcome == RouteTable::Outcome::MethodNotAllowed)
         return error_response(request, http::status::method_not_allowed, "method_not_allowed",
                               std::string(request.method_string()) + " is not allowed on " + std::string(path));
-    };
-    if (path.starts_with(kBlobs)) return get ? serve_blob(request, blobs_, path.substr(kBlobs.size())) : method_not_allowed();
-    if (path == "/metrics") return get ? metrics(request) : method_not_allowed();
-    if (auto page = dashboard_.handle(request, path)) return std::move(*page);
-    if (!path.starts_with(kApi))
-        return error_response(request, http::status::not_found, "not_found", "no route " + std::string(path));
-    auto route_name = path.substr(kApi.size());
-
-    if (route_name == "versions") return get ? versions(request) : method_not_allowed();
-    if (route_name == "volunteers") return get ? volunteers(request, false) : method_not_allowed();
-    if (route_name == "rejections") return get ? rejections(request) : method_not_allowed();
-    if (route_name == "events") return get ? events(request) : method_not_allowed();
-    if (route_name == "register") return method == http::verb::post ? register_client(request) : method_not_allowed();
-    if (route_name.starts_with("admin/")) {
-        if (!is_operator(request, operator_token_sha256_))
-            return error_response(request, http::status::unauthorized, "unauthorized",
-                                  "admin routes need Authorization: Bearer <operator token>");
-        return admin(request, route_name.substr(6));
-    }
-    using Handler = Response (Api::*)(const Request&, const ClientRecord&);
-    Handler handler = nullptr;
-    if (route_name == "work") handler = &Api::request_work;
-    else if (route_name == "results") handler = &Api::upload_result;
-    else if (route_name == "heartbeat") handler = &Api::heartbeat;
-    else if (route_name == "abandon") handler = &Api::abandon;
-    else if (route_name == "result") handler = &Api::result_status;
-    if (handler == nullptr) return error_response(request, http::status::not_found, "not_found", "no route " + std::string(path));
-    if (method != http::verb::post) return method_not_allowed();
+    const auto& route = *found.route;
+    RouteCall call{found.rest, nullptr};
+    if (route.spec.access == Access::Operator && !is_operator(request, operator_token_sha256_))
+        return error_response(request, http::status::unauthorized, "unauthorized",
+                              "admin routes need Authorization: Bearer <operator token>");
+    if (route.spec.access != Access::Signed) return route.handler(request, call);
     auto auth = authenticate(request, store_, clock_());
     if (auto* failure = std::get_if<AuthFailure>(&auth))
         return error_response(request, failure->status, failure->code, failure->message);
-    return (this->*handler)(request, std::get<ClientRecord>(auth));
+    call.client = &std::get<ClientRecord>(auth);
+    return route.handler(request, call);
 }
 
 Response Api::register_client(const Request& request) {

@@ -1,6 +1,7 @@
 // The HTTP API (docs/protocol.md, "Routes"): a pure function from a request to a response —
-// no socket I/O here; sessions own the connections. Volunteer routes need a signed request,
-// admin routes the operator token. Thread-safe: called concurrently from the I/O threads.
+// no socket I/O here; sessions own the connections. Every route, the dashboard's included, is
+// one row of its route table. Volunteer routes need a signed request, admin routes the
+// operator token. Thread-safe: called concurrently from the I/O threads.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "ed25519.h"
 #include "http_types.h"
 #include "result_intake.h"
+#include "route_table.h"
 #include "scheduler.h"
 #include "server_metrics.h"
 #include "state_dir.h"
@@ -33,9 +35,11 @@ public:
     Response handle(Request request);
     // The largest body a route accepts: the session reads no more.
     std::uint64_t body_limit(http::verb method, std::string_view target) const;
+    // The /metrics group a request's latency is counted in.
+    RouteGroup route_group(std::string_view target) const;
     // GET /api/v1/events/stream is server-sent events: the session streams it (no single
     // response), starting after `Last-Event-ID` or `?after=`.
-    static bool is_event_stream(const http::request_header<>& header);
+    bool is_event_stream(const http::request_header<>& header) const;
     static std::int64_t event_stream_start(const http::request_header<>& header);
     // Events after `after` as SSE text ("id: N\nevent: KIND\ndata: JSON\n\n" each);
     // `after` moves to the last id written. Empty when there is nothing new.
@@ -44,6 +48,7 @@ public:
     ServerMetrics& metrics() { return metrics_; }
 
 private:
+    std::vector<Route> make_routes();
     Response route(const Request& request, std::string_view path);
     Response versions(const Request& request);
     Response volunteers(const Request& request, bool full);
@@ -56,7 +61,8 @@ private:
     Response heartbeat(const Request& request, const ClientRecord& client);
     Response abandon(const Request& request, const ClientRecord& client);
     Response result_status(const Request& request, const ClientRecord& client);
-    Response admin(const Request& request, std::string_view path);
+    Response pause_task(const Request& request, TaskState state);
+    Response ban_client(const Request& request, std::string_view id_and_action);
     std::variant<AssignmentRecord, Response> own_assignment(const Request& request, const ClientRecord& client);
 
     Store& store_;
@@ -69,10 +75,7 @@ private:
     std::string operator_token_sha256_;
     Clock clock_;
     ApiLimits limits_;
+    RouteTable routes_;
 };
-
-// Query parameter `name` as an integer in [min, max], or `fallback` when absent or bad.
-std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback,
-                           std::int64_t min, std::int64_t max);
 
 }  // namespace tessera::server

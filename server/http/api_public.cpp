@@ -72,11 +72,6 @@ Response Api::events(const Request& request) {
     return json_response(request, http::status::ok, {{"events", list}});
 }
 
-bool Api::is_event_stream(const http::request_header<>& header) {
-    auto target = std::string_view(header.target());
-    return header.method() == http::verb::get && target.substr(0, target.find('?')) == "/api/v1/events/stream";
-}
-
 std::int64_t Api::event_stream_start(const http::request_header<>& header) {
     auto after = query_integer(header.target(), "after", 0, 0, common::kMaxSafeInteger);
     auto last = header["Last-Event-ID"];
@@ -114,35 +109,25 @@ Response Api::metrics(const Request& request) {
 
 // Admin routes: GET volunteers (full rows); POST task/pause, task/resume,
 // clients/<id>/ban, clients/<id>/unban.
-Response Api::admin(const Request& request, std::string_view path) {
-    if (path == "volunteers") {
-        if (request.method() != http::verb::get)
-            return error_response(request, http::status::method_not_allowed, "method_not_allowed", "use GET");
-        return volunteers(request, true);
-    }
-    if (request.method() != http::verb::post)
-        return error_response(request, http::status::method_not_allowed, "method_not_allowed", "use POST");
-    if (path == "task/pause" || path == "task/resume") {
-        auto task = store_.current_task();
-        if (!task) return internal_error(request, task.message());
-        if (!*task) return error_response(request, http::status::not_found, "not_found", "no task");
-        auto state = path == "task/pause" ? TaskState::Paused : TaskState::Active;
-        if (auto status = store_.set_task_state((*task)->id, state); !status) return internal_error(request, status.message());
-        return json_response(request, http::status::ok, {{"task", (*task)->id}, {"state", task_state_name(state)}});
-    }
-    constexpr std::string_view kClients = "clients/";
-    if (path.starts_with(kClients)) {
-        auto rest = path.substr(kClients.size());
-        auto slash = rest.find('/');
-        auto action = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-        if (action == "ban" || action == "unban") {
-            std::string id(rest.substr(0, slash));
-            auto status = store_.set_client_banned(id, action == "ban", clock_());
-            if (!status) return error_response(request, http::status::not_found, "not_found", status.message());
-            return json_response(request, http::status::ok, {{"client_id", id}, {"banned", action == "ban"}});
-        }
-    }
-    return error_response(request, http::status::not_found, "not_found", "no admin route " + std::string(path));
+Response Api::pause_task(const Request& request, TaskState state) {
+    auto task = store_.current_task();
+    if (!task) return internal_error(request, task.message());
+    if (!*task) return error_response(request, http::status::not_found, "not_found", "no task");
+    if (auto status = store_.set_task_state((*task)->id, state); !status) return internal_error(request, status.message());
+    return json_response(request, http::status::ok, {{"task", (*task)->id}, {"state", task_state_name(state)}});
+}
+
+// POST /api/v1/admin/clients/<id>/ban or /unban.
+Response Api::ban_client(const Request& request, std::string_view id_and_action) {
+    auto slash = id_and_action.find('/');
+    auto action = slash == std::string_view::npos ? std::string_view() : id_and_action.substr(slash + 1);
+    if (action != "ban" && action != "unban")
+        return error_response(request, http::status::not_found, "not_found",
+                              "no admin route clients/" + std::string(id_and_action));
+    std::string id(id_and_action.substr(0, slash));
+    auto status = store_.set_client_banned(id, action == "ban", clock_());
+    if (!status) return error_response(request, http::status::not_found, "not_found", status.message());
+    return json_response(request, http::status::ok, {{"client_id", id}, {"banned", action == "ban"}});
 }
 
 }  // namespace tessera::server

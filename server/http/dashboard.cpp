@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "api.h"
 #include "dashboard_assets.h"
 #include "task_lookup.h"
 
@@ -13,8 +12,6 @@ namespace tessera::server {
 namespace {
 
 constexpr std::int64_t kThroughputWindowS = 600;  // throughput over the last 10 minutes
-constexpr std::string_view kAssets = "/assets/";
-constexpr std::string_view kSamples = "/api/v1/samples/";
 
 const EmbeddedAsset* find_asset(std::string_view name) {
     for (const auto& asset : kDashboardAssets)
@@ -30,21 +27,6 @@ Response not_found(const Request& request, std::string_view what) {
 
 Dashboard::Dashboard(Store& store, SampleGallery* gallery, RunFacts facts, Clock clock)
     : store_(store), gallery_(gallery), facts_(std::move(facts)), clock_(std::move(clock)) {}
-
-std::optional<Response> Dashboard::handle(const Request& request, std::string_view path) {
-    bool dashboard_route = path == "/" || path.starts_with(kAssets) || path == "/api/v1/stats" ||
-                           path == "/api/v1/history" || path == "/api/v1/samples" || path.starts_with(kSamples);
-    if (!dashboard_route) return std::nullopt;
-    if (request.method() != http::verb::get && request.method() != http::verb::head)
-        return error_response(request, http::status::method_not_allowed, "method_not_allowed",
-                              std::string(request.method_string()) + " is not allowed on " + std::string(path));
-    if (path == "/") return page(request, "index.html");
-    if (path.starts_with(kAssets)) return page(request, path.substr(kAssets.size()));
-    if (path == "/api/v1/stats") return stats(request);
-    if (path == "/api/v1/history") return history(request);
-    if (path == "/api/v1/samples") return samples(request);
-    return sample_image(request, path.substr(kSamples.size()));
-}
 
 // Embedded files: revalidated each time (ETag), so a new server build is picked up at once.
 Response Dashboard::page(const Request& request, std::string_view name) {

@@ -30,15 +30,16 @@ class Dashboard {
 public:
     // `gallery` is needed for samples_kind "images" only.
     Dashboard(Store& store, SampleGallery* gallery, RunFacts facts, Clock clock);
-    // The response for a dashboard route, or nothing when `path` is not one.
-    std::optional<Response> handle(const Request& request, std::string_view path);
-
-private:
+    // The dashboard's routes (the API's route table lists them): an embedded file by name
+    // ("index.html" for /), the overview, the charts' history, the samples panel and a
+    // version's sample image.
     Response page(const Request& request, std::string_view name);
     Response stats(const Request& request);
     Response history(const Request& request);
     Response samples(const Request& request);
     Response sample_image(const Request& request, std::string_view name);
+
+private:
 
     Store& store_;
     SampleGallery* gallery_;

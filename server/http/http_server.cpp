@@ -90,12 +90,12 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         auto started = std::chrono::steady_clock::now();
         const auto& header = parser.get();
         auto target = std::string_view(header.target());
-        auto group = route_group_of(target.substr(0, target.find('?')));
+        auto group = api.route_group(target);
         auto record = [&](std::size_t written) {
             metrics.add_bytes_out(written);
             metrics.observe_request(group, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         };
-        if (Api::is_event_stream(header)) {
+        if (api.is_event_stream(header)) {
             co_await stream_events(stream, api, Api::event_stream_start(header));
             co_return;
         }

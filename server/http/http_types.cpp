@@ -3,6 +3,9 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
+#include <charconv>
+
 namespace tessera::server {
 
 Response text_response(const Request& request, http::status status, std::string body, const std::string& type) {
@@ -35,6 +38,29 @@ boost::json::value number_or_null(const std::optional<std::int64_t>& value) {
 
 Response internal_error(const Request& request, const std::string& message) {
     return error_response(request, http::status::internal_server_error, "internal", message);
+}
+
+std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback,
+                           std::int64_t min, std::int64_t max) {
+    auto query_start = target.find('?');
+    if (query_start == std::string_view::npos) return fallback;
+    auto query = target.substr(query_start + 1);
+    while (!query.empty()) {
+        auto amp = query.find('&');
+        auto pair = query.substr(0, amp);
+        if (pair.starts_with(name) && pair.size() > name.size() && pair[name.size()] == '=') {
+            auto text = pair.substr(name.size() + 1);
+            std::int64_t value = 0;
+            auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+            if (error != std::errc() || end != text.data() + text.size()) return fallback;
+            return std::clamp(value, min, max);
+        }
+        if (amp == std::string_view::npos) break;
+        query.remove_prefix(amp + 1);
+    }
+    return fallback;
 }
 
 }  // namespace tessera::server

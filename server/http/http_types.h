@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera::server {
@@ -27,5 +28,11 @@ Response text_response(const Request& request, http::status status, std::string 
 // A JSON number, or null when absent (losses not evaluated yet).
 boost::json::value number_or_null(const std::optional<double>& value);
 boost::json::value number_or_null(const std::optional<std::int64_t>& value);
+
+// A request target without its query.
+std::string_view path_of(std::string_view target);
+// Query parameter `name` as an integer in [min, max], or `fallback` when absent or bad.
+std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback,
+                           std::int64_t min, std::int64_t max);
 
 }  // namespace tessera::server

@@ -46,20 +46,6 @@ void Histogram::write(std::ostream& out, std::string_view name, std::string_view
     out << name << "_count" << braces << ' ' << count_.load() << '\n';
 }
 
-RouteGroup route_group_of(std::string_view path) {
-    if (path.starts_with("/blobs/")) return RouteGroup::Blobs;
-    if (path == "/metrics") return RouteGroup::Metrics;
-    if (path == "/" || path.starts_with("/assets/")) return RouteGroup::Dashboard;
-    if (path.starts_with("/api/v1/admin/")) return RouteGroup::Admin;
-    if (path.starts_with("/api/v1/events")) return RouteGroup::Events;
-    constexpr std::string_view kApi = "/api/v1/";
-    if (!path.starts_with(kApi)) return RouteGroup::Other;
-    auto route = path.substr(kApi.size());
-    for (std::string_view signed_route : {"register", "work", "results", "heartbeat", "abandon", "result"})
-        if (route == signed_route) return RouteGroup::Volunteer;
-    return RouteGroup::Public;
-}
-
 void ServerMetrics::write(std::ostream& out) const {
     family(out, "tessera_http_requests_total", "counter", "HTTP requests answered.");
     out << "tessera_http_requests_total " << requests() << '\n';
@@ -74,6 +60,9 @@ void ServerMetrics::write(std::ostream& out) const {
     family(out, "tessera_merge_duration_seconds", "histogram",
            "Time the aggregator spent on one accepted result (merge, checkpoint, commit).");
     merge_.write(out, "tessera_merge_duration_seconds", "");
+    family(out, "tessera_commit_failures_total", "counter",
+           "New model versions whose checkpoint or database row could not be written (then retried).");
+    out << "tessera_commit_failures_total " << commit_failures() << '\n';
 }
 
 std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& metrics) {

@@ -30,11 +30,11 @@ private:
     std::atomic<std::uint64_t> sum_micros_{0};
 };
 
-// Route groups that latency is labelled with: a bounded set, whatever the request's path.
+// Route groups that latency is labelled with: a bounded set, whatever the request's path (the
+// route table says which group a route is in).
 enum class RouteGroup { Volunteer, Blobs, Public, Events, Admin, Dashboard, Metrics, Other };
 inline constexpr std::array<std::string_view, 8> kRouteGroupNames = {
     "volunteer", "blobs", "public", "events", "admin", "dashboard", "metrics", "other"};
-RouteGroup route_group_of(std::string_view path);
 
 class ServerMetrics {
 public:
@@ -42,6 +42,8 @@ public:
     void add_bytes_in(std::uint64_t bytes) { bytes_in_ += bytes; }
     void add_bytes_out(std::uint64_t bytes) { bytes_out_ += bytes; }
     void observe_merge(double seconds) { merge_.observe(seconds); }
+    void count_commit_failure() { ++commit_failures_; }
+    std::uint64_t commit_failures() const { return commit_failures_.load(); }
     void count_request() { ++requests_; }
     std::uint64_t requests() const { return requests_.load(); }
     std::uint64_t bytes_in() const { return bytes_in_.load(); }
@@ -56,6 +58,7 @@ private:
     std::atomic<std::uint64_t> bytes_in_{0};
     std::atomic<std::uint64_t> bytes_out_{0};
     std::atomic<std::uint64_t> requests_{0};
+    std::atomic<std::uint64_t> commit_failures_{0};
 };
 
 // What /metrics reads from the database.

@@ -1,6 +1,6 @@
 // The sample-quality judge on synthetic data: it is trained once and cached, its ceilings and
-// scores are shares, a score is deterministic, a broken cache is replaced, and a dataset of
-// the wrong kind is refused by name.
+// scores are shares, a score is deterministic, a cache that is broken or made by another
+// recipe is replaced, and a dataset of the wrong kind is refused by name.
 #include <torch/torch.h>
 
 #include "dataset_manifest.h"
@@ -72,6 +72,17 @@ TEST_CASE("the judge is trained once, cached, and scores a DiT's samples determi
     CHECK((*again)->ceilings().real_images == (*judge)->ceilings().real_images);
 
     CHECK(!(*judge)->score("cnn", weights).ok());  // a classifier draws no samples
+}
+
+TEST_CASE("a judge cached by another recipe is trained again") {
+    torch::set_num_threads(1);
+    JudgeData data;
+    REQUIRE(SampleJudge::make(data.options).ok());
+    auto first = std::filesystem::last_write_time(data.options.cache);
+    std::filesystem::last_write_time(data.options.cache, first - std::chrono::hours(1));
+    data.options.epochs = 2;
+    REQUIRE(SampleJudge::make(data.options).ok());
+    CHECK(std::filesystem::last_write_time(data.options.cache) > first - std::chrono::hours(1));
 }
 
 TEST_CASE("a broken judge cache is replaced; a latent dataset is no judge data") {

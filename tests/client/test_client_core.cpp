@@ -3,7 +3,9 @@
 // quota), the state files, and the backoff schedule.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <fstream>
+#include <vector>
 
 #include "backoff.h"
 #include "blob_cache.h"
@@ -101,14 +103,36 @@ TEST_CASE("client state: the key is created once with mode 0600; identity and cu
 }
 
 TEST_CASE("backoff grows exponentially, stays under the cap, and resets") {
-    client::Backoff backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(1000));
-    for (int i = 0; i < 50; ++i) {
+    client::Backoff backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(1000), 7);
+    std::vector<long long> ceilings;
+    for (int i = 0; i < 6; ++i) {
+        ceilings.push_back(backoff.ceiling().count());
         auto wait = backoff.next();
-        auto ceiling = std::min<long long>(1000, 100LL << std::min(i, 20));
         CHECK(wait.count() >= 0);
-        CHECK(wait.count() <= ceiling);
+        CHECK(wait.count() <= ceilings.back());
     }
+    CHECK(ceilings == std::vector<long long>{100, 200, 400, 800, 1000, 1000});  // doubles, then the cap
+    for (int i = 0; i < 44; ++i) backoff.next();
     CHECK(backoff.attempts() == 50);
+    CHECK(backoff.ceiling().count() == 1000);
     backoff.reset();
     CHECK(backoff.attempts() == 0);
+    CHECK(backoff.ceiling().count() == 100);
+}
+
+TEST_CASE("backoff waits are spread over the whole range (full jitter)") {
+    // The third wait (ceiling 400 ms) drawn 2000 times: uniform on [0, 400] has mean 200 and
+    // puts about a quarter of the draws in each quarter of the range.
+    double sum = 0;
+    std::array<int, 4> quarters{};
+    for (std::uint64_t seed = 0; seed < 2000; ++seed) {
+        client::Backoff backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(1000), seed);
+        backoff.next();
+        backoff.next();
+        auto wait = backoff.next().count();
+        sum += static_cast<double>(wait);
+        ++quarters[static_cast<std::size_t>(std::min<long long>(3, wait / 100))];
+    }
+    CHECK(sum / 2000 == doctest::Approx(200).epsilon(0.05));
+    for (int count : quarters) CHECK(count > 400);
 }

@@ -44,18 +44,16 @@ bool wait_for(Condition&& condition, std::chrono::seconds limit) {
     return condition();
 }
 
-std::uint16_t free_port() {
-    boost::asio::io_context io;
-    boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-    return acceptor.local_endpoint().port();
-}
-
-std::unique_ptr<ChildProcess> start_server(const std::filesystem::path& state, std::uint16_t port) {
+// tessera-server on `port` (0: one the kernel picks); the port it listens on.
+std::unique_ptr<ChildProcess> start_server(const std::filesystem::path& state, std::uint16_t& port) {
     auto server = std::make_unique<ChildProcess>(std::vector<std::string>{
         env("TESSERA_SERVER"), "run", "--state", state.string(), "--listen", "127.0.0.1:" + std::to_string(port),
         "--tick", "1"});
-    auto line = server->read_line();
-    if (line.find("listening") == std::string::npos) throw std::runtime_error("server did not start: " + line);
+    auto line = server->read_line();  // "tessera-server listening on http://127.0.0.1:PORT"
+    auto colon = line.rfind(':');
+    if (line.find("listening") == std::string::npos || colon == std::string::npos)
+        throw std::runtime_error("server did not start: " + line);
+    port = static_cast<std::uint16_t>(std::stoi(line.substr(colon + 1)));
     return server;
 }
 
@@ -81,7 +79,7 @@ TEST_CASE("three volunteers train a model over the network") {
                          "--replication", "0", "--loss-check", "0.5"});
     REQUIRE(create.wait() == 0);
 
-    auto port = free_port();
+    std::uint16_t port = 0;  // bound by the server, which says which
     auto server = start_server(state, port);
     REQUIRE(wait_for([&] { return stats_of(port).at("validation_loss").is_double(); }, std::chrono::seconds(60)));
     double loss0 = stats_of(port).at("validation_loss").as_double();

@@ -4,6 +4,8 @@
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
 
 #include <thread>
 
@@ -333,9 +335,20 @@ TEST_CASE("connections beyond the cap are closed; idle connections time out") {
         socket.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
         return socket;
     };
-    auto first = connect();
-    auto second = connect();
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both accepted and counted
+    // A connection the server has answered on is certainly accepted and counted; it stays
+    // open (keep-alive), idle.
+    auto answered = [&] {
+        auto socket = connect();
+        boost::asio::write(socket, boost::asio::buffer(std::string("GET /api/v1/stats HTTP/1.1\r\nHost: x\r\n\r\n")));
+        boost::beast::flat_buffer buffer;
+        boost::beast::http::response<boost::beast::http::string_body> response;
+        boost::beast::http::read(socket, buffer, response);
+        REQUIRE(response.result_int() == 200);
+        REQUIRE(buffer.size() == 0);
+        return socket;
+    };
+    auto first = answered();
+    auto second = answered();
     auto third = connect();
     boost::asio::write(third, boost::asio::buffer(std::string("GET /api/v1/stats HTTP/1.1\r\nHost: x\r\n\r\n")));
     CHECK(read_until_closed(third).empty());  // refused: closed without an answer

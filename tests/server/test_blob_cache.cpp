@@ -43,6 +43,25 @@ void write_nginx_config(const std::filesystem::path& dir, std::uint16_t port, co
            << "}\n";
 }
 
+// nginx on a port that was free a moment ago. Another process may take it first (tests run in
+// parallel): nginx then exits without writing its pid file, and another port is tried.
+std::pair<std::unique_ptr<ChildProcess>, std::uint16_t> start_nginx(const char* nginx, const std::filesystem::path& dir,
+                                                                    const std::filesystem::path& blobs) {
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        auto port = free_port();
+        std::filesystem::remove(dir / "nginx.pid");
+        write_nginx_config(dir, port, blobs);
+        auto process = std::make_unique<ChildProcess>(
+            std::vector<std::string>{nginx, "-p", dir.string(), "-c", (dir / "nginx.conf").string()});
+        for (int i = 0; i < 200; ++i) {
+            if (std::filesystem::exists(dir / "nginx.pid")) return {std::move(process), port};
+            if (process->exited()) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(25));
+        }
+    }
+    throw std::runtime_error("nginx did not start; see " + (dir / "error.log").string());
+}
+
 HttpReply get_when_up(std::uint16_t port, const std::string& target, const std::map<std::string, std::string>& headers = {}) {
     for (int i = 0; i < 100; ++i) {
         try {
@@ -61,10 +80,8 @@ TEST_CASE("work units send volunteers to the blob cache, and nginx serves the se
     const char* nginx = std::getenv("TESSERA_NGINX");
     REQUIRE_MESSAGE(nginx != nullptr, "TESSERA_NGINX is not set (scripts/install-deps installs nginx-light)");
     PreparedState prepared;
-    auto cache_port = free_port();
     auto cache_dir = prepared.dir() / "nginx";
-    write_nginx_config(cache_dir, cache_port, prepared.state().blobs());
-    ChildProcess cache({nginx, "-p", cache_dir.string(), "-c", (cache_dir / "nginx.conf").string()});
+    auto [cache, cache_port] = start_nginx(nginx, cache_dir, prepared.state().blobs());
 
     auto base = "http://127.0.0.1:" + std::to_string(cache_port) + "/blobs";
     ServerProcess server(prepared.state(), {"--blob-url-base", base + "/"});

@@ -71,6 +71,16 @@ public:
         return exit_status_;
     }
 
+    // Whether the child has ended (it is reaped then, and wait() returns its status).
+    bool exited() {
+        if (pid_ <= 0) return true;
+        int status = 0;
+        if (::waitpid(pid_, &status, WNOHANG) != pid_) return false;
+        pid_ = -1;
+        exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return true;
+    }
+
 private:
     pid_t pid_ = -1;
     int out_ = -1;

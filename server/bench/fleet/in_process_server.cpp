@@ -24,6 +24,7 @@ struct InProcessServer::Parts {
     std::unique_ptr<Store> store;
     std::unique_ptr<common::SigningKey> key;
     std::unique_ptr<BlobStore> blobs;
+    std::unique_ptr<ResultFiles> results;
     std::unique_ptr<ModelCache> models;
     std::unique_ptr<ProbePool> probes;
     std::unique_ptr<Aggregator> aggregator;
@@ -59,6 +60,7 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     if (!key) return key.error();
     p.key = std::make_unique<common::SigningKey>(std::move(*key));
     p.blobs = std::make_unique<BlobStore>(p.state.blobs());
+    p.results = std::make_unique<ResultFiles>(p.state);
     p.models = std::make_unique<ModelCache>(*p.store, *p.blobs);
 
     std::filesystem::path data_dir = config.data_dir;
@@ -75,12 +77,13 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     // The aggregator's executor runs the dashboard's 512-sample curve; the simulator draws its
     // own curve on the validation set it is asked for, so those jobs are dropped.
     Executor no_curve = [](std::function<void()>) {};
-    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, p.state, *p.probes, no_curve, p.clock);
-    p.validator = std::make_unique<Validator>(*p.store, p.state, *p.models, *p.probes, p.clock,
+    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, no_curve, p.clock);
+    p.validator = std::make_unique<Validator>(*p.store, *p.results, *p.models, *p.probes, p.clock,
                                               [raw](const std::string& id) { raw->aggregator->enqueue(id); }, seed);
-    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.clock);
+    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, [](std::function<void()> job) { job(); },
+                                                    p.clock);
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.key, p.clock, "", seed + 1);
-    p.intake = std::make_unique<ResultIntake>(*p.store, p.state, p.clock, [raw](const std::string& id) {
+    p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.clock, [raw](const std::string& id) {
         if (auto status = raw->validator->validate(id); !status)
             std::cerr << "validator: " << id << ": " << status.message() << "\n";
     });

@@ -7,6 +7,7 @@
 
 #include "dataset_manifest.h"
 #include "file_io.h"
+#include "safetensors.h"
 #include "torch/models/cnn.h"
 #include "torch/models/autoencoder.h"
 #include "torch/model_state.h"
@@ -20,6 +21,32 @@ namespace tessera::bench {
 namespace {
 
 constexpr std::int64_t kBatch = 250;  // samples drawn and judged at once
+constexpr std::int64_t kJudgeBatch = 64;
+constexpr double kJudgeLr = 1e-3;
+constexpr double kJudgeWeightDecay = 0.01;
+constexpr const char* kRecipeKey = "judge_recipe";
+
+// How the judge was made: a cache made any other way (or from other images) is not reused.
+std::string recipe_of(const JudgeOptions& options, const common::DatasetManifest& pixels) {
+    std::string recipe = "cnn epochs=" + std::to_string(options.epochs) + " batch=" + std::to_string(kJudgeBatch) +
+                         " lr=" + std::to_string(kJudgeLr) + " wd=" + std::to_string(kJudgeWeightDecay) +
+                         " seed=" + std::to_string(options.seed) + " train=";
+    for (const auto& file : pixels.train) recipe += file.sha256.substr(0, 12) + ",";
+    return recipe;
+}
+
+// The cached judge, when it exists, was made by `recipe` and loads.
+bool load_cached_judge(torch::nn::Module& judge, const std::filesystem::path& cache, const std::string& recipe) {
+    if (!std::filesystem::exists(cache)) return false;
+    auto bytes = common::read_file(cache, 64 << 20);
+    if (!bytes) return false;
+    auto file = common::parse_safetensors(*bytes);
+    if (!file) return false;
+    auto made_by = file->metadata().find(kRecipeKey);
+    if (made_by == file->metadata().end() || made_by->second != recipe) return false;
+    auto state = common::to_torch_map(*file);
+    return state && common::load_state(judge, *state);
+}
 
 common::Result<common::ShardData> load_training_set(const std::filesystem::path& dir,
                                                     const common::DatasetManifest& manifest) {
@@ -52,16 +79,17 @@ struct SampleJudge::Impl {
     JudgeCeilings ceilings;
 
     // Fits the judge to the real training images from the cnn preset's seeded initial weights.
-    common::Status train(const std::filesystem::path& pixels_dir, const common::DatasetManifest& pixels) {
+    common::Status train(const std::filesystem::path& pixels_dir, const common::DatasetManifest& pixels,
+                         const std::string& recipe) {
         auto data = load_training_set(pixels_dir, pixels);
         if (!data) return data.error();
         auto workload = common::make_workload("cnn", shape_of(pixels), options.seed);
         if (!workload) return workload.error();
         common::TrainConfig train;
-        train.batch_size = 64;
+        train.batch_size = kJudgeBatch;
         train.steps = options.epochs * data->size() / train.batch_size;
-        train.lr = 1e-3;
-        train.weight_decay = 0.01;
+        train.lr = kJudgeLr;
+        train.weight_decay = kJudgeWeightDecay;
         train.seed = options.seed;
         train.num_classes = static_cast<std::int64_t>(pixels.classes.size());
         if (!options.quiet)
@@ -73,7 +101,7 @@ struct SampleJudge::Impl {
         common::TorchTensorMap trained;
         for (const auto& [name, value] : theta0) trained.emplace(name, value + outcome->delta.at(name));
         if (auto status = common::load_state(*judge, trained); !status) return status;
-        auto bytes = common::to_safetensors(trained);
+        auto bytes = common::to_safetensors(trained, {{kRecipeKey, recipe}});
         if (!bytes) return bytes.error();
         return common::write_file_atomic(options.cache, *bytes);
     }
@@ -128,10 +156,11 @@ common::Result<std::unique_ptr<SampleJudge>> SampleJudge::make(const JudgeOption
         torch::NoGradGuard no_grad;
         if (auto status = common::load_state_file(*impl->decoder, options.latents / latents->decoder.file); !status)
             return common::with_context("decoder", status.error());
-        bool cached = std::filesystem::exists(options.cache) && common::load_state_file(*impl->judge, options.cache);
-        if (!cached) {
+        auto recipe = recipe_of(options, *pixels);
+        if (!load_cached_judge(*impl->judge, options.cache, recipe)) {
             torch::AutoGradMode training(true);
-            if (auto status = impl->train(options.pixels, *pixels); !status) return common::with_context("judge", status.error());
+            if (auto status = impl->train(options.pixels, *pixels, recipe); !status)
+                return common::with_context("judge", status.error());
         } else if (!options.quiet) {
             std::cerr << "judge: reusing " << options.cache.string() << "\n";
         }

@@ -1,0 +1,179 @@
+// Failure atomicity under injected faults. Writing a new version can fail at any step of its
+// checkpoint blob (create, write, fsync, rename, the directory's fsync) or at its database row;
+// each must leave the model as it was and merge the results again exactly once, in place after
+// the retry or after a restart. Every run's final checkpoint is compared, byte for byte, with
+// the same results merged by a server without faults. A result file that cannot be written
+// is not acknowledged; a validation that fails with an error is tried again.
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "faulty_file_system.h"
+#include "server_fixture.h"
+#include "sqlite.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+constexpr int kResults = 4;
+
+// A fault-injecting server whose aggregator retries after `retry_s`; fedbuff merges in pairs.
+std::unique_ptr<TestServer> server_with(FaultyFileSystem& faults, PolicyKind policy, double retry_s = 0.01) {
+    return std::make_unique<TestServer>(
+        [policy](TaskConfig& config) {
+            if (policy == PolicyKind::FedBuff) config.merge.buffer_size = 2;
+        },
+        policy, [&faults, retry_s](ServerOptions& options) {
+            options.file_system = &faults;
+            options.merge_retry_s = retry_s;
+        });
+}
+
+// Result `i` (0-based) of the run: a made-up Δ with its own seed.
+void deliver(TestServer& server, TestVolunteer& volunteer, int i, bool wait = true) {
+    auto wu = volunteer.request_work().value();
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f, static_cast<std::uint32_t>(i + 1))).status == 200);
+    if (wait) server.app().wait_idle();
+}
+
+std::string newest_checkpoint(TestServer& server) {
+    auto task = server.store().current_task().value().value();
+    return server.store().version(task.id, task.version).value().value().blob_sha256;
+}
+
+// The checkpoint kResults results make on a server without faults.
+std::string clean_checkpoint(PolicyKind policy) {
+    FaultyFileSystem no_faults;
+    auto server = server_with(no_faults, policy);
+    TestVolunteer volunteer(*server);
+    for (int i = 0; i < kResults; ++i) deliver(*server, volunteer, i);
+    return newest_checkpoint(*server);
+}
+
+std::int64_t commit_failures(TestServer& server) {
+    auto page = http_get(server.port(), "/metrics").body;
+    const std::string name = "\ntessera_commit_failures_total ";
+    auto at = page.find(name);
+    REQUIRE(at != std::string::npos);
+    return std::stoll(page.substr(at + name.size()));
+}
+
+std::int64_t merged_results(TestServer& server) {
+    return server.store().counts(0).value().assignments["merged"];
+}
+
+bool in_blobs(const TestServer& server, const std::filesystem::path& path) {
+    return path.parent_path() == server.state().blobs();
+}
+
+template <typename Condition>
+bool eventually(Condition condition) {
+    for (int i = 0; i < 3000; ++i) {
+        if (condition()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint write that fails at any step loses no result and applies none twice") {
+    for (auto policy : {PolicyKind::FedAsync, PolicyKind::FedBuff}) {
+        auto clean = clean_checkpoint(policy);
+        for (auto step : {WriteStep::Create, WriteStep::Write, WriteStep::Sync, WriteStep::Rename,
+                          WriteStep::SyncDirectory}) {
+            CAPTURE(policy_name(policy));
+            CAPTURE(write_step_name(step));
+            FaultyFileSystem faults;
+            auto server = server_with(faults, policy);
+            TestVolunteer volunteer(*server);
+            for (int i = 0; i < kResults; ++i) {
+                // The last commit fails: for fedbuff, with two results in it.
+                if (i == kResults - 1)
+                    faults.fail_writes([&](const auto& path) { return in_blobs(*server, path); }, step);
+                deliver(*server, volunteer, i);
+            }
+            CHECK(faults.faults_injected() == 1);
+            CHECK(commit_failures(*server) == 1);
+            CHECK(merged_results(*server) == kResults);
+            CHECK(server->version() == (policy == PolicyKind::FedBuff ? kResults / 2 : kResults));
+            CHECK(newest_checkpoint(*server) == clean);
+        }
+    }
+}
+
+TEST_CASE("a version row that cannot be written: the results are merged once it can") {
+    auto clean = clean_checkpoint(PolicyKind::FedAsync);
+    FaultyFileSystem no_faults;
+    auto server = server_with(no_faults, PolicyKind::FedAsync, 0.02);
+    TestVolunteer volunteer(*server);
+    deliver(*server, volunteer, 0);
+    SqliteDb db(server->state().database(), false);
+    db.exec("CREATE TRIGGER injected_fault BEFORE INSERT ON model_versions "
+            "BEGIN SELECT RAISE(ABORT, 'injected fault'); END;");
+    deliver(*server, volunteer, 1, false);
+    REQUIRE(eventually([&] { return commit_failures(*server) >= 2; }));  // retried, and failed again
+    CHECK(server->version() == 1);
+    db.exec("DROP TRIGGER injected_fault");
+    server->app().wait_idle();
+    CHECK(server->version() == 2);
+    for (int i = 2; i < kResults; ++i) deliver(*server, volunteer, i);
+    CHECK(merged_results(*server) == kResults);
+    CHECK(newest_checkpoint(*server) == clean);
+}
+
+TEST_CASE("a commit that failed before a restart is merged once after it") {
+    auto clean = clean_checkpoint(PolicyKind::FedAsync);
+    FaultyFileSystem faults;
+    auto server = server_with(faults, PolicyKind::FedAsync, 3600);  // no retry before the restart
+    TestVolunteer volunteer(*server);
+    deliver(*server, volunteer, 0);
+    faults.fail_writes([&](const auto& path) { return in_blobs(*server, path); }, WriteStep::Rename);
+    deliver(*server, volunteer, 1, false);
+    REQUIRE(eventually([&] { return commit_failures(*server) == 1; }));
+    server->stop();
+    server->start();
+    server->app().wait_idle();
+    CHECK(server->version() == 2);
+    for (int i = 2; i < kResults; ++i) deliver(*server, volunteer, i);
+    CHECK(merged_results(*server) == kResults);
+    CHECK(newest_checkpoint(*server) == clean);
+}
+
+TEST_CASE("a result file that cannot be written is not acknowledged, and the upload can be repeated") {
+    FaultyFileSystem faults;
+    auto server = server_with(faults, PolicyKind::FedAsync);
+    TestVolunteer volunteer(*server);
+    auto wu = volunteer.request_work().value();
+    auto delta = volunteer.made_up_delta(wu, 1e-3f);
+    faults.fail_writes([&](const auto& path) { return path.parent_path() == server->state().results(); },
+                       WriteStep::Sync);
+    auto refused = volunteer.upload(wu, delta);
+    CHECK(refused.status == 500);
+    CHECK(state_of(*server, wu.wu_id) == "in_progress");
+    CHECK(!std::filesystem::exists(server->state().result_file(wu.wu_id)));
+    REQUIRE(volunteer.upload(wu, delta).status == 200);
+    server->app().wait_idle();
+    CHECK(state_of(*server, wu.wu_id) == "merged");
+    CHECK(server->version() == 1);
+}
+
+TEST_CASE("a validation that fails with an error is tried again by the transitioner") {
+    FaultyFileSystem faults;
+    auto server = server_with(faults, PolicyKind::FedAsync);
+    TestVolunteer volunteer(*server);
+    auto wu = volunteer.request_work().value();
+    faults.fail_reads([&](const auto& path) { return path.parent_path() == server->state().results(); });
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 200);
+    server->app().wait_idle();
+    CHECK(faults.faults_injected() == 1);
+    CHECK(state_of(*server, wu.wu_id) == "returned");  // no verdict: the error was not the result's
+    CHECK(server->app().transitioner().tick().value().revalidated == 0);  // too recent to retry
+    server->advance(kRevalidateAfterS + 1);
+    CHECK(server->app().transitioner().tick().value().revalidated == 1);
+    server->app().wait_idle();
+    CHECK(state_of(*server, wu.wu_id) == "merged");
+    CHECK(server->version() == 1);
+}
