@@ -23,6 +23,8 @@ namespace {
 struct CommandOptions {
     std::string data, fleet, runs, out, model, staleness, judge_data, judge_cache;
     std::int64_t judge_per_class = 100;
+    double judge_guidance = 3;
+    std::int64_t judge_steps = 20;
     std::int64_t volunteers = 8;
     double base_speed = 100;
     double target_loss = 0;
@@ -128,6 +130,8 @@ int run_campaign(CommandOptions& o) {
         options.cache = o.judge_cache.empty() ? std::filesystem::path(o.judge_data) / "judge-cnn.safetensors"
                                               : std::filesystem::path(o.judge_cache);
         options.per_class = o.judge_per_class;
+        options.guidance = o.judge_guidance;
+        options.sampling_steps = o.judge_steps;
         options.quiet = o.sim.quiet;
         auto made = SampleJudge::make(options);
         if (!made) {
@@ -183,8 +187,9 @@ int run_campaign(CommandOptions& o) {
     auto out = std::filesystem::path(o.out);
     if (judge) {
         const auto& c = judge->ceilings();
-        std::cout << "cas: share of " << o.judge_per_class << " samples per class that a cnn trained on the real "
-                  << "images classifies as asked; ceilings: real test images " << format_share(c.real_images)
+        std::cout << "cas: share of " << o.judge_per_class << " samples per class (guidance " << o.judge_guidance
+                  << ", " << o.judge_steps << " steps) that a cnn trained on the real images classifies as asked; "
+                  << "ceilings: real test images " << format_share(c.real_images)
                   << ", decoded test latents " << format_share(c.reconstructed) << "\n";
         std::ofstream ceilings(out / "judge.csv");
         ceilings << "real_images,decoded_test_latents,samples_per_class\n"
@@ -240,6 +245,8 @@ int run_fleet_command(int argc, char** argv) {
         ("judge-cache", "the judge's weights (default: <judge>/judge-cnn.safetensors; trained when absent)",
          cxxopts::value<std::string>()->default_value(""))
         ("judge-samples", "samples per class the judge scores", cxxopts::value<std::int64_t>()->default_value("100"))
+        ("judge-guidance", "classifier-free guidance of the judged samples", cxxopts::value<double>()->default_value("3"))
+        ("judge-steps", "Euler steps of the judged samples", cxxopts::value<std::int64_t>()->default_value("20"))
         ("quiet", "no progress lines")
         ("h,help", "show this help");
     try {
@@ -269,8 +276,10 @@ int run_fleet_command(int argc, char** argv) {
         o.judge_data = a["judge"].as<std::string>();
         o.judge_cache = a["judge-cache"].as<std::string>();
         o.judge_per_class = a["judge-samples"].as<std::int64_t>();
-        if (o.judge_per_class < 1) {
-            std::cerr << "tessera-bench fleet: --judge-samples must be >= 1\n";
+        o.judge_guidance = a["judge-guidance"].as<double>();
+        o.judge_steps = a["judge-steps"].as<std::int64_t>();
+        if (o.judge_per_class < 1 || o.judge_steps < 1 || !(o.judge_guidance >= 1)) {
+            std::cerr << "tessera-bench fleet: --judge-samples and --judge-steps must be >= 1, --judge-guidance >= 1\n";
             return 2;
         }
         o.sim.sample_budget = a["samples"].as<std::int64_t>();
