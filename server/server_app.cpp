@@ -240,7 +240,7 @@ void ServerApp::stop() {
     p.io.stop();
     for (auto& thread : p.io_threads) thread.join();
     p.work_pool->join();  // queued validations finish; their accepted results reach the aggregator
-    p.aggregator->wait_idle();
+    p.aggregator->wait_idle(false);  // a failed commit waiting to retry is replayed at the next start
     p.aggregator->stop();
 }
 

@@ -86,9 +86,9 @@ void Aggregator::stop() {
     if (thread_.joinable()) thread_.join();
 }
 
-void Aggregator::wait_idle() {
+void Aggregator::wait_idle(bool through_retries) {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return (queue_.empty() && !busy_) || stopping_; });
+    changed_.wait(lock, [&] { return (queue_.empty() && !busy_) || stopping_ || (retrying_ && !through_retries); });
 }
 
 void Aggregator::run() {
@@ -110,7 +110,10 @@ void Aggregator::run() {
         if (retry_pending_) {
             retry_pending_ = false;
             std::unique_lock lock(mutex_);
+            retrying_ = true;
+            changed_.notify_all();
             changed_.wait_for(lock, std::chrono::duration<double>(hooks_.retry_s), [&] { return stopping_; });
+            retrying_ = false;
         }
         bool idle = false;
         {

@@ -45,8 +45,10 @@ public:
     void enqueue(const std::string& assignment_id);
     // Finishes the queue's current item and stops.
     void stop();
-    // Blocks until the queue is empty and nothing is being merged (tests and shutdown).
-    void wait_idle();
+    // Blocks until the queue is empty and nothing is being merged (tests and shutdown). With
+    // `through_retries` false it also returns while a failed commit waits for its retry (the
+    // results it holds are replayed at the next start).
+    void wait_idle(bool through_retries = true);
     std::int64_t version() const { return version_.load(); }
 
 private:
@@ -73,6 +75,7 @@ private:
     std::unique_ptr<CurveEvaluator> curve_;
     bool changed_since_idle_ = false;
     bool retry_pending_ = false;  // a commit failed: wait hooks_.retry_s before merging again
+    bool retrying_ = false;       // waiting for that retry (guarded by mutex_)
 
     std::mutex mutex_;
     std::condition_variable changed_;

@@ -9,13 +9,21 @@ common::Status ResultFiles::write(const std::string& assignment_id, common::Byte
     return files_.write_atomic(state_.result_file(assignment_id), delta);
 }
 
+common::Result<common::Bytes> ResultFiles::read_bytes(const std::string& assignment_id) const {
+    return files_.read(state_.result_file(assignment_id), std::uint64_t{8} << 30);
+}
+
 common::Result<common::NamedTensors> ResultFiles::read(const std::string& assignment_id,
                                                        std::int64_t max_values) const {
-    auto bytes = files_.read(state_.result_file(assignment_id), std::uint64_t{8} << 30);
+    auto bytes = read_bytes(assignment_id);
     if (!bytes) return bytes.error();
+    return decode_result_delta(*bytes, max_values);
+}
+
+common::Result<common::NamedTensors> decode_result_delta(common::ByteView bytes, std::int64_t max_values) {
     common::DeltaDecodeLimits limits;
     limits.max_elements = static_cast<std::uint64_t>(max_values);
-    auto decoded = common::decode_delta(*bytes, limits);
+    auto decoded = common::decode_delta(bytes, limits);
     if (!decoded) return decoded.error();
     return std::move(decoded->tensors);
 }

@@ -18,7 +18,9 @@ public:
         : state_(std::move(state)), files_(files) {}
 
     common::Status write(const std::string& assignment_id, common::ByteView delta);
-    // The delta, with at most `max_values` values over all tensors.
+    // The stored file; an error here is the server's (the disk), not the volunteer's.
+    common::Result<common::Bytes> read_bytes(const std::string& assignment_id) const;
+    // The delta, with at most `max_values` values over all tensors (read_bytes, then decode).
     common::Result<common::NamedTensors> read(const std::string& assignment_id, std::int64_t max_values) const;
     // Best effort: a file left behind is removed at the next start (remove_orphan_files).
     void remove(const std::string& assignment_id);
@@ -27,5 +29,9 @@ private:
     StateDir state_;
     FileSystem& files_;
 };
+
+// A stored delta file decoded, with at most `max_values` values: an error here is the
+// volunteer's (the file it uploaded does not decode).
+common::Result<common::NamedTensors> decode_result_delta(common::ByteView bytes, std::int64_t max_values);
 
 }  // namespace tessera::server

@@ -80,7 +80,9 @@ common::Result<Validator::Verdict> Validator::check(const AssignmentRecord& a, c
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
     const auto& model = **base;
-    auto delta = results_.read(a.id, value_count(model) + 1);
+    auto bytes = results_.read_bytes(a.id);
+    if (!bytes) return bytes.error();  // the disk's fault, not the result's: no verdict yet
+    auto delta = decode_result_delta(*bytes, value_count(model) + 1);
     if (!delta) return Verdict{std::string(reason::kUndecodable), delta.message()};
     if (auto layout = check_same_layout(model, *delta); !layout)
         return Verdict{std::string(reason::kShapeMismatch), layout.message()};
