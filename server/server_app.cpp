@@ -212,11 +212,15 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
 
     for (std::size_t i = 0; i < p.options.io_threads; ++i) p.io_threads.emplace_back([raw] { raw->io.run(); });
     if (p.options.tick_interval_s > 0)
+        // Its own thread, ticking on a deadline: notifications of `changed` (every pool job
+        // sends one) wake it only to check for stopping. Ticks do database work, which has
+        // no place on the I/O threads.
         p.ticker = std::thread([raw] {
             std::unique_lock lock(raw->mutex);
+            auto next = std::chrono::steady_clock::now();
             while (!raw->stopping) {
-                raw->changed.wait_for(lock, std::chrono::seconds(raw->options.tick_interval_s));
-                if (raw->stopping) break;
+                next += std::chrono::seconds(raw->options.tick_interval_s);
+                if (raw->changed.wait_until(lock, next, [raw] { return raw->stopping; })) break;
                 lock.unlock();
                 if (auto report = raw->transitioner->tick(); !report)
                     std::cerr << "transitioner: " << report.message() << "\n";

@@ -172,6 +172,21 @@ TEST_CASE("diloco keeps its momentum with each version and reloads it on restart
     CHECK(server.version() == 3);
 }
 
+TEST_CASE("the transitioner ticks on its period, not whenever the work pool finishes a job") {
+    TestServer server({}, PolicyKind::FedAsync, [](ServerOptions& options) { options.tick_interval_s = 3600; });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    auto overdue = alice.request_work().value();
+    server.advance(server.config().deadline_s + 1);
+    for (int i = 0; i < 3; ++i) {  // validations and evaluations: jobs on the pool
+        auto wu = bob.request_work().value();
+        REQUIRE(bob.upload(wu, bob.made_up_delta(wu, 1e-3f, static_cast<std::uint32_t>(i + 1))).status == 200);
+        server.app().wait_idle();
+    }
+    CHECK(state_of(server, overdue.wu_id) == "in_progress");  // no tick within the hour
+    CHECK(server.app().transitioner().tick().value().timed_out == 1);
+}
+
 TEST_CASE("the store applies its schema once and refuses a database from a newer server") {
     TempDir dir;
     auto path = dir / "server.db";
