@@ -3,6 +3,7 @@
 
 #include <charconv>
 
+#include "file_range_body.h"
 #include "text_encoding.h"
 
 namespace tessera::server {
@@ -92,24 +93,14 @@ Response serve_blob(const Request& request, const BlobStore& blobs, std::string_
         response.content_length(length);
         return response;
     }
-    if (range) {
-        // A file_body sends from the current position to the end; partial lengths need a copy.
-        std::string body(length, '\0');
-        file.file().seek(first, error);
-        if (!error) file.file().read(body.data(), length, error);
-        if (error) return error_response(request, http::status::internal_server_error, "internal", "cannot read blob");
-        http::response<http::string_body> response{status, request.version()};
-        headers(response);
+    FileRangeBody::value_type body{std::move(file.file()), first, length};
+    http::response<FileRangeBody> response{std::piecewise_construct, std::make_tuple(std::move(body)),
+                                           std::make_tuple(status, request.version())};
+    headers(response);
+    if (range)
         response.set(http::field::content_range, "bytes " + std::to_string(first) + "-" +
                                                      std::to_string(range->last) + "/" + std::to_string(size));
-        response.body() = std::move(body);
-        response.prepare_payload();
-        return response;
-    }
-    http::response<http::file_body> response{std::piecewise_construct, std::make_tuple(std::move(file)),
-                                             std::make_tuple(status, request.version())};
-    headers(response);
-    response.content_length(size);
+    response.content_length(length);
     return response;
 }
 

@@ -98,6 +98,11 @@ TEST_CASE("blobs: ETag, immutable caching, ranges, HEAD, 304, 404 and 416") {
     CHECK(part.status == 206);
     CHECK(part.body == whole.body.substr(10, 10));
     CHECK(part.headers["content-range"] == "bytes 10-19/" + std::to_string(whole.body.size()));
+    // A range over several of the 64 KiB pieces the server reads the file in.
+    REQUIRE(whole.body.size() > 300000);
+    auto span = http_get(server.port(), target, {{"Range", "bytes=65000-300000"}});
+    CHECK(span.status == 206);
+    CHECK(span.body == whole.body.substr(65000, 235001));
     auto tail = http_get(server.port(), target, {{"Range", "bytes=-5"}});
     CHECK(tail.body == whole.body.substr(whole.body.size() - 5));
     auto open_ended = http_get(server.port(), target, {{"Range", "bytes=" + std::to_string(whole.body.size() - 3) + "-"}});
