@@ -38,6 +38,7 @@ struct ServerApp::Parts {
     ServerMetrics metrics;
     std::unique_ptr<SampleGallery> gallery;
     std::unique_ptr<Dashboard> dashboard;
+    std::unique_ptr<EventHub> events;
     std::unique_ptr<Api> api;
     boost::asio::io_context io;
     std::unique_ptr<HttpServer> http;
@@ -195,7 +196,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     if (!token) return token.error();
     auto facts = run_facts(p, *task, parameters);  // makes the gallery when the model can draw
     p.dashboard = std::make_unique<Dashboard>(*p.store, p.gallery.get(), std::move(facts), p.options.clock);
-    p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.scheduler, *p.intake, *p.dashboard, p.metrics,
+    p.events = std::make_unique<EventHub>(*p.store, std::chrono::milliseconds(500));
+    p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.scheduler, *p.intake, *p.dashboard, *p.events, p.metrics,
                                   p.key->verify_key(), token->value_or(""), p.options.clock, limits);
 
     // Bind first: a busy port or a bad certificate fails before any work starts. Requests

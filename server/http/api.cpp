@@ -38,9 +38,10 @@ RouteSpec admin_route(http::verb method, std::string_view path) {
 }  // namespace
 
 Api::Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntake& intake, Dashboard& dashboard,
-         ServerMetrics& metrics, const common::VerifyKey& server_key, std::string operator_token_sha256, Clock clock,
-         ApiLimits limits)
-    : store_(store), blobs_(blobs), scheduler_(scheduler), intake_(intake), dashboard_(dashboard), metrics_(metrics),
+         EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
+         std::string operator_token_sha256, Clock clock, ApiLimits limits)
+    : store_(store), blobs_(blobs), scheduler_(scheduler), intake_(intake), dashboard_(dashboard), events_(events),
+      metrics_(metrics),
       server_key_(server_key),
       operator_token_sha256_(std::move(operator_token_sha256)), clock_(std::move(clock)), limits_(limits),
       routes_(make_routes()) {}

@@ -11,6 +11,7 @@
 #include "blob_store.h"
 #include "dashboard.h"
 #include "ed25519.h"
+#include "event_hub.h"
 #include "http_types.h"
 #include "result_intake.h"
 #include "route_table.h"
@@ -29,8 +30,8 @@ struct ApiLimits {
 class Api {
 public:
     Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntake& intake, Dashboard& dashboard,
-        ServerMetrics& metrics, const common::VerifyKey& server_key, std::string operator_token_sha256, Clock clock,
-        ApiLimits limits);
+        EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
+        std::string operator_token_sha256, Clock clock, ApiLimits limits);
 
     Response handle(Request request);
     // The largest body a route accepts: the session reads no more.
@@ -41,9 +42,9 @@ public:
     // response), starting after `Last-Event-ID` or `?after=`.
     bool is_event_stream(const http::request_header<>& header) const;
     static std::int64_t event_stream_start(const http::request_header<>& header);
-    // Events after `after` as SSE text ("id: N\nevent: KIND\ndata: JSON\n\n" each);
-    // `after` moves to the last id written. Empty when there is nothing new.
-    std::string event_stream_chunk(std::int64_t& after);
+    // Events after `after` as SSE text ("id: N\nevent: KIND\ndata: JSON\n\n" each), from
+    // the event hub's memory; `after` moves to the last id written. Empty when nothing is new.
+    std::string event_stream_chunk(std::int64_t& after) { return events_.chunk_after(after); }
     // What the sessions record (latency, bytes) and /metrics shows.
     ServerMetrics& metrics() { return metrics_; }
 
@@ -70,6 +71,7 @@ private:
     Scheduler& scheduler_;
     ResultIntake& intake_;
     Dashboard& dashboard_;
+    EventHub& events_;
     ServerMetrics& metrics_;
     const common::VerifyKey& server_key_;
     std::string operator_token_sha256_;

@@ -79,19 +79,6 @@ std::int64_t Api::event_stream_start(const http::request_header<>& header) {
     return after;
 }
 
-std::string Api::event_stream_chunk(std::int64_t& after) {
-    auto rows = store_.events_after(after, 100);
-    std::string text;
-    if (!rows) return text;
-    for (const auto& e : *rows) {
-        boost::json::object data{{"id", e.id}, {"at", e.at}, {"kind", e.kind},
-                                 {"detail", boost::json::parse(e.detail_json)}};
-        text += "id: " + std::to_string(e.id) + "\nevent: " + e.kind + "\ndata: " + boost::json::serialize(data) + "\n\n";
-        after = e.id;
-    }
-    return text;
-}
-
 // Prometheus text exposition format, version 0.0.4 (server_metrics.cpp).
 Response Api::metrics(const Request& request) {
     StoredMetrics stored;
