@@ -40,6 +40,7 @@ struct ServerApp::Parts {
     std::unique_ptr<Dashboard> dashboard;
     std::unique_ptr<EventHub> events;
     std::unique_ptr<Api> api;
+    std::unique_ptr<boost::asio::thread_pool> handler_pool;  // outlives io: answers in flight finish
     boost::asio::io_context io;
     std::unique_ptr<HttpServer> http;
     std::vector<std::thread> io_threads;
@@ -202,7 +203,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
 
     // Bind first: a busy port or a bad certificate fails before any work starts. Requests
     // wait until the I/O threads run.
-    p.http = std::make_unique<HttpServer>(p.io, *p.api, p.options.http);
+    p.handler_pool = std::make_unique<boost::asio::thread_pool>(p.options.handler_threads);
+    p.http = std::make_unique<HttpServer>(p.io, *p.handler_pool, *p.api, p.options.http);
     if (auto status = p.http->start(); !status) return status.error();
 
     if (*task) {
@@ -242,9 +244,10 @@ void ServerApp::stop() {
     }
     p.changed.notify_all();
     if (p.ticker.joinable()) p.ticker.join();
-    p.http->stop();
+    p.http->drain(std::chrono::seconds(10));  // responses in flight are sent
     p.io.stop();
     for (auto& thread : p.io_threads) thread.join();
+    p.handler_pool->join();  // requests being answered finish (their validations are queued)
     p.work_pool->join();  // queued validations finish; their accepted results reach the aggregator
     p.aggregator->wait_idle(false);  // a failed commit waiting to retry is replayed at the next start
     p.aggregator->stop();

@@ -22,7 +22,8 @@ struct ServerOptions {
     StateDir state{"."};
     HttpSettings http;
     std::string blob_base_url;          // --blob-url-base; empty: this server's /blobs
-    std::size_t io_threads = 2;
+    std::size_t io_threads = 2;         // socket I/O only
+    std::size_t handler_threads = 4;    // answering requests: database, hashing, fsync, signing
     std::size_t work_threads = 2;       // validation loss checks and evaluations
     std::int64_t tick_interval_s = 5;   // transitioner period
     Clock clock;                        // empty: the system clock

@@ -35,7 +35,9 @@ int run_command(int argc, char** argv) {
         ("tls-key", "PEM private key of the certificate", cxxopts::value<std::string>()->default_value(""))
         ("blob-url-base", "work units send volunteers to URL/<sha256> for blobs (an HTTP cache of blobs/)",
          cxxopts::value<std::string>()->default_value(""))
-        ("io-threads", "threads serving HTTP", cxxopts::value<std::size_t>()->default_value("2"))
+        ("io-threads", "threads moving HTTP bytes", cxxopts::value<std::size_t>()->default_value("2"))
+        ("handler-threads", "threads answering requests (database, hashing, fsync, signing)",
+         cxxopts::value<std::size_t>()->default_value("4"))
         ("work-threads", "threads for loss checks and evaluation", cxxopts::value<std::size_t>()->default_value("2"))
         ("max-connections", "open connections at most", cxxopts::value<std::size_t>()->default_value("256"))
         ("tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))
@@ -66,6 +68,7 @@ int run_command(int argc, char** argv) {
     server.http.max_connections = args["max-connections"].as<std::size_t>();
     server.blob_base_url = base;
     server.io_threads = std::max<std::size_t>(1, args["io-threads"].as<std::size_t>());
+    server.handler_threads = std::max<std::size_t>(1, args["handler-threads"].as<std::size_t>());
     server.work_threads = std::max<std::size_t>(1, args["work-threads"].as<std::size_t>());
     server.tick_interval_s = std::max<std::int64_t>(1, args["tick"].as<std::int64_t>());
     auto app = ServerApp::start(std::move(server));

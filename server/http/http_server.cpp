@@ -12,7 +12,12 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <functional>
 #include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
 
 namespace tessera::server {
 namespace {
@@ -44,13 +49,59 @@ private:
     std::shared_ptr<std::atomic<std::size_t>> count_;
 };
 
+// Stopping: no new requests; connections waiting for their next request are closed at once;
+// requests being read or answered finish. Thread-safe.
+class Drain {
+public:
+    bool draining() const { return draining_.load(); }
+    // A session about to wait for its next request says how to close it; false when the
+    // server is stopping already (the session ends instead of waiting).
+    bool enter_idle(std::uint64_t& ticket, std::function<void()> close) {
+        std::lock_guard lock(mutex_);
+        if (draining_) return false;
+        ticket = next_++;
+        idle_.emplace(ticket, std::move(close));
+        return true;
+    }
+    void leave_idle(std::uint64_t ticket) {
+        std::lock_guard lock(mutex_);
+        idle_.erase(ticket);
+    }
+    void start() {
+        std::map<std::uint64_t, std::function<void()>> idle;
+        {
+            std::lock_guard lock(mutex_);
+            draining_ = true;
+            idle.swap(idle_);
+        }
+        for (auto& [_, close] : idle) close();
+    }
+
+private:
+    std::mutex mutex_;
+    std::atomic<bool> draining_{false};
+    std::map<std::uint64_t, std::function<void()>> idle_;
+    std::uint64_t next_ = 0;
+};
+
+// What every session shares; kept alive by each session, so it outlives the HttpServer object.
+struct SessionContext {
+    SessionContext(asio::thread_pool& pool, Api& the_api, HttpSettings the_settings)
+        : handlers(pool), api(the_api), settings(std::move(the_settings)) {}
+    asio::thread_pool& handlers;
+    Api& api;
+    HttpSettings settings;
+    Drain drain;
+};
+using Context = std::shared_ptr<SessionContext>;
+
 constexpr auto kEventPoll = std::chrono::milliseconds(500);
 constexpr auto kEventKeepAlive = std::chrono::seconds(15);
 
 // Server-sent events until the client goes away or the server stops; the body ends with the
 // connection (no length), as SSE allows.
 template <class Stream>
-asio::awaitable<void> stream_events(Stream& stream, Api& api, std::int64_t after) {
+asio::awaitable<void> stream_events(Stream& stream, Api& api, const Drain& drain, std::int64_t after) {
     std::string head =
         "HTTP/1.1 200 OK\r\nServer: tessera-server\r\nContent-Type: text/event-stream\r\n"
         "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
@@ -69,13 +120,50 @@ asio::awaitable<void> stream_events(Stream& stream, Api& api, std::int64_t after
         }
         timer.expires_after(kEventPoll);
         auto [wait_error] = co_await timer.async_wait(kTuple);
-        if (wait_error) co_return;
+        if (wait_error || drain.draining()) co_return;
     }
 }
 
+asio::awaitable<std::optional<Response>> respond(Api& api, Request request) {
+    co_return api.handle(std::move(request));
+}
+
+// The API's answer, computed on the handler pool while this connection's coroutine waits.
+// Named locals, not temporaries, in the co_await: GCC 12 can destroy a coroutine's temporaries
+// twice.
+asio::awaitable<std::optional<Response>> answer(asio::thread_pool& handlers, Api& api, Request request) {
+    auto work = respond(api, std::move(request));
+    auto on_pool = asio::co_spawn(handlers.get_executor(), std::move(work), asio::use_awaitable);
+    auto response = co_await std::move(on_pool);
+    co_return response;
+}
+
+// Waits for the next request's header; a stopping server cancels the wait (the strand runs
+// the cancel, so it never touches a stream whose session has moved on).
 template <class Stream>
-asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer, Api& api,
-                                     const HttpSettings& settings) {
+asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_next_header(
+    Stream& stream, beast::flat_buffer& buffer, http::request_parser<http::vector_body<std::uint8_t>>& parser,
+    Drain& drain) {
+    auto& socket = beast::get_lowest_layer(stream);
+    auto waiting = std::make_shared<beast::tcp_stream*>(&socket);
+    auto strand = socket.get_executor();
+    std::uint64_t ticket = 0;
+    if (!drain.enter_idle(ticket, [waiting, strand] {
+            asio::post(strand, [waiting] {
+                if (*waiting) (*waiting)->cancel();
+            });
+        }))
+        co_return std::tuple(beast::error_code(asio::error::operation_aborted), std::size_t{0});
+    auto result = co_await http::async_read_header(stream, buffer, parser, kTuple);
+    *waiting = nullptr;
+    drain.leave_idle(ticket);
+    co_return result;
+}
+
+template <class Stream>
+asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer, Context context) {
+    auto& api = context->api;
+    const auto& settings = context->settings;
     for (;;) {
         http::request_parser<http::vector_body<std::uint8_t>> parser;
         parser.header_limit(settings.header_limit_bytes);
@@ -83,7 +171,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         // route is known: read the header unlimited and apply the route's limit below.
         parser.body_limit(boost::none);
         beast::get_lowest_layer(stream).expires_after(settings.header_timeout);
-        auto [header_error, header_bytes] = co_await http::async_read_header(stream, buffer, parser, kTuple);
+        auto [header_error, header_bytes] = co_await read_next_header(stream, buffer, parser, context->drain);
         auto& metrics = api.metrics();
         metrics.add_bytes_in(header_bytes);
         if (header_error) co_return;  // closed, timed out or malformed: nothing useful to answer
@@ -96,7 +184,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
             metrics.observe_request(group, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         };
         if (api.is_event_stream(header)) {
-            co_await stream_events(stream, api, Api::event_stream_start(header));
+            co_await stream_events(stream, api, context->drain, Api::event_stream_start(header));
             co_return;
         }
         auto limit = api.body_limit(header.method(), header.target());
@@ -123,36 +211,35 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         if (body_error) co_return;
         auto request = parser.release();
         bool keep_alive = request.keep_alive();
-        auto response = api.handle(std::move(request));
+        auto response = co_await answer(context->handlers, api, std::move(request));
         beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
-        auto [write_error, written] = co_await beast::async_write(stream, std::move(response), kTuple);
+        auto [write_error, written] = co_await beast::async_write(stream, std::move(*response), kTuple);
         record(written);
-        if (write_error || !keep_alive) co_return;
+        if (write_error || !keep_alive || context->drain.draining()) co_return;
     }
 }
 
-asio::awaitable<void> plain_session(beast::tcp_stream stream, Api& api, HttpSettings settings,
-                                    std::shared_ptr<ConnectionSlot>) {
+asio::awaitable<void> plain_session(beast::tcp_stream stream, Context context, std::shared_ptr<ConnectionSlot>) {
     beast::flat_buffer buffer;
-    co_await serve_requests(stream, buffer, api, settings);
+    co_await serve_requests(stream, buffer, context);
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
 }
 
-asio::awaitable<void> tls_session(beast::ssl_stream<beast::tcp_stream> stream, Api& api,
-                                  HttpSettings settings, std::shared_ptr<ConnectionSlot>) {
+asio::awaitable<void> tls_session(beast::ssl_stream<beast::tcp_stream> stream, Context context,
+                                  std::shared_ptr<ConnectionSlot>) {
     beast::flat_buffer buffer;
-    beast::get_lowest_layer(stream).expires_after(settings.header_timeout);
+    beast::get_lowest_layer(stream).expires_after(context->settings.header_timeout);
     auto [handshake_error] = co_await stream.async_handshake(asio::ssl::stream_base::server, kTuple);
     if (handshake_error) co_return;
-    co_await serve_requests(stream, buffer, api, settings);
+    co_await serve_requests(stream, buffer, context);
     beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
     co_await stream.async_shutdown(kTuple);
 }
 
-asio::awaitable<void> accept_loop(asio::io_context& io, std::shared_ptr<tcp::acceptor> acceptor, Api& api,
-                                  HttpSettings settings, asio::ssl::context* tls,
-                                  std::shared_ptr<std::atomic<std::size_t>> connections) {
+asio::awaitable<void> accept_loop(asio::io_context& io, Context context, std::shared_ptr<tcp::acceptor> acceptor,
+                                  asio::ssl::context* tls, std::shared_ptr<std::atomic<std::size_t>> connections) {
+    const auto& settings = context->settings;
     for (;;) {
         tcp::socket socket(asio::make_strand(io));  // each connection on its own strand
         auto [error] = co_await acceptor->async_accept(socket, kTuple);
@@ -168,10 +255,10 @@ asio::awaitable<void> accept_loop(asio::io_context& io, std::shared_ptr<tcp::acc
         if (tls) {
             asio::co_spawn(strand,
                            tls_session(beast::ssl_stream<beast::tcp_stream>(beast::tcp_stream(std::move(socket)), *tls),
-                                       api, settings, slot),
+                                       context, slot),
                            [](std::exception_ptr e) { report_exception("session", e); });
         } else {
-            asio::co_spawn(strand, plain_session(beast::tcp_stream(std::move(socket)), api, settings, slot),
+            asio::co_spawn(strand, plain_session(beast::tcp_stream(std::move(socket)), context, slot),
                            [](std::exception_ptr e) { report_exception("session", e); });
         }
     }
@@ -179,8 +266,9 @@ asio::awaitable<void> accept_loop(asio::io_context& io, std::shared_ptr<tcp::acc
 
 }  // namespace
 
-HttpServer::HttpServer(asio::io_context& io, Api& api, HttpSettings settings)
-    : io_(io), api_(api), settings_(std::move(settings)),
+HttpServer::HttpServer(asio::io_context& io, asio::thread_pool& handlers, Api& api, HttpSettings settings)
+    : io_(io), settings_(settings),
+      context_(std::make_shared<SessionContext>(handlers, api, std::move(settings))),
       connections_(std::make_shared<std::atomic<std::size_t>>(0)) {}
 
 HttpServer::~HttpServer() { stop(); }
@@ -212,7 +300,8 @@ common::Status HttpServer::start() {
                                   ": " + error.message());
     port_ = acceptor_->local_endpoint().port();
     asio::co_spawn(acceptor_->get_executor(),
-                   accept_loop(io_, acceptor_, api_, settings_, tls_ ? &*tls_ : nullptr, connections_),
+                   accept_loop(io_, std::static_pointer_cast<SessionContext>(context_), acceptor_,
+                               tls_ ? &*tls_ : nullptr, connections_),
                    [](std::exception_ptr e) { report_exception("accept loop", e); });
     return {};
 }
@@ -223,6 +312,14 @@ void HttpServer::stop() {
         beast::error_code ignored;
         acceptor->close(ignored);
     });
+}
+
+void HttpServer::drain(std::chrono::milliseconds deadline) {
+    stop();
+    std::static_pointer_cast<SessionContext>(context_)->drain.start();
+    auto until = std::chrono::steady_clock::now() + deadline;
+    while (connections_->load() > 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 }  // namespace tessera::server

@@ -1,7 +1,9 @@
 // The HTTP(S) server: an acceptor and one coroutine per connection (as Beast's
 // server-flex-awaitable example). A session reads the header first, asks the API how large a
 // body the route may send, then reads the body under a deadline; it serves requests in order
-// (keep-alive, one response in flight). Connections beyond the cap are closed on accept.
+// (keep-alive, one response in flight). Connections beyond the cap are closed on accept. The
+// I/O threads only move bytes: every request is answered by the API on the handler pool
+// (database, hashing, fsync, signing), and the session awaits the response.
 // Thread-safe to start and stop from any thread; sessions run on the io_context's threads.
 #pragma once
 
@@ -16,6 +18,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "api.h"
 #include "result.h"
@@ -35,18 +38,24 @@ struct HttpSettings {
 
 class HttpServer {
 public:
-    HttpServer(boost::asio::io_context& io, Api& api, HttpSettings settings);
+    // `handlers` runs Api::handle; it must outlive the server's sessions.
+    HttpServer(boost::asio::io_context& io, boost::asio::thread_pool& handlers, Api& api, HttpSettings settings);
     ~HttpServer();
     // Binds and starts accepting; the port actually bound is port().
     common::Status start();
+    // Stops accepting.
     void stop();
+    // Stops accepting and lets the open connections end: idle ones are closed at once, event
+    // streams end, requests being read or answered finish (their connection closes after the
+    // response). Returns when none is left, or after `deadline`.
+    void drain(std::chrono::milliseconds deadline);
     std::uint16_t port() const { return port_; }
     std::size_t open_connections() const { return connections_->load(); }
 
 private:
     boost::asio::io_context& io_;
-    Api& api_;
     HttpSettings settings_;
+    std::shared_ptr<void> context_;  // what the sessions share (http_server.cpp); after settings_
     std::optional<boost::asio::ssl::context> tls_;
     std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
     std::shared_ptr<std::atomic<std::size_t>> connections_;

@@ -327,6 +327,25 @@ std::string read_until_closed(boost::asio::ip::tcp::socket& socket) {
     return answer;
 }
 
+boost::asio::ip::tcp::socket connect_to(boost::asio::io_context& io, std::uint16_t port) {
+    boost::asio::ip::tcp::socket socket(io);
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
+    return socket;
+}
+
+// A connection the server has answered on: certainly accepted and counted. It stays open
+// (keep-alive), idle.
+boost::asio::ip::tcp::socket answered_connection(boost::asio::io_context& io, std::uint16_t port) {
+    auto socket = connect_to(io, port);
+    boost::asio::write(socket, boost::asio::buffer(std::string("GET /api/v1/stats HTTP/1.1\r\nHost: x\r\n\r\n")));
+    boost::beast::flat_buffer buffer;
+    boost::beast::http::response<boost::beast::http::string_body> response;
+    boost::beast::http::read(socket, buffer, response);
+    REQUIRE(response.result_int() == 200);
+    REQUIRE(buffer.size() == 0);
+    return socket;
+}
+
 }  // namespace
 
 TEST_CASE("connections beyond the cap are closed; idle connections time out") {
@@ -335,32 +354,47 @@ TEST_CASE("connections beyond the cap are closed; idle connections time out") {
         options.http.header_timeout = std::chrono::seconds(1);
     });
     boost::asio::io_context io;
-    auto connect = [&] {
-        boost::asio::ip::tcp::socket socket(io);
-        socket.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
-        return socket;
-    };
-    // A connection the server has answered on is certainly accepted and counted; it stays
-    // open (keep-alive), idle.
-    auto answered = [&] {
-        auto socket = connect();
-        boost::asio::write(socket, boost::asio::buffer(std::string("GET /api/v1/stats HTTP/1.1\r\nHost: x\r\n\r\n")));
-        boost::beast::flat_buffer buffer;
-        boost::beast::http::response<boost::beast::http::string_body> response;
-        boost::beast::http::read(socket, buffer, response);
-        REQUIRE(response.result_int() == 200);
-        REQUIRE(buffer.size() == 0);
-        return socket;
-    };
-    auto first = answered();
-    auto second = answered();
-    auto third = connect();
+    auto first = answered_connection(io, server.port());
+    auto second = answered_connection(io, server.port());
+    auto third = connect_to(io, server.port());
     boost::asio::write(third, boost::asio::buffer(std::string("GET /api/v1/stats HTTP/1.1\r\nHost: x\r\n\r\n")));
     CHECK(read_until_closed(third).empty());  // refused: closed without an answer
     // The idle ones are closed by the header timeout, which frees their slots.
     CHECK(read_until_closed(first).empty());
     CHECK(read_until_closed(second).empty());
     CHECK(http_get(server.port(), "/api/v1/stats").status == 200);
+}
+
+TEST_CASE("stopping closes idle connections at once and lets an upload in flight finish") {
+    TestServer server({}, PolicyKind::FedAsync, [](ServerOptions& options) {
+        options.http.header_timeout = std::chrono::seconds(3600);  // only the stop can close the idle one
+    });
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    auto delta = common::encode_delta(volunteer.made_up_delta(wu, 1e-3f), wu.encoding).value().bytes;
+    auto packed = common::pack_result_upload(boost::json::serialize(common::to_json(volunteer.manifest_for(wu, delta))),
+                                             delta);
+    std::string body(packed.begin(), packed.end());
+    std::string head = "POST /api/v1/results HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    for (const auto& [name, value] : signed_headers("/api/v1/results", body, volunteer.id(), volunteer.key(), server.now()))
+        head += name + ": " + value + "\r\n";
+    head += "\r\n";
+
+    boost::asio::io_context io;
+    auto uploading = connect_to(io, server.port());
+    boost::asio::write(uploading, boost::asio::buffer(head + body.substr(0, body.size() / 2)));
+    auto idle = answered_connection(io, server.port());
+    std::thread stopper([&] { server.stop(); });
+    CHECK(read_until_closed(idle).empty());  // the stop has begun: the idle connection is gone
+    boost::asio::write(uploading, boost::asio::buffer(body.substr(body.size() / 2)));
+    boost::beast::flat_buffer buffer;
+    boost::beast::http::response<boost::beast::http::string_body> response;
+    boost::beast::http::read(uploading, buffer, response);
+    CHECK(response.result_int() == 200);  // the upload in flight was answered
+    CHECK(read_until_closed(uploading).empty());  // and its connection closed after
+    stopper.join();
+    server.start();
+    CHECK(state_of(server, wu.wu_id) != "in_progress");  // the acknowledged result was kept
 }
 
 TEST_CASE("events stream as server-sent events, resuming after Last-Event-ID") {
