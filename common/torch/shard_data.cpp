@@ -109,4 +109,14 @@ Result<ShardData> concat_shards(const std::vector<ShardData>& shards) {
     return all;
 }
 
+Result<ShardData> load_training_set(const std::filesystem::path& dir, const DatasetManifest& manifest) {
+    std::vector<ShardData> shards;
+    for (const auto& file : manifest.train) {
+        auto shard = load_shard_file(dir / file.file);
+        if (!shard) return with_context(file.file, shard.error());
+        shards.push_back(std::move(*shard));
+    }
+    return concat_shards(shards);
+}
+
 }  // namespace tessera::common

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "../bytes.h"
+#include "../dataset_manifest.h"
 #include "../result.h"
 
 namespace tessera::common {
@@ -33,5 +34,8 @@ Result<ShardData> load_shard_file(const std::filesystem::path& path);
 
 // Concatenates shards of the same sample shape.
 Result<ShardData> concat_shards(const std::vector<ShardData>& shards);
+
+// Every training shard a dataset lists (files relative to `dir`), loaded and concatenated.
+Result<ShardData> load_training_set(const std::filesystem::path& dir, const DatasetManifest& manifest);
 
 }  // namespace tessera::common

@@ -14,8 +14,6 @@ namespace tessera::server {
 void apply_policy_defaults(TaskConfig& config) {
     switch (config.merge.kind) {
     case PolicyKind::FedAsync:
-        // η = 1 oscillated with three fast volunteers (staleness up to 10); 0.5 converged
-        // smoothly (docs/operations.md, "Merging").
         // η = 1 with (1+τ)^−1 rather than FedAsync's η ≈ 0.5 with ^−0.5: on the fleet
         // simulator's home fleet (docs/benchmarks.md) this reached 0.69 at K = 8 and 1.18 at
         // K = 32 where η = 0.5 reached 0.78 and 1.46, and η = 1 is exact at τ = 0.

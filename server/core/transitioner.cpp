@@ -22,9 +22,10 @@ common::Result<TickReport> Transitioner::tick() {
         if (auto status = validator_.accept_alone(a); !status) return status.error();
         ++report.accepted_alone;
     }
-    auto stuck = store_.returned_before(now - kRevalidateAfterS);
-    if (!stuck) return stuck.error();
-    for (const auto& a : *stuck) {
+    auto returned = store_.in_state(AssignmentState::Returned);
+    if (!returned) return returned.error();
+    for (const auto& a : *returned) {
+        if (a.returned_at.value_or(now) >= now - kRevalidateAfterS) continue;  // its validation may be running
         validator_.submit(a.id, executor_);
         ++report.revalidated;
     }

@@ -20,38 +20,12 @@
 #include <tuple>
 
 namespace tessera::server {
-namespace {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-using tcp = asio::ip::tcp;
-constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
-
-// A coroutine's escaping exception is a bug: say so instead of losing it silently.
-void report_exception(const char* where, std::exception_ptr error) {
-    if (!error) return;
-    try {
-        std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-        std::cerr << "tessera-server: " << where << ": " << e.what() << "\n";
-    }
-}
-
-// Decrements the open-connection count when a session ends.
-class ConnectionSlot {
-public:
-    explicit ConnectionSlot(std::shared_ptr<std::atomic<std::size_t>> count) : count_(std::move(count)) { ++*count_; }
-    ConnectionSlot(const ConnectionSlot&) = delete;
-    ConnectionSlot& operator=(const ConnectionSlot&) = delete;
-    ~ConnectionSlot() { --*count_; }
-
-private:
-    std::shared_ptr<std::atomic<std::size_t>> count_;
-};
 
 // Stopping: no new requests; connections waiting for their next request are closed at once;
 // requests being read or answered finish. Thread-safe.
-class Drain {
+class ConnectionDrain {
 public:
     bool draining() const { return draining_.load(); }
     // A session about to wait for its next request says how to close it; false when the
@@ -91,9 +65,39 @@ struct SessionContext {
     asio::thread_pool& handlers;
     Api& api;
     HttpSettings settings;
-    Drain drain;
+    ConnectionDrain drain;
 };
+
+namespace {
+
 using Context = std::shared_ptr<SessionContext>;
+
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+
+// A coroutine's escaping exception is a bug: say so instead of losing it silently.
+void report_exception(const char* where, std::exception_ptr error) {
+    if (!error) return;
+    try {
+        std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+        std::cerr << "tessera-server: " << where << ": " << e.what() << "\n";
+    }
+}
+
+// Decrements the open-connection count when a session ends.
+class ConnectionSlot {
+public:
+    explicit ConnectionSlot(std::shared_ptr<std::atomic<std::size_t>> count) : count_(std::move(count)) { ++*count_; }
+    ConnectionSlot(const ConnectionSlot&) = delete;
+    ConnectionSlot& operator=(const ConnectionSlot&) = delete;
+    ~ConnectionSlot() { --*count_; }
+
+private:
+    std::shared_ptr<std::atomic<std::size_t>> count_;
+};
+
 
 constexpr auto kEventPoll = std::chrono::milliseconds(500);
 constexpr auto kEventKeepAlive = std::chrono::seconds(15);
@@ -101,7 +105,7 @@ constexpr auto kEventKeepAlive = std::chrono::seconds(15);
 // Server-sent events until the client goes away or the server stops; the body ends with the
 // connection (no length), as SSE allows.
 template <class Stream>
-asio::awaitable<void> stream_events(Stream& stream, Api& api, const Drain& drain, std::int64_t after) {
+asio::awaitable<void> stream_events(Stream& stream, Api& api, const ConnectionDrain& drain, std::int64_t after) {
     std::string head =
         "HTTP/1.1 200 OK\r\nServer: tessera-server\r\nContent-Type: text/event-stream\r\n"
         "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
@@ -143,7 +147,7 @@ asio::awaitable<std::optional<Response>> answer(asio::thread_pool& handlers, Api
 template <class Stream>
 asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_next_header(
     Stream& stream, beast::flat_buffer& buffer, http::request_parser<http::vector_body<std::uint8_t>>& parser,
-    Drain& drain) {
+    ConnectionDrain& drain) {
     auto& socket = beast::get_lowest_layer(stream);
     auto waiting = std::make_shared<beast::tcp_stream*>(&socket);
     auto strand = socket.get_executor();
@@ -300,7 +304,7 @@ common::Status HttpServer::start() {
                                   ": " + error.message());
     port_ = acceptor_->local_endpoint().port();
     asio::co_spawn(acceptor_->get_executor(),
-                   accept_loop(io_, std::static_pointer_cast<SessionContext>(context_), acceptor_,
+                   accept_loop(io_, context_, acceptor_,
                                tls_ ? &*tls_ : nullptr, connections_),
                    [](std::exception_ptr e) { report_exception("accept loop", e); });
     return {};
@@ -316,7 +320,7 @@ void HttpServer::stop() {
 
 void HttpServer::drain(std::chrono::milliseconds deadline) {
     stop();
-    std::static_pointer_cast<SessionContext>(context_)->drain.start();
+    context_->drain.start();
     auto until = std::chrono::steady_clock::now() + deadline;
     while (connections_->load() > 0 && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -36,6 +36,8 @@ struct HttpSettings {
     std::filesystem::path tls_key;
 };
 
+struct SessionContext;  // what the sessions share (http_server.cpp)
+
 class HttpServer {
 public:
     // `handlers` runs Api::handle; it must outlive the server's sessions.
@@ -55,7 +57,7 @@ public:
 private:
     boost::asio::io_context& io_;
     HttpSettings settings_;
-    std::shared_ptr<void> context_;  // what the sessions share (http_server.cpp); after settings_
+    std::shared_ptr<SessionContext> context_;  // declared after settings_: built from the same argument
     std::optional<boost::asio::ssl::context> tls_;
     std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
     std::shared_ptr<std::atomic<std::size_t>> connections_;

@@ -107,8 +107,6 @@ public:
     common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit);
     // Validated results whose twin has not come back within `wait_s` and is not in progress.
     common::Result<std::vector<AssignmentRecord>> lonely_validated(std::int64_t now, std::int64_t wait_s);
-    // Results still waiting for a verdict that were returned before `time`, oldest first.
-    common::Result<std::vector<AssignmentRecord>> returned_before(std::int64_t time);
 
     // Observation.
     common::Status add_event(const std::string& kind, const std::string& detail_json, std::int64_t now);

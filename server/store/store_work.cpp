@@ -329,18 +329,6 @@ common::Result<std::vector<double>> Store::recent_norms_per_step(const std::stri
     });
 }
 
-common::Result<std::vector<AssignmentRecord>> Store::returned_before(std::int64_t time) {
-    return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kAssignmentColumns +
-                                  " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                                  "WHERE a.state = 'returned' AND a.returned_at < ? ORDER BY a.returned_at");
-        query.bind(1, time);
-        std::vector<AssignmentRecord> rows;
-        while (query.step()) rows.push_back(read_assignment(query));
-        return rows;
-    });
-}
-
 common::Result<std::vector<AssignmentRecord>> Store::lonely_validated(std::int64_t now, std::int64_t wait_s) {
     return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
         Statement query(*db_, std::string("SELECT ") + kAssignmentColumns +

@@ -64,6 +64,14 @@ std::int64_t merged_results(TestServer& server) {
     return server.store().counts(0).value().assignments["merged"];
 }
 
+// Results 2… of the run, then what every faulted run must end with: each result merged once,
+// and the checkpoint of the run without faults.
+void deliver_rest_and_compare(TestServer& server, TestVolunteer& volunteer, const std::string& clean) {
+    for (int i = 2; i < kResults; ++i) deliver(server, volunteer, i);
+    CHECK(merged_results(server) == kResults);
+    CHECK(newest_checkpoint(server) == clean);
+}
+
 bool in_blobs(const TestServer& server, const std::filesystem::path& path) {
     return path.parent_path() == server.state().blobs();
 }
@@ -119,9 +127,7 @@ TEST_CASE("a version row that cannot be written: the results are merged once it 
     db.exec("DROP TRIGGER injected_fault");
     server->app().wait_idle();
     CHECK(server->version() == 2);
-    for (int i = 2; i < kResults; ++i) deliver(*server, volunteer, i);
-    CHECK(merged_results(*server) == kResults);
-    CHECK(newest_checkpoint(*server) == clean);
+    deliver_rest_and_compare(*server, volunteer, clean);
 }
 
 TEST_CASE("a commit that failed before a restart is merged once after it") {
@@ -137,9 +143,7 @@ TEST_CASE("a commit that failed before a restart is merged once after it") {
     server->start();
     server->app().wait_idle();
     CHECK(server->version() == 2);
-    for (int i = 2; i < kResults; ++i) deliver(*server, volunteer, i);
-    CHECK(merged_results(*server) == kResults);
-    CHECK(newest_checkpoint(*server) == clean);
+    deliver_rest_and_compare(*server, volunteer, clean);
 }
 
 TEST_CASE("a result file that cannot be written is not acknowledged, and the upload can be repeated") {

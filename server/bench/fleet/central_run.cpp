@@ -20,13 +20,7 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
     std::filesystem::path dir = config.data_dir;
     auto manifest = common::load_dataset_manifest(dir / "dataset.json");
     if (!manifest) return manifest.error();
-    std::vector<common::ShardData> shards;
-    for (const auto& file : manifest->train) {
-        auto shard = common::load_shard_file(dir / file.file);
-        if (!shard) return common::with_context(file.file, shard.error());
-        shards.push_back(std::move(*shard));
-    }
-    auto data = common::concat_shards(shards);
+    auto data = common::load_training_set(dir, *manifest);
     if (!data) return data.error();
     auto factory = server::make_torch_probe_factory(config, dir / manifest->validation.file);
     if (!factory) return factory.error();

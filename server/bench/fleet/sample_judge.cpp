@@ -48,17 +48,6 @@ bool load_cached_judge(torch::nn::Module& judge, const std::filesystem::path& ca
     return state && common::load_state(judge, *state);
 }
 
-common::Result<common::ShardData> load_training_set(const std::filesystem::path& dir,
-                                                    const common::DatasetManifest& manifest) {
-    std::vector<common::ShardData> shards;
-    for (const auto& file : manifest.train) {
-        auto shard = common::load_shard_file(dir / file.file);
-        if (!shard) return common::with_context(file.file, shard.error());
-        shards.push_back(std::move(*shard));
-    }
-    return common::concat_shards(shards);
-}
-
 common::DataShape shape_of(const common::DatasetManifest& manifest) {
     common::DataShape shape;
     shape.channels = manifest.sample_shape.at(0);
@@ -81,7 +70,7 @@ struct SampleJudge::Impl {
     // Fits the judge to the real training images from the cnn preset's seeded initial weights.
     common::Status train(const std::filesystem::path& pixels_dir, const common::DatasetManifest& pixels,
                          const std::string& recipe) {
-        auto data = load_training_set(pixels_dir, pixels);
+        auto data = common::load_training_set(pixels_dir, pixels);
         if (!data) return data.error();
         auto workload = common::make_workload("cnn", shape_of(pixels), options.seed);
         if (!workload) return workload.error();
