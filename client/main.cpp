@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
         ("quiet", "no progress bars, errors only")
         ("json-logs", "one JSON object per line on stdout")
         ("ca-cert", "trust this CA file for the server's TLS certificate", cxxopts::value<std::string>()->default_value(""))
+        ("heartbeat", "seconds between heartbeats while training", cxxopts::value<double>()->default_value("30"))
         ("h,help", "show this help");
     VolunteerOptions volunteer;
     try {
@@ -65,6 +66,12 @@ int main(int argc, char** argv) {
         volunteer.quiet = args.count("quiet") > 0;
         volunteer.json_logs = args.count("json-logs") > 0;
         volunteer.ca_file = args["ca-cert"].as<std::string>();
+        auto heartbeat_s = args["heartbeat"].as<double>();
+        if (!(heartbeat_s >= 0.1 && heartbeat_s <= 3600)) {
+            std::cerr << "tessera-client: --heartbeat must be between 0.1 and 3600 seconds\n";
+            return 2;
+        }
+        volunteer.heartbeat_interval = std::chrono::milliseconds(static_cast<std::int64_t>(heartbeat_s * 1000));
     } catch (const cxxopts::exceptions::exception& error) {
         std::cerr << "tessera-client: " << error.what() << "\n";
         return 2;
@@ -74,14 +81,7 @@ int main(int argc, char** argv) {
     VolunteerControl control;
     std::thread(watch_signals, signals, &control).detach();
 
-    std::string message;
-    auto reason = run_volunteer(volunteer, control, message);
-    if (!message.empty()) std::cerr << "tessera-client: " << message << "\n";
-    switch (reason) {
-    case StopReason::Requested:
-    case StopReason::OnceDone: return 0;
-    case StopReason::Untrusted: return 3;
-    case StopReason::Error: return 1;
-    }
-    return 1;
+    auto stop = run_volunteer(volunteer, control);
+    if (!stop.message.empty()) std::cerr << "tessera-client: " << stop.message << "\n";
+    return exit_code(stop.reason);
 }

@@ -1,192 +1,43 @@
-// The volunteer loop and its steps.
+// The volunteer's state machine: one method per phase, each returning the next phase or a Stop.
 #include "volunteer.h"
 
 #include <boost/json.hpp>
 
-#include <iostream>
+#include <memory>
+#include <optional>
 #include <set>
-#include <thread>
+#include <variant>
 
-#include "backoff.h"
-#include "file_io.h"
 #include "blob_cache.h"
+#include "client_state.h"
+#include "file_io.h"
+#include "heartbeat.h"
 #include "progress_bar.h"
+#include "result_upload.h"
 #include "server_api.h"
+#include "sha256.h"
 #include "signed_envelope.h"
 #include "text_encoding.h"
 #include "training/work_runner.h"
-#include "result_upload.h"
-#include "sha256.h"
 
 namespace tessera::client {
 namespace {
 
 constexpr const char* kClientVersion = "0.1.0";
 
-// Thrown from the training progress callback when the volunteer asks to abandon the unit.
+// Thrown from the training progress callback to leave training early.
 struct Interrupted {};
 
-class Logger {
-public:
-    explicit Logger(const VolunteerOptions& options) : quiet_(options.quiet), json_(options.json_logs) {}
-    void info(const std::string& event, const std::string& text, boost::json::object fields = {}) const {
-        if (json_) {
-            fields["event"] = event;
-            fields["message"] = text;
-            fields["time"] = unix_now();
-            std::cout << boost::json::serialize(fields) << std::endl;
-        } else if (!quiet_) {
-            std::cout << text << std::endl;
-        }
-    }
-    void error(const std::string& text) const {
-        if (json_) info("error", text);
-        else std::cerr << "tessera-client: " << text << std::endl;
-    }
-    bool quiet() const { return quiet_ || json_; }
-
-private:
-    bool quiet_;
-    bool json_;
+// The work unit in hand, from its verified envelope to its upload.
+struct UnitInHand {
+    common::WorkUnit unit;
+    std::string envelope_json;
+    std::filesystem::path model;
+    std::vector<std::filesystem::path> shards;
+    std::string upload;  // the packed result, once trained
+    common::TrainMetrics metrics;
+    std::string device;
 };
-
-// Repeats `call` with backoff while it fails on the network or the server answers 5xx.
-template <class Call>
-common::Result<ApiReply> with_retries(Call&& call, const VolunteerControl& control, const Logger& log,
-                                      const std::string& what) {
-    Backoff backoff;
-    for (;;) {
-        auto reply = call();
-        if (reply && reply->status < 500) return reply;
-        auto why = reply ? "HTTP " + std::to_string(reply->status) + ": " + reply->error_message() : reply.message();
-        auto wait = backoff.next();
-        log.error(what + " failed (" + why + "); retrying in " + std::to_string(wait.count() / 1000.0).substr(0, 4) + " s");
-        for (auto slept = std::chrono::milliseconds(0); slept < wait; slept += std::chrono::milliseconds(100)) {
-            if (control.abandon_now) return common::make_error(what + ": stopped");
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-    }
-}
-
-struct Session {
-    const VolunteerOptions& options;
-    VolunteerControl& control;
-    Logger log;
-    ClientState state;
-    HttpClient http;
-    Url server;
-    std::unique_ptr<common::SigningKey> key;
-    std::unique_ptr<ServerApi> api;
-    std::unique_ptr<common::VerifyKey> server_key;
-    std::unique_ptr<BlobCache> cache;
-    std::set<std::string> shards_seen;  // blobs that came as shards (the rest are model versions)
-    double measured_speed = 0;
-};
-
-// The cached shards, for locality scheduling: model versions are left out (a new one comes
-// with nearly every unit, so they would only grow the request), and the list is capped.
-std::vector<std::string> cached_shards(const Session& s) {
-    std::vector<std::string> shards;
-    for (auto& hash : s.cache->held())
-        if (s.shards_seen.count(hash) > 0 && shards.size() < common::kMaxCachedShards) shards.push_back(std::move(hash));
-    return shards;
-}
-
-// Registers (idempotent: the same key keeps its id) and pins the server's key on first
-// contact. A reason to stop, or nullopt to go on.
-std::optional<StopReason> connect(Session& s, std::string& message) {
-    auto key = s.state.load_or_create_key();
-    if (!key) return message = key.message(), StopReason::Error;
-    s.key = std::make_unique<common::SigningKey>(std::move(*key));
-    s.api = std::make_unique<ServerApi>(s.server, s.http, *s.key);
-    auto reply = with_retries([&] { return s.api->register_client(s.options.name, kClientVersion); }, s.control, s.log,
-                              "registering with " + s.options.server);
-    if (!reply) return message = reply.message(), StopReason::Requested;
-    if (reply->status != 200) return message = "registration refused: " + reply->error_message(), StopReason::Error;
-    auto response = common::parse_message<common::RegisterResponse>(reply->body);
-    if (!response) return message = "bad registration answer: " + response.message(), StopReason::Error;
-    auto pinned = s.state.load_identity();
-    if (!pinned) return message = pinned.message(), StopReason::Error;
-    if (*pinned && (*pinned)->server_public_key != response->server_public_key)
-        return message = "the server's key (" + response->server_key_id + ") is not the one pinned at first registration (" +
-                         (*pinned)->server_key_id + "): refusing to work for it. If the operator really changed keys, "
-                         "remove " + (s.state.root() / "identity.json").string(),
-               StopReason::Untrusted;
-    Identity identity{s.options.server, response->client_id,
-                      *pinned ? (*pinned)->server_public_key : response->server_public_key, response->server_key_id};
-    if (!*pinned)
-        if (auto status = s.state.save_identity(identity); !status) return message = status.message(), StopReason::Error;
-    auto raw = common::from_base64(identity.server_public_key);
-    auto verify = raw ? common::VerifyKey::from_raw(*raw) : common::Result<common::VerifyKey>(raw.error());
-    if (!verify) return message = "pinned server key unreadable: " + verify.message(), StopReason::Error;
-    s.server_key = std::make_unique<common::VerifyKey>(std::move(*verify));
-    s.api->set_client_id(response->client_id);
-    s.log.info("registered", "registered with " + s.options.server + " as " + response->client_id + " (server key " +
-                                 identity.server_key_id + ")",
-               {{"client_id", response->client_id}});
-    return std::nullopt;
-}
-
-// Verifies a work unit's envelope against the pinned key before anything else reads it.
-common::Result<common::WorkUnit> open_work_unit(const Session& s, const common::SignedEnvelope& envelope) {
-    auto payload = common::open_envelope(envelope, common::kWorkUnitPurpose, *s.server_key);
-    if (!payload) return payload.error();
-    auto unit = common::parse_message<common::WorkUnit>(*payload);
-    if (!unit) return unit.error();
-    if (unit->client_id != s.api->client_id()) return common::make_error("the work unit is for another volunteer");
-    return unit;
-}
-
-common::Result<std::vector<std::filesystem::path>> fetch_blobs(Session& s, const common::WorkUnit& unit,
-                                                               std::filesystem::path& model_path) {
-    auto base = s.server;
-    base.path += "/blobs";
-    if (!unit.blob_base_url.empty()) {
-        auto parsed = parse_url(unit.blob_base_url);
-        if (!parsed) return parsed.error();
-        base = *parsed;
-    }
-    std::vector<common::BlobRef> blobs{unit.model_blob};
-    blobs.insert(blobs.end(), unit.shards.begin(), unit.shards.end());
-    std::vector<std::filesystem::path> paths;
-    for (const auto& blob : blobs) {
-        common::ProgressBar bar("fetch " + blob.sha256.substr(0, 8), blob.bytes);
-        Backoff backoff;
-        for (;;) {
-            auto path = s.cache->ensure(blob, s.http, base, [&](std::uint64_t done, std::uint64_t) {
-                if (!s.log.quiet()) bar.update(static_cast<std::int64_t>(done));
-            });
-            if (path) {
-                if (!s.log.quiet()) bar.finish(std::to_string(blob.bytes) + " bytes");
-                paths.push_back(*path);
-                break;
-            }
-            if (s.control.abandon_now) return path.error();
-            auto wait = backoff.next();
-            s.log.error("download of " + blob.sha256.substr(0, 12) + " failed (" + path.message() + "); retrying");
-            std::this_thread::sleep_for(wait);
-        }
-    }
-    model_path = paths.front();
-    paths.erase(paths.begin());
-    return paths;
-}
-
-// Validation usually settles within a second: wait that long for the verdict to print it.
-common::ResultStatus await_outcome(Session& s, const std::string& wu_id) {
-    common::ResultStatus status{wu_id, "returned", "", 0};
-    auto body = boost::json::serialize(common::to_json(common::WorkUnitRef{s.api->client_id(), wu_id}));
-    for (int i = 0; i < 20; ++i) {
-        auto reply = s.api->post("result", body);
-        if (!reply || reply->status != 200) break;
-        auto parsed = common::parse_message<common::ResultStatus>(reply->body);
-        if (!parsed) break;
-        status = *parsed;
-        if (status.state != "returned") break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-    return status;
-}
 
 std::string describe(const common::ResultStatus& status) {
     if (status.state == "merged" || status.state == "accepted" || status.state == "confirmed")
@@ -196,160 +47,389 @@ std::string describe(const common::ResultStatus& status) {
     return "uploaded, validation pending";
 }
 
-// One work unit from its verified envelope to an acknowledged upload.
-StopReason compute(Session& s, const common::WorkUnit& unit, const std::string& envelope_json, std::string& message) {
-    s.log.info("work", "work unit " + unit.wu_id + ": model " + unit.model + " v" + std::to_string(unit.base_version) +
-                           ", " + std::to_string(unit.hyper.local_steps) + " steps × " +
-                           std::to_string(unit.hyper.batch_size),
-               {{"wu_id", unit.wu_id}});
-    if (auto status = s.state.save_current({envelope_json, unit.wu_id, "training"}); !status)
-        return message = status.message(), StopReason::Error;
-    std::filesystem::path model_path;
-    auto shards = fetch_blobs(s, unit, model_path);
-    if (!shards) return message = shards.message(), StopReason::Error;
+std::string short_number(double value) { return std::to_string(value).substr(0, 6); }
 
-    RunOptions run;
-    run.device = s.options.device;
-    run.threads = s.options.threads;
-    run.max_gpu_memory_gb = s.options.max_gpu_memory_gb;
-    common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
-    run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
-        if (s.control.abandon_now) throw Interrupted();
-        if (!s.log.quiet()) bar.update(step, "loss " + std::to_string(loss).substr(0, 6) +
-                                                                             ", " + std::to_string(static_cast<int>(speed)) + " samples/s");
-    };
-    std::optional<common::Result<RunOutput>> ran;
-    try {
-        ran.emplace(run_work_unit(unit, model_path, *shards, run));
-    } catch (const Interrupted&) {
-        auto reply = s.api->abandon(unit.wu_id);
-        s.state.clear_current();
-        s.log.info("abandoned", unit.wu_id + ": abandoned on request" +
-                                    (reply ? " (HTTP " + std::to_string(reply->status) + ")" : std::string()));
-        return StopReason::Requested;
+class Volunteer {
+public:
+    Volunteer(const VolunteerOptions& options, VolunteerControl& control)
+        : options_(options), control_(control), log_(options.quiet, options.json_logs), state_(options.state_dir),
+          http_({std::chrono::seconds(60), 16 << 20, options.ca_file}),
+          cache_(state_.cache_dir(), options.cache_quota_bytes) {}
+
+    Stop run() {
+        Next next = Phase::Start;
+        while (const auto* phase = std::get_if<Phase>(&next)) next = step(*phase);
+        return std::get<Stop>(std::move(next));
     }
-    auto& output = *ran;
-    if (!s.log.quiet()) bar.finish(output ? "done" : "failed");
-    if (!output) {
-        s.log.error("training failed: " + output.message() + "; abandoning " + unit.wu_id);
-        (void)s.api->abandon(unit.wu_id);
-        s.state.clear_current();
-        return StopReason::Requested;
-    }
-    s.measured_speed = output->metrics.samples_per_s;
 
-    common::ResultManifest manifest;
-    manifest.wu_id = unit.wu_id;
-    manifest.client_id = s.api->client_id();
-    manifest.base_version = unit.base_version;
-    manifest.delta_blob = {common::sha256_hex(output->delta), static_cast<std::int64_t>(output->delta.size())};
-    manifest.encoding = unit.encoding;
-    manifest.metrics = output->metrics;
-    manifest.device = output->device.substr(0, 128);
-    auto body = common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), output->delta);
-    if (auto status = common::write_file_atomic(s.state.delta_file(), body); !status)
-        return message = status.message(), StopReason::Error;
-    if (auto status = s.state.save_current({envelope_json, unit.wu_id, "uploading"}); !status)
-        return message = status.message(), StopReason::Error;
-    std::string text(body.begin(), body.end());
-    auto reply = with_retries([&] { return s.api->post("results", text); }, s.control, s.log, "uploading " + unit.wu_id);
-    if (!reply) return message = reply.message(), StopReason::Requested;
-    s.state.clear_current();
-    if (reply->status == 200) {
-        auto outcome = await_outcome(s, unit.wu_id);
-        s.log.info("result", unit.wu_id + ": " + describe(outcome) + "; loss " +
-                                 std::to_string(output->metrics.loss_start).substr(0, 6) + " → " +
-                                 std::to_string(output->metrics.loss_end).substr(0, 6) + ", " +
-                                 std::to_string(static_cast<int>(output->metrics.samples_per_s)) + " samples/s, " +
-                                 std::to_string(output->delta.size()) + " bytes",
-                   {{"wu_id", unit.wu_id}, {"state", outcome.state}, {"reason", outcome.reason},
-                    {"credit", outcome.credit}, {"bytes", static_cast<std::int64_t>(output->delta.size())},
-                    {"samples_per_s", output->metrics.samples_per_s}, {"device", output->device}});
-    } else
-        s.log.info("refused", unit.wu_id + ": the server refused the result: " + reply->error_message(),
-                   {{"wu_id", unit.wu_id}, {"status", reply->status}});
-    return StopReason::OnceDone;
-}
+private:
+    enum class Phase { Start, Connect, Resume, AskForWork, Fetch, Train, Upload, Report };
+    using Next = std::variant<Phase, Stop>;
 
-// A unit left by a previous run: upload a finished delta, otherwise give the unit back.
-void resume_or_abandon(Session& s) {
-    auto current = s.state.load_current();
-    if (!current || !*current) return;
-    const auto& work = **current;
-    std::error_code error;
-    if (work.phase == "uploading" && std::filesystem::exists(s.state.delta_file(), error)) {
-        auto body = common::read_file(s.state.delta_file(), std::uint64_t{8} << 30);
-        if (body) {
-            auto reply = with_retries([&] { return s.api->post("results", std::string(body->begin(), body->end())); },
-                                      s.control, s.log, "uploading " + work.wu_id);
-            if (reply) s.log.info("resumed", work.wu_id + ": uploaded the result left by the last run (HTTP " +
-                                                 std::to_string(reply->status) + ")");
+    Next step(Phase phase) {
+        switch (phase) {
+        case Phase::Start: return start();
+        case Phase::Connect: return connect();
+        case Phase::Resume: return resume();
+        case Phase::AskForWork: return ask_for_work();
+        case Phase::Fetch: return fetch();
+        case Phase::Train: return train();
+        case Phase::Upload: return upload();
+        case Phase::Report: return report();
         }
-    } else {
-        auto reply = s.api->abandon(work.wu_id);
-        s.log.info("abandoned", work.wu_id + ": the last run stopped while training; abandoned" +
-                                    (reply ? " (HTTP " + std::to_string(reply->status) + ")" : std::string()));
+        return Stop{StopReason::Error, "unknown phase"};
     }
-    s.state.clear_current();
-}
 
-}  // namespace
+    bool stop_requested() const { return control_.stop_after_unit || control_.abandon_now; }
+    std::function<bool()> stopping() const {
+        return [this] { return stop_requested(); };
+    }
+    std::function<bool()> abandoning() const {
+        return [this] { return control_.abandon_now.load(); };
+    }
 
-StopReason run_volunteer(const VolunteerOptions& options, VolunteerControl& control, std::string& message) {
-    Session s{options, control, Logger(options), ClientState(options.state_dir), HttpClient({std::chrono::seconds(60), 16 << 20, options.ca_file}),
-              {}, nullptr, nullptr, nullptr, nullptr, {}, 0};
-    auto server = parse_url(options.server);
-    if (!server) return message = server.message(), StopReason::Error;
-    s.server = *server;
-    s.cache = std::make_unique<BlobCache>(s.state.cache_dir(), options.cache_quota_bytes);
-    auto probed = probe_device(options.device, options.threads);
-    if (!probed) return message = probed.message(), StopReason::Error;
-    common::DeviceInfo device = *probed;
-    device.name = device.name.substr(0, 128);
-    s.log.info("device", "device: " + describe_device(options.device, options.threads),
-               {{"kind", device.kind}, {"name", device.name}, {"memory_bytes", device.memory_bytes}});
-    if (auto reason = connect(s, message)) return *reason;
-    resume_or_abandon(s);
+    // A failure that ends the loop, as the Stop it becomes.
+    static Stop stop_for(const ApiFailure& failure) {
+        switch (failure.kind) {
+        case FailureKind::Stopped: return {StopReason::Requested, failure.message};
+        case FailureKind::Untrusted: return {StopReason::Untrusted, failure.message};
+        default: return {StopReason::Error, failure.message};
+        }
+    }
 
-    while (!control.stop_after_unit && !control.abandon_now) {
-        common::WorkRequest request;
-        request.client_id = s.api->client_id();
-        request.device = device;
-        request.samples_per_s = s.measured_speed;
-        request.cached_shards = cached_shards(s);
-        auto body = boost::json::serialize(common::to_json(request));
-        auto reply = with_retries([&] { return s.api->post("work", body); }, control, s.log, "asking for work");
-        if (!reply) break;
-        if (reply->status != 200) return message = "work request refused: " + reply->error_message(), StopReason::Error;
-        auto response = common::parse_message<common::WorkResponse>(reply->body);
-        if (!response) return message = "bad work answer: " + response.message(), StopReason::Error;
+    Next start() {
+        auto server = parse_url(options_.server);
+        if (!server) return Stop{StopReason::Error, server.message()};
+        server_ = *server;
+        auto probed = probe_device(options_.device, options_.threads);
+        if (!probed) return Stop{StopReason::Error, probed.message()};
+        device_ = *probed;
+        device_.name = device_.name.substr(0, 128);
+        log_.info("device", "device: " + describe_device(options_.device, options_.threads),
+                  {{"kind", device_.kind}, {"name", device_.name}, {"memory_bytes", device_.memory_bytes}});
+        auto remembered = state_.load_remembered();
+        if (!remembered) log_.error(remembered.message() + "; starting without what earlier runs remembered");
+        else {
+            known_shards_.insert(remembered->shards.begin(), remembered->shards.end());
+            samples_per_s_ = remembered->samples_per_s;
+        }
+        return Phase::Connect;
+    }
+
+    // Registers (idempotent: the same key keeps its id) and pins the server's key on first contact.
+    Next connect() {
+        auto key = state_.load_or_create_key();
+        if (!key) return Stop{StopReason::Error, key.message()};
+        key_ = std::make_unique<common::SigningKey>(std::move(*key));
+        api_ = std::make_unique<ServerApi>(server_, http_, *key_);
+        auto response = with_retries([&] { return api_->register_client(options_.name, kClientVersion); }, stopping(),
+                                     log_, "registering with " + options_.server, options_.retry);
+        if (!response) return stop_for(response.failure());
+        auto pinned = state_.load_identity();
+        if (!pinned) return Stop{StopReason::Error, pinned.message()};
+        if (*pinned && (*pinned)->server_public_key != response->server_public_key)
+            return Stop{StopReason::Untrusted,
+                        "the server's key (" + response->server_key_id + ") is not the one pinned at first registration (" +
+                            (*pinned)->server_key_id + "): refusing to work for it. If the operator really changed "
+                            "keys, remove " + (state_.root() / "identity.json").string()};
+        Identity identity{options_.server, response->client_id,
+                          *pinned ? (*pinned)->server_public_key : response->server_public_key, response->server_key_id};
+        if (!*pinned)
+            if (auto saved = state_.save_identity(identity); !saved) return Stop{StopReason::Error, saved.message()};
+        auto raw = common::from_base64(identity.server_public_key);
+        auto verify = raw ? common::VerifyKey::from_raw(*raw) : common::Result<common::VerifyKey>(raw.error());
+        if (!verify) return Stop{StopReason::Error, "pinned server key unreadable: " + verify.message()};
+        server_key_ = std::make_unique<common::VerifyKey>(std::move(*verify));
+        api_->set_client_id(response->client_id);
+        log_.info("registered", "registered with " + options_.server + " as " + response->client_id + " (server key " +
+                                    identity.server_key_id + ")",
+                  {{"client_id", response->client_id}});
+        return Phase::Resume;
+    }
+
+    // A unit left by the last run: upload a finished result, otherwise give the unit back.
+    Next resume() {
+        auto current = state_.load_current();
+        if (!current) log_.error(current.message() + "; ignoring the unit the last run left");
+        if (!current || !*current) return Phase::AskForWork;
+        const auto& work = **current;
+        std::error_code error;
+        if (work.phase == "uploading" && std::filesystem::exists(state_.delta_file(), error)) {
+            auto body = common::read_file(state_.delta_file(), std::uint64_t{8} << 30);
+            if (body) {
+                std::string packed(body->begin(), body->end());
+                auto uploaded = with_retries([&] { return api_->upload_result(packed); }, stopping(), log_,
+                                             "uploading " + work.wu_id, options_.retry);
+                if (!uploaded && uploaded.failure().kind == FailureKind::Stopped) return kept_for_later(work.wu_id);
+                log_.info("resumed", work.wu_id + ": the result left by the last run " +
+                                         (uploaded ? "is uploaded" : "was refused: " + uploaded.message()));
+            }
+        } else {
+            auto abandoned = api_->abandon(work.wu_id);
+            log_.info("abandoned", work.wu_id + ": the last run stopped while training; given back" +
+                                       (abandoned ? "" : " (" + abandoned.message() + ")"));
+        }
+        state_.clear_current();
+        return Phase::AskForWork;
+    }
+
+    Next ask_for_work() {
+        if (stop_requested()) return Stop{};
+        common::WorkRequest request{api_->client_id(), device_, samples_per_s_, cached_shards()};
+        auto response = with_retries([&] { return api_->request_work(request); }, stopping(), log_, "asking for work",
+                                     options_.retry);
+        if (!response) return stop_for(response.failure());
         if (!response->has_work) {
-            s.log.info("no_work", "no work; asking again in " + std::to_string(response->retry_after_s) + " s");
-            for (int i = 0; i < response->retry_after_s * 10 && !control.stop_after_unit; ++i)
-                std::this_thread::sleep_for(std::chrono::milliseconds(100));
-            continue;
+            log_.info("no_work", "no work; asking again in " + std::to_string(response->retry_after_s) + " s");
+            sleep_unless_stopping(std::chrono::seconds(response->retry_after_s), stopping());
+            return Phase::AskForWork;
         }
-        auto unit = open_work_unit(s, response->work_unit);
+        auto unit = open_work_unit(response->work_unit);
         if (!unit) {
             // Unsigned or forged work never runs. Give the unit back so it is not lost.
             auto parsed = common::parse_message<common::WorkUnit>(response->work_unit.payload);
-            if (parsed) (void)s.api->abandon(parsed->wu_id);
-            message = "refused a work unit: " + unit.message() + " (checked against the server key pinned in " +
-                      (s.state.root() / "identity.json").string() + ")";
-            return StopReason::Untrusted;
+            if (parsed) (void)api_->abandon(parsed->wu_id);
+            return Stop{StopReason::Untrusted, "refused a work unit: " + unit.message() +
+                                                   " (checked against the server key pinned in " +
+                                                   (state_.root() / "identity.json").string() + ")"};
         }
-        auto envelope_json = boost::json::serialize(common::envelope_to_json(response->work_unit));
-        auto reason = compute(s, *unit, envelope_json, message);
-        if (reason == StopReason::Error || reason == StopReason::Untrusted) return reason;
-        std::set<std::string> keep{unit->model_blob.sha256};
-        for (const auto& shard : unit->shards) {
-            keep.insert(shard.sha256);
-            s.shards_seen.insert(shard.sha256);
-        }
-        s.cache->evict(keep);
-        if (options.once && reason == StopReason::OnceDone) return StopReason::OnceDone;
+        unit_.emplace();
+        unit_->unit = std::move(*unit);
+        unit_->envelope_json = boost::json::serialize(common::envelope_to_json(response->work_unit));
+        const auto& u = unit_->unit;
+        log_.info("work", "work unit " + u.wu_id + ": model " + u.model + " v" + std::to_string(u.base_version) + ", " +
+                              std::to_string(u.hyper.local_steps) + " steps × " + std::to_string(u.hyper.batch_size),
+                  {{"wu_id", u.wu_id}});
+        if (auto saved = state_.save_current({unit_->envelope_json, u.wu_id, "training"}); !saved)
+            return give_back(Stop{StopReason::Error, saved.message()});
+        return Phase::Fetch;
     }
-    return StopReason::Requested;
+
+    // Verifies a work unit's envelope against the pinned key before anything else reads it.
+    common::Result<common::WorkUnit> open_work_unit(const common::SignedEnvelope& envelope) const {
+        auto payload = common::open_envelope(envelope, common::kWorkUnitPurpose, *server_key_);
+        if (!payload) return payload.error();
+        auto unit = common::parse_message<common::WorkUnit>(*payload);
+        if (!unit) return unit.error();
+        if (unit->client_id != api_->client_id()) return common::make_error("the work unit is for another volunteer");
+        return unit;
+    }
+
+    // The model and shards into the cache. A blob that cannot be had (refused, corrupt twice,
+    // the disk) stops the volunteer: the next unit would need it too.
+    Next fetch() {
+        auto base = server_;
+        base.path += "/blobs";
+        if (!unit_->unit.blob_base_url.empty()) {
+            auto parsed = parse_url(unit_->unit.blob_base_url);
+            if (!parsed) return give_back(Stop{StopReason::Error, "blob_base_url: " + parsed.message()});
+            base = *parsed;
+        }
+        std::vector<common::BlobRef> blobs{unit_->unit.model_blob};
+        blobs.insert(blobs.end(), unit_->unit.shards.begin(), unit_->unit.shards.end());
+        for (const auto& blob : blobs) {
+            auto path = fetch_blob(blob, base);
+            if (!path) return give_back(stop_for(path.failure()));
+            if (unit_->model.empty()) unit_->model = *path;
+            else unit_->shards.push_back(*path);
+        }
+        return Phase::Train;
+    }
+
+    ApiResult<std::filesystem::path> fetch_blob(const common::BlobRef& blob, const Url& base) {
+        common::ProgressBar bar("fetch " + blob.sha256.substr(0, 8), blob.bytes);
+        auto download = [&] {
+            return cache_.ensure(blob, http_, base, [&](std::uint64_t done, std::uint64_t) {
+                if (!log_.quiet()) bar.update(static_cast<std::int64_t>(done));
+            });
+        };
+        auto what = "download of " + blob.sha256.substr(0, 12);
+        auto path = with_retries(download, abandoning(), log_, what, options_.retry);
+        if (!path && path.failure().kind == FailureKind::BadAnswer) {  // corrupt in transit? once more
+            log_.error(what + ": " + path.message() + "; downloading it again");
+            path = with_retries(download, abandoning(), log_, what, options_.retry);
+        }
+        if (path && !log_.quiet()) bar.finish(std::to_string(blob.bytes) + " bytes");
+        return path;
+    }
+
+    Next train() {
+        const auto& unit = unit_->unit;
+        RunOptions run;
+        run.device = options_.device;
+        run.threads = options_.threads;
+        run.max_gpu_memory_gb = options_.max_gpu_memory_gb;
+        HeartbeatSender heartbeat(*api_, unit.wu_id, options_.heartbeat_interval, log_);
+        common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
+        run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
+            if (control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
+            if (!log_.quiet())
+                bar.update(step, "loss " + short_number(loss) + ", " + std::to_string(static_cast<int>(speed)) + " samples/s");
+        };
+        std::optional<common::Result<RunOutput>> output;
+        try {
+            output.emplace(run_work_unit(unit, unit_->model, unit_->shards, run));
+        } catch (const Interrupted&) {
+            if (heartbeat.told_to_stop()) return drop_unit();
+            return give_back(Stop{StopReason::Requested, unit.wu_id + ": abandoned on request"});
+        }
+        if (!log_.quiet()) bar.finish(*output ? "done" : "failed");
+        if (!*output) {
+            auto why = "training " + unit.wu_id + " failed: " + output->message();
+            if (options_.once) return give_back(Stop{StopReason::Error, why});
+            log_.error(why + "; giving the unit back");
+            give_back(Stop{});
+            return Phase::AskForWork;
+        }
+        return pack(std::move(**output));
+    }
+
+    // The result as uploaded, also kept in the state directory until the server has it.
+    Next pack(RunOutput output) {
+        const auto& unit = unit_->unit;
+        samples_per_s_ = output.metrics.samples_per_s;
+        common::ResultManifest manifest;
+        manifest.wu_id = unit.wu_id;
+        manifest.client_id = api_->client_id();
+        manifest.base_version = unit.base_version;
+        manifest.delta_blob = {common::sha256_hex(output.delta), static_cast<std::int64_t>(output.delta.size())};
+        manifest.encoding = unit.encoding;
+        manifest.metrics = output.metrics;
+        manifest.device = output.device.substr(0, 128);
+        auto body = common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), output.delta);
+        if (auto written = common::write_file_atomic(state_.delta_file(), body); !written)
+            return give_back(Stop{StopReason::Error, written.message()});
+        if (auto saved = state_.save_current({unit_->envelope_json, unit.wu_id, "uploading"}); !saved)
+            return give_back(Stop{StopReason::Error, saved.message()});
+        unit_->upload.assign(body.begin(), body.end());
+        unit_->metrics = output.metrics;
+        unit_->device = output.device;
+        return Phase::Upload;
+    }
+
+    Next upload() {
+        const auto& wu_id = unit_->unit.wu_id;
+        auto uploaded = with_retries([&] { return api_->upload_result(unit_->upload); }, stopping(), log_,
+                                     "uploading " + wu_id, options_.retry);
+        if (!uploaded) {
+            const auto& failure = uploaded.failure();
+            if (failure.kind == FailureKind::Stopped) return kept_for_later(wu_id);
+            if (failure.kind == FailureKind::Untrusted) return stop_for(failure);
+            log_.info("refused", wu_id + ": the server refused the result: " + failure.message,
+                      {{"wu_id", wu_id}, {"status", failure.http_status}});
+            state_.clear_current();
+            return unit_done();
+        }
+        state_.clear_current();
+        return Phase::Report;
+    }
+
+    // Validation usually settles within a second: wait up to 5 s for the verdict to print it.
+    Next report() {
+        const auto& wu_id = unit_->unit.wu_id;
+        common::ResultStatus outcome{wu_id, "returned", "", 0};
+        for (int i = 0; i < 20 && outcome.state == "returned"; ++i) {
+            if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+            auto status = api_->result_status(wu_id);
+            if (!status) break;
+            outcome = *status;
+        }
+        const auto& metrics = unit_->metrics;
+        auto bytes = static_cast<std::int64_t>(unit_->upload.size());
+        log_.info("result", wu_id + ": " + describe(outcome) + "; loss " + short_number(metrics.loss_start) + " → " +
+                                short_number(metrics.loss_end) + ", " +
+                                std::to_string(static_cast<int>(metrics.samples_per_s)) + " samples/s, " +
+                                std::to_string(bytes) + " bytes",
+                  {{"wu_id", wu_id}, {"state", outcome.state}, {"reason", outcome.reason}, {"credit", outcome.credit},
+                   {"bytes", bytes}, {"samples_per_s", metrics.samples_per_s}, {"device", unit_->device}});
+        return unit_done();
+    }
+
+    // After an upload: keep this unit's blobs, evict over the quota, remember the shards held.
+    Next unit_done() {
+        std::set<std::string> keep{unit_->unit.model_blob.sha256};
+        for (const auto& shard : unit_->unit.shards) {
+            keep.insert(shard.sha256);
+            known_shards_.insert(shard.sha256);
+        }
+        unit_.reset();
+        cache_.evict(keep);
+        auto held = cache_.held();
+        std::set<std::string> still_held;
+        for (auto& hash : held)
+            if (known_shards_.count(hash) > 0) still_held.insert(std::move(hash));
+        known_shards_ = std::move(still_held);
+        remember();
+        if (options_.once) return Stop{StopReason::OnceDone, ""};
+        return Phase::AskForWork;
+    }
+
+    void remember() const {
+        Remembered remembered{{known_shards_.begin(), known_shards_.end()}, samples_per_s_};
+        if (auto saved = state_.save_remembered(remembered); !saved) log_.error("cannot remember: " + saved.message());
+    }
+
+    // The cached shards, for locality scheduling: model versions are left out (a new one comes
+    // with nearly every unit, so they would only grow the request), and the list is capped.
+    std::vector<std::string> cached_shards() const {
+        std::vector<std::string> shards;
+        for (auto& hash : cache_.held())
+            if (known_shards_.count(hash) > 0 && shards.size() < common::kMaxCachedShards) shards.push_back(std::move(hash));
+        return shards;
+    }
+
+    // Gives the unit in hand back to the server (best effort) and forgets it; then `stop`.
+    Stop give_back(Stop stop) {
+        auto abandoned = api_->abandon(unit_->unit.wu_id);
+        log_.info("abandoned", unit_->unit.wu_id + ": given back" + (abandoned ? "" : " (" + abandoned.message() + ")"),
+                  {{"wu_id", unit_->unit.wu_id}});
+        state_.clear_current();
+        unit_.reset();
+        return stop;
+    }
+
+    // The server no longer wants the unit (heartbeat): nothing to give back, ask for another.
+    Next drop_unit() {
+        state_.clear_current();
+        unit_.reset();
+        return Phase::AskForWork;
+    }
+
+    Stop kept_for_later(const std::string& wu_id) const {
+        return {StopReason::Requested, "the result of " + wu_id + " is kept in " + state_.delta_file().string() +
+                                           " and is uploaded when the client starts again"};
+    }
+
+    const VolunteerOptions& options_;
+    VolunteerControl& control_;
+    Logger log_;
+    ClientState state_;
+    HttpClient http_;
+    BlobCache cache_;
+    Url server_;
+    common::DeviceInfo device_;
+    std::unique_ptr<common::SigningKey> key_;
+    std::unique_ptr<ServerApi> api_;
+    std::unique_ptr<common::VerifyKey> server_key_;
+    std::set<std::string> known_shards_;  // blobs that came as shards (the rest are model versions)
+    double samples_per_s_ = 0;            // last measured; 0 until the first unit
+    std::optional<UnitInHand> unit_;
+};
+
+}  // namespace
+
+int exit_code(StopReason reason) {
+    switch (reason) {
+    case StopReason::Requested:
+    case StopReason::OnceDone: return 0;
+    case StopReason::Error: return 1;
+    case StopReason::Untrusted: return 3;
+    }
+    return 1;
+}
+
+Stop run_volunteer(const VolunteerOptions& options, VolunteerControl& control) {
+    return Volunteer(options, control).run();
 }
 
 }  // namespace tessera::client

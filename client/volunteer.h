@@ -1,15 +1,17 @@
-// The volunteer's loop: request → verify → fetch → train → encode → upload, with backoff on
-// every network step, the current unit kept in the state directory so a restart resumes or
-// abandons it, and a clean stop on request (finish the unit, or abandon it and say so).
+// The volunteer's loop as a state machine: start (device, what earlier runs remembered) →
+// connect (register, pin the server's key) → resume what the last run left → ask for work →
+// fetch → train (with heartbeats) → upload → report, and back to asking. Network steps retry
+// transient failures with backoff and give up on permanent ones; every way out is a Stop
+// with its reason and message.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
-#include "client_state.h"
-#include "http_client.h"
-#include "result.h"
+#include "retry.h"
 
 namespace tessera::client {
 
@@ -25,17 +27,29 @@ struct VolunteerOptions {
     bool quiet = false;
     bool json_logs = false;
     std::filesystem::path ca_file;
+    std::chrono::milliseconds heartbeat_interval{30000};
+    RetryPolicy retry;
 };
 
-// Why the loop ended. Exit codes: 0 stopped/once done, 1 error, 3 the server's key is not
-// the pinned one or a work unit's signature is bad.
+// Why the loop ended. Requested: the user asked (or the server could not be reached before
+// they did); OnceDone: --once and a unit uploaded; Error: a permanent failure (refused,
+// corrupt blobs, training failed under --once, the disk); Untrusted: the server's TLS
+// certificate or key is not the trusted one, or a work unit's signature is bad.
 enum class StopReason { Requested, OnceDone, Error, Untrusted };
+
+struct Stop {
+    StopReason reason = StopReason::Requested;
+    std::string message;  // empty when there is nothing to add
+};
+
+// 0 for Requested and OnceDone, 1 for Error, 3 for Untrusted (docs/operations.md).
+int exit_code(StopReason reason);
 
 struct VolunteerControl {
     std::atomic<bool> stop_after_unit{false};  // first Ctrl-C
     std::atomic<bool> abandon_now{false};      // second Ctrl-C
 };
 
-StopReason run_volunteer(const VolunteerOptions& options, VolunteerControl& control, std::string& message);
+Stop run_volunteer(const VolunteerOptions& options, VolunteerControl& control);
 
 }  // namespace tessera::client

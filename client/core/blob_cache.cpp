@@ -8,8 +8,8 @@
 
 namespace tessera::client {
 
-common::Result<std::filesystem::path> BlobCache::ensure(const common::BlobRef& blob, HttpClient& http,
-                                                        const Url& base, const DownloadProgress& progress) {
+ApiResult<std::filesystem::path> BlobCache::ensure(const common::BlobRef& blob, HttpClient& http, const Url& base,
+                                                   const DownloadProgress& progress) {
     std::error_code error;
     std::filesystem::create_directories(dir_, error);
     auto path = dir_ / blob.sha256;
@@ -22,16 +22,16 @@ common::Result<std::filesystem::path> BlobCache::ensure(const common::BlobRef& b
     if (auto status = http.download(base, base.path + "/" + blob.sha256, part, static_cast<std::uint64_t>(blob.bytes),
                                     progress);
         !status)
-        return status.error();
+        return status.failure();
     auto digest = common::sha256_file_hex(part);
-    if (!digest) return digest.error();
+    if (!digest) return ApiFailure{FailureKind::Local, digest.message()};
     if (*digest != blob.sha256) {
         std::filesystem::remove(part, error);
-        return common::make_error("blob " + blob.sha256.substr(0, 12) + " arrived with hash " +
-                                  digest->substr(0, 12) + ": discarded");
+        return ApiFailure{FailureKind::BadAnswer, "blob " + blob.sha256.substr(0, 12) + " arrived with hash " +
+                                                      digest->substr(0, 12) + ": discarded"};
     }
     std::filesystem::rename(part, path, error);
-    if (error) return common::make_error("cannot store blob: " + error.message());
+    if (error) return ApiFailure{FailureKind::Local, "cannot store blob: " + error.message()};
     return path;
 }
 

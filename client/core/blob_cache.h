@@ -18,8 +18,9 @@ class BlobCache {
 public:
     BlobCache(std::filesystem::path dir, std::uint64_t quota_bytes) : dir_(std::move(dir)), quota_(quota_bytes) {}
 
-    // The blob's path once present and verified; fetches `<base>/<sha256>` when missing.
-    common::Result<std::filesystem::path> ensure(const common::BlobRef& blob, HttpClient& http, const Url& base,
+    // The blob's path once present and verified; fetches `<base>/<sha256>` when missing. Bytes
+    // with the wrong hash are discarded and come back as a BadAnswer.
+    ApiResult<std::filesystem::path> ensure(const common::BlobRef& blob, HttpClient& http, const Url& base,
                                                  const DownloadProgress& progress = {});
     // Hashes of the complete blobs held (for locality scheduling).
     std::vector<std::string> held() const;

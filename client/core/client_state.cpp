@@ -7,6 +7,7 @@
 
 #include "file_io.h"
 #include "json_strict.h"
+#include "text_encoding.h"
 
 namespace tessera::client {
 namespace {
@@ -73,6 +74,34 @@ void ClientState::clear_current() const {
     std::error_code ignored;
     std::filesystem::remove(root_ / "current.json", ignored);
     std::filesystem::remove(delta_file(), ignored);
+}
+
+common::Result<Remembered> ClientState::load_remembered() const {
+    auto json = read_json(root_ / "remembered.json");
+    if (!json) return json.error();
+    Remembered remembered;
+    if (!*json) return remembered;
+    common::JsonObjectReader reader(**json, "remembered");
+    remembered.samples_per_s = reader.number("samples_per_s", 0, 1e12);
+    if (const auto* shards = reader.field("shards")) {
+        if (!shards->is_array()) reader.fail("field \"shards\": expected an array");
+        else
+            for (const auto& shard : shards->as_array()) {
+                if (!shard.is_string() || !common::is_lower_hex(shard.as_string(), 64))
+                    return common::make_error("remembered.json: shards: not a SHA-256 hex string");
+                remembered.shards.emplace_back(shard.as_string());
+            }
+    }
+    if (auto status = reader.finish(); !status) return common::with_context("remembered.json", status.error());
+    return remembered;
+}
+
+common::Status ClientState::save_remembered(const Remembered& remembered) const {
+    boost::json::array shards;
+    for (const auto& shard : remembered.shards)
+        if (shards.size() < kMaxRememberedShards) shards.emplace_back(shard);
+    boost::json::object json{{"shards", std::move(shards)}, {"samples_per_s", remembered.samples_per_s}};
+    return common::write_file_atomic(root_ / "remembered.json", common::as_bytes(boost::json::serialize(json)));
 }
 
 }  // namespace tessera::client

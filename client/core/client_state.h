@@ -1,11 +1,13 @@
 // The volunteer's state directory: its Ed25519 key (mode 0600), the identity it got at
 // registration with the server key it pinned, the current work unit (so a restart resumes
-// or abandons it), and the blob cache.
+// or abandons it), what it remembers between runs (the shards it holds, its speed), and the
+// blob cache.
 #pragma once
 
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ed25519.h"
 #include "result.h"
@@ -26,6 +28,16 @@ struct CurrentWork {
     std::string phase;  // "training" or "uploading"
 };
 
+// What a restarted volunteer should still know: which cached blobs are dataset shards (the
+// server schedules by them) and the training speed it last measured (the server sizes units
+// by it).
+constexpr std::size_t kMaxRememberedShards = 10000;  // ≈ 670 KiB of JSON, within read_json's 1 MiB
+
+struct Remembered {
+    std::vector<std::string> shards;  // SHA-256 hex
+    double samples_per_s = 0;
+};
+
 class ClientState {
 public:
     explicit ClientState(std::filesystem::path root) : root_(std::move(root)) {}
@@ -40,6 +52,9 @@ public:
     common::Result<std::optional<CurrentWork>> load_current() const;
     common::Status save_current(const CurrentWork& work) const;
     void clear_current() const;
+    // Nothing remembered when the file is missing; an error when it is unreadable.
+    common::Result<Remembered> load_remembered() const;
+    common::Status save_remembered(const Remembered& remembered) const;
 
 private:
     std::filesystem::path root_;

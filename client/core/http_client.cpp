@@ -9,7 +9,11 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <fstream>
+#include <optional>
 
 namespace tessera::client {
 namespace {
@@ -25,9 +29,33 @@ std::string lower(std::string text) {
     return text;
 }
 
+// Why a connection or exchange failed: a certificate that fails verification (no retry can
+// fix it) or anything else on the way (worth retrying).
+ApiFailure failure_of(const Url& origin, const boost::system::system_error& error) {
+    const auto& code = error.code();
+    if (code.category() == asio::error::get_ssl_category() &&
+        ERR_GET_REASON(static_cast<unsigned long>(code.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED)
+        return {FailureKind::Untrusted,
+                origin.origin() + ": the server's TLS certificate failed verification (" + code.message() +
+                    "); if the operator gave you its certificate, pass it with --ca-cert"};
+    return {FailureKind::NoAnswer, origin.origin() + ": " + code.message()};
+}
+
 // Opens a connection to `origin` and hands the ready stream to `use`.
 template <class Use>
-common::Status with_stream(const Url& origin, const HttpOptions& options, Use&& use) {
+ApiStatus with_stream(const Url& origin, const HttpOptions& options, Use&& use) {
+    std::optional<ssl::context> context;
+    if (origin.tls) {
+        context.emplace(ssl::context::tls_client);
+        boost::system::error_code error;
+        if (options.ca_file.empty()) context->set_default_verify_paths(error);
+        else context->load_verify_file(options.ca_file.string(), error);
+        if (error)
+            return ApiFailure{FailureKind::Local, "cannot load the trusted certificates" +
+                                                      (options.ca_file.empty() ? std::string() : " from " + options.ca_file.string()) +
+                                                      ": " + error.message()};
+        context->set_verify_mode(ssl::verify_peer);
+    }
     try {
         asio::io_context io;
         tcp::resolver resolver(io);
@@ -38,13 +66,9 @@ common::Status with_stream(const Url& origin, const HttpOptions& options, Use&& 
             stream.connect(endpoints);
             return use(stream);
         }
-        ssl::context context(ssl::context::tls_client);
-        if (options.ca_file.empty()) context.set_default_verify_paths();
-        else context.load_verify_file(options.ca_file.string());
-        context.set_verify_mode(ssl::verify_peer);
-        beast::ssl_stream<beast::tcp_stream> stream(io, context);
+        beast::ssl_stream<beast::tcp_stream> stream(io, *context);
         if (!SSL_set_tlsext_host_name(stream.native_handle(), origin.host.c_str()))
-            return common::make_error("TLS: cannot set the server name");
+            return ApiFailure{FailureKind::Local, "TLS: cannot set the server name"};
         stream.set_verify_callback(ssl::host_name_verification(origin.host));
         beast::get_lowest_layer(stream).expires_after(options.timeout);
         beast::get_lowest_layer(stream).connect(endpoints);
@@ -53,8 +77,10 @@ common::Status with_stream(const Url& origin, const HttpOptions& options, Use&& 
         beast::error_code ignored;
         stream.shutdown(ignored);
         return status;
+    } catch (const boost::system::system_error& error) {
+        return failure_of(origin, error);
     } catch (const std::exception& error) {
-        return common::make_error(origin.origin() + ": " + error.what());
+        return ApiFailure{FailureKind::NoAnswer, origin.origin() + ": " + error.what()};
     }
 }
 
@@ -73,11 +99,11 @@ void send(Stream& stream, const Url& origin, const std::string& method, const st
 
 }  // namespace
 
-common::Result<HttpResponse> HttpClient::request(const Url& origin, const std::string& method,
-                                                 const std::string& target, const std::string& body,
-                                                 const std::map<std::string, std::string>& headers) {
+ApiResult<HttpResponse> HttpClient::request(const Url& origin, const std::string& method, const std::string& target,
+                                            const std::string& body,
+                                            const std::map<std::string, std::string>& headers) const {
     HttpResponse reply;
-    auto status = with_stream(origin, options_, [&](auto& stream) -> common::Status {
+    auto status = with_stream(origin, options_, [&](auto& stream) -> ApiStatus {
         send(stream, origin, method, target, body, headers, options_);
         beast::flat_buffer buffer;
         http::response_parser<http::string_body> parser;
@@ -88,22 +114,22 @@ common::Result<HttpResponse> HttpClient::request(const Url& origin, const std::s
         reply.status = static_cast<int>(response.result_int());
         reply.body = std::move(response.body());
         for (const auto& field : response) reply.headers[lower(std::string(field.name_string()))] = std::string(field.value());
-        return {};
+        return std::monostate{};
     });
-    if (!status) return status.error();
+    if (!status) return status.failure();
     return reply;
 }
 
-common::Status HttpClient::download(const Url& origin, const std::string& target, const std::filesystem::path& file,
-                                    std::uint64_t total_bytes, const DownloadProgress& progress) {
+ApiStatus HttpClient::download(const Url& origin, const std::string& target, const std::filesystem::path& file,
+                               std::uint64_t total_bytes, const DownloadProgress& progress) const {
     std::error_code error;
     std::uint64_t have = std::filesystem::exists(file, error) ? std::filesystem::file_size(file, error) : 0;
     if (have > total_bytes) {
         std::filesystem::remove(file, error);
         have = 0;
     }
-    if (have == total_bytes) return {};
-    return with_stream(origin, options_, [&](auto& stream) -> common::Status {
+    if (have == total_bytes) return std::monostate{};
+    return with_stream(origin, options_, [&](auto& stream) -> ApiStatus {
         std::map<std::string, std::string> headers;
         if (have > 0) headers["Range"] = "bytes=" + std::to_string(have) + "-";
         send(stream, origin, "GET", target, "", headers, options_);
@@ -115,9 +141,10 @@ common::Status HttpClient::download(const Url& origin, const std::string& target
         auto code = parser.get().result_int();
         if (code == 200 && have > 0) have = 0;  // the server ignored the range: start over
         else if (code != 200 && code != 206)
-            return common::make_error(origin.origin() + target + ": HTTP " + std::to_string(code));
+            return ApiFailure{failure_kind_of_status(static_cast<int>(code)),
+                              origin.origin() + target + ": HTTP " + std::to_string(code), static_cast<int>(code)};
         std::ofstream out(file, have > 0 ? std::ios::binary | std::ios::app : std::ios::binary | std::ios::trunc);
-        if (!out) return common::make_error("cannot write " + file.string());
+        if (!out) return ApiFailure{FailureKind::Local, "cannot write " + file.string()};
         char chunk[1 << 16];
         while (!parser.is_done()) {
             parser.get().body().data = chunk;
@@ -126,15 +153,15 @@ common::Status HttpClient::download(const Url& origin, const std::string& target
             beast::get_lowest_layer(stream).expires_after(options_.timeout);
             http::read(stream, buffer, parser, read_error);
             if (read_error && read_error != http::error::need_buffer)
-                return common::make_error(origin.origin() + target + ": " + read_error.message());
+                return ApiFailure{FailureKind::NoAnswer, origin.origin() + target + ": " + read_error.message()};
             auto got = sizeof chunk - parser.get().body().size;
             out.write(chunk, static_cast<std::streamsize>(got));
             have += got;
             if (progress) progress(have, total_bytes);
         }
         out.flush();
-        if (!out) return common::make_error("cannot write " + file.string());
-        return {};
+        if (!out) return ApiFailure{FailureKind::Local, "cannot write " + file.string()};
+        return std::monostate{};
     });
 }
 

@@ -1,7 +1,8 @@
 // A blocking HTTP(S) client for the volunteer (Boost.Beast): one request per connection,
 // timeouts on every step, TLS verified against the system store (or a given CA file), and
-// blob downloads to a file that resume with Range. Errors come back as Results; nothing a
-// server sends can crash the client (bodies are capped).
+// blob downloads to a file that resume with Range. Failures come back as ApiResults that say
+// whether retrying can help (a certificate that fails verification is Untrusted); nothing a
+// server sends can crash the client (bodies are capped). Safe to use from several threads.
 #pragma once
 
 #include <chrono>
@@ -11,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "result.h"
+#include "api_result.h"
 #include "url.h"
 
 namespace tessera::client {
@@ -36,14 +37,14 @@ public:
     explicit HttpClient(HttpOptions options = {}) : options_(std::move(options)) {}
 
     // `target` is the path and query on `origin` (scheme://host:port from a Url).
-    common::Result<HttpResponse> request(const Url& origin, const std::string& method, const std::string& target,
+    ApiResult<HttpResponse> request(const Url& origin, const std::string& method, const std::string& target,
                                          const std::string& body = "",
-                                         const std::map<std::string, std::string>& headers = {});
+                                   const std::map<std::string, std::string>& headers = {}) const;
 
-    // Appends the rest of `url`'s body to `file` (resuming after what it holds) until the
+    // Appends the rest of `target`'s body to `file` (resuming after what it holds) until the
     // file has `total_bytes`. Fails on a network error with the partial file kept.
-    common::Status download(const Url& origin, const std::string& target, const std::filesystem::path& file,
-                            std::uint64_t total_bytes, const DownloadProgress& progress = {});
+    ApiStatus download(const Url& origin, const std::string& target, const std::filesystem::path& file,
+                       std::uint64_t total_bytes, const DownloadProgress& progress = {}) const;
 
 private:
     HttpOptions options_;

@@ -1,4 +1,4 @@
-// ServerApi: request signing and JSON bodies.
+// ServerApi: request signing, JSON bodies, and answers parsed or turned into ApiFailures.
 #include "server_api.h"
 
 #include <boost/json.hpp>
@@ -9,45 +9,96 @@
 #include "text_encoding.h"
 
 namespace tessera::client {
+namespace {
+
+// A non-200 answer as a failure: its kind from the status, its code and message from the
+// JSON error body when there is one (docs/protocol.md, "Errors").
+ApiFailure refusal(const std::string& route, const HttpResponse& reply) {
+    ApiFailure failure{failure_kind_of_status(reply.status), "", reply.status, ""};
+    std::string text = reply.body.substr(0, 200);
+    boost::system::error_code error;
+    auto json = boost::json::parse(reply.body, error);
+    if (!error && json.is_object()) {
+        const auto& object = json.as_object();
+        if (const auto* message = object.if_contains("message"); message && message->is_string())
+            text = std::string(message->as_string());
+        if (const auto* code = object.if_contains("error"); code && code->is_string())
+            failure.code = std::string(code->as_string());
+    }
+    failure.message = route + ": HTTP " + std::to_string(reply.status) +
+                      (failure.code.empty() ? "" : " " + failure.code) + ": " + text;
+    return failure;
+}
+
+// Parses a 200 answer's body as message type T.
+template <class T>
+ApiResult<T> parsed(const std::string& route, ApiResult<std::string> body) {
+    if (!body) return body.failure();
+    auto message = common::parse_message<T>(*body);
+    if (!message) return ApiFailure{FailureKind::BadAnswer, route + ": malformed answer: " + message.message()};
+    return std::move(*message);
+}
+
+}  // namespace
 
 std::int64_t unix_now() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string ApiReply::error_message() const {
-    boost::system::error_code error;
-    auto json = boost::json::parse(body, error);
-    if (!error && json.is_object())
-        if (const auto* message = json.as_object().if_contains("message"); message && message->is_string())
-            return std::string(message->as_string());
-    return body.substr(0, 200);
-}
-
-common::Result<ApiReply> ServerApi::register_client(const std::string& name, const std::string& version) {
+ApiResult<common::RegisterResponse> ServerApi::register_client(const std::string& name, const std::string& version) {
     common::RegisterRequest request{common::to_base64(key_.verify_key().raw()), name, version};
-    auto reply = http_.request(server_, "POST", server_.path + "/api/v1/register",
-                               boost::json::serialize(common::to_json(request)),
+    auto target = server_.path + "/api/v1/register";
+    auto reply = http_.request(server_, "POST", target, boost::json::serialize(common::to_json(request)),
                                {{"Content-Type", "application/json"}});
-    if (!reply) return reply.error();
-    return ApiReply{reply->status, std::move(reply->body)};
+    if (!reply) return reply.failure();
+    if (reply->status != 200) return refusal("register", *reply);
+    return parsed<common::RegisterResponse>("register", std::move(reply->body));
 }
 
-common::Result<ApiReply> ServerApi::post(const std::string& route, const std::string& body) {
+ApiResult<common::WorkResponse> ServerApi::request_work(const common::WorkRequest& request) {
+    return parsed<common::WorkResponse>("work", post_json("work", common::to_json(request)));
+}
+
+ApiResult<common::HeartbeatResponse> ServerApi::heartbeat(const std::string& wu_id) {
+    return parsed<common::HeartbeatResponse>(
+        "heartbeat", post_json("heartbeat", common::to_json(common::WorkUnitRef{client_id_, wu_id})));
+}
+
+ApiStatus ServerApi::abandon(const std::string& wu_id) {
+    auto reply = post_json("abandon", common::to_json(common::WorkUnitRef{client_id_, wu_id}));
+    if (!reply) return reply.failure();
+    return std::monostate{};
+}
+
+ApiStatus ServerApi::upload_result(const std::string& packed) {
+    auto reply = post("results", packed, "application/octet-stream");
+    if (!reply) return reply.failure();
+    return std::monostate{};
+}
+
+ApiResult<common::ResultStatus> ServerApi::result_status(const std::string& wu_id) {
+    return parsed<common::ResultStatus>("result",
+                                        post_json("result", common::to_json(common::WorkUnitRef{client_id_, wu_id})));
+}
+
+ApiResult<std::string> ServerApi::post_json(const std::string& route, const boost::json::value& body) {
+    return post(route, boost::json::serialize(body), "application/json");
+}
+
+ApiResult<std::string> ServerApi::post(const std::string& route, const std::string& body,
+                                       const std::string& content_type) {
     auto target = server_.path + "/api/v1/" + route;
     auto signed_headers = common::sign_request("POST", target, common::as_bytes(body), client_id_, key_, unix_now());
     std::map<std::string, std::string> headers{
-        {"Content-Type", route == "results" ? "application/octet-stream" : "application/json"},
+        {"Content-Type", content_type},
         {std::string(common::kHeaderClient), signed_headers.client_id},
         {std::string(common::kHeaderTimestamp), signed_headers.timestamp},
         {std::string(common::kHeaderNonce), signed_headers.nonce},
         {std::string(common::kHeaderSignature), signed_headers.signature}};
     auto reply = http_.request(server_, "POST", target, body, headers);
-    if (!reply) return reply.error();
-    return ApiReply{reply->status, std::move(reply->body)};
-}
-
-common::Result<ApiReply> ServerApi::abandon(const std::string& wu_id) {
-    return post("abandon", boost::json::serialize(common::to_json(common::WorkUnitRef{client_id_, wu_id})));
+    if (!reply) return reply.failure();
+    if (reply->status != 200) return refusal(route, *reply);
+    return std::move(reply->body);
 }
 
 }  // namespace tessera::client

@@ -1,42 +1,45 @@
-// The server's volunteer routes (docs/protocol.md) as calls: registration, signed requests
-// for work, heartbeats, abandons and uploads. A network failure is an Error (the caller
-// retries with backoff); an HTTP error status comes back in the reply.
+// The server's volunteer routes (docs/protocol.md) as typed calls: each signs its request,
+// sends it and parses the answer into its message type. An HTTP error status comes back as
+// an ApiFailure with the status and the JSON error's code and message; a malformed answer as
+// a BadAnswer. Safe to call from several threads once the client id is set.
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <string>
 
+#include "api_result.h"
+#include "bytes.h"
 #include "ed25519.h"
 #include "http_client.h"
 #include "protocol.h"
 
 namespace tessera::client {
 
-struct ApiReply {
-    int status = 0;
-    std::string body;
-    std::string error_message() const;  // the JSON error's message, or the body
-};
-
 class ServerApi {
 public:
-    ServerApi(Url server, HttpClient& http, const common::SigningKey& key)
+    ServerApi(Url server, const HttpClient& http, const common::SigningKey& key)
         : server_(std::move(server)), http_(http), key_(key) {}
 
-    common::Result<ApiReply> register_client(const std::string& name, const std::string& version);
+    // Unsigned: the request carries the key being registered.
+    ApiResult<common::RegisterResponse> register_client(const std::string& name, const std::string& version);
     void set_client_id(std::string id) { client_id_ = std::move(id); }
     const std::string& client_id() const { return client_id_; }
     const Url& server() const { return server_; }
 
-    // POST `route` (under /api/v1/) signed with the volunteer's key.
-    common::Result<ApiReply> post(const std::string& route, const std::string& body);
-    common::Result<ApiReply> abandon(const std::string& wu_id);
+    ApiResult<common::WorkResponse> request_work(const common::WorkRequest& request);
+    ApiResult<common::HeartbeatResponse> heartbeat(const std::string& wu_id);
+    ApiStatus abandon(const std::string& wu_id);
+    // The packed upload (common/result_upload.h); success once the server has stored it.
+    ApiStatus upload_result(const std::string& packed);
+    ApiResult<common::ResultStatus> result_status(const std::string& wu_id);
 
 private:
+    // POST `route` (under /api/v1/) signed with the volunteer's key; the body of a 200 answer.
+    ApiResult<std::string> post(const std::string& route, const std::string& body, const std::string& content_type);
+    ApiResult<std::string> post_json(const std::string& route, const boost::json::value& body);
+
     Url server_;
-    HttpClient& http_;
+    const HttpClient& http_;
     const common::SigningKey& key_;
     std::string client_id_;
 };

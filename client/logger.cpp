@@ -1,0 +1,30 @@
+// Logger: text or JSON lines.
+#include "logger.h"
+
+#include <boost/json/serialize.hpp>
+
+#include <iostream>
+
+#include "server_api.h"
+
+namespace tessera::client {
+
+void Logger::info(const std::string& event, const std::string& text, boost::json::object fields) const {
+    std::lock_guard lock(mutex_);
+    if (json_) {
+        fields["event"] = event;
+        fields["message"] = text;
+        fields["time"] = unix_now();
+        std::cout << boost::json::serialize(fields) << std::endl;
+    } else if (!quiet_) {
+        std::cout << text << std::endl;
+    }
+}
+
+void Logger::error(const std::string& text) const {
+    if (json_) return info("error", text);
+    std::lock_guard lock(mutex_);
+    std::cerr << "tessera-client: " << text << std::endl;
+}
+
+}  // namespace tessera::client

@@ -1,0 +1,214 @@
+// The volunteer's loop against a real in-process server: a unit trained and uploaded with
+// the device reported truthfully and the shards remembered; retries that end when the user
+// asks; permanent refusals and corrupt blobs that stop it with a clear message; the server's
+// "stop" answer to a heartbeat; a result kept across a restart and uploaded by the next run.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "blob_cache.h"
+#include "client_state.h"
+#include "server_api.h"
+#include "server_fixture.h"
+#include "training/work_runner.h"
+#include "volunteer.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+using client::StopReason;
+
+namespace {
+
+client::VolunteerOptions options_for(std::uint16_t port, const std::filesystem::path& state) {
+    client::VolunteerOptions options;
+    options.server = "http://127.0.0.1:" + std::to_string(port);
+    options.state_dir = state;
+    options.device = "cpu";
+    options.threads = 1;
+    options.quiet = true;
+    options.retry = {std::chrono::milliseconds(20), std::chrono::milliseconds(100)};
+    return options;
+}
+
+// Polls `done` every 10 ms; false if it never held within `limit`.
+template <class Condition>
+bool eventually(Condition done, std::chrono::seconds limit = std::chrono::seconds(120)) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > end) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+}
+
+// The real client signs with the wall clock: the server's manual clock starts there.
+void set_to_wall_clock(TestServer& server) { server.advance(client::unix_now() - server.now()); }
+
+// run_volunteer on its own thread; leaving the scope abandons whatever it does and joins it.
+class VolunteerThread {
+public:
+    explicit VolunteerThread(const client::VolunteerOptions& options)
+        : options_(options), thread_([this] { stop_ = client::run_volunteer(options_, control_); }) {}
+    ~VolunteerThread() {
+        control_.abandon_now = true;
+        if (thread_.joinable()) thread_.join();
+    }
+    client::VolunteerControl& control() { return control_; }
+    client::Stop join() {
+        thread_.join();
+        return stop_;
+    }
+
+private:
+    client::VolunteerOptions options_;
+    client::VolunteerControl control_;
+    client::Stop stop_;
+    std::thread thread_;
+};
+
+std::vector<AssignmentRecord> in_progress(TestServer& server) {
+    return server.store().in_state(AssignmentState::InProgress).value();
+}
+
+}  // namespace
+
+TEST_CASE("a volunteer trains a unit, reports its device and remembers its shards; a ban stops it") {
+    TestServer server;
+    set_to_wall_clock(server);
+    TempDir dir;
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.once = true;
+    client::VolunteerControl control;
+    auto stop = client::run_volunteer(options, control);
+    INFO(stop.message);
+    CHECK(stop.reason == StopReason::OnceDone);
+    CHECK(stop.message.empty());
+
+    auto device = client::probe_device("cpu", 1).value();
+    CHECK(device.kind == "cpu");
+    CHECK(device.memory_bytes > (std::int64_t{64} << 20));
+    auto clients = server.store().clients().value();
+    REQUIRE(clients.size() == 1);
+    CHECK(clients[0].device == "cpu:" + device.name);
+
+    client::ClientState state(dir / "volunteer");
+    CHECK(!state.load_current().value().has_value());
+    auto remembered = state.load_remembered().value();
+    CHECK(remembered.samples_per_s > 0);
+    auto units = server.store().in_state(AssignmentState::Returned).value();
+    auto accepted = server.store().in_state(AssignmentState::Accepted).value();
+    auto merged = server.store().in_state(AssignmentState::Merged).value();
+    units.insert(units.end(), accepted.begin(), accepted.end());
+    units.insert(units.end(), merged.begin(), merged.end());
+    REQUIRE(units.size() == 1);
+    auto unit = server.store().work_unit(units[0].work_unit_id).value().value();
+    auto shards = unit.shards;
+    std::sort(shards.begin(), shards.end());
+    CHECK(remembered.shards == shards);
+
+    // Banned: asking for work is refused for good, and the message says why.
+    REQUIRE(server.store().set_client_banned(clients[0].id, true, server.now()).ok());
+    stop = client::run_volunteer(options, control);
+    CHECK(stop.reason == StopReason::Error);
+    CHECK(stop.message.find("banned") != std::string::npos);
+}
+
+TEST_CASE("a refusal is permanent: a wrong server path stops the volunteer at once") {
+    TestServer server;
+    set_to_wall_clock(server);
+    TempDir dir;
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.server += "/no-such-prefix";
+    options.retry = {std::chrono::hours(1), std::chrono::hours(1)};  // a retry would hang the test
+    client::VolunteerControl control;
+    auto stop = client::run_volunteer(options, control);
+    CHECK(stop.reason == StopReason::Error);
+    CHECK(stop.message.find("HTTP 404") != std::string::npos);
+}
+
+TEST_CASE("retries end when the volunteer is asked to stop") {
+    std::uint16_t port = 0;
+    {
+        TestServer gone;
+        port = gone.port();
+    }  // nothing listens there now
+    TempDir dir;
+    auto options = options_for(port, dir / "volunteer");
+    VolunteerThread volunteer(options);
+    // The key is made just before the first registration attempt.
+    CHECK(eventually([&] { return std::filesystem::exists(dir / "volunteer" / "client_key.pem"); }));
+    volunteer.control().stop_after_unit = true;
+    auto stop = volunteer.join();
+    CHECK(stop.reason == StopReason::Requested);
+    CHECK(stop.message.find("stopped while waiting to retry") != std::string::npos);
+}
+
+TEST_CASE("a blob that keeps arriving corrupt is given back and stops the volunteer") {
+    TestServer server;
+    set_to_wall_clock(server);
+    auto task = server.store().current_task().value().value();
+    auto path = server.state().blobs() / server.store().versions(task.id).value().at(0).blob_sha256;
+    {
+        std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+        file.seekp(100);
+        file.put('\x7f');
+    }
+    TempDir dir;
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.once = true;
+    client::VolunteerControl control;
+    auto stop = client::run_volunteer(options, control);
+    CHECK(stop.reason == StopReason::Error);
+    CHECK(stop.message.find("arrived with hash") != std::string::npos);
+    CHECK(in_progress(server).empty());
+    CHECK(server.store().in_state(AssignmentState::Abandoned).value().size() == 1);
+}
+
+TEST_CASE("a heartbeat answered 'stop' ends training, and the unit is not uploaded") {
+    TestServer server([](TaskConfig& config) { config.local_steps = 100000; });  // minutes of training
+    set_to_wall_clock(server);
+    TempDir dir;
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.heartbeat_interval = std::chrono::milliseconds(50);
+    VolunteerThread volunteer(options);
+    REQUIRE(eventually([&] { return in_progress(server).size() == 1; }));
+    auto unit = in_progress(server).at(0);
+    volunteer.control().stop_after_unit = true;  // finish this unit, then stop: only the server can end it early
+    server.advance(unit.deadline - server.now() + 1);  // past its deadline: heartbeats answer keep_working false
+    auto stop = volunteer.join();
+    CHECK(stop.reason == StopReason::Requested);
+    CHECK(state_of(server, unit.id) == "in_progress");  // neither uploaded nor abandoned: the server ended it
+    CHECK(!client::ClientState(dir / "volunteer").load_current().value().has_value());
+}
+
+TEST_CASE("a result that could not be uploaded is kept and uploaded by the next run") {
+    TestServer server([](TaskConfig& config) { config.local_steps = 1000; });  // seconds of training
+    set_to_wall_clock(server);
+    TempDir dir;
+    auto options = options_for(server.port(), dir / "volunteer");
+    VolunteerThread volunteer(options);
+    REQUIRE(eventually([&] { return in_progress(server).size() == 1; }));
+    auto unit = in_progress(server).at(0);
+    // Training starts once the model and the unit's shards are in the cache.
+    auto blobs = 1 + server.store().work_unit(unit.work_unit_id).value().value().shards.size();
+    REQUIRE(eventually([&] { return client::BlobCache(dir / "volunteer" / "cache", 1 << 30).held().size() == blobs; }));
+    server.stop();                                // while it trains: the upload will find no server
+    volunteer.control().stop_after_unit = true;  // and the retry gives up at once
+    auto stop = volunteer.join();
+    CHECK(stop.reason == StopReason::Requested);
+    CHECK(stop.message.find("uploaded when the client starts again") != std::string::npos);
+    auto kept = client::ClientState(dir / "volunteer").load_current().value();
+    REQUIRE(kept.has_value());
+    CHECK(kept->wu_id == unit.id);
+    CHECK(kept->phase == "uploading");
+
+    server.start();  // on a new port
+    auto restarted = options_for(server.port(), dir / "volunteer");
+    restarted.once = true;
+    client::VolunteerControl fresh;
+    stop = client::run_volunteer(restarted, fresh);
+    CHECK(stop.reason == StopReason::OnceDone);
+    CHECK(state_of(server, unit.id) != "in_progress");
+    CHECK(server.store().assignment(unit.id).value()->returned_at.has_value());
+}
