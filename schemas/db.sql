@@ -109,6 +109,11 @@ CREATE TABLE assignments (
 CREATE INDEX assignments_by_state ON assignments(state);
 CREATE INDEX assignments_by_client ON assignments(client_id, state);
 CREATE INDEX assignments_by_work_unit ON assignments(work_unit_id);
+-- Schema 3: the per-request queries stay off full scans as the history grows.
+CREATE INDEX work_units_open ON work_units(task_id, state, created_at);
+CREATE INDEX clients_by_last_seen ON clients(last_seen);
+CREATE INDEX request_nonces_by_time ON request_nonces(seen_at);
+CREATE INDEX assignments_by_acceptance ON assignments(accepted_seq);
 
 -- Why results were refused.
 CREATE TABLE rejections (

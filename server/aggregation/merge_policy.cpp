@@ -71,10 +71,15 @@ class FedAsyncPolicy final : public MergePolicy {
 public:
     explicit FedAsyncPolicy(const MergeSettings& settings) : settings_(settings) {}
 
+    // One pass for the norm (finite check and clip), one for θ += η·s(τ)·clip·Δ: the merge loop
+    // moves 16 bytes per parameter where weigh-then-add would move 28.
     common::Result<MergeOutcome> add(NamedTensors& model, IncomingDelta delta) override {
-        auto weighted = weigh(settings_, model, delta);
-        if (!weighted) return weighted.error();
-        add_scaled(model, *weighted, settings_.server_lr);
+        if (auto status = check_same_layout(model, delta.delta); !status)
+            return common::with_context("delta '" + delta.id + "'", status.error());
+        const double norm = l2_norm(delta.delta);
+        if (!std::isfinite(norm)) return common::make_error("delta '" + delta.id + "': non-finite values");
+        const double clip = settings_.clip_norm > 0 && norm > settings_.clip_norm ? settings_.clip_norm / norm : 1.0;
+        add_scaled(model, delta.delta, settings_.server_lr * settings_.staleness.weight(delta.staleness) * clip);
         return MergeOutcome{true, {std::move(delta.id)}};
     }
     std::vector<std::string> pending_ids() const override { return {}; }

@@ -31,10 +31,17 @@ common::Error name_mismatch(const common::NamedTensors& model, const common::Nam
 }  // namespace
 
 double l2_norm(const common::NamedTensors& tensors) {
-    double sum = 0;
-    for (const auto& t : tensors)
-        for (float v : t.values) sum += static_cast<double>(v) * v;
-    return std::sqrt(sum);
+    // Four independent sums: one serial sum waits on each addition's latency.
+    double sums[4] = {0, 0, 0, 0};
+    for (const auto& t : tensors) {
+        const float* v = t.values.data();
+        const std::size_t n = t.values.size();
+        std::size_t j = 0;
+        for (; j + 4 <= n; j += 4)
+            for (std::size_t k = 0; k < 4; ++k) sums[k] += static_cast<double>(v[j + k]) * v[j + k];
+        for (; j < n; ++j) sums[0] += static_cast<double>(v[j]) * v[j];
+    }
+    return std::sqrt((sums[0] + sums[1]) + (sums[2] + sums[3]));
 }
 
 common::Result<double> relative_l2(const common::NamedTensors& a, const common::NamedTensors& b) {

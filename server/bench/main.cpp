@@ -1,20 +1,28 @@
 // tessera-bench: Tessera's benchmarks. `train` measures the trainer's samples/s against
 // PyTorch Python running the same model and loop; `fleet` simulates a volunteer fleet
-// training through the server's components on a virtual clock (docs/fleet_simulator.md).
+// training through the server's components on a virtual clock (docs/fleet_simulator.md);
+// `dispatch` and `ingest` measure one server's front end and result pipeline.
 #include <cxxopts.hpp>
 #include <iostream>
 
 #include "allocator_tuning.h"
+#include "dispatch_bench.h"
 #include "fleet/fleet_command.h"
+#include "ingest_bench.h"
 #include "train_bench.h"
 
 int main(int argc, char** argv) {
     tessera::common::tune_allocator_for_training();
-    if (argc >= 2 && std::string(argv[1]) == "fleet") return tessera::bench::run_fleet_command(argc - 1, argv + 1);
-    if (argc < 2 || std::string(argv[1]) != "train") {
+    std::string command = argc >= 2 ? argv[1] : "";
+    if (command == "fleet") return tessera::bench::run_fleet_command(argc - 1, argv + 1);
+    if (command == "dispatch") return tessera::bench::run_dispatch_command(argc - 1, argv + 1);
+    if (command == "ingest") return tessera::bench::run_ingest_command(argc - 1, argv + 1);
+    if (command != "train") {
         std::cerr << "usage: tessera-bench train --model PRESET --device cpu|cuda [options]\n"
                      "       tessera-bench fleet --data DIR [--fleet home] [--volunteers K] [options]\n"
-                     "Run `tessera-bench train --help` or `tessera-bench fleet --help` for the options.\n";
+                     "       tessera-bench dispatch --data DIR [--volunteers N] [--connections C] [options]\n"
+                     "       tessera-bench ingest --data DIR [--model dit-s] [--results R] [options]\n"
+                     "Run `tessera-bench COMMAND --help` for the options.\n";
         return 2;
     }
     cxxopts::Options options("tessera-bench train", "Training throughput: C++ trainer vs PyTorch Python");

@@ -10,6 +10,13 @@
 #include "curve_evaluator.h"
 
 namespace tessera::server {
+namespace {
+
+// Merging has paused when no result has arrived for this long (docs/architecture.md).
+constexpr auto kMergePause = std::chrono::milliseconds(250);
+
+}  // namespace
+
 Aggregator::Aggregator(Store& store, BlobStore& blobs, ResultFiles& results, ProbePool& probes, Executor executor,
                        Clock clock, AggregatorHooks hooks)
     : store_(store), blobs_(blobs), results_(results), probes_(probes), executor_(std::move(executor)),
@@ -117,10 +124,13 @@ void Aggregator::run() {
         }
         bool idle = false;
         {
-            std::lock_guard lock(mutex_);
-            idle = queue_.empty();
+            // The curve always ends at the current version: evaluate it once merging pauses,
+            // that is once no result has come for kMergePause (under a steady stream of results
+            // the queue empties between every two; evaluating then would evaluate non-stop).
+            std::unique_lock lock(mutex_);
+            auto more = [&] { return stopping_ || !queue_.empty(); };
+            idle = changed_since_idle_ ? !changed_.wait_for(lock, kMergePause, more) : queue_.empty();
         }
-        // The curve always ends at the current version: evaluate it once merging pauses.
         if (idle && changed_since_idle_) curve_->version_committed(version_, true);
         if (idle) changed_since_idle_ = false;
         {

@@ -10,6 +10,7 @@ namespace tessera::server {
 void CurveEvaluator::version_committed(std::int64_t version, bool now_or_soon) {
     std::lock_guard lock(mutex_);
     newest_ = std::max(newest_, version);
+    if (newest_ <= launched_) return;  // its evaluation is done or under way
     if (in_flight_) {
         wanted_ = wanted_ || now_or_soon;
         return;
@@ -21,6 +22,7 @@ void CurveEvaluator::version_committed(std::int64_t version, bool now_or_soon) {
 void CurveEvaluator::launch_locked(std::int64_t version) {
     in_flight_ = true;
     wanted_ = false;
+    launched_ = version;
     last_started_at_ = clock_();
     bool full = last_started_at_ - last_full_at_ >= full_interval_s_;
     if (full) last_full_at_ = last_started_at_;

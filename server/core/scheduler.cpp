@@ -86,9 +86,9 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     for (std::size_t i = 0; i < count; ++i) unit.shards.push_back((*shards)[i].sha256);
     unit.local_steps = scaled_local_steps(view.config, request.samples_per_s);
     unit.seed = static_cast<std::int64_t>(rng_() >> 11);  // 53 bits: exact in JSON
-    auto counts = store_.counts(clock_() - 600);
-    if (!counts) return counts.error();
-    bool others_around = counts->clients_active >= 2;
+    auto active = store_.active_clients(clock_() - 600, 2);
+    if (!active) return active.error();
+    bool others_around = *active >= 2;
     unit.replicas = others_around && uniform() < replication_chance(view.config, client.valid_streak) ? 2 : 1;
     unit.created_at = clock_();
     return issue(view, client, unit, true);

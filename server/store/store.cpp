@@ -49,8 +49,9 @@ common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& 
     }
 }
 
-// Schema versions: 0 = empty file, 2 = schemas/db.sql; 1 → 2 adds the evaluation's sample
-// size to model_versions. A database from a newer server is refused.
+// Schema versions: 0 = empty file, 3 = schemas/db.sql; 1 → 2 adds the evaluation's sample
+// size to model_versions, 2 → 3 the indexes of open work units, clients by last seen,
+// nonces by time and assignments by acceptance. A database from a newer server is refused.
 void Store::migrate() {
     Statement query(*db_, "PRAGMA user_version");
     query.step();
@@ -63,9 +64,14 @@ void Store::migrate() {
     Transaction transaction(*db_);
     if (version == 0) {
         db_->exec(kDbSchemaSql);
-    } else if (version == 1) {
-        db_->exec("ALTER TABLE model_versions ADD COLUMN validation_samples INTEGER; "
-                  "ALTER TABLE model_versions ADD COLUMN validation_full INTEGER NOT NULL DEFAULT 0;");
+    } else {
+        if (version == 1)
+            db_->exec("ALTER TABLE model_versions ADD COLUMN validation_samples INTEGER; "
+                      "ALTER TABLE model_versions ADD COLUMN validation_full INTEGER NOT NULL DEFAULT 0;");
+        db_->exec("CREATE INDEX IF NOT EXISTS work_units_open ON work_units(task_id, state, created_at); "
+                  "CREATE INDEX IF NOT EXISTS clients_by_last_seen ON clients(last_seen); "
+                  "CREATE INDEX IF NOT EXISTS request_nonces_by_time ON request_nonces(seen_at); "
+                  "CREATE INDEX IF NOT EXISTS assignments_by_acceptance ON assignments(accepted_seq);");
     }
     db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     transaction.commit();
@@ -163,6 +169,15 @@ common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
         rejections.step();
         counts.rejections = rejections.integer(0);
         return counts;
+    });
+}
+
+common::Result<std::int64_t> Store::active_clients(std::int64_t since, std::int64_t at_most) {
+    return guarded([&]() -> common::Result<std::int64_t> {
+        Statement query(*db_, "SELECT COUNT(*) FROM (SELECT 1 FROM clients WHERE last_seen >= ? LIMIT ?)");
+        query.bind(1, since).bind(2, at_most);
+        query.step();
+        return query.integer(0);
     });
 }
 

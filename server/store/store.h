@@ -35,7 +35,7 @@ public:
     static common::Result<std::unique_ptr<Store>> open(const std::filesystem::path& path, bool create);
     ~Store();
 
-    static constexpr std::int64_t kSchemaVersion = 2;
+    static constexpr std::int64_t kSchemaVersion = 3;
     common::Result<std::int64_t> schema_version();
 
     // Settings (operator token hash, server key id).
@@ -48,7 +48,8 @@ public:
     common::Result<std::optional<ClientRecord>> client(const std::string& id);
     common::Status note_client_seen(const std::string& id, const std::string& device,
                                     double samples_per_s, std::int64_t now);
-    // False when the nonce was already used: a replay. Forgets nonces older than the window.
+    // False when the nonce was already used: a replay. Forgets nonces older than twice the
+    // window, at most once per window (the pruning scans the table).
     common::Result<bool> claim_nonce(const std::string& client_id, const std::string& nonce,
                                      std::int64_t now, std::int64_t window_s);
     common::Status set_client_banned(const std::string& id, bool banned, std::int64_t now);
@@ -114,6 +115,8 @@ public:
     common::Result<std::vector<RejectionRecord>> rejections(int limit);
     common::Result<std::optional<RejectionRecord>> rejection_of(const std::string& assignment_id);
     common::Result<StoreCounts> counts(std::int64_t active_since);
+    // Volunteers seen since `since`, counted up to `at_most` (an index range, not a scan).
+    common::Result<std::int64_t> active_clients(std::int64_t since, std::int64_t at_most);
     common::Result<std::int64_t> last_event_id();
     // Dashboard history (store_history.cpp): buckets of `bucket_s` seconds from `since`, only
     // those with results, oldest first.
@@ -138,6 +141,7 @@ private:
 
     std::mutex mutex_;
     std::unique_ptr<SqliteDb> db_;
+    std::int64_t nonces_pruned_at_ = 0;
 };
 
 }  // namespace tessera::server

@@ -89,7 +89,10 @@ common::Result<bool> Store::claim_nonce(const std::string& client_id, const std:
                                         std::int64_t now, std::int64_t window_s) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(*db_);
-        Statement(*db_, "DELETE FROM request_nonces WHERE seen_at < ?").bind(1, now - 2 * window_s).run();
+        if (now - nonces_pruned_at_ >= window_s) {
+            Statement(*db_, "DELETE FROM request_nonces WHERE seen_at < ?").bind(1, now - 2 * window_s).run();
+            nonces_pruned_at_ = now;
+        }
         Statement insert(*db_, "INSERT OR IGNORE INTO request_nonces(client_id, nonce, seen_at) VALUES (?, ?, ?)");
         insert.bind(1, client_id).bind(2, nonce).bind(3, now).run();
         bool fresh = db_->changes() == 1;

@@ -319,9 +319,12 @@ common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std
 
 common::Result<std::vector<double>> Store::recent_norms_per_step(const std::string& task_id, int limit) {
     return guarded([&]() -> common::Result<std::vector<double>> {
-        Statement query(*db_, "SELECT a.delta_norm / w.local_steps FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                              "WHERE w.task_id = ? AND a.state IN ('accepted', 'confirmed', 'merged') "
-                              "AND a.delta_norm IS NOT NULL ORDER BY a.accepted_seq DESC LIMIT ?");
+        // Walks the acceptance index from the newest (CROSS JOIN and the unary + keep SQLite
+        // from scanning every accepted row of the task and sorting them).
+        Statement query(*db_, "SELECT a.delta_norm / w.local_steps FROM assignments a CROSS JOIN work_units w "
+                              "ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? "
+                              "AND +a.state IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL "
+                              "ORDER BY a.accepted_seq DESC LIMIT ?");
         query.bind(1, task_id).bind(2, limit);
         std::vector<double> norms;
         while (query.step()) norms.push_back(query.real(0));

@@ -207,6 +207,46 @@ TEST_CASE("the curve says which validation samples it uses and covers the whole 
     CHECK(stats.at("full_validation").at("version").as_int64() == 1);  // the newest whole-set figure stays
 }
 
+// Answers at once and counts its evaluations.
+class CountingProbe : public ModelProbe {
+public:
+    explicit CountingProbe(std::shared_ptr<std::atomic<int>> calls) : calls_(std::move(calls)) {}
+    common::Result<ProbeResult> evaluate(const common::NamedTensors&, std::int64_t) override {
+        ++*calls_;
+        return ProbeResult{1.0, std::nullopt, 64};
+    }
+
+private:
+    std::shared_ptr<std::atomic<int>> calls_;
+};
+
+TEST_CASE("a stream of results is not evaluated version by version; the curve ends at the newest") {
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    TestServer server({}, PolicyKind::FedAsync, [calls](ServerOptions& options) {
+        options.probe_factory = [calls](const TaskConfig&) -> common::Result<ModelProbeFactory> {
+            return ModelProbeFactory([calls]() -> common::Result<std::unique_ptr<ModelProbe>> {
+                return std::unique_ptr<ModelProbe>(std::make_unique<CountingProbe>(calls));
+            });
+        };
+    });
+    server.app().wait_idle();
+    REQUIRE(calls->load() == 1);  // version 0 at start-up
+    std::vector<std::unique_ptr<TestVolunteer>> volunteers;
+    std::vector<std::pair<TestVolunteer*, common::WorkUnit>> units;
+    for (int i = 0; i < 6; ++i) {
+        volunteers.push_back(std::make_unique<TestVolunteer>(server, "v" + std::to_string(i)));
+        for (int j = 0; j < 2; ++j) units.emplace_back(volunteers.back().get(), volunteers.back()->request_work().value());
+    }
+    // Back to back (the clock stands still, so no evaluation is due by its interval): the merge
+    // queue empties between results, which must not count as merging having paused.
+    for (auto& [volunteer, unit] : units)
+        REQUIRE(volunteer->upload(unit, volunteer->made_up_delta(unit, 1e-3f)).status == 200);
+    server.app().wait_idle();
+    CHECK(server.version() == 12);
+    CHECK(get_json(server, "/api/v1/stats").at("evaluated_version").as_int64() == 12);
+    CHECK(calls->load() <= 3);  // start-up, the newest, and at most one pause on a slow machine
+}
+
 TEST_CASE("samples: each new version is drawn once, in the background, and kept as an immutable PNG") {
     auto calls = std::make_shared<std::atomic<int>>(0);
     TestServer server({}, PolicyKind::FedAsync, [calls](ServerOptions& options) {

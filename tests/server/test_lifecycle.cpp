@@ -211,17 +211,30 @@ TEST_CASE("the store applies its schema once and refuses a database from a newer
     CHECK(missing.message().find("tessera-server init") != std::string::npos);
 }
 
-TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain a sample size") {
+TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain a sample size and indexes") {
     TestServer server;
     server.stop();
     auto path = server.state().database();
+    auto indexes = [&] {
+        SqliteDb db(path, false);
+        Statement query(db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN "
+                            "('work_units_open', 'clients_by_last_seen', 'request_nonces_by_time', "
+                            "'assignments_by_acceptance')");
+        query.step();
+        return query.integer(0);
+    };
+    CHECK(indexes() == 4);
     {
-        SqliteDb db(path, false);  // back to schema 1: no sample size on the versions
+        SqliteDb db(path, false);  // back to schema 1: no sample size on the versions, no indexes of schema 3
         db.exec("ALTER TABLE model_versions DROP COLUMN validation_samples; "
-                "ALTER TABLE model_versions DROP COLUMN validation_full; PRAGMA user_version = 1;");
+                "ALTER TABLE model_versions DROP COLUMN validation_full; DROP INDEX work_units_open; "
+                "DROP INDEX clients_by_last_seen; DROP INDEX request_nonces_by_time; DROP INDEX assignments_by_acceptance; "
+                "PRAGMA user_version = 1;");
     }
+    CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();
     CHECK(store->schema_version().value() == Store::kSchemaVersion);
+    CHECK(indexes() == 4);
     auto task = store->current_task().value().value();
     auto v0 = store->version(task.id, 0).value().value();
     CHECK(v0.validation_loss.has_value());  // evaluated before the migration, kept

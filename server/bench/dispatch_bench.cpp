@@ -1,0 +1,284 @@
+// The dispatch benchmark: register, then ask and return as fast as the server answers.
+#include "dispatch_bench.h"
+
+#include <boost/json.hpp>
+#include <cxxopts.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <pthread.h>
+
+#include "checkpoint.h"
+#include "delta_codec.h"
+#include "file_io.h"
+#include "http_client.h"
+#include "result_upload.h"
+#include "server_api.h"
+#include "server_app.h"
+#include "sha256.h"
+#include "task_setup.h"
+
+namespace tessera::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using server::ServerApp;
+
+double milliseconds_since(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double percentile(std::vector<double> values, double p) {
+    if (values.empty()) return 0;
+    std::sort(values.begin(), values.end());
+    auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+    return values[std::min(index, values.size() - 1)];
+}
+
+struct Volunteer {
+    common::SigningKey key;
+    std::unique_ptr<client::ServerApi> api;
+};
+
+// What one client thread measured.
+struct ThreadTally {
+    std::vector<double> work_ms, upload_ms, unit_ms;
+    std::int64_t units = 0, no_work = 0, failures = 0;
+    std::string first_failure;
+
+    void fail(const std::string& what) {
+        if (failures++ == 0) first_failure = what;
+    }
+};
+
+// A delta of the task's model with small random values, encoded as the task asks.
+common::Result<common::Bytes> made_up_delta(server::Store& store, const server::StateDir& state,
+                                            const common::DeltaEncoding& encoding) {
+    auto task = store.current_task();
+    if (!task || !*task) return common::make_error("no task");
+    auto versions = store.versions((*task)->id);
+    if (!versions) return versions.error();
+    auto bytes = common::read_file(state.blobs() / versions->at(0).blob_sha256, std::uint64_t{4} << 30);
+    if (!bytes) return bytes.error();
+    auto model = server::read_checkpoint(*bytes);
+    if (!model) return model.error();
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal(0, 1e-3f);
+    for (auto& tensor : *model)
+        for (auto& value : tensor.values) value = normal(rng);
+    auto encoded = common::encode_delta(*model, encoding);
+    if (!encoded) return encoded.error();
+    return std::move(encoded->bytes);
+}
+
+// One WU: ask, and upload the made-up result for the unit given.
+void one_unit(Volunteer& v, const common::Bytes& delta, ThreadTally& tally) {
+    common::WorkRequest request;
+    request.client_id = v.api->client_id();
+    request.device = {"cpu", "dispatch bench", std::int64_t{8} << 30, 1};
+    request.samples_per_s = 1000;
+    auto started = Clock::now();
+    auto response = v.api->request_work(request);
+    tally.work_ms.push_back(milliseconds_since(started));
+    if (!response) return tally.fail("work: " + response.message());
+    if (!response->has_work) {
+        ++tally.no_work;
+        return;
+    }
+    auto unit = common::parse_message<common::WorkUnit>(response->work_unit.payload);
+    if (!unit) return tally.fail("work unit: " + unit.message());
+    common::ResultManifest manifest;
+    manifest.wu_id = unit->wu_id;
+    manifest.client_id = unit->client_id;
+    manifest.base_version = unit->base_version;
+    manifest.delta_blob = {common::sha256_hex(delta), static_cast<std::int64_t>(delta.size())};
+    manifest.encoding = unit->encoding;
+    auto samples = unit->hyper.local_steps * unit->hyper.batch_size;
+    manifest.metrics = {1.0, 0.9, samples, 1.0, static_cast<double>(samples)};
+    manifest.device = "cpu:dispatch bench";
+    auto packed = common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), delta);
+    auto upload_started = Clock::now();
+    auto uploaded = v.api->upload_result(std::string(packed.begin(), packed.end()));
+    tally.upload_ms.push_back(milliseconds_since(upload_started));
+    if (!uploaded) return tally.fail("upload: " + uploaded.message());
+    tally.unit_ms.push_back(milliseconds_since(started));
+    ++tally.units;
+}
+
+// Runs `body(thread_index)` on `threads` threads and waits for them.
+template <class Body>
+void on_threads(int threads, Body body) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&body, t] {
+            pthread_setname_np(pthread_self(), "bench-client");  // profiles tell client from server
+            body(t);
+        });
+    for (auto& thread : pool) thread.join();
+}
+
+}  // namespace
+
+common::Status run_dispatch_bench(const DispatchBenchOptions& options) {
+    if (options.volunteers < 1 || options.connections < 1 || !(options.seconds > 0))
+        return common::make_error("--volunteers, --connections and --seconds must be positive");
+    auto dir = std::filesystem::temp_directory_path() / ("tessera-dispatch-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    server::StateDir state(dir);
+    if (auto token = server::initialize_state(state); !token) return token.error();
+    {
+        auto store = server::Store::open(state.database(), false);
+        if (!store) return store.error();
+        auto config = server::default_task_config(options.data, server::PolicyKind::FedBuff, options.model);
+        if (!config) return config.error();
+        config->codec = {common::DeltaDType::Int8, options.topk_fraction};
+        config->loss_check = 0;  // the front end is measured here; `ingest` measures validation
+        config->replication = 0;
+        // The curve's evaluations and the gallery's samples are a fixed background cost that
+        // does not grow with the load: one evaluation an hour, no gallery.
+        config->eval_interval_s = 3600;
+        config->merge.buffer_size = 64;
+        config->eval_full_interval_s = 3600;
+        if (auto task = server::create_task(state, **store, *config); !task) return task.error();
+    }
+    server::ServerOptions server_options;
+    server_options.state = state;
+    server_options.http.address = "127.0.0.1";
+    server_options.http.port = 0;
+    server_options.handler_threads = options.handler_threads;
+    server_options.sample_renderer = [](const server::TaskConfig&) { return std::optional<server::SampleRendererFactory>(); };
+    auto app = ServerApp::start(std::move(server_options));
+    if (!app) return app.error();
+    auto delta = made_up_delta((*app)->store(), state, {common::DeltaDType::Int8, options.topk_fraction});
+    if (!delta) return delta.error();
+
+    auto url = client::parse_url("http://127.0.0.1:" + std::to_string((*app)->port()));
+    client::HttpClient http;
+    std::vector<Volunteer> volunteers;
+    volunteers.reserve(static_cast<std::size_t>(options.volunteers));
+    for (std::int64_t i = 0; i < options.volunteers; ++i) {
+        volunteers.push_back({common::SigningKey::generate(), nullptr});
+        volunteers.back().api = std::make_unique<client::ServerApi>(*url, http, volunteers.back().key);
+    }
+    auto registering = Clock::now();
+    std::atomic<int> register_failures{0};
+    std::string register_failure;
+    std::mutex failure_mutex;
+    on_threads(options.connections, [&](int t) {
+        for (std::size_t i = static_cast<std::size_t>(t); i < volunteers.size(); i += static_cast<std::size_t>(options.connections)) {
+            auto response = volunteers[i].api->register_client("bench " + std::to_string(i), "bench");
+            if (!response) {
+                std::lock_guard lock(failure_mutex);
+                if (register_failures++ == 0) register_failure = response.message();
+                continue;
+            }
+            volunteers[i].api->set_client_id(response->client_id);
+        }
+    });
+    double register_s = milliseconds_since(registering) / 1000;
+    if (register_failures > 0) return common::make_error("registration failed: " + register_failure);
+
+    std::vector<ThreadTally> tallies(static_cast<std::size_t>(options.connections));
+    auto deadline = Clock::now() + std::chrono::duration<double>(options.seconds);
+    auto measuring = Clock::now();
+    on_threads(options.connections, [&](int t) {
+        auto& tally = tallies[static_cast<std::size_t>(t)];
+        for (auto i = static_cast<std::size_t>(t); Clock::now() < deadline;) {
+            one_unit(volunteers[i], *delta, tally);
+            i += static_cast<std::size_t>(options.connections);
+            if (i >= volunteers.size()) i = static_cast<std::size_t>(t) % volunteers.size();
+        }
+    });
+    double elapsed_s = milliseconds_since(measuring) / 1000;
+
+    ThreadTally all;
+    for (auto& tally : tallies) {
+        all.work_ms.insert(all.work_ms.end(), tally.work_ms.begin(), tally.work_ms.end());
+        all.upload_ms.insert(all.upload_ms.end(), tally.upload_ms.begin(), tally.upload_ms.end());
+        all.unit_ms.insert(all.unit_ms.end(), tally.unit_ms.begin(), tally.unit_ms.end());
+        all.units += tally.units;
+        all.no_work += tally.no_work;
+        if (tally.failures > 0 && all.failures == 0) all.first_failure = tally.first_failure;
+        all.failures += tally.failures;
+    }
+    auto counts = (*app)->store().counts(0);
+    auto draining = Clock::now();
+    (*app)->stop();
+    double drain_s = milliseconds_since(draining) / 1000;
+
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "dispatch: %lld volunteers, %d connections, %.1f s: %.1f WU/s (%lld units, %lld no-work answers, "
+                  "%lld failures)\n"
+                  "  work   p50 %.1f ms  p99 %.1f ms\n"
+                  "  upload p50 %.1f ms  p99 %.1f ms (%zu-byte results)\n"
+                  "  unit   p50 %.1f ms  p99 %.1f ms (ask + upload)\n"
+                  "  registered %lld volunteers in %.1f s (%.0f/s); draining validation and merges at stop took %.1f s\n",
+                  static_cast<long long>(options.volunteers), options.connections, elapsed_s,
+                  static_cast<double>(all.units) / elapsed_s, static_cast<long long>(all.units),
+                  static_cast<long long>(all.no_work), static_cast<long long>(all.failures),
+                  percentile(all.work_ms, 0.5), percentile(all.work_ms, 0.99), percentile(all.upload_ms, 0.5),
+                  percentile(all.upload_ms, 0.99), delta->size(), percentile(all.unit_ms, 0.5),
+                  percentile(all.unit_ms, 0.99), static_cast<long long>(options.volunteers), register_s,
+                  static_cast<double>(options.volunteers) / register_s, drain_s);
+    std::cout << line;
+    if (counts) {
+        std::cout << "  at the end of the measurement:";
+        for (const auto& [state_name, count] : counts->assignments) std::cout << " " << state_name << " " << count;
+        std::cout << "\n";
+    }
+    if (all.failures > 0) std::cout << "  first failure: " << all.first_failure << "\n";
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+    return {};
+}
+
+int run_dispatch_command(int argc, char** argv) {
+    cxxopts::Options parser("tessera-bench dispatch", "Work units per second one server hands out and takes back");
+    DispatchBenchOptions defaults;
+    parser.add_options()
+        ("data", "a prepared dataset directory (tessera-data prepare)", cxxopts::value<std::string>())
+        ("volunteers", "volunteers registered", cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.volunteers)))
+        ("connections", "volunteers active at once", cxxopts::value<int>()->default_value(std::to_string(defaults.connections)))
+        ("seconds", "measured seconds", cxxopts::value<double>()->default_value("20"))
+        ("topk", "fraction of each tensor in the made-up results", cxxopts::value<double>()->default_value("0.001"))
+        ("model", "model preset", cxxopts::value<std::string>()->default_value(defaults.model))
+        ("handler-threads", "the server's handler threads", cxxopts::value<std::size_t>()->default_value("4"))
+        ("h,help", "show this help");
+    try {
+        auto args = parser.parse(argc, argv);
+        if (args.count("help")) {
+            std::cout << parser.help() << "\n";
+            return 0;
+        }
+        if (!args.count("data")) {
+            std::cerr << "tessera-bench dispatch: needs --data DIR\n";
+            return 2;
+        }
+        DispatchBenchOptions options;
+        options.data = args["data"].as<std::string>();
+        options.volunteers = args["volunteers"].as<std::int64_t>();
+        options.connections = args["connections"].as<int>();
+        options.seconds = args["seconds"].as<double>();
+        options.topk_fraction = args["topk"].as<double>();
+        options.model = args["model"].as<std::string>();
+        options.handler_threads = args["handler-threads"].as<std::size_t>();
+        if (auto status = run_dispatch_bench(options); !status) {
+            std::cerr << "tessera-bench dispatch: " << status.message() << "\n";
+            return 1;
+        }
+    } catch (const cxxopts::exceptions::exception& error) {
+        std::cerr << "tessera-bench dispatch: " << error.what() << "\n";
+        return 2;
+    }
+    return 0;
+}
+
+}  // namespace tessera::bench

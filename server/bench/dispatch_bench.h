@@ -1,0 +1,32 @@
+// `tessera-bench dispatch`: how many work units per second one server hands out and takes
+// back. A real tessera-server (in this process, on a loopback port, over a fresh state with
+// the task made from `data`) and N simulated volunteers with their own keys; C threads, each
+// with its share of the volunteers, ask for work and upload a tiny made-up result (top-k)
+// for every unit, signed, with a new connection per request as the real client does
+// (client/core). Prints WU/s and the p50/p99 latency of each request kind.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "result.h"
+
+namespace tessera::bench {
+
+struct DispatchBenchOptions {
+    std::filesystem::path data;        // a prepared dataset (tessera-data prepare)
+    std::int64_t volunteers = 1000;    // registered before the measurement
+    int connections = 16;              // volunteers active at once (client threads)
+    double seconds = 20;               // measured
+    double topk_fraction = 0.001;      // of each tensor: the "tiny" results
+    std::string model = "dit-tiny";
+    std::size_t handler_threads = 4;   // the server's --handler-threads
+};
+
+common::Status run_dispatch_bench(const DispatchBenchOptions& options);
+
+// `tessera-bench dispatch [options]` (argv[0] is "dispatch"): parses, runs, prints; the exit code.
+int run_dispatch_command(int argc, char** argv);
+
+}  // namespace tessera::bench

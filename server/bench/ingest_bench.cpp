@@ -1,0 +1,243 @@
+// The ingest benchmark: results through the server's pipeline, then the merge loop alone
+// against a triad over the same number of floats.
+#include "ingest_bench.h"
+
+#include <boost/json.hpp>
+#include <cxxopts.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "delta_codec.h"
+#include "in_process_server.h"
+#include "merge_policy.h"
+#include "result_upload.h"
+#include "sha256.h"
+#include "signed_envelope.h"
+#include "task_setup.h"
+
+namespace tessera::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::int64_t parameters_of(const common::NamedTensors& tensors) {
+    std::int64_t n = 0;
+    for (const auto& t : tensors) n += static_cast<std::int64_t>(t.values.size());
+    return n;
+}
+
+// One thread's a[i] = b[i] + s·c[i] over n floats: the best of five, in bytes/s (12 bytes per
+// element: two reads, one write), as STREAM counts it.
+double triad_bytes_per_s(std::size_t n) {
+    std::vector<float> a(n, 0.f), b(n, 1.f), c(n, 2.f);
+    double best = 0;
+    volatile float sink = 0;
+    for (int repeat = 0; repeat < 5; ++repeat) {
+        auto started = Clock::now();
+        const float s = 0.5f + static_cast<float>(repeat);
+        for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+        best = std::max(best, 12.0 * static_cast<double>(n) / seconds_since(started));
+        sink = sink + a[n / 2];
+    }
+    return best;
+}
+
+// Deltas of the model's shapes with small random values, encoded as `encoding` asks.
+common::Result<std::vector<common::Bytes>> made_up_deltas(const common::NamedTensors& model, int count,
+                                                          const common::DeltaEncoding& encoding) {
+    std::vector<common::Bytes> deltas;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0, 1e-3f);
+    for (int i = 0; i < count; ++i) {
+        auto delta = model;
+        for (auto& tensor : delta)
+            for (auto& value : tensor.values) value = normal(rng);
+        auto encoded = common::encode_delta(delta, encoding);
+        if (!encoded) return encoded.error();
+        deltas.push_back(std::move(encoded->bytes));
+    }
+    return deltas;
+}
+
+common::Bytes packed_result(const common::WorkUnit& unit, const common::Bytes& delta) {
+    common::ResultManifest manifest;
+    manifest.wu_id = unit.wu_id;
+    manifest.client_id = unit.client_id;
+    manifest.base_version = unit.base_version;
+    manifest.delta_blob = {common::sha256_hex(delta), static_cast<std::int64_t>(delta.size())};
+    manifest.encoding = unit.encoding;
+    auto samples = unit.hyper.local_steps * unit.hyper.batch_size;
+    manifest.metrics = {1.0, 0.9, samples, 1.0, static_cast<double>(samples)};
+    manifest.device = "cpu:ingest bench";
+    return common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), delta);
+}
+
+// The pipeline: ask for a unit, upload its result (intake, validation, merge, commit).
+struct PipelineFigures {
+    double seconds = 0;
+    std::int64_t refused = 0;   // at intake
+    std::int64_t merged = 0;    // by the end
+    std::int64_t rejected = 0;  // by validation
+    std::int64_t version = 0;
+};
+
+common::Result<PipelineFigures> run_pipeline(server::InProcessServer& server, const std::vector<common::Bytes>& deltas,
+                                             std::int64_t results) {
+    constexpr int kVolunteers = 4;
+    std::vector<std::string> ids;
+    for (int i = 0; i < kVolunteers; ++i) {
+        auto client = server.register_volunteer("ingest " + std::to_string(i));
+        if (!client) return client.error();
+        ids.push_back(client->id);
+    }
+    PipelineFigures figures;
+    auto started = Clock::now();
+    for (std::int64_t i = 0; i < results; ++i) {
+        common::WorkRequest request;
+        request.client_id = ids[static_cast<std::size_t>(i % kVolunteers)];
+        request.device = {"cpu", "ingest bench", std::int64_t{8} << 30, 1};
+        request.samples_per_s = 1000;
+        auto response = server.request_work(request);
+        if (!response) return response.error();
+        if (!response->has_work) return common::make_error("the server had no work for result " + std::to_string(i));
+        auto payload = common::open_envelope(response->work_unit, common::kWorkUnitPurpose, server.verify_key());
+        if (!payload) return payload.error();
+        auto unit = common::parse_message<common::WorkUnit>(*payload);
+        if (!unit) return unit.error();
+        auto body = packed_result(*unit, deltas[static_cast<std::size_t>(i) % deltas.size()]);
+        auto outcome = server.upload(request.client_id, body);
+        if (!outcome) return outcome.error();
+        if (outcome->http_status != 200) ++figures.refused;
+    }
+    figures.seconds = seconds_since(started);
+    figures.version = server.version();
+    auto merged = server.store().in_state(server::AssignmentState::Merged);
+    auto rejected = server.store().in_state(server::AssignmentState::Rejected);
+    if (!merged) return merged.error();
+    if (!rejected) return rejected.error();
+    figures.merged = static_cast<std::int64_t>(merged->size());
+    figures.rejected = static_cast<std::int64_t>(rejected->size());
+    return figures;
+}
+
+// The policy's add over the model, `repeats` times: seconds per add.
+common::Result<double> merge_loop_seconds(const server::TaskConfig& config, common::NamedTensors model,
+                                          const common::Bytes& delta_file, int repeats) {
+    auto decoded = common::decode_delta(delta_file);
+    if (!decoded) return decoded.error();
+    auto settings = config.merge;
+    settings.kind = server::PolicyKind::FedAsync;  // one add = one step over the whole model
+    auto policy = server::make_merge_policy(settings);
+    if (!policy) return policy.error();
+    double best = 1e30;
+    for (int i = 0; i < repeats; ++i) {
+        server::IncomingDelta incoming{"r" + std::to_string(i), 0, decoded->tensors};
+        auto started = Clock::now();
+        auto outcome = (*policy)->add(model, std::move(incoming));
+        double seconds = seconds_since(started);
+        if (!outcome) return outcome.error();
+        best = std::min(best, seconds);
+    }
+    return best;
+}
+
+}  // namespace
+
+common::Status run_ingest_bench(const IngestBenchOptions& options) {
+    if (options.results < 1) return common::make_error("--results must be positive");
+    auto policy = server::policy_from_name(options.policy);
+    if (!policy) return common::make_error("unknown policy '" + options.policy + "'");
+    auto config = server::default_task_config(options.data, *policy, options.model);
+    if (!config) return config.error();
+    config->codec = {common::DeltaDType::Int8, 1.0};
+    config->loss_check = options.loss_check;
+    config->replication = 0;
+    config->target_seconds = 0;
+    if (options.buffer > 0) config->merge.buffer_size = options.buffer;
+
+    auto dir = std::filesystem::temp_directory_path() / ("tessera-ingest-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::int64_t now = 1'800'000'000;
+    auto server = server::InProcessServer::create(dir, *config, [&now] { return now; }, 1);
+    if (!server) return server.error();
+    auto model = (*server)->model(0);
+    if (!model) return model.error();
+    auto parameters = parameters_of(**model);
+    auto deltas = made_up_deltas(**model, 4, config->codec);
+    if (!deltas) return deltas.error();
+
+    auto pipeline = run_pipeline(**server, *deltas, options.results);
+    if (!pipeline) return pipeline.error();
+    auto merge_s = merge_loop_seconds((*server)->config(), **model, deltas->front(), 5);
+    if (!merge_s) return merge_s.error();
+    // Arrays of at least 64 MB each, so the triad measures memory and not a cache.
+    double triad = triad_bytes_per_s(std::max<std::size_t>(static_cast<std::size_t>(parameters), 16u << 20));
+    double merge_bytes_per_s = 12.0 * static_cast<double>(parameters) / *merge_s;
+
+    char text[768];
+    std::snprintf(text, sizeof text,
+                  "ingest: %s int8, %.1f M parameters, %.2f MB per result, %s%s, loss check %.2f\n"
+                  "  pipeline: %lld results in %.1f s = %.2f results/s validated and merged "
+                  "(%lld merged, %lld rejected, %lld refused at intake; version %lld)\n"
+                  "  merge loop: %.1f ms per add = %.2f GB/s (12 bytes per parameter: Δ read, θ read and written)\n"
+                  "  memory bandwidth (triad, one thread, 3 arrays of max(parameters, 16 M) floats): %.2f GB/s; "
+                  "merge loop at %.0f %% of it\n",
+                  options.model.c_str(), static_cast<double>(parameters) / 1e6,
+                  static_cast<double>(deltas->front().size()) / 1e6, options.policy.c_str(),
+                  options.buffer > 0 ? (" K=" + std::to_string(options.buffer)).c_str() : "", options.loss_check,
+                  static_cast<long long>(options.results), pipeline->seconds,
+                  static_cast<double>(options.results) / pipeline->seconds, static_cast<long long>(pipeline->merged),
+                  static_cast<long long>(pipeline->rejected), static_cast<long long>(pipeline->refused), static_cast<long long>(pipeline->version), *merge_s * 1000,
+                  merge_bytes_per_s / 1e9, triad / 1e9, 100.0 * merge_bytes_per_s / triad);
+    std::cout << text;
+    server->reset();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+    return {};
+}
+
+int run_ingest_command(int argc, char** argv) {
+    cxxopts::Options parser("tessera-bench ingest", "Results per second through validation and merging");
+    IngestBenchOptions defaults;
+    parser.add_options()
+        ("data", "a prepared dataset directory (tessera-data prepare)", cxxopts::value<std::string>())
+        ("model", "model preset", cxxopts::value<std::string>()->default_value(defaults.model))
+        ("results", "results uploaded", cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.results)))
+        ("policy", "fedasync, fedbuff or diloco", cxxopts::value<std::string>()->default_value(defaults.policy))
+        ("buffer", "K for fedbuff and diloco (0: the policy's default)", cxxopts::value<std::int64_t>()->default_value("0"))
+        ("loss-check", "fraction of results given the held-out loss check", cxxopts::value<double>()->default_value("0"))
+        ("h,help", "show this help");
+    try {
+        auto args = parser.parse(argc, argv);
+        if (args.count("help")) {
+            std::cout << parser.help() << "\n";
+            return 0;
+        }
+        if (!args.count("data")) {
+            std::cerr << "tessera-bench ingest: needs --data DIR\n";
+            return 2;
+        }
+        IngestBenchOptions options;
+        options.data = args["data"].as<std::string>();
+        options.model = args["model"].as<std::string>();
+        options.results = args["results"].as<std::int64_t>();
+        options.policy = args["policy"].as<std::string>();
+        options.buffer = args["buffer"].as<std::int64_t>();
+        options.loss_check = args["loss-check"].as<double>();
+        if (auto status = run_ingest_bench(options); !status) {
+            std::cerr << "tessera-bench ingest: " << status.message() << "\n";
+            return 1;
+        }
+    } catch (const cxxopts::exceptions::exception& error) {
+        std::cerr << "tessera-bench ingest: " << error.what() << "\n";
+        return 2;
+    }
+    return 0;
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,31 @@
+// `tessera-bench ingest`: how fast one server takes results in. Made-up dit-s (or any
+// preset) int8 deltas go through the server's own intake, validator, merge policy and
+// commits (server/bench/fleet/in_process_server.h, no HTTP: `dispatch` measures that) and
+// come out as results/s; then the merge loop alone (the policy's θ += w·Δ over the model)
+// as bytes/s next to the machine's memory bandwidth, measured in the same run with a
+// one-thread STREAM triad over arrays of the model's size.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "result.h"
+
+namespace tessera::bench {
+
+struct IngestBenchOptions {
+    std::filesystem::path data;  // a prepared dataset (tessera-data prepare)
+    std::string model = "dit-s";
+    std::int64_t results = 24;
+    std::string policy = "fedasync";
+    std::int64_t buffer = 0;     // fedbuff/diloco K; 0: the policy's default
+    double loss_check = 0;       // fraction of results given the held-out loss check
+};
+
+common::Status run_ingest_bench(const IngestBenchOptions& options);
+
+// `tessera-bench ingest [options]` (argv[0] is "ingest"): parses, runs, prints; the exit code.
+int run_ingest_command(int argc, char** argv);
+
+}  // namespace tessera::bench
