@@ -126,7 +126,7 @@ void on_threads(int threads, Body body) {
 
 }  // namespace
 
-common::Status run_dispatch_bench(const DispatchBenchOptions& options) {
+common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& options, std::ostream& out) {
     if (options.volunteers < 1 || options.connections < 1 || !(options.seconds > 0))
         return common::make_error("--volunteers, --connections and --seconds must be positive");
     auto dir = std::filesystem::temp_directory_path() / ("tessera-dispatch-" + std::to_string(::getpid()));
@@ -213,6 +213,22 @@ common::Status run_dispatch_bench(const DispatchBenchOptions& options) {
     (*app)->stop();
     double drain_s = milliseconds_since(draining) / 1000;
 
+    DispatchFigures figures;
+    figures.seconds = elapsed_s;
+    figures.units = all.units;
+    figures.no_work = all.no_work;
+    figures.failures = all.failures;
+    figures.first_failure = all.first_failure;
+    figures.units_per_s = static_cast<double>(all.units) / elapsed_s;
+    figures.work_p50_ms = percentile(all.work_ms, 0.5);
+    figures.work_p99_ms = percentile(all.work_ms, 0.99);
+    figures.upload_p50_ms = percentile(all.upload_ms, 0.5);
+    figures.upload_p99_ms = percentile(all.upload_ms, 0.99);
+    figures.unit_p50_ms = percentile(all.unit_ms, 0.5);
+    figures.unit_p99_ms = percentile(all.unit_ms, 0.99);
+    figures.register_s = register_s;
+    figures.result_bytes = delta->size();
+
     char line[512];
     std::snprintf(line, sizeof line,
                   "dispatch: %lld volunteers, %d connections, %.1f s: %.1f WU/s (%lld units, %lld no-work answers, "
@@ -221,23 +237,22 @@ common::Status run_dispatch_bench(const DispatchBenchOptions& options) {
                   "  upload p50 %.1f ms  p99 %.1f ms (%zu-byte results)\n"
                   "  unit   p50 %.1f ms  p99 %.1f ms (ask + upload)\n"
                   "  registered %lld volunteers in %.1f s (%.0f/s); draining validation and merges at stop took %.1f s\n",
-                  static_cast<long long>(options.volunteers), options.connections, elapsed_s,
-                  static_cast<double>(all.units) / elapsed_s, static_cast<long long>(all.units),
-                  static_cast<long long>(all.no_work), static_cast<long long>(all.failures),
-                  percentile(all.work_ms, 0.5), percentile(all.work_ms, 0.99), percentile(all.upload_ms, 0.5),
-                  percentile(all.upload_ms, 0.99), delta->size(), percentile(all.unit_ms, 0.5),
-                  percentile(all.unit_ms, 0.99), static_cast<long long>(options.volunteers), register_s,
+                  static_cast<long long>(options.volunteers), options.connections, figures.seconds,
+                  figures.units_per_s, static_cast<long long>(figures.units), static_cast<long long>(figures.no_work),
+                  static_cast<long long>(figures.failures), figures.work_p50_ms, figures.work_p99_ms,
+                  figures.upload_p50_ms, figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms,
+                  figures.unit_p99_ms, static_cast<long long>(options.volunteers), register_s,
                   static_cast<double>(options.volunteers) / register_s, drain_s);
-    std::cout << line;
+    out << line;
     if (counts) {
-        std::cout << "  at the end of the measurement:";
-        for (const auto& [state_name, count] : counts->assignments) std::cout << " " << state_name << " " << count;
-        std::cout << "\n";
+        out << "  at the end of the measurement:";
+        for (const auto& [state_name, count] : counts->assignments) out << " " << state_name << " " << count;
+        out << "\n";
     }
-    if (all.failures > 0) std::cout << "  first failure: " << all.first_failure << "\n";
+    if (all.failures > 0) out << "  first failure: " << all.first_failure << "\n";
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
-    return {};
+    return figures;
 }
 
 int run_dispatch_command(int argc, char** argv) {
@@ -270,8 +285,9 @@ int run_dispatch_command(int argc, char** argv) {
         options.topk_fraction = args["topk"].as<double>();
         options.model = args["model"].as<std::string>();
         options.handler_threads = args["handler-threads"].as<std::size_t>();
-        if (auto status = run_dispatch_bench(options); !status) {
-            std::cerr << "tessera-bench dispatch: " << status.message() << "\n";
+        auto figures = run_dispatch_bench(options, std::cout);
+        if (!figures) {
+            std::cerr << "tessera-bench dispatch: " << figures.message() << "\n";
             return 1;
         }
     } catch (const cxxopts::exceptions::exception& error) {

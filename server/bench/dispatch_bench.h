@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <ostream>
 #include <string>
 
 #include "result.h"
@@ -24,7 +25,22 @@ struct DispatchBenchOptions {
     std::size_t handler_threads = 4;   // the server's --handler-threads
 };
 
-common::Status run_dispatch_bench(const DispatchBenchOptions& options);
+struct DispatchFigures {
+    double seconds = 0;
+    std::int64_t units = 0;     // asked for and returned
+    std::int64_t no_work = 0;   // work requests answered "no work"
+    std::int64_t failures = 0;  // requests that failed
+    std::string first_failure;
+    double units_per_s = 0;
+    double work_p50_ms = 0, work_p99_ms = 0;
+    double upload_p50_ms = 0, upload_p99_ms = 0;
+    double unit_p50_ms = 0, unit_p99_ms = 0;
+    double register_s = 0;
+    std::size_t result_bytes = 0;
+};
+
+// Runs the benchmark and prints its figures on `out`.
+common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& options, std::ostream& out);
 
 // `tessera-bench dispatch [options]` (argv[0] is "dispatch"): parses, runs, prints; the exit code.
 int run_dispatch_command(int argc, char** argv);

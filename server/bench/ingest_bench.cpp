@@ -148,7 +148,7 @@ common::Result<double> merge_loop_seconds(const server::TaskConfig& config, comm
 
 }  // namespace
 
-common::Status run_ingest_bench(const IngestBenchOptions& options) {
+common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options, std::ostream& out) {
     if (options.results < 1) return common::make_error("--results must be positive");
     auto policy = server::policy_from_name(options.policy);
     if (!policy) return common::make_error("unknown policy '" + options.policy + "'");
@@ -178,6 +178,9 @@ common::Status run_ingest_bench(const IngestBenchOptions& options) {
     // Arrays of at least 64 MB each, so the triad measures memory and not a cache.
     double triad = triad_bytes_per_s(std::max<std::size_t>(static_cast<std::size_t>(parameters), 16u << 20));
     double merge_bytes_per_s = 12.0 * static_cast<double>(parameters) / *merge_s;
+    IngestFigures figures{parameters, deltas->front().size(), pipeline->seconds,
+                          static_cast<double>(options.results) / pipeline->seconds, pipeline->merged, pipeline->rejected,
+                          pipeline->refused, pipeline->version, *merge_s, merge_bytes_per_s, triad};
 
     char text[768];
     std::snprintf(text, sizeof text,
@@ -194,11 +197,11 @@ common::Status run_ingest_bench(const IngestBenchOptions& options) {
                   static_cast<double>(options.results) / pipeline->seconds, static_cast<long long>(pipeline->merged),
                   static_cast<long long>(pipeline->rejected), static_cast<long long>(pipeline->refused), static_cast<long long>(pipeline->version), *merge_s * 1000,
                   merge_bytes_per_s / 1e9, triad / 1e9, 100.0 * merge_bytes_per_s / triad);
-    std::cout << text;
+    out << text;
     server->reset();
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
-    return {};
+    return figures;
 }
 
 int run_ingest_command(int argc, char** argv) {
@@ -229,8 +232,9 @@ int run_ingest_command(int argc, char** argv) {
         options.policy = args["policy"].as<std::string>();
         options.buffer = args["buffer"].as<std::int64_t>();
         options.loss_check = args["loss-check"].as<double>();
-        if (auto status = run_ingest_bench(options); !status) {
-            std::cerr << "tessera-bench ingest: " << status.message() << "\n";
+        auto figures = run_ingest_bench(options, std::cout);
+        if (!figures) {
+            std::cerr << "tessera-bench ingest: " << figures.message() << "\n";
             return 1;
         }
     } catch (const cxxopts::exceptions::exception& error) {

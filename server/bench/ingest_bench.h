@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <ostream>
 #include <string>
 
 #include "result.h"
@@ -23,7 +24,22 @@ struct IngestBenchOptions {
     double loss_check = 0;       // fraction of results given the held-out loss check
 };
 
-common::Status run_ingest_bench(const IngestBenchOptions& options);
+struct IngestFigures {
+    std::int64_t parameters = 0;
+    std::size_t result_bytes = 0;
+    double pipeline_s = 0;
+    double results_per_s = 0;
+    std::int64_t merged = 0;    // by the end
+    std::int64_t rejected = 0;  // by validation
+    std::int64_t refused = 0;   // at intake
+    std::int64_t version = 0;
+    double merge_s = 0;               // one add, the best of five
+    double merge_bytes_per_s = 0;     // 12 bytes per parameter
+    double memory_bytes_per_s = 0;    // the triad
+};
+
+// Runs the benchmark and prints its figures on `out`.
+common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options, std::ostream& out);
 
 // `tessera-bench ingest [options]` (argv[0] is "ingest"): parses, runs, prints; the exit code.
 int run_ingest_command(int argc, char** argv);
