@@ -20,8 +20,10 @@ void HeartbeatSender::run(std::stop_token stop) {
         // A unit the server no longer knows as ours (404) is as gone as one it says to stop.
         bool gone = answer ? !answer->keep_working : answer.failure().kind == FailureKind::Refused;
         if (gone) {
-            log_.info("told_to_stop", wu_id_ + ": the server no longer wants this unit (timed out, retired or "
-                                                "reassigned); giving it up",
+            log_.info("told_to_stop",
+                      wu_id_ +
+                          ": the server no longer wants this unit (timed out, retired or "
+                          "reassigned); giving it up",
                       {{"wu_id", wu_id_}});
             told_to_stop_ = true;
             return;

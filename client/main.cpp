@@ -30,20 +30,20 @@ void watch_signals(sigset_t signals, tessera::client::VolunteerControl* control)
 int main(int argc, char** argv) {
     using namespace tessera::client;
     cxxopts::Options options("tessera-client", "Lend your GPU (or CPU) to a Tessera training run");
-    options.add_options()
-        ("server", "server URL, e.g. https://host:8443", cxxopts::value<std::string>())
-        ("state", "state directory (key, identity, cache)", cxxopts::value<std::string>()->default_value(".tessera-client"))
-        ("device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))
-        ("threads", "CPU threads for training (0: all)", cxxopts::value<int>()->default_value("0"))
-        ("max-gpu-mem", "cap GPU memory use at this many GB (0: no cap)", cxxopts::value<double>()->default_value("0"))
-        ("cache-quota", "blob cache size in GB", cxxopts::value<double>()->default_value("4"))
-        ("once", "stop after one work unit")
-        ("name", "name shown on the leaderboard", cxxopts::value<std::string>()->default_value("volunteer"))
-        ("quiet", "no progress bars, errors only")
-        ("json-logs", "one JSON object per line on stdout")
-        ("ca-cert", "trust this CA file for the server's TLS certificate", cxxopts::value<std::string>()->default_value(""))
-        ("heartbeat", "seconds between heartbeats while training", cxxopts::value<double>()->default_value("30"))
-        ("h,help", "show this help");
+    options.add_options()("server", "server URL, e.g. https://host:8443", cxxopts::value<std::string>())(
+        "state", "state directory (key, identity, cache)",
+        cxxopts::value<std::string>()->default_value(".tessera-client"))(
+        "device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))(
+        "threads", "CPU threads for training (0: all)", cxxopts::value<int>()->default_value("0"))(
+        "max-gpu-mem", "cap GPU memory use at this many GB (0: no cap)", cxxopts::value<double>()->default_value("0"))(
+        "cache-quota", "blob cache size in GB", cxxopts::value<double>()->default_value("4"))(
+        "once", "stop after one work unit")("name", "name shown on the leaderboard",
+                                            cxxopts::value<std::string>()->default_value("volunteer"))(
+        "quiet", "no progress bars, errors only")("json-logs", "one JSON object per line on stdout")(
+        "ca-cert", "trust this CA file for the server's TLS certificate",
+        cxxopts::value<std::string>()->default_value(""))("heartbeat", "seconds between heartbeats while training",
+                                                          cxxopts::value<double>()->default_value("30"))(
+        "h,help", "show this help");
     VolunteerOptions volunteer;
     try {
         auto args = options.parse(argc, argv);

@@ -42,7 +42,8 @@ auto with_retries(Call&& call, const std::function<bool()>& stopping, const Logg
         std::snprintf(seconds, sizeof seconds, "%.1f s", static_cast<double>(wait.count()) / 1000.0);
         log.error(what + " failed (" + result.message() + "); retrying in " + seconds);
         if (!sleep_unless_stopping(wait, stopping))
-            return ApiFailure{FailureKind::Stopped, what + ": stopped while waiting to retry (" + result.message() + ")"};
+            return ApiFailure{FailureKind::Stopped,
+                              what + ": stopped while waiting to retry (" + result.message() + ")"};
     }
 }
 

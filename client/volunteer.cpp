@@ -68,14 +68,14 @@ private:
 
     Next step(Phase phase) {
         switch (phase) {
-        case Phase::Start: return start();
-        case Phase::Connect: return connect();
-        case Phase::Resume: return resume();
-        case Phase::AskForWork: return ask_for_work();
-        case Phase::Fetch: return fetch();
-        case Phase::Train: return train();
-        case Phase::Upload: return upload();
-        case Phase::Report: return report();
+            case Phase::Start: return start();
+            case Phase::Connect: return connect();
+            case Phase::Resume: return resume();
+            case Phase::AskForWork: return ask_for_work();
+            case Phase::Fetch: return fetch();
+            case Phase::Train: return train();
+            case Phase::Upload: return upload();
+            case Phase::Report: return report();
         }
         return Stop{StopReason::Error, "unknown phase"};
     }
@@ -91,9 +91,9 @@ private:
     // A failure that ends the loop, as the Stop it becomes.
     static Stop stop_for(const ApiFailure& failure) {
         switch (failure.kind) {
-        case FailureKind::Stopped: return {StopReason::Requested, failure.message};
-        case FailureKind::Untrusted: return {StopReason::Untrusted, failure.message};
-        default: return {StopReason::Error, failure.message};
+            case FailureKind::Stopped: return {StopReason::Requested, failure.message};
+            case FailureKind::Untrusted: return {StopReason::Untrusted, failure.message};
+            default: return {StopReason::Error, failure.message};
         }
     }
 
@@ -108,7 +108,8 @@ private:
         log_.info("device", "device: " + describe_device(options_.device, options_.threads),
                   {{"kind", device_.kind}, {"name", device_.name}, {"memory_bytes", device_.memory_bytes}});
         auto remembered = state_.load_remembered();
-        if (!remembered) log_.error(remembered.message() + "; starting without what earlier runs remembered");
+        if (!remembered)
+            log_.error(remembered.message() + "; starting without what earlier runs remembered");
         else {
             known_shards_.insert(remembered->shards.begin(), remembered->shards.end());
             samples_per_s_ = remembered->samples_per_s;
@@ -128,12 +129,15 @@ private:
         auto pinned = state_.load_identity();
         if (!pinned) return Stop{StopReason::Error, pinned.message()};
         if (*pinned && (*pinned)->server_public_key != response->server_public_key)
-            return Stop{StopReason::Untrusted,
-                        "the server's key (" + response->server_key_id + ") is not the one pinned at first registration (" +
-                            (*pinned)->server_key_id + "): refusing to work for it. If the operator really changed "
-                            "keys, remove " + (state_.root() / "identity.json").string()};
+            return Stop{StopReason::Untrusted, "the server's key (" + response->server_key_id +
+                                                   ") is not the one pinned at first registration (" +
+                                                   (*pinned)->server_key_id +
+                                                   "): refusing to work for it. If the operator really changed "
+                                                   "keys, remove " +
+                                                   (state_.root() / "identity.json").string()};
         Identity identity{options_.server, response->client_id,
-                          *pinned ? (*pinned)->server_public_key : response->server_public_key, response->server_key_id};
+                          *pinned ? (*pinned)->server_public_key : response->server_public_key,
+                          response->server_key_id};
         if (!*pinned)
             if (auto saved = state_.save_identity(identity); !saved) return Stop{StopReason::Error, saved.message()};
         auto raw = common::from_base64(identity.server_public_key);
@@ -141,8 +145,9 @@ private:
         if (!verify) return Stop{StopReason::Error, "pinned server key unreadable: " + verify.message()};
         server_key_ = std::make_unique<common::VerifyKey>(std::move(*verify));
         api_->set_client_id(response->client_id);
-        log_.info("registered", "registered with " + options_.server + " as " + response->client_id + " (server key " +
-                                    identity.server_key_id + ")",
+        log_.info("registered",
+                  "registered with " + options_.server + " as " + response->client_id + " (server key " +
+                      identity.server_key_id + ")",
                   {{"client_id", response->client_id}});
         return Phase::Resume;
     }
@@ -197,8 +202,9 @@ private:
         unit_->unit = std::move(*unit);
         unit_->envelope_json = boost::json::serialize(common::envelope_to_json(response->work_unit));
         const auto& u = unit_->unit;
-        log_.info("work", "work unit " + u.wu_id + ": model " + u.model + " v" + std::to_string(u.base_version) + ", " +
-                              std::to_string(u.hyper.local_steps) + " steps × " + std::to_string(u.hyper.batch_size),
+        log_.info("work",
+                  "work unit " + u.wu_id + ": model " + u.model + " v" + std::to_string(u.base_version) + ", " +
+                      std::to_string(u.hyper.local_steps) + " steps × " + std::to_string(u.hyper.batch_size),
                   {{"wu_id", u.wu_id}});
         if (auto saved = state_.save_current({unit_->envelope_json, u.wu_id, "training"}); !saved)
             return give_back(Stop{StopReason::Error, saved.message()});
@@ -230,8 +236,10 @@ private:
         for (const auto& blob : blobs) {
             auto path = fetch_blob(blob, base);
             if (!path) return give_back(stop_for(path.failure()));
-            if (unit_->model.empty()) unit_->model = *path;
-            else unit_->shards.push_back(*path);
+            if (unit_->model.empty())
+                unit_->model = *path;
+            else
+                unit_->shards.push_back(*path);
         }
         return Phase::Train;
     }
@@ -264,7 +272,8 @@ private:
         run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
             if (control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
             if (!log_.quiet())
-                bar.update(step, "loss " + short_number(loss) + ", " + std::to_string(static_cast<int>(speed)) + " samples/s");
+                bar.update(
+                    step, "loss " + short_number(loss) + ", " + std::to_string(static_cast<int>(speed)) + " samples/s");
         };
         std::optional<common::Result<RunOutput>> output;
         try {
@@ -336,12 +345,17 @@ private:
         }
         const auto& metrics = unit_->metrics;
         auto bytes = static_cast<std::int64_t>(unit_->upload.size());
-        log_.info("result", wu_id + ": " + describe(outcome) + "; loss " + short_number(metrics.loss_start) + " → " +
-                                short_number(metrics.loss_end) + ", " +
-                                std::to_string(static_cast<int>(metrics.samples_per_s)) + " samples/s, " +
-                                std::to_string(bytes) + " bytes",
-                  {{"wu_id", wu_id}, {"state", outcome.state}, {"reason", outcome.reason}, {"credit", outcome.credit},
-                   {"bytes", bytes}, {"samples_per_s", metrics.samples_per_s}, {"device", unit_->device}});
+        log_.info("result",
+                  wu_id + ": " + describe(outcome) + "; loss " + short_number(metrics.loss_start) + " → " +
+                      short_number(metrics.loss_end) + ", " + std::to_string(static_cast<int>(metrics.samples_per_s)) +
+                      " samples/s, " + std::to_string(bytes) + " bytes",
+                  {{"wu_id", wu_id},
+                   {"state", outcome.state},
+                   {"reason", outcome.reason},
+                   {"credit", outcome.credit},
+                   {"bytes", bytes},
+                   {"samples_per_s", metrics.samples_per_s},
+                   {"device", unit_->device}});
         return unit_done();
     }
 
@@ -374,7 +388,8 @@ private:
     std::vector<std::string> cached_shards() const {
         std::vector<std::string> shards;
         for (auto& hash : cache_.held())
-            if (known_shards_.count(hash) > 0 && shards.size() < common::kMaxCachedShards) shards.push_back(std::move(hash));
+            if (known_shards_.count(hash) > 0 && shards.size() < common::kMaxCachedShards)
+                shards.push_back(std::move(hash));
         return shards;
     }
 
@@ -420,10 +435,10 @@ private:
 
 int exit_code(StopReason reason) {
     switch (reason) {
-    case StopReason::Requested:
-    case StopReason::OnceDone: return 0;
-    case StopReason::Error: return 1;
-    case StopReason::Untrusted: return 3;
+        case StopReason::Requested:
+        case StopReason::OnceDone: return 0;
+        case StopReason::Error: return 1;
+        case StopReason::Untrusted: return 3;
     }
     return 1;
 }

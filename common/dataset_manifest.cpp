@@ -70,28 +70,36 @@ Result<DatasetManifest> load_dataset_manifest(const std::filesystem::path& path)
     if (const auto* shape = reader.field("sample_shape")) {
         const auto* array = shape->if_array();
         std::int64_t dim = 0;
-        if (array == nullptr || array->size() != 3) reader.fail("sample_shape must be [C, H, W]");
+        if (array == nullptr || array->size() != 3)
+            reader.fail("sample_shape must be [C, H, W]");
         else
             for (const auto& d : *array)
-                if (json_to_integer(d, 1, 1 << 16, dim)) m.sample_shape.push_back(dim);
-                else reader.fail("sample_shape holds a non-positive or non-integer dimension");
+                if (json_to_integer(d, 1, 1 << 16, dim))
+                    m.sample_shape.push_back(dim);
+                else
+                    reader.fail("sample_shape holds a non-positive or non-integer dimension");
     }
     if (const auto* classes = reader.field("classes")) {
         const auto* array = classes->if_array();
-        if (array == nullptr || array->empty() || array->size() > 100000) reader.fail("classes must be a non-empty array");
+        if (array == nullptr || array->empty() || array->size() > 100000)
+            reader.fail("classes must be a non-empty array");
         else
             for (const auto& c : *array)
-                if (c.is_string()) m.classes.emplace_back(c.get_string());
-                else reader.fail("classes must hold strings");
+                if (c.is_string())
+                    m.classes.emplace_back(c.get_string());
+                else
+                    reader.fail("classes must hold strings");
     }
     if (const auto* train = reader.field("train")) {
         const auto* array = train->if_array();
-        if (array == nullptr || array->empty()) reader.fail("train must be a non-empty array of shards");
+        if (array == nullptr || array->empty())
+            reader.fail("train must be a non-empty array of shards");
         else
             for (std::size_t i = 0; i < array->size(); ++i)
                 m.train.push_back(read_file_entry((*array)[i], "dataset.train[" + std::to_string(i) + "]", reader));
     }
-    for (auto [key, target] : {std::pair{"validation", &m.validation}, {"encoder", &m.encoder}, {"decoder", &m.decoder}})
+    for (auto [key, target] :
+         {std::pair{"validation", &m.validation}, {"encoder", &m.encoder}, {"decoder", &m.decoder}})
         if (const auto* entry = reader.field(key)) *target = read_file_entry(*entry, reader.path_of(key), reader);
     if (auto status = reader.finish(); !status) return with_context(path.string(), status.error());
     return m;

@@ -12,22 +12,22 @@
 namespace tessera::common {
 
 struct DatasetFile {
-    std::string file;     // relative to the dataset directory
-    std::string sha256;   // of the file's bytes
+    std::string file;    // relative to the dataset directory
+    std::string sha256;  // of the file's bytes
     std::int64_t bytes = 0;
     std::int64_t samples = 0;  // shards only; 0 for model files
 };
 
 struct DatasetManifest {
     std::string name;
-    std::string kind = "latents";  // "latents" or "pixels"
+    std::string kind = "latents";            // "latents" or "pixels"
     std::vector<std::int64_t> sample_shape;  // e.g. [4, 8, 8]
-    double scale_factor = 1.0;     // stored latents = encoder output × scale_factor
+    double scale_factor = 1.0;               // stored latents = encoder output × scale_factor
     std::vector<std::string> classes;
     std::int64_t text_dim = 0;
     std::vector<DatasetFile> train;
     DatasetFile validation;
-    DatasetFile encoder;           // empty file name when absent (pixels, imported data)
+    DatasetFile encoder;  // empty file name when absent (pixels, imported data)
     DatasetFile decoder;
     double reconstruction_mse = -1;  // of the autoencoder on the validation images; -1: n/a
 };

@@ -38,9 +38,8 @@ struct EncodedParts {
 
 // Encodes `values` in the chosen dtype as part NAME (or NAME#value) and returns what
 // decoding will give back.
-std::vector<float> encode_values(const std::string& part, const std::string& base,
-                                 std::vector<std::int64_t> shape, const std::vector<float>& values,
-                                 DeltaDType dtype, EncodedParts& parts) {
+std::vector<float> encode_values(const std::string& part, const std::string& base, std::vector<std::int64_t> shape,
+                                 const std::vector<float>& values, DeltaDType dtype, EncodedParts& parts) {
     std::vector<float> decoded(values.size());
     switch (dtype) {
         case DeltaDType::F32:
@@ -250,8 +249,8 @@ Result<EncodedDelta> encode_delta(const NamedTensors& delta, const DeltaEncoding
             auto indices = top_k_indices(t.values, k);
             std::vector<float> kept(k);
             for (std::size_t i = 0; i < k; ++i) kept[i] = t.values[indices[i]];
-            auto decoded = encode_values(t.name + "#value", t.name, {static_cast<std::int64_t>(k)},
-                                         kept, encoding.dtype, parts);
+            auto decoded =
+                encode_values(t.name + "#value", t.name, {static_cast<std::int64_t>(k)}, kept, encoding.dtype, parts);
             for (std::size_t i = 0; i < k; ++i) residual.values[indices[i]] -= decoded[i];
             parts.add(t.name + "#index", DType::I32, {static_cast<std::int64_t>(k)}, indices);
             parts.add(t.name + "#shape", DType::I64, {static_cast<std::int64_t>(t.shape.size())}, t.shape);

@@ -53,7 +53,7 @@ struct EncodedTensor {
     std::vector<std::int64_t> shape;
     std::vector<std::int32_t> indices;  // top-k only; empty for dense tensors
     Bytes values;
-    std::vector<float> scales;          // int8 only
+    std::vector<float> scales;  // int8 only
 };
 
 // Writes a delta file from encoded tensors: the bytes encode_delta gives for the same values

@@ -53,8 +53,7 @@ Result<DeltaEncoding> read_encoding(const TensorMetadata& metadata) {
     char* end = nullptr;
     auto fraction_text = get("topk_fraction");
     encoding.topk_fraction = std::strtod(fraction_text.c_str(), &end);
-    if (fraction_text.empty() || *end != '\0' || !(encoding.topk_fraction > 0.0) ||
-        encoding.topk_fraction > 1.0)
+    if (fraction_text.empty() || *end != '\0' || !(encoding.topk_fraction > 0.0) || encoding.topk_fraction > 1.0)
         return make_error("delta: topk_fraction \"" + fraction_text + "\" is not in (0, 1]");
     return encoding;
 }
@@ -66,24 +65,29 @@ Result<std::map<std::string, TensorParts>> group_parts(const TensorFile& file) {
         std::string base = view.name.substr(0, cut);
         std::string suffix = cut == std::string::npos ? "" : view.name.substr(cut + 1);
         auto& parts = groups[base];
-        if (suffix.empty()) parts.dense = &view;
-        else if (suffix == "scale") parts.scale = &view;
-        else if (suffix == "index") parts.index = &view;
-        else if (suffix == "value") parts.value = &view;
-        else if (suffix == "shape") parts.shape = &view;
-        else return make_error("delta: tensor \"" + view.name + "\" has an unknown part suffix");
+        if (suffix.empty())
+            parts.dense = &view;
+        else if (suffix == "scale")
+            parts.scale = &view;
+        else if (suffix == "index")
+            parts.index = &view;
+        else if (suffix == "value")
+            parts.value = &view;
+        else if (suffix == "shape")
+            parts.shape = &view;
+        else
+            return make_error("delta: tensor \"" + view.name + "\" has an unknown part suffix");
         if (base.empty()) return make_error("delta: tensor \"" + view.name + "\" has an empty name");
     }
     return groups;
 }
 
 // Expands stored values (f32, bf16, or int8 with block scales) to f32.
-Result<std::vector<float>> expand_values(const std::string& name, const TensorView& values,
-                                         const TensorView* scale, DeltaDType dtype) {
+Result<std::vector<float>> expand_values(const std::string& name, const TensorView& values, const TensorView* scale,
+                                         DeltaDType dtype) {
     if (values.dtype != stored_dtype(dtype))
-        return make_error("delta: tensor \"" + name + "\" is stored as " +
-                          std::string(dtype_name(values.dtype)) + " but the file says " +
-                          std::string(delta_dtype_name(dtype)));
+        return make_error("delta: tensor \"" + name + "\" is stored as " + std::string(dtype_name(values.dtype)) +
+                          " but the file says " + std::string(delta_dtype_name(dtype)));
     auto count = static_cast<std::size_t>(values.numel());
     if (dtype != DeltaDType::Int8) {
         if (scale != nullptr) return make_error("delta: tensor \"" + name + "\" has scales but is not int8");
@@ -115,8 +119,8 @@ Result<NamedTensor> decode_dense(const std::string& name, const TensorParts& par
     return NamedTensor{name, parts.dense->shape, std::move(values).value()};
 }
 
-Result<NamedTensor> decode_sparse(const std::string& name, const TensorParts& parts,
-                                  DeltaDType dtype, std::uint64_t element_budget) {
+Result<NamedTensor> decode_sparse(const std::string& name, const TensorParts& parts, DeltaDType dtype,
+                                  std::uint64_t element_budget) {
     if (!parts.index || !parts.value || !parts.shape)
         return make_error("delta: sparse tensor \"" + name + "\" needs #index, #value and #shape parts");
     const auto& shape_view = *parts.shape;
@@ -170,8 +174,7 @@ Result<DecodedDelta> decode_delta(ByteView bytes, const DeltaDecodeLimits& limit
         if (!tensor) return tensor.error();
         elements += tensor->values.size();
         if (elements > limits.max_elements)
-            return make_error("delta: more than the limit of " + std::to_string(limits.max_elements) +
-                              " elements");
+            return make_error("delta: more than the limit of " + std::to_string(limits.max_elements) + " elements");
         out.tensors.push_back(std::move(tensor).value());
     }
     return out;

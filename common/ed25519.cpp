@@ -83,8 +83,7 @@ Result<VerifyKey> VerifyKey::from_pem(std::string_view pem) {
     BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
     PkeyPtr key(PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr));
     if (!key) return make_error("not a PEM public key: " + openssl_error());
-    if (EVP_PKEY_get_id(key.get()) != EVP_PKEY_ED25519)
-        return make_error("the PEM public key is not an Ed25519 key");
+    if (EVP_PKEY_get_id(key.get()) != EVP_PKEY_ED25519) return make_error("the PEM public key is not an Ed25519 key");
     auto raw = raw_public_key(key.get());
     if (!raw) return raw.error();
     return VerifyKey(*raw);
@@ -116,8 +115,7 @@ bool VerifyKey::verify(ByteView message, ByteView signature) const {
     MdCtxPtr ctx(EVP_MD_CTX_new());
     if (!key || !ctx) return false;
     if (EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1) return false;
-    bool valid = EVP_DigestVerify(ctx.get(), signature.data(), signature.size(), message.data(),
-                                  message.size()) == 1;
+    bool valid = EVP_DigestVerify(ctx.get(), signature.data(), signature.size(), message.data(), message.size()) == 1;
     ERR_clear_error();
     return valid;
 }
@@ -134,8 +132,8 @@ SigningKey::~SigningKey() = default;
 
 SigningKey SigningKey::generate() {
     EVP_PKEY* raw = nullptr;
-    std::unique_ptr<EVP_PKEY_CTX, decltype(&EVP_PKEY_CTX_free)> ctx(
-        EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr), EVP_PKEY_CTX_free);
+    std::unique_ptr<EVP_PKEY_CTX, decltype(&EVP_PKEY_CTX_free)> ctx(EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr),
+                                                                    EVP_PKEY_CTX_free);
     if (!ctx || EVP_PKEY_keygen_init(ctx.get()) != 1 || EVP_PKEY_keygen(ctx.get(), &raw) != 1)
         throw std::runtime_error("Ed25519 key generation failed: " + openssl_error());
     auto key = std::make_unique<Key>(Key{PkeyPtr(raw)});
@@ -161,8 +159,7 @@ Result<SigningKey> SigningKey::load_pem(const std::filesystem::path& path) {
 
 Status SigningKey::save_pem(const std::filesystem::path& path) const {
     BioPtr bio(BIO_new(BIO_s_mem()));
-    if (!bio || PEM_write_bio_PrivateKey(bio.get(), key_->pkey.get(), nullptr, nullptr, 0,
-                                         nullptr, nullptr) != 1)
+    if (!bio || PEM_write_bio_PrivateKey(bio.get(), key_->pkey.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1)
         return make_error("cannot encode Ed25519 private key: " + openssl_error());
     return write_file_atomic(path, as_bytes(bio_to_string(bio.get())), 0600);
 }

@@ -48,8 +48,7 @@ Result<Bytes> read_file(const std::filesystem::path& path, std::uint64_t max_byt
         if (n == 0) break;
         if (out.size() + static_cast<std::uint64_t>(n) > max_bytes) {
             ::close(fd);
-            return make_error(path.string() + " is larger than the limit of " +
-                              std::to_string(max_bytes) + " bytes");
+            return make_error(path.string() + " is larger than the limit of " + std::to_string(max_bytes) + " bytes");
         }
         out.insert(out.end(), chunk, chunk + n);
     }
@@ -66,8 +65,7 @@ Result<AtomicFileWriter> AtomicFileWriter::create(const std::filesystem::path& p
 }
 
 AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept
-    : path_(std::move(other.path_)), temp_(std::move(other.temp_)),
-      fd_(std::exchange(other.fd_, -1)) {}
+    : path_(std::move(other.path_)), temp_(std::move(other.temp_)), fd_(std::exchange(other.fd_, -1)) {}
 
 AtomicFileWriter::~AtomicFileWriter() { discard(); }
 

@@ -14,9 +14,7 @@ inline std::uint16_t f32_to_bf16(float value) {
     return static_cast<std::uint16_t>(bits >> 16);
 }
 
-inline float bf16_to_f32(std::uint16_t value) {
-    return std::bit_cast<float>(static_cast<std::uint32_t>(value) << 16);
-}
+inline float bf16_to_f32(std::uint16_t value) { return std::bit_cast<float>(static_cast<std::uint32_t>(value) << 16); }
 
 inline float f16_to_f32(std::uint16_t h) {
     std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
@@ -38,9 +36,9 @@ inline std::uint16_t f32_to_f16(float value) {
     std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
     std::uint16_t sign = static_cast<std::uint16_t>(bits >> 16 & 0x8000u);
     std::uint32_t abs = bits & 0x7fffffffu;
-    if (abs > 0x7f800000u) return sign | 0x7e00u;                 // NaN
-    if (abs >= 0x477ff000u) return sign | 0x7c00u;                // rounds to >= 65520: inf
-    if (abs < 0x38800000u) {                                      // below f16's smallest normal
+    if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+    if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
+    if (abs < 0x38800000u) {                        // below f16's smallest normal
         // Scale so the f16 subnormal step (2^-24) becomes 1, then round to nearest even.
         float scaled = std::bit_cast<float>(abs) * 16777216.0f;
         auto whole = static_cast<std::uint32_t>(scaled);

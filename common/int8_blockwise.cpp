@@ -6,8 +6,7 @@
 
 namespace tessera::common {
 
-void quantize_int8_blockwise(std::span<const float> values, std::span<std::int8_t> q,
-                             std::span<float> scales) {
+void quantize_int8_blockwise(std::span<const float> values, std::span<std::int8_t> q, std::span<float> scales) {
     for (std::size_t block = 0; block < scales.size(); ++block) {
         std::size_t begin = block * kInt8BlockSize;
         std::size_t end = std::min(begin + kInt8BlockSize, values.size());
@@ -23,10 +22,8 @@ void quantize_int8_blockwise(std::span<const float> values, std::span<std::int8_
     }
 }
 
-void dequantize_int8_blockwise(std::span<const std::int8_t> q, std::span<const float> scales,
-                               std::span<float> values) {
-    for (std::size_t i = 0; i < q.size(); ++i)
-        values[i] = static_cast<float>(q[i]) * scales[i / kInt8BlockSize];
+void dequantize_int8_blockwise(std::span<const std::int8_t> q, std::span<const float> scales, std::span<float> values) {
+    for (std::size_t i = 0; i < q.size(); ++i) values[i] = static_cast<float>(q[i]) * scales[i / kInt8BlockSize];
 }
 
 }  // namespace tessera::common

@@ -10,14 +10,10 @@ namespace tessera::common {
 
 constexpr std::size_t kInt8BlockSize = 256;
 
-constexpr std::size_t int8_block_count(std::size_t n) {
-    return (n + kInt8BlockSize - 1) / kInt8BlockSize;
-}
+constexpr std::size_t int8_block_count(std::size_t n) { return (n + kInt8BlockSize - 1) / kInt8BlockSize; }
 
 // `q` has values.size() entries, `scales` int8_block_count(values.size()). Values must be finite.
-void quantize_int8_blockwise(std::span<const float> values, std::span<std::int8_t> q,
-                             std::span<float> scales);
-void dequantize_int8_blockwise(std::span<const std::int8_t> q, std::span<const float> scales,
-                               std::span<float> values);
+void quantize_int8_blockwise(std::span<const float> values, std::span<std::int8_t> q, std::span<float> scales);
+void dequantize_int8_blockwise(std::span<const std::int8_t> q, std::span<const float> scales, std::span<float> values);
 
 }  // namespace tessera::common

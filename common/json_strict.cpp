@@ -72,8 +72,7 @@ std::string describe(const boost::json::value& value) {
 
 Result<boost::json::value> parse_json_strict(std::string_view text, const JsonLimits& limits) {
     if (text.size() > limits.max_bytes)
-        return make_error("JSON document of " + std::to_string(text.size()) +
-                          " bytes is larger than the limit of " +
+        return make_error("JSON document of " + std::to_string(text.size()) + " bytes is larger than the limit of " +
                           std::to_string(limits.max_bytes));
     boost::json::parse_options options;
     options.max_depth = limits.max_depth;
@@ -82,16 +81,13 @@ Result<boost::json::value> parse_json_strict(std::string_view text, const JsonLi
     std::size_t consumed = checker.write_some(false, text.data(), text.size(), ec);
     if (!checker.handler().duplicate.empty())
         return make_error("invalid JSON: duplicate key \"" + checker.handler().duplicate + "\"");
-    if (ec)
-        return make_error("invalid JSON at byte " + std::to_string(consumed) + ": " + ec.message());
-    boost::json::value value = boost::json::parse(boost::json::string_view(text.data(), text.size()),
-                                                  ec, {}, options);
+    if (ec) return make_error("invalid JSON at byte " + std::to_string(consumed) + ": " + ec.message());
+    boost::json::value value = boost::json::parse(boost::json::string_view(text.data(), text.size()), ec, {}, options);
     if (ec) return make_error("invalid JSON: " + ec.message());
     return value;
 }
 
-bool json_to_integer(const boost::json::value& value, std::int64_t min, std::int64_t max,
-                     std::int64_t& out) {
+bool json_to_integer(const boost::json::value& value, std::int64_t min, std::int64_t max, std::int64_t& out) {
     if (value.is_int64()) {
         out = value.get_int64();
     } else if (value.is_uint64()) {
@@ -112,9 +108,7 @@ JsonObjectReader::JsonObjectReader(const boost::json::value& value, std::string 
     if (object_ == nullptr) fail("expected a JSON object, got " + describe(value));
 }
 
-std::string JsonObjectReader::path_of(std::string_view key) const {
-    return path_ + "." + std::string(key);
-}
+std::string JsonObjectReader::path_of(std::string_view key) const { return path_ + "." + std::string(key); }
 
 void JsonObjectReader::fail(const std::string& message) {
     if (first_error_.empty()) first_error_ = path_ + ": " + message;
@@ -136,26 +130,21 @@ const boost::json::value* JsonObjectReader::lookup(std::string_view key, const c
     return found;
 }
 
-const boost::json::value* JsonObjectReader::field(std::string_view key) {
-    return lookup(key, "a value");
-}
+const boost::json::value* JsonObjectReader::field(std::string_view key) { return lookup(key, "a value"); }
 
-std::string JsonObjectReader::string(std::string_view key, std::size_t min_length,
-                                     std::size_t max_length) {
+std::string JsonObjectReader::string(std::string_view key, std::size_t min_length, std::size_t max_length) {
     const auto* value = lookup(key, "a string");
     if (value == nullptr) return {};
     const auto* text = value->if_string();
     if (text == nullptr || text->size() < min_length || text->size() > max_length) {
-        fail("field \"" + std::string(key) + "\": expected a string of " +
-             std::to_string(min_length) + " to " + std::to_string(max_length) +
-             " characters, got " + describe(*value));
+        fail("field \"" + std::string(key) + "\": expected a string of " + std::to_string(min_length) + " to " +
+             std::to_string(max_length) + " characters, got " + describe(*value));
         return {};
     }
     return std::string(text->data(), text->size());
 }
 
-std::string JsonObjectReader::one_of(std::string_view key,
-                                     std::initializer_list<std::string_view> allowed) {
+std::string JsonObjectReader::one_of(std::string_view key, std::initializer_list<std::string_view> allowed) {
     auto text = string(key, 0, 64);
     if (failed()) return {};
     for (auto choice : allowed)
@@ -184,8 +173,8 @@ std::int64_t JsonObjectReader::integer(std::string_view key, std::int64_t min, s
     if (value == nullptr) return 0;
     std::int64_t out = 0;
     if (!json_to_integer(*value, min, max, out)) {
-        fail("field \"" + std::string(key) + "\": expected an integer in [" + std::to_string(min) +
-             ", " + std::to_string(max) + "], got " + describe(*value));
+        fail("field \"" + std::string(key) + "\": expected an integer in [" + std::to_string(min) + ", " +
+             std::to_string(max) + "], got " + describe(*value));
         return 0;
     }
     return out;
@@ -198,8 +187,8 @@ double JsonObjectReader::number(std::string_view key, double min, double max) {
     bool numeric = value->is_number();
     if (numeric) out = value->to_number<double>();
     if (!numeric || !std::isfinite(out) || out < min || out > max) {
-        fail("field \"" + std::string(key) + "\": expected a number in [" + std::to_string(min) +
-             ", " + std::to_string(max) + "], got " + describe(*value));
+        fail("field \"" + std::string(key) + "\": expected a number in [" + std::to_string(min) + ", " +
+             std::to_string(max) + "], got " + describe(*value));
         return 0;
     }
     return out;

@@ -31,8 +31,7 @@ class JsonObjectReader {
 public:
     JsonObjectReader(const boost::json::value& value, std::string path);
 
-    std::string string(std::string_view key, std::size_t min_length = 0,
-                       std::size_t max_length = 4096);
+    std::string string(std::string_view key, std::size_t min_length = 0, std::size_t max_length = 4096);
     std::string one_of(std::string_view key, std::initializer_list<std::string_view> allowed);
     std::string lower_hex(std::string_view key, std::size_t length);
     std::int64_t integer(std::string_view key, std::int64_t min, std::int64_t max);
@@ -61,7 +60,6 @@ private:
 
 // Reads `value` as an integer in [min, max] (an integral double such as 2.0 counts);
 // false when it is not one.
-bool json_to_integer(const boost::json::value& value, std::int64_t min, std::int64_t max,
-                     std::int64_t& out);
+bool json_to_integer(const boost::json::value& value, std::int64_t min, std::int64_t max, std::int64_t& out);
 
 }  // namespace tessera::common

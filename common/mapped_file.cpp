@@ -28,8 +28,7 @@ Result<MappedFile> MappedFile::open(const std::filesystem::path& path) {
     }
     void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     ::close(fd);  // the mapping keeps the file alive
-    if (data == MAP_FAILED)
-        return make_error("cannot map " + path.string() + ": " + std::strerror(errno));
+    if (data == MAP_FAILED) return make_error("cannot map " + path.string() + ": " + std::strerror(errno));
     return MappedFile(data, size);
 }
 

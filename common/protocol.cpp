@@ -32,8 +32,7 @@ std::string read_identifier(JsonObjectReader& reader, std::string_view key) {
     return text;
 }
 
-std::string read_printable(JsonObjectReader& reader, std::string_view key, std::size_t min,
-                           std::size_t max) {
+std::string read_printable(JsonObjectReader& reader, std::string_view key, std::size_t min, std::size_t max) {
     auto text = reader.string(key, min, max);
     if (!reader.failed() && !is_printable_ascii(text))
         reader.fail("field \"" + std::string(key) + "\": expected printable ASCII");
@@ -60,9 +59,7 @@ std::string read_blob_base_url(JsonObjectReader& reader) {
     return text;
 }
 
-boost::json::value blob_to_json(const BlobRef& blob) {
-    return {{"sha256", blob.sha256}, {"bytes", blob.bytes}};
-}
+boost::json::value blob_to_json(const BlobRef& blob) { return {{"sha256", blob.sha256}, {"bytes", blob.bytes}}; }
 
 BlobRef read_blob(const boost::json::value& json, const std::string& path, JsonObjectReader& parent) {
     JsonObjectReader reader(json, path);
@@ -89,8 +86,7 @@ DeltaEncoding read_encoding(JsonObjectReader& parent, std::string_view key) {
     JsonObjectReader reader(*json, parent.path_of(key));
     auto dtype = reader.one_of("dtype", {"f32", "bf16", "int8"});
     encoding.topk_fraction = reader.number("topk_fraction", 0.0, 1.0);
-    if (!reader.failed() && encoding.topk_fraction <= 0.0)
-        reader.fail("field \"topk_fraction\": must be above 0");
+    if (!reader.failed() && encoding.topk_fraction <= 0.0) reader.fail("field \"topk_fraction\": must be above 0");
     if (!reader.failed()) encoding.dtype = *delta_dtype_from_name(dtype);
     parent.absorb(reader.finish());
     return encoding;
@@ -171,8 +167,8 @@ Result<WorkUnit> work_unit_from_json(const boost::json::value& json) {
     if (const auto* shards = reader.field("shards")) {
         const auto* array = shards->if_array();
         if (array == nullptr || array->empty() || array->size() > kMaxShardsPerWorkUnit)
-            reader.fail("field \"shards\": expected an array of 1 to " +
-                        std::to_string(kMaxShardsPerWorkUnit) + " blobs");
+            reader.fail("field \"shards\": expected an array of 1 to " + std::to_string(kMaxShardsPerWorkUnit) +
+                        " blobs");
         else
             for (std::size_t i = 0; i < array->size(); ++i)
                 m.shards.push_back(read_blob((*array)[i], "work_unit.shards[" + std::to_string(i) + "]", reader));
@@ -229,9 +225,7 @@ Result<RegisterRequest> register_request_from_json(const boost::json::value& jso
 }
 
 boost::json::value to_json(const RegisterResponse& m) {
-    return {{"client_id", m.client_id},
-            {"server_public_key", m.server_public_key},
-            {"server_key_id", m.server_key_id}};
+    return {{"client_id", m.client_id}, {"server_public_key", m.server_public_key}, {"server_key_id", m.server_key_id}};
 }
 
 Result<RegisterResponse> register_response_from_json(const boost::json::value& json) {
@@ -272,8 +266,8 @@ Result<WorkRequest> work_request_from_json(const boost::json::value& json) {
     if (const auto* cached = reader.field("cached_shards")) {
         const auto* array = cached->if_array();
         if (array == nullptr || array->size() > kMaxCachedShards) {
-            reader.fail("field \"cached_shards\": expected an array of at most " +
-                        std::to_string(kMaxCachedShards) + " hashes");
+            reader.fail("field \"cached_shards\": expected an array of at most " + std::to_string(kMaxCachedShards) +
+                        " hashes");
         } else {
             for (const auto& hash : *array) {
                 const auto* text = hash.if_string();
@@ -301,8 +295,10 @@ Result<WorkResponse> work_response_from_json(const boost::json::value& json) {
     if (m.has_work) {
         if (const auto* envelope = reader.field("work_unit")) {
             auto parsed = envelope_from_json(*envelope, reader.path_of("work_unit"));
-            if (parsed) m.work_unit = std::move(parsed).value();
-            else reader.absorb(parsed.error());
+            if (parsed)
+                m.work_unit = std::move(parsed).value();
+            else
+                reader.absorb(parsed.error());
         }
     } else if (!reader.failed()) {
         m.retry_after_s = reader.integer("retry_after_s", 1, 86400);
@@ -351,15 +347,24 @@ template <class T>
 Result<T> parse_message(std::string_view text) {
     auto json = parse_json_strict(text);
     if (!json) return json.error();
-    if constexpr (std::is_same_v<T, WorkUnit>) return work_unit_from_json(*json);
-    else if constexpr (std::is_same_v<T, ResultManifest>) return result_manifest_from_json(*json);
-    else if constexpr (std::is_same_v<T, RegisterRequest>) return register_request_from_json(*json);
-    else if constexpr (std::is_same_v<T, RegisterResponse>) return register_response_from_json(*json);
-    else if constexpr (std::is_same_v<T, WorkRequest>) return work_request_from_json(*json);
-    else if constexpr (std::is_same_v<T, WorkUnitRef>) return work_unit_ref_from_json(*json);
-    else if constexpr (std::is_same_v<T, HeartbeatResponse>) return heartbeat_response_from_json(*json);
-    else if constexpr (std::is_same_v<T, ResultStatus>) return result_status_from_json(*json);
-    else return work_response_from_json(*json);
+    if constexpr (std::is_same_v<T, WorkUnit>)
+        return work_unit_from_json(*json);
+    else if constexpr (std::is_same_v<T, ResultManifest>)
+        return result_manifest_from_json(*json);
+    else if constexpr (std::is_same_v<T, RegisterRequest>)
+        return register_request_from_json(*json);
+    else if constexpr (std::is_same_v<T, RegisterResponse>)
+        return register_response_from_json(*json);
+    else if constexpr (std::is_same_v<T, WorkRequest>)
+        return work_request_from_json(*json);
+    else if constexpr (std::is_same_v<T, WorkUnitRef>)
+        return work_unit_ref_from_json(*json);
+    else if constexpr (std::is_same_v<T, HeartbeatResponse>)
+        return heartbeat_response_from_json(*json);
+    else if constexpr (std::is_same_v<T, ResultStatus>)
+        return result_status_from_json(*json);
+    else
+        return work_response_from_json(*json);
 }
 
 template Result<WorkUnit> parse_message<WorkUnit>(std::string_view);

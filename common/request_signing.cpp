@@ -20,22 +20,20 @@ std::string request_signing_message(const RequestClaims& claims) {
 }
 
 SignedHeaders sign_request(std::string_view method, std::string_view target, ByteView body,
-                           const std::string& client_id, const SigningKey& key,
-                           std::int64_t now) {
+                           const std::string& client_id, const SigningKey& key, std::int64_t now) {
     Bytes nonce(kNonceHexLength / 2);
     if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1)
         throw std::runtime_error("the system random generator failed");
-    RequestClaims claims{std::string(method), std::string(target), client_id, now,
-                         to_hex(nonce), sha256_hex(body)};
+    RequestClaims claims{std::string(method), std::string(target), client_id, now, to_hex(nonce), sha256_hex(body)};
     auto signature = key.sign(as_bytes(request_signing_message(claims)));
     return {client_id, std::to_string(now), claims.nonce, to_base64(signature)};
 }
 
 Result<RequestClaims> parse_signed_headers(const SignedHeaders& headers, Ed25519Signature& signature) {
-    if (headers.client_id.empty() || headers.timestamp.empty() || headers.nonce.empty() ||
-        headers.signature.empty())
-        return make_error("a signed request needs the Tessera-Client, Tessera-Timestamp, "
-                          "Tessera-Nonce and Tessera-Signature headers");
+    if (headers.client_id.empty() || headers.timestamp.empty() || headers.nonce.empty() || headers.signature.empty())
+        return make_error(
+            "a signed request needs the Tessera-Client, Tessera-Timestamp, "
+            "Tessera-Nonce and Tessera-Signature headers");
     RequestClaims claims;
     claims.client_id = headers.client_id;
     const auto& ts = headers.timestamp;

@@ -21,11 +21,11 @@ constexpr std::size_t kNonceHexLength = 32;  // 16 random bytes
 
 // What a request signature covers.
 struct RequestClaims {
-    std::string method;     // "POST"
-    std::string target;     // "/api/v1/work" (path and query, as sent)
+    std::string method;  // "POST"
+    std::string target;  // "/api/v1/work" (path and query, as sent)
     std::string client_id;
     std::int64_t timestamp = 0;  // unix seconds
-    std::string nonce;      // 32 lowercase hex digits
+    std::string nonce;           // 32 lowercase hex digits
     std::string body_sha256;
 };
 
@@ -42,8 +42,7 @@ std::string request_signing_message(const RequestClaims& claims);
 
 // Signs a request with a fresh random nonce.
 SignedHeaders sign_request(std::string_view method, std::string_view target, ByteView body,
-                           const std::string& client_id, const SigningKey& key,
-                           std::int64_t now);
+                           const std::string& client_id, const SigningKey& key, std::int64_t now);
 
 // Reads the headers' values into claims (the body hash is computed by the caller) and checks
 // their syntax; the signature's bytes go to `signature`.

@@ -19,11 +19,10 @@ Result<ResultUploadView> unpack_result_upload(ByteView body) {
     std::uint32_t length = 0;
     for (int i = 0; i < 4; ++i) length |= std::uint32_t{body[static_cast<std::size_t>(i)]} << (8 * i);
     if (length == 0 || length > kMaxManifestBytes)
-        return make_error("result upload: manifest length " + std::to_string(length) +
-                          " is outside 1.." + std::to_string(kMaxManifestBytes));
+        return make_error("result upload: manifest length " + std::to_string(length) + " is outside 1.." +
+                          std::to_string(kMaxManifestBytes));
     if (length > body.size() - 4)
-        return make_error("result upload: manifest length " + std::to_string(length) +
-                          " exceeds the body");
+        return make_error("result upload: manifest length " + std::to_string(length) + " exceeds the body");
     return ResultUploadView{as_string_view(body.subspan(4, length)), body.subspan(4 + length)};
 }
 

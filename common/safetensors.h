@@ -56,7 +56,6 @@ Result<std::vector<float>> read_as_f32(const TensorView& view);
 
 // Serialises tensors, sorted by name, with the header padded to 8 bytes. Fails on duplicate
 // or reserved names and on data whose size does not match dtype × shape.
-Result<Bytes> write_safetensors(const std::vector<TensorView>& tensors,
-                                const TensorMetadata& metadata = {});
+Result<Bytes> write_safetensors(const std::vector<TensorView>& tensors, const TensorMetadata& metadata = {});
 
 }  // namespace tessera::common

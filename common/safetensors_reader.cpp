@@ -19,8 +19,7 @@ bool checked_multiply(std::uint64_t& product, std::uint64_t factor, std::uint64_
     return true;
 }
 
-Result<TensorView> parse_entry(const std::string& name, const boost::json::value& entry,
-                               ByteView data) {
+Result<TensorView> parse_entry(const std::string& name, const boost::json::value& entry, ByteView data) {
     JsonObjectReader reader(entry, "tensor \"" + name + "\"");
     auto dtype_text = reader.string("dtype", 1, 8);
     const auto* shape_json = reader.field("shape");
@@ -36,12 +35,13 @@ Result<TensorView> parse_entry(const std::string& name, const boost::json::value
     const auto* shape = shape_json->if_array();
     if (shape == nullptr) return make_error("tensor \"" + name + "\": shape is not an array");
     if (shape->size() > kMaxRank)
-        return make_error("tensor \"" + name + "\": rank " + std::to_string(shape->size()) +
-                          " is above the limit of " + std::to_string(kMaxRank));
+        return make_error("tensor \"" + name + "\": rank " + std::to_string(shape->size()) + " is above the limit of " +
+                          std::to_string(kMaxRank));
     for (const auto& dim_json : *shape) {
         std::int64_t dim = 0;
         if (!json_to_integer(dim_json, 0, INT64_MAX, dim))
-            return make_error("tensor \"" + name + "\": shape holds something other than a "
+            return make_error("tensor \"" + name +
+                              "\": shape holds something other than a "
                               "non-negative integer");
         view.shape.push_back(dim);
     }
@@ -53,14 +53,13 @@ Result<TensorView> parse_entry(const std::string& name, const boost::json::value
 
     const auto* offsets = offsets_json->if_array();
     std::int64_t begin = 0, end = 0;
-    if (offsets == nullptr || offsets->size() != 2 ||
-        !json_to_integer((*offsets)[0], 0, INT64_MAX, begin) ||
+    if (offsets == nullptr || offsets->size() != 2 || !json_to_integer((*offsets)[0], 0, INT64_MAX, begin) ||
         !json_to_integer((*offsets)[1], 0, INT64_MAX, end))
         return make_error("tensor \"" + name + "\": data_offsets must be [begin, end] integers");
     if (begin > end || static_cast<std::uint64_t>(end) > data.size())
         return make_error("tensor \"" + name + "\": data_offsets [" + std::to_string(begin) + ", " +
-                          std::to_string(end) + "] lie outside the data section of " +
-                          std::to_string(data.size()) + " bytes");
+                          std::to_string(end) + "] lie outside the data section of " + std::to_string(data.size()) +
+                          " bytes");
     if (static_cast<std::uint64_t>(end - begin) != bytes)
         return make_error("tensor \"" + name + "\": dtype and shape need " + std::to_string(bytes) +
                           " bytes but data_offsets give " + std::to_string(end - begin));
@@ -103,11 +102,11 @@ Result<TensorFile> parse_safetensors(ByteView buffer, const ReadLimits& limits) 
     std::uint64_t header_length = 0;
     std::memcpy(&header_length, buffer.data(), kHeaderLengthBytes);
     if (header_length > limits.max_header_bytes)
-        return make_error("safetensors: header length " + std::to_string(header_length) +
-                          " is above the limit of " + std::to_string(limits.max_header_bytes));
+        return make_error("safetensors: header length " + std::to_string(header_length) + " is above the limit of " +
+                          std::to_string(limits.max_header_bytes));
     if (header_length > buffer.size() - kHeaderLengthBytes)
-        return make_error("safetensors: header length " + std::to_string(header_length) +
-                          " runs past the end of the " + std::to_string(buffer.size()) + "-byte file");
+        return make_error("safetensors: header length " + std::to_string(header_length) + " runs past the end of the " +
+                          std::to_string(buffer.size()) + "-byte file");
     auto header_text = as_string_view(buffer.subspan(kHeaderLengthBytes, header_length));
     auto data = buffer.subspan(kHeaderLengthBytes + header_length);
 
@@ -131,8 +130,8 @@ Result<TensorFile> parse_safetensors(ByteView buffer, const ReadLimits& limits) 
             continue;
         }
         if (name.empty() || name.size() > kMaxTensorNameBytes)
-            return make_error("safetensors: tensor name of " + std::to_string(name.size()) +
-                              " bytes (allowed: 1 to " + std::to_string(kMaxTensorNameBytes) + ")");
+            return make_error("safetensors: tensor name of " + std::to_string(name.size()) + " bytes (allowed: 1 to " +
+                              std::to_string(kMaxTensorNameBytes) + ")");
         auto view = parse_entry(name, entry.value(), data);
         if (!view) return with_context("safetensors", view.error());
         file.tensors_.push_back(std::move(view).value());
@@ -140,16 +139,15 @@ Result<TensorFile> parse_safetensors(ByteView buffer, const ReadLimits& limits) 
 
     // The tensors must tile the data section: sorted by offset, each starts where the last ended.
     std::sort(file.tensors_.begin(), file.tensors_.end(), [&](const auto& a, const auto& b) {
-        return a.data.data() != b.data.data() ? a.data.data() < b.data.data()
-                                              : a.data.size() < b.data.size();
+        return a.data.data() != b.data.data() ? a.data.data() < b.data.data() : a.data.size() < b.data.size();
     });
     std::size_t expected = 0;
     for (const auto& tensor : file.tensors_) {
         auto begin = static_cast<std::size_t>(tensor.data.data() - data.data());
         if (begin != expected)
             return make_error("safetensors: tensor \"" + tensor.name + "\" starts at data offset " +
-                              std::to_string(begin) + " but the previous tensor ends at " +
-                              std::to_string(expected) + " (overlap or gap)");
+                              std::to_string(begin) + " but the previous tensor ends at " + std::to_string(expected) +
+                              " (overlap or gap)");
         expected = begin + tensor.data.size();
     }
     if (expected != data.size())
@@ -174,8 +172,8 @@ Result<std::vector<float>> read_as_f32(const TensorView& view) {
             }
             return out;
         default:
-            return make_error("tensor \"" + view.name + "\" has dtype " +
-                              std::string(dtype_name(view.dtype)) + ", expected a float dtype");
+            return make_error("tensor \"" + view.name + "\" has dtype " + std::string(dtype_name(view.dtype)) +
+                              ", expected a float dtype");
     }
 }
 

@@ -9,8 +9,7 @@
 
 namespace tessera::common {
 
-Result<Bytes> write_safetensors(const std::vector<TensorView>& tensors,
-                                const TensorMetadata& metadata) {
+Result<Bytes> write_safetensors(const std::vector<TensorView>& tensors, const TensorMetadata& metadata) {
     std::vector<const TensorView*> sorted;
     for (const auto& tensor : tensors) sorted.push_back(&tensor);
     std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
@@ -33,9 +32,8 @@ Result<Bytes> write_safetensors(const std::vector<TensorView>& tensors,
         }
         auto expected = static_cast<std::uint64_t>(t.numel()) * dtype_size(t.dtype);
         if (expected != t.data.size())
-            return make_error("safetensors writer: tensor \"" + t.name + "\" has " +
-                              std::to_string(t.data.size()) + " bytes, dtype and shape need " +
-                              std::to_string(expected));
+            return make_error("safetensors writer: tensor \"" + t.name + "\" has " + std::to_string(t.data.size()) +
+                              " bytes, dtype and shape need " + std::to_string(expected));
         header[t.name] = {{"dtype", dtype_name(t.dtype)},
                           {"shape", std::move(shape)},
                           {"data_offsets", {offset, offset + t.data.size()}}};

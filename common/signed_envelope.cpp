@@ -27,11 +27,9 @@ SignedEnvelope seal_envelope(std::string payload, std::string_view purpose, cons
     return envelope;
 }
 
-Result<std::string> open_envelope(const SignedEnvelope& envelope, std::string_view purpose,
-                                  const VerifyKey& key) {
+Result<std::string> open_envelope(const SignedEnvelope& envelope, std::string_view purpose, const VerifyKey& key) {
     if (envelope.key_id != key.key_id())
-        return make_error("envelope is signed by key " + envelope.key_id +
-                          ", not by the expected key " + key.key_id());
+        return make_error("envelope is signed by key " + envelope.key_id + ", not by the expected key " + key.key_id());
     if (!key.verify(as_bytes(signed_message(purpose, envelope.payload)), envelope.signature))
         return make_error("envelope signature is not valid for its payload (forged or altered)");
     return envelope.payload;

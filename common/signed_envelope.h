@@ -23,8 +23,7 @@ struct SignedEnvelope {
 SignedEnvelope seal_envelope(std::string payload, std::string_view purpose, const SigningKey& key);
 
 // The payload, only if `key` signed it for `purpose`; otherwise an error saying why.
-Result<std::string> open_envelope(const SignedEnvelope& envelope, std::string_view purpose,
-                                  const VerifyKey& key);
+Result<std::string> open_envelope(const SignedEnvelope& envelope, std::string_view purpose, const VerifyKey& key);
 
 boost::json::value envelope_to_json(const SignedEnvelope& envelope);
 Result<SignedEnvelope> envelope_from_json(const boost::json::value& json, const std::string& path);

@@ -13,8 +13,8 @@ static_assert(std::endian::native == std::endian::little, "Tessera needs a littl
 
 enum class DType : std::uint8_t { F32, F16, BF16, I8, U8, I32, I64 };
 
-constexpr std::size_t kHeaderLengthBytes = 8;       // u64 little-endian header length
-constexpr std::size_t kHeaderAlignment = 8;         // writers pad the header with spaces
+constexpr std::size_t kHeaderLengthBytes = 8;  // u64 little-endian header length
+constexpr std::size_t kHeaderAlignment = 8;    // writers pad the header with spaces
 constexpr std::size_t kMaxRank = 8;
 constexpr std::size_t kMaxTensorNameBytes = 1024;
 constexpr std::string_view kMetadataKey = "__metadata__";

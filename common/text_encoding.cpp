@@ -7,8 +7,7 @@ namespace tessera::common {
 namespace {
 
 constexpr std::string_view kHexDigits = "0123456789abcdef";
-constexpr std::string_view kBase64Alphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+constexpr std::string_view kBase64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 int hex_value(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -95,9 +94,7 @@ Result<Bytes> from_base64(std::string_view text) {
             char c = text[i + j];
             bool is_pad_slot = last_group && j >= 4 - padding;
             int v = is_pad_slot ? (c == '=' ? 0 : -1) : table[static_cast<unsigned char>(c)];
-            if (v < 0)
-                return make_error("base64 has an invalid character at position " +
-                                  std::to_string(i + j));
+            if (v < 0) return make_error("base64 has an invalid character at position " + std::to_string(i + j));
             n = n << 6 | static_cast<std::uint32_t>(v);
         }
         out.push_back(static_cast<std::uint8_t>(n >> 16));

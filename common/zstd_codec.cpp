@@ -31,8 +31,7 @@ Status for_each_chunk(const std::filesystem::path& path, const ByteSink& consume
         in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
         auto got = static_cast<std::size_t>(in.gcount());
         if (got == 0) break;
-        if (auto status = consume(as_bytes(std::string_view(buffer.data(), got))); !status)
-            return status;
+        if (auto status = consume(as_bytes(std::string_view(buffer.data(), got))); !status) return status;
     }
     if (in.bad()) return make_error("read error on " + path.string());
     return {};
@@ -70,9 +69,7 @@ Status ZstdCompressStream::write(ByteView input, const ByteSink& sink) {
     return state_->drive(input, ZSTD_e_continue, sink);
 }
 
-Status ZstdCompressStream::finish(const ByteSink& sink) {
-    return state_->drive({}, ZSTD_e_end, sink);
-}
+Status ZstdCompressStream::finish(const ByteSink& sink) { return state_->drive({}, ZSTD_e_end, sink); }
 
 struct ZstdDecompressStream::State {
     ZSTD_DCtx* ctx = ZSTD_createDCtx();
@@ -84,8 +81,7 @@ struct ZstdDecompressStream::State {
     ~State() { ZSTD_freeDCtx(ctx); }
 };
 
-ZstdDecompressStream::ZstdDecompressStream(std::uint64_t max_output_bytes)
-    : state_(std::make_unique<State>()) {
+ZstdDecompressStream::ZstdDecompressStream(std::uint64_t max_output_bytes) : state_(std::make_unique<State>()) {
     if (state_->ctx == nullptr) throw std::bad_alloc();
     state_->max_output = max_output_bytes;
 }
@@ -104,8 +100,8 @@ Status ZstdDecompressStream::write(ByteView input, const ByteSink& sink) {
         s.frame_open = hint != 0;
         s.produced += o.pos;
         if (s.produced > s.max_output)
-            return make_error("zstd data decompresses to more than the limit of " +
-                              std::to_string(s.max_output) + " bytes");
+            return make_error("zstd data decompresses to more than the limit of " + std::to_string(s.max_output) +
+                              " bytes");
         if (o.pos > 0)
             if (auto status = sink(ByteView(s.out.data(), o.pos)); !status) return status;
         // A finished frame has nothing held back; asking again would start a new frame.
@@ -144,8 +140,7 @@ Result<Bytes> zstd_decompress(ByteView input, std::uint64_t max_output_bytes) {
     return out;
 }
 
-Status zstd_compress_file(const std::filesystem::path& in, const std::filesystem::path& out,
-                          int level) {
+Status zstd_compress_file(const std::filesystem::path& in, const std::filesystem::path& out, int level) {
     auto writer = AtomicFileWriter::create(out);
     if (!writer) return writer.error();
     ZstdCompressStream stream(level);

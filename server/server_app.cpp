@@ -92,7 +92,8 @@ RunFacts run_facts(ServerApp::Parts& p, const std::optional<TaskView>& task, std
         facts.classes = manifest->classes;
         facts.validation_set_samples = manifest->validation.samples;
     }
-    auto renderer = p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config, manifest);
+    auto renderer =
+        p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config, manifest);
     if (renderer) {
         facts.samples_kind = "images";
         p.gallery = std::make_unique<SampleGallery>(*p.models, task->record.id, std::move(*renderer), p.executor);
@@ -139,8 +140,10 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     if (!key) return common::with_context("server key", key.error());
     p.key = std::make_unique<common::SigningKey>(std::move(*key));
     std::filesystem::create_directories(state.results());
-    if (auto removed = remove_orphan_files(*p.store, state); !removed) return removed.error();
-    else if (*removed) std::cerr << "tessera-server: removed " << *removed << " orphan files\n";
+    if (auto removed = remove_orphan_files(*p.store, state); !removed)
+        return removed.error();
+    else if (*removed)
+        std::cerr << "tessera-server: removed " << *removed << " orphan files\n";
 
     auto& files = p.options.file_system ? *p.options.file_system : posix_file_system();
     p.blobs = std::make_unique<BlobStore>(state.blobs(), files);
@@ -148,7 +151,7 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     p.models = std::make_unique<ModelCache>(*p.store, *p.blobs);
     auto task = load_current_task(*p.store);
     if (!task) return task.error();
-    ModelProbeFactory factory = [] () -> common::Result<std::unique_ptr<ModelProbe>> {
+    ModelProbeFactory factory = []() -> common::Result<std::unique_ptr<ModelProbe>> {
         return common::make_error("no task to evaluate");
     };
     ApiLimits limits;
@@ -182,14 +185,14 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     hooks.merge_timer = [raw](double seconds) { raw->metrics.observe_merge(seconds); };
     hooks.commit_failed = [raw] { raw->metrics.count_commit_failure(); };
     hooks.retry_s = p.options.merge_retry_s;
-    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, p.executor,
-                                                p.options.clock, std::move(hooks));
-    p.validator = std::make_unique<Validator>(*p.store, *p.results, *p.models, *p.probes, p.options.clock,
-                                              [raw](const std::string& id) { raw->aggregator->enqueue(id); },
-                                              std::random_device{}());
+    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, p.executor, p.options.clock,
+                                                std::move(hooks));
+    p.validator = std::make_unique<Validator>(
+        *p.store, *p.results, *p.models, *p.probes, p.options.clock,
+        [raw](const std::string& id) { raw->aggregator->enqueue(id); }, std::random_device{}());
     p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.executor, p.options.clock);
-    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.key, p.options.clock, p.options.blob_base_url,
-                                              std::random_device{}());
+    p.scheduler =
+        std::make_unique<Scheduler>(*p.store, *p.key, p.options.clock, p.options.blob_base_url, std::random_device{}());
     p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.options.clock, [raw](const std::string& id) {
         raw->validator->submit(id, raw->executor);
     });
@@ -247,8 +250,8 @@ void ServerApp::stop() {
     p.http->drain(std::chrono::seconds(10));  // responses in flight are sent
     p.io.stop();
     for (auto& thread : p.io_threads) thread.join();
-    p.handler_pool->join();  // requests being answered finish (their validations are queued)
-    p.work_pool->join();  // queued validations finish; their accepted results reach the aggregator
+    p.handler_pool->join();          // requests being answered finish (their validations are queued)
+    p.work_pool->join();             // queued validations finish; their accepted results reach the aggregator
     p.aggregator->wait_idle(false);  // a failed commit waiting to retry is replayed at the next start
     p.aggregator->stop();
 }

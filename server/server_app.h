@@ -21,12 +21,12 @@ namespace tessera::server {
 struct ServerOptions {
     StateDir state{"."};
     HttpSettings http;
-    std::string blob_base_url;          // --blob-url-base; empty: this server's /blobs
-    std::size_t io_threads = 2;         // socket I/O only
-    std::size_t handler_threads = 4;    // answering requests: database, hashing, fsync, signing
-    std::size_t work_threads = 2;       // validation loss checks and evaluations
-    std::int64_t tick_interval_s = 5;   // transitioner period
-    Clock clock;                        // empty: the system clock
+    std::string blob_base_url;         // --blob-url-base; empty: this server's /blobs
+    std::size_t io_threads = 2;        // socket I/O only
+    std::size_t handler_threads = 4;   // answering requests: database, hashing, fsync, signing
+    std::size_t work_threads = 2;      // validation loss checks and evaluations
+    std::int64_t tick_interval_s = 5;  // transitioner period
+    Clock clock;                       // empty: the system clock
     // Builds probes for a task; empty: LibTorch probes on the task's validation shard.
     std::function<common::Result<ModelProbeFactory>(const TaskConfig&)> probe_factory;
     // Builds the dashboard's sample renderer for a task (none: the model cannot draw);

@@ -36,7 +36,8 @@ common::Result<std::string> initialize_state(const StateDir& state) {
     // The database comes last: its presence marks a complete state directory.
     auto store = Store::open(state.database(), true);
     if (!store) return store.error();
-    if (auto status = (*store)->set_setting("operator_token_sha256", common::sha256_hex(common::as_bytes(token))); !status)
+    if (auto status = (*store)->set_setting("operator_token_sha256", common::sha256_hex(common::as_bytes(token)));
+        !status)
         return status.error();
     if (auto status = (*store)->set_setting("server_key_id", key.verify_key().key_id()); !status) return status.error();
     return token;

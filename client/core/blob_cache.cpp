@@ -19,8 +19,8 @@ ApiResult<std::filesystem::path> BlobCache::ensure(const common::BlobRef& blob, 
         return path;
     }
     auto part = dir_ / (blob.sha256 + ".part");
-    if (auto status = http.download(base, base.path + "/" + blob.sha256, part, static_cast<std::uint64_t>(blob.bytes),
-                                    progress);
+    if (auto status =
+            http.download(base, base.path + "/" + blob.sha256, part, static_cast<std::uint64_t>(blob.bytes), progress);
         !status)
         return status.failure();
     auto digest = common::sha256_file_hex(part);

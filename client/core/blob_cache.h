@@ -21,7 +21,7 @@ public:
     // The blob's path once present and verified; fetches `<base>/<sha256>` when missing. Bytes
     // with the wrong hash are discarded and come back as a BadAnswer.
     ApiResult<std::filesystem::path> ensure(const common::BlobRef& blob, HttpClient& http, const Url& base,
-                                                 const DownloadProgress& progress = {});
+                                            const DownloadProgress& progress = {});
     // Hashes of the complete blobs held (for locality scheduling).
     std::vector<std::string> held() const;
     // Removes least recently used blobs until the cache fits its quota; `keep` is spared.

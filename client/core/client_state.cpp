@@ -48,7 +48,8 @@ common::Result<std::optional<Identity>> ClientState::load_identity() const {
 }
 
 common::Status ClientState::save_identity(const Identity& identity) const {
-    boost::json::object json{{"server", identity.server}, {"client_id", identity.client_id},
+    boost::json::object json{{"server", identity.server},
+                             {"client_id", identity.client_id},
                              {"server_public_key", identity.server_public_key},
                              {"server_key_id", identity.server_key_id}};
     return common::write_file_atomic(root_ / "identity.json", common::as_bytes(boost::json::serialize(json)), 0600);
@@ -84,7 +85,8 @@ common::Result<Remembered> ClientState::load_remembered() const {
     common::JsonObjectReader reader(**json, "remembered");
     remembered.samples_per_s = reader.number("samples_per_s", 0, 1e12);
     if (const auto* shards = reader.field("shards")) {
-        if (!shards->is_array()) reader.fail("field \"shards\": expected an array");
+        if (!shards->is_array())
+            reader.fail("field \"shards\": expected an array");
         else
             for (const auto& shard : shards->as_array()) {
                 if (!shard.is_string() || !common::is_lower_hex(shard.as_string(), 64))

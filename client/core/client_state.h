@@ -15,7 +15,7 @@
 namespace tessera::client {
 
 struct Identity {
-    std::string server;             // the URL registered with
+    std::string server;  // the URL registered with
     std::string client_id;
     std::string server_public_key;  // base64, pinned at first registration
     std::string server_key_id;

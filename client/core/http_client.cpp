@@ -35,9 +35,9 @@ ApiFailure failure_of(const Url& origin, const boost::system::system_error& erro
     const auto& code = error.code();
     if (code.category() == asio::error::get_ssl_category() &&
         ERR_GET_REASON(static_cast<unsigned long>(code.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED)
-        return {FailureKind::Untrusted,
-                origin.origin() + ": the server's TLS certificate failed verification (" + code.message() +
-                    "); if the operator gave you its certificate, pass it with --ca-cert"};
+        return {FailureKind::Untrusted, origin.origin() + ": the server's TLS certificate failed verification (" +
+                                            code.message() +
+                                            "); if the operator gave you its certificate, pass it with --ca-cert"};
     return {FailureKind::NoAnswer, origin.origin() + ": " + code.message()};
 }
 
@@ -48,12 +48,15 @@ ApiStatus with_stream(const Url& origin, const HttpOptions& options, Use&& use) 
     if (origin.tls) {
         context.emplace(ssl::context::tls_client);
         boost::system::error_code error;
-        if (options.ca_file.empty()) context->set_default_verify_paths(error);
-        else context->load_verify_file(options.ca_file.string(), error);
+        if (options.ca_file.empty())
+            context->set_default_verify_paths(error);
+        else
+            context->load_verify_file(options.ca_file.string(), error);
         if (error)
-            return ApiFailure{FailureKind::Local, "cannot load the trusted certificates" +
-                                                      (options.ca_file.empty() ? std::string() : " from " + options.ca_file.string()) +
-                                                      ": " + error.message()};
+            return ApiFailure{FailureKind::Local,
+                              "cannot load the trusted certificates" +
+                                  (options.ca_file.empty() ? std::string() : " from " + options.ca_file.string()) +
+                                  ": " + error.message()};
         context->set_verify_mode(ssl::verify_peer);
     }
     try {
@@ -113,7 +116,8 @@ ApiResult<HttpResponse> HttpClient::request(const Url& origin, const std::string
         auto response = parser.release();
         reply.status = static_cast<int>(response.result_int());
         reply.body = std::move(response.body());
-        for (const auto& field : response) reply.headers[lower(std::string(field.name_string()))] = std::string(field.value());
+        for (const auto& field : response)
+            reply.headers[lower(std::string(field.name_string()))] = std::string(field.value());
         return std::monostate{};
     });
     if (!status) return status.failure();
@@ -139,7 +143,8 @@ ApiStatus HttpClient::download(const Url& origin, const std::string& target, con
         beast::get_lowest_layer(stream).expires_after(options_.timeout);
         http::read_header(stream, buffer, parser);
         auto code = parser.get().result_int();
-        if (code == 200 && have > 0) have = 0;  // the server ignored the range: start over
+        if (code == 200 && have > 0)
+            have = 0;  // the server ignored the range: start over
         else if (code != 200 && code != 206)
             return ApiFailure{failure_kind_of_status(static_cast<int>(code)),
                               origin.origin() + target + ": HTTP " + std::to_string(code), static_cast<int>(code)};

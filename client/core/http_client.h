@@ -38,8 +38,8 @@ public:
 
     // `target` is the path and query on `origin` (scheme://host:port from a Url).
     ApiResult<HttpResponse> request(const Url& origin, const std::string& method, const std::string& target,
-                                         const std::string& body = "",
-                                   const std::map<std::string, std::string>& headers = {}) const;
+                                    const std::string& body = "",
+                                    const std::map<std::string, std::string>& headers = {}) const;
 
     // Appends the rest of `target`'s body to `file` (resuming after what it holds) until the
     // file has `total_bytes`. Fails on a network error with the partial file kept.

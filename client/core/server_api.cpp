@@ -42,7 +42,8 @@ ApiResult<T> parsed(const std::string& route, ApiResult<std::string> body) {
 }  // namespace
 
 std::int64_t unix_now() {
-    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
 }
 
 ApiResult<common::RegisterResponse> ServerApi::register_client(const std::string& name, const std::string& version) {
@@ -89,12 +90,11 @@ ApiResult<std::string> ServerApi::post(const std::string& route, const std::stri
                                        const std::string& content_type) {
     auto target = server_.path + "/api/v1/" + route;
     auto signed_headers = common::sign_request("POST", target, common::as_bytes(body), client_id_, key_, unix_now());
-    std::map<std::string, std::string> headers{
-        {"Content-Type", content_type},
-        {std::string(common::kHeaderClient), signed_headers.client_id},
-        {std::string(common::kHeaderTimestamp), signed_headers.timestamp},
-        {std::string(common::kHeaderNonce), signed_headers.nonce},
-        {std::string(common::kHeaderSignature), signed_headers.signature}};
+    std::map<std::string, std::string> headers{{"Content-Type", content_type},
+                                               {std::string(common::kHeaderClient), signed_headers.client_id},
+                                               {std::string(common::kHeaderTimestamp), signed_headers.timestamp},
+                                               {std::string(common::kHeaderNonce), signed_headers.nonce},
+                                               {std::string(common::kHeaderSignature), signed_headers.signature}};
     auto reply = http_.request(server_, "POST", target, body, headers);
     if (!reply) return reply.failure();
     if (reply->status != 200) return refusal(route, *reply);

@@ -11,7 +11,9 @@ std::string Url::origin() const {
 
 common::Result<Url> parse_url(std::string_view text) {
     Url url;
-    auto fail = [&] { return common::make_error("bad URL '" + std::string(text) + "': expected http(s)://host[:port][/path]"); };
+    auto fail = [&] {
+        return common::make_error("bad URL '" + std::string(text) + "': expected http(s)://host[:port][/path]");
+    };
     std::string_view rest;
     if (text.starts_with("https://")) {
         url.tls = true;

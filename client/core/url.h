@@ -13,7 +13,7 @@ struct Url {
     bool tls = false;
     std::string host;
     std::uint16_t port = 80;
-    std::string path;  // "" or "/prefix" (no trailing slash)
+    std::string path;            // "" or "/prefix" (no trailing slash)
     std::string origin() const;  // "https://host:port"
 };
 

@@ -152,7 +152,8 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
     for (int retry = 0; !outcome && is_out_of_memory(outcome.message()) && retry < kOomRetries; ++retry) {
         // Same batch, accumulated over micro-batches half as large each time.
         release_gpu_cache();
-        config.micro_batch = std::max<std::int64_t>(1, (config.micro_batch > 0 ? config.micro_batch : config.batch_size) / 2);
+        config.micro_batch =
+            std::max<std::int64_t>(1, (config.micro_batch > 0 ? config.micro_batch : config.batch_size) / 2);
         outcome = common::train(unit.model, *theta0, *data, config, progress);
     }
     if (!outcome) return outcome.error();

@@ -17,7 +17,7 @@ namespace tessera::client {
 
 struct RunOptions {
     std::string device = "auto";
-    int threads = 0;  // 0: LibTorch's default
+    int threads = 0;               // 0: LibTorch's default
     double max_gpu_memory_gb = 0;  // > 0: cap LibTorch's CUDA allocator at this much
     std::function<void(std::int64_t step, std::int64_t steps, double loss, double samples_per_s)> progress;
 };
@@ -25,7 +25,7 @@ struct RunOptions {
 struct RunOutput {
     common::Bytes delta;  // encoded delta file
     common::TrainMetrics metrics;
-    std::string device;   // "cpu" or the GPU's name
+    std::string device;  // "cpu" or the GPU's name
 };
 
 common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std::filesystem::path& model_file,

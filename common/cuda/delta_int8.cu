@@ -12,8 +12,8 @@ namespace {
 constexpr int kBlock = 256;
 constexpr int kWarp = 32;
 
-__global__ void delta_int8_kernel(const float* __restrict__ theta_h, const float* __restrict__ theta_0,
-                                  std::int64_t n, std::int8_t* __restrict__ q, float* __restrict__ scales) {
+__global__ void delta_int8_kernel(const float* __restrict__ theta_h, const float* __restrict__ theta_0, std::int64_t n,
+                                  std::int8_t* __restrict__ q, float* __restrict__ scales) {
     __shared__ float warp_max[kBlock / kWarp];
     std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kBlock + threadIdx.x;
     float delta = i < n ? (theta_0 != nullptr ? theta_h[i] - theta_0[i] : theta_h[i]) : 0.0f;
@@ -35,8 +35,8 @@ __global__ void delta_int8_kernel(const float* __restrict__ theta_h, const float
 
 }  // namespace
 
-std::string delta_int8_quantize_cuda(const float* theta_h, const float* theta_0, std::int64_t n,
-                                     std::int8_t* q, float* scales, void* stream) {
+std::string delta_int8_quantize_cuda(const float* theta_h, const float* theta_0, std::int64_t n, std::int8_t* q,
+                                     float* scales, void* stream) {
     if (n <= 0) return "";
     auto blocks = static_cast<unsigned>((n + kBlock - 1) / kBlock);
     delta_int8_kernel<<<blocks, kBlock, 0, static_cast<cudaStream_t>(stream)>>>(theta_h, theta_0, n, q, scales);

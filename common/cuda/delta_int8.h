@@ -12,7 +12,7 @@ namespace tessera::common {
 // All pointers are device pointers; `q` has n entries, `scales` ceil(n / 256). `theta_0` may be
 // null: then `theta_h` is the delta itself. `stream` is a cudaStream_t (nullptr: the default
 // stream). Returns "" on success, else the CUDA error.
-std::string delta_int8_quantize_cuda(const float* theta_h, const float* theta_0, std::int64_t n,
-                                     std::int8_t* q, float* scales, void* stream);
+std::string delta_int8_quantize_cuda(const float* theta_h, const float* theta_0, std::int64_t n, std::int8_t* q,
+                                     float* scales, void* stream);
 
 }  // namespace tessera::common

@@ -9,8 +9,8 @@ namespace tessera::common {
 
 MultiTensorAdamW::MultiTensorAdamW(std::vector<torch::Tensor> parameters, double weight_decay, double beta1,
                                    double beta2, double eps)
-    : parameters_(std::move(parameters)), moments_(parameters_.size()), weight_decay_(weight_decay),
-      beta1_(beta1), beta2_(beta2), eps_(eps) {}
+    : parameters_(std::move(parameters)), moments_(parameters_.size()), weight_decay_(weight_decay), beta1_(beta1),
+      beta2_(beta2), eps_(eps) {}
 
 void MultiTensorAdamW::zero_grad() {
     for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();

@@ -14,8 +14,8 @@ namespace tessera::common {
 
 class MultiTensorAdamW {
 public:
-    explicit MultiTensorAdamW(std::vector<torch::Tensor> parameters, double weight_decay = 0.0,
-                              double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8);
+    explicit MultiTensorAdamW(std::vector<torch::Tensor> parameters, double weight_decay = 0.0, double beta1 = 0.9,
+                              double beta2 = 0.999, double eps = 1e-8);
 
     // Drops the gradients (the next backward allocates them afresh).
     void zero_grad();

@@ -32,7 +32,8 @@ Status encode_int8(const std::string& name, const torch::Tensor& values, Encoded
     if (values.is_cuda()) {
         auto n = values.numel();
         auto q = torch::empty({n}, values.options().dtype(torch::kInt8));
-        auto scales = torch::empty({static_cast<std::int64_t>(int8_block_count(static_cast<std::size_t>(n)))}, values.options());
+        auto scales =
+            torch::empty({static_cast<std::int64_t>(int8_block_count(static_cast<std::size_t>(n)))}, values.options());
         auto error = delta_int8_quantize_cuda(values.data_ptr<float>(), nullptr, n, q.data_ptr<std::int8_t>(),
                                               scales.data_ptr<float>(), nullptr);
         if (!error.empty()) return make_error("CUDA delta kernel failed on \"" + name + "\": " + error);
@@ -85,7 +86,8 @@ Result<Bytes> encode_delta_with_torch(const TorchTensorMap& delta, const DeltaEn
             auto values = tensor.detach().to(torch::kFloat32).contiguous().view({-1});
             if (!dense) {
                 auto n = values.numel();
-                auto k = std::min(n, static_cast<std::int64_t>(std::ceil(encoding.topk_fraction * static_cast<double>(n))));
+                auto k =
+                    std::min(n, static_cast<std::int64_t>(std::ceil(encoding.topk_fraction * static_cast<double>(n))));
                 auto kept = std::get<0>(std::get<1>(values.abs().topk(k)).sort());
                 out.indices = host_vector<std::int32_t>(kept.to(torch::kInt32));
                 values = values.index_select(0, kept);

@@ -20,8 +20,7 @@ torch::Tensor to_device(const torch::Tensor& drawn, torch::Device device) {
 }  // namespace
 
 torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
-                                    const torch::Tensor& text_emb, const torch::Tensor& t,
-                                    const torch::Tensor& noise) {
+                                    const torch::Tensor& text_emb, const torch::Tensor& t, const torch::Tensor& noise) {
     auto t4 = t.view({-1, 1, 1, 1});
     auto xt = (1 - t4) * x0 + t4 * noise;
     auto velocity = model->forward(xt, t, labels, text_emb);

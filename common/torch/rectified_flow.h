@@ -30,8 +30,7 @@ torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const torc
 
 // Loss at fixed t values with fixed noise: comparable across model versions.
 torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
-                                    const torch::Tensor& text_emb, const torch::Tensor& t,
-                                    const torch::Tensor& noise);
+                                    const torch::Tensor& text_emb, const torch::Tensor& t, const torch::Tensor& noise);
 
 struct SampleOptions {
     std::int64_t steps = 30;

@@ -11,10 +11,13 @@ Result<Bytes> images_to_png(const torch::Tensor& source, std::int64_t cols, std:
     auto images = source.repeat_interleave(upscale, 2).repeat_interleave(upscale, 3);
     auto n = images.size(0), h = images.size(2), w = images.size(3);
     auto rows = (n + cols - 1) / cols;
-    auto pixels = ((images.detach().to(torch::kCPU, torch::kFloat32).clamp(-1, 1) + 1) * 127.5).round().to(torch::kUInt8);
+    auto pixels =
+        ((images.detach().to(torch::kCPU, torch::kFloat32).clamp(-1, 1) + 1) * 127.5).round().to(torch::kUInt8);
     auto grid = torch::zeros({rows * h, cols * w}, torch::kUInt8);
     for (std::int64_t i = 0; i < n; ++i)
-        grid.slice(0, (i / cols) * h, (i / cols + 1) * h).slice(1, (i % cols) * w, (i % cols + 1) * w).copy_(pixels[i][0]);
+        grid.slice(0, (i / cols) * h, (i / cols + 1) * h)
+            .slice(1, (i % cols) * w, (i % cols + 1) * w)
+            .copy_(pixels[i][0]);
     grid = grid.contiguous();
     return encode_png_gray(static_cast<std::uint32_t>(cols * w), static_cast<std::uint32_t>(rows * h),
                            ByteView(grid.data_ptr<std::uint8_t>(), static_cast<std::size_t>(grid.numel())));

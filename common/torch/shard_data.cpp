@@ -30,15 +30,14 @@ Result<ShardData> parse_shard(ByteView bytes) {
     if ((latents == nullptr) == (pixels == nullptr))
         return make_error("shard must hold exactly one of \"latents\" and \"pixels\"");
     const auto* inputs = latents != nullptr ? latents : pixels;
-    if (inputs->shape.size() != 4)
-        return make_error("shard \"" + inputs->name + "\" must have shape [N, C, H, W]");
+    if (inputs->shape.size() != 4) return make_error("shard \"" + inputs->name + "\" must have shape [N, C, H, W]");
     if (latents != nullptr && !is_float(latents->dtype))
         return make_error("shard \"latents\" must be F16, BF16 or F32");
     if (pixels != nullptr && pixels->dtype != DType::U8) return make_error("shard \"pixels\" must be U8");
     auto n = labels->shape[0];
     if (inputs->shape[0] != n)
-        return make_error("shard has " + std::to_string(inputs->shape[0]) + " inputs but " +
-                          std::to_string(n) + " labels");
+        return make_error("shard has " + std::to_string(inputs->shape[0]) + " inputs but " + std::to_string(n) +
+                          " labels");
     if (n == 0) return make_error("shard holds no samples");
     if (text != nullptr && (!is_float(text->dtype) || text->shape.size() != 3 || text->shape[0] != n))
         return make_error("shard \"text_emb\" must be float of shape [N, L, D]");

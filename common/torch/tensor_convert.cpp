@@ -60,8 +60,8 @@ Result<Bytes> to_safetensors(const TorchTensorMap& tensors, const TensorMetadata
             auto cpu = tensor.detach().to(torch::kCPU).contiguous();
             keep_alive.push_back(cpu);
             auto bytes = static_cast<std::size_t>(cpu.numel()) * cpu.element_size();
-            views.push_back({name, *dtype, cpu.sizes().vec(),
-                             ByteView(static_cast<const std::uint8_t*>(cpu.data_ptr()), bytes)});
+            views.push_back(
+                {name, *dtype, cpu.sizes().vec(), ByteView(static_cast<const std::uint8_t*>(cpu.data_ptr()), bytes)});
         }
     } catch (const c10::Error& error) {
         return make_error(std::string("cannot serialise tensors: ") + error.what_without_backtrace());

@@ -132,10 +132,13 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     std::int64_t rows = std::min(config.batch_size, data.size());
     auto started = std::chrono::steady_clock::now();
     for (std::int64_t step = 0; step < config.steps; ++step) {
-        double warm = config.warmup_steps > 0 ? std::min(1.0, static_cast<double>(step + 1) / config.warmup_steps) : 1.0;
+        double warm =
+            config.warmup_steps > 0 ? std::min(1.0, static_cast<double>(step + 1) / config.warmup_steps) : 1.0;
         auto index = order.next();
-        Batch batch{inputs.index_select(0, index), labels.index_select(0, index),
-                    text.defined() ? text.index_select(0, index) : torch::Tensor(), {}};
+        Batch batch{inputs.index_select(0, index),
+                    labels.index_select(0, index),
+                    text.defined() ? text.index_select(0, index) : torch::Tensor(),
+                    {}};
         (*workload)->draw(batch, generator);
 
         optimizer.zero_grad();
@@ -195,13 +198,15 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
 }  // namespace
 
 Result<torch::Device> parse_device(const std::string& text) {
-    if (text == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+    if (text == "auto")
+        return torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
     try {
         torch::Device device(text);
         if (device.is_cuda() && !torch::cuda::is_available())
             return make_error("device " + text + " asked for, but this LibTorch sees no CUDA GPU");
         if (device.is_cuda() && device.has_index() && device.index() >= static_cast<int>(torch::cuda::device_count()))
-            return make_error("device " + text + " does not exist (" + std::to_string(torch::cuda::device_count()) + " GPUs)");
+            return make_error("device " + text + " does not exist (" + std::to_string(torch::cuda::device_count()) +
+                              " GPUs)");
         if (!device.is_cpu() && !device.is_cuda()) return make_error("unsupported device " + text);
         return device;
     } catch (const c10::Error&) {

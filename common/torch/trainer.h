@@ -14,15 +14,15 @@
 namespace tessera::common {
 
 struct TrainConfig {
-    std::int64_t steps = 100;         // H
+    std::int64_t steps = 100;  // H
     std::int64_t batch_size = 64;
-    std::int64_t micro_batch = 0;     // > 0: accumulate gradients over micro-batches of this size
+    std::int64_t micro_batch = 0;  // > 0: accumulate gradients over micro-batches of this size
     double lr = 3e-4;
-    std::int64_t warmup_steps = 0;    // linear warm-up of the learning rate
+    std::int64_t warmup_steps = 0;  // linear warm-up of the learning rate
     double weight_decay = 0.0;
-    double grad_clip = 1.0;           // max global gradient norm; 0 = off
+    double grad_clip = 1.0;  // max global gradient norm; 0 = off
     std::uint64_t seed = 0;
-    std::string device = "cpu";       // "cpu", "cuda", "cuda:N" or "auto"
+    std::string device = "cpu";  // "cpu", "cuda", "cuda:N" or "auto"
     std::int64_t num_classes = 10;
     // > 0: `snapshot` is shown the weights (on the training device) after every this many
     // steps; the fleet simulator's central baseline draws its curve from them.
@@ -55,8 +55,7 @@ using ProgressCallback = std::function<void(const StepProgress&)>;
 // "auto" picks cuda:0 when LibTorch sees a GPU, else the CPU.
 Result<torch::Device> parse_device(const std::string& text);
 
-Result<TrainOutcome> train(const std::string& preset, const TorchTensorMap& theta0,
-                           const ShardData& data, const TrainConfig& config,
-                           const ProgressCallback& progress = {});
+Result<TrainOutcome> train(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
+                           const TrainConfig& config, const ProgressCallback& progress = {});
 
 }  // namespace tessera::common

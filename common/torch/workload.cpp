@@ -12,7 +12,7 @@
 namespace tessera::common {
 namespace {
 
-constexpr std::int64_t kEvalGrid = 8;          // t values for evaluation: (i + 0.5) / 8
+constexpr std::int64_t kEvalGrid = 8;  // t values for evaluation: (i + 0.5) / 8
 constexpr std::uint64_t kEvalNoiseSeed = 20240611;
 constexpr std::int64_t kEvalBatch = 256;
 
@@ -25,8 +25,8 @@ const std::vector<ModelPreset>& presets() {
             p.dit.heads = heads;
             return p;
         };
-        return std::vector<ModelPreset>{dit("dit-tiny", 64, 2, 2), dit("dit-s", 384, 12, 6),
-                                        dit("dit-b", 768, 12, 12), ModelPreset{"cnn", ModelKind::Cnn, {}}};
+        return std::vector<ModelPreset>{dit("dit-tiny", 64, 2, 2), dit("dit-s", 384, 12, 6), dit("dit-b", 768, 12, 12),
+                                        ModelPreset{"cnn", ModelKind::Cnn, {}}};
     }();
     return all;
 }
@@ -38,8 +38,10 @@ void for_each_eval_batch(const ShardData& data, torch::Device device, std::int64
     auto n = std::min(data.size(), max_samples);
     for (std::int64_t begin = 0; begin < n; begin += kEvalBatch) {
         auto end = std::min(n, begin + kEvalBatch);
-        Batch batch{data.inputs.slice(0, begin, end).to(device), data.labels.slice(0, begin, end).to(device),
-                    data.text_emb.defined() ? data.text_emb.slice(0, begin, end).to(device) : torch::Tensor(), {}};
+        Batch batch{data.inputs.slice(0, begin, end).to(device),
+                    data.labels.slice(0, begin, end).to(device),
+                    data.text_emb.defined() ? data.text_emb.slice(0, begin, end).to(device) : torch::Tensor(),
+                    {}};
         body(batch, begin);
     }
 }
@@ -116,8 +118,10 @@ private:
 }  // namespace
 
 Batch Batch::slice(std::int64_t begin, std::int64_t end) const {
-    Batch out{inputs.slice(0, begin, end), labels.slice(0, begin, end),
-              text_emb.defined() ? text_emb.slice(0, begin, end) : torch::Tensor(), {}};
+    Batch out{inputs.slice(0, begin, end),
+              labels.slice(0, begin, end),
+              text_emb.defined() ? text_emb.slice(0, begin, end) : torch::Tensor(),
+              {}};
     for (const auto& d : draws) out.draws.push_back(d.slice(0, begin, end));
     return out;
 }

@@ -20,8 +20,7 @@ std::string format_number(double value) {
 }
 
 common::Error out_of_range(std::string_view field, std::string_view wanted, double value) {
-    return common::make_error(std::string(field) + " must be " + std::string(wanted) + ", got " +
-                              format_number(value));
+    return common::make_error(std::string(field) + " must be " + std::string(wanted) + ", got " + format_number(value));
 }
 
 // The norm is accumulated in double, so it is finite exactly when every value is.
@@ -207,12 +206,9 @@ private:
 
 std::string_view policy_name(PolicyKind kind) {
     switch (kind) {
-        case PolicyKind::FedAsync:
-            return "fedasync";
-        case PolicyKind::FedBuff:
-            return "fedbuff";
-        case PolicyKind::DiLoCo:
-            return "diloco";
+        case PolicyKind::FedAsync: return "fedasync";
+        case PolicyKind::FedBuff: return "fedbuff";
+        case PolicyKind::DiLoCo: return "diloco";
     }
     return "fedasync";
 }
@@ -228,8 +224,7 @@ common::Status validate_settings(const MergeSettings& s) {
         return out_of_range("server_lr", "a finite number > 0", s.server_lr);
     if (!std::isfinite(s.clip_norm) || s.clip_norm < 0)
         return out_of_range("clip_norm", "a finite number >= 0", s.clip_norm);
-    if (s.buffer_size < 1)
-        return common::make_error("buffer_size must be >= 1, got " + std::to_string(s.buffer_size));
+    if (s.buffer_size < 1) return common::make_error("buffer_size must be >= 1, got " + std::to_string(s.buffer_size));
     if (!(s.trim_fraction >= 0 && s.trim_fraction < 0.5))
         return out_of_range("trim_fraction", "in [0, 0.5)", s.trim_fraction);
     if (!(s.momentum >= 0 && s.momentum < 1)) return out_of_range("momentum", "in [0, 1)", s.momentum);
@@ -241,15 +236,9 @@ common::Result<std::unique_ptr<MergePolicy>> make_merge_policy(const MergeSettin
     if (auto status = validate_settings(settings); !status) return status.error();
     std::unique_ptr<MergePolicy> policy;
     switch (settings.kind) {
-        case PolicyKind::FedAsync:
-            policy = std::make_unique<FedAsyncPolicy>(settings);
-            break;
-        case PolicyKind::FedBuff:
-            policy = std::make_unique<FedBuffPolicy>(settings);
-            break;
-        case PolicyKind::DiLoCo:
-            policy = std::make_unique<DiLoCoPolicy>(settings);
-            break;
+        case PolicyKind::FedAsync: policy = std::make_unique<FedAsyncPolicy>(settings); break;
+        case PolicyKind::FedBuff: policy = std::make_unique<FedBuffPolicy>(settings); break;
+        case PolicyKind::DiLoCo: policy = std::make_unique<DiLoCoPolicy>(settings); break;
     }
     if (!policy) return common::make_error("unknown merge policy kind");
     return policy;

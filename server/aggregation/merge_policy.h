@@ -34,9 +34,9 @@ common::Status validate_settings(const MergeSettings& settings);
 
 // One validated delta waiting to be merged.
 struct IncomingDelta {
-    std::string id;                // result id, reported back when merged
-    std::int64_t staleness = 0;    // τ
-    common::NamedTensors delta;    // Δ = θ_local − θ_base, same layout as the model
+    std::string id;              // result id, reported back when merged
+    std::int64_t staleness = 0;  // τ
+    common::NamedTensors delta;  // Δ = θ_local − θ_base, same layout as the model
 };
 
 // The outcome of adding a delta: the model changed (a new version) or the delta was buffered.

@@ -36,32 +36,25 @@ common::Error bad_staleness(std::string_view text, std::string_view why) {
 double Staleness::weight(std::int64_t tau) const {
     const double t = tau < 0 ? 0.0 : static_cast<double>(tau);
     switch (kind) {
-        case Kind::Constant:
-            return 1.0;
-        case Kind::Polynomial:
-            return std::pow(1.0 + t, -a);
-        case Kind::Hinge:
-            return t <= b ? 1.0 : 1.0 / (a * (t - b) + 1.0);
+        case Kind::Constant: return 1.0;
+        case Kind::Polynomial: return std::pow(1.0 + t, -a);
+        case Kind::Hinge: return t <= b ? 1.0 : 1.0 / (a * (t - b) + 1.0);
     }
     return 1.0;
 }
 
 std::string Staleness::to_string() const {
     switch (kind) {
-        case Kind::Constant:
-            return "const";
-        case Kind::Polynomial:
-            return "poly:" + format_number(a);
-        case Kind::Hinge:
-            return "hinge:" + format_number(a) + "," + format_number(b);
+        case Kind::Constant: return "const";
+        case Kind::Polynomial: return "poly:" + format_number(a);
+        case Kind::Hinge: return "hinge:" + format_number(a) + "," + format_number(b);
     }
     return "const";
 }
 
 common::Status validate_staleness(const Staleness& staleness) {
     switch (staleness.kind) {
-        case Staleness::Kind::Constant:
-            return {};
+        case Staleness::Kind::Constant: return {};
         case Staleness::Kind::Polynomial:
             if (!std::isfinite(staleness.a) || staleness.a <= 0)
                 return bad_staleness(staleness.to_string(), "the exponent must be a finite number > 0");

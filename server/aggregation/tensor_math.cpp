@@ -68,10 +68,8 @@ common::Status check_same_layout(const common::NamedTensors& model, const common
             return common::make_error("tensor '" + o.name + "': " + std::to_string(o.values.size()) +
                                       " values, the model has " + std::to_string(m.values.size()));
     }
-    if (model.size() > common_count)
-        return common::make_error("missing tensor '" + model[common_count].name + "'");
-    if (other.size() > common_count)
-        return common::make_error("unexpected tensor '" + other[common_count].name + "'");
+    if (model.size() > common_count) return common::make_error("missing tensor '" + model[common_count].name + "'");
+    if (other.size() > common_count) return common::make_error("unexpected tensor '" + other[common_count].name + "'");
     return {};
 }
 

@@ -153,7 +153,9 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     server_options.http.address = "127.0.0.1";
     server_options.http.port = 0;
     server_options.handler_threads = options.handler_threads;
-    server_options.sample_renderer = [](const server::TaskConfig&) { return std::optional<server::SampleRendererFactory>(); };
+    server_options.sample_renderer = [](const server::TaskConfig&) {
+        return std::optional<server::SampleRendererFactory>();
+    };
     auto app = ServerApp::start(std::move(server_options));
     if (!app) return app.error();
     auto delta = made_up_delta((*app)->store(), state, {common::DeltaDType::Int8, options.topk_fraction});
@@ -172,7 +174,8 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     std::string register_failure;
     std::mutex failure_mutex;
     on_threads(options.connections, [&](int t) {
-        for (std::size_t i = static_cast<std::size_t>(t); i < volunteers.size(); i += static_cast<std::size_t>(options.connections)) {
+        for (std::size_t i = static_cast<std::size_t>(t); i < volunteers.size();
+             i += static_cast<std::size_t>(options.connections)) {
             auto response = volunteers[i].api->register_client("bench " + std::to_string(i), "bench");
             if (!response) {
                 std::lock_guard lock(failure_mutex);
@@ -230,19 +233,20 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     figures.result_bytes = delta->size();
 
     char line[512];
-    std::snprintf(line, sizeof line,
-                  "dispatch: %lld volunteers, %d connections, %.1f s: %.1f WU/s (%lld units, %lld no-work answers, "
-                  "%lld failures)\n"
-                  "  work   p50 %.1f ms  p99 %.1f ms\n"
-                  "  upload p50 %.1f ms  p99 %.1f ms (%zu-byte results)\n"
-                  "  unit   p50 %.1f ms  p99 %.1f ms (ask + upload)\n"
-                  "  registered %lld volunteers in %.1f s (%.0f/s); draining validation and merges at stop took %.1f s\n",
-                  static_cast<long long>(options.volunteers), options.connections, figures.seconds,
-                  figures.units_per_s, static_cast<long long>(figures.units), static_cast<long long>(figures.no_work),
-                  static_cast<long long>(figures.failures), figures.work_p50_ms, figures.work_p99_ms,
-                  figures.upload_p50_ms, figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms,
-                  figures.unit_p99_ms, static_cast<long long>(options.volunteers), register_s,
-                  static_cast<double>(options.volunteers) / register_s, drain_s);
+    std::snprintf(
+        line, sizeof line,
+        "dispatch: %lld volunteers, %d connections, %.1f s: %.1f WU/s (%lld units, %lld no-work answers, "
+        "%lld failures)\n"
+        "  work   p50 %.1f ms  p99 %.1f ms\n"
+        "  upload p50 %.1f ms  p99 %.1f ms (%zu-byte results)\n"
+        "  unit   p50 %.1f ms  p99 %.1f ms (ask + upload)\n"
+        "  registered %lld volunteers in %.1f s (%.0f/s); draining validation and merges at stop took %.1f s\n",
+        static_cast<long long>(options.volunteers), options.connections, figures.seconds, figures.units_per_s,
+        static_cast<long long>(figures.units), static_cast<long long>(figures.no_work),
+        static_cast<long long>(figures.failures), figures.work_p50_ms, figures.work_p99_ms, figures.upload_p50_ms,
+        figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms, figures.unit_p99_ms,
+        static_cast<long long>(options.volunteers), register_s, static_cast<double>(options.volunteers) / register_s,
+        drain_s);
     out << line;
     if (counts) {
         out << "  at the end of the measurement:";
@@ -258,15 +262,16 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
 int run_dispatch_command(int argc, char** argv) {
     cxxopts::Options parser("tessera-bench dispatch", "Work units per second one server hands out and takes back");
     DispatchBenchOptions defaults;
-    parser.add_options()
-        ("data", "a prepared dataset directory (tessera-data prepare)", cxxopts::value<std::string>())
-        ("volunteers", "volunteers registered", cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.volunteers)))
-        ("connections", "volunteers active at once", cxxopts::value<int>()->default_value(std::to_string(defaults.connections)))
-        ("seconds", "measured seconds", cxxopts::value<double>()->default_value("20"))
-        ("topk", "fraction of each tensor in the made-up results", cxxopts::value<double>()->default_value("0.001"))
-        ("model", "model preset", cxxopts::value<std::string>()->default_value(defaults.model))
-        ("handler-threads", "the server's handler threads", cxxopts::value<std::size_t>()->default_value("4"))
-        ("h,help", "show this help");
+    parser.add_options()("data", "a prepared dataset directory (tessera-data prepare)", cxxopts::value<std::string>())(
+        "volunteers", "volunteers registered",
+        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.volunteers)))(
+        "connections", "volunteers active at once",
+        cxxopts::value<int>()->default_value(std::to_string(defaults.connections)))(
+        "seconds", "measured seconds", cxxopts::value<double>()->default_value("20"))(
+        "topk", "fraction of each tensor in the made-up results", cxxopts::value<double>()->default_value("0.001"))(
+        "model", "model preset", cxxopts::value<std::string>()->default_value(defaults.model))(
+        "handler-threads", "the server's handler threads", cxxopts::value<std::size_t>()->default_value("4"))(
+        "h,help", "show this help");
     try {
         auto args = parser.parse(argc, argv);
         if (args.count("help")) {

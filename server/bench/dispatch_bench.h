@@ -16,13 +16,13 @@
 namespace tessera::bench {
 
 struct DispatchBenchOptions {
-    std::filesystem::path data;        // a prepared dataset (tessera-data prepare)
-    std::int64_t volunteers = 1000;    // registered before the measurement
-    int connections = 16;              // volunteers active at once (client threads)
-    double seconds = 20;               // measured
-    double topk_fraction = 0.001;      // of each tensor: the "tiny" results
+    std::filesystem::path data;      // a prepared dataset (tessera-data prepare)
+    std::int64_t volunteers = 1000;  // registered before the measurement
+    int connections = 16;            // volunteers active at once (client threads)
+    double seconds = 20;             // measured
+    double topk_fraction = 0.001;    // of each tensor: the "tiny" results
     std::string model = "dit-tiny";
-    std::size_t handler_threads = 4;   // the server's --handler-threads
+    std::size_t handler_threads = 4;  // the server's --handler-threads
 };
 
 struct DispatchFigures {

@@ -163,7 +163,8 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     auto dir = std::filesystem::temp_directory_path() / ("tessera-ingest-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     std::int64_t now = 1'800'000'000;
-    auto server = server::InProcessServer::create(dir, *config, [&now] { return now; }, 1);
+    auto server = server::InProcessServer::create(
+        dir, *config, [&now] { return now; }, 1);
     if (!server) return server.error();
     auto model = (*server)->model(0);
     if (!model) return model.error();
@@ -178,9 +179,17 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     // Arrays of at least 64 MB each, so the triad measures memory and not a cache.
     double triad = triad_bytes_per_s(std::max<std::size_t>(static_cast<std::size_t>(parameters), 16u << 20));
     double merge_bytes_per_s = 12.0 * static_cast<double>(parameters) / *merge_s;
-    IngestFigures figures{parameters, deltas->front().size(), pipeline->seconds,
-                          static_cast<double>(options.results) / pipeline->seconds, pipeline->merged, pipeline->rejected,
-                          pipeline->refused, pipeline->version, *merge_s, merge_bytes_per_s, triad};
+    IngestFigures figures{parameters,
+                          deltas->front().size(),
+                          pipeline->seconds,
+                          static_cast<double>(options.results) / pipeline->seconds,
+                          pipeline->merged,
+                          pipeline->rejected,
+                          pipeline->refused,
+                          pipeline->version,
+                          *merge_s,
+                          merge_bytes_per_s,
+                          triad};
 
     char text[768];
     std::snprintf(text, sizeof text,
@@ -195,8 +204,9 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
                   options.buffer > 0 ? (" K=" + std::to_string(options.buffer)).c_str() : "", options.loss_check,
                   static_cast<long long>(options.results), pipeline->seconds,
                   static_cast<double>(options.results) / pipeline->seconds, static_cast<long long>(pipeline->merged),
-                  static_cast<long long>(pipeline->rejected), static_cast<long long>(pipeline->refused), static_cast<long long>(pipeline->version), *merge_s * 1000,
-                  merge_bytes_per_s / 1e9, triad / 1e9, 100.0 * merge_bytes_per_s / triad);
+                  static_cast<long long>(pipeline->rejected), static_cast<long long>(pipeline->refused),
+                  static_cast<long long>(pipeline->version), *merge_s * 1000, merge_bytes_per_s / 1e9, triad / 1e9,
+                  100.0 * merge_bytes_per_s / triad);
     out << text;
     server->reset();
     std::error_code ignored;
@@ -207,14 +217,14 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
 int run_ingest_command(int argc, char** argv) {
     cxxopts::Options parser("tessera-bench ingest", "Results per second through validation and merging");
     IngestBenchOptions defaults;
-    parser.add_options()
-        ("data", "a prepared dataset directory (tessera-data prepare)", cxxopts::value<std::string>())
-        ("model", "model preset", cxxopts::value<std::string>()->default_value(defaults.model))
-        ("results", "results uploaded", cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.results)))
-        ("policy", "fedasync, fedbuff or diloco", cxxopts::value<std::string>()->default_value(defaults.policy))
-        ("buffer", "K for fedbuff and diloco (0: the policy's default)", cxxopts::value<std::int64_t>()->default_value("0"))
-        ("loss-check", "fraction of results given the held-out loss check", cxxopts::value<double>()->default_value("0"))
-        ("h,help", "show this help");
+    parser.add_options()("data", "a prepared dataset directory (tessera-data prepare)", cxxopts::value<std::string>())(
+        "model", "model preset", cxxopts::value<std::string>()->default_value(defaults.model))(
+        "results", "results uploaded", cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.results)))(
+        "policy", "fedasync, fedbuff or diloco", cxxopts::value<std::string>()->default_value(defaults.policy))(
+        "buffer", "K for fedbuff and diloco (0: the policy's default)",
+        cxxopts::value<std::int64_t>()->default_value("0"))(
+        "loss-check", "fraction of results given the held-out loss check",
+        cxxopts::value<double>()->default_value("0"))("h,help", "show this help");
     try {
         auto args = parser.parse(argc, argv);
         if (args.count("help")) {

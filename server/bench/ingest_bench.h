@@ -20,8 +20,8 @@ struct IngestBenchOptions {
     std::string model = "dit-s";
     std::int64_t results = 24;
     std::string policy = "fedasync";
-    std::int64_t buffer = 0;     // fedbuff/diloco K; 0: the policy's default
-    double loss_check = 0;       // fraction of results given the held-out loss check
+    std::int64_t buffer = 0;  // fedbuff/diloco K; 0: the policy's default
+    double loss_check = 0;    // fraction of results given the held-out loss check
 };
 
 struct IngestFigures {
@@ -33,9 +33,9 @@ struct IngestFigures {
     std::int64_t rejected = 0;  // by validation
     std::int64_t refused = 0;   // at intake
     std::int64_t version = 0;
-    double merge_s = 0;               // one add, the best of five
-    double merge_bytes_per_s = 0;     // 12 bytes per parameter
-    double memory_bytes_per_s = 0;    // the triad
+    double merge_s = 0;             // one add, the best of five
+    double merge_bytes_per_s = 0;   // 12 bytes per parameter
+    double memory_bytes_per_s = 0;  // the triad
 };
 
 // Runs the benchmark and prints its figures on `out`.

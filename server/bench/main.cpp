@@ -26,19 +26,19 @@ int main(int argc, char** argv) {
         return 2;
     }
     cxxopts::Options options("tessera-bench train", "Training throughput: C++ trainer vs PyTorch Python");
-    options.add_options()
-        ("model", "model preset (dit-tiny, dit-s, dit-b)", cxxopts::value<std::string>()->default_value("dit-s"))
-        ("device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("cpu"))
-        ("batch", "batch size", cxxopts::value<std::int64_t>()->default_value("32"))
-        ("steps", "measured steps", cxxopts::value<std::int64_t>()->default_value("20"))
-        ("warmup", "warm-up steps before measuring", cxxopts::value<std::int64_t>()->default_value("3"))
-        ("threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))
-        ("repeats", "alternating C++/Python runs (medians are reported)", cxxopts::value<int>()->default_value("3"))
-        ("python", "Python with PyTorch", cxxopts::value<std::string>()->default_value("/usr/bin/python3"))
-        ("python-script", "the Python reference", cxxopts::value<std::string>()->default_value(TESSERA_BENCH_SCRIPT))
-        ("no-python", "measure the C++ trainer only")
-        ("peak-tflops", "the device's peak TFLOP/s, to print MFU", cxxopts::value<double>()->default_value("0"))
-        ("h,help", "show this help");
+    options.add_options()("model", "model preset (dit-tiny, dit-s, dit-b)",
+                          cxxopts::value<std::string>()->default_value("dit-s"))(
+        "device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("cpu"))(
+        "batch", "batch size", cxxopts::value<std::int64_t>()->default_value("32"))(
+        "steps", "measured steps", cxxopts::value<std::int64_t>()->default_value("20"))(
+        "warmup", "warm-up steps before measuring", cxxopts::value<std::int64_t>()->default_value("3"))(
+        "threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))(
+        "repeats", "alternating C++/Python runs (medians are reported)", cxxopts::value<int>()->default_value("3"))(
+        "python", "Python with PyTorch", cxxopts::value<std::string>()->default_value("/usr/bin/python3"))(
+        "python-script", "the Python reference", cxxopts::value<std::string>()->default_value(TESSERA_BENCH_SCRIPT))(
+        "no-python", "measure the C++ trainer only")("peak-tflops", "the device's peak TFLOP/s, to print MFU",
+                                                     cxxopts::value<double>()->default_value("0"))("h,help",
+                                                                                                   "show this help");
     try {
         auto args = options.parse(argc - 1, argv + 1);
         if (args.count("help")) {

@@ -21,10 +21,12 @@ constexpr std::int64_t kSyntheticSamples = 4096;
 
 // Training FLOPs per sample (3 × forward), counting matmuls, attention and the depthwise conv.
 double training_flops_per_sample(const common::DitConfig& c) {
-    double h = static_cast<double>(c.hidden), n = static_cast<double>((c.input_size / c.patch) * (c.input_size / c.patch));
+    double h = static_cast<double>(c.hidden),
+           n = static_cast<double>((c.input_size / c.patch) * (c.input_size / c.patch));
     double m = h * static_cast<double>(c.mlp_ratio);
     double per_block = 2 * n * (4 * h * h + 2 * h * m) + 4 * n * n * h + 2 * 9 * m * n + 2 * 6 * h;
-    double stem = 2 * n * h * static_cast<double>(c.patch * c.patch * c.in_channels) * 2 + 2 * (256 * h + h * h + 6 * h * h);
+    double stem =
+        2 * n * h * static_cast<double>(c.patch * c.patch * c.in_channels) * 2 + 2 * (256 * h + h * h + 6 * h * h);
     return 3 * (stem + static_cast<double>(c.depth) * per_block);
 }
 
@@ -32,8 +34,8 @@ common::Result<double> python_samples_per_s(const TrainBenchOptions& o) {
     std::string command = o.python + " " + o.python_script + " --model " + o.model + " --device " +
                           (o.device == "auto" ? std::string(torch::cuda::is_available() ? "cuda" : "cpu") : o.device) +
                           " --batch " + std::to_string(o.batch) + " --steps " + std::to_string(o.steps) +
-                          " --warmup-steps " + std::to_string(o.warmup_steps) + " --threads " + std::to_string(o.threads) +
-                          " --samples " + std::to_string(kSyntheticSamples);
+                          " --warmup-steps " + std::to_string(o.warmup_steps) + " --threads " +
+                          std::to_string(o.threads) + " --samples " + std::to_string(kSyntheticSamples);
     FILE* pipe = popen(command.c_str(), "r");
     if (pipe == nullptr) return common::make_error("cannot run " + command);
     std::string output;
@@ -41,11 +43,13 @@ common::Result<double> python_samples_per_s(const TrainBenchOptions& o) {
     while (auto n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
     int status = pclose(pipe);
     if (status != 0)
-        return common::make_error("the Python reference failed (is python3-torch installed? scripts/bench installs it): " + command);
+        return common::make_error(
+            "the Python reference failed (is python3-torch installed? scripts/bench installs it): " + command);
     auto json = common::parse_json_strict(output);
     if (!json) return common::with_context("Python reference output", json.error());
     const auto* object = json->if_object();
-    if (object == nullptr || !object->contains("samples_per_s")) return common::make_error("Python reference printed no samples_per_s");
+    if (object == nullptr || !object->contains("samples_per_s"))
+        return common::make_error("Python reference printed no samples_per_s");
     return object->at("samples_per_s").to_number<double>();
 }
 
@@ -72,9 +76,10 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
     config.device = o.device;
     config.lr = 3e-4;
     config.warmup_steps = 10;
-    std::cout << "model " << o.model << " (" << common::parameter_count(*(*workload)->module()) << " parameters), device "
-              << o.device << ", batch " << o.batch << ", threads " << o.threads << ", " << o.steps
-              << " measured steps after " << o.warmup_steps << " warm-up, " << o.repeats << " alternating runs each\n";
+    std::cout << "model " << o.model << " (" << common::parameter_count(*(*workload)->module())
+              << " parameters), device " << o.device << ", batch " << o.batch << ", threads " << o.threads << ", "
+              << o.steps << " measured steps after " << o.warmup_steps << " warm-up, " << o.repeats
+              << " alternating runs each\n";
 
     // Runs alternate between the two sides, so drift in the machine's speed hits both.
     std::vector<double> cpp, python;

@@ -17,11 +17,11 @@ struct TrainBenchOptions {
     std::int64_t steps = 20;
     std::int64_t warmup_steps = 3;
     int threads = 2;
-    int repeats = 3;             // alternate C++ and Python runs; report medians
+    int repeats = 3;  // alternate C++ and Python runs; report medians
     std::string python = "/usr/bin/python3";
-    std::string python_script;   // scripts/bench_train.py
+    std::string python_script;  // scripts/bench_train.py
     bool run_python = true;
-    double peak_tflops = 0;      // > 0: print model FLOPs utilisation against this peak
+    double peak_tflops = 0;  // > 0: print model FLOPs utilisation against this peak
 };
 
 // Prints the report to stdout; the last line is the C++/Python ratio.

@@ -12,12 +12,10 @@ namespace tessera::server {
 
 int export_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server export", "Write a model version as safetensors");
-    options.add_options()
-        ("state", "state directory", cxxopts::value<std::string>())
-        ("task", "task id (default: the current task)", cxxopts::value<std::string>())
-        ("version", "model version (default: the latest)", cxxopts::value<std::int64_t>())
-        ("out", "output file", cxxopts::value<std::string>())
-        ("h,help", "show this help");
+    options.add_options()("state", "state directory", cxxopts::value<std::string>())(
+        "task", "task id (default: the current task)", cxxopts::value<std::string>())(
+        "version", "model version (default: the latest)", cxxopts::value<std::int64_t>())(
+        "out", "output file", cxxopts::value<std::string>())("h,help", "show this help");
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";

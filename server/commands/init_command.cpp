@@ -9,9 +9,8 @@ namespace tessera::server {
 
 int init_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server init", "Create a server state directory");
-    options.add_options()
-        ("state", "state directory (created)", cxxopts::value<std::string>())
-        ("h,help", "show this help");
+    options.add_options()("state", "state directory (created)", cxxopts::value<std::string>())("h,help",
+                                                                                               "show this help");
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";

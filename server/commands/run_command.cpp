@@ -1,7 +1,6 @@
 // `tessera-server run`: serve until SIGINT or SIGTERM, then shut down gracefully.
 #include <cxxopts.hpp>
 
-
 #include "allocator_tuning.h"
 #include "stop_signals.h"
 #include "command_support.h"
@@ -28,20 +27,20 @@ common::Result<std::pair<std::string, std::uint16_t>> parse_listen(const std::st
 
 int run_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server run", "Serve the API, blobs and work");
-    options.add_options()
-        ("state", "state directory", cxxopts::value<std::string>())
-        ("listen", "address and port (port 0: any free port)", cxxopts::value<std::string>()->default_value("127.0.0.1:8443"))
-        ("tls-cert", "PEM certificate chain: serve HTTPS", cxxopts::value<std::string>()->default_value(""))
-        ("tls-key", "PEM private key of the certificate", cxxopts::value<std::string>()->default_value(""))
-        ("blob-url-base", "work units send volunteers to URL/<sha256> for blobs (an HTTP cache of blobs/)",
-         cxxopts::value<std::string>()->default_value(""))
-        ("io-threads", "threads moving HTTP bytes", cxxopts::value<std::size_t>()->default_value("2"))
-        ("handler-threads", "threads answering requests (database, hashing, fsync, signing)",
-         cxxopts::value<std::size_t>()->default_value("4"))
-        ("work-threads", "threads for loss checks and evaluation", cxxopts::value<std::size_t>()->default_value("2"))
-        ("max-connections", "open connections at most", cxxopts::value<std::size_t>()->default_value("256"))
-        ("tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))
-        ("h,help", "show this help");
+    options.add_options()("state", "state directory", cxxopts::value<std::string>())(
+        "listen", "address and port (port 0: any free port)",
+        cxxopts::value<std::string>()->default_value("127.0.0.1:8443"))(
+        "tls-cert", "PEM certificate chain: serve HTTPS", cxxopts::value<std::string>()->default_value(""))(
+        "tls-key", "PEM private key of the certificate", cxxopts::value<std::string>()->default_value(""))(
+        "blob-url-base", "work units send volunteers to URL/<sha256> for blobs (an HTTP cache of blobs/)",
+        cxxopts::value<std::string>()->default_value(""))("io-threads", "threads moving HTTP bytes",
+                                                          cxxopts::value<std::size_t>()->default_value("2"))(
+        "handler-threads", "threads answering requests (database, hashing, fsync, signing)",
+        cxxopts::value<std::size_t>()->default_value("4"))("work-threads", "threads for loss checks and evaluation",
+                                                           cxxopts::value<std::size_t>()->default_value("2"))(
+        "max-connections", "open connections at most", cxxopts::value<std::size_t>()->default_value("256"))(
+        "tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))(
+        "h,help", "show this help");
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";

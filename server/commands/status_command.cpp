@@ -10,9 +10,7 @@ namespace tessera::server {
 
 int status_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server status", "Print the run's progress");
-    options.add_options()
-        ("state", "state directory", cxxopts::value<std::string>())
-        ("h,help", "show this help");
+    options.add_options()("state", "state directory", cxxopts::value<std::string>())("h,help", "show this help");
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";
@@ -35,7 +33,8 @@ int status_command(int argc, char** argv) {
     if (!versions) return fail("status", versions.message());
     for (auto it = versions->rbegin(); it != versions->rend(); ++it)
         if (it->validation_loss) {
-            std::cout << "validation loss " << std::setprecision(5) << *it->validation_loss << " at version " << it->version;
+            std::cout << "validation loss " << std::setprecision(5) << *it->validation_loss << " at version "
+                      << it->version;
             if (it->validation_accuracy) std::cout << ", accuracy " << *it->validation_accuracy;
             std::cout << "\n";
             break;
@@ -50,7 +49,8 @@ int status_command(int argc, char** argv) {
     for (std::size_t i = 0; i < clients->size() && i < 10; ++i) {
         const auto& c = (*clients)[i];
         std::cout << "  " << std::left << std::setw(16) << c.id << std::setw(24) << c.name << " credit " << c.credit
-                  << ", accepted " << c.accepted << ", rejected " << c.rejected << (c.banned ? " (banned)" : "") << "\n";
+                  << ", accepted " << c.accepted << ", rejected " << c.rejected << (c.banned ? " (banned)" : "")
+                  << "\n";
     }
     return 0;
 }

@@ -47,8 +47,7 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     if (args.count("max-in-flight")) c.max_in_flight = args["max-in-flight"].as<std::int64_t>();
     if (args.count("eval-samples")) c.eval_samples = args["eval-samples"].as<std::int64_t>();
     if (args.count("eval-interval")) c.eval_interval_s = args["eval-interval"].as<std::int64_t>();
-    if (args.count("eval-full-interval"))
-        c.eval_full_interval_s = args["eval-full-interval"].as<std::int64_t>();
+    if (args.count("eval-full-interval")) c.eval_full_interval_s = args["eval-full-interval"].as<std::int64_t>();
     c.init_seed = args["seed"].as<std::int64_t>();
     if (auto status = validate_task_config(c); !status) return status.error();
     return c;
@@ -58,37 +57,37 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
 
 int task_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server task create", "Create a training task (docs/operations.md)");
-    options.add_options()
-        ("action", "create", cxxopts::value<std::string>())
-        ("state", "state directory", cxxopts::value<std::string>())
-        ("data", "dataset directory (tessera-data prepare --out)", cxxopts::value<std::string>())
-        ("id", "task id (default: <dataset>-<model>)", cxxopts::value<std::string>())
-        ("model", "preset: dit-tiny, dit-s, dit-b, cnn (default: dit-tiny, cnn for pixels)", cxxopts::value<std::string>())
-        ("policy", "fedasync, fedbuff or diloco", cxxopts::value<std::string>()->default_value("fedasync"))
-        ("staleness", "const, poly:A or hinge:A,B (default: fedasync poly:1, others poly:0.5)", cxxopts::value<std::string>())
-        ("server-lr", "merge step size eta (fedasync 0.5, fedbuff 1.0, diloco 0.7)", cxxopts::value<double>())
-        ("buffer", "fedbuff K / diloco N: deltas per merge (fedbuff 2, diloco 4)", cxxopts::value<std::int64_t>())
-        ("trim", "fedbuff trimmed-mean fraction per side, < 0.5 (0)", cxxopts::value<double>())
-        ("momentum", "diloco outer Nesterov momentum (0.9)", cxxopts::value<double>())
-        ("clip-norm", "clip each delta to this L2 norm (0: off)", cxxopts::value<double>())
-        ("local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())
-        ("batch", "batch size (64)", cxxopts::value<std::int64_t>())
-        ("lr", "inner AdamW learning rate (3e-4)", cxxopts::value<double>())
-        ("deadline", "time a volunteer has per unit, e.g. 30m (30m)", cxxopts::value<std::string>())
-        ("replication", "chance a unit is computed twice and compared (0.1)", cxxopts::value<double>())
-        ("loss-check", "fraction of results given the held-out loss check (0.25)", cxxopts::value<double>())
-        ("codec", "delta encoding: f32, bf16, int8 (int8)", cxxopts::value<std::string>())
-        ("topk", "fraction of each tensor kept, (0, 1] (1)", cxxopts::value<double>())
-        ("shards-per-unit", "shards in one work unit (1)", cxxopts::value<std::int64_t>())
-        ("target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())
-        ("max-failures", "failures before a unit is retired (3)", cxxopts::value<std::int64_t>())
-        ("max-in-flight", "units one volunteer may hold (2)", cxxopts::value<std::int64_t>())
-        ("eval-samples", "validation samples per evaluation (512)", cxxopts::value<std::int64_t>())
-        ("eval-interval", "seconds between validation-curve points (10)", cxxopts::value<std::int64_t>())
-        ("eval-full-interval", "seconds between curve points on the whole validation set (300)",
-         cxxopts::value<std::int64_t>())
-        ("seed", "seed of the initial weights", cxxopts::value<std::int64_t>()->default_value("0"))
-        ("h,help", "show this help");
+    options.add_options()("action", "create", cxxopts::value<std::string>())("state", "state directory",
+                                                                             cxxopts::value<std::string>())(
+        "data", "dataset directory (tessera-data prepare --out)", cxxopts::value<std::string>())(
+        "id", "task id (default: <dataset>-<model>)", cxxopts::value<std::string>())(
+        "model", "preset: dit-tiny, dit-s, dit-b, cnn (default: dit-tiny, cnn for pixels)",
+        cxxopts::value<std::string>())("policy", "fedasync, fedbuff or diloco",
+                                       cxxopts::value<std::string>()->default_value("fedasync"))(
+        "staleness", "const, poly:A or hinge:A,B (default: fedasync poly:1, others poly:0.5)",
+        cxxopts::value<std::string>())("server-lr", "merge step size eta (fedasync 0.5, fedbuff 1.0, diloco 0.7)",
+                                       cxxopts::value<double>())(
+        "buffer", "fedbuff K / diloco N: deltas per merge (fedbuff 2, diloco 4)", cxxopts::value<std::int64_t>())(
+        "trim", "fedbuff trimmed-mean fraction per side, < 0.5 (0)", cxxopts::value<double>())(
+        "momentum", "diloco outer Nesterov momentum (0.9)", cxxopts::value<double>())(
+        "clip-norm", "clip each delta to this L2 norm (0: off)", cxxopts::value<double>())(
+        "local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
+        "batch", "batch size (64)", cxxopts::value<std::int64_t>())("lr", "inner AdamW learning rate (3e-4)",
+                                                                    cxxopts::value<double>())(
+        "deadline", "time a volunteer has per unit, e.g. 30m (30m)", cxxopts::value<std::string>())(
+        "replication", "chance a unit is computed twice and compared (0.1)", cxxopts::value<double>())(
+        "loss-check", "fraction of results given the held-out loss check (0.25)", cxxopts::value<double>())(
+        "codec", "delta encoding: f32, bf16, int8 (int8)", cxxopts::value<std::string>())(
+        "topk", "fraction of each tensor kept, (0, 1] (1)", cxxopts::value<double>())(
+        "shards-per-unit", "shards in one work unit (1)", cxxopts::value<std::int64_t>())(
+        "target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())(
+        "max-failures", "failures before a unit is retired (3)", cxxopts::value<std::int64_t>())(
+        "max-in-flight", "units one volunteer may hold (2)", cxxopts::value<std::int64_t>())(
+        "eval-samples", "validation samples per evaluation (512)", cxxopts::value<std::int64_t>())(
+        "eval-interval", "seconds between validation-curve points (10)", cxxopts::value<std::int64_t>())(
+        "eval-full-interval", "seconds between curve points on the whole validation set (300)",
+        cxxopts::value<std::int64_t>())("seed", "seed of the initial weights",
+                                        cxxopts::value<std::int64_t>()->default_value("0"))("h,help", "show this help");
     options.parse_positional({"action"});
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
@@ -107,10 +106,10 @@ int task_command(int argc, char** argv) {
     if (!task) return fail("task create", task.message());
     auto shards = (*store)->shards(task->id);
     auto version0 = (*store)->version(task->id, 0);
-    std::cout << "task " << task->id << ": model " << config->model << ", "
-              << (shards ? shards->size() : 0) << " shards, policy " << policy_name(config->merge.kind) << " ("
-              << config->merge.staleness.to_string() << "), version 0 "
-              << (version0 && *version0 ? (*version0)->blob_sha256.substr(0, 12) : std::string("?")) << "\n";
+    std::cout << "task " << task->id << ": model " << config->model << ", " << (shards ? shards->size() : 0)
+              << " shards, policy " << policy_name(config->merge.kind) << " (" << config->merge.staleness.to_string()
+              << "), version 0 " << (version0 && *version0 ? (*version0)->blob_sha256.substr(0, 12) : std::string("?"))
+              << "\n";
     return 0;
 }
 

@@ -29,9 +29,9 @@ common::Status Aggregator::start(const std::string& task_id) {
     if (!task) return task.error();
     task_ = std::move(*task);
     if (auto status = restore_committed(); !status) return status;
-    curve_ = std::make_unique<CurveEvaluator>(store_, blobs_, probes_, executor_, clock_, task_id,
-                                              task_.config.eval_samples, task_.config.eval_interval_s,
-                                              task_.config.eval_full_interval_s);
+    curve_ =
+        std::make_unique<CurveEvaluator>(store_, blobs_, probes_, executor_, clock_, task_id, task_.config.eval_samples,
+                                         task_.config.eval_interval_s, task_.config.eval_full_interval_s);
     auto record = store_.version(task_id, version_);
     if (!record) return record.error();
     if (!*record || !(*record)->validation_loss) curve_->version_committed(version_, true);
@@ -159,8 +159,8 @@ common::Status Aggregator::merge_one(const std::string& assignment_id) {
     retry_pending_ = true;
     if (hooks_.commit_failed) hooks_.commit_failed();
     if (auto restored = restore_committed(); !restored)
-        return common::make_error(committed.message() + "; restoring the committed version failed too: " +
-                                  restored.message());
+        return common::make_error(committed.message() +
+                                  "; restoring the committed version failed too: " + restored.message());
     return common::make_error(committed.message() + " (back at version " + std::to_string(version_) +
                               "; its results are merged again in " + std::to_string(hooks_.retry_s) + " s)");
 }

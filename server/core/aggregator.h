@@ -36,8 +36,8 @@ struct AggregatorHooks {
 
 class Aggregator {
 public:
-    Aggregator(Store& store, BlobStore& blobs, ResultFiles& results, ProbePool& probes, Executor executor,
-               Clock clock, AggregatorHooks hooks = {});
+    Aggregator(Store& store, BlobStore& blobs, ResultFiles& results, ProbePool& probes, Executor executor, Clock clock,
+               AggregatorHooks hooks = {});
     ~Aggregator();
 
     // Loads the task's current model and starts the thread; queues unmerged accepted results.

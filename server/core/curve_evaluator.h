@@ -45,9 +45,9 @@ private:
 
     std::mutex mutex_;
     bool in_flight_ = false;
-    bool wanted_ = false;           // a now_or_soon request came while one was in flight
+    bool wanted_ = false;  // a now_or_soon request came while one was in flight
     std::int64_t newest_ = -1;
-    std::int64_t launched_ = -1;    // the newest version whose evaluation was started
+    std::int64_t launched_ = -1;  // the newest version whose evaluation was started
     std::int64_t last_started_at_ = -1;
     std::int64_t last_full_at_;  // when the last whole-set evaluation started (start-up before one)
 };

@@ -52,25 +52,28 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
     if (!found) return found.error();
     if (!*found) return outcome(404, "not_found", "no work unit '" + manifest->wu_id + "'");
     const auto& a = **found;
-    if (a.client_id != client_id) return outcome(403, "forbidden", "work unit " + a.id + " is assigned to another volunteer");
+    if (a.client_id != client_id)
+        return outcome(403, "forbidden", "work unit " + a.id + " is assigned to another volunteer");
     if (a.state != AssignmentState::InProgress)
-        return outcome(409, "conflict", "work unit " + a.id + " is " + std::string(assignment_state_name(a.state)) +
-                                            ", not in progress");
+        return outcome(
+            409, "conflict",
+            "work unit " + a.id + " is " + std::string(assignment_state_name(a.state)) + ", not in progress");
     auto now = clock_();
     if (now > a.deadline)
-        return refuse(a, reason::kDeadlinePassed, "received " + std::to_string(now - a.deadline) + " s after the deadline");
+        return refuse(a, reason::kDeadlinePassed,
+                      "received " + std::to_string(now - a.deadline) + " s after the deadline");
     if (manifest->base_version != a.base_version)
-        return refuse(a, reason::kWrongBaseVersion, "the result names base version " +
-                                                        std::to_string(manifest->base_version) + ", the work unit " +
-                                                        std::to_string(a.base_version));
+        return refuse(a, reason::kWrongBaseVersion,
+                      "the result names base version " + std::to_string(manifest->base_version) + ", the work unit " +
+                          std::to_string(a.base_version));
     auto encoding = requested_encoding(a);
     if (!encoding) return encoding.error();
     if (manifest->encoding.dtype != encoding->dtype || manifest->encoding.topk_fraction != encoding->topk_fraction)
         return refuse(a, reason::kEncodingMismatch, "the delta is not encoded as the work unit asked");
     auto delta = upload->delta;
     if (static_cast<std::int64_t>(delta.size()) > max_delta_bytes)
-        return refuse(a, reason::kTooLarge, std::to_string(delta.size()) + " bytes exceed the cap of " +
-                                                std::to_string(max_delta_bytes));
+        return refuse(a, reason::kTooLarge,
+                      std::to_string(delta.size()) + " bytes exceed the cap of " + std::to_string(max_delta_bytes));
     auto actual = common::sha256_hex(delta);
     if (static_cast<std::int64_t>(delta.size()) != manifest->delta_blob.bytes || actual != manifest->delta_blob.sha256)
         return refuse(a, reason::kHashMismatch, "the delta's size or SHA-256 differs from the manifest's");

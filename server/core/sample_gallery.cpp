@@ -8,8 +8,8 @@ constexpr int kRestFactor = 3;  // rest 3× the drawing's time: drawing ≤ 1/4 
 
 }  // namespace
 
-SampleGallery::SampleGallery(ModelCache& models, std::string task_id, SampleRendererFactory factory,
-                             Executor executor, std::size_t keep)
+SampleGallery::SampleGallery(ModelCache& models, std::string task_id, SampleRendererFactory factory, Executor executor,
+                             std::size_t keep)
     : models_(models), task_id_(std::move(task_id)), factory_(std::move(factory)), executor_(std::move(executor)),
       keep_(keep) {}
 

@@ -37,7 +37,7 @@ using SampleRendererFactory = std::function<common::Result<std::unique_ptr<Sampl
 struct SampleStatus {
     std::optional<std::int64_t> version;  // the newest version with an image
     bool rendering = false;
-    std::string error;                    // the last render's failure, if it failed
+    std::string error;  // the last render's failure, if it failed
 };
 
 class SampleGallery {

@@ -122,8 +122,8 @@ common::Result<common::WorkResponse> Scheduler::issue(const TaskView& task, cons
         for (const auto& shard : *shards)
             if (shard.sha256 == hash) wu.shards.push_back({shard.sha256, shard.bytes});
     wu.blob_base_url = blob_base_url_;
-    wu.hyper = {unit.local_steps, task.config.batch_size, task.config.lr, task.config.warmup_steps,
-                task.config.weight_decay, task.config.grad_clip, unit.seed};
+    wu.hyper = {unit.local_steps,         task.config.batch_size, task.config.lr, task.config.warmup_steps,
+                task.config.weight_decay, task.config.grad_clip,  unit.seed};
     wu.encoding = task.config.codec;
     wu.issued_at = now;
     wu.deadline = now + task.config.deadline_s;

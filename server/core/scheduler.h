@@ -22,8 +22,7 @@ constexpr std::int64_t kTrustedStreak = 10;
 
 class Scheduler {
 public:
-    Scheduler(Store& store, const common::SigningKey& key, Clock clock, std::string blob_base_url,
-              std::uint64_t seed);
+    Scheduler(Store& store, const common::SigningKey& key, Clock clock, std::string blob_base_url, std::uint64_t seed);
     common::Result<common::WorkResponse> assign(const ClientRecord& client, const common::WorkRequest& request);
 
     // Local steps for a volunteer measured at `samples_per_s`, between H/8 and H; 0 (not

@@ -7,9 +7,9 @@ namespace tessera::server {
 
 Clock system_clock() {
     return [] {
-        return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                             std::chrono::system_clock::now().time_since_epoch())
-                                             .count());
+        return static_cast<std::int64_t>(
+            std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count());
     };
 }
 

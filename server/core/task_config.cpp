@@ -13,27 +13,27 @@ namespace tessera::server {
 
 void apply_policy_defaults(TaskConfig& config) {
     switch (config.merge.kind) {
-    case PolicyKind::FedAsync:
-        // η = 1 with (1+τ)^−1 rather than FedAsync's η ≈ 0.5 with ^−0.5: on the fleet
-        // simulator's home fleet (docs/benchmarks.md) this reached 0.69 at K = 8 and 1.18 at
-        // K = 32 where η = 0.5 reached 0.78 and 1.46, and η = 1 is exact at τ = 0.
-        config.merge.server_lr = 1.0;
-        config.merge.buffer_size = 1;
-        config.merge.staleness = {Staleness::Kind::Polynomial, 1.0, 0};
-        break;
-    case PolicyKind::FedBuff:
-        config.merge.server_lr = 1.0;
-        config.merge.buffer_size = 4;  // K = 8, home fleet: buffer 2 reached 1.09, buffer 4 0.94
-        config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
-        break;
-    case PolicyKind::DiLoCo:
-        // Outer Nesterov (η 0.7, μ 0.9) multiplies a steady pseudo-gradient about 7×: one
-        // outer step per arrival diverged, one per 4 arrivals converged (docs/operations.md).
-        config.merge.server_lr = 0.7;
-        config.merge.momentum = 0.9;
-        config.merge.buffer_size = 4;
-        config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
-        break;
+        case PolicyKind::FedAsync:
+            // η = 1 with (1+τ)^−1 rather than FedAsync's η ≈ 0.5 with ^−0.5: on the fleet
+            // simulator's home fleet (docs/benchmarks.md) this reached 0.69 at K = 8 and 1.18 at
+            // K = 32 where η = 0.5 reached 0.78 and 1.46, and η = 1 is exact at τ = 0.
+            config.merge.server_lr = 1.0;
+            config.merge.buffer_size = 1;
+            config.merge.staleness = {Staleness::Kind::Polynomial, 1.0, 0};
+            break;
+        case PolicyKind::FedBuff:
+            config.merge.server_lr = 1.0;
+            config.merge.buffer_size = 4;  // K = 8, home fleet: buffer 2 reached 1.09, buffer 4 0.94
+            config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
+            break;
+        case PolicyKind::DiLoCo:
+            // Outer Nesterov (η 0.7, μ 0.9) multiplies a steady pseudo-gradient about 7×: one
+            // outer step per arrival diverged, one per 4 arrivals converged (docs/operations.md).
+            config.merge.server_lr = 0.7;
+            config.merge.momentum = 0.9;
+            config.merge.buffer_size = 4;
+            config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
+            break;
     }
 }
 
@@ -63,22 +63,41 @@ common::Status validate_task_config(const TaskConfig& c) {
 
 boost::json::value to_json(const TaskConfig& c) {
     boost::json::array shape(c.sample_shape.begin(), c.sample_shape.end());
-    return {{"task_id", c.task_id}, {"model", c.model}, {"data_dir", c.data_dir}, {"data_kind", c.data_kind},
-            {"sample_shape", shape}, {"num_classes", c.num_classes}, {"text_dim", c.text_dim},
+    return {{"task_id", c.task_id},
+            {"model", c.model},
+            {"data_dir", c.data_dir},
+            {"data_kind", c.data_kind},
+            {"sample_shape", shape},
+            {"num_classes", c.num_classes},
+            {"text_dim", c.text_dim},
             {"init_seed", c.init_seed},
-            {"policy", policy_name(c.merge.kind)}, {"staleness", c.merge.staleness.to_string()},
-            {"server_lr", c.merge.server_lr}, {"clip_norm", c.merge.clip_norm},
-            {"buffer_size", c.merge.buffer_size}, {"trim_fraction", c.merge.trim_fraction},
+            {"policy", policy_name(c.merge.kind)},
+            {"staleness", c.merge.staleness.to_string()},
+            {"server_lr", c.merge.server_lr},
+            {"clip_norm", c.merge.clip_norm},
+            {"buffer_size", c.merge.buffer_size},
+            {"trim_fraction", c.merge.trim_fraction},
             {"momentum", c.merge.momentum},
-            {"local_steps", c.local_steps}, {"batch_size", c.batch_size}, {"lr", c.lr},
-            {"warmup_steps", c.warmup_steps}, {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip},
-            {"codec", common::delta_dtype_name(c.codec.dtype)}, {"topk_fraction", c.codec.topk_fraction},
-            {"deadline_s", c.deadline_s}, {"shards_per_unit", c.shards_per_unit},
-            {"target_seconds", c.target_seconds}, {"max_failures", c.max_failures},
-            {"max_in_flight", c.max_in_flight}, {"replication", c.replication},
-            {"replica_tolerance", c.replica_tolerance}, {"loss_check", c.loss_check},
-            {"loss_tolerance", c.loss_tolerance}, {"norm_bound", c.norm_bound},
-            {"eval_samples", c.eval_samples}, {"eval_interval_s", c.eval_interval_s},
+            {"local_steps", c.local_steps},
+            {"batch_size", c.batch_size},
+            {"lr", c.lr},
+            {"warmup_steps", c.warmup_steps},
+            {"weight_decay", c.weight_decay},
+            {"grad_clip", c.grad_clip},
+            {"codec", common::delta_dtype_name(c.codec.dtype)},
+            {"topk_fraction", c.codec.topk_fraction},
+            {"deadline_s", c.deadline_s},
+            {"shards_per_unit", c.shards_per_unit},
+            {"target_seconds", c.target_seconds},
+            {"max_failures", c.max_failures},
+            {"max_in_flight", c.max_in_flight},
+            {"replication", c.replication},
+            {"replica_tolerance", c.replica_tolerance},
+            {"loss_check", c.loss_check},
+            {"loss_tolerance", c.loss_tolerance},
+            {"norm_bound", c.norm_bound},
+            {"eval_samples", c.eval_samples},
+            {"eval_interval_s", c.eval_interval_s},
             {"eval_full_interval_s", c.eval_full_interval_s}};
 }
 
@@ -104,8 +123,10 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     auto staleness_text = r.string("staleness", 1, 64);
     if (!r.failed()) {
         auto staleness = parse_staleness(staleness_text);
-        if (staleness) c.merge.staleness = *staleness;
-        else r.fail(staleness.message());
+        if (staleness)
+            c.merge.staleness = *staleness;
+        else
+            r.fail(staleness.message());
     }
     c.merge.server_lr = r.number("server_lr", 0, 100);
     c.merge.clip_norm = r.number("clip_norm", 0, 1e12);
@@ -151,10 +172,19 @@ common::Result<std::int64_t> parse_duration(std::string_view text) {
     std::string_view digits = text;
     if (!text.empty()) {
         switch (text.back()) {
-        case 's': unit = 1; digits.remove_suffix(1); break;
-        case 'm': unit = 60; digits.remove_suffix(1); break;
-        case 'h': unit = 3600; digits.remove_suffix(1); break;
-        default: break;
+            case 's':
+                unit = 1;
+                digits.remove_suffix(1);
+                break;
+            case 'm':
+                unit = 60;
+                digits.remove_suffix(1);
+                break;
+            case 'h':
+                unit = 3600;
+                digits.remove_suffix(1);
+                break;
+            default: break;
         }
     }
     std::int64_t value = 0;

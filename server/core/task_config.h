@@ -17,9 +17,9 @@ namespace tessera::server {
 
 struct TaskConfig {
     std::string task_id;
-    std::string model;       // preset name
-    std::string data_dir;    // absolute path of the dataset directory
-    std::string data_kind;   // "latents" or "pixels"
+    std::string model;                       // preset name
+    std::string data_dir;                    // absolute path of the dataset directory
+    std::string data_kind;                   // "latents" or "pixels"
     std::vector<std::int64_t> sample_shape;  // [C, H, W]
     std::int64_t num_classes = 10;
     std::int64_t text_dim = 0;
@@ -39,18 +39,18 @@ struct TaskConfig {
     // Scheduling.
     std::int64_t deadline_s = 1800;
     std::int64_t shards_per_unit = 1;
-    double target_seconds = 120;       // local steps scaled so a unit takes about this long; 0 = off
-    std::int64_t max_failures = 3;     // a unit that fails this often is retired
-    std::int64_t max_in_flight = 2;    // per volunteer
+    double target_seconds = 120;     // local steps scaled so a unit takes about this long; 0 = off
+    std::int64_t max_failures = 3;   // a unit that fails this often is retired
+    std::int64_t max_in_flight = 2;  // per volunteer
 
     // Validation.
-    double replication = 0.1;          // chance that a unit is computed twice and compared
-    double replica_tolerance = 0.2;    // relative L2 between replicas
-    double loss_check = 0.25;          // fraction of results given the held-out loss check
-    double loss_tolerance = 0.1;       // relative: L(θ+Δ) ≤ L(θ)·(1 + tol)
-    double norm_bound = 5.0;           // ‖Δ‖ ≤ k · median of recent accepted norms
-    std::int64_t eval_samples = 512;   // validation samples for the loss check and the curve
-    std::int64_t eval_interval_s = 10; // at most one validation-curve point per interval
+    double replication = 0.1;                 // chance that a unit is computed twice and compared
+    double replica_tolerance = 0.2;           // relative L2 between replicas
+    double loss_check = 0.25;                 // fraction of results given the held-out loss check
+    double loss_tolerance = 0.1;              // relative: L(θ+Δ) ≤ L(θ)·(1 + tol)
+    double norm_bound = 5.0;                  // ‖Δ‖ ≤ k · median of recent accepted norms
+    std::int64_t eval_samples = 512;          // validation samples for the loss check and the curve
+    std::int64_t eval_interval_s = 10;        // at most one validation-curve point per interval
     std::int64_t eval_full_interval_s = 300;  // a curve point on the whole validation set this often
 };
 

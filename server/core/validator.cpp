@@ -109,8 +109,7 @@ common::Result<Validator::Verdict> Validator::check(const AssignmentRecord& a, c
         if (!before) return before.error();
         auto applied = model;
         for (std::size_t i = 0; i < applied.size(); ++i)
-            for (std::size_t j = 0; j < applied[i].values.size(); ++j)
-                applied[i].values[j] += (*delta)[i].values[j];
+            for (std::size_t j = 0; j < applied[i].values.size(); ++j) applied[i].values[j] += (*delta)[i].values[j];
         auto after = probes_.evaluate(applied, task.config.eval_samples);
         if (!after) return after.error();
         double limit = *before * (1 + task.config.loss_tolerance);
@@ -162,8 +161,10 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
     auto distance = relative_l2(*mine, *theirs);
     if (!distance) return distance.error();
     // The distance of every comparison, agreed or not, so the tolerance can be judged.
-    boost::json::object compared{{"wu_id", a.work_unit_id}, {"assignments", boost::json::array{twin->id, a.id}},
-                                 {"relative_l2", *distance}, {"tolerance", task.config.replica_tolerance}};
+    boost::json::object compared{{"wu_id", a.work_unit_id},
+                                 {"assignments", boost::json::array{twin->id, a.id}},
+                                 {"relative_l2", *distance},
+                                 {"tolerance", task.config.replica_tolerance}};
     if (auto status = store_.add_event("replicas_compared", boost::json::serialize(compared), clock_()); !status)
         return status;
     if (*distance <= task.config.replica_tolerance) {

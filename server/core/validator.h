@@ -46,8 +46,8 @@ private:
     common::Status accept(const AssignmentRecord& assignment, const TaskView& task, double norm, bool merge);
     common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,
                           const std::string& detail);
-    common::Result<double> base_loss(const std::string& task_id, std::int64_t version,
-                                     const common::NamedTensors& base, std::int64_t samples);
+    common::Result<double> base_loss(const std::string& task_id, std::int64_t version, const common::NamedTensors& base,
+                                     std::int64_t samples);
     bool sample_loss_check(double fraction);
 
     Store& store_;
@@ -56,8 +56,8 @@ private:
     ProbePool& probes_;
     Clock clock_;
     std::function<void(const std::string&)> on_accepted_;
-    std::mutex replica_mutex_;  // one replica pair is settled at a time
-    std::mutex mutex_;  // guards rng_, the base-loss cache and in_flight_
+    std::mutex replica_mutex_;         // one replica pair is settled at a time
+    std::mutex mutex_;                 // guards rng_, the base-loss cache and in_flight_
     std::set<std::string> in_flight_;  // submitted, verdict not stored yet
     std::mt19937_64 rng_;
     std::string base_loss_key_;

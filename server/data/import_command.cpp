@@ -56,9 +56,11 @@ common::Status check_compatible(const common::DatasetManifest& m, const CheckedS
     return {};
 }
 
-common::Result<common::DatasetFile> store(const std::filesystem::path& dir, const std::string& name, const CheckedShard& s) {
+common::Result<common::DatasetFile> store(const std::filesystem::path& dir, const std::string& name,
+                                          const CheckedShard& s) {
     if (auto written = common::write_file_atomic(dir / name, s.stored); !written) return written.error();
-    return common::DatasetFile{name, common::sha256_hex(s.stored), static_cast<std::int64_t>(s.stored.size()), s.samples};
+    return common::DatasetFile{name, common::sha256_hex(s.stored), static_cast<std::int64_t>(s.stored.size()),
+                               s.samples};
 }
 
 }  // namespace
@@ -122,7 +124,8 @@ common::Status import_shards(const ImportOptions& options) {
         if (!entry) return entry.error();
         manifest.validation = std::move(entry).value();
     }
-    std::fprintf(stderr, "imported %zu shards; the dataset has %zu training shards\n", shards.size(), manifest.train.size());
+    std::fprintf(stderr, "imported %zu shards; the dataset has %zu training shards\n", shards.size(),
+                 manifest.train.size());
     return common::save_dataset_manifest(manifest_path, manifest);
 }
 

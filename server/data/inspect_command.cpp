@@ -28,8 +28,18 @@ std::vector<double> as_doubles(const common::TensorView& view) {
         switch (view.dtype) {
             case common::DType::I8: out.push_back(static_cast<std::int8_t>(p[i])); break;
             case common::DType::U8: out.push_back(p[i]); break;
-            case common::DType::I32: { std::int32_t v; std::memcpy(&v, p + 4 * i, 4); out.push_back(v); break; }
-            case common::DType::I64: { std::int64_t v; std::memcpy(&v, p + 8 * i, 8); out.push_back(static_cast<double>(v)); break; }
+            case common::DType::I32: {
+                std::int32_t v;
+                std::memcpy(&v, p + 4 * i, 4);
+                out.push_back(v);
+                break;
+            }
+            case common::DType::I64: {
+                std::int64_t v;
+                std::memcpy(&v, p + 8 * i, 8);
+                out.push_back(static_cast<double>(v));
+                break;
+            }
             default: break;
         }
     }

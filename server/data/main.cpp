@@ -27,17 +27,17 @@ int fail(const std::string& message) {
 
 int run_prepare(int argc, char** argv) {
     cxxopts::Options options("tessera-data prepare", "Prepare Fashion-MNIST shards (latents by default)");
-    options.add_options()
-        ("dataset", "dataset name (fashion-mnist)", cxxopts::value<std::string>())
-        ("out", "output directory", cxxopts::value<std::string>())
-        ("pixels", "write 28x28 pixel shards for the classifier instead of latents")
-        ("source", "directory of the IDX files", cxxopts::value<std::string>()->default_value("/usr/share/datasets/fashion-mnist"))
-        ("shard-size", "samples per shard, at most", cxxopts::value<std::int64_t>()->default_value("4096"))
-        ("autoencoder-steps", "autoencoder training steps", cxxopts::value<std::int64_t>()->default_value("2000"))
-        ("limit", "use only the first N training images (0: all)", cxxopts::value<std::int64_t>()->default_value("0"))
-        ("seed", "random seed", cxxopts::value<std::uint64_t>()->default_value("0"))
-        ("threads", "CPU threads for LibTorch (0: its default)", cxxopts::value<int>()->default_value("0"))
-        ("h,help", "show this help");
+    options.add_options()("dataset", "dataset name (fashion-mnist)", cxxopts::value<std::string>())(
+        "out", "output directory", cxxopts::value<std::string>())(
+        "pixels", "write 28x28 pixel shards for the classifier instead of latents")(
+        "source", "directory of the IDX files",
+        cxxopts::value<std::string>()->default_value("/usr/share/datasets/fashion-mnist"))(
+        "shard-size", "samples per shard, at most", cxxopts::value<std::int64_t>()->default_value("4096"))(
+        "autoencoder-steps", "autoencoder training steps", cxxopts::value<std::int64_t>()->default_value("2000"))(
+        "limit", "use only the first N training images (0: all)", cxxopts::value<std::int64_t>()->default_value("0"))(
+        "seed", "random seed", cxxopts::value<std::uint64_t>()->default_value("0"))(
+        "threads", "CPU threads for LibTorch (0: its default)", cxxopts::value<int>()->default_value("0"))(
+        "h,help", "show this help");
     options.parse_positional({"dataset"});
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
@@ -64,14 +64,13 @@ int run_prepare(int argc, char** argv) {
 
 int run_import(int argc, char** argv) {
     cxxopts::Options options("tessera-data import", "Check shards made elsewhere and add them to a dataset");
-    options.add_options()
-        ("out", "dataset directory", cxxopts::value<std::string>())
-        ("validation", "held-out shard", cxxopts::value<std::string>()->default_value(""))
-        ("name", "dataset name (new datasets)", cxxopts::value<std::string>()->default_value("imported"))
-        ("scale-factor", "latent scale factor already applied (new datasets)", cxxopts::value<double>()->default_value("1"))
-        ("classes", "number of classes (0: from the labels)", cxxopts::value<std::int64_t>()->default_value("0"))
-        ("files", "shard files", cxxopts::value<std::vector<std::string>>())
-        ("h,help", "show this help");
+    options.add_options()("out", "dataset directory", cxxopts::value<std::string>())(
+        "validation", "held-out shard", cxxopts::value<std::string>()->default_value(""))(
+        "name", "dataset name (new datasets)", cxxopts::value<std::string>()->default_value("imported"))(
+        "scale-factor", "latent scale factor already applied (new datasets)",
+        cxxopts::value<double>()->default_value("1"))("classes", "number of classes (0: from the labels)",
+                                                      cxxopts::value<std::int64_t>()->default_value("0"))(
+        "files", "shard files", cxxopts::value<std::vector<std::string>>())("h,help", "show this help");
     options.parse_positional({"files"});
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
@@ -107,7 +106,8 @@ int main(int argc, char** argv) {
             if (argc < 3) return fail("inspect needs a FILE");
             int rc = 0;
             for (int i = 2; i < argc; ++i)
-                if (auto status = tessera::data::inspect_tensor_file(argv[i], std::cout); !status) rc = fail(status.message());
+                if (auto status = tessera::data::inspect_tensor_file(argv[i], std::cout); !status)
+                    rc = fail(status.message());
             return rc;
         }
     } catch (const cxxopts::exceptions::exception& error) {

@@ -64,8 +64,8 @@ torch::Tensor autoencoder_input(const torch::Tensor& images) {
 
 // Splits (inputs, labels) into shards of nearly equal size, at most `shard_size` each.
 Result<std::vector<common::DatasetFile>> write_shards(const std::filesystem::path& dir, const std::string& key,
-                                                     const torch::Tensor& inputs, const torch::Tensor& labels,
-                                                     std::int64_t shard_size) {
+                                                      const torch::Tensor& inputs, const torch::Tensor& labels,
+                                                      std::int64_t shard_size) {
     auto n = inputs.size(0);
     auto count = (n + shard_size - 1) / shard_size;
     std::vector<common::DatasetFile> files;
@@ -74,9 +74,9 @@ Result<std::vector<common::DatasetFile>> write_shards(const std::filesystem::pat
         auto begin = n * i / count, end = n * (i + 1) / count;
         char name[64];
         std::snprintf(name, sizeof name, "train-%03lld.safetensors.zst", static_cast<long long>(i));
-        auto file = write_tensor_file(dir, name,
-                                      {{key, inputs.slice(0, begin, end)}, {"labels", labels.slice(0, begin, end)}},
-                                      true, end - begin);
+        auto file =
+            write_tensor_file(dir, name, {{key, inputs.slice(0, begin, end)}, {"labels", labels.slice(0, begin, end)}},
+                              true, end - begin);
         if (!file) return file.error();
         files.push_back(std::move(file).value());
         bar.update(i + 1);
@@ -103,7 +103,8 @@ Result<common::Autoencoder> fit_or_reuse_autoencoder(const PrepareOptions& optio
             std::fprintf(stderr, "autoencoder: reusing encoder.safetensors and decoder.safetensors\n");
             return reused;
         }
-        std::fprintf(stderr, "autoencoder: cannot reuse the saved one (%s); training again\n", reused.message().c_str());
+        std::fprintf(stderr, "autoencoder: cannot reuse the saved one (%s); training again\n",
+                     reused.message().c_str());
     }
     common::ProgressBar bar("training autoencoder", options.autoencoder_steps);
     common::AutoencoderConfig config;
@@ -144,8 +145,9 @@ Status prepare_latents(const PrepareOptions& options, const Split& train, const 
     auto shards = write_shards(options.out, "latents", train_latents, train.labels, options.shard_size);
     if (!shards) return shards.error();
     manifest.train = std::move(shards).value();
-    auto validation = write_tensor_file(options.out, "validation.safetensors.zst",
-                                        {{"latents", test_latents}, {"labels", test.labels}}, true, test.labels.size(0));
+    auto validation =
+        write_tensor_file(options.out, "validation.safetensors.zst",
+                          {{"latents", test_latents}, {"labels", test.labels}}, true, test.labels.size(0));
     if (!validation) return validation.error();
     manifest.validation = std::move(validation).value();
 
@@ -157,10 +159,11 @@ Status prepare_latents(const PrepareOptions& options, const Split& train, const 
         every_class = every_class && picks.back().size(0) == kPreviewPerClass;
     }
     // Row-major: the k-th example of every class; small test subsets take the first images.
-    auto index = every_class ? torch::stack(picks, 1).flatten()
-                             : torch::arange(std::min<std::int64_t>(test.labels.size(0), 20));
+    auto index =
+        every_class ? torch::stack(picks, 1).flatten() : torch::arange(std::min<std::int64_t>(test.labels.size(0), 20));
     torch::NoGradGuard no_grad;
-    auto decoded = ae->decoder->forward(test_latents.index_select(0, index).to(torch::kFloat32) / manifest.scale_factor);
+    auto decoded =
+        ae->decoder->forward(test_latents.index_select(0, index).to(torch::kFloat32) / manifest.scale_factor);
     auto png = common::images_to_png(torch::cat({test_x.index_select(0, index), decoded}), kClasses.size(), 3);
     if (!png) return png.error();
     return common::write_file_atomic(options.out / "preview.png", *png);
@@ -200,7 +203,8 @@ common::Status prepare_fashion_mnist(const PrepareOptions& options) {
     try {
         auto train = load_split(options.source, "train", options.limit);
         if (!train) return train.error();
-        auto test = load_split(options.source, "t10k", options.limit > 0 ? std::max<std::int64_t>(options.limit / 6, 1) : 0);
+        auto test =
+            load_split(options.source, "t10k", options.limit > 0 ? std::max<std::int64_t>(options.limit / 6, 1) : 0);
         if (!test) return test.error();
 
         common::DatasetManifest manifest;

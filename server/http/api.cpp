@@ -41,10 +41,8 @@ Api::Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntak
          EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
          std::string operator_token_sha256, Clock clock, ApiLimits limits)
     : store_(store), blobs_(blobs), scheduler_(scheduler), intake_(intake), dashboard_(dashboard), events_(events),
-      metrics_(metrics),
-      server_key_(server_key),
-      operator_token_sha256_(std::move(operator_token_sha256)), clock_(std::move(clock)), limits_(limits),
-      routes_(make_routes()) {}
+      metrics_(metrics), server_key_(server_key), operator_token_sha256_(std::move(operator_token_sha256)),
+      clock_(std::move(clock)), limits_(limits), routes_(make_routes()) {}
 
 // The whole API. Handlers capture `this`: the table lives and dies with the Api.
 std::vector<Route> Api::make_routes() {
@@ -53,18 +51,24 @@ std::vector<Route> Api::make_routes() {
         return [this, handler](const Request& r, const RouteCall& call) { return (this->*handler)(r, *call.client); };
     };
     return {
-        {public_get("/", RouteGroup::Dashboard), [&d](const Request& r, const RouteCall&) { return d.page(r, "index.html"); }},
-        {public_get("/assets/", RouteGroup::Dashboard), [&d](const Request& r, const RouteCall& c) { return d.page(r, c.rest); }},
-        {public_get("/blobs/", RouteGroup::Blobs), [this](const Request& r, const RouteCall& c) { return serve_blob(r, blobs_, c.rest); }},
-        {public_get("/metrics", RouteGroup::Metrics), [this](const Request& r, const RouteCall&) { return metrics(r); }},
+        {public_get("/", RouteGroup::Dashboard),
+         [&d](const Request& r, const RouteCall&) { return d.page(r, "index.html"); }},
+        {public_get("/assets/", RouteGroup::Dashboard),
+         [&d](const Request& r, const RouteCall& c) { return d.page(r, c.rest); }},
+        {public_get("/blobs/", RouteGroup::Blobs),
+         [this](const Request& r, const RouteCall& c) { return serve_blob(r, blobs_, c.rest); }},
+        {public_get("/metrics", RouteGroup::Metrics),
+         [this](const Request& r, const RouteCall&) { return metrics(r); }},
         {public_get("/api/v1/stats"), [&d](const Request& r, const RouteCall&) { return d.stats(r); }},
         {public_get("/api/v1/history"), [&d](const Request& r, const RouteCall&) { return d.history(r); }},
         {public_get("/api/v1/samples"), [&d](const Request& r, const RouteCall&) { return d.samples(r); }},
-        {public_get("/api/v1/samples/"), [&d](const Request& r, const RouteCall& c) { return d.sample_image(r, c.rest); }},
+        {public_get("/api/v1/samples/"),
+         [&d](const Request& r, const RouteCall& c) { return d.sample_image(r, c.rest); }},
         {public_get("/api/v1/versions"), [this](const Request& r, const RouteCall&) { return versions(r); }},
         {public_get("/api/v1/volunteers"), [this](const Request& r, const RouteCall&) { return volunteers(r, false); }},
         {public_get("/api/v1/rejections"), [this](const Request& r, const RouteCall&) { return rejections(r); }},
-        {public_get("/api/v1/events", RouteGroup::Events), [this](const Request& r, const RouteCall&) { return events(r); }},
+        {public_get("/api/v1/events", RouteGroup::Events),
+         [this](const Request& r, const RouteCall&) { return events(r); }},
         {{http::verb::get, "/api/v1/events/stream", Access::Public, BodySize::Small, RouteGroup::Events, true},
          [](const Request& r, const RouteCall&) {
              return internal_error(r, "the event stream is written by the HTTP session");
@@ -157,7 +161,8 @@ Response Api::upload_result(const Request& request, const ClientRecord& client) 
     auto outcome = intake_.receive(client.id, request.body(), limits_.max_delta_bytes);
     if (!outcome) return internal_error(request, outcome.message());
     if (outcome->http_status != 200)
-        return error_response(request, static_cast<http::status>(outcome->http_status), outcome->error, outcome->message);
+        return error_response(request, static_cast<http::status>(outcome->http_status), outcome->error,
+                              outcome->message);
     return json_response(request, http::status::ok, {{"status", "received"}, {"message", outcome->message}});
 }
 
@@ -170,7 +175,8 @@ std::variant<AssignmentRecord, Response> Api::own_assignment(const Request& requ
     auto found = store_.assignment(message->wu_id);
     if (!found) return internal_error(request, found.message());
     if (!*found || (*found)->client_id != client.id)
-        return error_response(request, http::status::not_found, "not_found", "no work unit '" + message->wu_id + "' for you");
+        return error_response(request, http::status::not_found, "not_found",
+                              "no work unit '" + message->wu_id + "' for you");
     return std::move(**found);
 }
 
@@ -194,7 +200,8 @@ Response Api::abandon(const Request& request, const ClientRecord& client) {
     auto ended = store_.abandon(assignment.id, clock_(), task->config.max_failures);
     if (!ended) return internal_error(request, ended.message());
     if (!*ended)
-        return error_response(request, http::status::conflict, "conflict", "work unit " + assignment.id + " is not in progress");
+        return error_response(request, http::status::conflict, "conflict",
+                              "work unit " + assignment.id + " is not in progress");
     return json_response(request, http::status::ok, {{"status", "abandoned"}});
 }
 
@@ -202,7 +209,8 @@ Response Api::result_status(const Request& request, const ClientRecord& client) 
     auto found = own_assignment(request, client);
     if (auto* error = std::get_if<Response>(&found)) return std::move(*error);
     const auto& assignment = std::get<AssignmentRecord>(found);
-    common::ResultStatus status{assignment.id, std::string(assignment_state_name(assignment.state)), "", assignment.credit};
+    common::ResultStatus status{assignment.id, std::string(assignment_state_name(assignment.state)), "",
+                                assignment.credit};
     if (assignment.state == AssignmentState::Rejected) {
         auto rejection = store_.rejection_of(assignment.id);
         if (!rejection) return internal_error(request, rejection.message());

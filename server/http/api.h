@@ -23,8 +23,8 @@
 namespace tessera::server {
 
 struct ApiLimits {
-    std::uint64_t small_body_bytes = 64 << 10;   // register, work, heartbeat, abandon, admin
-    std::int64_t max_delta_bytes = 64 << 20;     // uploads: set from the model's size
+    std::uint64_t small_body_bytes = 64 << 10;  // register, work, heartbeat, abandon, admin
+    std::int64_t max_delta_bytes = 64 << 20;    // uploads: set from the model's size
 };
 
 class Api {

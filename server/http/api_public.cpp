@@ -9,7 +9,9 @@ namespace tessera::server {
 namespace {
 
 boost::json::object version_json(const VersionRecord& v) {
-    return {{"version", v.version}, {"created_at", v.created_at}, {"merged_results", v.merged_results},
+    return {{"version", v.version},
+            {"created_at", v.created_at},
+            {"merged_results", v.merged_results},
             {"validation_loss", number_or_null(v.validation_loss)},
             {"validation_accuracy", number_or_null(v.validation_accuracy)},
             {"validation_samples", number_or_null(v.validation_samples)},
@@ -35,9 +37,15 @@ Response Api::volunteers(const Request& request, bool full) {
     if (!clients) return internal_error(request, clients.message());
     boost::json::array rows;
     for (const auto& c : *clients) {
-        boost::json::object row{{"id", c.id}, {"name", c.name}, {"credit", c.credit}, {"accepted", c.accepted},
-                                {"rejected", c.rejected}, {"device", c.device}, {"samples_per_s", c.samples_per_s},
-                                {"valid_streak", c.valid_streak}, {"last_seen", c.last_seen}};
+        boost::json::object row{{"id", c.id},
+                                {"name", c.name},
+                                {"credit", c.credit},
+                                {"accepted", c.accepted},
+                                {"rejected", c.rejected},
+                                {"device", c.device},
+                                {"samples_per_s", c.samples_per_s},
+                                {"valid_streak", c.valid_streak},
+                                {"last_seen", c.last_seen}};
         if (full) {
             row["banned"] = c.banned;
             row["client_version"] = c.client_version;
@@ -54,8 +62,12 @@ Response Api::rejections(const Request& request) {
     if (!rows) return internal_error(request, rows.message());
     boost::json::array list;
     for (const auto& r : *rows)
-        list.push_back({{"id", r.id}, {"wu_id", r.assignment_id}, {"client_id", r.client_id},
-                        {"reason", r.reason}, {"detail", r.detail}, {"at", r.at}});
+        list.push_back({{"id", r.id},
+                        {"wu_id", r.assignment_id},
+                        {"client_id", r.client_id},
+                        {"reason", r.reason},
+                        {"detail", r.detail},
+                        {"at", r.at}});
     return json_response(request, http::status::ok, {{"rejections", list}});
 }
 
@@ -100,7 +112,8 @@ Response Api::pause_task(const Request& request, TaskState state) {
     auto task = store_.current_task();
     if (!task) return internal_error(request, task.message());
     if (!*task) return error_response(request, http::status::not_found, "not_found", "no task");
-    if (auto status = store_.set_task_state((*task)->id, state); !status) return internal_error(request, status.message());
+    if (auto status = store_.set_task_state((*task)->id, state); !status)
+        return internal_error(request, status.message());
     return json_response(request, http::status::ok, {{"task", (*task)->id}, {"state", task_state_name(state)}});
 }
 

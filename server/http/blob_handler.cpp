@@ -47,7 +47,8 @@ common::Result<std::optional<ByteRange>> parse_byte_range(std::string_view heade
 
 Response serve_blob(const Request& request, const BlobStore& blobs, std::string_view sha256) {
     if (!common::is_lower_hex(sha256, 64))
-        return error_response(request, http::status::bad_request, "bad_request", "blob names are 64 lowercase hex digits");
+        return error_response(request, http::status::bad_request, "bad_request",
+                              "blob names are 64 lowercase hex digits");
     std::string name(sha256);
     boost::beast::error_code error;
     http::file_body::value_type file;
@@ -98,8 +99,8 @@ Response serve_blob(const Request& request, const BlobStore& blobs, std::string_
                                            std::make_tuple(status, request.version())};
     headers(response);
     if (range)
-        response.set(http::field::content_range, "bytes " + std::to_string(first) + "-" +
-                                                     std::to_string(range->last) + "/" + std::to_string(size));
+        response.set(http::field::content_range,
+                     "bytes " + std::to_string(first) + "-" + std::to_string(range->last) + "/" + std::to_string(size));
     response.content_length(length);
     return response;
 }

@@ -85,9 +85,13 @@ Response Dashboard::stats(const Request& request) {
 
     const auto& t = **task;
     body["version"] = t.record.version;
-    body["task"] = {{"id", t.record.id}, {"model", t.config.model}, {"parameters", facts_.parameters},
-                    {"policy", policy_name(t.config.merge.kind)}, {"state", task_state_name(t.record.state)},
-                    {"created_at", t.record.created_at}, {"eval_samples", t.config.eval_samples},
+    body["task"] = {{"id", t.record.id},
+                    {"model", t.config.model},
+                    {"parameters", facts_.parameters},
+                    {"policy", policy_name(t.config.merge.kind)},
+                    {"state", task_state_name(t.record.state)},
+                    {"created_at", t.record.created_at},
+                    {"eval_samples", t.config.eval_samples},
                     {"eval_full_interval_s", t.config.eval_full_interval_s}};
     auto versions = store_.versions(t.record.id);
     if (!versions) return internal_error(request, versions.message());
@@ -100,8 +104,8 @@ Response Dashboard::stats(const Request& request) {
         body["validation_full"] = newest_evaluated->validation_full;
         body["evaluated_version"] = newest_evaluated->version;
     }
-    auto newest_full = std::find_if(versions->rbegin(), versions->rend(),
-                                    [](const VersionRecord& v) { return v.validation_full; });
+    auto newest_full =
+        std::find_if(versions->rbegin(), versions->rend(), [](const VersionRecord& v) { return v.validation_full; });
     if (newest_full != versions->rend())
         body["full_validation"] = {{"version", newest_full->version},
                                    {"loss", number_or_null(newest_full->validation_loss)},
@@ -114,9 +118,10 @@ Response Dashboard::stats(const Request& request) {
     auto window = std::clamp<std::int64_t>(now - t.record.created_at, 1, kThroughputWindowS);
     auto recent = store_.activity_since(t.record.id, now - window);
     if (!recent) return internal_error(request, recent.message());
-    body["throughput"] = {{"samples_per_s", static_cast<double>(recent->samples) / static_cast<double>(window)},
-                          {"work_units_per_hour", static_cast<double>(recent->accepted) * 3600.0 / static_cast<double>(window)},
-                          {"window_s", window}};
+    body["throughput"] = {
+        {"samples_per_s", static_cast<double>(recent->samples) / static_cast<double>(window)},
+        {"work_units_per_hour", static_cast<double>(recent->accepted) * 3600.0 / static_cast<double>(window)},
+        {"window_s", window}};
     return json_response(request, http::status::ok, body);
 }
 
@@ -137,14 +142,18 @@ Response Dashboard::history(const Request& request) {
         auto rows = store_.history(id, since, bucket_s);
         if (!rows) return internal_error(request, rows.message());
         auto row = rows->begin();
-        for (auto start = rows->empty() ? current + bucket_s : rows->front().start; start <= current; start += bucket_s) {
+        for (auto start = rows->empty() ? current + bucket_s : rows->front().start; start <= current;
+             start += bucket_s) {
             HistoryBucket bucket{start, 0, 0, 0, std::nullopt};
             if (row != rows->end() && row->start == start) bucket = *row++;
             // The rate over the part of the bucket the task has lived through.
             auto covered = std::min(start + bucket_s, now) - std::max(start, (*task)->record.created_at);
             auto rate = static_cast<double>(bucket.samples) / static_cast<double>(std::max<std::int64_t>(covered, 1));
-            buckets.push_back({{"start", bucket.start}, {"accepted", bucket.accepted}, {"rejected", bucket.rejected},
-                               {"samples", bucket.samples}, {"samples_per_s", rate},
+            buckets.push_back({{"start", bucket.start},
+                               {"accepted", bucket.accepted},
+                               {"rejected", bucket.rejected},
+                               {"samples", bucket.samples},
+                               {"samples_per_s", rate},
                                {"train_loss", number_or_null(bucket.train_loss)}});
         }
         auto stale = store_.staleness_counts(id);
@@ -170,8 +179,8 @@ Response Dashboard::samples(const Request& request) {
     auto status = gallery_->request(current);
     boost::json::array classes;
     for (const auto& name : facts_.classes) classes.push_back(boost::json::value(name));
-    boost::json::object body{{"kind", "images"}, {"current_version", current}, {"rendering", status.rendering},
-                             {"classes", classes}, {"version", nullptr}, {"url", nullptr}};
+    boost::json::object body{{"kind", "images"},   {"current_version", current}, {"rendering", status.rendering},
+                             {"classes", classes}, {"version", nullptr},         {"url", nullptr}};
     if (status.version) {
         body["version"] = *status.version;
         body["url"] = "/api/v1/samples/" + std::to_string(*status.version) + ".png";

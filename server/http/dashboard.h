@@ -17,9 +17,9 @@ namespace tessera::server {
 
 // What the server knows about the run when it starts.
 struct RunFacts {
-    std::int64_t started_at = 0;           // the server process's start
-    std::int64_t parameters = 0;           // values in the model
-    std::vector<std::string> classes;      // the dataset's class names, for the samples' rows
+    std::int64_t started_at = 0;              // the server process's start
+    std::int64_t parameters = 0;              // values in the model
+    std::vector<std::string> classes;         // the dataset's class names, for the samples' rows
     std::int64_t validation_set_samples = 0;  // the whole validation set; 0: unknown
     // What the samples panel shows: "images" (a grid per version, from the gallery),
     // "accuracy" (a classifier) or "none" (a generator without a decoder).
@@ -40,7 +40,6 @@ public:
     Response sample_image(const Request& request, std::string_view name);
 
 private:
-
     Store& store_;
     SampleGallery* gallery_;
     RunFacts facts_;

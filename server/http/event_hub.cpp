@@ -11,7 +11,8 @@ namespace {
 constexpr int kChunkEvents = 100;
 
 std::string sse_text(const EventRecord& e) {
-    boost::json::object data{{"id", e.id}, {"at", e.at}, {"kind", e.kind}, {"detail", boost::json::parse(e.detail_json)}};
+    boost::json::object data{
+        {"id", e.id}, {"at", e.at}, {"kind", e.kind}, {"detail", boost::json::parse(e.detail_json)}};
     return "id: " + std::to_string(e.id) + "\nevent: " + e.kind + "\ndata: " + boost::json::serialize(data) + "\n\n";
 }
 

@@ -98,7 +98,6 @@ private:
     std::shared_ptr<std::atomic<std::size_t>> count_;
 };
 
-
 constexpr auto kEventPoll = std::chrono::milliseconds(500);
 constexpr auto kEventKeepAlive = std::chrono::seconds(15);
 
@@ -185,7 +184,8 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         auto group = api.route_group(target);
         auto record = [&](std::size_t written) {
             metrics.add_bytes_out(written);
-            metrics.observe_request(group, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+            metrics.observe_request(group,
+                                    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         };
         if (api.is_event_stream(header)) {
             co_await stream_events(stream, api, context->drain, Api::event_stream_start(header));
@@ -206,8 +206,9 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
             Request stub;
             stub.version(header.version());
             stub.keep_alive(false);
-            auto response = error_response(stub, http::status::payload_too_large, "too_large",
-                                           "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
+            auto response =
+                error_response(stub, http::status::payload_too_large, "too_large",
+                               "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
             auto [error, written] = co_await beast::async_write(stream, std::move(response), kTuple);
             record(written);
             co_return;
@@ -271,8 +272,7 @@ asio::awaitable<void> accept_loop(asio::io_context& io, Context context, std::sh
 }  // namespace
 
 HttpServer::HttpServer(asio::io_context& io, asio::thread_pool& handlers, Api& api, HttpSettings settings)
-    : io_(io), settings_(settings),
-      context_(std::make_shared<SessionContext>(handlers, api, std::move(settings))),
+    : io_(io), settings_(settings), context_(std::make_shared<SessionContext>(handlers, api, std::move(settings))),
       connections_(std::make_shared<std::atomic<std::size_t>>(0)) {}
 
 HttpServer::~HttpServer() { stop(); }
@@ -304,8 +304,7 @@ common::Status HttpServer::start() {
                                   ": " + error.message());
     port_ = acceptor_->local_endpoint().port();
     asio::co_spawn(acceptor_->get_executor(),
-                   accept_loop(io_, context_, acceptor_,
-                               tls_ ? &*tls_ : nullptr, connections_),
+                   accept_loop(io_, context_, acceptor_, tls_ ? &*tls_ : nullptr, connections_),
                    [](std::exception_ptr e) { report_exception("accept loop", e); });
     return {};
 }

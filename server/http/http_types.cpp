@@ -42,8 +42,8 @@ Response internal_error(const Request& request, const std::string& message) {
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
-std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback,
-                           std::int64_t min, std::int64_t max) {
+std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback, std::int64_t min,
+                           std::int64_t max) {
     auto query_start = target.find('?');
     if (query_start == std::string_view::npos) return fallback;
     auto query = target.substr(query_start + 1);

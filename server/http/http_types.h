@@ -32,7 +32,7 @@ boost::json::value number_or_null(const std::optional<std::int64_t>& value);
 // A request target without its query.
 std::string_view path_of(std::string_view target);
 // Query parameter `name` as an integer in [min, max], or `fallback` when absent or bad.
-std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback,
-                           std::int64_t min, std::int64_t max);
+std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback, std::int64_t min,
+                           std::int64_t max);
 
 }  // namespace tessera::server

@@ -23,7 +23,7 @@ struct RouteSpec {
     Access access = Access::Public;
     BodySize body = BodySize::Small;
     RouteGroup group = RouteGroup::Public;
-    bool event_stream = false;            // server-sent events, written by the session itself
+    bool event_stream = false;  // server-sent events, written by the session itself
 };
 
 // What a handler gets besides the request.

@@ -37,8 +37,10 @@ void Histogram::write(std::ostream& out, std::string_view name, std::string_view
     for (std::size_t i = 0; i <= kBounds.size(); ++i) {
         cumulative += buckets_[i].load();
         out << name << "_bucket{" << prefix << "le=\"";
-        if (i < kBounds.size()) out << kBounds[i];
-        else out << "+Inf";
+        if (i < kBounds.size())
+            out << kBounds[i];
+        else
+            out << "+Inf";
         out << "\"} " << cumulative << '\n';
     }
     std::string braces = labels.empty() ? "" : "{" + std::string(labels) + "}";
@@ -52,7 +54,8 @@ void ServerMetrics::write(std::ostream& out) const {
     family(out, "tessera_http_request_duration_seconds", "histogram",
            "Time from a request's header to the end of its response, by route group.");
     for (std::size_t i = 0; i < latency_.size(); ++i)
-        latency_[i].write(out, "tessera_http_request_duration_seconds", "route=\"" + std::string(kRouteGroupNames[i]) + "\"");
+        latency_[i].write(out, "tessera_http_request_duration_seconds",
+                          "route=\"" + std::string(kRouteGroupNames[i]) + "\"");
     family(out, "tessera_http_received_bytes_total", "counter", "Bytes read from HTTP connections.");
     out << "tessera_http_received_bytes_total " << bytes_in() << '\n';
     family(out, "tessera_http_sent_bytes_total", "counter", "Bytes written to HTTP connections.");
@@ -79,7 +82,8 @@ std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& me
     family(out, "tessera_rejections_total", "counter", "Results rejected, by reason.");
     auto reasons = stored.rejections_by_reason;
     for (auto known : kReasons) reasons.try_emplace(std::string(known), 0);
-    for (const auto& [name, count] : reasons) out << "tessera_rejections_total{reason=\"" << name << "\"} " << count << '\n';
+    for (const auto& [name, count] : reasons)
+        out << "tessera_rejections_total{reason=\"" << name << "\"} " << count << '\n';
     metrics.write(out);
     return out.str();
 }

@@ -33,12 +33,14 @@ private:
 // Route groups that latency is labelled with: a bounded set, whatever the request's path (the
 // route table says which group a route is in).
 enum class RouteGroup { Volunteer, Blobs, Public, Events, Admin, Dashboard, Metrics, Other };
-inline constexpr std::array<std::string_view, 8> kRouteGroupNames = {
-    "volunteer", "blobs", "public", "events", "admin", "dashboard", "metrics", "other"};
+inline constexpr std::array<std::string_view, 8> kRouteGroupNames = {"volunteer", "blobs",     "public",  "events",
+                                                                     "admin",     "dashboard", "metrics", "other"};
 
 class ServerMetrics {
 public:
-    void observe_request(RouteGroup group, double seconds) { latency_[static_cast<std::size_t>(group)].observe(seconds); }
+    void observe_request(RouteGroup group, double seconds) {
+        latency_[static_cast<std::size_t>(group)].observe(seconds);
+    }
     void add_bytes_in(std::uint64_t bytes) { bytes_in_ += bytes; }
     void add_bytes_out(std::uint64_t bytes) { bytes_out_ += bytes; }
     void observe_merge(double seconds) { merge_.observe(seconds); }

@@ -8,8 +8,7 @@ namespace {
 
 constexpr std::array<std::string_view, 3> kTaskStates = {"active", "paused", "finished"};
 constexpr std::array<std::string_view, 9> kAssignmentStates = {
-    "in_progress", "returned", "validated", "accepted", "confirmed",
-    "rejected",    "merged",   "timed_out", "abandoned"};
+    "in_progress", "returned", "validated", "accepted", "confirmed", "rejected", "merged", "timed_out", "abandoned"};
 
 }  // namespace
 

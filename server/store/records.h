@@ -83,7 +83,15 @@ struct WorkUnitRecord {
 };
 
 enum class AssignmentState {
-    InProgress, Returned, Validated, Accepted, Confirmed, Rejected, Merged, TimedOut, Abandoned
+    InProgress,
+    Returned,
+    Validated,
+    Accepted,
+    Confirmed,
+    Rejected,
+    Merged,
+    TimedOut,
+    Abandoned
 };
 std::string_view assignment_state_name(AssignmentState state);
 std::optional<AssignmentState> assignment_state_from_name(std::string_view name);
@@ -129,10 +137,10 @@ struct EventRecord {
 // A task's results in one time bucket (the dashboard's charts). Accepted results count by
 // the time they came back; rejections by the time of the verdict.
 struct HistoryBucket {
-    std::int64_t start = 0;          // unix seconds, a multiple of the bucket width
-    std::int64_t accepted = 0;       // accepted, merged or confirmed (a replica's twin)
+    std::int64_t start = 0;     // unix seconds, a multiple of the bucket width
+    std::int64_t accepted = 0;  // accepted, merged or confirmed (a replica's twin)
     std::int64_t rejected = 0;
-    std::int64_t samples = 0;        // samples trained by results accepted for merging
+    std::int64_t samples = 0;          // samples trained by results accepted for merging
     std::optional<double> train_loss;  // mean of the final training loss volunteers reported
 };
 

@@ -43,8 +43,7 @@ std::int64_t SqliteDb::last_insert_rowid() const { return sqlite3_last_insert_ro
 int SqliteDb::changes() const { return sqlite3_changes(db_); }
 
 Statement::Statement(SqliteDb& db, std::string_view sql) : db_(db) {
-    if (sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &statement_,
-                           nullptr) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &statement_, nullptr) != SQLITE_OK)
         fail(db.handle(), "cannot prepare " + std::string(sql.substr(0, 60)));
 }
 
@@ -61,8 +60,8 @@ Statement& Statement::bind(int index, double value) {
 }
 
 Statement& Statement::bind(int index, std::string_view value) {
-    if (sqlite3_bind_text(statement_, index, value.data(), static_cast<int>(value.size()),
-                          SQLITE_TRANSIENT) != SQLITE_OK)
+    if (sqlite3_bind_text(statement_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT) !=
+        SQLITE_OK)
         fail(db_.handle(), "bind");
     return *this;
 }
@@ -94,9 +93,7 @@ std::string Statement::text(int column) const {
                 : std::string();
 }
 
-bool Statement::is_null(int column) const {
-    return sqlite3_column_type(statement_, column) == SQLITE_NULL;
-}
+bool Statement::is_null(int column) const { return sqlite3_column_type(statement_, column) == SQLITE_NULL; }
 
 std::optional<double> Statement::optional_real(int column) const {
     if (is_null(column)) return std::nullopt;

@@ -22,8 +22,7 @@ WorkUnitState work_unit_state_from_name(std::string_view name) {
     throw SqliteError("unknown work unit state '" + std::string(name) + "'");
 }
 
-void insert_event(SqliteDb& db, std::string_view kind, const boost::json::object& detail,
-                  std::int64_t now) {
+void insert_event(SqliteDb& db, std::string_view kind, const boost::json::object& detail, std::int64_t now) {
     Statement(db, "INSERT INTO events(at, kind, detail) VALUES (?, ?, ?)")
         .bind(1, now)
         .bind(2, kind)
@@ -36,8 +35,7 @@ Store::~Store() = default;
 
 common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& path, bool create) {
     if (!create && !std::filesystem::exists(path))
-        return common::make_error("no database at " + path.string() +
-                                  " (run `tessera-server init` first)");
+        return common::make_error("no database at " + path.string() + " (run `tessera-server init` first)");
     try {
         auto db = std::make_unique<SqliteDb>(path, create);
         db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
@@ -57,8 +55,7 @@ void Store::migrate() {
     query.step();
     auto version = query.integer(0);
     if (version > kSchemaVersion)
-        throw SqliteError("schema version " + std::to_string(version) +
-                          " is newer than this server understands (" +
+        throw SqliteError("schema version " + std::to_string(version) + " is newer than this server understands (" +
                           std::to_string(kSchemaVersion) + ")");
     if (version == kSchemaVersion) return;
     Transaction transaction(*db_);
@@ -66,12 +63,14 @@ void Store::migrate() {
         db_->exec(kDbSchemaSql);
     } else {
         if (version == 1)
-            db_->exec("ALTER TABLE model_versions ADD COLUMN validation_samples INTEGER; "
-                      "ALTER TABLE model_versions ADD COLUMN validation_full INTEGER NOT NULL DEFAULT 0;");
-        db_->exec("CREATE INDEX IF NOT EXISTS work_units_open ON work_units(task_id, state, created_at); "
-                  "CREATE INDEX IF NOT EXISTS clients_by_last_seen ON clients(last_seen); "
-                  "CREATE INDEX IF NOT EXISTS request_nonces_by_time ON request_nonces(seen_at); "
-                  "CREATE INDEX IF NOT EXISTS assignments_by_acceptance ON assignments(accepted_seq);");
+            db_->exec(
+                "ALTER TABLE model_versions ADD COLUMN validation_samples INTEGER; "
+                "ALTER TABLE model_versions ADD COLUMN validation_full INTEGER NOT NULL DEFAULT 0;");
+        db_->exec(
+            "CREATE INDEX IF NOT EXISTS work_units_open ON work_units(task_id, state, created_at); "
+            "CREATE INDEX IF NOT EXISTS clients_by_last_seen ON clients(last_seen); "
+            "CREATE INDEX IF NOT EXISTS request_nonces_by_time ON request_nonces(seen_at); "
+            "CREATE INDEX IF NOT EXISTS assignments_by_acceptance ON assignments(accepted_seq);");
     }
     db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     transaction.commit();
@@ -87,8 +86,9 @@ common::Result<std::int64_t> Store::schema_version() {
 
 common::Status Store::set_setting(const std::string& key, const std::string& value) {
     return guarded([&]() -> common::Status {
-        Statement(*db_, "INSERT INTO settings(key, value) VALUES (?, ?) "
-                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+        Statement(*db_,
+                  "INSERT INTO settings(key, value) VALUES (?, ?) "
+                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             .bind(1, key)
             .bind(2, value)
             .run();
@@ -121,29 +121,30 @@ common::Result<std::vector<EventRecord>> Store::events_after(std::int64_t after_
         Statement query(*db_, "SELECT id, at, kind, detail FROM events WHERE id > ? ORDER BY id LIMIT ?");
         query.bind(1, after_id).bind(2, limit);
         std::vector<EventRecord> events;
-        while (query.step())
-            events.push_back({query.integer(0), query.integer(1), query.text(2), query.text(3)});
+        while (query.step()) events.push_back({query.integer(0), query.integer(1), query.text(2), query.text(3)});
         return events;
     });
 }
 
 common::Result<std::vector<RejectionRecord>> Store::rejections(int limit) {
     return guarded([&]() -> common::Result<std::vector<RejectionRecord>> {
-        Statement query(*db_, "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
-                              "ORDER BY id DESC LIMIT ?");
+        Statement query(*db_,
+                        "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
+                        "ORDER BY id DESC LIMIT ?");
         query.bind(1, limit);
         std::vector<RejectionRecord> rows;
         while (query.step())
-            rows.push_back({query.integer(0), query.text(1), query.text(2), query.text(3),
-                            query.text(4), query.integer(5)});
+            rows.push_back(
+                {query.integer(0), query.text(1), query.text(2), query.text(3), query.text(4), query.integer(5)});
         return rows;
     });
 }
 
 common::Result<std::optional<RejectionRecord>> Store::rejection_of(const std::string& assignment_id) {
     return guarded([&]() -> common::Result<std::optional<RejectionRecord>> {
-        Statement query(*db_, "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
-                              "WHERE assignment_id = ? ORDER BY id DESC LIMIT 1");
+        Statement query(*db_,
+                        "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
+                        "WHERE assignment_id = ? ORDER BY id DESC LIMIT 1");
         query.bind(1, assignment_id);
         if (!query.step()) return std::optional<RejectionRecord>();
         return std::optional<RejectionRecord>(RejectionRecord{query.integer(0), query.text(1), query.text(2),
@@ -184,9 +185,10 @@ common::Result<std::int64_t> Store::active_clients(std::int64_t since, std::int6
 common::Result<std::set<std::string>> Store::referenced_blobs() {
     return guarded([&]() -> common::Result<std::set<std::string>> {
         std::set<std::string> blobs;
-        Statement query(*db_, "SELECT blob_sha256 FROM model_versions UNION "
-                              "SELECT optimizer_sha256 FROM model_versions WHERE optimizer_sha256 IS NOT NULL "
-                              "UNION SELECT sha256 FROM shards");
+        Statement query(*db_,
+                        "SELECT blob_sha256 FROM model_versions UNION "
+                        "SELECT optimizer_sha256 FROM model_versions WHERE optimizer_sha256 IS NOT NULL "
+                        "UNION SELECT sha256 FROM shards");
         while (query.step()) blobs.insert(query.text(0));
         return blobs;
     });

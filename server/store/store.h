@@ -46,12 +46,12 @@ public:
     common::Result<ClientRecord> register_client(const std::string& public_key, const std::string& name,
                                                  const std::string& client_version, std::int64_t now);
     common::Result<std::optional<ClientRecord>> client(const std::string& id);
-    common::Status note_client_seen(const std::string& id, const std::string& device,
-                                    double samples_per_s, std::int64_t now);
+    common::Status note_client_seen(const std::string& id, const std::string& device, double samples_per_s,
+                                    std::int64_t now);
     // False when the nonce was already used: a replay. Forgets nonces older than twice the
     // window, at most once per window (the pruning scans the table).
-    common::Result<bool> claim_nonce(const std::string& client_id, const std::string& nonce,
-                                     std::int64_t now, std::int64_t window_s);
+    common::Result<bool> claim_nonce(const std::string& client_id, const std::string& nonce, std::int64_t now,
+                                     std::int64_t window_s);
     common::Status set_client_banned(const std::string& id, bool banned, std::int64_t now);
     common::Result<std::vector<ClientRecord>> clients();  // by credit, highest first
 
@@ -86,17 +86,15 @@ public:
 
     // Lifecycle transitions. Each returns false (or an empty list) when the assignment was
     // not in the state the transition starts from.
-    common::Result<bool> record_return(const std::string& id, const std::string& delta_sha256,
-                                       std::int64_t delta_bytes, const std::string& metrics_json,
-                                       std::int64_t now);
+    common::Result<bool> record_return(const std::string& id, const std::string& delta_sha256, std::int64_t delta_bytes,
+                                       const std::string& metrics_json, std::int64_t now);
     common::Result<bool> mark_validated(const std::string& id, double norm, std::int64_t now);
     // Accepted results are merged (`merge`) or confirm a twin that is (state confirmed).
     // Grants credit, extends the volunteer's valid streak, closes the unit when it has
     // enough accepted replicas.
-    common::Result<bool> accept(const std::string& id, double norm, double credit, bool merge,
-                                std::int64_t now);
-    common::Result<bool> reject(const std::string& id, const std::string& reason,
-                                const std::string& detail, std::int64_t now, std::int64_t max_failures);
+    common::Result<bool> accept(const std::string& id, double norm, double credit, bool merge, std::int64_t now);
+    common::Result<bool> reject(const std::string& id, const std::string& reason, const std::string& detail,
+                                std::int64_t now, std::int64_t max_failures);
     common::Result<std::vector<EndedAssignment>> expire_overdue(std::int64_t now, std::int64_t max_failures);
     common::Result<std::optional<EndedAssignment>> abandon(const std::string& id, std::int64_t now,
                                                            std::int64_t max_failures);

@@ -47,7 +47,11 @@ common::Result<ClientRecord> Store::register_client(const std::string& public_ke
         if (existing.step()) {
             auto client = read_client(existing);
             Statement(*db_, "UPDATE clients SET name = ?, client_version = ?, last_seen = ? WHERE id = ?")
-                .bind(1, name).bind(2, client_version).bind(3, now).bind(4, client.id).run();
+                .bind(1, name)
+                .bind(2, client_version)
+                .bind(3, now)
+                .bind(4, client.id)
+                .run();
             transaction.commit();
             return client;
         }
@@ -57,10 +61,16 @@ common::Result<ClientRecord> Store::register_client(const std::string& public_ke
         client.name = name;
         client.client_version = client_version;
         client.registered_at = client.last_seen = now;
-        Statement(*db_, "INSERT INTO clients(id, public_key, name, client_version, registered_at, last_seen) "
-                        "VALUES (?, ?, ?, ?, ?, ?)")
-            .bind(1, client.id).bind(2, public_key).bind(3, name).bind(4, client_version)
-            .bind(5, now).bind(6, now).run();
+        Statement(*db_,
+                  "INSERT INTO clients(id, public_key, name, client_version, registered_at, last_seen) "
+                  "VALUES (?, ?, ?, ?, ?, ?)")
+            .bind(1, client.id)
+            .bind(2, public_key)
+            .bind(3, name)
+            .bind(4, client_version)
+            .bind(5, now)
+            .bind(6, now)
+            .run();
         insert_event(*db_, "client_registered", {{"client_id", client.id}, {"name", name}}, now);
         transaction.commit();
         return client;
@@ -76,17 +86,21 @@ common::Result<std::optional<ClientRecord>> Store::client(const std::string& id)
     });
 }
 
-common::Status Store::note_client_seen(const std::string& id, const std::string& device,
-                                       double samples_per_s, std::int64_t now) {
+common::Status Store::note_client_seen(const std::string& id, const std::string& device, double samples_per_s,
+                                       std::int64_t now) {
     return guarded([&]() -> common::Status {
         Statement(*db_, "UPDATE clients SET last_seen = ?, device = ?, samples_per_s = ? WHERE id = ?")
-            .bind(1, now).bind(2, device).bind(3, samples_per_s).bind(4, id).run();
+            .bind(1, now)
+            .bind(2, device)
+            .bind(3, samples_per_s)
+            .bind(4, id)
+            .run();
         return {};
     });
 }
 
-common::Result<bool> Store::claim_nonce(const std::string& client_id, const std::string& nonce,
-                                        std::int64_t now, std::int64_t window_s) {
+common::Result<bool> Store::claim_nonce(const std::string& client_id, const std::string& nonce, std::int64_t now,
+                                        std::int64_t window_s) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(*db_);
         if (now - nonces_pruned_at_ >= window_s) {

@@ -40,10 +40,11 @@ common::Result<std::vector<HistoryBucket>> Store::history(const std::string& tas
             bucket.samples = results.integer(2);
             bucket.train_loss = results.optional_real(3);
         }
-        Statement rejected(*db_, "SELECT (r.at / ?) * ?, COUNT(*) FROM rejections r "
-                                 "JOIN assignments a ON a.id = r.assignment_id "
-                                 "JOIN work_units w ON w.id = a.work_unit_id "
-                                 "WHERE w.task_id = ? AND r.at >= ? GROUP BY 1");
+        Statement rejected(*db_,
+                           "SELECT (r.at / ?) * ?, COUNT(*) FROM rejections r "
+                           "JOIN assignments a ON a.id = r.assignment_id "
+                           "JOIN work_units w ON w.id = a.work_unit_id "
+                           "WHERE w.task_id = ? AND r.at >= ? GROUP BY 1");
         rejected.bind(1, bucket_s).bind(2, bucket_s).bind(3, task_id).bind(4, since);
         while (rejected.step()) buckets[rejected.integer(0)].rejected = rejected.integer(1);
         std::vector<HistoryBucket> rows;

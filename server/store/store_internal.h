@@ -36,7 +36,6 @@ inline constexpr const char* kWorkUnitColumns =
 WorkUnitRecord read_work_unit(const Statement& row);
 
 // Adds an event row inside the caller's transaction.
-void insert_event(SqliteDb& db, std::string_view kind, const boost::json::object& detail,
-                  std::int64_t now);
+void insert_event(SqliteDb& db, std::string_view kind, const boost::json::object& detail, std::int64_t now);
 
 }  // namespace tessera::server

@@ -38,10 +38,17 @@ VersionRecord read_version(const Statement& row) {
 }
 
 void insert_version(SqliteDb& db, const VersionRecord& v) {
-    Statement(db, "INSERT INTO model_versions(task_id, version, blob_sha256, blob_bytes, optimizer_sha256, "
-                  "created_at, merged_results) VALUES (?, ?, ?, ?, ?, ?, ?)")
-        .bind(1, v.task_id).bind(2, v.version).bind(3, v.blob_sha256).bind(4, v.blob_bytes)
-        .bind(5, v.optimizer_sha256).bind(6, v.created_at).bind(7, v.merged_results).run();
+    Statement(db,
+              "INSERT INTO model_versions(task_id, version, blob_sha256, blob_bytes, optimizer_sha256, "
+              "created_at, merged_results) VALUES (?, ?, ?, ?, ?, ?, ?)")
+        .bind(1, v.task_id)
+        .bind(2, v.version)
+        .bind(3, v.blob_sha256)
+        .bind(4, v.blob_bytes)
+        .bind(5, v.optimizer_sha256)
+        .bind(6, v.created_at)
+        .bind(7, v.merged_results)
+        .run();
 }
 
 }  // namespace
@@ -54,11 +61,18 @@ common::Status Store::create_task(const TaskRecord& task, const std::vector<Shar
         exists.bind(1, task.id);
         if (exists.step()) return common::make_error("a task named '" + task.id + "' exists already");
         Statement(*db_, "INSERT INTO tasks(id, config, state, created_at, version) VALUES (?, ?, ?, ?, 0)")
-            .bind(1, task.id).bind(2, task.config_json).bind(3, task_state_name(task.state))
-            .bind(4, task.created_at).run();
+            .bind(1, task.id)
+            .bind(2, task.config_json)
+            .bind(3, task_state_name(task.state))
+            .bind(4, task.created_at)
+            .run();
         for (const auto& shard : shards)
             Statement(*db_, "INSERT INTO shards(task_id, sha256, bytes, samples) VALUES (?, ?, ?, ?)")
-                .bind(1, task.id).bind(2, shard.sha256).bind(3, shard.bytes).bind(4, shard.samples).run();
+                .bind(1, task.id)
+                .bind(2, shard.sha256)
+                .bind(3, shard.bytes)
+                .bind(4, shard.samples)
+                .run();
         insert_version(*db_, version0);
         insert_event(*db_, "task_created", {{"task_id", task.id}}, task.created_at);
         transaction.commit();
@@ -115,8 +129,8 @@ common::Result<std::vector<ShardRecord>> Store::shards(const std::string& task_i
 
 common::Result<std::optional<VersionRecord>> Store::version(const std::string& task_id, std::int64_t version) {
     return guarded([&]() -> common::Result<std::optional<VersionRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kVersionColumns +
-                                  " FROM model_versions WHERE task_id = ? AND version = ?");
+        Statement query(
+            *db_, std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? AND version = ?");
         query.bind(1, task_id).bind(2, version);
         if (!query.step()) return std::optional<VersionRecord>();
         return std::optional<VersionRecord>(read_version(query));
@@ -125,8 +139,8 @@ common::Result<std::optional<VersionRecord>> Store::version(const std::string& t
 
 common::Result<std::vector<VersionRecord>> Store::versions(const std::string& task_id) {
     return guarded([&]() -> common::Result<std::vector<VersionRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kVersionColumns +
-                                  " FROM model_versions WHERE task_id = ? ORDER BY version");
+        Statement query(
+            *db_, std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? ORDER BY version");
         query.bind(1, task_id);
         std::vector<VersionRecord> rows;
         while (query.step()) rows.push_back(read_version(query));
@@ -144,15 +158,22 @@ common::Status Store::commit_version(const VersionRecord& version, const std::ve
             return common::make_error("version " + std::to_string(version.version) + " does not follow " +
                                       std::to_string(current.integer(0)));
         insert_version(*db_, version);
-        Statement(*db_, "UPDATE tasks SET version = ? WHERE id = ?").bind(1, version.version).bind(2, version.task_id).run();
+        Statement(*db_, "UPDATE tasks SET version = ? WHERE id = ?")
+            .bind(1, version.version)
+            .bind(2, version.task_id)
+            .run();
         for (const auto& id : merged) {
-            Statement(*db_, "UPDATE assignments SET state = 'merged', merged_version = ? "
-                            "WHERE id = ? AND state = 'accepted'")
-                .bind(1, version.version).bind(2, id).run();
+            Statement(*db_,
+                      "UPDATE assignments SET state = 'merged', merged_version = ? "
+                      "WHERE id = ? AND state = 'accepted'")
+                .bind(1, version.version)
+                .bind(2, id)
+                .run();
             if (db_->changes() != 1) return common::make_error("result '" + id + "' is not waiting to be merged");
         }
         insert_event(*db_, "version_merged",
-                     {{"task_id", version.task_id}, {"version", version.version},
+                     {{"task_id", version.task_id},
+                      {"version", version.version},
                       {"results", static_cast<std::int64_t>(merged.size())}},
                      version.created_at);
         transaction.commit();
@@ -164,13 +185,22 @@ common::Status Store::set_validation_result(const std::string& task_id, std::int
                                             const ValidationResult& result) {
     return guarded([&]() -> common::Status {
         Transaction transaction(*db_);
-        Statement(*db_, "UPDATE model_versions SET validation_loss = ?, validation_accuracy = ?, "
-                        "validation_samples = ?, validation_full = ? WHERE task_id = ? AND version = ?")
-            .bind(1, result.loss).bind(2, result.accuracy).bind(3, result.samples)
-            .bind(4, std::int64_t{result.full ? 1 : 0}).bind(5, task_id).bind(6, version).run();
+        Statement(*db_,
+                  "UPDATE model_versions SET validation_loss = ?, validation_accuracy = ?, "
+                  "validation_samples = ?, validation_full = ? WHERE task_id = ? AND version = ?")
+            .bind(1, result.loss)
+            .bind(2, result.accuracy)
+            .bind(3, result.samples)
+            .bind(4, std::int64_t{result.full ? 1 : 0})
+            .bind(5, task_id)
+            .bind(6, version)
+            .run();
         if (db_->changes() != 1) return common::make_error("no version " + std::to_string(version));
-        boost::json::object detail{{"task_id", task_id}, {"version", version}, {"loss", result.loss},
-                                   {"samples", result.samples}, {"full", result.full}};
+        boost::json::object detail{{"task_id", task_id},
+                                   {"version", version},
+                                   {"loss", result.loss},
+                                   {"samples", result.samples},
+                                   {"full", result.full}};
         if (result.accuracy) detail["accuracy"] = *result.accuracy;
         Statement when(*db_, "SELECT created_at FROM model_versions WHERE task_id = ? AND version = ?");
         when.bind(1, task_id).bind(2, version).step();

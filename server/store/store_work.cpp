@@ -21,17 +21,24 @@ std::vector<std::string> shards_from_json(const std::string& text) {
 }
 
 void insert_assignment(SqliteDb& db, const AssignmentRecord& a) {
-    Statement(db, "INSERT INTO assignments(id, work_unit_id, client_id, state, issued_at, deadline, envelope) "
-                  "VALUES (?, ?, ?, 'in_progress', ?, ?, ?)")
-        .bind(1, a.id).bind(2, a.work_unit_id).bind(3, a.client_id).bind(4, a.issued_at)
-        .bind(5, a.deadline).bind(6, a.envelope_json).run();
+    Statement(db,
+              "INSERT INTO assignments(id, work_unit_id, client_id, state, issued_at, deadline, envelope) "
+              "VALUES (?, ?, ?, 'in_progress', ?, ?, ?)")
+        .bind(1, a.id)
+        .bind(2, a.work_unit_id)
+        .bind(3, a.client_id)
+        .bind(4, a.issued_at)
+        .bind(5, a.deadline)
+        .bind(6, a.envelope_json)
+        .run();
     insert_event(db, "work_issued", {{"assignment_id", a.id}, {"client_id", a.client_id}}, a.issued_at);
 }
 
 // Moves one assignment between states; false when it was not in `from`.
 bool transition(SqliteDb& db, const std::string& id, const char* from, const char* to) {
     Statement(db, std::string("UPDATE assignments SET state = '") + to + "' WHERE id = ? AND state IN " + from)
-        .bind(1, id).run();
+        .bind(1, id)
+        .run();
     return db.changes() == 1;
 }
 
@@ -46,7 +53,9 @@ std::string work_unit_of(SqliteDb& db, const std::string& assignment_id) {
 bool count_failure(SqliteDb& db, const std::string& unit_id, std::int64_t max_failures, std::int64_t now) {
     Statement(db, "UPDATE work_units SET failures = failures + 1 WHERE id = ?").bind(1, unit_id).run();
     Statement(db, "UPDATE work_units SET state = 'retired' WHERE id = ? AND state = 'open' AND failures >= ?")
-        .bind(1, unit_id).bind(2, max_failures).run();
+        .bind(1, unit_id)
+        .bind(2, max_failures)
+        .run();
     bool retired = db.changes() == 1;
     if (retired) insert_event(db, "work_unit_retired", {{"work_unit_id", unit_id}}, now);
     return retired;
@@ -95,14 +104,23 @@ WorkUnitRecord read_work_unit(const Statement& row) {
 common::Status Store::create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first) {
     return guarded([&]() -> common::Status {
         Transaction transaction(*db_);
-        Statement(*db_, "INSERT INTO work_units(id, task_id, base_version, shards, local_steps, seed, replicas, "
-                        "state, failures, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', 0, ?)")
-            .bind(1, unit.id).bind(2, unit.task_id).bind(3, unit.base_version)
-            .bind(4, shards_to_json(unit.shards)).bind(5, unit.local_steps).bind(6, unit.seed)
-            .bind(7, unit.replicas).bind(8, unit.created_at).run();
+        Statement(*db_,
+                  "INSERT INTO work_units(id, task_id, base_version, shards, local_steps, seed, replicas, "
+                  "state, failures, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', 0, ?)")
+            .bind(1, unit.id)
+            .bind(2, unit.task_id)
+            .bind(3, unit.base_version)
+            .bind(4, shards_to_json(unit.shards))
+            .bind(5, unit.local_steps)
+            .bind(6, unit.seed)
+            .bind(7, unit.replicas)
+            .bind(8, unit.created_at)
+            .run();
         for (const auto& shard : unit.shards)
             Statement(*db_, "UPDATE shards SET uses = uses + 1 WHERE task_id = ? AND sha256 = ?")
-                .bind(1, unit.task_id).bind(2, shard).run();
+                .bind(1, unit.task_id)
+                .bind(2, shard)
+                .run();
         insert_assignment(*db_, first);
         transaction.commit();
         return {};
@@ -118,7 +136,9 @@ common::Status Store::add_assignment(const AssignmentRecord& assignment, std::op
             return common::make_error("work unit '" + assignment.work_unit_id + "' is not open");
         if (rebase_to)
             Statement(*db_, "UPDATE work_units SET base_version = ? WHERE id = ?")
-                .bind(1, *rebase_to).bind(2, assignment.work_unit_id).run();
+                .bind(1, *rebase_to)
+                .bind(2, assignment.work_unit_id)
+                .run();
         insert_assignment(*db_, assignment);
         transaction.commit();
         return {};
@@ -128,12 +148,14 @@ common::Status Store::add_assignment(const AssignmentRecord& assignment, std::op
 common::Result<std::vector<WorkUnitRecord>> Store::reissuable_work_units(const std::string& task_id,
                                                                          const std::string& client_id) {
     return guarded([&]() -> common::Result<std::vector<WorkUnitRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kWorkUnitColumns +
-                                  " FROM work_units w WHERE task_id = ? AND state = 'open' "
-                                  "AND (SELECT COUNT(*) FROM assignments a WHERE a.work_unit_id = w.id AND a.state IN " +
-                                  kLiveStates + ") < replicas "
-                                  "AND NOT EXISTS (SELECT 1 FROM assignments a WHERE a.work_unit_id = w.id AND a.client_id = ?) "
-                                  "ORDER BY created_at, rowid LIMIT 64");
+        Statement query(
+            *db_, std::string("SELECT ") + kWorkUnitColumns +
+                      " FROM work_units w WHERE task_id = ? AND state = 'open' "
+                      "AND (SELECT COUNT(*) FROM assignments a WHERE a.work_unit_id = w.id AND a.state IN " +
+                      kLiveStates +
+                      ") < replicas "
+                      "AND NOT EXISTS (SELECT 1 FROM assignments a WHERE a.work_unit_id = w.id AND a.client_id = ?) "
+                      "ORDER BY created_at, rowid LIMIT 64");
         query.bind(1, task_id).bind(2, client_id);
         std::vector<WorkUnitRecord> rows;
         while (query.step()) rows.push_back(read_work_unit(query));
@@ -151,8 +173,8 @@ common::Result<std::int64_t> Store::in_flight(const std::string& client_id) {
 
 common::Result<std::int64_t> Store::live_assignments(const std::string& work_unit_id) {
     return guarded([&]() -> common::Result<std::int64_t> {
-        Statement query(*db_, std::string("SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN ") +
-                                  kLiveStates);
+        Statement query(
+            *db_, std::string("SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN ") + kLiveStates);
         query.bind(1, work_unit_id).step();
         return query.integer(0);
     });
@@ -190,14 +212,19 @@ common::Result<std::vector<AssignmentRecord>> Store::assignments_of(const std::s
 }
 
 common::Result<bool> Store::record_return(const std::string& id, const std::string& delta_sha256,
-                                          std::int64_t delta_bytes, const std::string& metrics_json,
-                                          std::int64_t now) {
+                                          std::int64_t delta_bytes, const std::string& metrics_json, std::int64_t now) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(*db_);
         if (!transition(*db_, id, "('in_progress')", "returned")) return false;
-        Statement(*db_, "UPDATE assignments SET returned_at = ?, delta_sha256 = ?, delta_bytes = ?, metrics = ? "
-                        "WHERE id = ?")
-            .bind(1, now).bind(2, delta_sha256).bind(3, delta_bytes).bind(4, metrics_json).bind(5, id).run();
+        Statement(*db_,
+                  "UPDATE assignments SET returned_at = ?, delta_sha256 = ?, delta_bytes = ?, metrics = ? "
+                  "WHERE id = ?")
+            .bind(1, now)
+            .bind(2, delta_sha256)
+            .bind(3, delta_bytes)
+            .bind(4, metrics_json)
+            .bind(5, id)
+            .run();
         insert_event(*db_, "result_received", {{"assignment_id", id}, {"bytes", delta_bytes}}, now);
         transaction.commit();
         return true;
@@ -209,7 +236,10 @@ common::Result<bool> Store::mark_validated(const std::string& id, double norm, s
         Transaction transaction(*db_);
         if (!transition(*db_, id, "('returned')", "validated")) return false;
         Statement(*db_, "UPDATE assignments SET delta_norm = ?, returned_at = ? WHERE id = ?")
-            .bind(1, norm).bind(2, now).bind(3, id).run();
+            .bind(1, norm)
+            .bind(2, now)
+            .bind(3, id)
+            .run();
         transaction.commit();
         return true;
     });
@@ -222,17 +252,27 @@ common::Result<bool> Store::accept(const std::string& id, double norm, double cr
         Statement next_seq(*db_, "SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments");
         next_seq.step();
         Statement(*db_, "UPDATE assignments SET delta_norm = ?, credit = ?, accepted_seq = ? WHERE id = ?")
-            .bind(1, norm).bind(2, credit).bind(3, next_seq.integer(0)).bind(4, id).run();
+            .bind(1, norm)
+            .bind(2, credit)
+            .bind(3, next_seq.integer(0))
+            .bind(4, id)
+            .run();
         Statement client(*db_, "SELECT client_id FROM assignments WHERE id = ?");
         client.bind(1, id).step();
-        Statement(*db_, "UPDATE clients SET credit = credit + ?, accepted = accepted + 1, "
-                        "valid_streak = valid_streak + 1 WHERE id = ?")
-            .bind(1, credit).bind(2, client.text(0)).run();
+        Statement(*db_,
+                  "UPDATE clients SET credit = credit + ?, accepted = accepted + 1, "
+                  "valid_streak = valid_streak + 1 WHERE id = ?")
+            .bind(1, credit)
+            .bind(2, client.text(0))
+            .run();
         auto unit = work_unit_of(*db_, id);
-        Statement(*db_, "UPDATE work_units SET state = 'done' WHERE id = ? AND state = 'open' AND replicas <= "
-                        "(SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN "
-                        "('accepted', 'confirmed', 'merged'))")
-            .bind(1, unit).bind(2, unit).run();
+        Statement(*db_,
+                  "UPDATE work_units SET state = 'done' WHERE id = ? AND state = 'open' AND replicas <= "
+                  "(SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN "
+                  "('accepted', 'confirmed', 'merged'))")
+            .bind(1, unit)
+            .bind(2, unit)
+            .run();
         insert_event(*db_, "result_accepted",
                      {{"assignment_id", id}, {"client_id", client.text(0)}, {"credit", credit}, {"merge", merge}}, now);
         transaction.commit();
@@ -249,12 +289,18 @@ common::Result<bool> Store::reject(const std::string& id, const std::string& rea
         client.bind(1, id).step();
         auto client_id = client.text(0);
         Statement(*db_, "INSERT INTO rejections(assignment_id, client_id, reason, detail, at) VALUES (?, ?, ?, ?, ?)")
-            .bind(1, id).bind(2, client_id).bind(3, reason).bind(4, detail).bind(5, now).run();
+            .bind(1, id)
+            .bind(2, client_id)
+            .bind(3, reason)
+            .bind(4, detail)
+            .bind(5, now)
+            .run();
         Statement(*db_, "UPDATE clients SET rejected = rejected + 1, valid_streak = 0 WHERE id = ?")
-            .bind(1, client_id).run();
+            .bind(1, client_id)
+            .run();
         count_failure(*db_, work_unit_of(*db_, id), max_failures, now);
-        insert_event(*db_, "result_rejected",
-                     {{"assignment_id", id}, {"client_id", client_id}, {"reason", reason}}, now);
+        insert_event(*db_, "result_rejected", {{"assignment_id", id}, {"client_id", client_id}, {"reason", reason}},
+                     now);
         transaction.commit();
         return true;
     });
@@ -263,15 +309,18 @@ common::Result<bool> Store::reject(const std::string& id, const std::string& rea
 common::Result<std::vector<EndedAssignment>> Store::expire_overdue(std::int64_t now, std::int64_t max_failures) {
     return guarded([&]() -> common::Result<std::vector<EndedAssignment>> {
         Transaction transaction(*db_);
-        Statement overdue(*db_, "SELECT id, work_unit_id FROM assignments WHERE state = 'in_progress' AND deadline < ?");
+        Statement overdue(*db_,
+                          "SELECT id, work_unit_id FROM assignments WHERE state = 'in_progress' AND deadline < ?");
         overdue.bind(1, now);
         std::vector<EndedAssignment> ended;
         while (overdue.step()) ended.push_back({overdue.text(0), overdue.text(1), false});
         for (auto& e : ended) {
             transition(*db_, e.assignment_id, "('in_progress')", "timed_out");
-            Statement(*db_, "UPDATE clients SET valid_streak = 0 WHERE id = "
-                            "(SELECT client_id FROM assignments WHERE id = ?)")
-                .bind(1, e.assignment_id).run();
+            Statement(*db_,
+                      "UPDATE clients SET valid_streak = 0 WHERE id = "
+                      "(SELECT client_id FROM assignments WHERE id = ?)")
+                .bind(1, e.assignment_id)
+                .run();
             e.work_unit_retired = count_failure(*db_, e.work_unit_id, max_failures, now);
             insert_event(*db_, "work_timed_out", {{"assignment_id", e.assignment_id}}, now);
         }
@@ -321,10 +370,11 @@ common::Result<std::vector<double>> Store::recent_norms_per_step(const std::stri
     return guarded([&]() -> common::Result<std::vector<double>> {
         // Walks the acceptance index from the newest (CROSS JOIN and the unary + keep SQLite
         // from scanning every accepted row of the task and sorting them).
-        Statement query(*db_, "SELECT a.delta_norm / w.local_steps FROM assignments a CROSS JOIN work_units w "
-                              "ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? "
-                              "AND +a.state IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL "
-                              "ORDER BY a.accepted_seq DESC LIMIT ?");
+        Statement query(*db_,
+                        "SELECT a.delta_norm / w.local_steps FROM assignments a CROSS JOIN work_units w "
+                        "ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? "
+                        "AND +a.state IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL "
+                        "ORDER BY a.accepted_seq DESC LIMIT ?");
         query.bind(1, task_id).bind(2, limit);
         std::vector<double> norms;
         while (query.step()) norms.push_back(query.real(0));

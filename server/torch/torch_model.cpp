@@ -75,7 +75,8 @@ private:
 
 common::Result<common::NamedTensors> initial_weights(const TaskConfig& config) {
     try {
-        auto workload = common::make_workload(config.model, shape_of(config), static_cast<std::uint64_t>(config.init_seed));
+        auto workload =
+            common::make_workload(config.model, shape_of(config), static_cast<std::uint64_t>(config.init_seed));
         if (!workload) return workload.error();
         return common::to_named_f32(common::state_of(*(*workload)->module()));
     } catch (const c10::Error& error) {
@@ -100,8 +101,8 @@ common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& con
 }
 
 std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const TaskConfig& config,
-                                                                       const std::filesystem::path& decoder_file,
-                                                                       double latent_scale) {
+                                                                        const std::filesystem::path& decoder_file,
+                                                                        double latent_scale) {
     auto preset = common::find_preset(config.model);
     if (!preset || preset->kind != common::ModelKind::Dit) return std::nullopt;
     return [config, decoder_file, latent_scale]() -> common::Result<std::unique_ptr<SampleRenderer>> {

@@ -21,7 +21,7 @@ common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& con
 // Renderers of a class-by-class image grid through the dataset's decoder (`decoder_file`,
 // latents divided by `latent_scale` first); none for presets that do not generate images.
 std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const TaskConfig& config,
-                                                         const std::filesystem::path& decoder_file,
-                                                         double latent_scale);
+                                                                        const std::filesystem::path& decoder_file,
+                                                                        double latent_scale);
 
 }  // namespace tessera::server

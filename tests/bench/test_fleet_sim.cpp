@@ -98,7 +98,8 @@ TEST_CASE("fleet files: the example parses, and a bad file is a named error") {
         return parsed ? std::string() : parsed.message();
     };
     CHECK(error_of(R"({"groups": []})").find("at least one group") != std::string::npos);
-    CHECK(error_of(R"({"groups": [{"count": 0, "samples_per_s": 1}]})").find("fleet.groups[0]: field \"count\"") != std::string::npos);
+    CHECK(error_of(R"({"groups": [{"count": 0, "samples_per_s": 1}]})").find("fleet.groups[0]: field \"count\"") !=
+          std::string::npos);
     CHECK(error_of(R"({"groups": [{"count": 1, "samples_per_s": 1, "attack": "bribe"}]})").find("unknown attack") !=
           std::string::npos);
     CHECK(error_of(R"({"groups": [{"count": 1, "samples_per_s": 1, "down_mbit": [50, 5]}]})").find("down_mbit") !=

@@ -88,7 +88,8 @@ TEST_CASE("client state: the key is created once with mode 0600; identity and cu
     auto again = state.load_or_create_key().value();
     CHECK(key.verify_key().key_id() == again.verify_key().key_id());
     auto mode = std::filesystem::status(dir / "volunteer" / "client_key.pem").permissions();
-    CHECK((mode & (std::filesystem::perms::group_all | std::filesystem::perms::others_all)) == std::filesystem::perms::none);
+    CHECK((mode & (std::filesystem::perms::group_all | std::filesystem::perms::others_all)) ==
+          std::filesystem::perms::none);
 
     CHECK(!state.load_identity().value().has_value());
     client::Identity identity{"http://127.0.0.1:1", "c-1", std::string(43, 'A') + "=", "0123456789abcdef"};

@@ -174,7 +174,7 @@ TEST_CASE("a heartbeat answered 'stop' ends training, and the unit is not upload
     VolunteerThread volunteer(options);
     REQUIRE(eventually([&] { return in_progress(server).size() == 1; }));
     auto unit = in_progress(server).at(0);
-    volunteer.control().stop_after_unit = true;  // finish this unit, then stop: only the server can end it early
+    volunteer.control().stop_after_unit = true;        // finish this unit, then stop: only the server can end it early
     server.advance(unit.deadline - server.now() + 1);  // past its deadline: heartbeats answer keep_working false
     auto stop = volunteer.join();
     CHECK(stop.reason == StopReason::Requested);
@@ -193,7 +193,7 @@ TEST_CASE("a result that could not be uploaded is kept and uploaded by the next 
     // Training starts once the model and the unit's shards are in the cache.
     auto blobs = 1 + server.store().work_unit(unit.work_unit_id).value().value().shards.size();
     REQUIRE(eventually([&] { return client::BlobCache(dir / "volunteer" / "cache", 1 << 30).held().size() == blobs; }));
-    server.stop();                                // while it trains: the upload will find no server
+    server.stop();                               // while it trains: the upload will find no server
     volunteer.control().stop_after_unit = true;  // and the retry gives up at once
     auto stop = volunteer.join();
     CHECK(stop.reason == StopReason::Requested);

@@ -15,8 +15,13 @@ inline common::WorkUnit example_work_unit() {
     wu.model_blob = {std::string(64, 'a'), 123456};
     wu.blob_base_url = "http://cache.example:8080/blobs";
     wu.shards = {{std::string(64, 'b'), 4096}, {std::string(64, 'c'), 8192}};
-    wu.hyper = {.local_steps = 50, .batch_size = 64, .lr = 3e-4, .warmup_steps = 5,
-                .weight_decay = 0.01, .grad_clip = 1.0, .seed = 1234567};
+    wu.hyper = {.local_steps = 50,
+                .batch_size = 64,
+                .lr = 3e-4,
+                .warmup_steps = 5,
+                .weight_decay = 0.01,
+                .grad_clip = 1.0,
+                .seed = 1234567};
     wu.encoding = {common::DeltaDType::Int8, 1.0};
     wu.issued_at = 1800000000;
     wu.deadline = 1800001800;
@@ -30,8 +35,7 @@ inline common::ResultManifest example_result_manifest() {
     m.base_version = 17;
     m.delta_blob = {std::string(64, 'd'), 30000};
     m.encoding = {common::DeltaDType::BF16, 0.25};
-    m.metrics = {.loss_start = 1.25, .loss_end = 0.75, .samples = 3200, .seconds = 12.5,
-                 .samples_per_s = 256.0};
+    m.metrics = {.loss_start = 1.25, .loss_end = 0.75, .samples = 3200, .seconds = 12.5, .samples_per_s = 256.0};
     m.device = "NVIDIA GeForce RTX 4090";
     return m;
 }

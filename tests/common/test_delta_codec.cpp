@@ -107,7 +107,8 @@ TEST_CASE("the residual is exactly input minus decoded") {
             for (const auto& t : delta) {
                 const auto& back = by_name(decoded.tensors, t.name).values;
                 const auto& residual = by_name(encoded.residual, t.name).values;
-                for (std::size_t i = 0; i < t.values.size(); ++i) CHECK(back[i] + residual[i] == doctest::Approx(t.values[i]).epsilon(1e-6));
+                for (std::size_t i = 0; i < t.values.size(); ++i)
+                    CHECK(back[i] + residual[i] == doctest::Approx(t.values[i]).epsilon(1e-6));
             }
         }
     }
@@ -168,9 +169,8 @@ TEST_CASE("encoder refuses bad input") {
 TEST_CASE("the decoder never crashes on truncated or flipped files") {
     for (double fraction : {1.0, 0.2}) {
         auto bytes = encode(sample_delta(), DeltaDType::Int8, fraction);
-        tessera::testing::for_each_truncation(bytes, [](const Bytes& damaged) {
-            CHECK_FALSE(decode_delta(damaged).ok());
-        });
+        tessera::testing::for_each_truncation(bytes,
+                                              [](const Bytes& damaged) { CHECK_FALSE(decode_delta(damaged).ok()); });
         for (std::uint8_t mask : {0x01, 0x80, 0xff})
             tessera::testing::for_each_flip(bytes, mask, [](const Bytes& damaged, std::size_t) {
                 auto decoded = decode_delta(damaged);
@@ -183,19 +183,21 @@ TEST_CASE("lies in a delta file give specific errors") {
     auto dense = encode(sample_delta(), DeltaDType::Int8);
     auto sparse = encode(sample_delta(), DeltaDType::Int8, 0.2);
 
-    CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) { meta["format"] = "other"; }))
-              .find("not a tessera.delta") != std::string::npos);
-    CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) { meta["dtype"] = "int4"; }))
-              .find("unknown dtype") != std::string::npos);
-    CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) { meta["topk_fraction"] = "2"; }))
-              .find("topk_fraction") != std::string::npos);
-    CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) { meta["dtype"] = "f32"; }))
-              .find("is stored as I8") != std::string::npos);
+    CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) {
+              meta["format"] = "other";
+          })).find("not a tessera.delta") != std::string::npos);
+    CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) { meta["dtype"] = "int4"; })).find("unknown dtype") !=
+          std::string::npos);
+    CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) { meta["topk_fraction"] = "2"; })).find("topk_fraction") !=
+          std::string::npos);
+    CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) { meta["dtype"] = "f32"; })).find("is stored as I8") !=
+          std::string::npos);
     CHECK(decode_error(rewrite(dense, [](auto& views, auto&) {
               std::erase_if(views, [](const TensorView& v) { return v.name == "scalar#scale"; });
           })).find("no #scale") != std::string::npos);
-    CHECK(decode_error(rewrite(dense, [](auto& views, auto&) { views[0].name += "#bogus"; }))
-              .find("unknown part suffix") != std::string::npos);
+    CHECK(decode_error(rewrite(dense, [](auto& views, auto&) {
+              views[0].name += "#bogus";
+          })).find("unknown part suffix") != std::string::npos);
 
     // A scale vector of the wrong length.
     CHECK(decode_error(rewrite(dense, [](auto& views, auto&) {
@@ -214,15 +216,19 @@ TEST_CASE("lies in a delta file give specific errors") {
           })).find("negative or non-finite scale") != std::string::npos);
 
     // Sparse: indices out of order or out of range, a huge claimed shape, a missing part.
-    static const std::vector<std::int32_t> unordered{5, 3, 9, 1, 0, 2, 4, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39};
+    static const std::vector<std::int32_t> unordered{5,  3,  9,  1,  0,  2,  4,  6,  7,  8,  10, 11, 12, 13,
+                                                     14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
+                                                     28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39};
     CHECK(decode_error(rewrite(sparse, [](auto& views, auto&) {
               for (auto& v : views)
-                  if (v.name == "blocks.0.bias#index") v.data = ByteView(reinterpret_cast<const std::uint8_t*>(unordered.data()), v.data.size());
+                  if (v.name == "blocks.0.bias#index")
+                      v.data = ByteView(reinterpret_cast<const std::uint8_t*>(unordered.data()), v.data.size());
           })).find("strictly increasing") != std::string::npos);
     static const std::vector<std::int64_t> huge{1 << 30, 1 << 30};
     CHECK(decode_error(rewrite(sparse, [](auto& views, auto&) {
               for (auto& v : views)
-                  if (v.name == "blocks.0.attn.weight#shape") v.data = ByteView(reinterpret_cast<const std::uint8_t*>(huge.data()), 16);
+                  if (v.name == "blocks.0.attn.weight#shape")
+                      v.data = ByteView(reinterpret_cast<const std::uint8_t*>(huge.data()), 16);
           })).find("element limit") != std::string::npos);
     CHECK(decode_error(rewrite(sparse, [](auto& views, auto&) {
               std::erase_if(views, [](const TensorView& v) { return v.name == "scalar#shape"; });
@@ -275,7 +281,7 @@ TEST_CASE("write_encoded_delta writes encode_delta's bytes for values encoded el
         float nan = std::nanf("");
         std::memcpy(bad.values.data(), &nan, 4);
         bad.values.push_back(0);
-        CHECK_FALSE(write_encoded_delta({bad}, {DeltaDType::F32, 0.1}).ok());  // non-finite value
+        CHECK_FALSE(write_encoded_delta({bad}, {DeltaDType::F32, 0.1}).ok());     // non-finite value
         CHECK_FALSE(write_encoded_delta({sparse}, {DeltaDType::F32, 1.0}).ok());  // indices in a dense delta
         auto few_scales = dense;
         few_scales.scales.pop_back();

@@ -96,8 +96,8 @@ TEST_CASE("openssl verifies what tessera signs, and refuses a flipped byte") {
     REQUIRE(write_file_atomic(dir / "msg", as_bytes(message)).ok());
     auto signature = key.sign(as_bytes(message));
     REQUIRE(write_file_atomic(dir / "sig", signature).ok());
-    auto verify = openssl() + " pkeyutl -verify -pubin -inkey " + (dir / "pub.pem").string() +
-                  " -rawin -in " + (dir / "msg").string() + " -sigfile " + (dir / "sig").string();
+    auto verify = openssl() + " pkeyutl -verify -pubin -inkey " + (dir / "pub.pem").string() + " -rawin -in " +
+                  (dir / "msg").string() + " -sigfile " + (dir / "sig").string();
     CHECK(run(verify) == 0);
 
     signature[0] ^= 0x01;
@@ -112,8 +112,8 @@ TEST_CASE("tessera verifies what openssl signs, and refuses a flipped byte") {
     REQUIRE(run(openssl() + " pkey -in " + key_path.string() + " -pubout -out " + (dir / "pub.pem").string()) == 0);
     std::string message = "signed by the openssl command-line tool";
     REQUIRE(write_file_atomic(dir / "msg", as_bytes(message)).ok());
-    REQUIRE(run(openssl() + " pkeyutl -sign -inkey " + key_path.string() + " -rawin -in " +
-                (dir / "msg").string() + " -out " + (dir / "sig").string()) == 0);
+    REQUIRE(run(openssl() + " pkeyutl -sign -inkey " + key_path.string() + " -rawin -in " + (dir / "msg").string() +
+                " -out " + (dir / "sig").string()) == 0);
 
     auto public_key = VerifyKey::load_pem(dir / "pub.pem");
     REQUIRE(public_key.ok());

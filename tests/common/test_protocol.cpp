@@ -43,8 +43,7 @@ TEST_CASE("every message survives a JSON round trip") {
           text_of(example_register_request()));
     CHECK(text_of(*parse_message<RegisterResponse>(text_of(example_register_response()))) ==
           text_of(example_register_response()));
-    CHECK(text_of(*parse_message<WorkRequest>(text_of(example_work_request()))) ==
-          text_of(example_work_request()));
+    CHECK(text_of(*parse_message<WorkRequest>(text_of(example_work_request()))) == text_of(example_work_request()));
     CHECK(text_of(*parse_message<WorkResponse>(text_of(example_no_work_response()))) ==
           text_of(example_no_work_response()));
 }
@@ -66,46 +65,55 @@ TEST_CASE("missing, unknown and ill-typed fields are named") {
     auto wu = example_work_unit();
     CHECK(error_after(wu, [](auto& o) { o.erase("wu_id"); }) == "work_unit: missing field \"wu_id\" (a string)");
     CHECK(error_after(wu, [](auto& o) { o["surprise"] = 1; }) == "work_unit: unknown field \"surprise\"");
-    CHECK(error_after(wu, [](auto& o) { o["base_version"] = "17"; })
-              .find("work_unit: field \"base_version\": expected an integer") == 0);
-    CHECK(error_after(wu, [](auto& o) { o["hyper"].as_object()["lr"] = -1; })
-              .find("work_unit.hyper: field \"lr\"") == 0);
-    CHECK(error_after(wu, [](auto& o) { o["hyper"].as_object().erase("seed"); })
-              .find("work_unit.hyper: missing field \"seed\"") == 0);
-    CHECK(error_after(wu, [](auto& o) { o["shards"].as_array()[1].as_object()["sha256"] = "ABC"; })
-              .find("work_unit.shards[1]: field \"sha256\"") == 0);
+    CHECK(error_after(wu, [](auto& o) {
+              o["base_version"] = "17";
+          }).find("work_unit: field \"base_version\": expected an integer") == 0);
+    CHECK(error_after(wu, [](auto& o) { o["hyper"].as_object()["lr"] = -1; }).find("work_unit.hyper: field \"lr\"") ==
+          0);
+    CHECK(error_after(wu, [](auto& o) {
+              o["hyper"].as_object().erase("seed");
+          }).find("work_unit.hyper: missing field \"seed\"") == 0);
+    CHECK(error_after(wu, [](auto& o) {
+              o["shards"].as_array()[1].as_object()["sha256"] = "ABC";
+          }).find("work_unit.shards[1]: field \"sha256\"") == 0);
     CHECK(error_after(wu, [](auto& o) { o["shards"] = boost::json::array(); }).find("field \"shards\"") !=
           std::string::npos);
-    CHECK(error_after(wu, [](auto& o) { o["encoding"].as_object()["dtype"] = "int4"; })
-              .find("work_unit.encoding: field \"dtype\": expected one of f32, bf16, int8") == 0);
+    CHECK(error_after(wu, [](auto& o) {
+              o["encoding"].as_object()["dtype"] = "int4";
+          }).find("work_unit.encoding: field \"dtype\": expected one of f32, bf16, int8") == 0);
     CHECK(error_after(wu, [](auto& o) { o["wu_id"] = "../etc/passwd"; }).find("A-Z a-z 0-9") != std::string::npos);
     CHECK(error_after(wu, [](auto& o) { o["deadline"] = 1; }).find("deadline must be after issued_at") !=
           std::string::npos);
 
     auto manifest = example_result_manifest();
-    CHECK(error_after(manifest, [](auto& o) { o["metrics"].as_object()["samples"] = 1.5; })
-              .find("result_manifest.metrics: field \"samples\"") == 0);
-    CHECK(error_after(manifest, [](auto& o) { o["encoding"].as_object()["topk_fraction"] = 0; })
-              .find("must be above 0") != std::string::npos);
+    CHECK(error_after(manifest, [](auto& o) {
+              o["metrics"].as_object()["samples"] = 1.5;
+          }).find("result_manifest.metrics: field \"samples\"") == 0);
+    CHECK(error_after(manifest, [](auto& o) {
+              o["encoding"].as_object()["topk_fraction"] = 0;
+          }).find("must be above 0") != std::string::npos);
 
-    CHECK(error_after(example_register_request(), [](auto& o) { o["public_key"] = "AAAA"; })
-              .find("register_request: field \"public_key\"") == 0);
-    CHECK(error_after(example_work_request(), [](auto& o) { o["device"].as_object()["kind"] = "tpu"; })
-              .find("work_request.device: field \"kind\"") == 0);
-    CHECK(error_after(example_work_request(), [](auto& o) { o["cached_shards"].as_array().push_back(5); })
-              .find("cached_shards") != std::string::npos);
-    CHECK(error_after(example_no_work_response(), [](auto& o) { o["retry_after_s"] = 0; })
-              .find("retry_after_s") != std::string::npos);
-    CHECK(error_after(example_no_work_response(), [](auto& o) { o["work_unit"] = 1; })
-              .find("unknown field \"work_unit\"") != std::string::npos);
+    CHECK(error_after(example_register_request(), [](auto& o) {
+              o["public_key"] = "AAAA";
+          }).find("register_request: field \"public_key\"") == 0);
+    CHECK(error_after(example_work_request(), [](auto& o) {
+              o["device"].as_object()["kind"] = "tpu";
+          }).find("work_request.device: field \"kind\"") == 0);
+    CHECK(error_after(example_work_request(), [](auto& o) {
+              o["cached_shards"].as_array().push_back(5);
+          }).find("cached_shards") != std::string::npos);
+    CHECK(error_after(example_no_work_response(), [](auto& o) { o["retry_after_s"] = 0; }).find("retry_after_s") !=
+          std::string::npos);
+    CHECK(error_after(example_no_work_response(), [](auto& o) {
+              o["work_unit"] = 1;
+          }).find("unknown field \"work_unit\"") != std::string::npos);
 }
 
 TEST_CASE("a damaged manifest is an error or a valid message, never a crash") {
     auto text = text_of(example_work_unit());
     Bytes bytes(text.begin(), text.end());
-    tessera::testing::for_each_truncation(bytes, [](const Bytes& damaged) {
-        CHECK_FALSE(parse_message<WorkUnit>(as_string_view(damaged)).ok());
-    });
+    tessera::testing::for_each_truncation(
+        bytes, [](const Bytes& damaged) { CHECK_FALSE(parse_message<WorkUnit>(as_string_view(damaged)).ok()); });
     for (std::uint8_t mask : {0x01, 0x20, 0x80})
         tessera::testing::for_each_flip(bytes, mask, [](const Bytes& damaged, std::size_t) {
             auto parsed = parse_message<WorkUnit>(as_string_view(damaged));

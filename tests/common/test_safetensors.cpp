@@ -111,17 +111,16 @@ TEST_CASE("memory-mapped file parses in place") {
 TEST_CASE("writer refuses inconsistent input") {
     std::vector<float> values{1, 2, 3};
     CHECK_FALSE(write_safetensors({{"a", DType::F32, {2}, bytes_of(values)}}).ok());
-    CHECK_FALSE(write_safetensors({{"a", DType::F32, {3}, bytes_of(values)},
-                                   {"a", DType::F32, {3}, bytes_of(values)}}).ok());
+    CHECK_FALSE(
+        write_safetensors({{"a", DType::F32, {3}, bytes_of(values)}, {"a", DType::F32, {3}, bytes_of(values)}}).ok());
     CHECK_FALSE(write_safetensors({{"__metadata__", DType::F32, {3}, bytes_of(values)}}).ok());
     CHECK_FALSE(write_safetensors({{"", DType::F32, {3}, bytes_of(values)}}).ok());
 }
 
 TEST_CASE("every truncation is refused") {
     auto bytes = Sample().write();
-    tessera::testing::for_each_truncation(bytes, [](const Bytes& damaged) {
-        CHECK_FALSE(parse_safetensors(damaged).ok());
-    });
+    tessera::testing::for_each_truncation(bytes,
+                                          [](const Bytes& damaged) { CHECK_FALSE(parse_safetensors(damaged).ok()); });
 }
 
 TEST_CASE("flipped bytes never crash; flips in the header are caught or harmless") {
@@ -161,12 +160,14 @@ TEST_CASE("lies in the header give specific errors") {
     CHECK(error_of(make_file("[1,2]")).find("not a JSON object") != std::string::npos);
     CHECK(error_of(make_file("{\"a\":")).find("invalid JSON") != std::string::npos);
     CHECK(error_of(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                             R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", eight))
+                             R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                             eight))
               .find("duplicate key") != std::string::npos);
     CHECK(error_of(make_file(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", eight))
               .find("unsupported dtype") != std::string::npos);
-    CHECK(error_of(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})", eight))
-              .find("need 4 bytes") != std::string::npos);
+    CHECK(
+        error_of(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})", eight)).find("need 4 bytes") !=
+        std::string::npos);
     CHECK(error_of(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,16]}})", eight))
               .find("outside the data section") != std::string::npos);
     CHECK(error_of(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", eight))
@@ -175,14 +176,16 @@ TEST_CASE("lies in the header give specific errors") {
               .find("non-negative integer") != std::string::npos);
     CHECK(error_of(make_file(R"({"a":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,2],"data_offsets":[0,8]}})", eight))
               .find("rank 9") != std::string::npos);
-    CHECK(error_of(make_file(R"({"a":{"dtype":"U8","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})", eight))
+    CHECK(error_of(make_file(R"({"a":{"dtype":"U8","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})",
+                             eight))
               .find("more bytes than the file holds") != std::string::npos);
     CHECK(error_of(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1}})", eight))
               .find("unknown field") != std::string::npos);
-    CHECK(error_of(make_file(R"({"a":{"dtype":"F32","shape":[2]}})", eight))
-              .find("missing field \"data_offsets\"") != std::string::npos);
+    CHECK(error_of(make_file(R"({"a":{"dtype":"F32","shape":[2]}})", eight)).find("missing field \"data_offsets\"") !=
+          std::string::npos);
     CHECK(error_of(make_file(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
-                             R"("b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})", eight))
+                             R"("b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})",
+                             eight))
               .find("overlap or gap") != std::string::npos);
     CHECK(error_of(make_file(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", eight))
               .find("belong to no tensor") != std::string::npos);
@@ -195,8 +198,8 @@ TEST_CASE("lies in the header give specific errors") {
 }
 
 TEST_CASE("a zero-element tensor with huge other dimensions is fine and cannot overflow") {
-    auto bytes = make_file(
-        R"({"a":{"dtype":"F32","shape":[0,9223372036854775807,9223372036854775807],"data_offsets":[0,0]}})");
+    auto bytes =
+        make_file(R"({"a":{"dtype":"F32","shape":[0,9223372036854775807,9223372036854775807],"data_offsets":[0,0]}})");
     auto file = parse_safetensors(bytes);
     REQUIRE(file.ok());
     CHECK(file->find("a")->numel() == 0);

@@ -42,17 +42,21 @@ TEST_CASE("streaming output in pieces decodes to the input") {
         return Status{};
     };
     for (std::size_t at = 0; at < input.size(); at += 100000)
-        REQUIRE(compressor.write(ByteView(input).subspan(at, std::min<std::size_t>(100000, input.size() - at)), sink).ok());
+        REQUIRE(
+            compressor.write(ByteView(input).subspan(at, std::min<std::size_t>(100000, input.size() - at)), sink).ok());
     REQUIRE(compressor.finish(sink).ok());
 
     Bytes output;
     ZstdDecompressStream decompressor(input.size());
     for (std::size_t at = 0; at < packed.size(); at += 777) {
         auto piece = ByteView(packed).subspan(at, std::min<std::size_t>(777, packed.size() - at));
-        REQUIRE(decompressor.write(piece, [&](ByteView chunk) {
-            output.insert(output.end(), chunk.begin(), chunk.end());
-            return Status{};
-        }).ok());
+        REQUIRE(decompressor
+                    .write(piece,
+                           [&](ByteView chunk) {
+                               output.insert(output.end(), chunk.begin(), chunk.end());
+                               return Status{};
+                           })
+                    .ok());
     }
     CHECK(decompressor.finish().ok());
     CHECK(output == input);
@@ -81,9 +85,8 @@ TEST_CASE("a decompression bomb is an error, not an allocation") {
 TEST_CASE("every truncation of a frame is an error") {
     auto packed = zstd_compress(sample_bytes(3000));
     REQUIRE(packed.ok());
-    tessera::testing::for_each_truncation(*packed, [](const Bytes& damaged) {
-        CHECK_FALSE(zstd_decompress(damaged, 1 << 20).ok());
-    });
+    tessera::testing::for_each_truncation(
+        *packed, [](const Bytes& damaged) { CHECK_FALSE(zstd_decompress(damaged, 1 << 20).ok()); });
 }
 
 TEST_CASE("a flipped byte is detected or harmless, never a crash or silent change") {
@@ -94,8 +97,10 @@ TEST_CASE("a flipped byte is detected or harmless, never a crash or silent chang
     tessera::testing::for_each_flip(*packed, 0x5a, [&](const Bytes& damaged, std::size_t at) {
         auto result = zstd_decompress(damaged, 1 << 20);
         INFO("flipped byte " << at);
-        if (result.ok()) CHECK(*result == input);
-        else ++detected;
+        if (result.ok())
+            CHECK(*result == input);
+        else
+            ++detected;
     });
     CHECK(detected > static_cast<int>(packed->size()) * 9 / 10);
 }

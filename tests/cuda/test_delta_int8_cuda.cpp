@@ -56,7 +56,9 @@ int check(std::int64_t n, std::uint32_t seed, bool delta_given) {
     std::vector<float> scales_gpu(scales_cpu.size());
     cudaMemcpy(q_gpu.data(), d_q, n, cudaMemcpyDeviceToHost);
     cudaMemcpy(scales_gpu.data(), d_scales, scales_gpu.size() * sizeof(float), cudaMemcpyDeviceToHost);
-    for (void* p : {static_cast<void*>(d_h), static_cast<void*>(d_0), static_cast<void*>(d_q), static_cast<void*>(d_scales)}) cudaFree(p);
+    for (void* p :
+         {static_cast<void*>(d_h), static_cast<void*>(d_0), static_cast<void*>(d_q), static_cast<void*>(d_scales)})
+        cudaFree(p);
 
     int mismatches = 0;
     for (std::int64_t i = 0; i < n; ++i) mismatches += q_gpu[i] != q_cpu[i];

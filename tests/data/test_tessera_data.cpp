@@ -122,15 +122,22 @@ TEST_CASE("corrupt or inconsistent shards give clear errors") {
     auto n3 = torch::zeros({3, 4, 8, 8});
     CHECK(load_shard(shard_bytes({{"latents", n3}})).message().find("no \"labels\"") != std::string::npos);
     CHECK(load_shard(shard_bytes({{"latents", n3}, {"labels", torch::zeros({2}, torch::kInt64)}}))
-              .message().find("3 inputs but 2 labels") != std::string::npos);
-    CHECK(load_shard(shard_bytes({{"latents", n3}, {"pixels", n3.to(torch::kUInt8)}, {"labels", torch::zeros({3}, torch::kInt64)}}))
-              .message().find("exactly one") != std::string::npos);
+              .message()
+              .find("3 inputs but 2 labels") != std::string::npos);
+    CHECK(load_shard(
+              shard_bytes(
+                  {{"latents", n3}, {"pixels", n3.to(torch::kUInt8)}, {"labels", torch::zeros({3}, torch::kInt64)}}))
+              .message()
+              .find("exactly one") != std::string::npos);
     CHECK(load_shard(shard_bytes({{"latents", n3}, {"labels", torch::zeros({3}, torch::kInt32)}}))
-              .message().find("I64") != std::string::npos);
+              .message()
+              .find("I64") != std::string::npos);
     CHECK(load_shard(shard_bytes({{"latents", torch::zeros({3, 4})}, {"labels", torch::zeros({3}, torch::kInt64)}}))
-              .message().find("[N, C, H, W]") != std::string::npos);
+              .message()
+              .find("[N, C, H, W]") != std::string::npos);
     CHECK(load_shard(shard_bytes({{"latents", n3 / 0.0}, {"labels", torch::zeros({3}, torch::kInt64)}}))
-              .message().find("non-finite") != std::string::npos);
+              .message()
+              .find("non-finite") != std::string::npos);
     CHECK_FALSE(load_shard(as_bytes("not a shard at all")).ok());
     auto good = shard_bytes({{"latents", n3.to(torch::kFloat16)}, {"labels", torch::zeros({3}, torch::kInt64)}});
     CHECK(load_shard(good).ok());
@@ -158,9 +165,12 @@ TEST_CASE("import adopts shards written elsewhere and refuses bad ones without w
         REQUIRE(write_file_atomic(source / name, shard_bytes(tensors)).ok());
         return source / name;
     };
-    auto a = write("a.safetensors", {{"latents", torch::randn({5, 4, 32, 32})}, {"labels", torch::tensor({1, 2, 999, 4, 5}, torch::kInt64)}});
-    auto v = write("v.safetensors", {{"latents", torch::randn({2, 4, 32, 32})}, {"labels", torch::tensor({0, 1}, torch::kInt64)}});
-    auto wrong = write("w.safetensors", {{"latents", torch::randn({2, 4, 16, 16})}, {"labels", torch::tensor({0, 1}, torch::kInt64)}});
+    auto a = write("a.safetensors", {{"latents", torch::randn({5, 4, 32, 32})},
+                                     {"labels", torch::tensor({1, 2, 999, 4, 5}, torch::kInt64)}});
+    auto v = write("v.safetensors",
+                   {{"latents", torch::randn({2, 4, 32, 32})}, {"labels", torch::tensor({0, 1}, torch::kInt64)}});
+    auto wrong = write("w.safetensors",
+                       {{"latents", torch::randn({2, 4, 16, 16})}, {"labels", torch::tensor({0, 1}, torch::kInt64)}});
     auto broken = write("b.safetensors", {{"latents", torch::randn({2, 4, 32, 32})}});
 
     tessera::data::ImportOptions options;

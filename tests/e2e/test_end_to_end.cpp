@@ -46,9 +46,9 @@ bool wait_for(Condition&& condition, std::chrono::seconds limit) {
 
 // tessera-server on `port` (0: one the kernel picks); the port it listens on.
 std::unique_ptr<ChildProcess> start_server(const std::filesystem::path& state, std::uint16_t& port) {
-    auto server = std::make_unique<ChildProcess>(std::vector<std::string>{
-        env("TESSERA_SERVER"), "run", "--state", state.string(), "--listen", "127.0.0.1:" + std::to_string(port),
-        "--tick", "1"});
+    auto server = std::make_unique<ChildProcess>(
+        std::vector<std::string>{env("TESSERA_SERVER"), "run", "--state", state.string(), "--listen",
+                                 "127.0.0.1:" + std::to_string(port), "--tick", "1"});
     auto line = server->read_line();  // "tessera-server listening on http://127.0.0.1:PORT"
     auto colon = line.rfind(':');
     if (line.find("listening") == std::string::npos || colon == std::string::npos)
@@ -57,9 +57,20 @@ std::unique_ptr<ChildProcess> start_server(const std::filesystem::path& state, s
     return server;
 }
 
-std::vector<std::string> client_command(std::uint16_t port, const std::filesystem::path& state, const std::string& name) {
-    return {env("TESSERA_CLIENT"), "--server", "http://127.0.0.1:" + std::to_string(port), "--state", state.string(),
-            "--device", "cpu", "--threads", "1", "--name", name, "--quiet"};
+std::vector<std::string> client_command(std::uint16_t port, const std::filesystem::path& state,
+                                        const std::string& name) {
+    return {env("TESSERA_CLIENT"),
+            "--server",
+            "http://127.0.0.1:" + std::to_string(port),
+            "--state",
+            state.string(),
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--name",
+            name,
+            "--quiet"};
 }
 
 }  // namespace
@@ -73,10 +84,29 @@ TEST_CASE("three volunteers train a model over the network") {
     REQUIRE(prepare.wait() == 0);
     ChildProcess init({env("TESSERA_SERVER"), "init", "--state", state.string()});
     REQUIRE(init.wait() == 0);
-    ChildProcess create({env("TESSERA_SERVER"), "task", "create", "--state", state.string(), "--data", data.string(),
-                         "--local-steps", "25", "--batch", "32", "--deadline", "20s",
-                         "--target-seconds", "0", "--eval-interval", "1", "--eval-samples", "512",
-                         "--replication", "0", "--loss-check", "0.5"});
+    ChildProcess create({env("TESSERA_SERVER"),
+                         "task",
+                         "create",
+                         "--state",
+                         state.string(),
+                         "--data",
+                         data.string(),
+                         "--local-steps",
+                         "25",
+                         "--batch",
+                         "32",
+                         "--deadline",
+                         "20s",
+                         "--target-seconds",
+                         "0",
+                         "--eval-interval",
+                         "1",
+                         "--eval-samples",
+                         "512",
+                         "--replication",
+                         "0",
+                         "--loss-check",
+                         "0.5"});
     REQUIRE(create.wait() == 0);
 
     std::uint16_t port = 0;  // bound by the server, which says which
@@ -89,7 +119,8 @@ TEST_CASE("three volunteers train a model over the network") {
     std::string doomed_wu;
     {
         ChildProcess doomed(client_command(port, doomed_state, "doomed"));
-        REQUIRE(wait_for([&] { return std::filesystem::exists(doomed_state / "current.json"); }, std::chrono::seconds(60)));
+        REQUIRE(
+            wait_for([&] { return std::filesystem::exists(doomed_state / "current.json"); }, std::chrono::seconds(60)));
         doomed.signal(SIGKILL);
         doomed.wait();
         auto current = common::read_file(doomed_state / "current.json", 1 << 20).value();
@@ -100,10 +131,12 @@ TEST_CASE("three volunteers train a model over the network") {
     auto tampered_state = dir / "tampered";
     std::filesystem::create_directories(tampered_state);
     auto impostor = common::SigningKey::generate();
-    boost::json::object identity{{"server", "http://127.0.0.1:" + std::to_string(port)}, {"client_id", "c-unknown"},
+    boost::json::object identity{{"server", "http://127.0.0.1:" + std::to_string(port)},
+                                 {"client_id", "c-unknown"},
                                  {"server_public_key", common::to_base64(impostor.verify_key().raw())},
                                  {"server_key_id", impostor.verify_key().key_id()}};
-    REQUIRE(common::write_file_atomic(tampered_state / "identity.json", common::as_bytes(boost::json::serialize(identity))));
+    REQUIRE(common::write_file_atomic(tampered_state / "identity.json",
+                                      common::as_bytes(boost::json::serialize(identity))));
     ChildProcess tampered(client_command(port, tampered_state, "tampered"));
     CHECK(tampered.wait() == 3);
     CHECK(!std::filesystem::exists(tampered_state / "current.json"));
@@ -133,12 +166,15 @@ TEST_CASE("three volunteers train a model over the network") {
     CHECK(stats_of(port).at("version").as_int64() > version_after_restart);
     for (auto* client : {&alice, &bob, &carol}) client->signal(SIGINT);  // finish the unit, then stop
     for (auto* client : {&alice, &bob, &carol}) CHECK(client->wait() == 0);
-    REQUIRE(wait_for([&] {
-        auto units = stats_of(port).at("work_units");
-        return units.at("returned").as_int64() == 0 && units.at("accepted").as_int64() == 0;
-    }, std::chrono::seconds(60)));
+    REQUIRE(wait_for(
+        [&] {
+            auto units = stats_of(port).at("work_units");
+            return units.at("returned").as_int64() == 0 && units.at("accepted").as_int64() == 0;
+        },
+        std::chrono::seconds(60)));
     auto version = stats_of(port).at("version").as_int64();
-    REQUIRE(wait_for([&] { return stats_of(port).at("evaluated_version").as_int64() == version; }, std::chrono::seconds(60)));
+    REQUIRE(wait_for([&] { return stats_of(port).at("evaluated_version").as_int64() == version; },
+                     std::chrono::seconds(60)));
     double loss_end = stats_of(port).at("validation_loss").as_double();
     MESSAGE("validation loss " << loss0 << " at version 0, " << loss_end << " at version " << version);
     CHECK(loss_end < 0.9 * loss0);
@@ -153,15 +189,17 @@ TEST_CASE("three volunteers train a model over the network") {
             using server::AssignmentState;
             if (a.state == AssignmentState::Merged) ++merged;
             if (a.state == AssignmentState::Rejected) {
-                bool has_reason = std::any_of(rejections.begin(), rejections.end(),
-                                              [&](const auto& r) { return r.assignment_id == a.id && !r.reason.empty(); });
+                bool has_reason = std::any_of(rejections.begin(), rejections.end(), [&](const auto& r) {
+                    return r.assignment_id == a.id && !r.reason.empty();
+                });
                 CHECK_MESSAGE(has_reason, a.id);
             }
             if (a.state == AssignmentState::TimedOut || a.state == AssignmentState::Abandoned) {
                 auto unit = store->work_unit(a.work_unit_id).value().value();
                 bool resent = store->assignments_of(a.work_unit_id).value().size() >= 2;
                 CHECK_MESSAGE((resent || unit.state == server::WorkUnitState::Retired ||
-                               unit.state == server::WorkUnitState::Open), a.id);
+                               unit.state == server::WorkUnitState::Open),
+                              a.id);
             }
             CHECK_MESSAGE(a.state != AssignmentState::Returned, a.id);
             CHECK_MESSAGE(a.state != AssignmentState::Accepted, a.id);

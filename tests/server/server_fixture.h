@@ -42,16 +42,15 @@ inline TaskConfig small_task_config(const std::filesystem::path& data_dir, Polic
 class TestServer {
 public:
     // SyntheticKind::Pixels makes it a cnn task on random 28×28 images.
-    explicit TestServer(const std::function<void(TaskConfig&)>& adjust = {},
-                        PolicyKind policy = PolicyKind::FedAsync,
+    explicit TestServer(const std::function<void(TaskConfig&)>& adjust = {}, PolicyKind policy = PolicyKind::FedAsync,
                         std::function<void(ServerOptions&)> adjust_options = {},
                         SyntheticKind data = SyntheticKind::Latents)
         : state_(dir_.path() / "state"), adjust_options_(std::move(adjust_options)) {
         write_synthetic_dataset(dir_.path() / "data", 2, data);
         token_ = initialize_state(state_).value();
         auto store = Store::open(state_.database(), false).value();
-        auto config = small_task_config(dir_.path() / "data", policy,
-                                        data == SyntheticKind::Pixels ? "cnn" : "dit-tiny");
+        auto config =
+            small_task_config(dir_.path() / "data", policy, data == SyntheticKind::Pixels ? "cnn" : "dit-tiny");
         if (adjust) adjust(config);
         config_ = config;
         create_task(state_, *store, config).value();

@@ -105,7 +105,8 @@ TEST_CASE("blobs: ETag, immutable caching, ranges, HEAD, 304, 404 and 416") {
     CHECK(span.body == whole.body.substr(65000, 235001));
     auto tail = http_get(server.port(), target, {{"Range", "bytes=-5"}});
     CHECK(tail.body == whole.body.substr(whole.body.size() - 5));
-    auto open_ended = http_get(server.port(), target, {{"Range", "bytes=" + std::to_string(whole.body.size() - 3) + "-"}});
+    auto open_ended =
+        http_get(server.port(), target, {{"Range", "bytes=" + std::to_string(whole.body.size() - 3) + "-"}});
     CHECK(open_ended.body == whole.body.substr(whole.body.size() - 3));
     auto beyond = http_get(server.port(), target, {{"Range", "bytes=" + std::to_string(whole.body.size()) + "-"}});
     CHECK(beyond.status == 416);
@@ -133,8 +134,8 @@ TEST_CASE("register: the same key keeps its id; malformed requests get 400 with 
     auto server_key = common::SigningKey::load_pem(server.state().signing_key()).value();
     CHECK(response.server_key_id == server_key.verify_key().key_id());
 
-    for (const std::string bad : {"", "{", "[]", R"({"public_key":"AAAA","name":"x","client_version":"1"})",
-                                  R"({"name":"x","name":"y"})"}) {
+    for (const std::string bad :
+         {"", "{", "[]", R"({"public_key":"AAAA","name":"x","client_version":"1"})", R"({"name":"x","name":"y"})"}) {
         auto reply = http_post(server.port(), "/api/v1/register", bad);
         CHECK_MESSAGE(reply.status == 400, bad);
         CHECK(error_code_of(reply) == "bad_request");
@@ -235,8 +236,8 @@ std::string answer_to_header(std::uint16_t port, const std::string& target, std:
     boost::asio::io_context io;
     boost::asio::ip::tcp::socket socket(io);
     socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
-    std::string header = "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(length) +
-                         "\r\n\r\n";
+    std::string header =
+        "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(length) + "\r\n\r\n";
     boost::asio::write(socket, boost::asio::buffer(header));
     std::string answer;
     boost::system::error_code error;
@@ -277,7 +278,8 @@ TEST_CASE("oversized bodies get 413 before they are read") {
 
 TEST_CASE("a malformed request line or an oversized header closes the connection, nothing else") {
     TestServer server;
-    std::vector<std::string> requests{"GARBAGE\r\n\r\n", "GET / HTTP/1.1\r\nX: " + std::string(20000, 'a') + "\r\n\r\n"};
+    std::vector<std::string> requests{"GARBAGE\r\n\r\n",
+                                      "GET / HTTP/1.1\r\nX: " + std::string(20000, 'a') + "\r\n\r\n"};
     for (const auto& raw : requests) {
         boost::asio::io_context io;
         boost::asio::ip::tcp::socket socket(io);
@@ -306,12 +308,14 @@ TEST_CASE("admin routes need the operator token; pause stops work, bans refuse a
     CHECK(http_post(server.port(), "/api/v1/admin/task/resume", "", operator_auth).status == 200);
     CHECK(volunteer.request_work().has_value());
 
-    CHECK(http_post(server.port(), "/api/v1/admin/clients/" + volunteer.id() + "/ban", "", operator_auth).status == 200);
+    CHECK(http_post(server.port(), "/api/v1/admin/clients/" + volunteer.id() + "/ban", "", operator_auth).status ==
+          200);
     auto banned = volunteer.post("/api/v1/work", work_request_body(volunteer.id()));
     CHECK(banned.status == 403);
     CHECK(error_code_of(banned) == "banned");
     CHECK(http_post(server.port(), "/api/v1/admin/clients/c-nobody/ban", "", operator_auth).status == 404);
-    CHECK(http_post(server.port(), "/api/v1/admin/clients/" + volunteer.id() + "/unban", "", operator_auth).status == 200);
+    CHECK(http_post(server.port(), "/api/v1/admin/clients/" + volunteer.id() + "/unban", "", operator_auth).status ==
+          200);
     CHECK(volunteer.post("/api/v1/work", work_request_body(volunteer.id())).status == 200);
     CHECK(http_get(server.port(), "/api/v1/admin/task/pause", operator_auth).status == 405);
     CHECK(http_post(server.port(), "/api/v1/admin/nothing", "", operator_auth).status == 404);
@@ -372,11 +376,13 @@ TEST_CASE("stopping closes idle connections at once and lets an upload in flight
     TestVolunteer volunteer(server);
     auto wu = volunteer.request_work().value();
     auto delta = common::encode_delta(volunteer.made_up_delta(wu, 1e-3f), wu.encoding).value().bytes;
-    auto packed = common::pack_result_upload(boost::json::serialize(common::to_json(volunteer.manifest_for(wu, delta))),
-                                             delta);
+    auto packed =
+        common::pack_result_upload(boost::json::serialize(common::to_json(volunteer.manifest_for(wu, delta))), delta);
     std::string body(packed.begin(), packed.end());
-    std::string head = "POST /api/v1/results HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-    for (const auto& [name, value] : signed_headers("/api/v1/results", body, volunteer.id(), volunteer.key(), server.now()))
+    std::string head =
+        "POST /api/v1/results HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    for (const auto& [name, value] :
+         signed_headers("/api/v1/results", body, volunteer.id(), volunteer.key(), server.now()))
         head += name + ": " + value + "\r\n";
     head += "\r\n";
 
@@ -390,7 +396,7 @@ TEST_CASE("stopping closes idle connections at once and lets an upload in flight
     boost::beast::flat_buffer buffer;
     boost::beast::http::response<boost::beast::http::string_body> response;
     boost::beast::http::read(uploading, buffer, response);
-    CHECK(response.result_int() == 200);  // the upload in flight was answered
+    CHECK(response.result_int() == 200);          // the upload in flight was answered
     CHECK(read_until_closed(uploading).empty());  // and its connection closed after
     stopper.join();
     server.start();
@@ -406,8 +412,8 @@ TEST_CASE("events stream as server-sent events, resuming after Last-Event-ID") {
     auto events = boost::json::parse(http_get(server.port(), "/api/v1/events").body).at("events").as_array();
     REQUIRE(!events.empty());
     auto last_id = events.back().at("id").as_int64();
-    std::string request = "GET /api/v1/events/stream HTTP/1.1\r\nHost: x\r\nLast-Event-ID: " +
-                          std::to_string(last_id) + "\r\n\r\n";
+    std::string request =
+        "GET /api/v1/events/stream HTTP/1.1\r\nHost: x\r\nLast-Event-ID: " + std::to_string(last_id) + "\r\n\r\n";
     boost::asio::write(socket, boost::asio::buffer(request));
     TestVolunteer second(server, "second");  // a new event after the stream started
     std::string received;

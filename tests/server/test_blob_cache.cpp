@@ -62,7 +62,8 @@ std::pair<std::unique_ptr<ChildProcess>, std::uint16_t> start_nginx(const char* 
     throw std::runtime_error("nginx did not start; see " + (dir / "error.log").string());
 }
 
-HttpReply get_when_up(std::uint16_t port, const std::string& target, const std::map<std::string, std::string>& headers = {}) {
+HttpReply get_when_up(std::uint16_t port, const std::string& target,
+                      const std::map<std::string, std::string>& headers = {}) {
     for (int i = 0; i < 100; ++i) {
         try {
             auto reply = http_get(port, target, headers);

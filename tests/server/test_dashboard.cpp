@@ -18,7 +18,8 @@ namespace {
 
 boost::json::object get_json(TestServer& server, const std::string& target) {
     auto reply = http_get(server.port(), target);
-    if (reply.status != 200) throw std::runtime_error(target + ": HTTP " + std::to_string(reply.status) + " " + reply.body);
+    if (reply.status != 200)
+        throw std::runtime_error(target + ": HTTP " + std::to_string(reply.status) + " " + reply.body);
     return boost::json::parse(reply.body).as_object();
 }
 
@@ -78,8 +79,8 @@ TEST_CASE("the page and its assets come from the binary: no CDN, revalidated by 
     REQUIRE(page.status == 200);
     CHECK(page.headers["content-type"] == "text/html; charset=utf-8");
     CHECK(page.headers["content-security-policy"].find("default-src 'self'") != std::string::npos);
-    for (const char* asset : {"/assets/dashboard.js", "/assets/dashboard.css", "/assets/uPlot.iife.min.js",
-                              "/assets/uPlot.min.css"}) {
+    for (const char* asset :
+         {"/assets/dashboard.js", "/assets/dashboard.css", "/assets/uPlot.iife.min.js", "/assets/uPlot.min.css"}) {
         CAPTURE(asset);
         CHECK(page.body.find(asset) != std::string::npos);
         auto reply = http_get(server.port(), asset);
@@ -235,7 +236,8 @@ TEST_CASE("a stream of results is not evaluated version by version; the curve en
     std::vector<std::pair<TestVolunteer*, common::WorkUnit>> units;
     for (int i = 0; i < 6; ++i) {
         volunteers.push_back(std::make_unique<TestVolunteer>(server, "v" + std::to_string(i)));
-        for (int j = 0; j < 2; ++j) units.emplace_back(volunteers.back().get(), volunteers.back()->request_work().value());
+        for (int j = 0; j < 2; ++j)
+            units.emplace_back(volunteers.back().get(), volunteers.back()->request_work().value());
     }
     // Back to back (the clock stands still, so no evaluation is due by its interval): the merge
     // queue empties between results, which must not count as merging having paused.
@@ -278,7 +280,8 @@ TEST_CASE("samples: each new version is drawn once, in the background, and kept 
     auto stale = get_json(server, "/api/v1/samples");
     CHECK(stale.at("current_version").as_int64() == 1);
     // The gallery rests 3× a drawing's time after each (microseconds here): ask until drawn.
-    for (int attempt = 0; attempt < 100 && get_json(server, "/api/v1/samples").at("version").as_int64() != 1; ++attempt) {
+    for (int attempt = 0; attempt < 100 && get_json(server, "/api/v1/samples").at("version").as_int64() != 1;
+         ++attempt) {
         server.app().wait_idle();
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }

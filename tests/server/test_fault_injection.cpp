@@ -25,7 +25,8 @@ std::unique_ptr<TestServer> server_with(FaultyFileSystem& faults, PolicyKind pol
         [policy](TaskConfig& config) {
             if (policy == PolicyKind::FedBuff) config.merge.buffer_size = 2;
         },
-        policy, [&faults, retry_s](ServerOptions& options) {
+        policy,
+        [&faults, retry_s](ServerOptions& options) {
             options.file_system = &faults;
             options.merge_retry_s = retry_s;
         });
@@ -60,9 +61,7 @@ std::int64_t commit_failures(TestServer& server) {
     return std::stoll(page.substr(at + name.size()));
 }
 
-std::int64_t merged_results(TestServer& server) {
-    return server.store().counts(0).value().assignments["merged"];
-}
+std::int64_t merged_results(TestServer& server) { return server.store().counts(0).value().assignments["merged"]; }
 
 // Results 2… of the run, then what every faulted run must end with: each result merged once,
 // and the checkpoint of the run without faults.
@@ -90,8 +89,8 @@ bool eventually(Condition condition) {
 TEST_CASE("a checkpoint write that fails at any step loses no result and applies none twice") {
     for (auto policy : {PolicyKind::FedAsync, PolicyKind::FedBuff}) {
         auto clean = clean_checkpoint(policy);
-        for (auto step : {WriteStep::Create, WriteStep::Write, WriteStep::Sync, WriteStep::Rename,
-                          WriteStep::SyncDirectory}) {
+        for (auto step :
+             {WriteStep::Create, WriteStep::Write, WriteStep::Sync, WriteStep::Rename, WriteStep::SyncDirectory}) {
             CAPTURE(policy_name(policy));
             CAPTURE(write_step_name(step));
             FaultyFileSystem faults;
@@ -119,8 +118,9 @@ TEST_CASE("a version row that cannot be written: the results are merged once it 
     TestVolunteer volunteer(*server);
     deliver(*server, volunteer, 0);
     SqliteDb db(server->state().database(), false);
-    db.exec("CREATE TRIGGER injected_fault BEFORE INSERT ON model_versions "
-            "BEGIN SELECT RAISE(ABORT, 'injected fault'); END;");
+    db.exec(
+        "CREATE TRIGGER injected_fault BEFORE INSERT ON model_versions "
+        "BEGIN SELECT RAISE(ABORT, 'injected fault'); END;");
     deliver(*server, volunteer, 1, false);
     REQUIRE(eventually([&] { return commit_failures(*server) >= 2; }));  // retried, and failed again
     CHECK(server->version() == 1);
@@ -173,7 +173,7 @@ TEST_CASE("a validation that fails with an error is tried again by the transitio
     REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 200);
     server->app().wait_idle();
     CHECK(faults.faults_injected() == 1);
-    CHECK(state_of(*server, wu.wu_id) == "returned");  // no verdict: the error was not the result's
+    CHECK(state_of(*server, wu.wu_id) == "returned");                     // no verdict: the error was not the result's
     CHECK(server->app().transitioner().tick().value().revalidated == 0);  // too recent to retry
     server->advance(kRevalidateAfterS + 1);
     CHECK(server->app().transitioner().tick().value().revalidated == 1);

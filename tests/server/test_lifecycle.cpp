@@ -81,11 +81,11 @@ TEST_CASE("local steps follow the volunteer's speed within bounds") {
     config.local_steps = 50;
     config.batch_size = 64;
     config.target_seconds = 120;
-    CHECK(Scheduler::scaled_local_steps(config, 0) == 12);           // not measured: a warm-up unit
-    CHECK(Scheduler::scaled_local_steps(config, 16) == 30);          // 0.25 steps/s for 120 s
+    CHECK(Scheduler::scaled_local_steps(config, 0) == 12);   // not measured: a warm-up unit
+    CHECK(Scheduler::scaled_local_steps(config, 16) == 30);  // 0.25 steps/s for 120 s
     CHECK(Scheduler::scaled_local_steps(config, 6.4) == 12);
-    CHECK(Scheduler::scaled_local_steps(config, 1) == 6);            // floor: H/8
-    CHECK(Scheduler::scaled_local_steps(config, 64) == 50);          // ceiling: H
+    CHECK(Scheduler::scaled_local_steps(config, 1) == 6);    // floor: H/8
+    CHECK(Scheduler::scaled_local_steps(config, 64) == 50);  // ceiling: H
     CHECK(Scheduler::scaled_local_steps(config, 1e6) == 50);
     config.target_seconds = 0;
     CHECK(Scheduler::scaled_local_steps(config, 64) == 50);
@@ -217,19 +217,21 @@ TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain
     auto path = server.state().database();
     auto indexes = [&] {
         SqliteDb db(path, false);
-        Statement query(db, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN "
-                            "('work_units_open', 'clients_by_last_seen', 'request_nonces_by_time', "
-                            "'assignments_by_acceptance')");
+        Statement query(db,
+                        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN "
+                        "('work_units_open', 'clients_by_last_seen', 'request_nonces_by_time', "
+                        "'assignments_by_acceptance')");
         query.step();
         return query.integer(0);
     };
     CHECK(indexes() == 4);
     {
         SqliteDb db(path, false);  // back to schema 1: no sample size on the versions, no indexes of schema 3
-        db.exec("ALTER TABLE model_versions DROP COLUMN validation_samples; "
-                "ALTER TABLE model_versions DROP COLUMN validation_full; DROP INDEX work_units_open; "
-                "DROP INDEX clients_by_last_seen; DROP INDEX request_nonces_by_time; DROP INDEX assignments_by_acceptance; "
-                "PRAGMA user_version = 1;");
+        db.exec(
+            "ALTER TABLE model_versions DROP COLUMN validation_samples; "
+            "ALTER TABLE model_versions DROP COLUMN validation_full; DROP INDEX work_units_open; "
+            "DROP INDEX clients_by_last_seen; DROP INDEX request_nonces_by_time; DROP INDEX assignments_by_acceptance; "
+            "PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();

@@ -19,9 +19,12 @@ RouteTable table() {
         {{http::verb::get, "/", Access::Public, BodySize::Small, RouteGroup::Dashboard}, named("page")},
         {{http::verb::get, "/api/v1/samples", Access::Public, BodySize::Small, RouteGroup::Public}, named("samples")},
         {{http::verb::get, "/api/v1/samples/", Access::Public, BodySize::Small, RouteGroup::Public}, named("image")},
-        {{http::verb::get, "/api/v1/admin/volunteers", Access::Operator, BodySize::Small, RouteGroup::Admin}, named("list")},
-        {{http::verb::post, "/api/v1/admin/clients/", Access::Operator, BodySize::Small, RouteGroup::Admin}, named("ban")},
-        {{http::verb::post, "/api/v1/results", Access::Signed, BodySize::Delta, RouteGroup::Volunteer}, named("upload")},
+        {{http::verb::get, "/api/v1/admin/volunteers", Access::Operator, BodySize::Small, RouteGroup::Admin},
+         named("list")},
+        {{http::verb::post, "/api/v1/admin/clients/", Access::Operator, BodySize::Small, RouteGroup::Admin},
+         named("ban")},
+        {{http::verb::post, "/api/v1/results", Access::Signed, BodySize::Delta, RouteGroup::Volunteer},
+         named("upload")},
     });
 }
 

@@ -41,9 +41,9 @@ TEST_CASE("the server serves HTTPS with the operator's certificate") {
     PreparedState prepared;
     auto cert = prepared.dir() / "cert.pem";
     auto key = prepared.dir() / "key.pem";
-    ChildProcess make_cert({openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                            "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                            "-keyout", key.string(), "-out", cert.string()});
+    ChildProcess make_cert({openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                            "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout",
+                            key.string(), "-out", cert.string()});
     REQUIRE(make_cert.wait() == 0);
 
     ServerProcess server(prepared.state(), {"--tls-cert", cert.string(), "--tls-key", key.string()});
@@ -56,8 +56,8 @@ TEST_CASE("the server serves HTTPS with the operator's certificate") {
     const char* client = std::getenv("TESSERA_CLIENT");
     REQUIRE(client != nullptr);
     auto url = "https://127.0.0.1:" + std::to_string(server.port());
-    ChildProcess volunteer({client, "--server", url, "--state", (prepared.dir() / "volunteer").string(), "--device", "cpu",
-                            "--threads", "1", "--once", "--quiet", "--ca-cert", cert.string()});
+    ChildProcess volunteer({client, "--server", url, "--state", (prepared.dir() / "volunteer").string(), "--device",
+                            "cpu", "--threads", "1", "--once", "--quiet", "--ca-cert", cert.string()});
     CHECK(volunteer.wait() == 0);
     auto store = Store::open(prepared.state().database(), false).value();
     CHECK(store->counts(0).value().assignments.at("merged") == 1);

@@ -56,7 +56,8 @@ TEST_CASE("a good result is accepted, credited and merged into a new version") {
     double worst = 0;
     for (std::size_t i = 0; i < after.size(); ++i)
         for (std::size_t j = 0; j < after[i].values.size(); ++j)
-            worst = std::max(worst, std::abs(double(after[i].values[j]) - before[i].values[j] - eta * delta[i].values[j]));
+            worst =
+                std::max(worst, std::abs(double(after[i].values[j]) - before[i].values[j] - eta * delta[i].values[j]));
     CHECK(worst < 1e-4);  // int8 absmax error is at most scale/254 per block
     CHECK(worst > 0);     // and the model did move
 }
@@ -114,7 +115,8 @@ TEST_CASE("a non-finite f32 delta is rejected as non_finite") {
 TEST_CASE("a delta far larger than recent accepted ones is rejected by the norm bound") {
     TestServer server([](TaskConfig& c) { c.max_in_flight = 10; });
     TestVolunteer volunteer(server);
-    for (int i = 0; i < 5; ++i) submit(server, volunteer, volunteer.made_up_delta(volunteer.request_work().value(), 1e-3f, i + 1));
+    for (int i = 0; i < 5; ++i)
+        submit(server, volunteer, volunteer.made_up_delta(volunteer.request_work().value(), 1e-3f, i + 1));
     CHECK(server.version() == 5);
     auto wu = volunteer.request_work().value();
     REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-1f)).status == 200);
@@ -221,7 +223,8 @@ TEST_CASE("a result for a retired work unit is rejected") {
     auto wu_a = alice.request_work().value();
     auto wu_b = bob.request_work().value();
     // Bob's replica fails (abandoned): with max_failures 1 the unit is retired.
-    auto abandon = bob.post("/api/v1/abandon", boost::json::serialize(common::to_json(common::WorkUnitRef{bob.id(), wu_b.wu_id})));
+    auto abandon =
+        bob.post("/api/v1/abandon", boost::json::serialize(common::to_json(common::WorkUnitRef{bob.id(), wu_b.wu_id})));
     REQUIRE(abandon.status == 200);
     REQUIRE(alice.upload(wu_a, alice.made_up_delta(wu_a, 1e-3f)).status == 200);
     server.app().wait_idle();

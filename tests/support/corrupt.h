@@ -18,8 +18,7 @@ inline void for_each_truncation(const Buffer& original, const std::function<void
 // Calls `check` with `original` where byte i is XORed with `mask`, for every i (or every
 // `stride`-th i on large buffers).
 inline void for_each_flip(const Buffer& original, std::uint8_t mask,
-                          const std::function<void(const Buffer&, std::size_t)>& check,
-                          std::size_t stride = 1) {
+                          const std::function<void(const Buffer&, std::size_t)>& check, std::size_t stride = 1) {
     for (std::size_t i = 0; i < original.size(); i += stride) {
         Buffer damaged = original;
         damaged[i] ^= mask;

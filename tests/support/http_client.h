@@ -63,8 +63,8 @@ inline HttpReply http_get(std::uint16_t port, const std::string& target,
 
 // The four signature headers of a volunteer request at time `now`.
 inline std::map<std::string, std::string> signed_headers(const std::string& target, const std::string& body,
-                                                         const std::string& client_id,
-                                                         const common::SigningKey& key, std::int64_t now) {
+                                                         const std::string& client_id, const common::SigningKey& key,
+                                                         std::int64_t now) {
     auto signed_request = common::sign_request("POST", target, common::as_bytes(body), client_id, key, now);
     return {{std::string(common::kHeaderClient), signed_request.client_id},
             {std::string(common::kHeaderTimestamp), signed_request.timestamp},

@@ -72,10 +72,11 @@ inline void write_synthetic_dataset(const std::filesystem::path& dir, int train_
     manifest.classes = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
     auto write_shard = pixels ? write_synthetic_pixel_shard : write_synthetic_shard;
     for (int i = 0; i < train_shards; ++i)
-        manifest.train.push_back(write_shard(dir, "train-" + std::to_string(i) + ".safetensors", 256,
-                                             static_cast<std::uint32_t>(i + 1)));
+        manifest.train.push_back(
+            write_shard(dir, "train-" + std::to_string(i) + ".safetensors", 256, static_cast<std::uint32_t>(i + 1)));
     manifest.validation = write_shard(dir, "validation.safetensors", 128, 99);
-    if (!common::save_dataset_manifest(dir / "dataset.json", manifest)) throw std::runtime_error("cannot write dataset.json");
+    if (!common::save_dataset_manifest(dir / "dataset.json", manifest))
+        throw std::runtime_error("cannot write dataset.json");
 }
 
 }  // namespace tessera::testing

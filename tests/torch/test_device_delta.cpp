@@ -11,8 +11,8 @@ namespace {
 
 TorchTensorMap random_delta() {
     torch::manual_seed(5);
-    return {{"a.weight", 0.01 * torch::randn({40, 30})}, {"a.bias", 0.01 * torch::randn({300})},
-            {"s", torch::randn({})}};
+    return {
+        {"a.weight", 0.01 * torch::randn({40, 30})}, {"a.bias", 0.01 * torch::randn({300})}, {"s", torch::randn({})}};
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace {
 // Parameters of a DiT with adaLN-single, counted from its definition.
 std::int64_t expected_dit_parameters(std::int64_t h, std::int64_t depth, std::int64_t patch_dim = 16) {
     std::int64_t m = 4 * h;
-    std::int64_t block = (h * 3 * h + 3 * h) + (h * h + h)       // qkv, proj
+    std::int64_t block = (h * 3 * h + 3 * h) + (h * h + h)          // qkv, proj
                          + (h * m + m) + (m * 9 + m) + (m * h + h)  // fc1, depthwise conv, fc2
                          + 6 * h;                                   // scale_shift_table
     std::int64_t stem = (patch_dim * h + h) + (256 * h + h) + (h * h + h) + (h * 6 * h + 6 * h) + 11 * h;
@@ -26,7 +26,8 @@ std::int64_t expected_dit_parameters(std::int64_t h, std::int64_t depth, std::in
 }  // namespace
 
 TEST_CASE("DiT presets have the shapes and parameter counts of their definition") {
-    for (auto [name, hidden, depth] : {std::tuple{"dit-tiny", 64, 2}, std::tuple{"dit-s", 384, 12}, std::tuple{"dit-b", 768, 12}}) {
+    for (auto [name, hidden, depth] :
+         {std::tuple{"dit-tiny", 64, 2}, std::tuple{"dit-s", 384, 12}, std::tuple{"dit-b", 768, 12}}) {
         INFO(name);
         auto workload = make_workload(name, DataShape{});
         REQUIRE(workload.ok());

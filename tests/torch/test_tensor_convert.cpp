@@ -60,9 +60,9 @@ TEST_CASE("f32 named tensors round trip through torch") {
 
 TEST_CASE("our f16 and bf16 conversions round exactly like torch") {
     torch::manual_seed(1);
-    auto values = torch::cat({torch::randn({20000}) * 100, torch::randn({20000}) * 1e-5,
-                              torch::tensor({0.0f, -0.0f, 65504.0f, 65520.0f, 1e9f, 6e-8f, 3e-8f,
-                                             std::numeric_limits<float>::infinity()})});
+    auto values = torch::cat(
+        {torch::randn({20000}) * 100, torch::randn({20000}) * 1e-5,
+         torch::tensor({0.0f, -0.0f, 65504.0f, 65520.0f, 1e9f, 6e-8f, 3e-8f, std::numeric_limits<float>::infinity()})});
     auto as_f16 = values.to(torch::kFloat16).to(torch::kFloat32);
     auto as_bf16 = values.to(torch::kBFloat16).to(torch::kFloat32);
     const float* v = values.data_ptr<float>();

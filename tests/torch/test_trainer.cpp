@@ -106,8 +106,7 @@ TEST_CASE("gradient accumulation over micro-batches matches the full batch") {
     config.micro_batch = 8;
     auto pieces = train("dit-tiny", theta0, data, config).value();
     // Same data and the same random draws per step: only float summation order differs.
-    for (const auto& [name, delta] : whole.delta)
-        CHECK(torch::allclose(delta, pieces.delta.at(name), 1e-4, 1e-6));
+    for (const auto& [name, delta] : whole.delta) CHECK(torch::allclose(delta, pieces.delta.at(name), 1e-4, 1e-6));
 }
 
 TEST_CASE("the cnn trained centrally for 2 epochs reaches 0.88 test accuracy") {

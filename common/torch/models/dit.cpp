@@ -26,8 +26,8 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
 // Sinusoidal features of t·1000, as in DiT's TimestepEmbedder.
 torch::Tensor timestep_features(const torch::Tensor& t) {
     auto half = kTimestepFrequencies / 2;
-    auto freqs = torch::exp(-std::log(10000.0) *
-                            torch::arange(half, t.options().dtype(torch::kFloat32)) / static_cast<double>(half));
+    auto freqs = torch::exp(-std::log(10000.0) * torch::arange(half, t.options().dtype(torch::kFloat32)) /
+                            static_cast<double>(half));
     auto args = (t.to(torch::kFloat32) * 1000.0).unsqueeze(1) * freqs.unsqueeze(0);
     return torch::cat({torch::cos(args), torch::sin(args)}, 1);
 }
@@ -43,7 +43,8 @@ torch::Tensor sincos_position_embedding(std::int64_t hidden, std::int64_t grid) 
         return torch::cat({torch::sin(out), torch::cos(out)}, 1);
     };
     auto table = torch::cat({embed(ys), embed(xs)}, 1).to(torch::kFloat32);
-    if (table.size(1) < hidden) table = torch::nn::functional::pad(table, torch::nn::functional::PadFuncOptions({0, hidden - table.size(1)}));
+    if (table.size(1) < hidden)
+        table = torch::nn::functional::pad(table, torch::nn::functional::PadFuncOptions({0, hidden - table.size(1)}));
     return table.unsqueeze(0);
 }
 
@@ -61,16 +62,15 @@ void init_linear(torch::nn::Linear& layer) {
 
 }  // namespace
 
-DitBlockImpl::DitBlockImpl(const DitConfig& c)
-    : hidden_(c.hidden), heads_(c.heads), grid_(c.input_size / c.patch) {
+DitBlockImpl::DitBlockImpl(const DitConfig& c) : hidden_(c.hidden), heads_(c.heads), grid_(c.input_size / c.patch) {
     auto mlp_hidden = c.hidden * c.mlp_ratio;
     norm1_ = register_module("norm1", plain_norm(c.hidden));
     norm2_ = register_module("norm2", plain_norm(c.hidden));
     qkv_ = register_module("qkv", torch::nn::Linear(c.hidden, 3 * c.hidden));
     proj_ = register_module("proj", torch::nn::Linear(c.hidden, c.hidden));
     fc1_ = register_module("fc1", torch::nn::Linear(c.hidden, mlp_hidden));
-    dwconv_ = register_module("dwconv", torch::nn::Conv2d(
-        torch::nn::Conv2dOptions(mlp_hidden, mlp_hidden, 3).padding(1).groups(mlp_hidden)));
+    dwconv_ = register_module(
+        "dwconv", torch::nn::Conv2d(torch::nn::Conv2dOptions(mlp_hidden, mlp_hidden, 3).padding(1).groups(mlp_hidden)));
     fc2_ = register_module("fc2", torch::nn::Linear(mlp_hidden, c.hidden));
     for (auto* layer : {&qkv_, &proj_, &fc1_, &fc2_}) init_linear(*layer);
     if (c.text_dim > 0) {
@@ -82,8 +82,8 @@ DitBlockImpl::DitBlockImpl(const DitConfig& c)
         torch::nn::init::zeros_(cross_proj_->weight);
         torch::nn::init::zeros_(cross_proj_->bias);
     }
-    scale_shift_table_ = register_parameter(
-        "scale_shift_table", torch::randn({6, c.hidden}) / std::sqrt(static_cast<double>(c.hidden)));
+    scale_shift_table_ =
+        register_parameter("scale_shift_table", torch::randn({6, c.hidden}) / std::sqrt(static_cast<double>(c.hidden)));
 }
 
 torch::Tensor DitBlockImpl::self_attention(const torch::Tensor& x) {
@@ -130,8 +130,8 @@ DitImpl::DitImpl(const DitConfig& c) : config_(c) {
     for (std::int64_t i = 0; i < c.depth; ++i) blocks_->push_back(DitBlock(c));
     norm_final_ = register_module("norm_final", plain_norm(c.hidden));
     out_ = register_module("out", torch::nn::Linear(c.hidden, patch_dim));
-    final_table_ = register_parameter(
-        "final_table", torch::randn({2, c.hidden}) / std::sqrt(static_cast<double>(c.hidden)));
+    final_table_ =
+        register_parameter("final_table", torch::randn({2, c.hidden}) / std::sqrt(static_cast<double>(c.hidden)));
     pos_embed_ = register_buffer("pos_embed", sincos_position_embedding(c.hidden, c.input_size / c.patch));
 
     init_linear(patch_embed_);
@@ -158,7 +158,8 @@ torch::Tensor DitImpl::unpatchify(const torch::Tensor& tokens) const {
 torch::Tensor DitImpl::forward(const torch::Tensor& x, const torch::Tensor& t, const torch::Tensor& labels,
                                const torch::Tensor& text) {
     auto tokens = linear(patch_embed_, patchify(x)) + pos_embed_;
-    auto c = linear(t_fc2_, torch::silu(linear(t_fc1_, timestep_features(t).to(tokens.dtype())))) + class_embed_(labels);
+    auto c =
+        linear(t_fc2_, torch::silu(linear(t_fc1_, timestep_features(t).to(tokens.dtype())))) + class_embed_(labels);
     auto t6 = linear(t_block_, torch::silu(c)).view({x.size(0), 6, config_.hidden});
     for (const auto& block : *blocks_) tokens = block->as<DitBlock>()->forward(tokens, t6, text);
     auto mod = (final_table_.unsqueeze(0) + c.unsqueeze(1)).chunk(2, 1);

@@ -21,10 +21,10 @@ struct DitConfig {
     std::int64_t heads = 6;
     std::int64_t patch = 2;
     std::int64_t in_channels = 4;
-    std::int64_t input_size = 8;   // latent height = width
+    std::int64_t input_size = 8;    // latent height = width
     std::int64_t num_classes = 10;  // class index num_classes is the null (unconditional) class
     std::int64_t mlp_ratio = 4;
-    std::int64_t text_dim = 0;      // > 0 adds cross-attention to text_emb tokens
+    std::int64_t text_dim = 0;  // > 0 adds cross-attention to text_emb tokens
 };
 
 // One transformer block; its modulation comes from the shared adaLN-single projection.

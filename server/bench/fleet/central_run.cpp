@@ -86,8 +86,10 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
         result.final_accuracy = full->accuracy.value_or(-1);
         if (settings.judge == nullptr) return;
         auto quality = settings.judge->score(config.model, named);
-        if (!quality) failure = quality.error();
-        else result.sample_accuracy = *quality;
+        if (!quality)
+            failure = quality.error();
+        else
+            result.sample_accuracy = *quality;
     };
     auto outcome = common::train(config.model, common::from_named_f32(*theta0), *data, train);
     if (!outcome) return outcome.error();

@@ -63,7 +63,9 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
 common::Result<server::TaskConfig> config_for(const CommandOptions& o, const std::string& run, std::int64_t k,
                                               bool& synchronous) {
     synchronous = run.rfind("sync-", 0) == 0;
-    std::string policy_name = synchronous ? (run == "sync-fedavg" ? "fedbuff" : run == "sync-diloco" ? "diloco" : "")
+    std::string policy_name = synchronous ? (run == "sync-fedavg"   ? "fedbuff"
+                                             : run == "sync-diloco" ? "diloco"
+                                                                    : "")
                                           : run;
     auto policy = server::policy_from_name(policy_name);
     if (!policy)
@@ -189,8 +191,8 @@ int run_campaign(CommandOptions& o) {
         const auto& c = judge->ceilings();
         std::cout << "cas: share of " << o.judge_per_class << " samples per class (guidance " << o.judge_guidance
                   << ", " << o.judge_steps << " steps) that a cnn trained on the real images classifies as asked; "
-                  << "ceilings: real test images " << format_share(c.real_images)
-                  << ", decoded test latents " << format_share(c.reconstructed) << "\n";
+                  << "ceilings: real test images " << format_share(c.real_images) << ", decoded test latents "
+                  << format_share(c.reconstructed) << "\n";
         std::ofstream ceilings(out / "judge.csv");
         ceilings << "real_images,decoded_test_latents,samples_per_class\n"
                  << c.real_images << "," << c.reconstructed << "," << o.judge_per_class << "\n";
@@ -212,43 +214,47 @@ int run_fleet_command(int argc, char** argv) {
     cxxopts::Options options("tessera-bench fleet",
                              "Asynchronous training by a simulated volunteer fleet on a virtual clock, against the "
                              "central and sync baselines");
-    options.add_options()
-        ("data", "dataset directory (tessera-data prepare)", cxxopts::value<std::string>())
-        ("fleet", "preset (uniform, home, churn, hostile) or a fleet JSON file", cxxopts::value<std::string>()->default_value("home"))
-        ("volunteers", "volunteers of a preset fleet (K)", cxxopts::value<std::int64_t>()->default_value("8"))
-        ("runs", "comma-separated: central, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco",
-         cxxopts::value<std::string>()->default_value("central,sync-fedavg,fedasync,fedbuff,diloco"))
-        ("samples", "samples budget of every run", cxxopts::value<std::int64_t>()->default_value("100000"))
-        ("points", "validation evaluations per run", cxxopts::value<std::int64_t>()->default_value("10"))
-        ("eval-samples", "validation samples per curve point (0: all; final figures use all)", cxxopts::value<std::int64_t>()->default_value("2000"))
-        ("target-loss", "loss for time-to-target (0: sync's final loss, else central's)", cxxopts::value<double>()->default_value("0"))
-        ("overrun", "runs after sync go on past the budget towards the target, up to this multiple of it",
-         cxxopts::value<double>()->default_value("3"))
-        ("base-speed", "samples/s of a preset's fastest class (RTX 4090)", cxxopts::value<double>()->default_value("100"))
-        ("seed", "seed of the fleet, the scheduler and the validator", cxxopts::value<std::uint64_t>()->default_value("1"))
-        ("threads", "LibTorch CPU threads", cxxopts::value<int>()->default_value("2"))
-        ("tick", "transitioner period, virtual seconds", cxxopts::value<double>()->default_value("10"))
-        ("out", "output directory (curves.csv, summary.csv)", cxxopts::value<std::string>()->default_value("fleet-out"))
-        ("model", "model preset (default: the dataset's)", cxxopts::value<std::string>()->default_value(""))
-        ("local-steps", "H", cxxopts::value<std::int64_t>())
-        ("batch", "batch size", cxxopts::value<std::int64_t>())
-        ("lr", "inner learning rate", cxxopts::value<double>())
-        ("target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())
-        ("deadline", "unit deadline, seconds", cxxopts::value<std::int64_t>())
-        ("replication", "replicated share of units", cxxopts::value<double>())
-        ("loss-check", "share of results given the held-out loss check", cxxopts::value<double>())
-        ("staleness", "async runs' staleness function (const, poly:A, hinge:A,B)", cxxopts::value<std::string>()->default_value(""))
-        ("eta", "async runs' server learning rate (0: the policy's default)", cxxopts::value<double>()->default_value("0"))
-        ("buffer", "fedbuff/diloco buffer (0: the policy's default)", cxxopts::value<std::int64_t>()->default_value("0"))
-        ("judge", "pixel dataset of the real images: score each DiT run's samples with a cnn trained on it",
-         cxxopts::value<std::string>()->default_value(""))
-        ("judge-cache", "the judge's weights (default: <judge>/judge-cnn.safetensors; trained when absent)",
-         cxxopts::value<std::string>()->default_value(""))
-        ("judge-samples", "samples per class the judge scores", cxxopts::value<std::int64_t>()->default_value("100"))
-        ("judge-guidance", "classifier-free guidance of the judged samples", cxxopts::value<double>()->default_value("3"))
-        ("judge-steps", "Euler steps of the judged samples", cxxopts::value<std::int64_t>()->default_value("20"))
-        ("quiet", "no progress lines")
-        ("h,help", "show this help");
+    options.add_options()("data", "dataset directory (tessera-data prepare)", cxxopts::value<std::string>())(
+        "fleet", "preset (uniform, home, churn, hostile) or a fleet JSON file",
+        cxxopts::value<std::string>()->default_value("home"))("volunteers", "volunteers of a preset fleet (K)",
+                                                              cxxopts::value<std::int64_t>()->default_value("8"))(
+        "runs", "comma-separated: central, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco",
+        cxxopts::value<std::string>()->default_value("central,sync-fedavg,fedasync,fedbuff,diloco"))(
+        "samples", "samples budget of every run", cxxopts::value<std::int64_t>()->default_value("100000"))(
+        "points", "validation evaluations per run", cxxopts::value<std::int64_t>()->default_value("10"))(
+        "eval-samples", "validation samples per curve point (0: all; final figures use all)",
+        cxxopts::value<std::int64_t>()->default_value("2000"))(
+        "target-loss", "loss for time-to-target (0: sync's final loss, else central's)",
+        cxxopts::value<double>()->default_value("0"))(
+        "overrun", "runs after sync go on past the budget towards the target, up to this multiple of it",
+        cxxopts::value<double>()->default_value("3"))("base-speed", "samples/s of a preset's fastest class (RTX 4090)",
+                                                      cxxopts::value<double>()->default_value("100"))(
+        "seed", "seed of the fleet, the scheduler and the validator",
+        cxxopts::value<std::uint64_t>()->default_value("1"))("threads", "LibTorch CPU threads",
+                                                             cxxopts::value<int>()->default_value("2"))(
+        "tick", "transitioner period, virtual seconds", cxxopts::value<double>()->default_value("10"))(
+        "out", "output directory (curves.csv, summary.csv)", cxxopts::value<std::string>()->default_value("fleet-out"))(
+        "model", "model preset (default: the dataset's)", cxxopts::value<std::string>()->default_value(""))(
+        "local-steps", "H", cxxopts::value<std::int64_t>())("batch", "batch size", cxxopts::value<std::int64_t>())(
+        "lr", "inner learning rate", cxxopts::value<double>())(
+        "target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())(
+        "deadline", "unit deadline, seconds", cxxopts::value<std::int64_t>())(
+        "replication", "replicated share of units", cxxopts::value<double>())(
+        "loss-check", "share of results given the held-out loss check", cxxopts::value<double>())(
+        "staleness", "async runs' staleness function (const, poly:A, hinge:A,B)",
+        cxxopts::value<std::string>()->default_value(""))(
+        "eta", "async runs' server learning rate (0: the policy's default)",
+        cxxopts::value<double>()->default_value("0"))("buffer", "fedbuff/diloco buffer (0: the policy's default)",
+                                                      cxxopts::value<std::int64_t>()->default_value("0"))(
+        "judge", "pixel dataset of the real images: score each DiT run's samples with a cnn trained on it",
+        cxxopts::value<std::string>()->default_value(""))(
+        "judge-cache", "the judge's weights (default: <judge>/judge-cnn.safetensors; trained when absent)",
+        cxxopts::value<std::string>()->default_value(""))("judge-samples", "samples per class the judge scores",
+                                                          cxxopts::value<std::int64_t>()->default_value("100"))(
+        "judge-guidance", "classifier-free guidance of the judged samples",
+        cxxopts::value<double>()->default_value("3"))("judge-steps", "Euler steps of the judged samples",
+                                                      cxxopts::value<std::int64_t>()->default_value("20"))(
+        "quiet", "no progress lines")("h,help", "show this help");
     try {
         CommandOptions o;
         o.args = options.parse(argc, argv);

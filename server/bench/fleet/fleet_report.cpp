@@ -20,9 +20,7 @@ std::string format(const char* pattern, double value) {
     return text;
 }
 
-std::string optional_seconds(const std::optional<double>& value) {
-    return value ? format("%.0f", *value) : "-";
-}
+std::string optional_seconds(const std::optional<double>& value) { return value ? format("%.0f", *value) : "-"; }
 
 }  // namespace
 
@@ -55,7 +53,8 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
     target_used = target_loss;
     // The target is read off the curves (one validation sample for all runs), not the final figures.
     if (target_used <= 0 && sync && !sync->curve.empty()) target_used = sync->curve.at(sync->budget_point).loss;
-    if (target_used <= 0 && central && !central->curve.empty()) target_used = central->curve.at(central->budget_point).loss;
+    if (target_used <= 0 && central && !central->curve.empty())
+        target_used = central->curve.at(central->budget_point).loss;
     std::optional<double> sync_time = sync ? time_to_loss(sync->curve, target_used) : std::nullopt;
 
     std::vector<RunSummary> rows;
@@ -104,7 +103,8 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
         std::ostringstream attacks;
         for (const auto& [attack, outcome] : run.attacks)
             if (attack != "none")
-                attacks << (attacks.tellp() > 0 ? " " : "") << attack << "=" << outcome.merged << "/" << outcome.returned;
+                attacks << (attacks.tellp() > 0 ? " " : "") << attack << "=" << outcome.merged << "/"
+                        << outcome.returned;
         row.attacks = attacks.str();
         rows.push_back(std::move(row));
     }
@@ -128,13 +128,15 @@ common::Status write_curves_csv(const std::filesystem::path& path, const std::ve
 common::Status write_summary_csv(const std::filesystem::path& path, const std::vector<RunSummary>& rows,
                                  double target_loss) {
     std::ofstream out(path);
-    out << "run,fleet,volunteers,budget_reached,samples,samples_run,final_loss,final_accuracy,loss_vs_central,virtual_s,"
+    out << "run,fleet,volunteers,budget_reached,samples,samples_run,final_loss,final_accuracy,loss_vs_central,virtual_"
+           "s,"
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
            "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
-            << "," << r.samples_run << "," << format("%.6f", r.final_loss) << "," << (r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy) : "")
-            << "," << format("%.4f", r.loss_vs_central) << "," << format("%.1f", r.virtual_s) << ","
+            << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
+            << (r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy) : "") << ","
+            << format("%.4f", r.loss_vs_central) << "," << format("%.1f", r.virtual_s) << ","
             << format("%.6f", target_loss) << "," << (r.time_to_target ? format("%.1f", *r.time_to_target) : "") << ","
             << (r.speedup_vs_sync ? format("%.3f", *r.speedup_vs_sync) : "") << "," << format("%.4f", r.utilisation)
             << "," << format("%.2f", r.mean_staleness) << "," << r.units << "," << format("%.4f", r.mb_down_per_unit)
@@ -149,20 +151,20 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
     out << "target loss " << format("%.4f", target_loss) << " (time to target: first virtual second at or below it)\n";
     char line[512];
     std::snprintf(line, sizeof line, "%-14s %-8s %4s %9s %8s %7s %6s %8s %9s %7s %6s %6s %5s %8s %8s  %s\n", "run",
-                  "fleet", "K", "samples", "loss", "acc", "cas", "vs-cent", "t-target", "vs-sync", "util", "stale", "units", "MB-down",
-                  "MB-up", "other outcomes");
+                  "fleet", "K", "samples", "loss", "acc", "cas", "vs-cent", "t-target", "vs-sync", "util", "stale",
+                  "units", "MB-down", "MB-up", "other outcomes");
     out << line;
     for (const auto& r : rows) {
-        std::snprintf(line, sizeof line, "%-14s %-8s %4lld %9lld %8.4f %7s %6s %8s %9s %7s %6.2f %6.1f %5lld %8.3f %8.3f  %s%s\n",
-                      r.name.c_str(), r.fleet.c_str(), static_cast<long long>(r.volunteers),
-                      static_cast<long long>(r.samples), r.final_loss,
-                      r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy).c_str() : "-",
-                      r.sample_accuracy >= 0 ? format("%.3f", r.sample_accuracy).c_str() : "-",
-                      r.loss_vs_central > 0 ? format("%.3f", r.loss_vs_central).c_str() : "-",
-                      optional_seconds(r.time_to_target).c_str(),
-                      r.speedup_vs_sync ? format("%.2f", *r.speedup_vs_sync).c_str() : "-", r.utilisation,
-                      r.mean_staleness, static_cast<long long>(r.units), r.mb_down_per_unit, r.mb_up_per_unit,
-                      r.budget_reached ? "" : "[budget not reached] ", r.wasted.c_str());
+        std::snprintf(
+            line, sizeof line, "%-14s %-8s %4lld %9lld %8.4f %7s %6s %8s %9s %7s %6.2f %6.1f %5lld %8.3f %8.3f  %s%s\n",
+            r.name.c_str(), r.fleet.c_str(), static_cast<long long>(r.volunteers), static_cast<long long>(r.samples),
+            r.final_loss, r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy).c_str() : "-",
+            r.sample_accuracy >= 0 ? format("%.3f", r.sample_accuracy).c_str() : "-",
+            r.loss_vs_central > 0 ? format("%.3f", r.loss_vs_central).c_str() : "-",
+            optional_seconds(r.time_to_target).c_str(),
+            r.speedup_vs_sync ? format("%.2f", *r.speedup_vs_sync).c_str() : "-", r.utilisation, r.mean_staleness,
+            static_cast<long long>(r.units), r.mb_down_per_unit, r.mb_up_per_unit,
+            r.budget_reached ? "" : "[budget not reached] ", r.wasted.c_str());
         out << line;
         if (!r.attacks.empty()) out << "    hostile results merged/returned: " << r.attacks << "\n";
     }

@@ -17,9 +17,9 @@ struct RunSummary {
     std::string name, fleet;
     std::int64_t volunteers = 0;
     bool budget_reached = false;
-    std::int64_t samples = 0;               // at the budget point (the equal-samples figures)
-    std::int64_t samples_run = 0;           // at the end (runs may go on towards the target)
-    double final_loss = 0;                  // at the budget point, on the whole validation set
+    std::int64_t samples = 0;      // at the budget point (the equal-samples figures)
+    std::int64_t samples_run = 0;  // at the end (runs may go on towards the target)
+    double final_loss = 0;         // at the budget point, on the whole validation set
     double final_accuracy = -1;
     double sample_accuracy = -1;            // the DiT's samples classified as asked; -1: not scored
     double loss_vs_central = 0;             // curve loss at the budget point / central's at the same samples
@@ -30,8 +30,8 @@ struct RunSummary {
     double mean_staleness = 0;
     std::int64_t units = 0;
     double mb_down_per_unit = 0, mb_up_per_unit = 0;
-    std::string wasted;                     // "rejected:norm_too_large=3 timed_out=2"
-    std::string attacks;                    // hostile results merged/returned: "noise=9/11 zero=0/13"
+    std::string wasted;   // "rejected:norm_too_large=3 timed_out=2"
+    std::string attacks;  // hostile results merged/returned: "noise=9/11 zero=0/13"
 };
 
 // The first virtual second at which the curve reaches `target` (linear between points).

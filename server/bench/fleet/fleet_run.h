@@ -11,12 +11,12 @@ namespace tessera::bench {
 
 struct CurvePoint {
     double virtual_s = 0;
-    std::int64_t samples = 0;   // training samples merged into the model (central: trained)
+    std::int64_t samples = 0;  // training samples merged into the model (central: trained)
     std::int64_t version = 0;
-    double loss = 0;            // validation loss
-    double accuracy = -1;       // classifiers; -1 otherwise
-    double staleness = 0;       // mean τ of the results merged since the previous point
-    std::int64_t busy = 0;      // volunteers computing a unit at this moment
+    double loss = 0;        // validation loss
+    double accuracy = -1;   // classifiers; -1 otherwise
+    double staleness = 0;   // mean τ of the results merged since the previous point
+    std::int64_t busy = 0;  // volunteers computing a unit at this moment
 };
 
 // Where an issued unit ended ("merged", "replica", "buffered", "rejected:<reason>",
@@ -32,20 +32,20 @@ struct AttackOutcome {
 };
 
 struct RunResult {
-    std::string name;            // "central", "sync-fedavg", "fedasync", ...
+    std::string name;  // "central", "sync-fedavg", "fedasync", ...
     std::string fleet;
     std::int64_t volunteers = 0;
     std::vector<CurvePoint> curve;  // on the curve's validation sample (SimSettings::eval_samples)
     std::size_t budget_point = 0;   // the curve point where the samples budget was reached (or the last)
     double final_loss = 0;          // the model at the budget point, on the whole validation set
     double final_accuracy = -1;
-    double sample_accuracy = -1;    // the DiT's samples classified as asked (SampleJudge); -1: not scored
+    double sample_accuracy = -1;  // the DiT's samples classified as asked (SampleJudge); -1: not scored
     bool budget_reached = false;
     std::int64_t units_issued = 0;
     std::int64_t reissued_after_timeout = 0;  // timed-out assignments whose unit went to another
     UnitOutcomes outcomes;
-    double online_s = 0;         // volunteer-seconds online
-    double bytes_down = 0;       // over all units
+    double online_s = 0;    // volunteer-seconds online
+    double bytes_down = 0;  // over all units
     double bytes_up = 0;
     std::map<std::string, AttackOutcome> attacks;  // by attack name
 };

@@ -36,7 +36,7 @@ struct Event {
     std::uint64_t sequence = 0;  // ties keep the order events were scheduled in
     EventKind kind = EventKind::Tick;
     std::size_t volunteer = 0;
-    std::uint64_t epoch = 0;     // a Finish from before a departure is void
+    std::uint64_t epoch = 0;  // a Finish from before a departure is void
     bool operator>(const Event& other) const {
         return time != other.time ? time > other.time : sequence > other.sequence;
     }
@@ -55,7 +55,7 @@ struct VolunteerState {
     SimVolunteer spec;
     std::string client_id;
     bool online = true;
-    bool returning = false;     // offline, with a return scheduled
+    bool returning = false;  // offline, with a return scheduled
     std::uint64_t epoch = 0;
     double online_since = 0;
     double next_leave = std::numeric_limits<double>::infinity();  // drawn ahead, one at a time
@@ -69,13 +69,11 @@ struct VolunteerState {
 struct Issued {
     std::string attack;
     std::int64_t samples = 0;
-    double seconds = 0;        // volunteer time the unit took (so far)
-    std::string fate;          // set by the simulator itself: "left_mid_unit"
+    double seconds = 0;  // volunteer time the unit took (so far)
+    std::string fate;    // set by the simulator itself: "left_mid_unit"
 };
 
-double exponential(std::mt19937_64& rng, double mean) {
-    return std::exponential_distribution<double>(1.0 / mean)(rng);
-}
+double exponential(std::mt19937_64& rng, double mean) { return std::exponential_distribution<double>(1.0 / mean)(rng); }
 
 std::string outcome_of(server::Store& store, const std::string& id, const Issued& issued) {
     if (!issued.fate.empty()) {
@@ -87,18 +85,18 @@ std::string outcome_of(server::Store& store, const std::string& id, const Issued
     auto record = store.assignment(id);
     if (!record || !*record) return "unknown";
     switch ((*record)->state) {
-    case AssignmentState::Merged: return "merged";
-    case AssignmentState::Confirmed: return "replica";
-    case AssignmentState::Accepted: return "buffered";
-    case AssignmentState::Validated: return "awaiting_replica";
-    case AssignmentState::Returned: return "returned";
-    case AssignmentState::TimedOut: return "timed_out";
-    case AssignmentState::Abandoned: return "abandoned";
-    case AssignmentState::InProgress: return "in_flight_at_end";
-    case AssignmentState::Rejected: {
-        auto rejection = store.rejection_of(id);
-        return "rejected:" + ((rejection && *rejection) ? (*rejection)->reason : std::string("?"));
-    }
+        case AssignmentState::Merged: return "merged";
+        case AssignmentState::Confirmed: return "replica";
+        case AssignmentState::Accepted: return "buffered";
+        case AssignmentState::Validated: return "awaiting_replica";
+        case AssignmentState::Returned: return "returned";
+        case AssignmentState::TimedOut: return "timed_out";
+        case AssignmentState::Abandoned: return "abandoned";
+        case AssignmentState::InProgress: return "in_flight_at_end";
+        case AssignmentState::Rejected: {
+            auto rejection = store.rejection_of(id);
+            return "rejected:" + ((rejection && *rejection) ? (*rejection)->reason : std::string("?"));
+        }
     }
     return "unknown";
 }
@@ -188,11 +186,11 @@ private:
 
     common::Status handle(const Event& event) {
         switch (event.kind) {
-        case EventKind::Request: return request(event.volunteer);
-        case EventKind::Finish: return finish(event.volunteer, event.epoch);
-        case EventKind::Leave: return leave(event.volunteer);
-        case EventKind::Return: return come_back(event.volunteer);
-        case EventKind::Tick: return tick();
+            case EventKind::Request: return request(event.volunteer);
+            case EventKind::Finish: return finish(event.volunteer, event.epoch);
+            case EventKind::Leave: return leave(event.volunteer);
+            case EventKind::Return: return come_back(event.volunteer);
+            case EventKind::Tick: return tick();
         }
         return {};
     }
@@ -209,7 +207,8 @@ private:
         if (!response) return response.error();
         double now = clock_.now();
         if (!response->has_work) {
-            if (!settings_.synchronous) schedule(now + static_cast<double>(response->retry_after_s), EventKind::Request, i);
+            if (!settings_.synchronous)
+                schedule(now + static_cast<double>(response->retry_after_s), EventKind::Request, i);
             return {};
         }
         auto payload = common::open_envelope(response->work_unit, common::kWorkUnitPurpose, server_->verify_key());
@@ -310,7 +309,8 @@ private:
             for (std::size_t t = 0; t < last_update.size(); ++t)
                 for (std::size_t k = 0; k < last_update[t].values.size(); ++k)
                     last_update[t].values[k] -= (*previous)->at(t).values[k];
-            std::sort(last_update.begin(), last_update.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+            std::sort(last_update.begin(), last_update.end(),
+                      [](const auto& a, const auto& b) { return a.name < b.name; });
             std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
         }
         poison_delta(tensors, attack, last_update, static_cast<std::uint64_t>(unit.hyper.seed));
@@ -367,8 +367,8 @@ private:
             if (auto status = evaluate_budget_point(); !status) return status;
         }
         bool target_open = settings_.target_loss > 0 && result_.curve.back().loss > settings_.target_loss;
-        bool overrun_left = static_cast<double>(merged_samples_) <
-                            settings_.overrun * static_cast<double>(settings_.sample_budget);
+        bool overrun_left =
+            static_cast<double>(merged_samples_) < settings_.overrun * static_cast<double>(settings_.sample_budget);
         done_ = !(target_open && overrun_left);
         return {};
     }
@@ -412,7 +412,8 @@ private:
         point.version = version;
         point.loss = eval->loss;
         point.accuracy = eval->accuracy.value_or(-1);
-        point.staleness = merged > staleness_merged_ ? (total - staleness_total_) / double(merged - staleness_merged_) : 0;
+        point.staleness =
+            merged > staleness_merged_ ? (total - staleness_total_) / double(merged - staleness_merged_) : 0;
         staleness_merged_ = merged;
         staleness_total_ = total;
         for (const auto& v : volunteers_) point.busy += v.held ? 1 : 0;
@@ -478,8 +479,8 @@ private:
             for (const auto& a : *records) by_unit[a.work_unit_id].push_back(a);
         }
         if (stored != issued_.size())
-            return common::make_error("the store holds " + std::to_string(stored) + " assignments, the simulator issued " +
-                                      std::to_string(issued_.size()));
+            return common::make_error("the store holds " + std::to_string(stored) +
+                                      " assignments, the simulator issued " + std::to_string(issued_.size()));
         for (const auto& [id, issued] : issued_) {
             auto outcome = outcome_of(server_->store(), id, issued);
             ++result_.outcomes.count[outcome];

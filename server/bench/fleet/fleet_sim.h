@@ -19,7 +19,7 @@
 namespace tessera::bench {
 
 struct SimSettings {
-    std::string run_name;            // "fedasync", "sync-fedavg", ...
+    std::string run_name;  // "fedasync", "sync-fedavg", ...
     std::string fleet_name;
     // Sync: rounds in which every volunteer starts from the same version and the next round
     // starts when the slowest has returned (the task's policy must merge K results at once).
@@ -29,15 +29,15 @@ struct SimSettings {
     // `overrun` × the budget (time to a target is measured even when it takes more samples).
     double target_loss = 0;
     double overrun = 1;
-    std::int64_t curve_points = 10;       // validation evaluations, evenly spaced in samples
+    std::int64_t curve_points = 10;  // validation evaluations, evenly spaced in samples
     // Validation samples per curve point (0: all); the final figures use the whole set.
     std::int64_t eval_samples = 2000;
-    double tick_s = 10;                   // transitioner period, virtual seconds
+    double tick_s = 10;  // transitioner period, virtual seconds
     double max_virtual_s = 1e8;
     std::uint64_t seed = 1;
-    int threads = 0;                      // LibTorch CPU threads for training; 0: its default
-    bool quiet = false;                   // no progress lines on stderr
-    SampleJudge* judge = nullptr;         // set: score the DiT's samples at the budget point
+    int threads = 0;               // LibTorch CPU threads for training; 0: its default
+    bool quiet = false;            // no progress lines on stderr
+    SampleJudge* judge = nullptr;  // set: score the DiT's samples at the budget point
 };
 
 // Runs one simulation in `work_dir` (a fresh server state directory is made inside it).

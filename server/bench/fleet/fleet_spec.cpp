@@ -21,9 +21,8 @@ struct AttackName {
     std::string_view name;
 };
 constexpr AttackName kAttackNames[] = {
-    {Attack::None, "none"},         {Attack::NaN, "nan"},   {Attack::Scaled, "scaled"},
-    {Attack::Noise, "noise"},       {Attack::SignFlip, "sign_flip"}, {Attack::Zero, "zero"},
-    {Attack::Tiny, "tiny"},         {Attack::Replay, "replay"},
+    {Attack::None, "none"},          {Attack::NaN, "nan"},   {Attack::Scaled, "scaled"}, {Attack::Noise, "noise"},
+    {Attack::SignFlip, "sign_flip"}, {Attack::Zero, "zero"}, {Attack::Tiny, "tiny"},     {Attack::Replay, "replay"},
 };
 
 // Consumer GPU classes of the `home` preset, slowest first: share of the fleet and training
@@ -39,8 +38,8 @@ constexpr GpuClass kHomeClasses[] = {
 };
 
 // The hostile preset's attacks, dealt round-robin to its hostile volunteers.
-constexpr Attack kHostileAttacks[] = {Attack::Noise, Attack::SignFlip, Attack::Scaled, Attack::Tiny,
-                                      Attack::Replay, Attack::NaN, Attack::Zero};
+constexpr Attack kHostileAttacks[] = {Attack::Noise,  Attack::SignFlip, Attack::Scaled, Attack::Tiny,
+                                      Attack::Replay, Attack::NaN,      Attack::Zero};
 
 // The class at quantile q of the home fleet's share distribution.
 const GpuClass& home_class_at(double q) {
@@ -81,8 +80,10 @@ common::Result<VolunteerGroup> parse_group(const boost::json::value& json, const
     read_range(reader, "up_mbit", group.up_mbit_min, group.up_mbit_max);
     if (reader.has("attack")) {
         auto name = reader.string("attack", 1, 32);
-        if (auto attack = attack_from_name(name)) group.attack = *attack;
-        else if (!reader.failed()) reader.fail(reader.path_of("attack") + ": unknown attack '" + name + "'");
+        if (auto attack = attack_from_name(name))
+            group.attack = *attack;
+        else if (!reader.failed())
+            reader.fail(reader.path_of("attack") + ": unknown attack '" + name + "'");
     }
     if (reader.has("churn")) {
         common::JsonObjectReader churn(*reader.field("churn"), reader.path_of("churn"));
@@ -181,8 +182,10 @@ common::Result<FleetSpec> preset_fleet(std::string_view name, std::int64_t volun
             group.attack = kHostileAttacks[hostile_seen++ % std::size(kHostileAttacks)];
             group.name += "-" + std::string(attack_name(group.attack));
         }
-        if (!spec.groups.empty() && spec.groups.back().name == group.name) ++spec.groups.back().count;
-        else spec.groups.push_back(group);
+        if (!spec.groups.empty() && spec.groups.back().name == group.name)
+            ++spec.groups.back().count;
+        else
+            spec.groups.push_back(group);
     }
     return spec;
 }

@@ -17,13 +17,13 @@ namespace tessera::bench {
 // What a hostile volunteer returns instead of its honest delta.
 enum class Attack {
     None,
-    NaN,        // one value NaN
-    Scaled,     // the honest delta × 10
-    Noise,      // Gaussian noise with the honest delta's norm
-    SignFlip,   // −(the honest delta)
-    Zero,       // all zeros
-    Tiny,       // all values 1e-30 (a free rider that dodges the zero check)
-    Replay,     // the model's last published update, uploaded without training
+    NaN,       // one value NaN
+    Scaled,    // the honest delta × 10
+    Noise,     // Gaussian noise with the honest delta's norm
+    SignFlip,  // −(the honest delta)
+    Zero,      // all zeros
+    Tiny,      // all values 1e-30 (a free rider that dodges the zero check)
+    Replay,    // the model's last published update, uploaded without training
 };
 std::string_view attack_name(Attack attack);
 std::optional<Attack> attack_from_name(std::string_view name);
@@ -38,9 +38,9 @@ struct Churn {
 };
 
 struct VolunteerGroup {
-    std::string name;            // e.g. the GPU class, "rtx3060"
+    std::string name;  // e.g. the GPU class, "rtx3060"
     std::int64_t count = 1;
-    double samples_per_s = 1000; // training speed on the task's model
+    double samples_per_s = 1000;                      // training speed on the task's model
     double down_mbit_min = 100, down_mbit_max = 100;  // each volunteer's link, drawn log-uniformly
     double up_mbit_min = 20, up_mbit_max = 20;
     Churn churn;

@@ -42,8 +42,8 @@ InProcessServer::InProcessServer(std::unique_ptr<Parts> parts) : parts_(std::mov
 InProcessServer::~InProcessServer() = default;
 
 common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const std::filesystem::path& dir,
-                                                                        const TaskConfig& config, Clock clock,
-                                                                        std::uint64_t seed) {
+                                                                         const TaskConfig& config, Clock clock,
+                                                                         std::uint64_t seed) {
     auto parts = std::make_unique<Parts>();
     auto& p = *parts;
     p.state = StateDir(dir);
@@ -78,10 +78,11 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     // own curve on the validation set it is asked for, so those jobs are dropped.
     Executor no_curve = [](std::function<void()>) {};
     p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, no_curve, p.clock);
-    p.validator = std::make_unique<Validator>(*p.store, *p.results, *p.models, *p.probes, p.clock,
-                                              [raw](const std::string& id) { raw->aggregator->enqueue(id); }, seed);
-    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, [](std::function<void()> job) { job(); },
-                                                    p.clock);
+    p.validator = std::make_unique<Validator>(
+        *p.store, *p.results, *p.models, *p.probes, p.clock,
+        [raw](const std::string& id) { raw->aggregator->enqueue(id); }, seed);
+    p.transitioner = std::make_unique<Transitioner>(
+        *p.store, *p.validator, [](std::function<void()> job) { job(); }, p.clock);
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.key, p.clock, "", seed + 1);
     p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.clock, [raw](const std::string& id) {
         if (auto status = raw->validator->validate(id); !status)

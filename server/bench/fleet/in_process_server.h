@@ -25,8 +25,8 @@ public:
     // Initialises `dir` (which must not hold a server yet), creates the task and starts the
     // components. `seed` seeds the scheduler's and validator's random choices.
     static common::Result<std::unique_ptr<InProcessServer>> create(const std::filesystem::path& dir,
-                                                                  const TaskConfig& config, Clock clock,
-                                                                  std::uint64_t seed);
+                                                                   const TaskConfig& config, Clock clock,
+                                                                   std::uint64_t seed);
     ~InProcessServer();
 
     common::Result<ClientRecord> register_volunteer(const std::string& name);

@@ -19,38 +19,31 @@ void poison_delta(common::NamedTensors& delta, Attack attack, const common::Name
         for (auto& t : delta) std::fill(t.values.begin(), t.values.end(), value);
     };
     switch (attack) {
-    case Attack::None:
-        return;
-    case Attack::NaN:
-        if (!delta.empty() && !delta.front().values.empty())
-            delta.front().values.front() = std::numeric_limits<float>::quiet_NaN();
-        return;
-    case Attack::Scaled:
-        server::scale_in_place(delta, 10.0);
-        return;
-    case Attack::SignFlip:
-        server::scale_in_place(delta, -1.0);
-        return;
-    case Attack::Zero:
-        fill(0.0f);
-        return;
-    case Attack::Tiny:
-        fill(1e-30f);
-        return;
-    case Attack::Noise: {
-        double norm = server::l2_norm(delta);
-        std::mt19937_64 rng(seed);
-        std::normal_distribution<float> gauss(0.0f, 1.0f);
-        for (auto& t : delta)
-            for (auto& v : t.values) v = gauss(rng);
-        double noise_norm = server::l2_norm(delta);
-        if (noise_norm > 0) server::scale_in_place(delta, norm / noise_norm);
-        return;
-    }
-    case Attack::Replay:
-        if (last_update.size() == delta.size()) delta = last_update;
-        else fill(0.0f);
-        return;
+        case Attack::None: return;
+        case Attack::NaN:
+            if (!delta.empty() && !delta.front().values.empty())
+                delta.front().values.front() = std::numeric_limits<float>::quiet_NaN();
+            return;
+        case Attack::Scaled: server::scale_in_place(delta, 10.0); return;
+        case Attack::SignFlip: server::scale_in_place(delta, -1.0); return;
+        case Attack::Zero: fill(0.0f); return;
+        case Attack::Tiny: fill(1e-30f); return;
+        case Attack::Noise: {
+            double norm = server::l2_norm(delta);
+            std::mt19937_64 rng(seed);
+            std::normal_distribution<float> gauss(0.0f, 1.0f);
+            for (auto& t : delta)
+                for (auto& v : t.values) v = gauss(rng);
+            double noise_norm = server::l2_norm(delta);
+            if (noise_norm > 0) server::scale_in_place(delta, norm / noise_norm);
+            return;
+        }
+        case Attack::Replay:
+            if (last_update.size() == delta.size())
+                delta = last_update;
+            else
+                fill(0.0f);
+            return;
     }
 }
 

@@ -112,7 +112,8 @@ struct SampleJudge::Impl {
         for (std::int64_t begin = 0; begin < real->size(); begin += kBatch) {
             auto end = std::min(begin + kBatch, real->size());
             auto labels = real->labels.slice(0, begin, end);
-            real_correct += judge->forward(real->inputs.slice(0, begin, end)).argmax(1).eq(labels).sum().item<std::int64_t>();
+            real_correct +=
+                judge->forward(real->inputs.slice(0, begin, end)).argmax(1).eq(labels).sum().item<std::int64_t>();
         }
         for (std::int64_t begin = 0; begin < test_latents->size(); begin += kBatch) {
             auto end = std::min(begin + kBatch, test_latents->size());
@@ -133,10 +134,12 @@ const JudgeCeilings& SampleJudge::ceilings() const { return impl_->ceilings; }
 common::Result<std::unique_ptr<SampleJudge>> SampleJudge::make(const JudgeOptions& options) {
     auto pixels = common::load_dataset_manifest(options.pixels / "dataset.json");
     if (!pixels) return common::with_context("judge data", pixels.error());
-    if (pixels->kind != "pixels") return common::make_error("judge data " + options.pixels.string() + " is not a pixel dataset");
+    if (pixels->kind != "pixels")
+        return common::make_error("judge data " + options.pixels.string() + " is not a pixel dataset");
     auto latents = common::load_dataset_manifest(options.latents / "dataset.json");
     if (!latents) return latents.error();
-    if (latents->decoder.file.empty()) return common::make_error("the latent dataset has no decoder to draw samples with");
+    if (latents->decoder.file.empty())
+        return common::make_error("the latent dataset has no decoder to draw samples with");
     auto impl = std::make_unique<Impl>();
     impl->options = options;
     impl->latents = *latents;

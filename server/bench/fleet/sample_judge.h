@@ -19,10 +19,10 @@ struct JudgeOptions {
     std::filesystem::path latents;  // the latent dataset whose decoder turns samples into images
     std::filesystem::path cache;    // the judge's weights: reused when they load, else written
     std::int64_t epochs = 10;
-    std::int64_t per_class = 100;   // samples drawn per class for a score
+    std::int64_t per_class = 100;  // samples drawn per class for a score
     std::int64_t sampling_steps = 20;
-    double guidance = 3.0;          // classifier-free guidance scale, as the dashboard's gallery
-    std::uint64_t seed = 1;         // the judge's initialisation and the samples' noise
+    double guidance = 3.0;   // classifier-free guidance scale, as the dashboard's gallery
+    std::uint64_t seed = 1;  // the judge's initialisation and the samples' noise
     bool quiet = false;
 };
 
