@@ -3,9 +3,9 @@
 
 namespace tessera::client {
 
-HeartbeatSender::HeartbeatSender(ServerApi& api, std::string wu_id, std::chrono::milliseconds interval,
-                                 const Logger& log)
-    : api_(api), wu_id_(std::move(wu_id)), interval_(interval), log_(log),
+HeartbeatSender::HeartbeatSender(const ServerApi& api, HttpOptions http, std::string wu_id,
+                                 std::chrono::milliseconds interval, const Logger& log)
+    : http_(std::move(http)), api_(api.through(http_)), wu_id_(std::move(wu_id)), interval_(interval), log_(log),
       thread_([this](std::stop_token stop) { run(stop); }) {}
 
 void HeartbeatSender::run(std::stop_token stop) {
@@ -17,8 +17,9 @@ void HeartbeatSender::run(std::stop_token stop) {
         if (stop.stop_requested()) return;
         auto answer = api_.heartbeat(wu_id_);
         ++sent_;
-        // A unit the server no longer knows as ours (404) is as gone as one it says to stop.
-        bool gone = answer ? !answer->keep_working : answer.failure().kind == FailureKind::Refused;
+        // A unit the server no longer knows as ours (404) is as gone as one it says to stop;
+        // any other failure (no answer, 5xx, a rejected signature) proves nothing.
+        bool gone = answer ? !answer->keep_working : answer.failure().http_status == 404;
         if (gone) {
             log_.info("told_to_stop",
                       wu_id_ +

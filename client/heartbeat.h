@@ -1,7 +1,9 @@
 // Heartbeats for the unit being trained, from their own thread: every `interval` the server
 // is asked whether the unit is still this volunteer's. When it answers no (the unit timed
 // out, was retired or reassigned), told_to_stop() turns true and training gives the unit up.
-// A heartbeat that gets no answer is simply tried again at the next interval.
+// A heartbeat that gets no answer, or any other error, is simply tried again at the next
+// interval. The heartbeats use their own HTTP client (`http`: its timeout bounds how long
+// the destructor can wait for one in flight).
 #pragma once
 
 #include <atomic>
@@ -18,7 +20,8 @@ namespace tessera::client {
 
 class HeartbeatSender {
 public:
-    HeartbeatSender(ServerApi& api, std::string wu_id, std::chrono::milliseconds interval, const Logger& log);
+    HeartbeatSender(const ServerApi& api, HttpOptions http, std::string wu_id, std::chrono::milliseconds interval,
+                    const Logger& log);
     ~HeartbeatSender() = default;  // the jthread asks its loop to stop and joins it
     HeartbeatSender(const HeartbeatSender&) = delete;
     HeartbeatSender& operator=(const HeartbeatSender&) = delete;
@@ -29,7 +32,8 @@ public:
 private:
     void run(std::stop_token stop);
 
-    ServerApi& api_;
+    HttpClient http_;
+    ServerApi api_;
     std::string wu_id_;
     std::chrono::milliseconds interval_;
     const Logger& log_;

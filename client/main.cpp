@@ -60,7 +60,12 @@ int main(int argc, char** argv) {
         volunteer.device = args["device"].as<std::string>();
         volunteer.threads = args["threads"].as<int>();
         volunteer.max_gpu_memory_gb = args["max-gpu-mem"].as<double>();
-        volunteer.cache_quota_bytes = static_cast<std::uint64_t>(args["cache-quota"].as<double>() * (1 << 30));
+        auto quota_gb = args["cache-quota"].as<double>();
+        if (!(quota_gb >= 0 && quota_gb <= 1e6)) {
+            std::cerr << "tessera-client: --cache-quota must be between 0 and 1000000 GB\n";
+            return 2;
+        }
+        volunteer.cache_quota_bytes = static_cast<std::uint64_t>(quota_gb * (1 << 30));
         volunteer.once = args.count("once") > 0;
         volunteer.name = args["name"].as<std::string>();
         volunteer.quiet = args.count("quiet") > 0;

@@ -8,6 +8,7 @@
 #include <set>
 #include <variant>
 
+#include "backoff.h"
 #include "blob_cache.h"
 #include "client_state.h"
 #include "file_io.h"
@@ -44,10 +45,21 @@ std::string describe(const common::ResultStatus& status) {
         return "accepted, credit " + std::to_string(status.credit).substr(0, 6);
     if (status.state == "rejected") return "rejected (" + status.reason + ")";
     if (status.state == "validated") return "valid, waiting for its replica";
+    if (status.state == "timed_out") return "too late: the unit had timed out";
+    if (status.state == "abandoned") return "the unit had been given back";
     return "uploaded, validation pending";
 }
 
 std::string short_number(double value) { return std::to_string(value).substr(0, 6); }
+
+// An upload that failed for good: the server refused it or answered nonsense. Anything else
+// (no trust, a local problem) ends the run with the result kept for the next start.
+bool upload_is_final(const ApiFailure& failure) {
+    return failure.kind == FailureKind::Refused || failure.kind == FailureKind::BadAnswer;
+}
+
+// The server answers 409 to a result it already holds (an earlier try got through).
+bool already_uploaded(const ApiFailure& failure) { return failure.http_status == 409; }
 
 class Volunteer {
 public:
@@ -159,19 +171,22 @@ private:
         if (!current || !*current) return Phase::AskForWork;
         const auto& work = **current;
         std::error_code error;
-        if (work.phase == "uploading" && std::filesystem::exists(state_.delta_file(), error)) {
-            auto body = common::read_file(state_.delta_file(), std::uint64_t{8} << 30);
-            if (body) {
-                std::string packed(body->begin(), body->end());
-                auto uploaded = with_retries([&] { return api_->upload_result(packed); }, stopping(), log_,
-                                             "uploading " + work.wu_id, options_.retry);
-                if (!uploaded && uploaded.failure().kind == FailureKind::Stopped) return kept_for_later(work.wu_id);
-                log_.info("resumed", work.wu_id + ": the result left by the last run " +
-                                         (uploaded ? "is uploaded" : "was refused: " + uploaded.message()));
-            }
+        auto body = work.phase == "uploading" && std::filesystem::exists(state_.delta_file(), error)
+                        ? common::read_file(state_.delta_file(), std::uint64_t{8} << 30)
+                        : common::Result<common::Bytes>(common::make_error("no finished result"));
+        if (body) {
+            std::string packed(body->begin(), body->end());
+            auto uploaded = with_retries([&] { return api_->upload_result(packed); }, stopping(), log_,
+                                         "uploading " + work.wu_id, options_.retry);
+            if (!uploaded && uploaded.failure().kind == FailureKind::Stopped) return kept_for_later(work.wu_id);
+            if (!uploaded && !upload_is_final(uploaded.failure())) return stop_for(uploaded.failure());
+            log_.info("resumed",
+                      work.wu_id + ": the result left by the last run " +
+                          (uploaded || already_uploaded(uploaded.failure()) ? std::string("is uploaded")
+                                                                            : "was refused: " + uploaded.message()));
         } else {
             auto abandoned = api_->abandon(work.wu_id);
-            log_.info("abandoned", work.wu_id + ": the last run stopped while training; given back" +
+            log_.info("abandoned", work.wu_id + ": the last run left no finished result; given back" +
                                        (abandoned ? "" : " (" + abandoned.message() + ")"));
         }
         state_.clear_current();
@@ -263,33 +278,49 @@ private:
 
     Next train() {
         const auto& unit = unit_->unit;
-        RunOptions run;
-        run.device = options_.device;
-        run.threads = options_.threads;
-        run.max_gpu_memory_gb = options_.max_gpu_memory_gb;
-        HeartbeatSender heartbeat(*api_, unit.wu_id, options_.heartbeat_interval, log_);
-        common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
-        run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
-            if (control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
-            if (!log_.quiet())
-                bar.update(
-                    step, "loss " + short_number(loss) + ", " + std::to_string(static_cast<int>(speed)) + " samples/s");
-        };
         std::optional<common::Result<RunOutput>> output;
-        try {
-            output.emplace(run_work_unit(unit, unit_->model, unit_->shards, run));
-        } catch (const Interrupted&) {
-            if (heartbeat.told_to_stop()) return drop_unit();
-            return give_back(Stop{StopReason::Requested, unit.wu_id + ": abandoned on request"});
+        bool interrupted = false;
+        bool told_to_stop = false;
+        {
+            // Heartbeats only while training, on their own connection with a short timeout so
+            // that ending training never waits long for one in flight.
+            auto heartbeat_http = http_.options();
+            heartbeat_http.timeout = std::chrono::seconds(10);
+            HeartbeatSender heartbeat(*api_, heartbeat_http, unit.wu_id, options_.heartbeat_interval, log_);
+            RunOptions run;
+            run.device = options_.device;
+            run.threads = options_.threads;
+            run.max_gpu_memory_gb = options_.max_gpu_memory_gb;
+            common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
+            run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
+                if (control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
+                if (!log_.quiet())
+                    bar.update(step, "loss " + short_number(loss) + ", " + std::to_string(static_cast<int>(speed)) +
+                                         " samples/s");
+            };
+            try {
+                output.emplace(run_work_unit(unit, unit_->model, unit_->shards, run));
+                if (!log_.quiet()) bar.finish(*output ? "done" : "failed");
+            } catch (const Interrupted&) {
+                interrupted = true;
+            }
+            told_to_stop = heartbeat.told_to_stop();
         }
-        if (!log_.quiet()) bar.finish(*output ? "done" : "failed");
+        if (interrupted && told_to_stop) return drop_unit();
+        if (interrupted) return give_back(Stop{StopReason::Requested, unit.wu_id + ": abandoned on request"});
         if (!*output) {
             auto why = "training " + unit.wu_id + " failed: " + output->message();
             if (options_.once) return give_back(Stop{StopReason::Error, why});
-            log_.error(why + "; giving the unit back");
             give_back(Stop{});
+            // The next unit may fail the same way (out of memory at every micro-batch): wait
+            // longer after each failure in a row.
+            auto wait = training_failures_.ceiling();  // 5 s, doubling to 5 minutes
+            (void)training_failures_.next();
+            log_.error(why + "; gave the unit back, asking again in " + std::to_string(wait.count() / 1000) + " s");
+            sleep_unless_stopping(wait, stopping());
             return Phase::AskForWork;
         }
+        training_failures_.reset();
         return pack(std::move(**output));
     }
 
@@ -320,10 +351,10 @@ private:
         const auto& wu_id = unit_->unit.wu_id;
         auto uploaded = with_retries([&] { return api_->upload_result(unit_->upload); }, stopping(), log_,
                                      "uploading " + wu_id, options_.retry);
-        if (!uploaded) {
+        if (!uploaded && !already_uploaded(uploaded.failure())) {
             const auto& failure = uploaded.failure();
             if (failure.kind == FailureKind::Stopped) return kept_for_later(wu_id);
-            if (failure.kind == FailureKind::Untrusted) return stop_for(failure);
+            if (!upload_is_final(failure)) return stop_for(failure);  // the result stays on disk
             log_.info("refused", wu_id + ": the server refused the result: " + failure.message,
                       {{"wu_id", wu_id}, {"status", failure.http_status}});
             state_.clear_current();
@@ -428,6 +459,7 @@ private:
     std::unique_ptr<common::VerifyKey> server_key_;
     std::set<std::string> known_shards_;  // blobs that came as shards (the rest are model versions)
     double samples_per_s_ = 0;            // last measured; 0 until the first unit
+    Backoff training_failures_{std::chrono::seconds(5), std::chrono::minutes(5)};
     std::optional<UnitInHand> unit_;
 };
 

@@ -33,6 +33,8 @@ std::string lower(std::string text) {
 // fix it) or anything else on the way (worth retrying).
 ApiFailure failure_of(const Url& origin, const boost::system::system_error& error) {
     const auto& code = error.code();
+    if (code == http::error::body_limit)
+        return {FailureKind::BadAnswer, origin.origin() + ": the answer is larger than any the protocol allows"};
     if (code.category() == asio::error::get_ssl_category() &&
         ERR_GET_REASON(static_cast<unsigned long>(code.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED)
         return {FailureKind::Untrusted, origin.origin() + ": the server's TLS certificate failed verification (" +
@@ -139,7 +141,7 @@ ApiStatus HttpClient::download(const Url& origin, const std::string& target, con
         send(stream, origin, "GET", target, "", headers, options_);
         beast::flat_buffer buffer;
         http::response_parser<http::buffer_body> parser;
-        parser.body_limit(total_bytes - have + 1);
+        parser.body_limit(total_bytes + 1);  // a server that ignores Range sends it all
         beast::get_lowest_layer(stream).expires_after(options_.timeout);
         http::read_header(stream, buffer, parser);
         auto code = parser.get().result_int();

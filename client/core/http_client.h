@@ -35,6 +35,7 @@ using DownloadProgress = std::function<void(std::uint64_t, std::uint64_t)>;
 class HttpClient {
 public:
     explicit HttpClient(HttpOptions options = {}) : options_(std::move(options)) {}
+    const HttpOptions& options() const { return options_; }
 
     // `target` is the path and query on `origin` (scheme://host:port from a Url).
     ApiResult<HttpResponse> request(const Url& origin, const std::string& method, const std::string& target,

@@ -25,6 +25,12 @@ public:
     void set_client_id(std::string id) { client_id_ = std::move(id); }
     const std::string& client_id() const { return client_id_; }
     const Url& server() const { return server_; }
+    // The same volunteer (server, key, id) speaking through another HTTP client.
+    ServerApi through(const HttpClient& http) const {
+        ServerApi api(server_, http, key_);
+        api.client_id_ = client_id_;
+        return api;
+    }
 
     ApiResult<common::WorkResponse> request_work(const common::WorkRequest& request);
     ApiResult<common::HeartbeatResponse> heartbeat(const std::string& wu_id);

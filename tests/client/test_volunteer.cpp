@@ -9,6 +9,7 @@
 
 #include "blob_cache.h"
 #include "client_state.h"
+#include "heartbeat.h"
 #include "server_api.h"
 #include "server_fixture.h"
 #include "training/work_runner.h"
@@ -165,8 +166,43 @@ TEST_CASE("a blob that keeps arriving corrupt is given back and stops the volunt
     CHECK(server.store().in_state(AssignmentState::Abandoned).value().size() == 1);
 }
 
+TEST_CASE("heartbeats: keep working while the unit is ours, stop once it has timed out, ignore other errors") {
+    TestServer server([](TaskConfig& config) { config.deadline_s = 60; });  // inside the 300 s signing window
+    set_to_wall_clock(server);
+    TestVolunteer volunteer(server);
+    auto unit = volunteer.request_work().value();
+    client::HttpClient http;
+    auto url = client::parse_url("http://127.0.0.1:" + std::to_string(server.port())).value();
+    client::ServerApi api(url, http, volunteer.key());
+    api.set_client_id(volunteer.id());
+    client::Logger log(true, false);
+    {
+        client::HeartbeatSender heartbeat(api, {}, unit.wu_id, std::chrono::milliseconds(20), log);
+        REQUIRE(eventually([&] { return heartbeat.sent() >= 3; }));
+        CHECK(!heartbeat.told_to_stop());  // answered keep_working: true
+    }
+    {
+        client::HeartbeatSender other(api, {}, "a-000000000000", std::chrono::milliseconds(20), log);
+        CHECK(eventually([&] { return other.told_to_stop(); }));  // not ours: 404
+    }
+    {
+        auto other_key = common::SigningKey::generate();
+        client::ServerApi stranger(url, http, other_key);  // signatures the server refuses (401)
+        stranger.set_client_id(volunteer.id());
+        client::HeartbeatSender refused(stranger, {}, unit.wu_id, std::chrono::milliseconds(20), log);
+        REQUIRE(eventually([&] { return refused.sent() >= 3; }));
+        CHECK(!refused.told_to_stop());
+    }
+    server.advance(61);  // past the deadline: keep_working false
+    client::HeartbeatSender late(api, {}, unit.wu_id, std::chrono::milliseconds(20), log);
+    CHECK(eventually([&] { return late.told_to_stop(); }));
+}
+
 TEST_CASE("a heartbeat answered 'stop' ends training, and the unit is not uploaded") {
-    TestServer server([](TaskConfig& config) { config.local_steps = 100000; });  // minutes of training
+    TestServer server([](TaskConfig& config) {
+        config.local_steps = 100000;  // minutes of training
+        config.deadline_s = 60;       // inside the 300 s signing window
+    });
     set_to_wall_clock(server);
     TempDir dir;
     auto options = options_for(server.port(), dir / "volunteer");
@@ -179,7 +215,9 @@ TEST_CASE("a heartbeat answered 'stop' ends training, and the unit is not upload
     auto stop = volunteer.join();
     CHECK(stop.reason == StopReason::Requested);
     CHECK(state_of(server, unit.id) == "in_progress");  // neither uploaded nor abandoned: the server ended it
-    CHECK(!client::ClientState(dir / "volunteer").load_current().value().has_value());
+    client::ClientState state(dir / "volunteer");
+    CHECK(!state.load_current().value().has_value());
+    CHECK(state.load_remembered().value().samples_per_s == 0);  // training never finished
 }
 
 TEST_CASE("a result that could not be uploaded is kept and uploaded by the next run") {
