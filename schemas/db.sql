@@ -1,4 +1,4 @@
--- The server's SQLite schema (tessera-server; docs/operations.md). Version 1.
+-- The server's SQLite schema (tessera-server; docs/operations.md). Version 4.
 -- Applied by server/store/store.cpp when PRAGMA user_version is 0; later versions add
 -- migrations there. Times are unix seconds; hashes are SHA-256 in lowercase hex.
 
@@ -8,7 +8,8 @@ CREATE TABLE settings (
   value TEXT NOT NULL
 );
 
--- Volunteers, one per Ed25519 key.
+-- Volunteers, one per Ed25519 key. Schema 4 added `quarantined` (its results are checked and
+-- kept, neither merged nor credited) and `address` (the network address it registered from).
 CREATE TABLE clients (
   id            TEXT PRIMARY KEY,
   public_key    TEXT NOT NULL UNIQUE,   -- base64 of the raw 32-byte key
@@ -22,7 +23,9 @@ CREATE TABLE clients (
   accepted      INTEGER NOT NULL DEFAULT 0,
   rejected      INTEGER NOT NULL DEFAULT 0,
   credit        REAL NOT NULL DEFAULT 0,
-  banned        INTEGER NOT NULL DEFAULT 0
+  banned        INTEGER NOT NULL DEFAULT 0,
+  quarantined   INTEGER NOT NULL DEFAULT 0,
+  address       TEXT NOT NULL DEFAULT ''
 );
 
 -- Request nonces seen recently: a replayed signed request is refused.
@@ -101,6 +104,7 @@ CREATE TABLE assignments (
   delta_sha256  TEXT,
   delta_bytes   INTEGER,
   delta_norm    REAL,
+  gain_per_step REAL,                     -- proof of training: relative loss drop per step on its own samples
   metrics       TEXT,                     -- JSON from the result manifest
   credit        REAL NOT NULL DEFAULT 0,
   merged_version INTEGER,
@@ -114,6 +118,8 @@ CREATE INDEX work_units_open ON work_units(task_id, state, created_at);
 CREATE INDEX clients_by_last_seen ON clients(last_seen);
 CREATE INDEX request_nonces_by_time ON request_nonces(seen_at);
 CREATE INDEX assignments_by_acceptance ON assignments(accepted_seq);
+-- Schema 4: registrations per address (Sybil limit), rejections per volunteer (quarantine).
+CREATE INDEX clients_by_address ON clients(address, registered_at);
 
 -- Why results were refused.
 CREATE TABLE rejections (
@@ -124,6 +130,7 @@ CREATE TABLE rejections (
   detail        TEXT NOT NULL,
   at            INTEGER NOT NULL
 );
+CREATE INDEX rejections_by_client ON rejections(client_id, at);
 
 -- What happened, for the dashboard and the log.
 CREATE TABLE events (

@@ -28,6 +28,7 @@ struct ServerApp::Parts {
     std::unique_ptr<ResultFiles> results;
     std::unique_ptr<ModelCache> models;
     std::unique_ptr<ProbePool> probes;
+    CopyDetector copies;
     std::unique_ptr<boost::asio::thread_pool> work_pool;
     Executor executor;
     std::unique_ptr<Aggregator> aggregator;
@@ -155,6 +156,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
         return common::make_error("no task to evaluate");
     };
     ApiLimits limits;
+    limits.registrations_per_window = p.options.registrations_per_hour;
+    limits.registration_window_s = 3600;
     std::int64_t parameters = 0;
     if (*task) {
         const auto& config = (*task)->config;
@@ -185,10 +188,14 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     hooks.merge_timer = [raw](double seconds) { raw->metrics.observe_merge(seconds); };
     hooks.commit_failed = [raw] { raw->metrics.count_commit_failure(); };
     hooks.retry_s = p.options.merge_retry_s;
+    hooks.model_committed = [raw](const std::string& task_id, std::int64_t version,
+                                  const common::NamedTensors& model) {
+        raw->copies.note_model(task_id, version, model);
+    };
     p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, p.executor, p.options.clock,
                                                 std::move(hooks));
     p.validator = std::make_unique<Validator>(
-        *p.store, *p.results, *p.models, *p.probes, p.options.clock,
+        *p.store, *p.results, *p.models, *p.probes, *p.blobs, p.copies, p.metrics.checks(), p.options.clock,
         [raw](const std::string& id) { raw->aggregator->enqueue(id); }, std::random_device{}());
     p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.executor, p.options.clock);
     p.scheduler =

@@ -37,6 +37,8 @@ struct ServerOptions {
     // After a failed commit the aggregator restores the last committed version and retries
     // its results this many seconds later.
     double merge_retry_s = 5;
+    // New volunteers one network address may register per hour (Sybil limit); 0: no limit.
+    std::int64_t registrations_per_hour = 20;
 };
 
 class ServerApp {

@@ -75,6 +75,8 @@ common::Result<TaskRecord> create_task(const StateDir& state, Store& store, cons
     }
     auto weights = initial_weights(config);
     if (!weights) return weights.error();
+    auto calibration = calibrate(config, *weights, data_dir / dataset->validation.file);
+    if (!calibration) return calibration.error();
     auto bytes = write_checkpoint(*weights, {config.task_id, config.model, 0});
     if (!bytes) return bytes.error();
     auto blob = blobs.put(*bytes);
@@ -87,6 +89,7 @@ common::Result<TaskRecord> create_task(const StateDir& state, Store& store, cons
     version0.blob_bytes = blob->bytes;
     version0.created_at = now;
     if (auto status = store.create_task(task, shards, version0); !status) return status.error();
+    if (auto status = save_calibration(store, task.id, *calibration); !status) return status.error();
     return task;
 }
 

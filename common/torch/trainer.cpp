@@ -71,6 +71,12 @@ void clip_gradients(const std::vector<torch::Tensor>& parameters, double max_nor
         if (p.grad().defined()) p.grad().mul_(coefficient);
 }
 
+// An epoch's order of `size` rows. Its first draw from the unit's generator is the first
+// epoch's, which first_epoch_rows repeats.
+torch::Tensor epoch_permutation(std::int64_t size, at::Generator& generator) {
+    return torch::randperm(size, generator, torch::kInt64);
+}
+
 // The batch's rows: the data lives on the training device, the order comes from the unit's
 // CPU generator (so every device trains on the same samples), one index copy per epoch.
 class BatchOrder {
@@ -88,7 +94,7 @@ public:
 
 private:
     void shuffle() {
-        order_ = torch::randperm(size_, generator_, torch::kInt64).to(device_);
+        order_ = epoch_permutation(size_, generator_).to(device_);
         cursor_ = 0;
     }
     std::int64_t size_, batch_;
@@ -196,6 +202,17 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
 }
 
 }  // namespace
+
+torch::Tensor first_epoch_rows(std::int64_t size, std::int64_t batch_size, std::int64_t steps, std::uint64_t seed,
+                               std::int64_t max_rows) {
+    auto generator = at::detail::createCPUGenerator(seed);
+    auto order = epoch_permutation(size, generator);
+    // A batch larger than the data takes every row at each step; otherwise the epoch ends
+    // before a batch would run past the end (BatchOrder::next).
+    auto visited = batch_size >= size ? size : std::min(steps, size / batch_size) * batch_size;
+    // The epoch's last rows: trained on most recently.
+    return order.slice(0, std::max<std::int64_t>(0, visited - std::max<std::int64_t>(0, max_rows)), visited);
+}
 
 Result<torch::Device> parse_device(const std::string& text) {
     if (text == "auto")

@@ -141,6 +141,11 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
         config->codec = {common::DeltaDType::Int8, options.topk_fraction};
         config->loss_check = 0;  // the front end is measured here; `ingest` measures validation
         config->replication = 0;
+        // Every result is the same made-up delta: trusted volunteers, no copy or norm checks.
+        config->trust_streak = 0;
+        config->copy_similarity = 1;
+        config->norm_floor = 0;
+        config->norm_bound = 1e9;
         // The curve's evaluations and the gallery's samples are a fixed background cost that
         // does not grow with the load: one evaluation an hour, no gallery.
         config->eval_interval_s = 3600;
@@ -153,6 +158,7 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     server_options.http.address = "127.0.0.1";
     server_options.http.port = 0;
     server_options.handler_threads = options.handler_threads;
+    server_options.registrations_per_hour = 0;  // thousands of volunteers from one address
     server_options.sample_renderer = [](const server::TaskConfig&) {
         return std::optional<server::SampleRendererFactory>();
     };

@@ -40,6 +40,8 @@ int run_command(int argc, char** argv) {
                                                            cxxopts::value<std::size_t>()->default_value("2"))(
         "max-connections", "open connections at most", cxxopts::value<std::size_t>()->default_value("256"))(
         "tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))(
+        "registrations-per-hour", "new volunteers one address may register per hour; 0: no limit",
+        cxxopts::value<std::int64_t>()->default_value("20"))(
         "h,help", "show this help");
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
@@ -70,6 +72,8 @@ int run_command(int argc, char** argv) {
     server.handler_threads = std::max<std::size_t>(1, args["handler-threads"].as<std::size_t>());
     server.work_threads = std::max<std::size_t>(1, args["work-threads"].as<std::size_t>());
     server.tick_interval_s = std::max<std::int64_t>(1, args["tick"].as<std::int64_t>());
+    server.registrations_per_hour = args["registrations-per-hour"].as<std::int64_t>();
+    if (server.registrations_per_hour < 0) return fail("run", "--registrations-per-hour must be >= 0");
     auto app = ServerApp::start(std::move(server));
     if (!app) return fail("run", app.message());
     bool tls = !args["tls-cert"].as<std::string>().empty();

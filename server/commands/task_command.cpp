@@ -35,6 +35,16 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     }
     if (args.count("replication")) c.replication = args["replication"].as<double>();
     if (args.count("loss-check")) c.loss_check = args["loss-check"].as<double>();
+    if (args.count("norm-floor")) c.norm_floor = args["norm-floor"].as<double>();
+    if (args.count("min-gain")) c.min_gain = args["min-gain"].as<double>();
+    if (args.count("copy-similarity")) c.copy_similarity = args["copy-similarity"].as<double>();
+    if (args.count("trust-streak")) c.trust_streak = args["trust-streak"].as<std::int64_t>();
+    if (args.count("quarantine-after")) c.quarantine_rejections = args["quarantine-after"].as<std::int64_t>();
+    if (args.count("quarantine-window")) {
+        auto seconds = parse_duration(args["quarantine-window"].as<std::string>());
+        if (!seconds) return seconds.error();
+        c.quarantine_window_s = *seconds;
+    }
     if (args.count("codec")) {
         auto dtype = common::delta_dtype_from_name(args["codec"].as<std::string>());
         if (!dtype) return common::make_error("--codec must be f32, bf16 or int8");
@@ -76,7 +86,16 @@ int task_command(int argc, char** argv) {
                                                                     cxxopts::value<double>())(
         "deadline", "time a volunteer has per unit, e.g. 30m (30m)", cxxopts::value<std::string>())(
         "replication", "chance a unit is computed twice and compared (0.1)", cxxopts::value<double>())(
-        "loss-check", "fraction of results given the held-out loss check (0.25)", cxxopts::value<double>())(
+        "loss-check", "fraction of a trusted volunteer's results given the loss checks (0.25)",
+        cxxopts::value<double>())("norm-floor", "smallest norm per step, as a fraction of the median (0.1)",
+                                  cxxopts::value<double>())(
+        "min-gain", "smallest gain on the unit's own samples, as a fraction of the median (0.25)",
+        cxxopts::value<double>())("copy-similarity", "cosine above which a delta is a copy (0.95)",
+                                  cxxopts::value<double>())(
+        "trust-streak", "valid results in a row before a volunteer is trusted (5)", cxxopts::value<std::int64_t>())(
+        "quarantine-after", "refusals within the window that quarantine a volunteer (3)",
+        cxxopts::value<std::int64_t>())("quarantine-window", "the quarantine rule's window, e.g. 1h (1h)",
+                                        cxxopts::value<std::string>())(
         "codec", "delta encoding: f32, bf16, int8 (int8)", cxxopts::value<std::string>())(
         "topk", "fraction of each tensor kept, (0, 1] (1)", cxxopts::value<double>())(
         "shards-per-unit", "shards in one work unit (1)", cxxopts::value<std::int64_t>())(

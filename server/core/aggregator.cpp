@@ -60,6 +60,7 @@ common::Status Aggregator::load_committed(std::int64_t version) {
     model_ = std::move(*model);
     policy_ = std::move(*policy);
     version_ = version;
+    if (hooks_.model_committed) hooks_.model_committed(task_id, version, model_);
     return {};
 }
 
@@ -190,6 +191,7 @@ common::Status Aggregator::commit(std::vector<std::string> merged) {
     }
     if (auto status = store_.commit_version(record, merged); !status) return status;
     version_ = next;
+    if (hooks_.model_committed) hooks_.model_committed(task_.record.id, next, model_);
     for (const auto& id : merged) results_.remove(id);
     changed_since_idle_ = true;
     curve_->version_committed(next, false);

@@ -31,6 +31,9 @@ namespace tessera::server {
 struct AggregatorHooks {
     std::function<void(double)> merge_timer;  // how long each accepted result took, seconds
     std::function<void()> commit_failed;      // a new version could not be written
+    // The model of a version loaded at start or just committed (the copy detector sketches it).
+    std::function<void(const std::string& task_id, std::int64_t version, const common::NamedTensors& model)>
+        model_committed;
     double retry_s = 5;                       // after a failed commit, merge again this much later
 };
 

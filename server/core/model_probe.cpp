@@ -3,7 +3,8 @@
 
 namespace tessera::server {
 
-common::Result<ProbeResult> ProbePool::evaluate(const common::NamedTensors& weights, std::int64_t max_samples) {
+template <class T>
+common::Result<T> ProbePool::with_probe(const std::function<common::Result<T>(ModelProbe&)>& use) {
     std::unique_ptr<ModelProbe> probe;
     {
         std::unique_lock lock(mutex_);
@@ -25,13 +26,23 @@ common::Result<ProbeResult> ProbePool::evaluate(const common::NamedTensors& weig
         }
         probe = std::move(*made);
     }
-    auto result = probe->evaluate(weights, max_samples);
+    auto result = use(*probe);
     {
         std::lock_guard lock(mutex_);
         idle_.push_back(std::move(probe));
     }
     available_.notify_one();
     return result;
+}
+
+common::Result<ProbeResult> ProbePool::evaluate(const common::NamedTensors& weights, std::int64_t max_samples) {
+    return with_probe<ProbeResult>([&](ModelProbe& probe) { return probe.evaluate(weights, max_samples); });
+}
+
+common::Result<std::vector<double>> ProbePool::losses_on_assigned(
+    const std::vector<const common::NamedTensors*>& weights, const AssignedSamples& samples) {
+    return with_probe<std::vector<double>>(
+        [&](ModelProbe& probe) { return probe.losses_on_assigned(weights, samples); });
 }
 
 }  // namespace tessera::server

@@ -1,9 +1,11 @@
-// Evaluating weights on the held-out validation data, behind an interface so the server's
-// core stays free of torch (server/torch implements it). A pool hands one probe to each
-// concurrent evaluation, since a probe (a torch workload) is single-threaded.
+// Evaluating weights on the held-out validation data and on the samples a work unit trained
+// on, behind an interface so the server's core stays free of torch (server/torch implements
+// it). A pool hands one probe to each concurrent evaluation, since a probe (a torch
+// workload) is single-threaded.
 #pragma once
 
 #include <condition_variable>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,6 +26,16 @@ struct ProbeResult {
 // Asks a probe for every validation sample it holds.
 constexpr std::int64_t kWholeValidationSet = std::int64_t{1} << 40;
 
+// Samples a work unit trained on: its shards concatenated in the unit's order, the last
+// `max_samples` rows its trainer's first epoch visits (common::first_epoch_rows).
+struct AssignedSamples {
+    std::vector<std::filesystem::path> shard_files;
+    std::uint64_t seed = 0;
+    std::int64_t batch_size = 0;
+    std::int64_t steps = 0;
+    std::int64_t max_samples = 0;
+};
+
 // Not thread-safe: one user at a time (ProbePool enforces that).
 class ModelProbe {
 public:
@@ -31,6 +43,9 @@ public:
     // Loss on the first `max_samples` validation samples (all of them for
     // kWholeValidationSet), deterministic for given weights.
     virtual common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples) = 0;
+    // The loss of each weight set on the same assigned samples, deterministic.
+    virtual common::Result<std::vector<double>> losses_on_assigned(
+        const std::vector<const common::NamedTensors*>& weights, const AssignedSamples& samples) = 0;
 };
 
 using ModelProbeFactory = std::function<common::Result<std::unique_ptr<ModelProbe>>()>;
@@ -40,8 +55,14 @@ class ProbePool {
 public:
     ProbePool(ModelProbeFactory factory, std::size_t size) : factory_(std::move(factory)), size_(size) {}
     common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples);
+    common::Result<std::vector<double>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
+                                                           const AssignedSamples& samples);
 
 private:
+    // Runs `use` with a probe of its own.
+    template <class T>
+    common::Result<T> with_probe(const std::function<common::Result<T>(ModelProbe&)>& use);
+
     ModelProbeFactory factory_;
     std::size_t size_;
     std::size_t made_ = 0;

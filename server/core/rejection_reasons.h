@@ -12,12 +12,15 @@ constexpr std::string_view kWrongBaseVersion = "wrong_base_version";
 constexpr std::string_view kEncodingMismatch = "encoding_mismatch";
 constexpr std::string_view kTooLarge = "too_large";
 constexpr std::string_view kHashMismatch = "hash_mismatch";
-// Checked by the validator.
+// Checked by the validator (encoding_mismatch again, against the file's own metadata).
 constexpr std::string_view kUndecodable = "undecodable";
 constexpr std::string_view kShapeMismatch = "shape_mismatch";
 constexpr std::string_view kNonFinite = "non_finite";
 constexpr std::string_view kEmptyDelta = "empty_delta";
 constexpr std::string_view kNormTooLarge = "norm_too_large";
+constexpr std::string_view kNormTooSmall = "norm_too_small";
+constexpr std::string_view kCopied = "copied";
+constexpr std::string_view kNoImprovement = "no_improvement";
 constexpr std::string_view kLossIncrease = "loss_increase";
 constexpr std::string_view kReplicaMismatch = "replica_mismatch";
 constexpr std::string_view kWorkUnitRetired = "work_unit_retired";

@@ -3,12 +3,11 @@
 
 #include <boost/json.hpp>
 
-#include "json_strict.h"
+#include "assignment_unit.h"
 #include "protocol.h"
 #include "rejection_reasons.h"
 #include "result_upload.h"
 #include "sha256.h"
-#include "signed_envelope.h"
 #include "task_lookup.h"
 
 namespace tessera::server {
@@ -16,17 +15,6 @@ namespace {
 
 IntakeOutcome outcome(int status, std::string error, std::string message) {
     return {status, std::move(error), std::move(message)};
-}
-
-// The encoding the work unit asked for, from the signed envelope stored with the assignment.
-common::Result<common::DeltaEncoding> requested_encoding(const AssignmentRecord& a) {
-    auto json = common::parse_json_strict(a.envelope_json);
-    if (!json) return json.error();
-    auto envelope = common::envelope_from_json(*json, "envelope");
-    if (!envelope) return envelope.error();
-    auto unit = common::parse_message<common::WorkUnit>(envelope->payload);
-    if (!unit) return unit.error();
-    return unit->encoding;
 }
 
 }  // namespace
@@ -66,9 +54,10 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
         return refuse(a, reason::kWrongBaseVersion,
                       "the result names base version " + std::to_string(manifest->base_version) + ", the work unit " +
                           std::to_string(a.base_version));
-    auto encoding = requested_encoding(a);
-    if (!encoding) return encoding.error();
-    if (manifest->encoding.dtype != encoding->dtype || manifest->encoding.topk_fraction != encoding->topk_fraction)
+    auto unit = sent_work_unit(a);
+    if (!unit) return unit.error();
+    const auto& encoding = unit->encoding;
+    if (manifest->encoding.dtype != encoding.dtype || manifest->encoding.topk_fraction != encoding.topk_fraction)
         return refuse(a, reason::kEncodingMismatch, "the delta is not encoded as the work unit asked");
     auto delta = upload->delta;
     if (static_cast<std::int64_t>(delta.size()) > max_delta_bytes)

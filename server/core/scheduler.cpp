@@ -9,6 +9,7 @@
 
 #include "signed_envelope.h"
 #include "text_encoding.h"
+#include "trust.h"
 
 namespace tessera::server {
 
@@ -26,10 +27,6 @@ std::int64_t Scheduler::scaled_local_steps(const TaskConfig& config, double samp
     // would outweigh the others (the fleet simulator measured it, docs/benchmarks.md).
     auto high = config.local_steps;
     return std::clamp(static_cast<std::int64_t>(std::llround(steps)), low, high);
-}
-
-double Scheduler::replication_chance(const TaskConfig& config, std::int64_t valid_streak) {
-    return valid_streak >= kTrustedStreak ? config.replication / 5 : config.replication;
 }
 
 std::string Scheduler::random_id(const char* prefix) {
@@ -55,7 +52,7 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     const auto& view = **task;
     auto in_flight = store_.in_flight(client.id);
     if (!in_flight) return in_flight.error();
-    if (*in_flight >= view.config.max_in_flight) return no_work(kRetryBusyS);
+    if (*in_flight >= in_flight_limit(view.config, client)) return no_work(kRetryBusyS);
 
     std::set<std::string> cached(request.cached_shards.begin(), request.cached_shards.end());
     auto held = [&](const std::vector<std::string>& shards) {
@@ -89,7 +86,7 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     auto active = store_.active_clients(clock_() - 600, 2);
     if (!active) return active.error();
     bool others_around = *active >= 2;
-    unit.replicas = others_around && uniform() < replication_chance(view.config, client.valid_streak) ? 2 : 1;
+    unit.replicas = others_around && uniform() < replication_chance(view.config, client) ? 2 : 1;
     unit.created_at = clock_();
     return issue(view, client, unit, true);
 }

@@ -17,9 +17,6 @@
 
 namespace tessera::server {
 
-// Volunteers with this many accepted results in a row are replicated 5× less often.
-constexpr std::int64_t kTrustedStreak = 10;
-
 class Scheduler {
 public:
     Scheduler(Store& store, const common::SigningKey& key, Clock clock, std::string blob_base_url, std::uint64_t seed);
@@ -28,7 +25,6 @@ public:
     // Local steps for a volunteer measured at `samples_per_s`, between H/8 and H; 0 (not
     // measured yet) gets a quarter of the task's H as a warm-up unit.
     static std::int64_t scaled_local_steps(const TaskConfig& config, double samples_per_s);
-    static double replication_chance(const TaskConfig& config, std::int64_t valid_streak);
 
 private:
     common::Result<common::WorkResponse> issue(const TaskView& task, const ClientRecord& client,

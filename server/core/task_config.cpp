@@ -56,6 +56,12 @@ common::Status validate_task_config(const TaskConfig& c) {
     if (!(c.loss_check >= 0 && c.loss_check <= 1)) return fail("loss check fraction must be in [0, 1]");
     if (!(c.replica_tolerance > 0) || !(c.loss_tolerance >= 0) || !(c.norm_bound > 1))
         return fail("replica tolerance must be > 0, loss tolerance >= 0, norm bound > 1");
+    if (!(c.norm_floor >= 0 && c.norm_floor < 1)) return fail("norm floor must be in [0, 1)");
+    if (!(c.min_gain >= 0 && c.min_gain <= 1)) return fail("min gain must be in [0, 1]");
+    if (!(c.copy_similarity > 0 && c.copy_similarity <= 1)) return fail("copy similarity must be in (0, 1]");
+    if (c.trust_streak < 0 || c.trust_streak > 1000) return fail("trust streak must be in 0..1000");
+    if (c.quarantine_rejections < 1 || c.quarantine_window_s < 1)
+        return fail("quarantine rejections and window must be >= 1");
     if (c.eval_samples < 1 || c.eval_interval_s < 0 || c.eval_full_interval_s < 0)
         return fail("eval samples must be >= 1, intervals >= 0");
     return {};
@@ -96,6 +102,12 @@ boost::json::value to_json(const TaskConfig& c) {
             {"loss_check", c.loss_check},
             {"loss_tolerance", c.loss_tolerance},
             {"norm_bound", c.norm_bound},
+            {"norm_floor", c.norm_floor},
+            {"min_gain", c.min_gain},
+            {"copy_similarity", c.copy_similarity},
+            {"trust_streak", c.trust_streak},
+            {"quarantine_rejections", c.quarantine_rejections},
+            {"quarantine_window_s", c.quarantine_window_s},
             {"eval_samples", c.eval_samples},
             {"eval_interval_s", c.eval_interval_s},
             {"eval_full_interval_s", c.eval_full_interval_s}};
@@ -152,6 +164,13 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     c.loss_check = r.number("loss_check", 0, 1);
     c.loss_tolerance = r.number("loss_tolerance", 0, 100);
     c.norm_bound = r.number("norm_bound", 0, 1e9);
+    // Tasks created before the contribution checks existed get their defaults.
+    if (r.has("norm_floor")) c.norm_floor = r.number("norm_floor", 0, 1);
+    if (r.has("min_gain")) c.min_gain = r.number("min_gain", 0, 1);
+    if (r.has("copy_similarity")) c.copy_similarity = r.number("copy_similarity", 0, 1);
+    if (r.has("trust_streak")) c.trust_streak = r.integer("trust_streak", 0, 1000);
+    if (r.has("quarantine_rejections")) c.quarantine_rejections = r.integer("quarantine_rejections", 1, 100000);
+    if (r.has("quarantine_window_s")) c.quarantine_window_s = r.integer("quarantine_window_s", 1, kBig);
     c.eval_samples = r.integer("eval_samples", 1, 1 << 24);
     c.eval_interval_s = r.integer("eval_interval_s", 0, kBig);
     // Tasks created before whole-set evaluations existed keep the default.

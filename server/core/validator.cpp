@@ -1,41 +1,23 @@
-// Validator: the content checks on a returned result and the replica comparison.
+// Validator: verdicts, the replica comparison and each volunteer's standing.
 #include "validator.h"
 
-#include <algorithm>
-#include <cmath>
 #include <iostream>
 
 #include <boost/json.hpp>
 
+#include "assignment_unit.h"
 #include "rejection_reasons.h"
-#include "result_files.h"
 #include "tensor_math.h"
+#include "trust.h"
 
 namespace tessera::server {
-namespace {
 
-constexpr int kNormHistory = 50;
-constexpr std::size_t kMinNormsForBound = 5;
-
-double median(std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    auto n = values.size();
-    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-bool all_finite(const common::NamedTensors& tensors) {
-    for (const auto& t : tensors)
-        for (float v : t.values)
-            if (!std::isfinite(v)) return false;
-    return true;
-}
-
-}  // namespace
-
-Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes, Clock clock,
+Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes,
+                     const BlobStore& blobs, CopyDetector& copies, CheckCosts& costs, Clock clock,
                      std::function<void(const std::string&)> on_accepted, std::uint64_t seed)
-    : store_(store), results_(results), models_(models), probes_(probes), clock_(std::move(clock)),
-      on_accepted_(std::move(on_accepted)), rng_(seed) {}
+    : store_(store), results_(results), models_(models), copies_(copies),
+      checks_(store, results, models, probes, blobs, copies, costs),
+      clock_(std::move(clock)), on_accepted_(std::move(on_accepted)), rng_(seed) {}
 
 double Validator::credit_for(const TaskConfig& config, std::int64_t local_steps) {
     return static_cast<double>(local_steps * config.batch_size) / 1000.0;
@@ -55,71 +37,10 @@ void Validator::submit(const std::string& assignment_id, const Executor& executo
     });
 }
 
-bool Validator::sample_loss_check(double fraction) {
+bool Validator::draw(double chance) {
+    if (chance >= 1) return true;
     std::lock_guard lock(mutex_);
-    return std::uniform_real_distribution<double>(0, 1)(rng_) < fraction;
-}
-
-common::Result<double> Validator::base_loss(const std::string& task_id, std::int64_t version,
-                                            const common::NamedTensors& base, std::int64_t samples) {
-    auto key = task_id + "/" + std::to_string(version);
-    {
-        std::lock_guard lock(mutex_);
-        if (base_loss_key_ == key) return base_loss_value_;
-    }
-    auto result = probes_.evaluate(base, samples);
-    if (!result) return result.error();
-    std::lock_guard lock(mutex_);
-    base_loss_key_ = key;
-    base_loss_value_ = result->loss;
-    return result->loss;
-}
-
-common::Result<Validator::Verdict> Validator::check(const AssignmentRecord& a, const TaskView& task,
-                                                    std::int64_t local_steps) {
-    auto base = models_.get(a.task_id, a.base_version);
-    if (!base) return base.error();
-    const auto& model = **base;
-    auto bytes = results_.read_bytes(a.id);
-    if (!bytes) return bytes.error();  // the disk's fault, not the result's: no verdict yet
-    auto delta = decode_result_delta(*bytes, value_count(model) + 1);
-    if (!delta) return Verdict{std::string(reason::kUndecodable), delta.message()};
-    if (auto layout = check_same_layout(model, *delta); !layout)
-        return Verdict{std::string(reason::kShapeMismatch), layout.message()};
-    if (!all_finite(*delta)) return Verdict{std::string(reason::kNonFinite), "the delta holds NaN or infinity"};
-    double norm = l2_norm(*delta);
-    if (norm == 0) return Verdict{std::string(reason::kEmptyDelta), "the delta is all zeros", norm};
-
-    // Per local step, since units are sized to each volunteer's speed (and warm-ups are short).
-    auto steps = static_cast<double>(local_steps);
-    auto norms = store_.recent_norms_per_step(a.task_id, kNormHistory);
-    if (!norms) return norms.error();
-    if (norms->size() >= kMinNormsForBound) {
-        double bound = task.config.norm_bound * median(*norms);
-        if (norm / steps > bound)
-            return Verdict{std::string(reason::kNormTooLarge),
-                           "norm " + std::to_string(norm) + " over " + std::to_string(static_cast<int>(steps)) +
-                               " steps exceeds " + std::to_string(task.config.norm_bound) +
-                               " x the median per step of recent results (" + std::to_string(bound * steps) + ")",
-                           norm};
-    }
-
-    if (sample_loss_check(task.config.loss_check)) {
-        auto before = base_loss(a.task_id, a.base_version, model, task.config.eval_samples);
-        if (!before) return before.error();
-        auto applied = model;
-        for (std::size_t i = 0; i < applied.size(); ++i)
-            for (std::size_t j = 0; j < applied[i].values.size(); ++j) applied[i].values[j] += (*delta)[i].values[j];
-        auto after = probes_.evaluate(applied, task.config.eval_samples);
-        if (!after) return after.error();
-        double limit = *before * (1 + task.config.loss_tolerance);
-        if (!(after->loss <= limit))
-            return Verdict{std::string(reason::kLossIncrease),
-                           "held-out loss " + std::to_string(after->loss) + " after the delta exceeds " +
-                               std::to_string(limit) + " (base " + std::to_string(*before) + ")",
-                           norm};
-    }
-    return Verdict{"", "", norm};
+    return std::uniform_real_distribution<double>(0, 1)(rng_) < chance;
 }
 
 common::Status Validator::validate(const std::string& assignment_id) {
@@ -134,17 +55,36 @@ common::Status Validator::validate(const std::string& assignment_id) {
     if (!unit) return unit.error();
     if (*unit && (*unit)->state == WorkUnitState::Retired)
         return reject(a, *task, reason::kWorkUnitRetired, "the work unit failed too often and was retired");
-    auto verdict = check(a, *task, *unit ? (*unit)->local_steps : task->config.local_steps);
+    auto sent = sent_work_unit(a);
+    if (!sent) return sent.error();
+    auto client = store_.client(a.client_id);
+    if (!client) return client.error();
+    if (!*client) return common::make_error("no client '" + a.client_id + "'");
+
+    auto verdict = checks_.run(a, *task, *sent, draw(loss_check_chance(task->config, **client)));
     if (!verdict) return verdict.error();
     if (!verdict->reason.empty()) return reject(a, *task, verdict->reason, verdict->detail);
-    if (*unit && (*unit)->replicas > 1) return settle_replicas(a, *task, verdict->norm);
-    return accept(a, *task, verdict->norm, true);
+    copies_.note_result(a.task_id, a.work_unit_id, std::move(verdict->sketch));
+    if (verdict->flagged)
+        if (auto status = note_flagged(a, *verdict); !status) return status;
+    if (*unit && (*unit)->replicas > 1) return settle_replicas(a, *task, verdict->figures);
+    auto accepted = accept(a, *task, verdict->figures, true);
+    return accepted ? common::Status() : common::Status(accepted.error());
+}
+
+common::Status Validator::note_flagged(const AssignmentRecord& a, const Verdict& verdict) {
+    boost::json::object detail{{"assignment_id", a.id},
+                               {"client_id", a.client_id},
+                               {"gain_per_step", verdict.figures.gain_per_step.value_or(0)},
+                               {"held_out_gain", verdict.held_out_gain}};
+    return store_.add_event("result_flagged", boost::json::serialize(detail), clock_());
 }
 
 // A replicated unit: wait for the twin, then compare the two deltas.
-common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskView& task, double norm) {
+common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskView& task,
+                                          const CheckFigures& figures) {
     std::lock_guard lock(replica_mutex_);
-    auto marked = store_.mark_validated(a.id, norm, clock_());
+    auto marked = store_.mark_validated(a.id, figures, clock_());
     if (!marked) return marked.error();
     auto siblings = store_.assignments_of(a.work_unit_id);
     if (!siblings) return siblings.error();
@@ -168,8 +108,11 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
     if (auto status = store_.add_event("replicas_compared", boost::json::serialize(compared), clock_()); !status)
         return status;
     if (*distance <= task.config.replica_tolerance) {
-        if (auto status = accept(*twin, task, twin->delta_norm.value_or(0), true); !status) return status;
-        return accept(a, task, norm, false);
+        // One of the twins is merged: the first whose volunteer is not quarantined.
+        auto twin_merged = accept(*twin, task, {twin->delta_norm.value_or(0), twin->gain_per_step}, true);
+        if (!twin_merged) return twin_merged.error();
+        auto merged = accept(a, task, figures, !*twin_merged);
+        return merged ? common::Status() : common::Status(merged.error());
     }
     auto detail = "relative L2 distance " + std::to_string(*distance) + " between replicas " + twin->id + " and " +
                   a.id + " exceeds " + std::to_string(task.config.replica_tolerance);
@@ -180,22 +123,36 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
 common::Status Validator::accept_alone(const AssignmentRecord& a) {
     auto task = load_task(store_, a.task_id);
     if (!task) return task.error();
-    return accept(a, *task, a.delta_norm.value_or(0), true);
+    auto accepted = accept(a, *task, {a.delta_norm.value_or(0), a.gain_per_step}, true);
+    return accepted ? common::Status() : common::Status(accepted.error());
 }
 
-common::Status Validator::accept(const AssignmentRecord& a, const TaskView& task, double norm, bool merge) {
+common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView& task, const CheckFigures& figures,
+                                       bool merge) {
+    auto client = store_.client(a.client_id);
+    if (!client) return client.error();
+    bool quarantined = *client && (*client)->quarantined;
+    merge = merge && !quarantined;
     auto unit = store_.work_unit(a.work_unit_id);
     if (!unit) return unit.error();
     std::int64_t steps = *unit ? (*unit)->local_steps : task.config.local_steps;
-    auto accepted = store_.accept(a.id, norm, credit_for(task.config, steps), merge, clock_());
+    // A confirming twin earns credit as the merged one does; a quarantined volunteer none.
+    double credit = quarantined ? 0.0 : credit_for(task.config, steps);
+    auto accepted = store_.accept(a.id, figures, credit, merge, clock_());
     if (!accepted) return accepted.error();
-    if (!*accepted) return {};
+    if (!*accepted) return false;
     if (merge) {
         on_accepted_(a.id);
     } else {
         results_.remove(a.id);
     }
-    return {};
+    if (quarantined && (*client)->valid_streak + 1 >= task.config.trust_streak) {
+        auto released = store_.set_client_quarantined(a.client_id, false,
+                                                      std::to_string(task.config.trust_streak) + " valid results in a row",
+                                                      clock_());
+        if (!released) return released.error();
+    }
+    return merge;
 }
 
 common::Status Validator::reject(const AssignmentRecord& a, const TaskView& task, std::string_view why,
@@ -203,7 +160,15 @@ common::Status Validator::reject(const AssignmentRecord& a, const TaskView& task
     auto rejected = store_.reject(a.id, std::string(why), detail, clock_(), task.config.max_failures);
     if (!rejected) return rejected.error();
     results_.remove(a.id);
-    return {};
+    if (!*rejected) return {};
+    const auto& c = task.config;
+    auto recent = store_.rejections_since(a.client_id, clock_() - c.quarantine_window_s);
+    if (!recent) return recent.error();
+    if (*recent < c.quarantine_rejections) return {};
+    auto quarantined = store_.set_client_quarantined(
+        a.client_id, true,
+        std::to_string(*recent) + " results refused within " + std::to_string(c.quarantine_window_s) + " s", clock_());
+    return quarantined ? common::Status() : common::Status(quarantined.error());
 }
 
 }  // namespace tessera::server

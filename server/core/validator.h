@@ -1,7 +1,9 @@
-// The validator: takes a stored result (state returned) through the checks of DESIGN.md §5
-// that need the delta's contents, cheapest first — decode, names/shapes/dtypes, finiteness,
-// non-zero, norm bound, the held-out loss check on a sampled fraction, and the replica
-// comparison — then accepts it (handing it to the aggregator) or rejects it with a reason.
+// The validator: takes a stored result (state returned) through the content checks
+// (result_checks.h) — every result of a new or quarantined volunteer gets the loss checks, a
+// trusted volunteer's at the task's rate — then through the replica comparison, and accepts
+// it (handing it to the aggregator) or rejects it with a reason. It keeps each volunteer's
+// standing: R refusals within the window quarantine it (its valid results are then kept but
+// neither merged nor credited), a new streak of valid results lifts the quarantine.
 // Thread-safe: checks of different results run concurrently on the work pool.
 #pragma once
 
@@ -11,10 +13,7 @@
 #include <set>
 #include <string>
 
-#include "blob_store.h"
-#include "model_cache.h"
-#include "model_probe.h"
-#include "result_files.h"
+#include "result_checks.h"
 #include "store.h"
 #include "task_lookup.h"
 
@@ -22,8 +21,9 @@ namespace tessera::server {
 
 class Validator {
 public:
-    Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes, Clock clock,
-              std::function<void(const std::string&)> on_accepted, std::uint64_t seed);
+    Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes, const BlobStore& blobs,
+              CopyDetector& copies, CheckCosts& costs, Clock clock, std::function<void(const std::string&)> on_accepted,
+              std::uint64_t seed);
 
     // Runs the checks now, on the calling thread.
     common::Status validate(const std::string& assignment_id);
@@ -36,32 +36,28 @@ public:
     static double credit_for(const TaskConfig& config, std::int64_t local_steps);
 
 private:
-    struct Verdict {
-        std::string reason;  // empty: passed
-        std::string detail;
-        double norm = 0;
-    };
-    common::Result<Verdict> check(const AssignmentRecord& assignment, const TaskView& task, std::int64_t local_steps);
-    common::Status settle_replicas(const AssignmentRecord& assignment, const TaskView& task, double norm);
-    common::Status accept(const AssignmentRecord& assignment, const TaskView& task, double norm, bool merge);
+    common::Status settle_replicas(const AssignmentRecord& assignment, const TaskView& task,
+                                   const CheckFigures& figures);
+    // Accepts; merged (and credited) unless `merge` is false or the volunteer is quarantined.
+    // Returns whether it is merged.
+    common::Result<bool> accept(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
+                                bool merge);
     common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,
                           const std::string& detail);
-    common::Result<double> base_loss(const std::string& task_id, std::int64_t version, const common::NamedTensors& base,
-                                     std::int64_t samples);
-    bool sample_loss_check(double fraction);
+    common::Status note_flagged(const AssignmentRecord& assignment, const Verdict& verdict);
+    bool draw(double chance);
 
     Store& store_;
     ResultFiles& results_;
     ModelCache& models_;
-    ProbePool& probes_;
+    CopyDetector& copies_;
+    ResultChecks checks_;
     Clock clock_;
     std::function<void(const std::string&)> on_accepted_;
     std::mutex replica_mutex_;         // one replica pair is settled at a time
-    std::mutex mutex_;                 // guards rng_, the base-loss cache and in_flight_
+    std::mutex mutex_;                 // guards rng_ and in_flight_
     std::set<std::string> in_flight_;  // submitted, verdict not stored yet
     std::mt19937_64 rng_;
-    std::string base_loss_key_;
-    double base_loss_value_ = 0;
 };
 
 }  // namespace tessera::server

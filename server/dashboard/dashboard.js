@@ -194,6 +194,7 @@
       el('td', { className: 'num', textContent: String(v.accepted) }),
       el('td', { className: 'num', textContent: compact(v.credit) }),
       el('td', { className: 'num', textContent: String(v.valid_streak) }),
+      el('td', { textContent: v.quarantined ? 'quarantined' : '' }),
       el('td', { textContent: ago(v.last_seen) })));
     $('volunteers').tBodies[0].replaceChildren(...rows);
     const top = list.volunteers.filter((v) => v.credit > 0).slice(0, 10);
@@ -284,7 +285,7 @@
 
   const eventKinds = ['version_merged', 'evaluated', 'result_received', 'result_accepted', 'result_rejected',
     'work_issued', 'work_timed_out', 'work_abandoned', 'work_unit_retired', 'client_registered', 'client_banned',
-    'client_unbanned', 'task_created'];
+    'client_unbanned', 'client_quarantined', 'client_released', 'task_created'];
   function listen() {
     const stream = new EventSource(`/api/v1/events/stream?after=${dashboard.lastEventId}`);
     stream.onopen = () => { $('live').classList.add('on'); setText('live', 'live'); };

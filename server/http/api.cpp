@@ -74,7 +74,7 @@ std::vector<Route> Api::make_routes() {
              return internal_error(r, "the event stream is written by the HTTP session");
          }},
         {{http::verb::post, "/api/v1/register", Access::Public, BodySize::Small, RouteGroup::Volunteer},
-         [this](const Request& r, const RouteCall&) { return register_client(r); }},
+         [this](const Request& r, const RouteCall& call) { return register_client(r, call.peer); }},
         {signed_post("/api/v1/work"), signed_handler(&Api::request_work)},
         {signed_post("/api/v1/results", BodySize::Delta), signed_handler(&Api::upload_result)},
         {signed_post("/api/v1/heartbeat"), signed_handler(&Api::heartbeat)},
@@ -87,7 +87,7 @@ std::vector<Route> Api::make_routes() {
         {admin_route(http::verb::post, "/api/v1/admin/task/resume"),
          [this](const Request& r, const RouteCall&) { return pause_task(r, TaskState::Active); }},
         {admin_route(http::verb::post, "/api/v1/admin/clients/"),
-         [this](const Request& r, const RouteCall& c) { return ban_client(r, c.rest); }},
+         [this](const Request& r, const RouteCall& c) { return client_action(r, c.rest); }},
     };
 }
 
@@ -105,16 +105,16 @@ bool Api::is_event_stream(const http::request_header<>& header) const {
     return found.outcome == RouteTable::Outcome::Found && found.route->spec.event_stream;
 }
 
-Response Api::handle(Request request) {
+Response Api::handle(Request request, std::string peer) {
     metrics_.count_request();
     try {
-        return route(request, path_of(request.target()));
+        return route(request, path_of(request.target()), peer);
     } catch (const std::exception& error) {
         return internal_error(request, error.what());
     }
 }
 
-Response Api::route(const Request& request, std::string_view path) {
+Response Api::route(const Request& request, std::string_view path, std::string_view peer) {
     auto found = routes_.find(request.method(), path);
     if (found.outcome == RouteTable::Outcome::NotFound)
         return error_response(request, http::status::not_found, "not_found", "no route " + std::string(path));
@@ -122,7 +122,7 @@ Response Api::route(const Request& request, std::string_view path) {
         return error_response(request, http::status::method_not_allowed, "method_not_allowed",
                               std::string(request.method_string()) + " is not allowed on " + std::string(path));
     const auto& route = *found.route;
-    RouteCall call{found.rest, nullptr};
+    RouteCall call{found.rest, nullptr, peer};
     if (route.spec.access == Access::Operator && !is_operator(request, operator_token_sha256_))
         return error_response(request, http::status::unauthorized, "unauthorized",
                               "admin routes need Authorization: Bearer <operator token>");
@@ -134,11 +134,20 @@ Response Api::route(const Request& request, std::string_view path) {
     return route.handler(request, call);
 }
 
-Response Api::register_client(const Request& request) {
+Response Api::register_client(const Request& request, std::string_view peer) {
     auto message = common::parse_message<common::RegisterRequest>(body_text(request));
     if (!message) return bad_request(request, message.message());
-    auto client = store_.register_client(message->public_key, message->name, message->client_version, clock_());
-    if (!client) return internal_error(request, client.message());
+    auto now = clock_();
+    RegistrationLimit limit{limits_.registrations_per_window, now - limits_.registration_window_s};
+    auto registered = store_.register_client(message->public_key, message->name, message->client_version,
+                                             std::string(peer), now, limit);
+    if (!registered) return internal_error(request, registered.message());
+    if (!*registered)
+        return error_response(request, http::status::too_many_requests, "too_many_registrations",
+                              std::to_string(limit.max) + " volunteers registered from " + std::string(peer) +
+                                  " in the last " + std::to_string(limits_.registration_window_s) +
+                                  " s; try again later");
+    const auto& client = *registered;
     if (client->banned) return error_response(request, http::status::forbidden, "banned", "this volunteer is banned");
     common::RegisterResponse response{client->id, common::to_base64(server_key_.raw()), server_key_.key_id()};
     return json_response(request, http::status::ok, common::to_json(response));

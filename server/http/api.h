@@ -25,6 +25,9 @@ namespace tessera::server {
 struct ApiLimits {
     std::uint64_t small_body_bytes = 64 << 10;  // register, work, heartbeat, abandon, admin
     std::int64_t max_delta_bytes = 64 << 20;    // uploads: set from the model's size
+    // New volunteers one address may register per window (Sybil limit); 0 = no limit.
+    std::int64_t registrations_per_window = 20;
+    std::int64_t registration_window_s = 3600;
 };
 
 class Api {
@@ -33,7 +36,8 @@ public:
         EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
         std::string operator_token_sha256, Clock clock, ApiLimits limits);
 
-    Response handle(Request request);
+    // `peer`: the connection's remote address (the registration limit counts per address).
+    Response handle(Request request, std::string peer = {});
     // The largest body a route accepts: the session reads no more.
     std::uint64_t body_limit(http::verb method, std::string_view target) const;
     // The /metrics group a request's latency is counted in.
@@ -50,20 +54,20 @@ public:
 
 private:
     std::vector<Route> make_routes();
-    Response route(const Request& request, std::string_view path);
+    Response route(const Request& request, std::string_view path, std::string_view peer);
     Response versions(const Request& request);
     Response volunteers(const Request& request, bool full);
     Response rejections(const Request& request);
     Response events(const Request& request);
     Response metrics(const Request& request);
-    Response register_client(const Request& request);
+    Response register_client(const Request& request, std::string_view peer);
     Response request_work(const Request& request, const ClientRecord& client);
     Response upload_result(const Request& request, const ClientRecord& client);
     Response heartbeat(const Request& request, const ClientRecord& client);
     Response abandon(const Request& request, const ClientRecord& client);
     Response result_status(const Request& request, const ClientRecord& client);
     Response pause_task(const Request& request, TaskState state);
-    Response ban_client(const Request& request, std::string_view id_and_action);
+    Response client_action(const Request& request, std::string_view id_and_action);
     std::variant<AssignmentRecord, Response> own_assignment(const Request& request, const ClientRecord& client);
 
     Store& store_;

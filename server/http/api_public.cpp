@@ -45,6 +45,7 @@ Response Api::volunteers(const Request& request, bool full) {
                                 {"device", c.device},
                                 {"samples_per_s", c.samples_per_s},
                                 {"valid_streak", c.valid_streak},
+                                {"quarantined", c.quarantined},
                                 {"last_seen", c.last_seen}};
         if (full) {
             row["banned"] = c.banned;
@@ -107,7 +108,7 @@ Response Api::metrics(const Request& request) {
 }
 
 // Admin routes: GET volunteers (full rows); POST task/pause, task/resume,
-// clients/<id>/ban, clients/<id>/unban.
+// clients/<id>/ban, clients/<id>/unban, clients/<id>/release (from quarantine).
 Response Api::pause_task(const Request& request, TaskState state) {
     auto task = store_.current_task();
     if (!task) return internal_error(request, task.message());
@@ -117,14 +118,22 @@ Response Api::pause_task(const Request& request, TaskState state) {
     return json_response(request, http::status::ok, {{"task", (*task)->id}, {"state", task_state_name(state)}});
 }
 
-// POST /api/v1/admin/clients/<id>/ban or /unban.
-Response Api::ban_client(const Request& request, std::string_view id_and_action) {
+// POST /api/v1/admin/clients/<id>/ban, /unban or /release.
+Response Api::client_action(const Request& request, std::string_view id_and_action) {
     auto slash = id_and_action.find('/');
     auto action = slash == std::string_view::npos ? std::string_view() : id_and_action.substr(slash + 1);
-    if (action != "ban" && action != "unban")
+    if (action != "ban" && action != "unban" && action != "release")
         return error_response(request, http::status::not_found, "not_found",
                               "no admin route clients/" + std::string(id_and_action));
     std::string id(id_and_action.substr(0, slash));
+    if (action == "release") {
+        auto known = store_.client(id);
+        if (!known) return internal_error(request, known.message());
+        if (!*known) return error_response(request, http::status::not_found, "not_found", "no client '" + id + "'");
+        auto released = store_.set_client_quarantined(id, false, "released by the operator", clock_());
+        if (!released) return internal_error(request, released.message());
+        return json_response(request, http::status::ok, {{"client_id", id}, {"quarantined", false}});
+    }
     auto status = store_.set_client_banned(id, action == "ban", clock_());
     if (!status) return error_response(request, http::status::not_found, "not_found", status.message());
     return json_response(request, http::status::ok, {{"client_id", id}, {"banned", action == "ban"}});

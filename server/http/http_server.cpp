@@ -127,15 +127,16 @@ asio::awaitable<void> stream_events(Stream& stream, Api& api, const ConnectionDr
     }
 }
 
-asio::awaitable<std::optional<Response>> respond(Api& api, Request request) {
-    co_return api.handle(std::move(request));
+asio::awaitable<std::optional<Response>> respond(Api& api, Request request, std::string peer) {
+    co_return api.handle(std::move(request), std::move(peer));
 }
 
 // The API's answer, computed on the handler pool while this connection's coroutine waits.
 // Named locals, not temporaries, in the co_await: GCC 12 can destroy a coroutine's temporaries
 // twice.
-asio::awaitable<std::optional<Response>> answer(asio::thread_pool& handlers, Api& api, Request request) {
-    auto work = respond(api, std::move(request));
+asio::awaitable<std::optional<Response>> answer(asio::thread_pool& handlers, Api& api, Request request,
+                                                std::string peer) {
+    auto work = respond(api, std::move(request), std::move(peer));
     auto on_pool = asio::co_spawn(handlers.get_executor(), std::move(work), asio::use_awaitable);
     auto response = co_await std::move(on_pool);
     co_return response;
@@ -167,6 +168,9 @@ template <class Stream>
 asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer, Context context) {
     auto& api = context->api;
     const auto& settings = context->settings;
+    beast::error_code endpoint_error;
+    auto endpoint = beast::get_lowest_layer(stream).socket().remote_endpoint(endpoint_error);
+    auto peer = endpoint_error ? std::string() : endpoint.address().to_string();
     for (;;) {
         http::request_parser<http::vector_body<std::uint8_t>> parser;
         parser.header_limit(settings.header_limit_bytes);
@@ -216,7 +220,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         if (body_error) co_return;
         auto request = parser.release();
         bool keep_alive = request.keep_alive();
-        auto response = co_await answer(context->handlers, api, std::move(request));
+        auto response = co_await answer(context->handlers, api, std::move(request), peer);
         beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
         auto [write_error, written] = co_await beast::async_write(stream, std::move(*response), kTuple);
         record(written);

@@ -30,6 +30,7 @@ struct RouteSpec {
 struct RouteCall {
     std::string_view rest;                 // the path after a prefix route's path
     const ClientRecord* client = nullptr;  // the signer, for Access::Signed routes
+    std::string_view peer;                 // the connection's remote address ("" when unknown)
 };
 
 using RouteHandler = std::function<Response(const Request&, const RouteCall&)>;

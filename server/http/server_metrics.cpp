@@ -14,11 +14,11 @@ void family(std::ostream& out, std::string_view name, std::string_view type, std
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
 }
 
-constexpr std::array<std::string_view, 13> kReasons = {
+constexpr std::array<std::string_view, 16> kReasons = {
     reason::kDeadlinePassed, reason::kWrongBaseVersion, reason::kEncodingMismatch, reason::kTooLarge,
     reason::kHashMismatch,   reason::kUndecodable,      reason::kShapeMismatch,    reason::kNonFinite,
-    reason::kEmptyDelta,     reason::kNormTooLarge,     reason::kLossIncrease,     reason::kReplicaMismatch,
-    reason::kWorkUnitRetired};
+    reason::kEmptyDelta,     reason::kNormTooLarge,     reason::kNormTooSmall,     reason::kCopied,
+    reason::kNoImprovement,  reason::kLossIncrease,     reason::kReplicaMismatch,  reason::kWorkUnitRetired};
 
 }  // namespace
 
@@ -66,6 +66,17 @@ void ServerMetrics::write(std::ostream& out) const {
     family(out, "tessera_commit_failures_total", "counter",
            "New model versions whose checkpoint or database row could not be written (then retried).");
     out << "tessera_commit_failures_total " << commit_failures() << '\n';
+    family(out, "tessera_check_seconds_total", "counter", "Time the contribution checks spent, by stage.");
+    std::pair<const char*, const std::atomic<double>*> stages[] = {{"decode", &checks_.decode},
+                                                                   {"cheap", &checks_.cheap},
+                                                                   {"copy", &checks_.copy},
+                                                                   {"held_out", &checks_.held_out},
+                                                                   {"own_samples", &checks_.own_samples}};
+    for (const auto& [stage, seconds] : stages)
+        out << "tessera_check_seconds_total{stage=\"" << stage << "\"} " << seconds->load() << '\n';
+    family(out, "tessera_checked_results_total", "counter", "Results checked, and those given the loss checks.");
+    out << "tessera_checked_results_total{checks=\"all\"} " << checks_.results.load() << '\n';
+    out << "tessera_checked_results_total{checks=\"loss\"} " << checks_.loss_checked.load() << '\n';
 }
 
 std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& metrics) {
@@ -79,6 +90,8 @@ std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& me
     out << "tessera_volunteers " << stored.counts.clients << '\n';
     family(out, "tessera_volunteers_active", "gauge", "Volunteers seen in the last 10 minutes.");
     out << "tessera_volunteers_active " << stored.counts.clients_active << '\n';
+    family(out, "tessera_volunteers_quarantined", "gauge", "Volunteers whose results are kept but not merged.");
+    out << "tessera_volunteers_quarantined " << stored.counts.clients_quarantined << '\n';
     family(out, "tessera_rejections_total", "counter", "Results rejected, by reason.");
     auto reasons = stored.rejections_by_reason;
     for (auto known : kReasons) reasons.try_emplace(std::string(known), 0);

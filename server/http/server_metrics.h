@@ -1,5 +1,6 @@
 // Counters the server keeps in memory for /metrics (Prometheus text format): request latency
-// by route, bytes in and out, merge durations. Thread-safe: atomics only. The figures kept in
+// by route, bytes in and out, merge durations, the contribution checks' cost. Thread-safe:
+// atomics only. The figures kept in
 // the database (versions, work units, rejections) are read from the store when scraped.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "check_costs.h"
 #include "records.h"
 
 namespace tessera::server {
@@ -50,6 +52,8 @@ public:
     std::uint64_t requests() const { return requests_.load(); }
     std::uint64_t bytes_in() const { return bytes_in_.load(); }
     std::uint64_t bytes_out() const { return bytes_out_.load(); }
+    CheckCosts& checks() { return checks_; }
+    const CheckCosts& checks() const { return checks_; }
 
     // The in-memory families, in exposition format.
     void write(std::ostream& out) const;
@@ -61,6 +65,7 @@ private:
     std::atomic<std::uint64_t> bytes_out_{0};
     std::atomic<std::uint64_t> requests_{0};
     std::atomic<std::uint64_t> commit_failures_{0};
+    CheckCosts checks_;
 };
 
 // What /metrics reads from the database.

@@ -10,6 +10,12 @@
 
 namespace tessera::server {
 
+// At most `max` new volunteers from one address since `since`; max 0: no limit.
+struct RegistrationLimit {
+    std::int64_t max = 0;
+    std::int64_t since = 0;
+};
+
 struct ClientRecord {
     std::string id;
     std::string public_key;  // base64 raw key
@@ -24,6 +30,8 @@ struct ClientRecord {
     std::int64_t rejected = 0;
     double credit = 0;
     bool banned = false;
+    bool quarantined = false;  // its results are checked and kept, not merged nor credited
+    std::string address;       // the network address it registered from
 };
 
 enum class TaskState { Active, Paused, Finished };
@@ -115,6 +123,13 @@ struct AssignmentRecord {
     // From the work unit, for convenience.
     std::string task_id;
     std::int64_t base_version = 0;
+    std::optional<double> gain_per_step;  // proof of training, when it was checked
+};
+
+// What the validator measured of a result that passed its checks.
+struct CheckFigures {
+    double norm = 0;                      // ‖Δ‖
+    std::optional<double> gain_per_step;  // relative loss drop on its own samples per step, when checked
 };
 
 struct RejectionRecord {
@@ -158,6 +173,7 @@ struct StoreCounts {
     std::map<std::string, std::int64_t> work_units;   // by state name
     std::int64_t clients = 0;
     std::int64_t clients_active = 0;  // seen since the given time
+    std::int64_t clients_quarantined = 0;
     std::int64_t rejections = 0;
 };
 

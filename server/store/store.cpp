@@ -47,9 +47,11 @@ common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& 
     }
 }
 
-// Schema versions: 0 = empty file, 3 = schemas/db.sql; 1 → 2 adds the evaluation's sample
+// Schema versions: 0 = empty file, 4 = schemas/db.sql; 1 → 2 adds the evaluation's sample
 // size to model_versions, 2 → 3 the indexes of open work units, clients by last seen,
-// nonces by time and assignments by acceptance. A database from a newer server is refused.
+// nonces by time and assignments by acceptance, 3 → 4 the contribution checks' columns
+// (quarantine, registration address, gain per step) and their indexes. A database from a
+// newer server is refused.
 void Store::migrate() {
     Statement query(*db_, "PRAGMA user_version");
     query.step();
@@ -62,15 +64,22 @@ void Store::migrate() {
     if (version == 0) {
         db_->exec(kDbSchemaSql);
     } else {
-        if (version == 1)
+        if (version < 2)
             db_->exec(
                 "ALTER TABLE model_versions ADD COLUMN validation_samples INTEGER; "
                 "ALTER TABLE model_versions ADD COLUMN validation_full INTEGER NOT NULL DEFAULT 0;");
+        if (version < 3)
+            db_->exec(
+                "CREATE INDEX IF NOT EXISTS work_units_open ON work_units(task_id, state, created_at); "
+                "CREATE INDEX IF NOT EXISTS clients_by_last_seen ON clients(last_seen); "
+                "CREATE INDEX IF NOT EXISTS request_nonces_by_time ON request_nonces(seen_at); "
+                "CREATE INDEX IF NOT EXISTS assignments_by_acceptance ON assignments(accepted_seq);");
         db_->exec(
-            "CREATE INDEX IF NOT EXISTS work_units_open ON work_units(task_id, state, created_at); "
-            "CREATE INDEX IF NOT EXISTS clients_by_last_seen ON clients(last_seen); "
-            "CREATE INDEX IF NOT EXISTS request_nonces_by_time ON request_nonces(seen_at); "
-            "CREATE INDEX IF NOT EXISTS assignments_by_acceptance ON assignments(accepted_seq);");
+            "ALTER TABLE clients ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0; "
+            "ALTER TABLE clients ADD COLUMN address TEXT NOT NULL DEFAULT ''; "
+            "ALTER TABLE assignments ADD COLUMN gain_per_step REAL; "
+            "CREATE INDEX IF NOT EXISTS clients_by_address ON clients(address, registered_at); "
+            "CREATE INDEX IF NOT EXISTS rejections_by_client ON rejections(client_id, at);");
     }
     db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     transaction.commit();
@@ -161,11 +170,14 @@ common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
         while (by_state.step()) counts.assignments[by_state.text(0)] = by_state.integer(1);
         Statement units(*db_, "SELECT state, COUNT(*) FROM work_units GROUP BY state");
         while (units.step()) counts.work_units[units.text(0)] = units.integer(1);
-        Statement clients(*db_, "SELECT COUNT(*), COALESCE(SUM(last_seen >= ?), 0) FROM clients");
+        Statement clients(*db_,
+                          "SELECT COUNT(*), COALESCE(SUM(last_seen >= ?), 0), COALESCE(SUM(quarantined), 0) "
+                          "FROM clients");
         clients.bind(1, active_since);
         clients.step();
         counts.clients = clients.integer(0);
         counts.clients_active = clients.integer(1);
+        counts.clients_quarantined = clients.integer(2);
         Statement rejections(*db_, "SELECT COUNT(*) FROM rejections");
         rejections.step();
         counts.rejections = rejections.integer(0);

@@ -35,16 +35,21 @@ public:
     static common::Result<std::unique_ptr<Store>> open(const std::filesystem::path& path, bool create);
     ~Store();
 
-    static constexpr std::int64_t kSchemaVersion = 3;
+    static constexpr std::int64_t kSchemaVersion = 4;
     common::Result<std::int64_t> schema_version();
 
     // Settings (operator token hash, server key id).
     common::Status set_setting(const std::string& key, const std::string& value);
     common::Result<std::optional<std::string>> setting(const std::string& key);
 
-    // Clients. Registering a known key returns the existing client.
-    common::Result<ClientRecord> register_client(const std::string& public_key, const std::string& name,
-                                                 const std::string& client_version, std::int64_t now);
+    // Clients. Registering a known key returns the existing client (its name and version
+    // updated, its first address kept). A new key is refused (nullopt) when `limit.max` (> 0)
+    // volunteers registered from `address` since `limit.since`.
+    common::Result<std::optional<ClientRecord>> register_client(const std::string& public_key,
+                                                                const std::string& name,
+                                                                const std::string& client_version,
+                                                                const std::string& address, std::int64_t now,
+                                                                RegistrationLimit limit = {});
     common::Result<std::optional<ClientRecord>> client(const std::string& id);
     common::Status note_client_seen(const std::string& id, const std::string& device, double samples_per_s,
                                     std::int64_t now);
@@ -54,6 +59,13 @@ public:
                                      std::int64_t window_s);
     common::Status set_client_banned(const std::string& id, bool banned, std::int64_t now);
     common::Result<std::vector<ClientRecord>> clients();  // by credit, highest first
+    // New volunteers registered from `address` since `since` (the Sybil limit).
+    common::Result<std::int64_t> registrations_from(const std::string& address, std::int64_t since);
+    // Results of the volunteer refused since `since` (the quarantine rule).
+    common::Result<std::int64_t> rejections_since(const std::string& client_id, std::int64_t since);
+    // False when it already was (or was not); entering quarantine resets the valid streak.
+    common::Result<bool> set_client_quarantined(const std::string& id, bool quarantined, const std::string& why,
+                                                std::int64_t now);
 
     // Tasks, shards, model versions.
     common::Status create_task(const TaskRecord& task, const std::vector<ShardRecord>& shards,
@@ -88,11 +100,12 @@ public:
     // not in the state the transition starts from.
     common::Result<bool> record_return(const std::string& id, const std::string& delta_sha256, std::int64_t delta_bytes,
                                        const std::string& metrics_json, std::int64_t now);
-    common::Result<bool> mark_validated(const std::string& id, double norm, std::int64_t now);
+    common::Result<bool> mark_validated(const std::string& id, const CheckFigures& figures, std::int64_t now);
     // Accepted results are merged (`merge`) or confirm a twin that is (state confirmed).
     // Grants credit, extends the volunteer's valid streak, closes the unit when it has
     // enough accepted replicas.
-    common::Result<bool> accept(const std::string& id, double norm, double credit, bool merge, std::int64_t now);
+    common::Result<bool> accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
+                                std::int64_t now);
     common::Result<bool> reject(const std::string& id, const std::string& reason, const std::string& detail,
                                 std::int64_t now, std::int64_t max_failures);
     common::Result<std::vector<EndedAssignment>> expire_overdue(std::int64_t now, std::int64_t max_failures);
@@ -104,6 +117,8 @@ public:
     common::Result<std::vector<AssignmentRecord>> accepted_unmerged(const std::string& task_id);
     // ‖Δ‖ / local steps of the most recent accepted results (units differ in length).
     common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit);
+    // Gains per step of the most recent accepted results whose gain was measured.
+    common::Result<std::vector<double>> recent_gains_per_step(const std::string& task_id, int limit);
     // Validated results whose twin has not come back within `wait_s` and is not in progress.
     common::Result<std::vector<AssignmentRecord>> lonely_validated(std::int64_t now, std::int64_t wait_s);
 

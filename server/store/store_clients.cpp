@@ -1,4 +1,4 @@
-// Store: volunteers (registration, last seen, bans) and request nonces.
+// Store: volunteers (registration, last seen, bans, quarantine) and request nonces.
 #include <openssl/rand.h>
 
 #include "store_internal.h"
@@ -9,7 +9,7 @@ namespace {
 
 constexpr const char* kClientColumns =
     "id, public_key, name, client_version, registered_at, last_seen, device, samples_per_s, "
-    "valid_streak, accepted, rejected, credit, banned";
+    "valid_streak, accepted, rejected, credit, banned, quarantined, address";
 
 ClientRecord read_client(const Statement& row) {
     ClientRecord c;
@@ -26,6 +26,8 @@ ClientRecord read_client(const Statement& row) {
     c.rejected = row.integer(10);
     c.credit = row.real(11);
     c.banned = row.integer(12) != 0;
+    c.quarantined = row.integer(13) != 0;
+    c.address = row.text(14);
     return c;
 }
 
@@ -38,9 +40,12 @@ std::string new_client_id() {
 
 }  // namespace
 
-common::Result<ClientRecord> Store::register_client(const std::string& public_key, const std::string& name,
-                                                    const std::string& client_version, std::int64_t now) {
-    return guarded([&]() -> common::Result<ClientRecord> {
+common::Result<std::optional<ClientRecord>> Store::register_client(const std::string& public_key,
+                                                                   const std::string& name,
+                                                                   const std::string& client_version,
+                                                                   const std::string& address, std::int64_t now,
+                                                                   RegistrationLimit limit) {
+    return guarded([&]() -> common::Result<std::optional<ClientRecord>> {
         Transaction transaction(*db_);
         Statement existing(*db_, std::string("SELECT ") + kClientColumns + " FROM clients WHERE public_key = ?");
         existing.bind(1, public_key);
@@ -53,7 +58,12 @@ common::Result<ClientRecord> Store::register_client(const std::string& public_ke
                 .bind(4, client.id)
                 .run();
             transaction.commit();
-            return client;
+            return std::optional<ClientRecord>(client);
+        }
+        if (limit.max > 0) {
+            Statement recent(*db_, "SELECT COUNT(*) FROM clients WHERE address = ? AND registered_at >= ?");
+            recent.bind(1, address).bind(2, limit.since).step();
+            if (recent.integer(0) >= limit.max) return std::optional<ClientRecord>();
         }
         ClientRecord client;
         client.id = new_client_id();
@@ -61,19 +71,21 @@ common::Result<ClientRecord> Store::register_client(const std::string& public_ke
         client.name = name;
         client.client_version = client_version;
         client.registered_at = client.last_seen = now;
+        client.address = address;
         Statement(*db_,
-                  "INSERT INTO clients(id, public_key, name, client_version, registered_at, last_seen) "
-                  "VALUES (?, ?, ?, ?, ?, ?)")
+                  "INSERT INTO clients(id, public_key, name, client_version, registered_at, last_seen, address) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?)")
             .bind(1, client.id)
             .bind(2, public_key)
             .bind(3, name)
             .bind(4, client_version)
             .bind(5, now)
             .bind(6, now)
+            .bind(7, address)
             .run();
         insert_event(*db_, "client_registered", {{"client_id", client.id}, {"name", name}}, now);
         transaction.commit();
-        return client;
+        return std::optional<ClientRecord>(client);
     });
 }
 
@@ -123,6 +135,43 @@ common::Status Store::set_client_banned(const std::string& id, bool banned, std:
         insert_event(*db_, banned ? "client_banned" : "client_unbanned", {{"client_id", id}}, now);
         transaction.commit();
         return {};
+    });
+}
+
+common::Result<std::int64_t> Store::registrations_from(const std::string& address, std::int64_t since) {
+    return guarded([&]() -> common::Result<std::int64_t> {
+        Statement query(*db_, "SELECT COUNT(*) FROM clients WHERE address = ? AND registered_at >= ?");
+        query.bind(1, address).bind(2, since).step();
+        return query.integer(0);
+    });
+}
+
+common::Result<std::int64_t> Store::rejections_since(const std::string& client_id, std::int64_t since) {
+    return guarded([&]() -> common::Result<std::int64_t> {
+        Statement query(*db_, "SELECT COUNT(*) FROM rejections WHERE client_id = ? AND at >= ?");
+        query.bind(1, client_id).bind(2, since).step();
+        return query.integer(0);
+    });
+}
+
+common::Result<bool> Store::set_client_quarantined(const std::string& id, bool quarantined, const std::string& why,
+                                                   std::int64_t now) {
+    return guarded([&]() -> common::Result<bool> {
+        Transaction transaction(*db_);
+        // Entering quarantine starts a new streak: only valid results from now on lift it.
+        Statement(*db_,
+                  "UPDATE clients SET quarantined = ?, valid_streak = CASE WHEN ? THEN 0 ELSE valid_streak END "
+                  "WHERE id = ? AND quarantined != ?")
+            .bind(1, quarantined ? 1 : 0)
+            .bind(2, quarantined ? 1 : 0)
+            .bind(3, id)
+            .bind(4, quarantined ? 1 : 0)
+            .run();
+        if (db_->changes() != 1) return false;
+        insert_event(*db_, quarantined ? "client_quarantined" : "client_released", {{"client_id", id}, {"why", why}},
+                     now);
+        transaction.commit();
+        return true;
     });
 }
 

@@ -83,6 +83,7 @@ AssignmentRecord read_assignment(const Statement& row) {
     a.merged_version = row.optional_integer(13);
     a.task_id = row.text(14);
     a.base_version = row.integer(15);
+    a.gain_per_step = row.optional_real(16);
     return a;
 }
 
@@ -231,31 +232,35 @@ common::Result<bool> Store::record_return(const std::string& id, const std::stri
     });
 }
 
-common::Result<bool> Store::mark_validated(const std::string& id, double norm, std::int64_t now) {
+common::Result<bool> Store::mark_validated(const std::string& id, const CheckFigures& figures, std::int64_t now) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(*db_);
         if (!transition(*db_, id, "('returned')", "validated")) return false;
-        Statement(*db_, "UPDATE assignments SET delta_norm = ?, returned_at = ? WHERE id = ?")
-            .bind(1, norm)
-            .bind(2, now)
-            .bind(3, id)
+        Statement(*db_, "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, returned_at = ? WHERE id = ?")
+            .bind(1, figures.norm)
+            .bind(2, figures.gain_per_step)
+            .bind(3, now)
+            .bind(4, id)
             .run();
         transaction.commit();
         return true;
     });
 }
 
-common::Result<bool> Store::accept(const std::string& id, double norm, double credit, bool merge, std::int64_t now) {
+common::Result<bool> Store::accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
+                                   std::int64_t now) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(*db_);
         if (!transition(*db_, id, "('returned', 'validated')", merge ? "accepted" : "confirmed")) return false;
         Statement next_seq(*db_, "SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments");
         next_seq.step();
-        Statement(*db_, "UPDATE assignments SET delta_norm = ?, credit = ?, accepted_seq = ? WHERE id = ?")
-            .bind(1, norm)
-            .bind(2, credit)
-            .bind(3, next_seq.integer(0))
-            .bind(4, id)
+        Statement(*db_,
+                  "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, credit = ?, accepted_seq = ? WHERE id = ?")
+            .bind(1, figures.norm)
+            .bind(2, figures.gain_per_step)
+            .bind(3, credit)
+            .bind(4, next_seq.integer(0))
+            .bind(5, id)
             .run();
         Statement client(*db_, "SELECT client_id FROM assignments WHERE id = ?");
         client.bind(1, id).step();
@@ -379,6 +384,21 @@ common::Result<std::vector<double>> Store::recent_norms_per_step(const std::stri
         std::vector<double> norms;
         while (query.step()) norms.push_back(query.real(0));
         return norms;
+    });
+}
+
+common::Result<std::vector<double>> Store::recent_gains_per_step(const std::string& task_id, int limit) {
+    return guarded([&]() -> common::Result<std::vector<double>> {
+        // As recent_norms_per_step; only results whose gain was measured count.
+        Statement query(*db_,
+                        "SELECT a.gain_per_step FROM assignments a CROSS JOIN work_units w "
+                        "ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? "
+                        "AND +a.state IN ('accepted', 'confirmed', 'merged') AND a.gain_per_step IS NOT NULL "
+                        "ORDER BY a.accepted_seq DESC LIMIT ?");
+        query.bind(1, task_id).bind(2, limit);
+        std::vector<double> gains;
+        while (query.step()) gains.push_back(query.real(0));
+        return gains;
     });
 }
 

@@ -3,10 +3,13 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "torch/model_state.h"
 #include "torch/sampling.h"
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
+#include "torch/trainer.h"
 #include "torch/workload.h"
 
 namespace tessera::server {
@@ -19,6 +22,24 @@ common::DataShape shape_of(const TaskConfig& config) {
     shape.num_classes = config.num_classes;
     shape.text_dim = config.text_dim;
     return shape;
+}
+
+// The given rows of every tensor of `data`.
+common::ShardData rows_of(const common::ShardData& data, const torch::Tensor& rows) {
+    common::ShardData chosen;
+    chosen.inputs = data.inputs.index_select(0, rows);
+    chosen.labels = data.labels.index_select(0, rows);
+    if (data.text_emb.defined()) chosen.text_emb = data.text_emb.index_select(0, rows);
+    chosen.pixels = data.pixels;
+    return chosen;
+}
+
+// The workload's evaluation loss on all of `data` with `weights` loaded.
+common::Result<double> loss_with(common::Workload& workload, const common::TorchTensorMap& weights,
+                                 const common::ShardData& data) {
+    auto status = common::load_state(*workload.module(), weights);
+    if (!status) return status.error();
+    return workload.evaluate(data, torch::kCPU, data.size()).loss;
 }
 
 class TorchProbe : public ModelProbe {
@@ -40,12 +61,53 @@ public:
         }
     }
 
+    common::Result<std::vector<double>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
+                                                           const AssignedSamples& samples) override {
+        try {
+            torch::NoGradGuard no_grad;
+            auto data = unit_data(samples.shard_files);
+            if (!data) return data.error();
+            auto rows = common::first_epoch_rows((*data)->size(), samples.batch_size, samples.steps, samples.seed,
+                                                 samples.max_samples);
+            auto chosen = rows_of(**data, rows);
+            std::vector<double> losses;
+            for (const auto* w : weights) {
+                auto loss = loss_with(*workload_, common::from_named_f32(*w), chosen);
+                if (!loss) return loss.error();
+                losses.push_back(*loss);
+            }
+            return losses;
+        } catch (const c10::Error& error) {
+            return common::make_error(std::string("evaluation on the unit's samples: ") +
+                                      error.what_without_backtrace());
+        }
+    }
+
 private:
+    // The unit's shards concatenated; the last unit's are kept (replicas and retries repeat it).
+    common::Result<const common::ShardData*> unit_data(const std::vector<std::filesystem::path>& files) {
+        if (files == unit_files_) return &unit_data_;
+        std::vector<common::ShardData> shards;
+        for (const auto& file : files) {
+            auto shard = common::load_shard_file(file);
+            if (!shard) return common::with_context("shard " + file.filename().string(), shard.error());
+            shards.push_back(std::move(*shard));
+        }
+        auto data = common::concat_shards(shards);
+        if (!data) return data.error();
+        unit_data_ = std::move(*data);
+        unit_files_ = files;
+        return &unit_data_;
+    }
+
     std::unique_ptr<common::Workload> workload_;
     std::shared_ptr<const common::ShardData> data_;
+    std::vector<std::filesystem::path> unit_files_;
+    common::ShardData unit_data_;
 };
 
 constexpr std::int64_t kSamplesPerClass = 8;
+constexpr std::uint64_t kCalibrationSeed = 1;
 constexpr std::int64_t kSamplingSteps = 20;
 constexpr std::uint64_t kSamplingSeed = 1234;  // the same noise for every version
 
@@ -98,6 +160,49 @@ common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& con
             return common::make_error(std::string("building the model: ") + error.what_without_backtrace());
         }
     });
+}
+
+common::Result<Calibration> calibrate(const TaskConfig& config, const common::NamedTensors& weights,
+                                      const std::filesystem::path& validation_shard) {
+    try {
+        auto data = common::load_shard_file(validation_shard);
+        if (!data) return common::with_context("validation shard", data.error());
+        common::TrainConfig train;
+        train.steps = config.local_steps;
+        train.batch_size = config.batch_size;
+        train.lr = config.lr;
+        train.warmup_steps = config.warmup_steps;
+        train.weight_decay = config.weight_decay;
+        train.grad_clip = config.grad_clip;
+        train.seed = kCalibrationSeed;
+        train.num_classes = config.num_classes;
+        auto theta0 = common::from_named_f32(weights);
+        auto outcome = common::train(config.model, theta0, *data, train);
+        if (!outcome) return common::with_context("calibration unit", outcome.error());
+        double squares = 0;
+        common::TorchTensorMap after;
+        for (const auto& [name, delta] : outcome->delta) {
+            squares += delta.to(torch::kFloat64).pow(2).sum().item<double>();
+            after.emplace(name, theta0.at(name) + delta);
+        }
+        auto rows = common::first_epoch_rows(data->size(), train.batch_size, train.steps, train.seed,
+                                             config.eval_samples);
+        auto chosen = rows_of(*data, rows);
+        auto workload = common::make_workload(config.model, shape_of(config), 0);
+        if (!workload) return workload.error();
+        auto before_loss = loss_with(**workload, theta0, chosen);
+        if (!before_loss) return before_loss.error();
+        auto after_loss = loss_with(**workload, after, chosen);
+        if (!after_loss) return after_loss.error();
+        Calibration calibration;
+        calibration.steps = train.steps;
+        calibration.norm_per_step = std::sqrt(squares) / static_cast<double>(train.steps);
+        calibration.gain_per_step =
+            *before_loss > 0 ? (*before_loss - *after_loss) / *before_loss / static_cast<double>(train.steps) : 0.0;
+        return calibration;
+    } catch (const c10::Error& error) {
+        return common::make_error(std::string("calibration: ") + error.what_without_backtrace());
+    }
 }
 
 std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const TaskConfig& config,

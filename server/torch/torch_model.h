@@ -1,11 +1,12 @@
 // The server's uses of LibTorch, behind a torch-free header: building a task's initial
-// weights (version 0), the model probe that evaluates weights on the validation shard, and
-// the dashboard's sample images.
+// weights (version 0), its calibration unit, the model probe that evaluates weights on the
+// validation shard and on a unit's own samples, and the dashboard's sample images.
 #pragma once
 
 #include <filesystem>
 #include <optional>
 
+#include "calibration.h"
 #include "delta_codec.h"
 #include "model_probe.h"
 #include "sample_gallery.h"
@@ -18,6 +19,10 @@ common::Result<common::NamedTensors> initial_weights(const TaskConfig& config);
 // Probes that evaluate on the validation shard at `validation_shard`, loaded once and shared.
 common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& config,
                                                            const std::filesystem::path& validation_shard);
+// The task's calibration unit: the server trains one unit with the task's hyperparameters on
+// the validation shard from `weights` and measures its norm and gain per step.
+common::Result<Calibration> calibrate(const TaskConfig& config, const common::NamedTensors& weights,
+                                      const std::filesystem::path& validation_shard);
 // Renderers of a class-by-class image grid through the dataset's decoder (`decoder_file`,
 // latents divided by `latent_scale` first); none for presets that do not generate images.
 std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const TaskConfig& config,

@@ -236,6 +236,9 @@ TEST_CASE("a fleet that leaves for good ends the run, with its figures where it 
 
 TEST_CASE("hostile volunteers' poison is returned, and the validator refuses what it can see") {
     SmallTask task;
+    // The NaN attack writes an f32 file by hand: in an int8 task the file's encoding alone
+    // would refuse it (encoding_mismatch) before its values are read.
+    task.config.codec = {common::DeltaDType::F32, 1.0};
     auto fleet = fleet_of(2, 20);
     auto nan = fleet_of(1, 20, {}, Attack::NaN);
     auto zero = fleet_of(1, 20, {}, Attack::Zero);

@@ -30,7 +30,8 @@ constexpr std::int64_t kStartTime = 1'800'000'000;
 inline TaskConfig small_task_config(const std::filesystem::path& data_dir, PolicyKind policy,
                                     const std::string& model = "dit-tiny") {
     auto config = default_task_config(data_dir, policy, model).value();
-    config.loss_check = 0;  // tests that want it turn it on
+    config.loss_check = 0;    // tests that want it turn it on
+    config.trust_streak = 0;  // every volunteer trusted from the start, so loss_check decides
     config.replication = 0;
     config.eval_samples = 64;
     config.local_steps = 4;
@@ -135,9 +136,11 @@ public:
         return server::read_checkpoint(common::as_bytes(reply.body)).value();
     }
 
-    common::NamedTensors made_up_delta(const common::WorkUnit& wu, float scale, std::uint32_t seed = 1) {
+    // Seeded by the unit's seed unless `seed` is given: replicas of a unit make the same delta,
+    // different units different ones (identical deltas for two units would be a copy).
+    common::NamedTensors made_up_delta(const common::WorkUnit& wu, float scale, std::optional<std::uint32_t> seed = {}) {
         auto delta = base_model(wu);
-        std::mt19937 rng(seed);
+        std::mt19937 rng(seed.value_or(static_cast<std::uint32_t>(wu.hyper.seed)));
         std::normal_distribution<float> normal;
         for (auto& t : delta)
             for (auto& v : t.values) v = scale * normal(rng);

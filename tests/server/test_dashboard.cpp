@@ -216,6 +216,10 @@ public:
         ++*calls_;
         return ProbeResult{1.0, std::nullopt, 64};
     }
+    common::Result<std::vector<double>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
+                                                           const AssignedSamples&) override {
+        return std::vector<double>(weights.size(), 1.0);  // the loss checks are off in these tests
+    }
 
 private:
     std::shared_ptr<std::atomic<int>> calls_;

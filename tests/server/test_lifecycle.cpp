@@ -5,6 +5,7 @@
 
 #include "server_fixture.h"
 #include "sqlite.h"
+#include "trust.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -90,8 +91,17 @@ TEST_CASE("local steps follow the volunteer's speed within bounds") {
     config.target_seconds = 0;
     CHECK(Scheduler::scaled_local_steps(config, 64) == 50);
     config.replication = 0.1;
-    CHECK(Scheduler::replication_chance(config, 0) == doctest::Approx(0.1));
-    CHECK(Scheduler::replication_chance(config, kTrustedStreak) == doctest::Approx(0.02));
+    config.trust_streak = 5;
+    ClientRecord client;
+    CHECK(replication_chance(config, client) == doctest::Approx(0.1));
+    CHECK(loss_check_chance(config, client) == 1.0);  // new: every result checked
+    client.valid_streak = 5;
+    CHECK(replication_chance(config, client) == doctest::Approx(0.02));
+    CHECK(loss_check_chance(config, client) == doctest::Approx(config.loss_check));
+    client.quarantined = true;
+    CHECK(replication_chance(config, client) == 1.0);
+    CHECK(loss_check_chance(config, client) == 1.0);
+    CHECK(in_flight_limit(config, client) == 1);
 
     TestServer server([](TaskConfig& c) {
         c.target_seconds = 60;
@@ -211,7 +221,7 @@ TEST_CASE("the store applies its schema once and refuses a database from a newer
     CHECK(missing.message().find("tessera-server init") != std::string::npos);
 }
 
-TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain a sample size and indexes") {
+TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain a sample size, indexes and the checks' columns") {
     TestServer server;
     server.stop();
     auto path = server.state().database();
@@ -220,14 +230,17 @@ TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain
         Statement query(db,
                         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN "
                         "('work_units_open', 'clients_by_last_seen', 'request_nonces_by_time', "
-                        "'assignments_by_acceptance')");
+                        "'assignments_by_acceptance', 'clients_by_address', 'rejections_by_client')");
         query.step();
         return query.integer(0);
     };
-    CHECK(indexes() == 4);
+    CHECK(indexes() == 6);
     {
-        SqliteDb db(path, false);  // back to schema 1: no sample size on the versions, no indexes of schema 3
+        SqliteDb db(path, false);  // back to schema 1: no sample size, no indexes of schemas 3 and 4, no check columns
         db.exec(
+            "DROP INDEX clients_by_address; DROP INDEX rejections_by_client; "
+            "ALTER TABLE clients DROP COLUMN quarantined; ALTER TABLE clients DROP COLUMN address; "
+            "ALTER TABLE assignments DROP COLUMN gain_per_step; "
             "ALTER TABLE model_versions DROP COLUMN validation_samples; "
             "ALTER TABLE model_versions DROP COLUMN validation_full; DROP INDEX work_units_open; "
             "DROP INDEX clients_by_last_seen; DROP INDEX request_nonces_by_time; DROP INDEX assignments_by_acceptance; "
@@ -236,7 +249,10 @@ TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();
     CHECK(store->schema_version().value() == Store::kSchemaVersion);
-    CHECK(indexes() == 4);
+    CHECK(indexes() == 6);
+    auto client = store->register_client("a key", "old volunteer", "0.1.0", "192.0.2.7", 100).value().value();
+    CHECK(!client.quarantined);
+    CHECK(store->registrations_from("192.0.2.7", 0).value() == 1);
     auto task = store->current_task().value().value();
     auto v0 = store->version(task.id, 0).value().value();
     CHECK(v0.validation_loss.has_value());  // evaluated before the migration, kept

@@ -126,16 +126,15 @@ TEST_CASE("a delta far larger than recent accepted ones is rejected by the norm 
 }
 
 TEST_CASE("a delta that raises the held-out loss is rejected by the loss check") {
-    TestServer server([](TaskConfig& c) { c.loss_check = 1.0; });
+    TestServer server([](TaskConfig& c) {
+        c.loss_check = 1.0;
+        c.norm_bound = 1e9;  // the calibration would refuse this noise by its norm first
+    });
     TestVolunteer volunteer(server);
     auto wu = volunteer.request_work().value();
     REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 0.5f)).status == 200);
     server.app().wait_idle();
     CHECK(rejection_of(server, wu.wu_id) == reason::kLossIncrease);
-    auto good = volunteer.request_work().value();
-    REQUIRE(volunteer.upload(good, volunteer.made_up_delta(good, 1e-5f)).status == 200);
-    server.app().wait_idle();
-    CHECK(state_of(server, good.wu_id) == "merged");
 }
 
 TEST_CASE("replicas are compared: agreeing twins are accepted once, disagreeing ones rejected") {

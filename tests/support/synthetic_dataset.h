@@ -1,5 +1,5 @@
-// A tiny dataset written directly (random 4×8×8 latents, or random 1×28×28 u8 pixels for the
-// cnn preset; 10 classes): training shards and a validation shard with a dataset.json, for
+// A tiny dataset written directly (random 4×8×8 latents, or 1×28×28 u8 pixels whose
+// brightness tells the class, for the cnn preset; 10 classes): training shards and a validation shard with a dataset.json, for
 // server tests that need a task but not the Fashion-MNIST pipeline.
 #pragma once
 
@@ -31,13 +31,17 @@ inline common::DatasetFile write_labelled_shard(const std::filesystem::path& dir
     return {name, common::sha256_hex(bytes), static_cast<std::int64_t>(bytes.size()), samples};
 }
 
-// Random 1×28×28 u8 images (the cnn preset's input).
+// 1×28×28 u8 images (the cnn preset's input): noise brightened by 12 levels per class (the
+// label is the row's index mod 10), so a classifier can learn them in a few steps.
 inline common::DatasetFile write_synthetic_pixel_shard(const std::filesystem::path& dir, const std::string& name,
                                                        std::int64_t samples, std::uint32_t seed) {
     std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_int_distribution<int> byte(0, 127);
     std::vector<std::uint8_t> pixels(static_cast<std::size_t>(samples * 28 * 28));
-    for (auto& v : pixels) v = static_cast<std::uint8_t>(byte(rng));
+    for (std::size_t i = 0; i < pixels.size(); ++i) {
+        auto label = static_cast<int>((i / (28 * 28)) % 10);
+        pixels[i] = static_cast<std::uint8_t>(byte(rng) + 12 * label);
+    }
     common::TensorView view;
     view.name = "pixels";
     view.dtype = common::DType::U8;

@@ -27,6 +27,8 @@ struct InProcessServer::Parts {
     std::unique_ptr<ResultFiles> results;
     std::unique_ptr<ModelCache> models;
     std::unique_ptr<ProbePool> probes;
+    CopyDetector copies;
+    CheckCosts check_costs;
     std::unique_ptr<Aggregator> aggregator;
     std::unique_ptr<Validator> validator;
     std::unique_ptr<Transitioner> transitioner;
@@ -77,9 +79,15 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     // The aggregator's executor runs the dashboard's 512-sample curve; the simulator draws its
     // own curve on the validation set it is asked for, so those jobs are dropped.
     Executor no_curve = [](std::function<void()>) {};
-    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, no_curve, p.clock);
+    AggregatorHooks hooks;
+    hooks.model_committed = [raw](const std::string& task_id, std::int64_t version,
+                                  const common::NamedTensors& model) {
+        raw->copies.note_model(task_id, version, model);
+    };
+    p.aggregator =
+        std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, no_curve, p.clock, std::move(hooks));
     p.validator = std::make_unique<Validator>(
-        *p.store, *p.results, *p.models, *p.probes, p.clock,
+        *p.store, *p.results, *p.models, *p.probes, *p.blobs, p.copies, p.check_costs, p.clock,
         [raw](const std::string& id) { raw->aggregator->enqueue(id); }, seed);
     p.transitioner = std::make_unique<Transitioner>(
         *p.store, *p.validator, [](std::function<void()> job) { job(); }, p.clock);
@@ -95,7 +103,9 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
 common::Result<ClientRecord> InProcessServer::register_volunteer(const std::string& name) {
     // Only the API checks request signatures, so a volunteer here needs no key pair: its
     // "public key" is a unique label.
-    return parts_->store->register_client("sim:" + name, name, "fleet-simulator", parts_->clock());
+    auto registered = parts_->store->register_client("sim:" + name, name, "fleet-simulator", "", parts_->clock());
+    if (!registered) return registered.error();
+    return **registered;  // no registration limit here: always a record
 }
 
 common::Result<common::WorkResponse> InProcessServer::request_work(const common::WorkRequest& request) {

@@ -1,0 +1,25 @@
+// A task's trusted start: when the task is created, the server trains one unit itself (the
+// task's hyperparameters, on the validation shard, from version 0) and keeps the norm and
+// gain per step of that delta. Until enough volunteers' results have been accepted to set the
+// norm bounds and the gain margin, they are set by this calibration, so the first results of
+// the first volunteers cannot set the bar (docs/operations.md, "Validation").
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "store.h"
+
+namespace tessera::server {
+
+struct Calibration {
+    double norm_per_step = 0;  // ‖Δ‖ / steps of the server's own unit
+    double gain_per_step = 0;  // relative loss drop on the samples it trained on, per step
+    std::int64_t steps = 0;
+};
+
+common::Status save_calibration(Store& store, const std::string& task_id, const Calibration& calibration);
+// None for a task created before calibrations existed.
+common::Result<std::optional<Calibration>> load_calibration(Store& store, const std::string& task_id);
+
+}  // namespace tessera::server

@@ -1,0 +1,59 @@
+// CopyDetector: bounded per-task rings of sketches, searched linearly (80 cosines of 4096
+// buckets per result: well under a millisecond).
+#include "copy_detector.h"
+
+namespace tessera::server {
+namespace {
+
+template <typename T>
+void push_bounded(std::deque<T>& ring, T item, std::size_t limit) {
+    ring.push_back(std::move(item));
+    while (ring.size() > limit) ring.pop_front();
+}
+
+}  // namespace
+
+void CopyDetector::note_model(const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
+    auto sketch = sketch_of(model);  // outside the lock: the whole model is read
+    DeltaSketch update;
+    {
+        std::lock_guard lock(mutex_);
+        auto& task = tasks_[task_id];
+        if (task.model_version == version - 1) update = sketch_difference(sketch, task.model);
+        task.model_version = version;
+        task.model = std::move(sketch);
+    }
+    note_update(task_id, version, std::move(update));
+}
+
+void CopyDetector::note_update(const std::string& task_id, std::int64_t version, DeltaSketch update) {
+    if (update.empty()) return;
+    std::lock_guard lock(mutex_);
+    push_bounded(tasks_[task_id].updates, Entry{"the update to version " + std::to_string(version), "", std::move(update)},
+                 kUpdatesKept);
+}
+
+void CopyDetector::note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta) {
+    if (delta.empty()) return;
+    std::lock_guard lock(mutex_);
+    push_bounded(tasks_[task_id].results, Entry{"the result for unit " + work_unit_id, work_unit_id, std::move(delta)},
+                 kResultsKept);
+}
+
+SimilarMatch CopyDetector::most_similar(const std::string& task_id, const std::string& work_unit_id,
+                                        const DeltaSketch& delta) const {
+    SimilarMatch best;
+    std::lock_guard lock(mutex_);
+    auto found = tasks_.find(task_id);
+    if (found == tasks_.end()) return best;
+    auto consider = [&](const Entry& entry) {
+        double similarity = cosine_similarity(delta, entry.sketch);
+        if (best.what.empty() || similarity > best.similarity) best = {similarity, entry.what};
+    };
+    for (const auto& entry : found->second.updates) consider(entry);
+    for (const auto& entry : found->second.results)
+        if (entry.work_unit_id != work_unit_id) consider(entry);
+    return best;
+}
+
+}  // namespace tessera::server

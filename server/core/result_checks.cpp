@@ -1,0 +1,200 @@
+// ResultChecks: each check returns a named reason; figures go to the store with the verdict.
+#include "result_checks.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "rejection_reasons.h"
+#include "tensor_math.h"
+
+namespace tessera::server {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+void add_seconds(std::atomic<double>& total, SteadyClock::time_point started) {
+    total.fetch_add(std::chrono::duration<double>(SteadyClock::now() - started).count());
+}
+
+bool all_finite(const common::NamedTensors& tensors) {
+    for (const auto& t : tensors)
+        for (float v : t.values)
+            if (!std::isfinite(v)) return false;
+    return true;
+}
+
+std::string describe(const common::DeltaEncoding& e) {
+    return std::string(common::delta_dtype_name(e.dtype)) +
+           (e.topk_fraction < 1 ? " top-k " + std::to_string(e.topk_fraction) : " dense");
+}
+
+Verdict refuse(std::string_view reason, std::string detail, Verdict verdict = {}) {
+    verdict.reason = std::string(reason);
+    verdict.detail = std::move(detail);
+    return verdict;
+}
+
+common::NamedTensors applied(const common::NamedTensors& base, const common::NamedTensors& delta) {
+    auto sum = base;
+    for (std::size_t i = 0; i < sum.size(); ++i)
+        for (std::size_t j = 0; j < sum[i].values.size(); ++j) sum[i].values[j] += delta[i].values[j];
+    return sum;
+}
+
+}  // namespace
+
+double median_of(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    auto n = values.size();
+    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
+                                          bool loss_check) {
+    ++costs_.results;
+    auto base = models_.get(a.task_id, a.base_version);
+    if (!base) return base.error();
+    const auto& model = **base;
+
+    auto started = SteadyClock::now();
+    auto bytes = results_.read_bytes(a.id);
+    if (!bytes) return bytes.error();
+    common::DeltaDecodeLimits limits;
+    limits.max_elements = static_cast<std::uint64_t>(value_count(model) + 1);
+    auto decoded = common::decode_delta(*bytes, limits);
+    add_seconds(costs_.decode, started);
+    if (!decoded) return refuse(reason::kUndecodable, decoded.message());
+    // The file's own metadata and part dtypes (the decoder checked they agree), not the manifest's.
+    if (decoded->encoding.dtype != unit.encoding.dtype ||
+        decoded->encoding.topk_fraction != unit.encoding.topk_fraction)
+        return refuse(reason::kEncodingMismatch,
+                      "the file holds " + describe(decoded->encoding) + "; the unit asked for " + describe(unit.encoding));
+    const auto& delta = decoded->tensors;
+
+    started = SteadyClock::now();
+    if (auto layout = check_same_layout(model, delta); !layout) return refuse(reason::kShapeMismatch, layout.message());
+    if (!all_finite(delta)) return refuse(reason::kNonFinite, "the delta holds NaN or infinity");
+    Verdict verdict;
+    verdict.figures.norm = l2_norm(delta);
+    if (verdict.figures.norm == 0) return refuse(reason::kEmptyDelta, "the delta is all zeros", verdict);
+
+    // Per local step, since units are sized to each volunteer's speed (and warm-ups are short).
+    auto steps = static_cast<double>(unit.hyper.local_steps);
+    auto norms = store_.recent_norms_per_step(a.task_id, kHistory);
+    if (!norms) return norms.error();
+    add_seconds(costs_.cheap, started);
+    auto typical_norm = typical(a.task_id, *norms, &Calibration::norm_per_step);
+    if (!typical_norm) return typical_norm.error();
+    if (*typical_norm) {
+        double typical = **typical_norm;
+        double per_step = verdict.figures.norm / steps;
+        auto describe_norm = [&](const char* relation, double factor) {
+            return "norm " + std::to_string(verdict.figures.norm) + " over " + std::to_string(unit.hyper.local_steps) +
+                   " steps is " + relation + " " + std::to_string(factor) +
+                   " x the typical norm per step (" + std::to_string(factor * typical * steps) + ")";
+        };
+        if (per_step > task.config.norm_bound * typical)
+            return refuse(reason::kNormTooLarge, describe_norm("above", task.config.norm_bound), verdict);
+        if (per_step < task.config.norm_floor * typical)
+            return refuse(reason::kNormTooSmall, describe_norm("below", task.config.norm_floor), verdict);
+    }
+
+    started = SteadyClock::now();
+    verdict.sketch = sketch_of(delta);
+    auto match = copies_.most_similar(a.task_id, a.work_unit_id, verdict.sketch);
+    add_seconds(costs_.copy, started);
+    if (match.similarity > task.config.copy_similarity)
+        return refuse(reason::kCopied,
+                      "cosine similarity " + std::to_string(match.similarity) + " with " + match.what + " exceeds " +
+                          std::to_string(task.config.copy_similarity),
+                      verdict);
+
+    if (!loss_check) return verdict;
+    ++costs_.loss_checked;
+    return loss_checks(a, task, unit, model, delta, std::move(verdict));
+}
+
+common::Result<Verdict> ResultChecks::loss_checks(const AssignmentRecord& a, const TaskView& task,
+                                                  const common::WorkUnit& unit, const common::NamedTensors& base,
+                                                  const common::NamedTensors& delta, Verdict verdict) {
+    verdict.loss_checked = true;
+    auto after = applied(base, delta);
+    auto steps = static_cast<double>(unit.hyper.local_steps);
+
+    // Held-out data first: the base model's loss is cached per version, so it costs one evaluation.
+    auto started = SteadyClock::now();
+    auto before = held_out_base_loss(a.task_id, a.base_version, base, task.config.eval_samples);
+    if (!before) return before.error();
+    auto held_out = probes_.evaluate(after, task.config.eval_samples);
+    add_seconds(costs_.held_out, started);
+    if (!held_out) return held_out.error();
+    double limit = *before * (1 + task.config.loss_tolerance);
+    if (!(held_out->loss <= limit))
+        return refuse(reason::kLossIncrease,
+                      "held-out loss " + std::to_string(held_out->loss) + " after the delta exceeds " +
+                          std::to_string(limit) + " (base " + std::to_string(*before) + ")",
+                      verdict);
+    verdict.held_out_gain = *before > 0 ? (*before - held_out->loss) / *before : 0;
+
+    // Proof of training: the loss on the samples the unit trained on first, before and after.
+    started = SteadyClock::now();
+    AssignedSamples samples;
+    for (const auto& shard : unit.shards) samples.shard_files.push_back(blobs_.path_of(shard.sha256));
+    samples.seed = static_cast<std::uint64_t>(unit.hyper.seed);
+    samples.batch_size = unit.hyper.batch_size;
+    samples.steps = unit.hyper.local_steps;
+    samples.max_samples = task.config.eval_samples;
+    auto own = probes_.losses_on_assigned({&base, &after}, samples);
+    add_seconds(costs_.own_samples, started);
+    if (!own) return own.error();
+    double own_before = (*own)[0], own_after = (*own)[1];
+    double gain = own_before > 0 ? (own_before - own_after) / own_before : 0;
+    verdict.figures.gain_per_step = gain / steps;
+    auto gains = store_.recent_gains_per_step(a.task_id, kHistory);
+    if (!gains) return gains.error();
+    auto typical_gain = typical(a.task_id, *gains, &Calibration::gain_per_step);
+    if (!typical_gain) return typical_gain.error();
+    // Without a calibration or recent results, the margin is "any improvement at all".
+    double threshold = *typical_gain ? task.config.min_gain * std::max(0.0, **typical_gain) : 0.0;
+    if (!(*verdict.figures.gain_per_step > threshold))
+        return refuse(reason::kNoImprovement,
+                      "loss on the unit's own samples went from " + std::to_string(own_before) + " to " +
+                          std::to_string(own_after) + ": a gain of " + std::to_string(*verdict.figures.gain_per_step) +
+                          " per step, not above " + std::to_string(threshold),
+                      verdict);
+    verdict.flagged = verdict.held_out_gain >= gain;
+    return verdict;
+}
+
+common::Result<std::optional<double>> ResultChecks::typical(const std::string& task_id,
+                                                            const std::vector<double>& recent,
+                                                            double Calibration::*figure) {
+    if (recent.size() >= kMinFigures) return std::optional<double>(median_of(recent));
+    std::lock_guard lock(mutex_);
+    auto found = calibrations_.find(task_id);
+    if (found == calibrations_.end()) {
+        auto loaded = load_calibration(store_, task_id);
+        if (!loaded) return loaded.error();
+        found = calibrations_.emplace(task_id, *loaded).first;
+    }
+    if (!found->second || !((*found->second).*figure > 0)) return std::optional<double>();
+    return std::optional<double>((*found->second).*figure);
+}
+
+common::Result<double> ResultChecks::held_out_base_loss(const std::string& task_id, std::int64_t version,
+                                                        const common::NamedTensors& base, std::int64_t samples) {
+    auto key = task_id + "/" + std::to_string(version);
+    {
+        std::lock_guard lock(mutex_);
+        if (base_loss_key_ == key) return base_loss_value_;
+    }
+    auto result = probes_.evaluate(base, samples);
+    if (!result) return result.error();
+    std::lock_guard lock(mutex_);
+    base_loss_key_ = key;
+    base_loss_value_ = result->loss;
+    return result->loss;
+}
+
+}  // namespace tessera::server

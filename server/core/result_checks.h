@@ -1,0 +1,85 @@
+// The content checks of one returned result, cheapest first (docs/operations.md,
+// "Validation"): it decodes; the file holds the encoding the unit asked for; names, shapes
+// and dtypes match the model; every value is finite; it is not all zeros; its norm per step
+// lies between the floor and the bound set by recent accepted results; it is not a copy of a
+// recent version update or of another unit's result. A result chosen for the loss checks
+// must then not raise the held-out loss beyond the tolerance, and must lower the loss on the
+// samples its unit trained on by a margin recent results set (proof of training).
+// Thread-safe: results are checked concurrently on the work pool.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "blob_store.h"
+#include "calibration.h"
+#include "check_costs.h"
+#include "copy_detector.h"
+#include "model_cache.h"
+#include "model_probe.h"
+#include "protocol.h"
+#include "result_files.h"
+#include "store.h"
+#include "task_lookup.h"
+
+namespace tessera::server {
+
+struct Verdict {
+    std::string reason;  // empty: passed
+    std::string detail;
+    CheckFigures figures;
+    DeltaSketch sketch;         // of a delta that decoded with the model's layout
+    bool loss_checked = false;  // the loss checks ran
+    // Passed, but improved held-out data as much as its own samples: what a delta that was
+    // not trained on the unit's samples (a replay) looks like. Young models show it too.
+    bool flagged = false;
+    double held_out_gain = 0;
+};
+
+class ResultChecks {
+public:
+    // Statistics come from this many recent accepted results, once there are kMinFigures;
+    // before that, from the task's calibration.
+    static constexpr int kHistory = 50;
+    static constexpr std::size_t kMinFigures = 5;
+
+    ResultChecks(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes, const BlobStore& blobs,
+                 CopyDetector& copies, CheckCosts& costs)
+        : store_(store), results_(results), models_(models), probes_(probes), blobs_(blobs), copies_(copies),
+          costs_(costs) {}
+
+    // `unit` is the work unit as sent; `loss_check` says whether the loss checks run.
+    // An error is the server's (disk, database, probe), not the result's: no verdict yet.
+    common::Result<Verdict> run(const AssignmentRecord& assignment, const TaskView& task, const common::WorkUnit& unit,
+                                bool loss_check);
+
+private:
+    common::Result<Verdict> loss_checks(const AssignmentRecord& assignment, const TaskView& task,
+                                        const common::WorkUnit& unit, const common::NamedTensors& base,
+                                        const common::NamedTensors& delta, Verdict verdict);
+    common::Result<double> held_out_base_loss(const std::string& task_id, std::int64_t version,
+                                              const common::NamedTensors& base, std::int64_t samples);
+    // The typical norm or gain per step: the median of recent results, or the calibration's.
+    common::Result<std::optional<double>> typical(const std::string& task_id, const std::vector<double>& recent,
+                                                  double Calibration::*figure);
+
+    Store& store_;
+    ResultFiles& results_;
+    ModelCache& models_;
+    ProbePool& probes_;
+    const BlobStore& blobs_;
+    CopyDetector& copies_;
+    CheckCosts& costs_;
+    std::mutex mutex_;  // guards the held-out base-loss cache and the calibrations
+    std::string base_loss_key_;
+    double base_loss_value_ = 0;
+    std::map<std::string, std::optional<Calibration>> calibrations_;
+};
+
+// The median of `values` (not empty).
+double median_of(std::vector<double> values);
+
+}  // namespace tessera::server

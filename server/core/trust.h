@@ -1,0 +1,34 @@
+// A volunteer's standing, as the contribution checks and the scheduler use it (docs/
+// operations.md, "Trust and quarantine"): new volunteers are checked on every result until
+// they have a streak of valid ones (BOINC's adaptive replication); a quarantined volunteer
+// holds one unit at a time, always replicated, until a new streak lifts the quarantine.
+#pragma once
+
+#include <cstdint>
+
+#include "records.h"
+#include "task_config.h"
+
+namespace tessera::server {
+
+inline bool is_trusted(const TaskConfig& config, const ClientRecord& client) {
+    return !client.quarantined && client.valid_streak >= config.trust_streak;
+}
+
+// The chance that a result is given the loss checks (its own samples and held-out data).
+inline double loss_check_chance(const TaskConfig& config, const ClientRecord& client) {
+    return is_trusted(config, client) ? config.loss_check : 1.0;
+}
+
+// The chance that a new unit for this volunteer is computed twice and compared (a task
+// replicating every unit does so for everyone).
+inline double replication_chance(const TaskConfig& config, const ClientRecord& client) {
+    if (client.quarantined || config.replication >= 1) return 1.0;
+    return is_trusted(config, client) ? config.replication / 5 : config.replication;
+}
+
+inline std::int64_t in_flight_limit(const TaskConfig& config, const ClientRecord& client) {
+    return client.quarantined ? 1 : config.max_in_flight;
+}
+
+}  // namespace tessera::server

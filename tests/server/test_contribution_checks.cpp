@@ -1,0 +1,243 @@
+// The contribution checks over HTTP with really trained deltas: an honest delta passes every
+// check; its poisoned variants (noise at its norm, sign flip, near zero, a replayed update, a
+// copied result, a file in another encoding) are refused with their reasons; a fresh task's
+// first result is judged by the server's calibration; quarantine and its lifting; the
+// registration limit per address.
+#include <torch/torch.h>
+
+#include "doctest_after_torch.h"
+
+#include <cmath>
+
+#include "calibration.h"
+#include "rejection_reasons.h"
+#include "server_fixture.h"
+#include "tensor_math.h"
+#include "torch/shard_data.h"
+#include "torch/trainer.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace reason = tessera::server::reason;
+
+namespace {
+
+// The cnn on random images with arbitrary labels: training can only memorise, so it lowers
+// the loss on the unit's own samples and not on held-out ones (DiT on the synthetic random
+// latents learns too little in a few steps to tell). Every result of a new volunteer gets
+// the loss checks.
+void checked_task(TaskConfig& c) {
+    c.local_steps = 12;
+    c.batch_size = 16;
+    c.lr = 2e-3;
+    c.warmup_steps = 1;
+    c.codec = {common::DeltaDType::F32, 1.0};
+    c.loss_check = 1.0;
+    c.trust_streak = 5;
+    c.max_in_flight = 4;
+}
+
+// What an honest volunteer sends: the unit's training on its own shards, fetched from /blobs.
+common::NamedTensors trained_delta(TestServer& server, TestVolunteer& volunteer, const common::WorkUnit& wu) {
+    std::vector<common::ShardData> shards;
+    for (const auto& shard : wu.shards) {
+        auto reply = http_get(server.port(), "/blobs/" + shard.sha256);
+        REQUIRE(reply.status == 200);
+        shards.push_back(common::load_shard(common::as_bytes(reply.body)).value());
+    }
+    auto data = common::concat_shards(shards).value();
+    common::TrainConfig config;
+    config.steps = wu.hyper.local_steps;
+    config.batch_size = wu.hyper.batch_size;
+    config.lr = wu.hyper.lr;
+    config.warmup_steps = wu.hyper.warmup_steps;
+    config.weight_decay = wu.hyper.weight_decay;
+    config.grad_clip = wu.hyper.grad_clip;
+    config.seed = static_cast<std::uint64_t>(wu.hyper.seed);
+    config.num_classes = server.config().num_classes;
+    auto theta0 = common::from_named_f32(volunteer.base_model(wu));
+    auto outcome = common::train(wu.model, theta0, data, config).value();
+    return common::to_named_f32(outcome.delta);
+}
+
+std::string uploaded(TestServer& server, TestVolunteer& volunteer, const common::WorkUnit& wu,
+                     const common::NamedTensors& delta) {
+    auto reply = volunteer.upload(wu, delta);
+    REQUIRE_MESSAGE(reply.status == 200, reply.body);
+    server.app().wait_idle();
+    return state_of(server, wu.wu_id);
+}
+
+common::NamedTensors scaled(common::NamedTensors delta, double factor) {
+    server::scale_in_place(delta, factor);
+    return delta;
+}
+
+// Gaussian noise with the norm of `like`.
+common::NamedTensors noise_like(const common::NamedTensors& like, std::uint32_t seed) {
+    auto noise = like;
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    for (auto& t : noise)
+        for (auto& v : t.values) v = normal(rng);
+    server::scale_in_place(noise, server::l2_norm(like) / server::l2_norm(noise));
+    return noise;
+}
+
+common::NamedTensors difference(const common::NamedTensors& after, const common::NamedTensors& before) {
+    auto d = after;
+    for (std::size_t i = 0; i < d.size(); ++i)
+        for (std::size_t j = 0; j < d[i].values.size(); ++j) d[i].values[j] -= before[i].values[j];
+    return d;
+}
+
+ClientRecord client_of(TestServer& server, const TestVolunteer& volunteer) {
+    return server.store().client(volunteer.id()).value().value();
+}
+
+}  // namespace
+
+TEST_CASE("a trained delta passes every check; its poisoned variants are refused, each with its reason") {
+    TestServer server(checked_task, PolicyKind::FedAsync, {}, SyntheticKind::Pixels);
+    TestVolunteer honest(server, "honest");
+    auto first = honest.request_work().value();
+    auto good = trained_delta(server, honest, first);
+    REQUIRE(uploaded(server, honest, first, good) == "merged");
+    auto merged = server.store().assignment(first.wu_id).value().value();
+    REQUIRE(merged.gain_per_step.has_value());
+    CHECK(*merged.gain_per_step > 0);  // the proof of training was measured, and it is a gain
+    REQUIRE(server.version() == 1);
+
+    // Each attack from a volunteer of its own, on a unit of its own, trained honestly first
+    // where the attack starts from an honest delta.
+    auto attack = [&](const std::string& name, const std::function<common::NamedTensors(const common::WorkUnit&,
+                                                                                          TestVolunteer&)>& poison) {
+        TestVolunteer hostile(server, name);
+        auto wu = hostile.request_work().value();
+        auto state = uploaded(server, hostile, wu, poison(wu, hostile));
+        CHECK_MESSAGE(state == "rejected", name);
+        return rejection_of(server, wu.wu_id);
+    };
+    CHECK(attack("noise", [&](const auto& wu, auto& v) { return noise_like(trained_delta(server, v, wu), 5); }) ==
+          reason::kNoImprovement);
+    auto flipped = attack("sign flip", [&](const auto& wu, auto& v) { return scaled(trained_delta(server, v, wu), -1); });
+    CHECK((flipped == reason::kNoImprovement || flipped == reason::kLossIncrease));
+    CHECK(attack("near zero", [&](const auto& wu, auto&) {
+              auto tiny = good;
+              for (auto& t : tiny) std::fill(t.values.begin(), t.values.end(), 1e-30f);
+              (void)wu;
+              return tiny;
+          }) == reason::kNormTooSmall);
+    CHECK(attack("replay", [&](const auto& wu, auto& v) {
+              // Twice the newest published update, θ1 − θ0, uploaded without training.
+              auto v1 = v.base_model(wu);
+              auto v0 = server::read_checkpoint(common::as_bytes(
+                                                    http_get(server.port(), "/blobs/" + server.store()
+                                                                                            .version(server.config().task_id, 0)
+                                                                                            .value()
+                                                                                            ->blob_sha256)
+                                                        .body))
+                            .value();
+              return scaled(difference(v1, v0), 2);
+          }) == reason::kCopied);
+    CHECK(attack("copy", [&](const auto&, auto&) { return good; }) == reason::kCopied);
+
+    // A bf16 file for a unit that asked for f32, with a manifest that claims f32.
+    TestVolunteer sly(server, "sly");
+    auto wu = sly.request_work().value();
+    auto bf16 = common::encode_delta(trained_delta(server, sly, wu), {common::DeltaDType::BF16, 1.0}).value().bytes;
+    auto manifest = sly.manifest_for(wu, bf16);
+    REQUIRE(manifest.encoding.dtype == common::DeltaDType::F32);
+    REQUIRE(sly.upload_bytes(manifest, bf16).status == 200);
+    server.app().wait_idle();
+    CHECK(rejection_of(server, wu.wu_id) == reason::kEncodingMismatch);
+
+    CHECK(server.version() == 1);  // nothing poisoned was merged
+}
+
+TEST_CASE("a fresh task's first results are judged by the server's own calibration unit") {
+    TestServer server(checked_task, PolicyKind::FedAsync, {}, SyntheticKind::Pixels);
+    auto calibration = load_calibration(server.store(), server.config().task_id).value();
+    REQUIRE(calibration.has_value());
+    CHECK(calibration->norm_per_step > 0);
+    CHECK(calibration->gain_per_step > 0);
+    CHECK(calibration->steps == server.config().local_steps);
+
+    // No volunteer's result has been accepted yet: the bound comes from the calibration.
+    TestVolunteer attacker(server, "first");
+    auto wu = attacker.request_work().value();
+    auto honest = trained_delta(server, attacker, wu);
+    REQUIRE(uploaded(server, attacker, wu, noise_like(scaled(honest, 35), 3)) == "rejected");
+    CHECK(rejection_of(server, wu.wu_id) == reason::kNormTooLarge);
+    CHECK(server.version() == 0);
+}
+
+TEST_CASE("quarantine: refusals quarantine a volunteer, its valid results are kept but neither merged nor "
+          "credited, and a streak or the operator lifts it") {
+    TestServer server(
+        [](TaskConfig& c) {
+            checked_task(c);
+            c.trust_streak = 2;
+            c.quarantine_rejections = 3;
+        },
+        PolicyKind::FedAsync, {}, SyntheticKind::Pixels);
+    TestVolunteer volunteer(server, "careless");
+    for (int i = 0; i < 3; ++i) {
+        auto wu = volunteer.request_work().value();
+        REQUIRE(uploaded(server, volunteer, wu, volunteer.made_up_delta(wu, 0.0f)) == "rejected");
+    }
+    CHECK(client_of(server, volunteer).quarantined);
+    auto metrics = http_get(server.port(), "/metrics").body;
+    CHECK(metrics.find("tessera_volunteers_quarantined 1") != std::string::npos);
+
+    auto held = volunteer.request_work().value();
+    CHECK(!volunteer.request_work().has_value());  // one unit at a time while quarantined
+    double credit_before = client_of(server, volunteer).credit;
+    CHECK(uploaded(server, volunteer, held, trained_delta(server, volunteer, held)) == "confirmed");
+    CHECK(server.version() == 0);  // kept, not merged
+    CHECK(client_of(server, volunteer).credit == credit_before);
+    CHECK(client_of(server, volunteer).quarantined);
+
+    auto second = volunteer.request_work().value();
+    CHECK(uploaded(server, volunteer, second, trained_delta(server, volunteer, second)) == "confirmed");
+    CHECK(!client_of(server, volunteer).quarantined);  // a streak of 2 valid results lifts it
+
+    auto merged = volunteer.request_work().value();
+    CHECK(uploaded(server, volunteer, merged, trained_delta(server, volunteer, merged)) == "merged");
+    CHECK(server.version() == 1);
+    CHECK(client_of(server, volunteer).credit > credit_before);
+
+    // Quarantined again; the operator lifts it.
+    for (int i = 0; i < 3; ++i) {
+        auto wu = volunteer.request_work().value();
+        REQUIRE(uploaded(server, volunteer, wu, volunteer.made_up_delta(wu, 0.0f)) == "rejected");
+    }
+    REQUIRE(client_of(server, volunteer).quarantined);
+    auto auth = std::map<std::string, std::string>{{"Authorization", "Bearer " + server.token()}};
+    auto release = http_post(server.port(), "/api/v1/admin/clients/" + volunteer.id() + "/release", "", auth);
+    CHECK_MESSAGE(release.status == 200, release.body);
+    CHECK(!client_of(server, volunteer).quarantined);
+    auto events = server.store().events_after(0, 1000).value();
+    int quarantined = 0, released = 0;
+    for (const auto& e : events) {
+        quarantined += e.kind == "client_quarantined";
+        released += e.kind == "client_released";
+    }
+    CHECK(quarantined == 2);
+    CHECK(released == 2);
+}
+
+TEST_CASE("registrations per address are limited; a known volunteer may always register again") {
+    TestServer server({}, PolicyKind::FedAsync, [](ServerOptions& options) { options.registrations_per_hour = 3; });
+    std::vector<std::unique_ptr<TestVolunteer>> volunteers;
+    for (int i = 0; i < 3; ++i) volunteers.push_back(std::make_unique<TestVolunteer>(server));
+    CHECK_THROWS_WITH_AS(TestVolunteer{server}, doctest::Contains("too_many_registrations"), std::runtime_error);
+
+    const auto& known = *volunteers.front();
+    common::RegisterRequest again{common::to_base64(known.key().verify_key().raw()), "again", "0.1.0"};
+    auto reply = http_post(server.port(), "/api/v1/register", boost::json::serialize(common::to_json(again)));
+    CHECK(reply.status == 200);
+
+    server.advance(3601);  // a new window
+    CHECK_NOTHROW(TestVolunteer{server});
+}
