@@ -108,6 +108,8 @@ private:
 
 constexpr std::int64_t kSamplesPerClass = 8;
 constexpr std::uint64_t kCalibrationSeed = 1;
+// A task with very long units is calibrated on a shorter one: its figures are per step.
+constexpr std::int64_t kMaxCalibrationSteps = 100;
 constexpr std::int64_t kSamplingSteps = 20;
 constexpr std::uint64_t kSamplingSeed = 1234;  // the same noise for every version
 
@@ -168,7 +170,7 @@ common::Result<Calibration> calibrate(const TaskConfig& config, const common::Na
         auto data = common::load_shard_file(validation_shard);
         if (!data) return common::with_context("validation shard", data.error());
         common::TrainConfig train;
-        train.steps = config.local_steps;
+        train.steps = std::min(config.local_steps, kMaxCalibrationSteps);
         train.batch_size = config.batch_size;
         train.lr = config.lr;
         train.warmup_steps = config.warmup_steps;

@@ -161,7 +161,7 @@ TEST_CASE("a fresh task's first results are judged by the server's own calibrati
     REQUIRE(calibration.has_value());
     CHECK(calibration->norm_per_step > 0);
     CHECK(calibration->gain_per_step > 0);
-    CHECK(calibration->steps == server.config().local_steps);
+    CHECK(calibration->steps == server.config().local_steps);  // 12: under the 100-step cap
 
     // No volunteer's result has been accepted yet: the bound comes from the calibration.
     TestVolunteer attacker(server, "first");

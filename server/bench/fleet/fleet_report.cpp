@@ -106,6 +106,26 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
                 attacks << (attacks.tellp() > 0 ? " " : "") << attack << "=" << outcome.merged << "/"
                         << outcome.returned;
         row.attacks = attacks.str();
+        std::ostringstream refusals;
+        for (const auto& [attack, outcome] : run.attacks) {
+            std::int64_t refused = 0;
+            std::ostringstream reasons;
+            for (const auto& [reason, count] : outcome.refused) {
+                refused += count;
+                reasons << (reasons.tellp() > 0 ? " " : "") << reason << "=" << count;
+            }
+            refusals << (refusals.tellp() > 0 ? " " : "") << attack << "=" << refused << "/" << outcome.returned
+                     << (refused > 0 ? "(" + reasons.str() + ")" : "");
+            if (attack == "none" && outcome.returned > 0)
+                row.honest_refused = static_cast<double>(refused) / static_cast<double>(outcome.returned);
+        }
+        row.refusals = refusals.str();
+        const auto& cost = run.server_cost;
+        if (cost.checked > 0) {
+            row.check_ms_per_result = 1000 * cost.check_s / static_cast<double>(cost.checked);
+            row.loss_checked_share = static_cast<double>(cost.loss_checked) / static_cast<double>(cost.checked);
+        }
+        if (cost.check_s + cost.merge_s > 0) row.check_share = cost.check_s / (cost.check_s + cost.merge_s);
         rows.push_back(std::move(row));
     }
     return rows;
@@ -131,7 +151,8 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
     out << "run,fleet,volunteers,budget_reached,samples,samples_run,final_loss,final_accuracy,loss_vs_central,virtual_"
            "s,"
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
-           "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy\n";
+           "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy,refused_of_returned,honest_refused,"
+           "check_ms_per_result,loss_checked_share,check_share\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
@@ -141,7 +162,9 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << (r.speedup_vs_sync ? format("%.3f", *r.speedup_vs_sync) : "") << "," << format("%.4f", r.utilisation)
             << "," << format("%.2f", r.mean_staleness) << "," << r.units << "," << format("%.4f", r.mb_down_per_unit)
             << "," << format("%.4f", r.mb_up_per_unit) << ",\"" << r.wasted << "\",\"" << r.attacks << "\","
-            << (r.sample_accuracy >= 0 ? format("%.4f", r.sample_accuracy) : "") << "\n";
+            << (r.sample_accuracy >= 0 ? format("%.4f", r.sample_accuracy) : "") << ",\"" << r.refusals << "\","
+            << format("%.4f", r.honest_refused) << "," << format("%.2f", r.check_ms_per_result) << ","
+            << format("%.3f", r.loss_checked_share) << "," << format("%.4f", r.check_share) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -167,6 +190,11 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
             r.budget_reached ? "" : "[budget not reached] ", r.wasted.c_str());
         out << line;
         if (!r.attacks.empty()) out << "    hostile results merged/returned: " << r.attacks << "\n";
+        if (!r.refusals.empty()) out << "    refused/returned by attack: " << r.refusals << "\n";
+        if (r.check_ms_per_result > 0)
+            out << "    checks: " << format("%.1f", r.check_ms_per_result) << " ms per result, "
+                << format("%.0f", 100 * r.loss_checked_share) << " % given the loss checks, "
+                << format("%.1f", 100 * r.check_share) << " % of the server's checks + merges\n";
     }
 }
 

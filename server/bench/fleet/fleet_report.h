@@ -32,6 +32,11 @@ struct RunSummary {
     double mb_down_per_unit = 0, mb_up_per_unit = 0;
     std::string wasted;   // "rejected:norm_too_large=3 timed_out=2"
     std::string attacks;  // hostile results merged/returned: "noise=9/11 zero=0/13"
+    std::string refusals;  // by attack ("none": honest), "none=2/300(replica_mismatch=2) noise=11/11(...)"
+    double honest_refused = 0;         // honest results refused / returned
+    double check_ms_per_result = 0;    // the contribution checks' time per checked result
+    double loss_checked_share = 0;     // results given the loss checks / results checked
+    double check_share = 0;            // checks / (checks + merges): their share of the server's compute
 };
 
 // The first virtual second at which the curve reaches `target` (linear between points).

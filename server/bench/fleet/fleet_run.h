@@ -29,6 +29,15 @@ struct UnitOutcomes {
 struct AttackOutcome {
     std::int64_t returned = 0;
     std::int64_t merged = 0;
+    std::map<std::string, std::int64_t> refused;  // by rejection reason
+};
+
+// The server's compute over a run: the contribution checks and the merges.
+struct ServerCost {
+    double check_s = 0;
+    double merge_s = 0;
+    std::int64_t checked = 0;       // results checked
+    std::int64_t loss_checked = 0;  // of those, given the loss checks
 };
 
 struct RunResult {
@@ -47,7 +56,8 @@ struct RunResult {
     double online_s = 0;    // volunteer-seconds online
     double bytes_down = 0;  // over all units
     double bytes_up = 0;
-    std::map<std::string, AttackOutcome> attacks;  // by attack name
+    std::map<std::string, AttackOutcome> attacks;  // by attack name ("none": honest volunteers)
+    ServerCost server_cost;
 };
 
 }  // namespace tessera::bench

@@ -162,6 +162,9 @@ public:
             if (auto status = evaluate_budget_point(); !status) return status.error();
         }
         if (auto status = account(); !status) return status.error();
+        const auto& costs = server_->check_costs();
+        result_.server_cost = {costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples,
+                               server_->merge_seconds(), costs.results.load(), costs.loss_checked.load()};
         return std::move(result_);
     }
 
@@ -484,6 +487,7 @@ private:
         for (const auto& [id, issued] : issued_) {
             auto outcome = outcome_of(server_->store(), id, issued);
             ++result_.outcomes.count[outcome];
+            if (outcome.starts_with("rejected:")) ++result_.attacks[issued.attack].refused[outcome.substr(9)];
             result_.outcomes.seconds[outcome] += issued.seconds;
         }
         // Timed-out assignments whose unit was handed to someone later.

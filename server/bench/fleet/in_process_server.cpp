@@ -29,6 +29,7 @@ struct InProcessServer::Parts {
     std::unique_ptr<ProbePool> probes;
     CopyDetector copies;
     CheckCosts check_costs;
+    std::atomic<double> merge_seconds{0};
     std::unique_ptr<Aggregator> aggregator;
     std::unique_ptr<Validator> validator;
     std::unique_ptr<Transitioner> transitioner;
@@ -80,6 +81,7 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     // own curve on the validation set it is asked for, so those jobs are dropped.
     Executor no_curve = [](std::function<void()>) {};
     AggregatorHooks hooks;
+    hooks.merge_timer = [raw](double seconds) { raw->merge_seconds.fetch_add(seconds); };
     hooks.model_committed = [raw](const std::string& task_id, std::int64_t version,
                                   const common::NamedTensors& model) {
         raw->copies.note_model(task_id, version, model);
@@ -149,5 +151,7 @@ common::Result<ProbeResult> InProcessServer::evaluate(std::int64_t version, std:
 
 Store& InProcessServer::store() { return *parts_->store; }
 const TaskConfig& InProcessServer::config() const { return parts_->config; }
+const CheckCosts& InProcessServer::check_costs() const { return parts_->check_costs; }
+double InProcessServer::merge_seconds() const { return parts_->merge_seconds.load(); }
 
 }  // namespace tessera::server

@@ -44,6 +44,9 @@ public:
     common::Result<ProbeResult> evaluate(std::int64_t version, std::int64_t max_samples);
     Store& store();
     const TaskConfig& config() const;
+    // What the contribution checks and the merges cost so far (the server's compute).
+    const CheckCosts& check_costs() const;
+    double merge_seconds() const;
 
     struct Parts;
 
