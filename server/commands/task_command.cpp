@@ -35,6 +35,7 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     }
     if (args.count("replication")) c.replication = args["replication"].as<double>();
     if (args.count("loss-check")) c.loss_check = args["loss-check"].as<double>();
+    if (args.count("check-samples")) c.check_samples = args["check-samples"].as<std::int64_t>();
     if (args.count("norm-floor")) c.norm_floor = args["norm-floor"].as<double>();
     if (args.count("min-gain")) c.min_gain = args["min-gain"].as<double>();
     if (args.count("copy-similarity")) c.copy_similarity = args["copy-similarity"].as<double>();
@@ -86,11 +87,12 @@ int task_command(int argc, char** argv) {
                                                                     cxxopts::value<double>())(
         "deadline", "time a volunteer has per unit, e.g. 30m (30m)", cxxopts::value<std::string>())(
         "replication", "chance a unit is computed twice and compared (0.1)", cxxopts::value<double>())(
-        "loss-check", "fraction of a trusted volunteer's results given the loss checks (0.25)",
-        cxxopts::value<double>())("norm-floor", "smallest norm per step, as a fraction of the median (0.1)",
+        "loss-check", "fraction of a trusted volunteer's results given the loss checks (0.1)",
+        cxxopts::value<double>())("check-samples", "samples of each loss check's evaluations (128)",
+                                  cxxopts::value<std::int64_t>())("norm-floor", "smallest norm per step, as a fraction of the median (0.1)",
                                   cxxopts::value<double>())(
         "min-gain", "smallest gain on the unit's own samples, as a fraction of the median (0.25)",
-        cxxopts::value<double>())("copy-similarity", "cosine above which a delta is a copy (0.95)",
+        cxxopts::value<double>())("copy-similarity", "cosine above which a delta is a copy (0.995)",
                                   cxxopts::value<double>())(
         "trust-streak", "valid results in a row before a volunteer is trusted (5)", cxxopts::value<std::int64_t>())(
         "quarantine-after", "refusals within the window that quarantine a volunteer (3)",

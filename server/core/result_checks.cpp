@@ -124,9 +124,9 @@ common::Result<Verdict> ResultChecks::loss_checks(const AssignmentRecord& a, con
 
     // Held-out data first: the base model's loss is cached per version, so it costs one evaluation.
     auto started = SteadyClock::now();
-    auto before = held_out_base_loss(a.task_id, a.base_version, base, task.config.eval_samples);
+    auto before = held_out_base_loss(a.task_id, a.base_version, base, task.config.check_samples);
     if (!before) return before.error();
-    auto held_out = probes_.evaluate(after, task.config.eval_samples);
+    auto held_out = probes_.evaluate(after, task.config.check_samples);
     add_seconds(costs_.held_out, started);
     if (!held_out) return held_out.error();
     double limit = *before * (1 + task.config.loss_tolerance);
@@ -144,7 +144,7 @@ common::Result<Verdict> ResultChecks::loss_checks(const AssignmentRecord& a, con
     samples.seed = static_cast<std::uint64_t>(unit.hyper.seed);
     samples.batch_size = unit.hyper.batch_size;
     samples.steps = unit.hyper.local_steps;
-    samples.max_samples = task.config.eval_samples;
+    samples.max_samples = task.config.check_samples;
     auto own = probes_.losses_on_assigned({&base, &after}, samples);
     add_seconds(costs_.own_samples, started);
     if (!own) return own.error();

@@ -64,6 +64,7 @@ common::Status validate_task_config(const TaskConfig& c) {
         return fail("quarantine rejections and window must be >= 1");
     if (c.eval_samples < 1 || c.eval_interval_s < 0 || c.eval_full_interval_s < 0)
         return fail("eval samples must be >= 1, intervals >= 0");
+    if (c.check_samples < 1) return fail("check samples must be >= 1");
     return {};
 }
 
@@ -102,6 +103,7 @@ boost::json::value to_json(const TaskConfig& c) {
             {"loss_check", c.loss_check},
             {"loss_tolerance", c.loss_tolerance},
             {"norm_bound", c.norm_bound},
+            {"check_samples", c.check_samples},
             {"norm_floor", c.norm_floor},
             {"min_gain", c.min_gain},
             {"copy_similarity", c.copy_similarity},
@@ -165,6 +167,7 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     c.loss_tolerance = r.number("loss_tolerance", 0, 100);
     c.norm_bound = r.number("norm_bound", 0, 1e9);
     // Tasks created before the contribution checks existed get their defaults.
+    if (r.has("check_samples")) c.check_samples = r.integer("check_samples", 1, 1 << 24);
     if (r.has("norm_floor")) c.norm_floor = r.number("norm_floor", 0, 1);
     if (r.has("min_gain")) c.min_gain = r.number("min_gain", 0, 1);
     if (r.has("copy_similarity")) c.copy_similarity = r.number("copy_similarity", 0, 1);

@@ -46,12 +46,13 @@ struct TaskConfig {
     // Validation.
     double replication = 0.1;                 // chance that a unit is computed twice and compared
     double replica_tolerance = 0.2;           // relative L2 between replicas
-    double loss_check = 0.25;                 // fraction of a trusted volunteer's results given the loss checks
+    double loss_check = 0.1;                  // fraction of a trusted volunteer's results given the loss checks
+    std::int64_t check_samples = 128;         // samples of each loss check's evaluations
     double loss_tolerance = 0.1;              // relative: L(θ+Δ) ≤ L(θ)·(1 + tol)
     double norm_bound = 5.0;                  // ‖Δ‖ ≤ k · median of recent accepted norms (per step)
     double norm_floor = 0.1;                  // ‖Δ‖ ≥ floor · that median (per step)
     double min_gain = 0.25;                   // gain on its own samples ≥ this · median gain (per step)
-    double copy_similarity = 0.95;            // cosine with a recent update or result above this: a copy
+    double copy_similarity = 0.995;           // cosine with a recent update or result above this: a copy
     std::int64_t trust_streak = 5;            // valid results in a row before results are sampled
     std::int64_t quarantine_rejections = 3;   // refusals within the window that quarantine a volunteer
     std::int64_t quarantine_window_s = 3600;

@@ -188,7 +188,7 @@ common::Result<Calibration> calibrate(const TaskConfig& config, const common::Na
             after.emplace(name, theta0.at(name) + delta);
         }
         auto rows = common::first_epoch_rows(data->size(), train.batch_size, train.steps, train.seed,
-                                             config.eval_samples);
+                                             config.check_samples);
         auto chosen = rows_of(*data, rows);
         auto workload = common::make_workload(config.model, shape_of(config), 0);
         if (!workload) return workload.error();

@@ -126,6 +126,7 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
             row.loss_checked_share = static_cast<double>(cost.loss_checked) / static_cast<double>(cost.checked);
         }
         if (cost.check_s + cost.merge_s > 0) row.check_share = cost.check_s / (cost.check_s + cost.merge_s);
+        if (cost.training_s > 0) row.check_vs_training = cost.check_s / cost.training_s;
         rows.push_back(std::move(row));
     }
     return rows;
@@ -152,7 +153,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
            "s,"
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
            "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy,refused_of_returned,honest_refused,"
-           "check_ms_per_result,loss_checked_share,check_share\n";
+           "check_ms_per_result,loss_checked_share,check_share,check_vs_training\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
@@ -164,7 +165,8 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << "," << format("%.4f", r.mb_up_per_unit) << ",\"" << r.wasted << "\",\"" << r.attacks << "\","
             << (r.sample_accuracy >= 0 ? format("%.4f", r.sample_accuracy) : "") << ",\"" << r.refusals << "\","
             << format("%.4f", r.honest_refused) << "," << format("%.2f", r.check_ms_per_result) << ","
-            << format("%.3f", r.loss_checked_share) << "," << format("%.4f", r.check_share) << "\n";
+            << format("%.3f", r.loss_checked_share) << "," << format("%.4f", r.check_share) << ","
+            << format("%.4f", r.check_vs_training) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -194,7 +196,8 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
         if (r.check_ms_per_result > 0)
             out << "    checks: " << format("%.1f", r.check_ms_per_result) << " ms per result, "
                 << format("%.0f", 100 * r.loss_checked_share) << " % given the loss checks, "
-                << format("%.1f", 100 * r.check_share) << " % of the server's checks + merges\n";
+                << format("%.1f", 100 * r.check_share) << " % of the server's checks + merges, "
+                << format("%.1f", 100 * r.check_vs_training) << " % of the training time they verify\n";
     }
 }
 

@@ -37,6 +37,7 @@ struct RunSummary {
     double check_ms_per_result = 0;    // the contribution checks' time per checked result
     double loss_checked_share = 0;     // results given the loss checks / results checked
     double check_share = 0;            // checks / (checks + merges): their share of the server's compute
+    double check_vs_training = 0;      // checks / the honest training they verify (same machine)
 };
 
 // The first virtual second at which the curve reaches `target` (linear between points).

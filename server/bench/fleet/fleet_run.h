@@ -38,6 +38,7 @@ struct ServerCost {
     double merge_s = 0;
     std::int64_t checked = 0;       // results checked
     std::int64_t loss_checked = 0;  // of those, given the loss checks
+    double training_s = 0;          // the simulated volunteers' training on this machine, for comparison
 };
 
 struct RunResult {

@@ -163,8 +163,10 @@ public:
         }
         if (auto status = account(); !status) return status.error();
         const auto& costs = server_->check_costs();
-        result_.server_cost = {costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples,
-                               server_->merge_seconds(), costs.results.load(), costs.loss_checked.load()};
+        result_.server_cost.check_s = costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples;
+        result_.server_cost.merge_s = server_->merge_seconds();
+        result_.server_cost.checked = costs.results.load();
+        result_.server_cost.loss_checked = costs.loss_checked.load();
         return std::move(result_);
     }
 
@@ -267,6 +269,7 @@ private:
             if (!output) return common::with_context("training " + unit.wu_id, output.error());
             delta = std::move(output->delta);
             metrics = output->metrics;
+            result_.server_cost.training_s += metrics.seconds;  // real seconds, before the virtual ones below
         }
         if (attack != Attack::None) {
             auto poisoned = poisoned_delta(unit, attack, delta);
