@@ -130,14 +130,7 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
     auto data = common::concat_shards(shards);
     if (!data) return data.error();
 
-    common::TrainConfig config;
-    config.steps = unit.hyper.local_steps;
-    config.batch_size = unit.hyper.batch_size;
-    config.lr = unit.hyper.lr;
-    config.warmup_steps = unit.hyper.warmup_steps;
-    config.weight_decay = unit.hyper.weight_decay;
-    config.grad_clip = unit.hyper.grad_clip;
-    config.seed = static_cast<std::uint64_t>(unit.hyper.seed);
+    auto config = common::train_config_for(unit.hyper);
     config.device = options.device;
     config.num_classes = classes_of(*theta0);
     common::ProgressCallback progress;

@@ -203,6 +203,18 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
 
 }  // namespace
 
+TrainConfig train_config_for(const Hyperparameters& hyper) {
+    TrainConfig config;
+    config.steps = hyper.local_steps;
+    config.batch_size = hyper.batch_size;
+    config.lr = hyper.lr;
+    config.warmup_steps = hyper.warmup_steps;
+    config.weight_decay = hyper.weight_decay;
+    config.grad_clip = hyper.grad_clip;
+    config.seed = static_cast<std::uint64_t>(hyper.seed);
+    return config;
+}
+
 torch::Tensor first_epoch_rows(std::int64_t size, std::int64_t batch_size, std::int64_t steps, std::uint64_t seed,
                                std::int64_t max_rows) {
     auto generator = at::detail::createCPUGenerator(seed);

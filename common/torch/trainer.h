@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "../protocol.h"
 #include "../result.h"
 #include "shard_data.h"
 #include "tensor_convert.h"
@@ -51,6 +52,10 @@ struct StepProgress {
     double samples_per_s = 0;
 };
 using ProgressCallback = std::function<void(const StepProgress&)>;
+
+// The inner loop a work unit asks for (steps, batch, learning rate, warm-up, weight decay,
+// clipping, seed); device, classes and the rest keep their defaults.
+TrainConfig train_config_for(const Hyperparameters& hyper);
 
 // "auto" picks cuda:0 when LibTorch sees a GPU, else the CPU.
 Result<torch::Device> parse_device(const std::string& text);

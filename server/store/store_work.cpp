@@ -371,34 +371,38 @@ common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std
     });
 }
 
+namespace {
+
+enum class Figure { NormPerStep, GainPerStep };
+
+// A figure of the task's most recent accepted results that have one. Walks the acceptance
+// index from the newest (CROSS JOIN and the unary + keep SQLite from scanning every accepted
+// row of the task and sorting them).
+std::vector<double> recent_accepted(SqliteDb& db, Figure figure, const std::string& task_id, int limit) {
+    bool norm = figure == Figure::NormPerStep;
+    Statement query(db, std::string("SELECT ") + (norm ? "a.delta_norm / w.local_steps" : "a.gain_per_step") +
+                            " FROM assignments a CROSS JOIN work_units w "
+                            "ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? "
+                            "AND +a.state IN ('accepted', 'confirmed', 'merged') AND " +
+                            (norm ? "a.delta_norm" : "a.gain_per_step") +
+                            " IS NOT NULL ORDER BY a.accepted_seq DESC LIMIT ?");
+    query.bind(1, task_id).bind(2, limit);
+    std::vector<double> figures;
+    while (query.step()) figures.push_back(query.real(0));
+    return figures;
+}
+
+}  // namespace
+
 common::Result<std::vector<double>> Store::recent_norms_per_step(const std::string& task_id, int limit) {
     return guarded([&]() -> common::Result<std::vector<double>> {
-        // Walks the acceptance index from the newest (CROSS JOIN and the unary + keep SQLite
-        // from scanning every accepted row of the task and sorting them).
-        Statement query(*db_,
-                        "SELECT a.delta_norm / w.local_steps FROM assignments a CROSS JOIN work_units w "
-                        "ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? "
-                        "AND +a.state IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL "
-                        "ORDER BY a.accepted_seq DESC LIMIT ?");
-        query.bind(1, task_id).bind(2, limit);
-        std::vector<double> norms;
-        while (query.step()) norms.push_back(query.real(0));
-        return norms;
+        return recent_accepted(*db_, Figure::NormPerStep, task_id, limit);
     });
 }
 
 common::Result<std::vector<double>> Store::recent_gains_per_step(const std::string& task_id, int limit) {
     return guarded([&]() -> common::Result<std::vector<double>> {
-        // As recent_norms_per_step; only results whose gain was measured count.
-        Statement query(*db_,
-                        "SELECT a.gain_per_step FROM assignments a CROSS JOIN work_units w "
-                        "ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? "
-                        "AND +a.state IN ('accepted', 'confirmed', 'merged') AND a.gain_per_step IS NOT NULL "
-                        "ORDER BY a.accepted_seq DESC LIMIT ?");
-        query.bind(1, task_id).bind(2, limit);
-        std::vector<double> gains;
-        while (query.step()) gains.push_back(query.real(0));
-        return gains;
+        return recent_accepted(*db_, Figure::GainPerStep, task_id, limit);
     });
 }
 

@@ -46,14 +46,7 @@ common::NamedTensors trained_delta(TestServer& server, TestVolunteer& volunteer,
         shards.push_back(common::load_shard(common::as_bytes(reply.body)).value());
     }
     auto data = common::concat_shards(shards).value();
-    common::TrainConfig config;
-    config.steps = wu.hyper.local_steps;
-    config.batch_size = wu.hyper.batch_size;
-    config.lr = wu.hyper.lr;
-    config.warmup_steps = wu.hyper.warmup_steps;
-    config.weight_decay = wu.hyper.weight_decay;
-    config.grad_clip = wu.hyper.grad_clip;
-    config.seed = static_cast<std::uint64_t>(wu.hyper.seed);
+    auto config = common::train_config_for(wu.hyper);
     config.num_classes = server.config().num_classes;
     auto theta0 = common::from_named_f32(volunteer.base_model(wu));
     auto outcome = common::train(wu.model, theta0, data, config).value();

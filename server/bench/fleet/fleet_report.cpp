@@ -1,6 +1,7 @@
 // Summaries, CSV files and the printed table of a fleet campaign.
 #include "fleet_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -127,6 +128,15 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
         }
         if (cost.check_s + cost.merge_s > 0) row.check_share = cost.check_s / (cost.check_s + cost.merge_s);
         if (cost.training_s > 0) row.check_vs_training = cost.check_s / cost.training_s;
+        if (!cost.honest_gains.empty()) {
+            auto gains = cost.honest_gains;
+            std::sort(gains.begin(), gains.end());
+            auto at = [&](double q) { return gains[static_cast<std::size_t>(q * static_cast<double>(gains.size() - 1))]; };
+            row.gain_p10 = at(0.1);
+            row.gain_median = at(0.5);
+            row.gain_p90 = at(0.9);
+        }
+        row.calibration_gain = cost.calibration_gain;
         rows.push_back(std::move(row));
     }
     return rows;
@@ -153,7 +163,8 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
            "s,"
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
            "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy,refused_of_returned,honest_refused,"
-           "check_ms_per_result,loss_checked_share,check_share,check_vs_training\n";
+           "check_ms_per_result,loss_checked_share,check_share,check_vs_training,gain_p10,gain_median,gain_p90,"
+           "calibration_gain\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
@@ -166,7 +177,9 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << (r.sample_accuracy >= 0 ? format("%.4f", r.sample_accuracy) : "") << ",\"" << r.refusals << "\","
             << format("%.4f", r.honest_refused) << "," << format("%.2f", r.check_ms_per_result) << ","
             << format("%.3f", r.loss_checked_share) << "," << format("%.4f", r.check_share) << ","
-            << format("%.4f", r.check_vs_training) << "\n";
+            << format("%.4f", r.check_vs_training) << "," << format("%.6f", r.gain_p10) << ","
+            << format("%.6f", r.gain_median) << "," << format("%.6f", r.gain_p90) << ","
+            << format("%.6f", r.calibration_gain) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -198,6 +211,10 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
                 << format("%.0f", 100 * r.loss_checked_share) << " % given the loss checks, "
                 << format("%.1f", 100 * r.check_share) << " % of the server's checks + merges, "
                 << format("%.1f", 100 * r.check_vs_training) << " % of the training time they verify\n";
+        if (r.gain_median != 0)
+            out << "    honest gain per step p10 / median / p90: " << format("%.5f", r.gain_p10) << " / "
+                << format("%.5f", r.gain_median) << " / " << format("%.5f", r.gain_p90) << " (calibration "
+                << format("%.5f", r.calibration_gain) << ")\n";
     }
 }
 

@@ -38,6 +38,9 @@ struct RunSummary {
     double loss_checked_share = 0;     // results given the loss checks / results checked
     double check_share = 0;            // checks / (checks + merges): their share of the server's compute
     double check_vs_training = 0;      // checks / the honest training they verify (same machine)
+    // Gain per step of honest results given the proof of training (p10, median, p90) and
+    // the calibration unit's: the statistics the no_improvement margin is set from.
+    double gain_p10 = 0, gain_median = 0, gain_p90 = 0, calibration_gain = 0;
 };
 
 // The first virtual second at which the curve reaches `target` (linear between points).

@@ -39,6 +39,8 @@ struct ServerCost {
     std::int64_t checked = 0;       // results checked
     std::int64_t loss_checked = 0;  // of those, given the loss checks
     double training_s = 0;          // the simulated volunteers' training on this machine, for comparison
+    std::vector<double> honest_gains;  // gain per step of honest results given the proof of training
+    double calibration_gain = 0;       // the task's calibration unit's gain per step
 };
 
 struct RunResult {

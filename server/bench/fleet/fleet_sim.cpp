@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 
+#include "calibration.h"
 #include "in_process_server.h"
 #include "poison.h"
 #include "protocol.h"
@@ -167,6 +168,8 @@ public:
         result_.server_cost.merge_s = server_->merge_seconds();
         result_.server_cost.checked = costs.results.load();
         result_.server_cost.loss_checked = costs.loss_checked.load();
+        auto calibration = server::load_calibration(server_->store(), server_->config().task_id);
+        if (calibration && *calibration) result_.server_cost.calibration_gain = (*calibration)->gain_per_step;
         return std::move(result_);
     }
 
@@ -491,6 +494,11 @@ private:
             auto outcome = outcome_of(server_->store(), id, issued);
             ++result_.outcomes.count[outcome];
             if (outcome.starts_with("rejected:")) ++result_.attacks[issued.attack].refused[outcome.substr(9)];
+            if (issued.attack == "none" && issued.fate.empty()) {
+                auto record = server_->store().assignment(id);
+                if (record && *record && (*record)->gain_per_step)
+                    result_.server_cost.honest_gains.push_back(*(*record)->gain_per_step);
+            }
             result_.outcomes.seconds[outcome] += issued.seconds;
         }
         // Timed-out assignments whose unit was handed to someone later.
