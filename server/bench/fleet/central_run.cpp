@@ -59,14 +59,9 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
     // indivisible) is compared with central at its own sample count; the final figures on the
     // whole validation set are taken at the budget itself.
     std::int64_t budget_steps = (settings.sample_budget + config.batch_size - 1) / config.batch_size;
-    common::TrainConfig train;
-    train.steps = budget_steps + budget_steps / 4;
-    train.batch_size = config.batch_size;
-    train.lr = config.lr;
-    train.warmup_steps = config.warmup_steps;
-    train.weight_decay = config.weight_decay;
-    train.grad_clip = config.grad_clip;
-    train.seed = settings.seed;
+    auto train = common::train_config_for({budget_steps + budget_steps / 4, config.batch_size, config.lr,
+                                           config.warmup_steps, config.weight_decay, config.grad_clip,
+                                           static_cast<std::int64_t>(settings.seed)});
     train.device = "cpu";
     train.num_classes = config.num_classes;
     auto every = std::max<std::int64_t>(1, budget_steps / std::max<std::int64_t>(1, settings.curve_points));
