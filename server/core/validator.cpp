@@ -63,7 +63,8 @@ common::Status Validator::validate(const std::string& assignment_id) {
 
     auto verdict = checks_.run(a, *task, *sent, draw(loss_check_chance(task->config, **client)));
     if (!verdict) return verdict.error();
-    if (!verdict->reason.empty()) return reject(a, *task, verdict->reason, verdict->detail);
+    if (!verdict->reason.empty())
+        return reject(a, *task, verdict->reason, verdict->detail, verdict->figures.gain_per_step);
     copies_.note_result(a.task_id, a.work_unit_id, std::move(verdict->sketch));
     if (verdict->flagged)
         if (auto status = note_flagged(a, *verdict); !status) return status;
@@ -156,8 +157,8 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
 }
 
 common::Status Validator::reject(const AssignmentRecord& a, const TaskView& task, std::string_view why,
-                                 const std::string& detail) {
-    auto rejected = store_.reject(a.id, std::string(why), detail, clock_(), task.config.max_failures);
+                                 const std::string& detail, std::optional<double> gain_per_step) {
+    auto rejected = store_.reject(a.id, std::string(why), detail, clock_(), task.config.max_failures, gain_per_step);
     if (!rejected) return rejected.error();
     results_.remove(a.id);
     if (!*rejected) return {};

@@ -43,7 +43,7 @@ private:
     common::Result<bool> accept(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
                                 bool merge);
     common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,
-                          const std::string& detail);
+                          const std::string& detail, std::optional<double> gain_per_step = std::nullopt);
     common::Status note_flagged(const AssignmentRecord& assignment, const Verdict& verdict);
     bool draw(double chance);
 

@@ -106,8 +106,10 @@ public:
     // enough accepted replicas.
     common::Result<bool> accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
                                 std::int64_t now);
+    // `gain_per_step`: the proof of training's figure, when the result got that far.
     common::Result<bool> reject(const std::string& id, const std::string& reason, const std::string& detail,
-                                std::int64_t now, std::int64_t max_failures);
+                                std::int64_t now, std::int64_t max_failures,
+                                std::optional<double> gain_per_step = std::nullopt);
     common::Result<std::vector<EndedAssignment>> expire_overdue(std::int64_t now, std::int64_t max_failures);
     common::Result<std::optional<EndedAssignment>> abandon(const std::string& id, std::int64_t now,
                                                            std::int64_t max_failures);
@@ -117,7 +119,8 @@ public:
     common::Result<std::vector<AssignmentRecord>> accepted_unmerged(const std::string& task_id);
     // ‖Δ‖ / local steps of the most recent accepted results (units differ in length).
     common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit);
-    // Gains per step of the most recent accepted results whose gain was measured.
+    // Gains per step of the most recent results given the proof of training, accepted or not
+    // (so the margin follows the model as honest gains shrink), newest first.
     common::Result<std::vector<double>> recent_gains_per_step(const std::string& task_id, int limit);
     // Validated results whose twin has not come back within `wait_s` and is not in progress.
     common::Result<std::vector<AssignmentRecord>> lonely_validated(std::int64_t now, std::int64_t wait_s);

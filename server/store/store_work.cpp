@@ -286,10 +286,12 @@ common::Result<bool> Store::accept(const std::string& id, const CheckFigures& fi
 }
 
 common::Result<bool> Store::reject(const std::string& id, const std::string& reason, const std::string& detail,
-                                   std::int64_t now, std::int64_t max_failures) {
+                                   std::int64_t now, std::int64_t max_failures, std::optional<double> gain_per_step) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(*db_);
         if (!transition(*db_, id, "('in_progress', 'returned', 'validated')", "rejected")) return false;
+        if (gain_per_step)
+            Statement(*db_, "UPDATE assignments SET gain_per_step = ? WHERE id = ?").bind(1, *gain_per_step).bind(2, id).run();
         Statement client(*db_, "SELECT client_id FROM assignments WHERE id = ?");
         client.bind(1, id).step();
         auto client_id = client.text(0);
@@ -371,38 +373,32 @@ common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std
     });
 }
 
-namespace {
-
-enum class Figure { NormPerStep, GainPerStep };
-
-// A figure of the task's most recent accepted results that have one. Walks the acceptance
-// index from the newest (CROSS JOIN and the unary + keep SQLite from scanning every accepted
-// row of the task and sorting them).
-std::vector<double> recent_accepted(SqliteDb& db, Figure figure, const std::string& task_id, int limit) {
-    bool norm = figure == Figure::NormPerStep;
-    Statement query(db, std::string("SELECT ") + (norm ? "a.delta_norm / w.local_steps" : "a.gain_per_step") +
-                            " FROM assignments a CROSS JOIN work_units w "
-                            "ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? "
-                            "AND +a.state IN ('accepted', 'confirmed', 'merged') AND " +
-                            (norm ? "a.delta_norm" : "a.gain_per_step") +
-                            " IS NOT NULL ORDER BY a.accepted_seq DESC LIMIT ?");
-    query.bind(1, task_id).bind(2, limit);
-    std::vector<double> figures;
-    while (query.step()) figures.push_back(query.real(0));
-    return figures;
-}
-
-}  // namespace
-
 common::Result<std::vector<double>> Store::recent_norms_per_step(const std::string& task_id, int limit) {
     return guarded([&]() -> common::Result<std::vector<double>> {
-        return recent_accepted(*db_, Figure::NormPerStep, task_id, limit);
+        // Walks the acceptance index from the newest (CROSS JOIN and the unary + keep SQLite
+        // from scanning every accepted row of the task and sorting them).
+        Statement query(*db_,
+                        "SELECT a.delta_norm / w.local_steps FROM assignments a CROSS JOIN work_units w "
+                        "ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? "
+                        "AND +a.state IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL "
+                        "ORDER BY a.accepted_seq DESC LIMIT ?");
+        query.bind(1, task_id).bind(2, limit);
+        std::vector<double> norms;
+        while (query.step()) norms.push_back(query.real(0));
+        return norms;
     });
 }
 
 common::Result<std::vector<double>> Store::recent_gains_per_step(const std::string& task_id, int limit) {
     return guarded([&]() -> common::Result<std::vector<double>> {
-        return recent_accepted(*db_, Figure::GainPerStep, task_id, limit);
+        Statement query(*db_,
+                        "SELECT a.gain_per_step FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                        "WHERE w.task_id = ? AND a.gain_per_step IS NOT NULL "
+                        "ORDER BY a.returned_at DESC, a.rowid DESC LIMIT ?");
+        query.bind(1, task_id).bind(2, limit);
+        std::vector<double> gains;
+        while (query.step()) gains.push_back(query.real(0));
+        return gains;
     });
 }
 
