@@ -141,9 +141,10 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
         config->codec = {common::DeltaDType::Int8, options.topk_fraction};
         config->loss_check = 0;  // the front end is measured here; `ingest` measures validation
         config->replication = 0;
-        // Every result is the same made-up delta: trusted volunteers, no copy or norm checks.
+        // Every result is the same made-up delta: trusted volunteers, no copy, alignment or norm checks.
         config->trust_streak = 0;
         config->copy_similarity = 1;
+        config->min_alignment = -1;
         config->norm_floor = 0;
         config->norm_bound = 1e9;
         // The curve's evaluations and the gallery's samples are a fixed background cost that

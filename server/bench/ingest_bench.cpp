@@ -157,10 +157,11 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     config->codec = {common::DeltaDType::Int8, 1.0};
     config->loss_check = options.loss_check;
     config->replication = 0;
-    // Four made-up deltas, reused: trusted volunteers, no copy or norm checks (the fleet
+    // Four made-up deltas, reused: trusted volunteers, no copy, alignment or norm checks (the fleet
     // simulator measures the checks on trained deltas).
     config->trust_streak = 0;
     config->copy_similarity = 1;
+    config->min_alignment = -1;
     config->norm_floor = 0;
     config->norm_bound = 1e9;
     config->target_seconds = 0;

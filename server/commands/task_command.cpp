@@ -39,6 +39,7 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     if (args.count("norm-floor")) c.norm_floor = args["norm-floor"].as<double>();
     if (args.count("min-gain")) c.min_gain = args["min-gain"].as<double>();
     if (args.count("copy-similarity")) c.copy_similarity = args["copy-similarity"].as<double>();
+    if (args.count("min-alignment")) c.min_alignment = args["min-alignment"].as<double>();
     if (args.count("trust-streak")) c.trust_streak = args["trust-streak"].as<std::int64_t>();
     if (args.count("quarantine-after")) c.quarantine_rejections = args["quarantine-after"].as<std::int64_t>();
     if (args.count("quarantine-window")) {
@@ -94,6 +95,7 @@ int task_command(int argc, char** argv) {
         "min-gain", "smallest gain on the unit's own samples, as a fraction of the median (0.25)",
         cxxopts::value<double>())("copy-similarity", "cosine above which a delta is a copy (0.995)",
                                   cxxopts::value<double>())(
+        "min-alignment", "smallest cosine with the consensus of recent results (0.1)", cxxopts::value<double>())(
         "trust-streak", "valid results in a row before a volunteer is trusted (5)", cxxopts::value<std::int64_t>())(
         "quarantine-after", "refusals within the window that quarantine a volunteer (3)",
         cxxopts::value<std::int64_t>())("quarantine-window", "the quarantine rule's window, e.g. 1h (1h)",

@@ -56,4 +56,23 @@ SimilarMatch CopyDetector::most_similar(const std::string& task_id, const std::s
     return best;
 }
 
+std::optional<double> CopyDetector::consensus_alignment(const std::string& task_id, const std::string& work_unit_id,
+                                                       const DeltaSketch& delta) const {
+    std::lock_guard lock(mutex_);
+    auto found = tasks_.find(task_id);
+    if (found == tasks_.end()) return std::nullopt;
+    DeltaSketch consensus;
+    consensus.buckets.assign(kSketchSize, 0.0);
+    std::size_t counted = 0;
+    for (const auto& entry : found->second.results) {
+        if (entry.work_unit_id == work_unit_id) continue;
+        double norm = sketch_norm(entry.sketch);
+        if (!(norm > 0)) continue;
+        for (std::size_t i = 0; i < kSketchSize; ++i) consensus.buckets[i] += entry.sketch.buckets[i] / norm;
+        ++counted;
+    }
+    if (counted < kConsensusMinimum) return std::nullopt;
+    return cosine_similarity(delta, consensus);
+}
+
 }  // namespace tessera::server

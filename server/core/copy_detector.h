@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "delta_sketch.h"
@@ -37,6 +38,12 @@ public:
     // agree by design) most similar to `delta`.
     SimilarMatch most_similar(const std::string& task_id, const std::string& work_unit_id,
                               const DeltaSketch& delta) const;
+
+    // Cosine of `delta` with the consensus of the kept results of other units (the sum of their
+    // sketches, each scaled to norm 1); none while fewer than kConsensusMinimum are kept.
+    std::optional<double> consensus_alignment(const std::string& task_id, const std::string& work_unit_id,
+                                              const DeltaSketch& delta) const;
+    static constexpr std::size_t kConsensusMinimum = 5;
 
 private:
     struct Entry {

@@ -39,6 +39,12 @@ DeltaSketch sketch_difference(const DeltaSketch& after, const DeltaSketch& befor
     return difference;
 }
 
+double sketch_norm(const DeltaSketch& sketch) {
+    double sum = 0;
+    for (double v : sketch.buckets) sum += v * v;
+    return std::sqrt(sum);
+}
+
 double cosine_similarity(const DeltaSketch& a, const DeltaSketch& b) {
     if (a.empty() || b.empty()) return 0;
     double dot = 0, aa = 0, bb = 0;

@@ -27,6 +27,8 @@ struct DeltaSketch {
 DeltaSketch sketch_of(const common::NamedTensors& tensors);
 // after − before, bucket by bucket.
 DeltaSketch sketch_difference(const DeltaSketch& after, const DeltaSketch& before);
+// The Euclidean norm of the buckets (0 for an empty sketch).
+double sketch_norm(const DeltaSketch& sketch);
 // In [-1, 1]; 0 when either sketch is empty or zero.
 double cosine_similarity(const DeltaSketch& a, const DeltaSketch& b);
 

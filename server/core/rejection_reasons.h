@@ -20,6 +20,7 @@ constexpr std::string_view kEmptyDelta = "empty_delta";
 constexpr std::string_view kNormTooLarge = "norm_too_large";
 constexpr std::string_view kNormTooSmall = "norm_too_small";
 constexpr std::string_view kCopied = "copied";
+constexpr std::string_view kMisaligned = "misaligned";
 constexpr std::string_view kNoImprovement = "no_improvement";
 constexpr std::string_view kLossIncrease = "loss_increase";
 constexpr std::string_view kReplicaMismatch = "replica_mismatch";

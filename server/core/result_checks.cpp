@@ -50,6 +50,14 @@ double median_of(std::vector<double> values) {
     return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+double gain_margin(const std::vector<double>& gains, double min_gain) {
+    double median = median_of(gains);
+    std::vector<double> deviations;
+    for (double gain : gains) deviations.push_back(std::abs(gain - median));
+    double spread = kMadToSigma * median_of(std::move(deviations));
+    return std::min(min_gain * std::max(0.0, median), median - kGainSpreads * spread);
+}
+
 common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
                                           bool loss_check) {
     ++costs_.results;
@@ -103,11 +111,18 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     started = SteadyClock::now();
     verdict.sketch = sketch_of(delta);
     auto match = copies_.most_similar(a.task_id, a.work_unit_id, verdict.sketch);
+    auto alignment = copies_.consensus_alignment(a.task_id, a.work_unit_id, verdict.sketch);
     add_seconds(costs_.copy, started);
     if (match.similarity > task.config.copy_similarity)
         return refuse(reason::kCopied,
                       "cosine similarity " + std::to_string(match.similarity) + " with " + match.what + " exceeds " +
                           std::to_string(task.config.copy_similarity),
+                      verdict);
+    if (alignment && *alignment < task.config.min_alignment)
+        return refuse(reason::kMisaligned,
+                      "cosine similarity " + std::to_string(*alignment) +
+                          " with the consensus of recent results of other units is below " +
+                          std::to_string(task.config.min_alignment),
                       verdict);
 
     if (!loss_check) return verdict;
@@ -151,20 +166,26 @@ common::Result<Verdict> ResultChecks::loss_checks(const AssignmentRecord& a, con
     double own_before = (*own)[0], own_after = (*own)[1];
     double gain = own_before > 0 ? (own_before - own_after) / own_before : 0;
     verdict.figures.gain_per_step = gain / steps;
-    auto gains = store_.recent_gains_per_step(a.task_id, kHistory);
-    if (!gains) return gains.error();
-    auto typical_gain = typical(a.task_id, *gains, &Calibration::gain_per_step);
-    if (!typical_gain) return typical_gain.error();
-    // Without a calibration or recent results, the margin is "any improvement at all".
-    double threshold = *typical_gain ? task.config.min_gain * std::max(0.0, **typical_gain) : 0.0;
-    if (!(*verdict.figures.gain_per_step > threshold))
+    auto threshold = gain_threshold(a.task_id, task.config);
+    if (!threshold) return threshold.error();
+    if (!(*verdict.figures.gain_per_step > *threshold))
         return refuse(reason::kNoImprovement,
                       "loss on the unit's own samples went from " + std::to_string(own_before) + " to " +
                           std::to_string(own_after) + ": a gain of " + std::to_string(*verdict.figures.gain_per_step) +
-                          " per step, not above " + std::to_string(threshold),
+                          " per step, not above " + std::to_string(*threshold),
                       verdict);
     verdict.flagged = verdict.held_out_gain >= gain;
     return verdict;
+}
+
+common::Result<double> ResultChecks::gain_threshold(const std::string& task_id, const TaskConfig& config) {
+    auto gains = store_.recent_gains_per_step(task_id, kHistory);
+    if (!gains) return gains.error();
+    if (gains->size() >= kMinFigures) return gain_margin(*gains, config.min_gain);
+    auto typical_gain = typical(task_id, *gains, &Calibration::gain_per_step);
+    if (!typical_gain) return typical_gain.error();
+    // Without a calibration or recent results, the margin is "any improvement at all".
+    return *typical_gain ? config.min_gain * std::max(0.0, **typical_gain) : 0.0;
 }
 
 common::Result<std::optional<double>> ResultChecks::typical(const std::string& task_id,

@@ -2,9 +2,10 @@
 // "Validation"): it decodes; the file holds the encoding the unit asked for; names, shapes
 // and dtypes match the model; every value is finite; it is not all zeros; its norm per step
 // lies between the floor and the bound set by recent accepted results; it is not a copy of a
-// recent version update or of another unit's result. A result chosen for the loss checks
-// must then not raise the held-out loss beyond the tolerance, and must lower the loss on the
-// samples its unit trained on by a margin recent results set (proof of training).
+// recent version update or of another unit's result; it points the way recent results of
+// other units point (not noise, not reversed). A result chosen for the loss checks must then
+// not raise the held-out loss beyond the tolerance, and must lower the loss on the samples
+// its unit trained on by a margin recent results set (proof of training).
 // Thread-safe: results are checked concurrently on the work pool.
 #pragma once
 
@@ -62,6 +63,9 @@ private:
                                         const common::NamedTensors& delta, Verdict verdict);
     common::Result<double> held_out_base_loss(const std::string& task_id, std::int64_t version,
                                               const common::NamedTensors& base, std::int64_t samples);
+    // The gain per step a result must exceed: gain_margin of recent gains; before there are
+    // kMinFigures, min_gain × the calibration's gain.
+    common::Result<double> gain_threshold(const std::string& task_id, const TaskConfig& config);
     // The typical norm or gain per step: the median of recent results, or the calibration's.
     common::Result<std::optional<double>> typical(const std::string& task_id, const std::vector<double>& recent,
                                                   double Calibration::*figure);
@@ -81,5 +85,15 @@ private:
 
 // The median of `values` (not empty).
 double median_of(std::vector<double> values);
+
+// The gain margin's allowance for honest spread: this many robust standard deviations
+// (kMadToSigma × the median absolute deviation) below the median.
+constexpr double kGainSpreads = 6;
+constexpr double kMadToSigma = 1.4826;
+
+// The gain per step a result must exceed, from recent gains (not empty): the lower of
+// min_gain × their median (a young model: large, alike gains) and their median less
+// kGainSpreads robust spreads (falling gains, and a plateau where they scatter around 0).
+double gain_margin(const std::vector<double>& gains, double min_gain);
 
 }  // namespace tessera::server

@@ -59,6 +59,7 @@ common::Status validate_task_config(const TaskConfig& c) {
     if (!(c.norm_floor >= 0 && c.norm_floor < 1)) return fail("norm floor must be in [0, 1)");
     if (!(c.min_gain >= 0 && c.min_gain <= 1)) return fail("min gain must be in [0, 1]");
     if (!(c.copy_similarity > 0 && c.copy_similarity <= 1)) return fail("copy similarity must be in (0, 1]");
+    if (!(c.min_alignment >= -1 && c.min_alignment < 1)) return fail("min alignment must be in [-1, 1)");
     if (c.trust_streak < 0 || c.trust_streak > 1000) return fail("trust streak must be in 0..1000");
     if (c.quarantine_rejections < 1 || c.quarantine_window_s < 1)
         return fail("quarantine rejections and window must be >= 1");
@@ -107,6 +108,7 @@ boost::json::value to_json(const TaskConfig& c) {
             {"norm_floor", c.norm_floor},
             {"min_gain", c.min_gain},
             {"copy_similarity", c.copy_similarity},
+            {"min_alignment", c.min_alignment},
             {"trust_streak", c.trust_streak},
             {"quarantine_rejections", c.quarantine_rejections},
             {"quarantine_window_s", c.quarantine_window_s},
@@ -171,6 +173,7 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     if (r.has("norm_floor")) c.norm_floor = r.number("norm_floor", 0, 1);
     if (r.has("min_gain")) c.min_gain = r.number("min_gain", 0, 1);
     if (r.has("copy_similarity")) c.copy_similarity = r.number("copy_similarity", 0, 1);
+    if (r.has("min_alignment")) c.min_alignment = r.number("min_alignment", -1, 1);
     if (r.has("trust_streak")) c.trust_streak = r.integer("trust_streak", 0, 1000);
     if (r.has("quarantine_rejections")) c.quarantine_rejections = r.integer("quarantine_rejections", 1, 100000);
     if (r.has("quarantine_window_s")) c.quarantine_window_s = r.integer("quarantine_window_s", 1, kBig);

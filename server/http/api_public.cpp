@@ -126,16 +126,16 @@ Response Api::client_action(const Request& request, std::string_view id_and_acti
         return error_response(request, http::status::not_found, "not_found",
                               "no admin route clients/" + std::string(id_and_action));
     std::string id(id_and_action.substr(0, slash));
+    auto known = store_.client(id);
+    if (!known) return internal_error(request, known.message());
+    if (!*known) return error_response(request, http::status::not_found, "not_found", "no client '" + id + "'");
     if (action == "release") {
-        auto known = store_.client(id);
-        if (!known) return internal_error(request, known.message());
-        if (!*known) return error_response(request, http::status::not_found, "not_found", "no client '" + id + "'");
         auto released = store_.set_client_quarantined(id, false, "released by the operator", clock_());
         if (!released) return internal_error(request, released.message());
         return json_response(request, http::status::ok, {{"client_id", id}, {"quarantined", false}});
     }
     auto status = store_.set_client_banned(id, action == "ban", clock_());
-    if (!status) return error_response(request, http::status::not_found, "not_found", status.message());
+    if (!status) return internal_error(request, status.message());
     return json_response(request, http::status::ok, {{"client_id", id}, {"banned", action == "ban"}});
 }
 

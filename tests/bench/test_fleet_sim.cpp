@@ -258,6 +258,19 @@ TEST_CASE("hostile volunteers' poison is returned, and the validator refuses wha
     auto rows = summarize({*result}, 0, target);
     CHECK(rows.at(0).attacks.find("nan=0/") != std::string::npos);
     CHECK(rows.at(0).attacks.find("none") == std::string::npos);
+
+    // Every result given the proof of training is in checks.csv, with its attack and outcome;
+    // new volunteers' results all get it, and the poison above is refused before it.
+    REQUIRE(!result->checked.empty());
+    for (const auto& c : result->checked) CHECK(c.attack == "none");
+    REQUIRE(write_checks_csv(task.dir.path() / "checks.csv", {*result}).ok());
+    std::ifstream csv(task.dir.path() / "checks.csv");
+    std::string header, line;
+    std::getline(csv, header);
+    CHECK(header == "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,outcome");
+    std::size_t lines = 0;
+    while (std::getline(csv, line)) lines += line.rfind("fedasync,a-", 0) == 0;
+    CHECK(lines == result->checked.size());
 }
 
 TEST_CASE("sync FedAvg with K = 1 and fedasync with K = 1, η = 1, constant staleness train the same model") {

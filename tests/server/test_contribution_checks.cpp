@@ -1,6 +1,7 @@
 // The contribution checks over HTTP with really trained deltas: an honest delta passes every
 // check; its poisoned variants (noise at its norm, sign flip, near zero, a replayed update, a
-// copied result, a file in another encoding) are refused with their reasons; a fresh task's
+// copied result, a file in another encoding) are refused with their reasons; noise and a sign
+// flip point away from the consensus of kept results (misaligned); a fresh task's
 // first result is judged by the server's calibration; quarantine and its lifting; the
 // registration limit per address.
 #include <torch/torch.h>
@@ -13,6 +14,7 @@
 #include "rejection_reasons.h"
 #include "server_fixture.h"
 #include "tensor_math.h"
+#include "transitioner.h"
 #include "torch/shard_data.h"
 #include "torch/trainer.h"
 
@@ -34,6 +36,7 @@ void checked_task(TaskConfig& c) {
     c.codec = {common::DeltaDType::F32, 1.0};
     c.loss_check = 1.0;
     c.trust_streak = 5;
+    c.min_alignment = TaskConfig{}.min_alignment;
     c.max_in_flight = 4;
 }
 
@@ -148,6 +151,54 @@ TEST_CASE("a trained delta passes every check; its poisoned variants are refused
     CHECK(server.version() == 1);  // nothing poisoned was merged
 }
 
+TEST_CASE("once results are kept, noise and a sign flip point away from their consensus: misaligned, "
+          "without the loss checks") {
+    TestServer server(
+        [](TaskConfig& c) {
+            checked_task(c);
+            c.loss_check = 0;  // trusted volunteers' results get only the cheap checks
+            c.trust_streak = 0;
+            c.replication = 0;
+        },
+        PolicyKind::FedAsync, {}, SyntheticKind::Pixels);
+    TestVolunteer honest(server, "honest");
+    for (std::size_t i = 0; i < server::CopyDetector::kConsensusMinimum; ++i) {
+        auto wu = honest.request_work().value();
+        REQUIRE(uploaded(server, honest, wu, trained_delta(server, honest, wu)) == "merged");
+    }
+    auto merged = server.version();
+
+    TestVolunteer hostile(server, "hostile");
+    auto noise_unit = hostile.request_work().value();
+    auto noise = noise_like(trained_delta(server, hostile, noise_unit), 7);
+    CHECK(uploaded(server, hostile, noise_unit, noise) == "rejected");
+    CHECK(rejection_of(server, noise_unit.wu_id) == reason::kMisaligned);
+    auto flip_unit = hostile.request_work().value();
+    CHECK(uploaded(server, hostile, flip_unit, scaled(trained_delta(server, hostile, flip_unit), -1)) == "rejected");
+    CHECK(rejection_of(server, flip_unit.wu_id) == reason::kMisaligned);
+    CHECK(server.version() == merged);
+
+    // The same volunteer's honest work still passes: the consensus is of other units.
+    auto wu = hostile.request_work().value();
+    CHECK(uploaded(server, hostile, wu, trained_delta(server, hostile, wu)) == "merged");
+    auto checked = server.store().assignment(wu.wu_id).value().value();
+    CHECK(!checked.gain_per_step.has_value());  // no loss check ran
+}
+
+TEST_CASE("the gain margin: a quarter of a young model's alike gains; below the scatter at a plateau") {
+    // A young model: gains alike, so a quarter of their median is the lower figure.
+    std::vector<double> young{0.0050, 0.0052, 0.0053, 0.0054, 0.0056, 0.0051, 0.0055};
+    CHECK(server::gain_margin(young, 0.25) == doctest::Approx(0.25 * 0.0053));
+    // A plateau (honest gains of a trained dit-tiny, docs/benchmarks.md): they scatter around
+    // 0, so a quarter of the median would refuse half of them; 6 robust spreads below the
+    // median keeps the honest tail and still refuses a sign flip's loss.
+    std::vector<double> plateau{0.00013, -0.00014, 0.00004, -0.00006, 0.00009, -0.00002, 0.00011,
+                                -0.00010, 0.00001, 0.00007, -0.00004, 0.00002, -0.00012, 0.00006};
+    double margin = server::gain_margin(plateau, 0.25);
+    CHECK(margin < -0.00041);  // the lowest honest gain seen at the plateau
+    CHECK(margin > -0.0006);   // the smallest loss of a sign flip there
+}
+
 TEST_CASE("a fresh task's first results are judged by the server's own calibration unit") {
     TestServer server(checked_task, PolicyKind::FedAsync, {}, SyntheticKind::Pixels);
     auto calibration = load_calibration(server.store(), server.config().task_id).value();
@@ -233,4 +284,59 @@ TEST_CASE("registrations per address are limited; a known volunteer may always r
 
     server.advance(3601);  // a new window
     CHECK_NOTHROW(TestVolunteer{server});
+}
+
+TEST_CASE("the checks' task settings out of range are refused, each naming its setting") {
+    TestServer server;
+    auto error_after = [&](const std::function<void(TaskConfig&)>& change) {
+        TaskConfig c = server.config();
+        change(c);
+        auto status = validate_task_config(c);
+        return status ? std::string() : status.message();
+    };
+    CHECK(error_after([](TaskConfig&) {}).empty());
+    CHECK(error_after([](TaskConfig& c) { c.norm_floor = 1; }) == "norm floor must be in [0, 1)");
+    CHECK(error_after([](TaskConfig& c) { c.norm_floor = -0.1; }) == "norm floor must be in [0, 1)");
+    CHECK(error_after([](TaskConfig& c) { c.min_gain = 1.5; }) == "min gain must be in [0, 1]");
+    CHECK(error_after([](TaskConfig& c) { c.min_gain = std::nan(""); }) == "min gain must be in [0, 1]");
+    CHECK(error_after([](TaskConfig& c) { c.copy_similarity = 0; }) == "copy similarity must be in (0, 1]");
+    CHECK(error_after([](TaskConfig& c) { c.min_alignment = 1; }) == "min alignment must be in [-1, 1)");
+    CHECK(error_after([](TaskConfig& c) { c.min_alignment = std::nan(""); }) == "min alignment must be in [-1, 1)");
+    CHECK(error_after([](TaskConfig& c) { c.trust_streak = 1001; }) == "trust streak must be in 0..1000");
+    CHECK(error_after([](TaskConfig& c) { c.quarantine_rejections = 0; }) ==
+          "quarantine rejections and window must be >= 1");
+    CHECK(error_after([](TaskConfig& c) { c.quarantine_window_s = 0; }) ==
+          "quarantine rejections and window must be >= 1");
+    CHECK(error_after([](TaskConfig& c) { c.check_samples = 0; }) == "check samples must be >= 1");
+}
+
+TEST_CASE("a malformed stored calibration is a clear error; the result waits, unjudged, until it is repaired") {
+    TestServer server(checked_task, PolicyKind::FedAsync, {}, SyntheticKind::Pixels);
+    const auto& task = server.config().task_id;
+    REQUIRE(server.store().set_setting("calibration/" + task, R"({"norm_per_step": "big"})"));
+    auto loaded = load_calibration(server.store(), task);
+    REQUIRE(!loaded);
+    CHECK(loaded.message().find("calibration") != std::string::npos);
+    CHECK(loaded.message().find("norm_per_step") != std::string::npos);
+
+    TestVolunteer volunteer(server, "first");
+    auto wu = volunteer.request_work().value();
+    CHECK(uploaded(server, volunteer, wu, trained_delta(server, volunteer, wu)) == "returned");  // kept, not judged
+
+    REQUIRE(server.store().set_setting("calibration/" + task, R"({"norm_per_step": 1, "gain_per_step": 0.01,
+                                                                  "steps": 12})"));
+    server.advance(server::kRevalidateAfterS + 1);
+    REQUIRE(server.app().transitioner().tick());  // validates what was left returned
+    server.app().wait_idle();
+    CHECK(state_of(server, wu.wu_id) != "returned");
+}
+
+TEST_CASE("the operator's release, ban and unban of an unknown volunteer answer 404") {
+    TestServer server;
+    auto auth = std::map<std::string, std::string>{{"Authorization", "Bearer " + server.token()}};
+    for (const char* action : {"release", "ban", "unban"}) {
+        auto reply = http_post(server.port(), std::string("/api/v1/admin/clients/c-nobody/") + action, "", auth);
+        CHECK(reply.status == 404);
+        CHECK(reply.body.find("no client 'c-nobody'") != std::string::npos);
+    }
 }

@@ -354,6 +354,7 @@ TEST_CASE("/metrics: rejections by reason, latency histogram, bytes, merge time;
     CHECK(metric_value(page, "tessera_work_units{state=\"merged\"}") == 1);
     CHECK(metric_value(page, "tessera_rejections_total{reason=\"empty_delta\"}") == 1);
     CHECK(metric_value(page, "tessera_rejections_total{reason=\"norm_too_large\"}") == 0);
+    CHECK(metric_value(page, "tessera_rejections_total{reason=\"misaligned\"}") == 0);
     CHECK(metric_value(page, "tessera_merge_duration_seconds_count") == 1);
     CHECK(metric_value(page, "tessera_merge_duration_seconds_bucket{le=\"+Inf\"}") == 1);
     // register + 2 × work + 2 × results, each timed, and the two uploads' bytes received.

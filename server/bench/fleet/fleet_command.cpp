@@ -205,6 +205,10 @@ int run_campaign(CommandOptions& o) {
         std::cerr << "tessera-bench fleet: " << status.message() << "\n";
         return 1;
     }
+    if (auto status = write_checks_csv(out / "checks.csv", results); !status) {
+        std::cerr << "tessera-bench fleet: " << status.message() << "\n";
+        return 1;
+    }
     return 0;
 }
 
@@ -233,7 +237,7 @@ int run_fleet_command(int argc, char** argv) {
         cxxopts::value<std::uint64_t>()->default_value("1"))("threads", "LibTorch CPU threads",
                                                              cxxopts::value<int>()->default_value("2"))(
         "tick", "transitioner period, virtual seconds", cxxopts::value<double>()->default_value("10"))(
-        "out", "output directory (curves.csv, summary.csv)", cxxopts::value<std::string>()->default_value("fleet-out"))(
+        "out", "output directory (curves.csv, summary.csv, checks.csv)", cxxopts::value<std::string>()->default_value("fleet-out"))(
         "model", "model preset (default: the dataset's)", cxxopts::value<std::string>()->default_value(""))(
         "local-steps", "H", cxxopts::value<std::int64_t>())("batch", "batch size", cxxopts::value<std::int64_t>())(
         "lr", "inner learning rate", cxxopts::value<double>())(

@@ -128,8 +128,10 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
         }
         if (cost.check_s + cost.merge_s > 0) row.check_share = cost.check_s / (cost.check_s + cost.merge_s);
         if (cost.training_s > 0) row.check_vs_training = cost.check_s / cost.training_s;
-        if (!cost.honest_gains.empty()) {
-            auto gains = cost.honest_gains;
+        std::vector<double> gains;
+        for (const auto& c : run.checked)
+            if (c.attack == "none") gains.push_back(c.gain_per_step);
+        if (!gains.empty()) {
             std::sort(gains.begin(), gains.end());
             auto at = [&](double q) { return gains[static_cast<std::size_t>(q * static_cast<double>(gains.size() - 1))]; };
             row.gain_p10 = at(0.1);
@@ -151,6 +153,18 @@ common::Status write_curves_csv(const std::filesystem::path& path, const std::ve
                 << p.samples << "," << p.version << "," << format("%.6f", p.loss) << ","
                 << (p.accuracy >= 0 ? format("%.4f", p.accuracy) : "") << "," << format("%.3f", p.staleness) << ","
                 << p.busy << "\n";
+    out.close();
+    if (!out) return common::make_error("cannot write " + path.string());
+    return {};
+}
+
+common::Status write_checks_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs) {
+    std::ofstream out(path);
+    out << "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,outcome\n";
+    for (const auto& run : runs)
+        for (const auto& c : run.checked)
+            out << run.name << "," << c.assignment << "," << c.attack << "," << c.returned_at << "," << c.base_version
+                << "," << c.local_steps << "," << format("%.7f", c.gain_per_step) << "," << c.outcome << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};

@@ -53,6 +53,8 @@ std::optional<double> loss_at_samples(const std::vector<CurvePoint>& curve, std:
 std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double target_loss, double& target_used);
 
 common::Status write_curves_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs);
+// Every result given the proof of training: its attack, base version, gain per step, outcome.
+common::Status write_checks_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs);
 common::Status write_summary_csv(const std::filesystem::path& path, const std::vector<RunSummary>& rows,
                                  double target_loss);
 void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, double target_loss);

@@ -39,8 +39,18 @@ struct ServerCost {
     std::int64_t checked = 0;       // results checked
     std::int64_t loss_checked = 0;  // of those, given the loss checks
     double training_s = 0;          // the simulated volunteers' training on this machine, for comparison
-    std::vector<double> honest_gains;  // gain per step of honest results given the proof of training
     double calibration_gain = 0;       // the task's calibration unit's gain per step
+};
+
+// A result the validator gave the proof of training (checks.csv): who sent it and what it showed.
+struct CheckedResult {
+    std::string assignment;
+    std::string attack;  // "none": an honest volunteer
+    std::int64_t base_version = 0;
+    std::int64_t local_steps = 0;
+    double gain_per_step = 0;
+    std::string outcome;  // as in UnitOutcomes
+    std::int64_t returned_at = 0;  // virtual seconds
 };
 
 struct RunResult {
@@ -61,6 +71,7 @@ struct RunResult {
     double bytes_up = 0;
     std::map<std::string, AttackOutcome> attacks;  // by attack name ("none": honest volunteers)
     ServerCost server_cost;
+    std::vector<CheckedResult> checked;  // in the order they were returned
 };
 
 }  // namespace tessera::bench

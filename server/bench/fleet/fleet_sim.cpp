@@ -70,6 +70,7 @@ struct VolunteerState {
 struct Issued {
     std::string attack;
     std::int64_t samples = 0;
+    std::int64_t local_steps = 0;
     double seconds = 0;  // volunteer time the unit took (so far)
     std::string fate;    // set by the simulator itself: "left_mid_unit"
 };
@@ -231,7 +232,7 @@ private:
             if (!v.cached_shards.count(shard.sha256)) down_bytes += static_cast<double>(shard.bytes);
         std::int64_t samples = unit->hyper.local_steps * unit->hyper.batch_size;
         double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
-        Issued issued{std::string(attack_name(v.spec.attack)), samples, 0, ""};
+        Issued issued{std::string(attack_name(v.spec.attack)), samples, unit->hyper.local_steps, 0, ""};
 
         HeldUnit held;
         held.unit = *unit;
@@ -494,13 +495,17 @@ private:
             auto outcome = outcome_of(server_->store(), id, issued);
             ++result_.outcomes.count[outcome];
             if (outcome.starts_with("rejected:")) ++result_.attacks[issued.attack].refused[outcome.substr(9)];
-            if (issued.attack == "none" && issued.fate.empty()) {
+            if (issued.fate.empty()) {
                 auto record = server_->store().assignment(id);
                 if (record && *record && (*record)->gain_per_step)
-                    result_.server_cost.honest_gains.push_back(*(*record)->gain_per_step);
+                    result_.checked.push_back({id, issued.attack, (*record)->base_version, issued.local_steps,
+                                               *(*record)->gain_per_step, outcome,
+                                               *(*record)->returned_at - VirtualClock::kEpoch});
             }
             result_.outcomes.seconds[outcome] += issued.seconds;
         }
+        std::stable_sort(result_.checked.begin(), result_.checked.end(),
+                         [](const auto& a, const auto& b) { return a.returned_at < b.returned_at; });
         // Timed-out assignments whose unit was handed to someone later.
         for (const auto& [unit, assignments] : by_unit)
             for (const auto& a : assignments) {
