@@ -50,12 +50,13 @@ double median_of(std::vector<double> values) {
     return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-double gain_margin(const std::vector<double>& gains, double min_gain) {
+double gain_margin(const std::vector<double>& gains, const std::vector<double>& current, double min_gain) {
     double median = median_of(gains);
     std::vector<double> deviations;
     for (double gain : gains) deviations.push_back(std::abs(gain - median));
-    double spread = kMadToSigma * median_of(std::move(deviations));
-    return std::min(min_gain * std::max(0.0, median), median - kGainSpreads * spread);
+    double below_spread = median - kGainSpreads * kMadToSigma * median_of(std::move(deviations));
+    if (current.size() < kMinGains) return std::min(0.0, below_spread);
+    return std::min(min_gain * std::max(0.0, median_of(current)), below_spread);
 }
 
 common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
@@ -166,7 +167,7 @@ common::Result<Verdict> ResultChecks::loss_checks(const AssignmentRecord& a, con
     double own_before = (*own)[0], own_after = (*own)[1];
     double gain = own_before > 0 ? (own_before - own_after) / own_before : 0;
     verdict.figures.gain_per_step = gain / steps;
-    auto threshold = gain_threshold(a.task_id, task.config);
+    auto threshold = gain_threshold(a.task_id, task.config, a.base_version);
     if (!threshold) return threshold.error();
     if (!(*verdict.figures.gain_per_step > *threshold))
         return refuse(reason::kNoImprovement,
@@ -178,10 +179,15 @@ common::Result<Verdict> ResultChecks::loss_checks(const AssignmentRecord& a, con
     return verdict;
 }
 
-common::Result<double> ResultChecks::gain_threshold(const std::string& task_id, const TaskConfig& config) {
+common::Result<double> ResultChecks::gain_threshold(const std::string& task_id, const TaskConfig& config,
+                                                    std::int64_t base_version) {
     auto gains = store_.recent_gains_per_step(task_id, kHistory);
     if (!gains) return gains.error();
-    if (gains->size() >= kMinFigures) return gain_margin(*gains, config.min_gain);
+    if (gains->size() >= kMinFigures) {
+        auto current = store_.recent_gains_per_step(task_id, kHistory, base_version - kGainVersions);
+        if (!current) return current.error();
+        return gain_margin(*gains, *current, config.min_gain);
+    }
     auto typical_gain = typical(task_id, *gains, &Calibration::gain_per_step);
     if (!typical_gain) return typical_gain.error();
     // Without a calibration or recent results, the margin is "any improvement at all".

@@ -63,9 +63,11 @@ private:
                                         const common::NamedTensors& delta, Verdict verdict);
     common::Result<double> held_out_base_loss(const std::string& task_id, std::int64_t version,
                                               const common::NamedTensors& base, std::int64_t samples);
-    // The gain per step a result must exceed: gain_margin of recent gains; before there are
-    // kMinFigures, min_gain × the calibration's gain.
-    common::Result<double> gain_threshold(const std::string& task_id, const TaskConfig& config);
+    // The gain per step a result on `base_version` must exceed: gain_margin of recent gains and
+    // of those within kGainVersions before it; before there are kMinFigures, min_gain × the
+    // calibration's gain.
+    common::Result<double> gain_threshold(const std::string& task_id, const TaskConfig& config,
+                                          std::int64_t base_version);
     // The typical norm or gain per step: the median of recent results, or the calibration's.
     common::Result<std::optional<double>> typical(const std::string& task_id, const std::vector<double>& recent,
                                                   double Calibration::*figure);
@@ -90,10 +92,16 @@ double median_of(std::vector<double> values);
 // (kMadToSigma × the median absolute deviation) below the median.
 constexpr double kGainSpreads = 6;
 constexpr double kMadToSigma = 1.4826;
+// "Current" gains are those of units based on at most this many versions before the result's,
+// and a median of them needs kMinGains.
+constexpr std::int64_t kGainVersions = 10;
+constexpr std::size_t kMinGains = 5;
 
-// The gain per step a result must exceed, from recent gains (not empty): the lower of
-// min_gain × their median (a young model: large, alike gains) and their median less
-// kGainSpreads robust spreads (falling gains, and a plateau where they scatter around 0).
-double gain_margin(const std::vector<double>& gains, double min_gain);
+// The gain per step a result must exceed: the lower of min_gain × the median of `current`
+// gains (a young model: large, alike gains) and the median of the recent `gains` (not empty)
+// less kGainSpreads robust spreads (a plateau, where they scatter around 0). While fewer than
+// kMinGains are current, the lower of 0 and the second: the young model's gains fall several-
+// fold within a few dozen versions, and older gains would set a margin far above today's.
+double gain_margin(const std::vector<double>& gains, const std::vector<double>& current, double min_gain);
 
 }  // namespace tessera::server

@@ -120,8 +120,10 @@ public:
     // ‖Δ‖ / local steps of the most recent accepted results (units differ in length).
     common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit);
     // Gains per step of the most recent results given the proof of training, accepted or not
-    // (so the margin follows the model as honest gains shrink), newest first.
-    common::Result<std::vector<double>> recent_gains_per_step(const std::string& task_id, int limit);
+    // (so the margin follows the model as honest gains shrink), newest first; only those of
+    // units based on `min_base_version` or later.
+    common::Result<std::vector<double>> recent_gains_per_step(const std::string& task_id, int limit,
+                                                              std::int64_t min_base_version = 0);
     // Validated results whose twin has not come back within `wait_s` and is not in progress.
     common::Result<std::vector<AssignmentRecord>> lonely_validated(std::int64_t now, std::int64_t wait_s);
 

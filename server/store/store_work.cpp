@@ -389,13 +389,14 @@ common::Result<std::vector<double>> Store::recent_norms_per_step(const std::stri
     });
 }
 
-common::Result<std::vector<double>> Store::recent_gains_per_step(const std::string& task_id, int limit) {
+common::Result<std::vector<double>> Store::recent_gains_per_step(const std::string& task_id, int limit,
+                                                                 std::int64_t min_base_version) {
     return guarded([&]() -> common::Result<std::vector<double>> {
         Statement query(*db_,
                         "SELECT a.gain_per_step FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                        "WHERE w.task_id = ? AND a.gain_per_step IS NOT NULL "
+                        "WHERE w.task_id = ? AND a.gain_per_step IS NOT NULL AND w.base_version >= ? "
                         "ORDER BY a.returned_at DESC, a.rowid DESC LIMIT ?");
-        query.bind(1, task_id).bind(2, limit);
+        query.bind(1, task_id).bind(2, min_base_version).bind(3, limit);
         std::vector<double> gains;
         while (query.step()) gains.push_back(query.real(0));
         return gains;

@@ -188,15 +188,24 @@ TEST_CASE("once results are kept, noise and a sign flip point away from their co
 TEST_CASE("the gain margin: a quarter of a young model's alike gains; below the scatter at a plateau") {
     // A young model: gains alike, so a quarter of their median is the lower figure.
     std::vector<double> young{0.0050, 0.0052, 0.0053, 0.0054, 0.0056, 0.0051, 0.0055};
-    CHECK(server::gain_margin(young, 0.25) == doctest::Approx(0.25 * 0.0053));
+    CHECK(server::gain_margin(young, young, 0.25) == doctest::Approx(0.25 * 0.0053));
+    // Falling gains: a quarter of the current ones' median, not of the older ones'.
+    std::vector<double> older{0.0050, 0.0052, 0.0053, 0.0054, 0.0056, 0.0051, 0.0055, 0.0050, 0.0052, 0.0053};
+    std::vector<double> falling = older;
+    std::vector<double> current{0.0011, 0.0010, 0.0009, 0.0012, 0.0008};
+    falling.insert(falling.end(), current.begin(), current.end());
+    CHECK(server::gain_margin(falling, current, 0.25) == doctest::Approx(0.25 * 0.0010));
+    // Too few current gains: the older ones alone would refuse today's; any gain at all passes.
+    CHECK(server::gain_margin(falling, {0.0011, 0.0010}, 0.25) == 0);
     // A plateau (honest gains of a trained dit-tiny, docs/benchmarks.md): they scatter around
     // 0, so a quarter of the median would refuse half of them; 6 robust spreads below the
     // median keeps the honest tail and still refuses a sign flip's loss.
     std::vector<double> plateau{0.00013, -0.00014, 0.00004, -0.00006, 0.00009, -0.00002, 0.00011,
                                 -0.00010, 0.00001, 0.00007, -0.00004, 0.00002, -0.00012, 0.00006};
-    double margin = server::gain_margin(plateau, 0.25);
+    double margin = server::gain_margin(plateau, plateau, 0.25);
     CHECK(margin < -0.00041);  // the lowest honest gain seen at the plateau
     CHECK(margin > -0.0006);   // the smallest loss of a sign flip there
+    CHECK(server::gain_margin(plateau, {}, 0.25) == doctest::Approx(margin));
 }
 
 TEST_CASE("a fresh task's first results are judged by the server's own calibration unit") {
