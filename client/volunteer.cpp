@@ -126,6 +126,11 @@ private:
             known_shards_.insert(remembered->shards.begin(), remembered->shards.end());
             samples_per_s_ = remembered->samples_per_s;
         }
+        auto feedback = load_error_feedback(state_.feedback_file());
+        if (!feedback)
+            log_.error(feedback.message() + "; starting without the error-feedback residual");
+        else
+            feedback_ = std::move(*feedback);
         return Phase::Connect;
     }
 
@@ -291,6 +296,7 @@ private:
             run.device = options_.device;
             run.threads = options_.threads;
             run.max_gpu_memory_gb = options_.max_gpu_memory_gb;
+            run.feedback = &feedback_;
             common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
             run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
                 if (control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
@@ -341,6 +347,10 @@ private:
             return give_back(Stop{StopReason::Error, written.message()});
         if (auto saved = state_.save_current({unit_->envelope_json, unit.wu_id, "uploading"}); !saved)
             return give_back(Stop{StopReason::Error, saved.message()});
+        // After the delta it belongs with is safe: a crash in between carries it twice, once.
+        if (!output.feedback_note.empty()) log_.info("feedback", output.feedback_note);
+        if (auto saved = save_error_feedback(state_.feedback_file(), feedback_); !saved)
+            log_.error(saved.message() + "; the next unit starts without the residual if the client restarts");
         unit_->upload.assign(body.begin(), body.end());
         unit_->metrics = output.metrics;
         unit_->device = output.device;
@@ -459,6 +469,7 @@ private:
     std::unique_ptr<common::VerifyKey> server_key_;
     std::set<std::string> known_shards_;  // blobs that came as shards (the rest are model versions)
     double samples_per_s_ = 0;            // last measured; 0 until the first unit
+    ErrorFeedback feedback_;              // what the codec left out of earlier deltas
     Backoff training_failures_{std::chrono::seconds(5), std::chrono::minutes(5)};
     std::optional<UnitInHand> unit_;
 };

@@ -1,5 +1,6 @@
-// Delta encoder and decoder. Parts of tensor NAME in the file: NAME (dense values),
-// NAME#scale (int8 block scales), and for sparse tensors NAME#index, NAME#value, NAME#shape.
+// Delta encoder. Parts of tensor NAME in the file: NAME (dense f32, bf16, int8 values),
+// NAME#scale (block scales of the integer dtypes), NAME#value and NAME#shape (sparse values,
+// and packed int4 / int2 values, dense or not), NAME#index (sparse: index gaps).
 #include "delta_codec.h"
 
 #include <algorithm>
@@ -9,7 +10,9 @@
 #include <numeric>
 
 #include "half.h"
+#include "index_gaps.h"
 #include "int8_blockwise.h"
+#include "lowbit_blockwise.h"
 #include "safetensors.h"
 
 namespace tessera::common {
@@ -36,11 +39,14 @@ struct EncodedParts {
     }
 };
 
-// Encodes `values` in the chosen dtype as part NAME (or NAME#value) and returns what
-// decoding will give back.
+// Encodes `values` in the chosen dtype as part NAME (or NAME#value, which packed low-bit
+// values always use) and returns what decoding will give back.
 std::vector<float> encode_values(const std::string& part, const std::string& base, std::vector<std::int64_t> shape,
                                  const std::vector<float>& values, DeltaDType dtype, EncodedParts& parts) {
     std::vector<float> decoded(values.size());
+    auto add_scales = [&](const std::vector<float>& scales) {
+        parts.add(base + "#scale", DType::F32, {static_cast<std::int64_t>(scales.size())}, scales);
+    };
     switch (dtype) {
         case DeltaDType::F32:
             parts.add(part, DType::F32, std::move(shape), values);
@@ -61,8 +67,16 @@ std::vector<float> encode_values(const std::string& part, const std::string& bas
             quantize_int8_blockwise(values, q, scales);
             dequantize_int8_blockwise(q, scales, decoded);
             parts.add(part, DType::I8, std::move(shape), q);
-            auto block_count = static_cast<std::int64_t>(scales.size());
-            parts.add(base + "#scale", DType::F32, {block_count}, scales);
+            add_scales(scales);
+            break;
+        }
+        case DeltaDType::Int4:
+        case DeltaDType::Int2: {
+            auto packed = quantize_packed_blockwise(values, packed_bits(dtype));
+            decoded = dequantize_packed_blockwise(packed.packed, packed.scales, values.size(), packed_bits(dtype)).value();
+            parts.add(base + "#value", DType::U8, {static_cast<std::int64_t>(packed.packed.size())}, packed.packed);
+            add_scales(packed.scales);
+            if (part == base) parts.add(base + "#shape", DType::I64, {static_cast<std::int64_t>(shape.size())}, shape);
             break;
         }
     }
@@ -133,14 +147,20 @@ std::string_view delta_dtype_name(DeltaDType dtype) {
         case DeltaDType::F32: return "f32";
         case DeltaDType::BF16: return "bf16";
         case DeltaDType::Int8: return "int8";
+        case DeltaDType::Int4: return "int4";
+        case DeltaDType::Int2: return "int2";
     }
     return "?";
 }
 
 std::optional<DeltaDType> delta_dtype_from_name(std::string_view name) {
-    for (auto dtype : {DeltaDType::F32, DeltaDType::BF16, DeltaDType::Int8})
+    for (auto dtype : {DeltaDType::F32, DeltaDType::BF16, DeltaDType::Int8, DeltaDType::Int4, DeltaDType::Int2})
         if (delta_dtype_name(dtype) == name) return dtype;
     return std::nullopt;
+}
+
+int packed_bits(DeltaDType dtype) {
+    return dtype == DeltaDType::Int4 ? 4 : dtype == DeltaDType::Int2 ? 2 : 0;
 }
 
 namespace {
@@ -157,11 +177,14 @@ Result<Bytes> write_parts(const EncodedParts& parts, const DeltaEncoding& encodi
     return write_safetensors(views, metadata);
 }
 
-std::size_t value_size(DeltaDType dtype) {
+// Bytes that `count` values take in the dtype.
+std::size_t value_bytes(DeltaDType dtype, std::size_t count) {
     switch (dtype) {
-        case DeltaDType::F32: return 4;
-        case DeltaDType::BF16: return 2;
-        case DeltaDType::Int8: return 1;
+        case DeltaDType::F32: return 4 * count;
+        case DeltaDType::BF16: return 2 * count;
+        case DeltaDType::Int8: return count;
+        case DeltaDType::Int4:
+        case DeltaDType::Int2: return packed_byte_count(count, packed_bits(dtype));
     }
     return 0;
 }
@@ -179,11 +202,14 @@ Status check_encoded(const EncodedTensor& t, const DeltaEncoding& encoding) {
     bool dense = encoding.topk_fraction >= 1.0;
     if (dense != t.indices.empty() && numel > 0) return fail(dense ? "has indices in a dense delta" : "has no indices");
     auto count = dense ? static_cast<std::size_t>(numel) : t.indices.size();
-    if (t.values.size() != count * value_size(encoding.dtype)) return fail("has the wrong number of value bytes");
+    if (t.values.size() != value_bytes(encoding.dtype, count)) return fail("has the wrong number of value bytes");
     for (std::size_t i = 0; i < t.indices.size(); ++i)
         if (t.indices[i] < 0 || t.indices[i] >= numel || (i > 0 && t.indices[i] <= t.indices[i - 1]))
             return fail("has indices out of order or out of range");
-    if (encoding.dtype == DeltaDType::Int8) {
+    if (packed_bits(encoding.dtype) > 0) {
+        auto decoded = dequantize_packed_blockwise(t.values, t.scales, count, packed_bits(encoding.dtype));
+        if (!decoded) return fail(decoded.message());
+    } else if (encoding.dtype == DeltaDType::Int8) {
         if (t.scales.size() != int8_block_count(count)) return fail("has the wrong number of scales");
         for (float scale : t.scales)
             if (!std::isfinite(scale)) return fail("has a non-finite scale");
@@ -213,20 +239,33 @@ Result<Bytes> write_encoded_delta(const std::vector<EncodedTensor>& tensors, con
     for (const auto& t : tensors) {
         if (auto status = check_encoded(t, encoding); !status) return status.error();
         names.push_back(t.name);
-        auto count = static_cast<std::int64_t>(dense ? t.values.size() / value_size(encoding.dtype) : t.indices.size());
+        auto shape_part = [&] {
+            parts.add(t.name + "#shape", DType::I64, {static_cast<std::int64_t>(t.shape.size())}, t.shape);
+        };
+        auto scale_part = [&] {
+            parts.add(t.name + "#scale", DType::F32, {static_cast<std::int64_t>(t.scales.size())}, t.scales);
+        };
         auto value_part = dense ? t.name : t.name + "#value";
-        auto value_shape = dense ? t.shape : std::vector<std::int64_t>{count};
+        auto value_shape =
+            dense ? t.shape : std::vector<std::int64_t>{static_cast<std::int64_t>(t.indices.size())};
         switch (encoding.dtype) {
             case DeltaDType::F32: parts.add(value_part, DType::F32, value_shape, t.values); break;
             case DeltaDType::BF16: parts.add(value_part, DType::BF16, value_shape, t.values); break;
             case DeltaDType::Int8:
                 parts.add(value_part, DType::I8, value_shape, t.values);
-                parts.add(t.name + "#scale", DType::F32, {static_cast<std::int64_t>(t.scales.size())}, t.scales);
+                scale_part();
+                break;
+            case DeltaDType::Int4:
+            case DeltaDType::Int2:
+                parts.add(t.name + "#value", DType::U8, {static_cast<std::int64_t>(t.values.size())}, t.values);
+                scale_part();
+                if (dense) shape_part();
                 break;
         }
         if (!dense) {
-            parts.add(t.name + "#index", DType::I32, {count}, t.indices);
-            parts.add(t.name + "#shape", DType::I64, {static_cast<std::int64_t>(t.shape.size())}, t.shape);
+            auto gaps = encode_index_gaps(t.indices);
+            parts.add(t.name + "#index", DType::U8, {static_cast<std::int64_t>(gaps.size())}, gaps);
+            shape_part();
         }
     }
     if (auto status = check_unique(std::move(names), "delta writer"); !status) return status.error();
@@ -252,7 +291,8 @@ Result<EncodedDelta> encode_delta(const NamedTensors& delta, const DeltaEncoding
             auto decoded =
                 encode_values(t.name + "#value", t.name, {static_cast<std::int64_t>(k)}, kept, encoding.dtype, parts);
             for (std::size_t i = 0; i < k; ++i) residual.values[indices[i]] -= decoded[i];
-            parts.add(t.name + "#index", DType::I32, {static_cast<std::int64_t>(k)}, indices);
+            auto gaps = encode_index_gaps(indices);
+            parts.add(t.name + "#index", DType::U8, {static_cast<std::int64_t>(gaps.size())}, gaps);
             parts.add(t.name + "#shape", DType::I64, {static_cast<std::int64_t>(t.shape.size())}, t.shape);
         }
         out.residual.push_back(std::move(residual));

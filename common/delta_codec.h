@@ -1,5 +1,5 @@
-// Weight-delta codecs: a set of named f32 tensors encoded as f32, bf16 or blockwise int8,
-// optionally top-k sparsified, into a safetensors file Python can read (docs/tensor_format.md,
+// Weight-delta codecs: a set of named f32 tensors encoded as f32, bf16, blockwise int8 or
+// packed blockwise int4 / int2, optionally top-k sparsified, into a safetensors file Python can read (docs/tensor_format.md,
 // "Delta files"). Encoding returns the residual (input − what decoding gives back) so the
 // caller can feed it into the next delta: error feedback.
 #pragma once
@@ -23,9 +23,11 @@ struct NamedTensor {
 };
 using NamedTensors = std::vector<NamedTensor>;
 
-enum class DeltaDType { F32, BF16, Int8 };
-std::string_view delta_dtype_name(DeltaDType dtype);  // "f32", "bf16", "int8"
+enum class DeltaDType { F32, BF16, Int8, Int4, Int2 };
+std::string_view delta_dtype_name(DeltaDType dtype);  // "f32", "bf16", "int8", "int4", "int2"
 std::optional<DeltaDType> delta_dtype_from_name(std::string_view name);
+// 4 or 2 for the packed low-bit dtypes (common/lowbit_blockwise.h), 0 for the others.
+int packed_bits(DeltaDType dtype);
 
 struct DeltaEncoding {
     DeltaDType dtype = DeltaDType::Int8;
@@ -46,14 +48,15 @@ Result<EncodedDelta> encode_delta(const NamedTensors& delta, const DeltaEncoding
 
 // One tensor whose values were encoded elsewhere (on the GPU that trained them): all its
 // values, or the entries a top-k selection kept with their flat indices in ascending order.
-// `values` holds the encoding's dtype (f32, bf16 bits, or int8) in host byte order; int8
-// comes with one absmax scale per 256 values (common/int8_blockwise.h).
+// `values` holds the encoding's dtype (f32, bf16 bits, int8, or int4 / int2 packed as
+// lowbit_blockwise.h packs them) in host byte order; the integer dtypes come with one absmax
+// scale per 256 values (common/int8_blockwise.h).
 struct EncodedTensor {
     std::string name;
     std::vector<std::int64_t> shape;
     std::vector<std::int32_t> indices;  // top-k only; empty for dense tensors
     Bytes values;
-    std::vector<float> scales;  // int8 only
+    std::vector<float> scales;  // int8, int4, int2 only
 };
 
 // Writes a delta file from encoded tensors: the bytes encode_delta gives for the same values
@@ -69,7 +72,8 @@ struct DecodedDelta {
     NamedTensors tensors;  // sorted by name
 };
 
-// Decodes untrusted bytes; every inconsistency is a named error.
+// Decodes untrusted bytes, a delta file or a zstd frame holding one (as volunteers upload it;
+// it may expand to at most 8 bytes a value plus 17 MiB); every inconsistency is a named error.
 Result<DecodedDelta> decode_delta(ByteView bytes, const DeltaDecodeLimits& limits = {});
 
 }  // namespace tessera::common

@@ -1,13 +1,16 @@
-// Delta decoder for untrusted bytes: checks the metadata, groups parts by tensor, and checks
-// every count, index and scale before it expands anything.
+// Delta decoder for untrusted bytes: unwraps a zstd frame (with a cap), checks the metadata,
+// groups parts by tensor, and checks every count, index and scale before it expands anything.
 #include <cmath>
 #include <cstring>
 #include <map>
 
 #include "delta_codec.h"
 #include "half.h"
+#include "index_gaps.h"
 #include "int8_blockwise.h"
+#include "lowbit_blockwise.h"
 #include "safetensors.h"
+#include "zstd_codec.h"
 
 namespace tessera::common {
 namespace {
@@ -33,6 +36,8 @@ DType stored_dtype(DeltaDType dtype) {
         case DeltaDType::F32: return DType::F32;
         case DeltaDType::BF16: return DType::BF16;
         case DeltaDType::Int8: return DType::I8;
+        case DeltaDType::Int4:
+        case DeltaDType::Int2: return DType::U8;
     }
     return DType::F32;
 }
@@ -82,18 +87,9 @@ Result<std::map<std::string, TensorParts>> group_parts(const TensorFile& file) {
     return groups;
 }
 
-// Expands stored values (f32, bf16, or int8 with block scales) to f32.
-Result<std::vector<float>> expand_values(const std::string& name, const TensorView& values, const TensorView* scale,
-                                         DeltaDType dtype) {
-    if (values.dtype != stored_dtype(dtype))
-        return make_error("delta: tensor \"" + name + "\" is stored as " + std::string(dtype_name(values.dtype)) +
-                          " but the file says " + std::string(delta_dtype_name(dtype)));
-    auto count = static_cast<std::size_t>(values.numel());
-    if (dtype != DeltaDType::Int8) {
-        if (scale != nullptr) return make_error("delta: tensor \"" + name + "\" has scales but is not int8");
-        return read_as_f32(values);
-    }
-    if (scale == nullptr) return make_error("delta: int8 tensor \"" + name + "\" has no #scale part");
+// The block scales of an integer tensor of `count` values, checked.
+Result<std::vector<float>> read_scales(const std::string& name, const TensorView* scale, std::size_t count) {
+    if (scale == nullptr) return make_error("delta: integer tensor \"" + name + "\" has no #scale part");
     if (scale->dtype != DType::F32 || scale->shape.size() != 1 ||
         static_cast<std::size_t>(scale->numel()) != int8_block_count(count))
         return make_error("delta: tensor \"" + name + "\" needs " + std::to_string(int8_block_count(count)) +
@@ -104,59 +100,126 @@ Result<std::vector<float>> expand_values(const std::string& name, const TensorVi
         if (!std::isfinite(scales[i]) || scales[i] < 0.0f)
             return make_error("delta: tensor \"" + name + "\" has a negative or non-finite scale");
     }
-    std::vector<std::int8_t> q(count);
-    if (count > 0) std::memcpy(q.data(), values.data.data(), count);
-    std::vector<float> out(count);
-    dequantize_int8_blockwise(q, scales, out);
+    return scales;
+}
+
+// Expands `count` stored values (f32, bf16, int8 or packed int4 / int2 with block scales) to f32.
+Result<std::vector<float>> expand_values(const std::string& name, const TensorView& values, const TensorView* scale,
+                                         DeltaDType dtype, std::size_t count) {
+    if (values.dtype != stored_dtype(dtype) || (values.shape.size() > 1 && packed_bits(dtype) > 0))
+        return make_error("delta: tensor \"" + name + "\" is stored as " + std::string(dtype_name(values.dtype)) +
+                          " but the file says " + std::string(delta_dtype_name(dtype)));
+    if (dtype == DeltaDType::F32 || dtype == DeltaDType::BF16) {
+        if (scale != nullptr) return make_error("delta: tensor \"" + name + "\" has scales but is not an integer dtype");
+        return read_as_f32(values);
+    }
+    auto scales = read_scales(name, scale, count);
+    if (!scales) return scales.error();
+    if (dtype == DeltaDType::Int8) {
+        std::vector<std::int8_t> q(count);
+        if (count > 0) std::memcpy(q.data(), values.data.data(), count);
+        std::vector<float> out(count);
+        dequantize_int8_blockwise(q, *scales, out);
+        return out;
+    }
+    auto out = dequantize_packed_blockwise(values.data, *scales, count, packed_bits(dtype));
+    if (!out) return with_context("delta: tensor \"" + name + "\"", out.error());
     return out;
+}
+
+// The shape a #shape part states, within the element budget.
+Result<std::vector<std::int64_t>> read_shape(const std::string& name, const TensorView& shape_view,
+                                             std::uint64_t element_budget, std::uint64_t& numel) {
+    if (shape_view.dtype != DType::I64 || shape_view.shape.size() != 1 ||
+        shape_view.numel() > static_cast<std::int64_t>(kMaxRank))
+        return make_error("delta: tensor \"" + name + "\" #shape must be an I64 vector of rank <= 8");
+    std::vector<std::int64_t> shape;
+    numel = 1;
+    for (std::int64_t i = 0; i < shape_view.numel(); ++i) {
+        auto dim = load<std::int64_t>(shape_view.data.data(), static_cast<std::size_t>(i));
+        if (dim < 0 || (dim > 0 && numel > element_budget / static_cast<std::uint64_t>(dim)))
+            return make_error("delta: tensor \"" + name + "\" #shape is negative or exceeds the element limit");
+        numel *= static_cast<std::uint64_t>(dim);
+        shape.push_back(dim);
+    }
+    return shape;
 }
 
 Result<NamedTensor> decode_dense(const std::string& name, const TensorParts& parts, DeltaDType dtype) {
     if (parts.index || parts.value || parts.shape)
         return make_error("delta: tensor \"" + name + "\" mixes dense and sparse parts");
-    auto values = expand_values(name, *parts.dense, parts.scale, dtype);
+    if (packed_bits(dtype) > 0)
+        return make_error("delta: " + std::string(delta_dtype_name(dtype)) + " tensor \"" + name +
+                          "\" must be stored as #value and #shape parts");
+    auto values = expand_values(name, *parts.dense, parts.scale, dtype, static_cast<std::size_t>(parts.dense->numel()));
     if (!values) return values.error();
     return NamedTensor{name, parts.dense->shape, std::move(values).value()};
+}
+
+// Packed int4 / int2 values of a whole tensor, in the order of its #shape.
+Result<NamedTensor> decode_packed_dense(const std::string& name, const TensorParts& parts, DeltaDType dtype,
+                                        std::uint64_t element_budget) {
+    if (packed_bits(dtype) == 0 || !parts.value || !parts.shape)
+        return make_error("delta: sparse tensor \"" + name + "\" needs #index, #value and #shape parts");
+    std::uint64_t numel = 0;
+    auto shape = read_shape(name, *parts.shape, element_budget, numel);
+    if (!shape) return shape.error();
+    auto values = expand_values(name, *parts.value, parts.scale, dtype, static_cast<std::size_t>(numel));
+    if (!values) return values.error();
+    return NamedTensor{name, std::move(shape).value(), std::move(values).value()};
+}
+
+// The flat indices a #index part holds: I32 indices, or U8 gaps (common/index_gaps.h).
+Result<std::vector<std::int32_t>> read_indices(const std::string& name, const TensorView& index, std::uint64_t numel) {
+    if (index.shape.size() != 1 || (index.dtype != DType::I32 && index.dtype != DType::U8))
+        return make_error("delta: tensor \"" + name + "\" #index must be an I32 or U8 (gaps) vector");
+    if (index.dtype == DType::U8) {
+        auto indices = decode_index_gaps(index.data, numel);
+        if (!indices) return with_context("delta: tensor \"" + name + "\"", indices.error());
+        return indices;
+    }
+    std::vector<std::int32_t> indices(static_cast<std::size_t>(index.numel()));
+    std::int64_t previous = -1;
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+        std::int64_t at = load<std::int32_t>(index.data.data(), i);
+        if (at <= previous || static_cast<std::uint64_t>(at) >= numel)
+            return make_error("delta: tensor \"" + name + "\" #index is not strictly increasing within the shape");
+        indices[i] = static_cast<std::int32_t>(at);
+        previous = at;
+    }
+    return indices;
 }
 
 Result<NamedTensor> decode_sparse(const std::string& name, const TensorParts& parts, DeltaDType dtype,
                                   std::uint64_t element_budget) {
     if (!parts.index || !parts.value || !parts.shape)
         return make_error("delta: sparse tensor \"" + name + "\" needs #index, #value and #shape parts");
-    const auto& shape_view = *parts.shape;
-    if (shape_view.dtype != DType::I64 || shape_view.shape.size() != 1 ||
-        shape_view.numel() > static_cast<std::int64_t>(kMaxRank))
-        return make_error("delta: tensor \"" + name + "\" #shape must be an I64 vector of rank <= 8");
-    NamedTensor out{name, {}, {}};
-    std::uint64_t numel = 1;
-    for (std::int64_t i = 0; i < shape_view.numel(); ++i) {
-        auto dim = load<std::int64_t>(shape_view.data.data(), static_cast<std::size_t>(i));
-        if (dim < 0 || (dim > 0 && numel > element_budget / static_cast<std::uint64_t>(dim)))
-            return make_error("delta: tensor \"" + name + "\" #shape is negative or exceeds the element limit");
-        numel *= static_cast<std::uint64_t>(dim);
-        out.shape.push_back(dim);
-    }
-    const auto& index = *parts.index;
-    if (index.dtype != DType::I32 || index.shape.size() != 1 || parts.value->shape.size() != 1 ||
-        index.numel() != parts.value->numel())
-        return make_error("delta: tensor \"" + name + "\" #index must be I32 with one entry per #value");
-    auto values = expand_values(name, *parts.value, parts.scale, dtype);
+    std::uint64_t numel = 0;
+    auto shape = read_shape(name, *parts.shape, element_budget, numel);
+    if (!shape) return shape.error();
+    auto indices = read_indices(name, *parts.index, numel);
+    if (!indices) return indices.error();
+    if (parts.value->shape.size() != 1 ||
+        (packed_bits(dtype) == 0 && static_cast<std::size_t>(parts.value->numel()) != indices->size()))
+        return make_error("delta: tensor \"" + name + "\" #index must have one entry per #value");
+    auto values = expand_values(name, *parts.value, parts.scale, dtype, indices->size());
     if (!values) return values.error();
-    out.values.assign(numel, 0.0f);
-    std::int64_t previous = -1;
-    for (std::size_t i = 0; i < values->size(); ++i) {
-        std::int64_t at = load<std::int32_t>(index.data.data(), i);
-        if (at <= previous || static_cast<std::uint64_t>(at) >= numel)
-            return make_error("delta: tensor \"" + name + "\" #index is not strictly increasing within the shape");
-        out.values[static_cast<std::size_t>(at)] = (*values)[i];
-        previous = at;
-    }
+    NamedTensor out{name, std::move(shape).value(), std::vector<float>(numel, 0.0f)};
+    for (std::size_t i = 0; i < indices->size(); ++i) out.values[static_cast<std::size_t>((*indices)[i])] = (*values)[i];
     return out;
 }
 
 }  // namespace
 
 Result<DecodedDelta> decode_delta(ByteView bytes, const DeltaDecodeLimits& limits) {
+    if (is_zstd_frame(bytes)) {
+        // The largest honest file: 8 bytes a value (sparse f32 with I32 indices) and its header.
+        auto cap = 8 * limits.max_elements + (std::uint64_t{17} << 20);
+        auto inflated = zstd_decompress(bytes, cap);
+        if (!inflated) return with_context("delta", inflated.error());
+        if (is_zstd_frame(*inflated)) return make_error("delta: a zstd frame inside a zstd frame");
+        return decode_delta(*inflated, limits);
+    }
     auto file = parse_safetensors(bytes);
     if (!file) return with_context("delta", file.error());
     auto encoding = read_encoding(file->metadata());
@@ -169,8 +232,9 @@ Result<DecodedDelta> decode_delta(ByteView bytes, const DeltaDecodeLimits& limit
     std::uint64_t elements = 0;
     for (const auto& [name, parts] : *groups) {
         std::uint64_t budget = limits.max_elements - elements;
-        Result<NamedTensor> tensor = parts.dense ? decode_dense(name, parts, encoding->dtype)
-                                                 : decode_sparse(name, parts, encoding->dtype, budget);
+        Result<NamedTensor> tensor = parts.dense  ? decode_dense(name, parts, encoding->dtype)
+                                     : parts.index ? decode_sparse(name, parts, encoding->dtype, budget)
+                                                   : decode_packed_dense(name, parts, encoding->dtype, budget);
         if (!tensor) return tensor.error();
         elements += tensor->values.size();
         if (elements > limits.max_elements)

@@ -84,7 +84,7 @@ DeltaEncoding read_encoding(JsonObjectReader& parent, std::string_view key) {
     const auto* json = parent.field(key);
     if (json == nullptr) return encoding;
     JsonObjectReader reader(*json, parent.path_of(key));
-    auto dtype = reader.one_of("dtype", {"f32", "bf16", "int8"});
+    auto dtype = reader.one_of("dtype", {"f32", "bf16", "int8", "int4", "int2"});
     encoding.topk_fraction = reader.number("topk_fraction", 0.0, 1.0);
     if (!reader.failed() && encoding.topk_fraction <= 0.0) reader.fail("field \"topk_fraction\": must be above 0");
     if (!reader.failed()) encoding.dtype = *delta_dtype_from_name(dtype);

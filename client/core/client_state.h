@@ -1,7 +1,7 @@
 // The volunteer's state directory: its Ed25519 key (mode 0600), the identity it got at
 // registration with the server key it pinned, the current work unit (so a restart resumes
-// or abandons it), what it remembers between runs (the shards it holds, its speed), and the
-// blob cache.
+// or abandons it), what it remembers between runs (the shards it holds, its speed), the
+// error-feedback residual, and the blob cache.
 #pragma once
 
 #include <filesystem>
@@ -44,6 +44,8 @@ public:
     const std::filesystem::path& root() const { return root_; }
     std::filesystem::path cache_dir() const { return root_ / "cache"; }
     std::filesystem::path delta_file() const { return root_ / "current.delta"; }
+    // The error-feedback residual (client/training/error_feedback.h).
+    std::filesystem::path feedback_file() const { return root_ / "error_feedback.safetensors"; }
 
     // Loads the key, or creates it (0600) on first run.
     common::Result<common::SigningKey> load_or_create_key() const;

@@ -14,6 +14,7 @@
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
 #include "torch/trainer.h"
+#include "zstd_codec.h"
 
 #ifdef TESSERA_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -71,6 +72,40 @@ void release_gpu_cache() {
 #ifdef TESSERA_TORCH_CUDA
     c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
+}
+
+// The delta encoded as the unit asks (on a GPU the codec runs there and only the encoded
+// bytes come back to the host), with the carried residual added first when it fits; the
+// residual is then replaced by what this encoding left out.
+common::Result<common::Bytes> encode_with_feedback(const common::WorkUnit& unit, common::TorchTensorMap& delta,
+                                                   ErrorFeedback* feedback, std::string& note) {
+    if (feedback == nullptr) return common::encode_delta_on_device(delta, unit.encoding);
+    if (lossless(unit.encoding)) {
+        feedback->residual.clear();
+        return common::encode_delta_on_device(delta, unit.encoding);
+    }
+    auto input = common::to_named_f32(delta);
+    if (!feedback->residual.empty()) {
+        auto mismatch = feedback_mismatch(*feedback, unit, input);
+        if (!mismatch.empty()) {
+            note = "dropped the error-feedback residual: " + mismatch;
+        } else {
+            torch::NoGradGuard no_grad;
+            for (std::size_t t = 0; t < input.size(); ++t) {
+                auto& values = input[t].values;
+                const auto& carried = feedback->residual[t].values;
+                for (std::size_t i = 0; i < values.size(); ++i) values[i] += carried[i];
+                auto& tensor = delta.at(input[t].name);
+                tensor.add_(common::from_named_f32({feedback->residual[t]}).at(input[t].name).to(tensor.device()));
+            }
+        }
+    }
+    auto encoded = common::encode_delta_on_device(delta, unit.encoding);
+    if (!encoded) return encoded.error();
+    auto residual = residual_after(input, *encoded);
+    if (!residual) return residual.error();
+    *feedback = {unit.task_id, unit.model, std::move(residual).value()};
+    return encoded;
 }
 
 }  // namespace
@@ -151,12 +186,13 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
     }
     if (!outcome) return outcome.error();
     remember_micro_batch(fitted_key, config.micro_batch);
-    // On a GPU the codec runs there and only the encoded bytes come back to the host.
-    auto encoded = common::encode_delta_on_device(outcome->delta, unit.encoding);
-    if (!encoded) return encoded.error();
-    const auto& s = outcome->stats;
     RunOutput output;
-    output.delta = std::move(encoded).value();
+    auto encoded = encode_with_feedback(unit, outcome->delta, options.feedback, output.feedback_note);
+    if (!encoded) return encoded.error();
+    auto framed = common::zstd_compress(*encoded);
+    if (!framed) return framed.error();
+    const auto& s = outcome->stats;
+    output.delta = std::move(framed).value();
     output.metrics = {s.loss_start, s.loss_end, s.samples, s.seconds, s.samples_per_s};
     output.device = describe_device(options.device, options.threads);
     return output;

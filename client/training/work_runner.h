@@ -1,5 +1,6 @@
 // Runs one work unit's training: the base model and shards from the cache, the trainer with
-// the unit's hyperparameters, and the delta encoded as the unit asks. A GPU out-of-memory
+// the unit's hyperparameters, and the delta encoded as the unit asks (plus the error-feedback
+// residual carried from earlier units), in a zstd frame as it is uploaded. A GPU out-of-memory
 // error retries with gradient accumulation over smaller micro-batches, and the micro-batch
 // that fitted is used from the start for later units of the same model and batch. Torch
 // stays behind this header.
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "bytes.h"
+#include "error_feedback.h"
 #include "protocol.h"
 
 namespace tessera::client {
@@ -20,10 +22,14 @@ struct RunOptions {
     int threads = 0;               // 0: LibTorch's default
     double max_gpu_memory_gb = 0;  // > 0: cap LibTorch's CUDA allocator at this much
     std::function<void(std::int64_t step, std::int64_t steps, double loss, double samples_per_s)> progress;
+    // When set: added to a lossy codec's input if it fits the unit, and replaced by what this
+    // unit's encoding left out (cleared for a lossless codec).
+    ErrorFeedback* feedback = nullptr;
 };
 
 struct RunOutput {
-    common::Bytes delta;  // encoded delta file
+    common::Bytes delta;  // encoded delta file in a zstd frame
+    std::string feedback_note;  // why a carried residual was dropped, if it was
     common::TrainMetrics metrics;
     std::string device;  // "cpu" or the GPU's name
 };

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "../int8_blockwise.h"
+#include "../lowbit_blockwise.h"
 #ifdef TESSERA_CUDA_KERNELS
 #include "../cuda/delta_int8.h"
 #endif
@@ -98,6 +99,14 @@ Result<Bytes> encode_delta_with_torch(const TorchTensorMap& delta, const DeltaEn
                 case DeltaDType::Int8:
                     if (auto status = encode_int8(name, values, out); !status) return status.error();
                     break;
+                case DeltaDType::Int4:
+                case DeltaDType::Int2: {
+                    // Low-bit deltas are top-k in practice: few values, packed on the host.
+                    auto packed = quantize_packed_blockwise(host_vector<float>(values), packed_bits(encoding.dtype));
+                    out.values = std::move(packed.packed);
+                    out.scales = std::move(packed.scales);
+                    break;
+                }
             }
             tensors.push_back(std::move(out));
         }

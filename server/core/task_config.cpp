@@ -155,7 +155,7 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     c.warmup_steps = r.integer("warmup_steps", 0, 100000);
     c.weight_decay = r.number("weight_decay", 0, 10);
     c.grad_clip = r.number("grad_clip", 0, 1e6);
-    auto dtype = common::delta_dtype_from_name(r.one_of("codec", {"f32", "bf16", "int8"}));
+    auto dtype = common::delta_dtype_from_name(r.one_of("codec", {"f32", "bf16", "int8", "int4", "int2"}));
     if (dtype) c.codec.dtype = *dtype;
     c.codec.topk_fraction = r.number("topk_fraction", 0, 1);
     c.deadline_s = r.integer("deadline_s", 1, kBig);

@@ -1,18 +1,23 @@
 // The volunteer's loop against a real in-process server: a unit trained and uploaded with
 // the device reported truthfully and the shards remembered; retries that end when the user
 // asks; permanent refusals and corrupt blobs that stop it with a clear message; the server's
-// "stop" answer to a heartbeat; a result kept across a restart and uploaded by the next run.
+// "stop" answer to a heartbeat; a result kept across a restart and uploaded by the next run;
+// the error-feedback residual carried from unit to unit and across restarts.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <thread>
 
 #include "blob_cache.h"
+#include "blob_store.h"
 #include "client_state.h"
 #include "heartbeat.h"
 #include "server_api.h"
 #include "server_fixture.h"
+#include "training/error_feedback.h"
 #include "training/work_runner.h"
+#include "zstd_codec.h"
 #include "volunteer.h"
 
 using namespace tessera;
@@ -249,4 +254,77 @@ TEST_CASE("a result that could not be uploaded is kept and uploaded by the next 
     CHECK(stop.reason == StopReason::OnceDone);
     CHECK(state_of(server, unit.id) != "in_progress");
     CHECK(server.store().assignment(unit.id).value()->returned_at.has_value());
+}
+
+TEST_CASE("error feedback: the residual is added to the next delta, survives a save and load, and is dropped for "
+          "another task") {
+    TestServer server([](TaskConfig& config) { config.codec = {common::DeltaDType::Int4, 0.05}; });
+    TestVolunteer asking(server);
+    auto wu = asking.request_work().value();
+    server::BlobStore blobs(server.state().blobs());
+    std::vector<std::filesystem::path> shards;
+    for (const auto& shard : wu.shards) shards.push_back(blobs.path_of(shard.sha256));
+    client::ErrorFeedback feedback;
+    client::RunOptions run;
+    run.device = "cpu";
+    run.threads = 1;
+    run.feedback = &feedback;
+    auto train = [&] { return client::run_work_unit(wu, blobs.path_of(wu.model_blob.sha256), shards, run).value(); };
+    auto first = train();
+    CHECK(common::is_zstd_frame(first.delta));  // as uploaded
+    CHECK(first.feedback_note.empty());
+    CHECK(feedback.task_id == wu.task_id);
+    CHECK(feedback.model == "dit-tiny");
+    REQUIRE(!feedback.residual.empty());
+    double carried = 0;
+    for (const auto& t : feedback.residual)
+        for (float v : t.values) carried += std::fabs(v);
+    CHECK(carried > 0);  // top-k 5 % left most entries out
+
+    // A large planted entry is sent by the next unit, within int4's error, and leaves the residual.
+    feedback.residual[0].values[3] = 10.0f;
+    TempDir dir;
+    REQUIRE(client::save_error_feedback(dir / "feedback", feedback).ok());
+    auto loaded = client::load_error_feedback(dir / "feedback").value();
+    CHECK(loaded.task_id == feedback.task_id);
+    CHECK(loaded.residual[0].values == feedback.residual[0].values);
+    run.feedback = &loaded;
+    auto second = common::decode_delta(train().delta).value();
+    CHECK(second.tensors[0].name == loaded.residual[0].name);
+    CHECK(std::fabs(second.tensors[0].values[3] - 10.0f) < 0.7f);  // 10 / 7.5 / 2: half an int4 step
+    CHECK(std::fabs(loaded.residual[0].values[3]) < 0.7f);
+
+    // A residual of another task is dropped with a note, and this unit's replaces it.
+    loaded.task_id = "t-another";
+    loaded.residual[0].values[3] = 10.0f;
+    auto third = train();
+    CHECK(third.feedback_note.find("dropped the error-feedback residual") != std::string::npos);
+    CHECK(std::fabs(common::decode_delta(third.delta).value().tensors[0].values[3]) < 1.0f);
+    CHECK(loaded.task_id == wu.task_id);
+
+    // A lossless codec carries nothing.
+    wu.encoding = {common::DeltaDType::F32, 1.0};
+    train();
+    CHECK(loaded.residual.empty());
+    REQUIRE(client::save_error_feedback(dir / "feedback", loaded).ok());
+    CHECK(!std::filesystem::exists(dir / "feedback"));
+}
+
+TEST_CASE("the volunteer keeps its residual in its state directory and starts without an unreadable one") {
+    TestServer server;  // int8: lossy, so there is a residual to keep
+    set_to_wall_clock(server);
+    TempDir dir;
+    client::ClientState state(dir / "volunteer");
+    std::filesystem::create_directories(state.root());
+    { std::ofstream(state.feedback_file()) << "not a safetensors file"; }
+    CHECK_FALSE(client::load_error_feedback(state.feedback_file()).ok());
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.once = true;
+    client::VolunteerControl control;
+    auto stop = client::run_volunteer(options, control);
+    INFO(stop.message);
+    CHECK(stop.reason == StopReason::OnceDone);
+    auto kept = client::load_error_feedback(state.feedback_file()).value();
+    CHECK(kept.task_id == server.config().task_id);
+    CHECK(!kept.residual.empty());
 }

@@ -100,7 +100,7 @@ TEST_CASE("int8 encoding is about a quarter of f32") {
 
 TEST_CASE("the residual is exactly input minus decoded") {
     auto delta = sample_delta();
-    for (auto dtype : {DeltaDType::F32, DeltaDType::BF16, DeltaDType::Int8}) {
+    for (auto dtype : {DeltaDType::F32, DeltaDType::BF16, DeltaDType::Int8, DeltaDType::Int4, DeltaDType::Int2}) {
         for (double fraction : {1.0, 0.1}) {
             auto encoded = encode_delta(delta, {dtype, fraction}).value();
             auto decoded = decode_delta(encoded.bytes).value();
@@ -186,7 +186,7 @@ TEST_CASE("lies in a delta file give specific errors") {
     CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) {
               meta["format"] = "other";
           })).find("not a tessera.delta") != std::string::npos);
-    CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) { meta["dtype"] = "int4"; })).find("unknown dtype") !=
+    CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) { meta["dtype"] = "int3"; })).find("unknown dtype") !=
           std::string::npos);
     CHECK(decode_error(rewrite(dense, [](auto&, auto& meta) { meta["topk_fraction"] = "2"; })).find("topk_fraction") !=
           std::string::npos);
@@ -221,8 +221,11 @@ TEST_CASE("lies in a delta file give specific errors") {
                                                      28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39};
     CHECK(decode_error(rewrite(sparse, [](auto& views, auto&) {
               for (auto& v : views)
-                  if (v.name == "blocks.0.bias#index")
-                      v.data = ByteView(reinterpret_cast<const std::uint8_t*>(unordered.data()), v.data.size());
+                  if (v.name == "blocks.0.bias#index") {  // I32 indices, as a version-1 writer stored them
+                      v.dtype = DType::I32;
+                      v.shape = {8};
+                      v.data = ByteView(reinterpret_cast<const std::uint8_t*>(unordered.data()), 32);
+                  }
           })).find("strictly increasing") != std::string::npos);
     static const std::vector<std::int64_t> huge{1 << 30, 1 << 30};
     CHECK(decode_error(rewrite(sparse, [](auto& views, auto&) {

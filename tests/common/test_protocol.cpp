@@ -79,8 +79,8 @@ TEST_CASE("missing, unknown and ill-typed fields are named") {
     CHECK(error_after(wu, [](auto& o) { o["shards"] = boost::json::array(); }).find("field \"shards\"") !=
           std::string::npos);
     CHECK(error_after(wu, [](auto& o) {
-              o["encoding"].as_object()["dtype"] = "int4";
-          }).find("work_unit.encoding: field \"dtype\": expected one of f32, bf16, int8") == 0);
+              o["encoding"].as_object()["dtype"] = "int3";
+          }).find("work_unit.encoding: field \"dtype\": expected one of f32, bf16, int8, int4, int2") == 0);
     CHECK(error_after(wu, [](auto& o) { o["wu_id"] = "../etc/passwd"; }).find("A-Z a-z 0-9") != std::string::npos);
     CHECK(error_after(wu, [](auto& o) { o["deadline"] = 1; }).find("deadline must be after issued_at") !=
           std::string::npos);

@@ -55,6 +55,12 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     if (a.count("deadline")) config->deadline_s = a["deadline"].as<std::int64_t>();
     if (a.count("replication")) config->replication = a["replication"].as<double>();
     if (a.count("loss-check")) config->loss_check = a["loss-check"].as<double>();
+    if (a.count("codec")) {
+        auto dtype = common::delta_dtype_from_name(a["codec"].as<std::string>());
+        if (!dtype) return common::make_error("--codec: f32, bf16, int8, int4 or int2");
+        config->codec.dtype = *dtype;
+    }
+    if (a.count("topk")) config->codec.topk_fraction = a["topk"].as<double>();
     return config;
 }
 
@@ -245,6 +251,8 @@ int run_fleet_command(int argc, char** argv) {
         "deadline", "unit deadline, seconds", cxxopts::value<std::int64_t>())(
         "replication", "replicated share of units", cxxopts::value<double>())(
         "loss-check", "share of results given the held-out loss check", cxxopts::value<double>())(
+        "codec", "delta encoding: f32, bf16, int8, int4, int2", cxxopts::value<std::string>())(
+        "topk", "fraction of each tensor a delta keeps, (0, 1]", cxxopts::value<double>())(
         "staleness", "async runs' staleness function (const, poly:A, hinge:A,B)",
         cxxopts::value<std::string>()->default_value(""))(
         "eta", "async runs' server learning rate (0: the policy's default)",

@@ -64,6 +64,7 @@ struct VolunteerState {
     std::set<std::string> cached_shards;
     std::optional<HeldUnit> held;
     std::mt19937_64 rng;
+    client::ErrorFeedback feedback;  // carried across units, as the client keeps it on disk
 };
 
 // An issued assignment, tracked until its fate is known.
@@ -267,6 +268,7 @@ private:
             client::RunOptions options;
             options.device = "cpu";
             options.threads = settings_.threads;
+            options.feedback = &v.feedback;
             std::vector<std::filesystem::path> shards;
             for (const auto& s : unit.shards) shards.push_back(server_->blob_path(s.sha256));
             auto output = client::run_work_unit(unit, server_->blob_path(unit.model_blob.sha256), shards, options);
