@@ -61,6 +61,16 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
         config->codec.dtype = *dtype;
     }
     if (a.count("topk")) config->codec.topk_fraction = a["topk"].as<double>();
+    if (a.count("no-checks")) {
+        // The merging and the codec alone: nothing replicated, loss-checked, bounded or compared.
+        config->replication = 0;
+        config->loss_check = 0;
+        config->trust_streak = 0;
+        config->norm_bound = 1e9;
+        config->norm_floor = 0;
+        config->copy_similarity = 1;
+        config->min_alignment = -1;
+    }
     return config;
 }
 
@@ -253,6 +263,7 @@ int run_fleet_command(int argc, char** argv) {
         "loss-check", "share of results given the held-out loss check", cxxopts::value<double>())(
         "codec", "delta encoding: f32, bf16, int8, int4, int2", cxxopts::value<std::string>())(
         "topk", "fraction of each tensor a delta keeps, (0, 1]", cxxopts::value<double>())(
+        "no-checks", "no replication, loss checks, norm bounds, copy or alignment checks (the codec and merging alone)")(
         "staleness", "async runs' staleness function (const, poly:A, hinge:A,B)",
         cxxopts::value<std::string>()->default_value(""))(
         "eta", "async runs' server learning rate (0: the policy's default)",

@@ -96,7 +96,9 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
         if (run.units_issued > 0) {
             row.mb_down_per_unit = run.bytes_down / 1e6 / static_cast<double>(run.units_issued);
             row.mb_up_per_unit = run.bytes_up / 1e6 / static_cast<double>(run.units_issued);
+            row.mb_shards_per_unit = run.bytes_down_shards / 1e6 / static_cast<double>(run.units_issued);
         }
+        if (run.unit_s > 0) row.transfer_share = run.transfer_s / run.unit_s;
         std::ostringstream wasted;
         for (const auto& [outcome, count] : run.outcomes.count)
             if (outcome != "merged") wasted << (wasted.tellp() > 0 ? " " : "") << outcome << "=" << count;
@@ -160,11 +162,15 @@ common::Status write_curves_csv(const std::filesystem::path& path, const std::ve
 
 common::Status write_checks_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs) {
     std::ofstream out(path);
-    out << "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,outcome\n";
+    out << "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,outcome,detail\n";
     for (const auto& run : runs)
-        for (const auto& c : run.checked)
+        for (const auto& c : run.checked) {
+            auto detail = c.detail;
+            std::replace(detail.begin(), detail.end(), '"', '\'');
             out << run.name << "," << c.assignment << "," << c.attack << "," << c.returned_at << "," << c.base_version
-                << "," << c.local_steps << "," << format("%.7f", c.gain_per_step) << "," << c.outcome << "\n";
+                << "," << c.local_steps << "," << format("%.7f", c.gain_per_step) << "," << c.outcome << ",\""
+                << detail << "\"\n";
+        }
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -178,7 +184,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
            "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy,refused_of_returned,honest_refused,"
            "check_ms_per_result,loss_checked_share,check_share,check_vs_training,gain_p10,gain_median,gain_p90,"
-           "calibration_gain\n";
+           "calibration_gain,mb_shards_per_unit,transfer_share\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
@@ -193,7 +199,8 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << format("%.3f", r.loss_checked_share) << "," << format("%.4f", r.check_share) << ","
             << format("%.4f", r.check_vs_training) << "," << format("%.6f", r.gain_p10) << ","
             << format("%.6f", r.gain_median) << "," << format("%.6f", r.gain_p90) << ","
-            << format("%.6f", r.calibration_gain) << "\n";
+            << format("%.6f", r.calibration_gain) << "," << format("%.4f", r.mb_shards_per_unit) << ","
+            << format("%.4f", r.transfer_share) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -218,6 +225,9 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
             static_cast<long long>(r.units), r.mb_down_per_unit, r.mb_up_per_unit,
             r.budget_reached ? "" : "[budget not reached] ", r.wasted.c_str());
         out << line;
+        out << "    transfers: " << format("%.3f", r.mb_down_per_unit - r.mb_shards_per_unit) << " MB model + "
+            << format("%.3f", r.mb_shards_per_unit) << " MB shards down, " << format("%.3f", r.mb_up_per_unit)
+            << " MB up per unit; " << format("%.1f", 100 * r.transfer_share) << " % of the units' time\n";
         if (!r.attacks.empty()) out << "    hostile results merged/returned: " << r.attacks << "\n";
         if (!r.refusals.empty()) out << "    refused/returned by attack: " << r.refusals << "\n";
         if (r.check_ms_per_result > 0)

@@ -30,6 +30,8 @@ struct RunSummary {
     double mean_staleness = 0;
     std::int64_t units = 0;
     double mb_down_per_unit = 0, mb_up_per_unit = 0;
+    double mb_shards_per_unit = 0;  // the shards' part of mb_down_per_unit
+    double transfer_share = 0;      // transfers' share of the computed units' time
     std::string wasted;   // "rejected:norm_too_large=3 timed_out=2"
     std::string attacks;  // hostile results merged/returned: "noise=9/11 zero=0/13"
     std::string refusals;  // by attack ("none": honest), "none=2/300(replica_mismatch=2) noise=11/11(...)"

@@ -51,6 +51,7 @@ struct CheckedResult {
     double gain_per_step = 0;
     std::string outcome;  // as in UnitOutcomes
     std::int64_t returned_at = 0;  // virtual seconds
+    std::string detail;            // a refusal's message (it states the margin), else empty
 };
 
 struct RunResult {
@@ -67,8 +68,11 @@ struct RunResult {
     std::int64_t reissued_after_timeout = 0;  // timed-out assignments whose unit went to another
     UnitOutcomes outcomes;
     double online_s = 0;    // volunteer-seconds online
-    double bytes_down = 0;  // over all units
+    double bytes_down = 0;         // over all units: model versions and shards
+    double bytes_down_shards = 0;  // the shards' part of it
     double bytes_up = 0;
+    double transfer_s = 0;  // volunteer-seconds of the units computed spent on transfers
+    double unit_s = 0;      // and in all (transfers and training)
     std::map<std::string, AttackOutcome> attacks;  // by attack name ("none": honest volunteers)
     ServerCost server_cost;
     std::vector<CheckedResult> checked;  // in the order they were returned

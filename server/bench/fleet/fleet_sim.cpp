@@ -62,6 +62,7 @@ struct VolunteerState {
     double next_leave = std::numeric_limits<double>::infinity();  // drawn ahead, one at a time
     double measured_speed = 0;  // reported from the second request on, as the client does
     std::set<std::string> cached_shards;
+    std::string cached_model;  // the model blob of its last unit
     std::optional<HeldUnit> held;
     std::mt19937_64 rng;
     client::ErrorFeedback feedback;  // carried across units, as the client keeps it on disk
@@ -228,9 +229,12 @@ private:
         ++result_.units_issued;
         ++round_outstanding_;
 
-        double down_bytes = static_cast<double>(unit->model_blob.bytes);
+        // The client's cache holds the model version it trained last, and every shard it fetched.
+        double model_bytes = unit->model_blob.sha256 == v.cached_model ? 0.0 : static_cast<double>(unit->model_blob.bytes);
+        double shard_bytes = 0;
         for (const auto& shard : unit->shards)
-            if (!v.cached_shards.count(shard.sha256)) down_bytes += static_cast<double>(shard.bytes);
+            if (!v.cached_shards.count(shard.sha256)) shard_bytes += static_cast<double>(shard.bytes);
+        double down_bytes = model_bytes + shard_bytes;
         std::int64_t samples = unit->hyper.local_steps * unit->hyper.batch_size;
         double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
         Issued issued{std::string(attack_name(v.spec.attack)), samples, unit->hyper.local_steps, 0, ""};
@@ -247,12 +251,19 @@ private:
             held.upload = std::move(*upload);
             upload_bytes = static_cast<double>(held.upload.size());
         }
-        held.finish = now + transfer_seconds(down_bytes, v.spec.down_mbit) + compute_s +
-                      transfer_seconds(upload_bytes, v.spec.up_mbit);
+        double transfer_s =
+            transfer_seconds(down_bytes, v.spec.down_mbit) + transfer_seconds(upload_bytes, v.spec.up_mbit);
+        held.finish = now + transfer_s + compute_s;
         issued.seconds = held.finish - now;
         result_.bytes_down += down_bytes;
+        result_.bytes_down_shards += shard_bytes;
         result_.bytes_up += upload_bytes;
+        if (!leaves_first) {
+            result_.transfer_s += transfer_s;
+            result_.unit_s += transfer_s + compute_s;
+        }
         for (const auto& shard : unit->shards) v.cached_shards.insert(shard.sha256);
+        v.cached_model = unit->model_blob.sha256;
         issued_.emplace(unit->wu_id, issued);
         v.held = std::move(held);
         schedule(v.held->finish, EventKind::Finish, i, v.epoch);
@@ -493,6 +504,10 @@ private:
         if (stored != issued_.size())
             return common::make_error("the store holds " + std::to_string(stored) +
                                       " assignments, the simulator issued " + std::to_string(issued_.size()));
+        auto rejections = server_->store().rejections(std::numeric_limits<int>::max());
+        if (!rejections) return rejections.error();
+        std::map<std::string, std::string> refusal_detail;
+        for (const auto& r : *rejections) refusal_detail[r.assignment_id] = r.detail;
         for (const auto& [id, issued] : issued_) {
             auto outcome = outcome_of(server_->store(), id, issued);
             ++result_.outcomes.count[outcome];
@@ -502,7 +517,7 @@ private:
                 if (record && *record && (*record)->gain_per_step)
                     result_.checked.push_back({id, issued.attack, (*record)->base_version, issued.local_steps,
                                                *(*record)->gain_per_step, outcome,
-                                               *(*record)->returned_at - VirtualClock::kEpoch});
+                                               *(*record)->returned_at - VirtualClock::kEpoch, refusal_detail[id]});
             }
             result_.outcomes.seconds[outcome] += issued.seconds;
         }
