@@ -182,6 +182,11 @@ TEST_CASE("a simulation is deterministic for its seed and accounts for every uni
     CHECK(staleness > 0);
     CHECK(first->bytes_down > 0);
     CHECK(first->bytes_up > 0);
+    // Shards are part of the bytes down; transfers part of the units' time.
+    CHECK(first->bytes_down_shards > 0);
+    CHECK(first->bytes_down_shards < first->bytes_down);
+    CHECK(first->transfer_s > 0);
+    CHECK(first->transfer_s < first->unit_s);
 
     auto other_seed = small_settings("fedasync");
     other_seed.seed = 4;
@@ -267,7 +272,7 @@ TEST_CASE("hostile volunteers' poison is returned, and the validator refuses wha
     std::ifstream csv(task.dir.path() / "checks.csv");
     std::string header, line;
     std::getline(csv, header);
-    CHECK(header == "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,outcome");
+    CHECK(header == "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,outcome,detail");
     std::size_t lines = 0;
     while (std::getline(csv, line)) lines += line.rfind("fedasync,a-", 0) == 0;
     CHECK(lines == result->checked.size());

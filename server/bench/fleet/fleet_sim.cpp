@@ -75,6 +75,7 @@ struct Issued {
     std::int64_t local_steps = 0;
     double seconds = 0;  // volunteer time the unit took (so far)
     std::string fate;    // set by the simulator itself: "left_mid_unit"
+    std::int64_t base_version = 0;  // as issued (a failed unit is rebased when sent again)
 };
 
 double exponential(std::mt19937_64& rng, double mean) { return std::exponential_distribution<double>(1.0 / mean)(rng); }
@@ -237,7 +238,8 @@ private:
         double down_bytes = model_bytes + shard_bytes;
         std::int64_t samples = unit->hyper.local_steps * unit->hyper.batch_size;
         double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
-        Issued issued{std::string(attack_name(v.spec.attack)), samples, unit->hyper.local_steps, 0, ""};
+        Issued issued{std::string(attack_name(v.spec.attack)), samples, unit->hyper.local_steps, 0, "",
+                      unit->base_version};
 
         HeldUnit held;
         held.unit = *unit;
@@ -515,7 +517,7 @@ private:
             if (issued.fate.empty()) {
                 auto record = server_->store().assignment(id);
                 if (record && *record && (*record)->gain_per_step)
-                    result_.checked.push_back({id, issued.attack, (*record)->base_version, issued.local_steps,
+                    result_.checked.push_back({id, issued.attack, issued.base_version, issued.local_steps,
                                                *(*record)->gain_per_step, outcome,
                                                *(*record)->returned_at - VirtualClock::kEpoch, refusal_detail[id]});
             }
