@@ -70,6 +70,10 @@ struct DeltaDecodeLimits {
 struct DecodedDelta {
     DeltaEncoding encoding;
     NamedTensors tensors;  // sorted by name
+    // Σ over the values of the integer dtypes (int8, int4, int2) of their block's scale², the
+    // quantisation step squared: how far error feedback may move an honest delta. 0 for f32
+    // and bf16.
+    double step_power = 0;
 };
 
 // Decodes untrusted bytes, a delta file or a zstd frame holding one (as volunteers upload it;

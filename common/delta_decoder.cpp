@@ -1,5 +1,6 @@
 // Delta decoder for untrusted bytes: unwraps a zstd frame (with a cap), checks the metadata,
 // groups parts by tensor, and checks every count, index and scale before it expands anything.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -103,9 +104,10 @@ Result<std::vector<float>> read_scales(const std::string& name, const TensorView
     return scales;
 }
 
-// Expands `count` stored values (f32, bf16, int8 or packed int4 / int2 with block scales) to f32.
+// Expands `count` stored values (f32, bf16, int8 or packed int4 / int2 with block scales) to f32,
+// adding their quantisation steps squared to `step_power`.
 Result<std::vector<float>> expand_values(const std::string& name, const TensorView& values, const TensorView* scale,
-                                         DeltaDType dtype, std::size_t count) {
+                                         DeltaDType dtype, std::size_t count, double& step_power) {
     if (values.dtype != stored_dtype(dtype) || (values.shape.size() > 1 && packed_bits(dtype) > 0))
         return make_error("delta: tensor \"" + name + "\" is stored as " + std::string(dtype_name(values.dtype)) +
                           " but the file says " + std::string(delta_dtype_name(dtype)));
@@ -115,6 +117,10 @@ Result<std::vector<float>> expand_values(const std::string& name, const TensorVi
     }
     auto scales = read_scales(name, scale, count);
     if (!scales) return scales.error();
+    for (std::size_t block = 0; block < scales->size(); ++block) {
+        auto in_block = std::min(kInt8BlockSize, count - block * kInt8BlockSize);
+        step_power += static_cast<double>(in_block) * (*scales)[block] * (*scales)[block];
+    }
     if (dtype == DeltaDType::Int8) {
         std::vector<std::int8_t> q(count);
         if (count > 0) std::memcpy(q.data(), values.data.data(), count);
@@ -145,26 +151,28 @@ Result<std::vector<std::int64_t>> read_shape(const std::string& name, const Tens
     return shape;
 }
 
-Result<NamedTensor> decode_dense(const std::string& name, const TensorParts& parts, DeltaDType dtype) {
+Result<NamedTensor> decode_dense(const std::string& name, const TensorParts& parts, DeltaDType dtype,
+                                 double& step_power) {
     if (parts.index || parts.value || parts.shape)
         return make_error("delta: tensor \"" + name + "\" mixes dense and sparse parts");
     if (packed_bits(dtype) > 0)
         return make_error("delta: " + std::string(delta_dtype_name(dtype)) + " tensor \"" + name +
                           "\" must be stored as #value and #shape parts");
-    auto values = expand_values(name, *parts.dense, parts.scale, dtype, static_cast<std::size_t>(parts.dense->numel()));
+    auto values = expand_values(name, *parts.dense, parts.scale, dtype, static_cast<std::size_t>(parts.dense->numel()),
+                                step_power);
     if (!values) return values.error();
     return NamedTensor{name, parts.dense->shape, std::move(values).value()};
 }
 
 // Packed int4 / int2 values of a whole tensor, in the order of its #shape.
 Result<NamedTensor> decode_packed_dense(const std::string& name, const TensorParts& parts, DeltaDType dtype,
-                                        std::uint64_t element_budget) {
+                                        std::uint64_t element_budget, double& step_power) {
     if (packed_bits(dtype) == 0 || !parts.value || !parts.shape)
         return make_error("delta: sparse tensor \"" + name + "\" needs #index, #value and #shape parts");
     std::uint64_t numel = 0;
     auto shape = read_shape(name, *parts.shape, element_budget, numel);
     if (!shape) return shape.error();
-    auto values = expand_values(name, *parts.value, parts.scale, dtype, static_cast<std::size_t>(numel));
+    auto values = expand_values(name, *parts.value, parts.scale, dtype, static_cast<std::size_t>(numel), step_power);
     if (!values) return values.error();
     return NamedTensor{name, std::move(shape).value(), std::move(values).value()};
 }
@@ -191,7 +199,7 @@ Result<std::vector<std::int32_t>> read_indices(const std::string& name, const Te
 }
 
 Result<NamedTensor> decode_sparse(const std::string& name, const TensorParts& parts, DeltaDType dtype,
-                                  std::uint64_t element_budget) {
+                                  std::uint64_t element_budget, double& step_power) {
     if (!parts.index || !parts.value || !parts.shape)
         return make_error("delta: sparse tensor \"" + name + "\" needs #index, #value and #shape parts");
     std::uint64_t numel = 0;
@@ -202,7 +210,7 @@ Result<NamedTensor> decode_sparse(const std::string& name, const TensorParts& pa
     if (parts.value->shape.size() != 1 ||
         (packed_bits(dtype) == 0 && static_cast<std::size_t>(parts.value->numel()) != indices->size()))
         return make_error("delta: tensor \"" + name + "\" #index must have one entry per #value");
-    auto values = expand_values(name, *parts.value, parts.scale, dtype, indices->size());
+    auto values = expand_values(name, *parts.value, parts.scale, dtype, indices->size(), step_power);
     if (!values) return values.error();
     NamedTensor out{name, std::move(shape).value(), std::vector<float>(numel, 0.0f)};
     for (std::size_t i = 0; i < indices->size(); ++i) out.values[static_cast<std::size_t>((*indices)[i])] = (*values)[i];
@@ -232,9 +240,10 @@ Result<DecodedDelta> decode_delta(ByteView bytes, const DeltaDecodeLimits& limit
     std::uint64_t elements = 0;
     for (const auto& [name, parts] : *groups) {
         std::uint64_t budget = limits.max_elements - elements;
-        Result<NamedTensor> tensor = parts.dense  ? decode_dense(name, parts, encoding->dtype)
-                                     : parts.index ? decode_sparse(name, parts, encoding->dtype, budget)
-                                                   : decode_packed_dense(name, parts, encoding->dtype, budget);
+        auto& power = out.step_power;
+        Result<NamedTensor> tensor = parts.dense  ? decode_dense(name, parts, encoding->dtype, power)
+                                     : parts.index ? decode_sparse(name, parts, encoding->dtype, budget, power)
+                                                   : decode_packed_dense(name, parts, encoding->dtype, budget, power);
         if (!tensor) return tensor.error();
         elements += tensor->values.size();
         if (elements > limits.max_elements)

@@ -15,9 +15,18 @@ common::Result<common::Bytes> ResultFiles::read_bytes(const std::string& assignm
 
 common::Result<common::NamedTensors> ResultFiles::read(const std::string& assignment_id,
                                                        std::int64_t max_values) const {
+    auto decoded = read_decoded(assignment_id, max_values);
+    if (!decoded) return decoded.error();
+    return std::move(decoded->tensors);
+}
+
+common::Result<common::DecodedDelta> ResultFiles::read_decoded(const std::string& assignment_id,
+                                                               std::int64_t max_values) const {
     auto bytes = read_bytes(assignment_id);
     if (!bytes) return bytes.error();
-    return decode_result_delta(*bytes, max_values);
+    common::DeltaDecodeLimits limits;
+    limits.max_elements = static_cast<std::uint64_t>(max_values);
+    return common::decode_delta(*bytes, limits);
 }
 
 common::Result<common::NamedTensors> decode_result_delta(common::ByteView bytes, std::int64_t max_values) {

@@ -22,6 +22,8 @@ public:
     common::Result<common::Bytes> read_bytes(const std::string& assignment_id) const;
     // The delta, with at most `max_values` values over all tensors (read_bytes, then decode).
     common::Result<common::NamedTensors> read(const std::string& assignment_id, std::int64_t max_values) const;
+    // The same, with what the decoder knows of the file (its encoding, its quantisation steps).
+    common::Result<common::DecodedDelta> read_decoded(const std::string& assignment_id, std::int64_t max_values) const;
     // Best effort: a file left behind is removed at the next start (remove_orphan_files).
     void remove(const std::string& assignment_id);
 

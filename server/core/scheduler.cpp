@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <boost/json.hpp>
@@ -50,6 +51,7 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     if (!task) return task.error();
     if (!*task || (*task)->record.state != TaskState::Active) return no_work(kRetryNoTaskS);
     const auto& view = **task;
+    holdings_.note(client.id, request.cached_shards, clock_());  // busy or not, it holds them
     auto in_flight = store_.in_flight(client.id);
     if (!in_flight) return in_flight.error();
     if (*in_flight >= in_flight_limit(view.config, client)) return no_work(kRetryBusyS);
@@ -70,10 +72,14 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     auto shards = store_.shards(view.record.id);
     if (!shards) return shards.error();
     if (shards->empty()) return no_work(kRetryNoShardS);
-    // Least-used shards first (even epochs), then ones the volunteer already holds (locality).
+    // Least-used shards first (even epochs), then ones the volunteer already holds, then ones
+    // fewest other volunteers hold, so that each collects its own (locality).
+    std::map<std::string, int> others;
+    for (const auto& s : *shards) others[s.sha256] = holdings_.held_by_others(s.sha256, client.id);
     std::stable_sort(shards->begin(), shards->end(), [&](const ShardRecord& a, const ShardRecord& b) {
         if (a.uses != b.uses) return a.uses < b.uses;
-        return cached.count(a.sha256) > cached.count(b.sha256);
+        if (cached.count(a.sha256) != cached.count(b.sha256)) return cached.count(a.sha256) > cached.count(b.sha256);
+        return others[a.sha256] < others[b.sha256];
     });
     WorkUnitRecord unit;
     unit.id = random_id("wu-");

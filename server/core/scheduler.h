@@ -1,6 +1,7 @@
 // The scheduler: answers a volunteer's work request with a signed work unit or "no work".
 // It reissues open units first (preferring ones whose shards the volunteer holds), otherwise
-// builds a new unit from the least-used shards so each epoch covers the dataset evenly,
+// builds a new unit from the least-used shards so each epoch covers the dataset evenly (among
+// those, shards the volunteer holds, then shards fewest other volunteers hold: locality),
 // scales local steps to the volunteer's measured speed, and decides replication by the
 // volunteer's valid streak (BOINC adaptive replication). Thread-safe.
 #pragma once
@@ -12,6 +13,7 @@
 #include "ed25519.h"
 #include "state_dir.h"
 #include "protocol.h"
+#include "shard_holdings.h"
 #include "store.h"
 #include "task_lookup.h"
 
@@ -38,6 +40,7 @@ private:
     std::string blob_base_url_;
     std::mutex mutex_;  // serialises assignment so two requests never take the same replica slot
     std::mt19937_64 rng_;
+    ShardHoldings holdings_;
 };
 
 constexpr std::int64_t kRetryNoTaskS = 60;

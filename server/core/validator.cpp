@@ -7,6 +7,7 @@
 
 #include "assignment_unit.h"
 #include "rejection_reasons.h"
+#include "replica_comparison.h"
 #include "tensor_math.h"
 #include "trust.h"
 
@@ -95,28 +96,31 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
     if (!twin) return {};  // the twin validates later and settles both
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
-    auto mine = results_.read(a.id, value_count(**base) + 1);
-    auto theirs = results_.read(twin->id, value_count(**base) + 1);
+    auto mine = results_.read_decoded(a.id, value_count(**base) + 1);
+    auto theirs = results_.read_decoded(twin->id, value_count(**base) + 1);
     if (!mine) return mine.error();
     if (!theirs) return theirs.error();
-    auto distance = relative_l2(*mine, *theirs);
-    if (!distance) return distance.error();
+    auto compared = compare_replicas(*mine, *theirs, task.config.replica_tolerance);
+    if (!compared) return compared.error();
     // The distance of every comparison, agreed or not, so the tolerance can be judged.
-    boost::json::object compared{{"wu_id", a.work_unit_id},
-                                 {"assignments", boost::json::array{twin->id, a.id}},
-                                 {"relative_l2", *distance},
-                                 {"tolerance", task.config.replica_tolerance}};
-    if (auto status = store_.add_event("replicas_compared", boost::json::serialize(compared), clock_()); !status)
+    boost::json::object event{{"wu_id", a.work_unit_id},
+                              {"assignments", boost::json::array{twin->id, a.id}},
+                              {"relative_l2", compared->relative_l2},
+                              {"tolerance", task.config.replica_tolerance},
+                              {"allowance", compared->allowance}};
+    if (auto status = store_.add_event("replicas_compared", boost::json::serialize(event), clock_()); !status)
         return status;
-    if (*distance <= task.config.replica_tolerance) {
+    if (compared->agree()) {
         // One of the twins is merged: the first whose volunteer is not quarantined.
         auto twin_merged = accept(*twin, task, {twin->delta_norm.value_or(0), twin->gain_per_step}, true);
         if (!twin_merged) return twin_merged.error();
         auto merged = accept(a, task, figures, !*twin_merged);
         return merged ? common::Status() : common::Status(merged.error());
     }
-    auto detail = "relative L2 distance " + std::to_string(*distance) + " between replicas " + twin->id + " and " +
-                  a.id + " exceeds " + std::to_string(task.config.replica_tolerance);
+    auto detail = "relative L2 distance " + std::to_string(compared->relative_l2) + " between replicas " + twin->id +
+                  " and " + a.id + " exceeds " + std::to_string(compared->limit) + " (tolerance " +
+                  std::to_string(task.config.replica_tolerance) + " + error-feedback allowance " +
+                  std::to_string(compared->allowance) + ")";
     if (auto status = reject(*twin, task, reason::kReplicaMismatch, detail); !status) return status;
     return reject(a, task, reason::kReplicaMismatch, detail);
 }

@@ -24,7 +24,7 @@ namespace tessera::server {
 namespace asio = boost::asio;
 
 // Stopping: no new requests; connections waiting for their next request are closed at once;
-// requests being read or answered finish. Thread-safe.
+// requests that have begun to arrive, or are being read or answered, finish. Thread-safe.
 class ConnectionDrain {
 public:
     bool draining() const { return draining_.load(); }
@@ -142,8 +142,15 @@ asio::awaitable<std::optional<Response>> answer(asio::thread_pool& handlers, Api
     co_return response;
 }
 
-// Waits for the next request's header; a stopping server cancels the wait (the strand runs
-// the cancel, so it never touches a stream whose session has moved on).
+// Bytes of a next request already here: in the session's buffer or in the socket.
+inline bool request_started(beast::tcp_stream& socket, const beast::flat_buffer& buffer) {
+    beast::error_code ignored;
+    return buffer.size() > 0 || socket.socket().available(ignored) > 0;
+}
+
+// Waits for the next request's header. A stopping server cancels the wait unless a request
+// has begun to arrive (that one is read and answered; the header timeout bounds it). The
+// strand runs the check and the cancel, so they never touch a session that has moved on.
 template <class Stream>
 asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_next_header(
     Stream& stream, beast::flat_buffer& buffer, http::request_parser<http::vector_body<std::uint8_t>>& parser,
@@ -152,15 +159,16 @@ asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_next_header(
     auto waiting = std::make_shared<beast::tcp_stream*>(&socket);
     auto strand = socket.get_executor();
     std::uint64_t ticket = 0;
-    if (!drain.enter_idle(ticket, [waiting, strand] {
-            asio::post(strand, [waiting] {
-                if (*waiting) (*waiting)->cancel();
-            });
-        }))
+    bool idle = drain.enter_idle(ticket, [waiting, strand, &buffer] {
+        asio::post(strand, [waiting, &buffer] {
+            if (*waiting && !request_started(**waiting, buffer)) (*waiting)->cancel();
+        });
+    });
+    if (!idle && !request_started(socket, buffer))
         co_return std::tuple(beast::error_code(asio::error::operation_aborted), std::size_t{0});
     auto result = co_await http::async_read_header(stream, buffer, parser, kTuple);
     *waiting = nullptr;
-    drain.leave_idle(ticket);
+    if (idle) drain.leave_idle(ticket);
     co_return result;
 }
 

@@ -79,10 +79,16 @@ std::vector<AssignmentRecord> in_progress(TestServer& server) {
 
 }  // namespace
 
-TEST_CASE("a volunteer trains a unit, reports its device and remembers its shards; a ban stops it") {
-    TestServer server;
+TEST_CASE("a volunteer trains a unit, reports its device, remembers its shards and keeps its residual; a ban stops "
+          "it") {
+    TestServer server;  // int8 deltas: lossy, so there is an error-feedback residual to keep
     set_to_wall_clock(server);
     TempDir dir;
+    // An unreadable residual file is reported, and the volunteer starts without it.
+    client::ClientState state(dir / "volunteer");
+    std::filesystem::create_directories(state.root());
+    { std::ofstream(state.feedback_file()) << "not a safetensors file"; }
+    CHECK_FALSE(client::load_error_feedback(state.feedback_file()).ok());
     auto options = options_for(server.port(), dir / "volunteer");
     options.once = true;
     client::VolunteerControl control;
@@ -98,8 +104,10 @@ TEST_CASE("a volunteer trains a unit, reports its device and remembers its shard
     REQUIRE(clients.size() == 1);
     CHECK(clients[0].device == "cpu:" + device.name);
 
-    client::ClientState state(dir / "volunteer");
     CHECK(!state.load_current().value().has_value());
+    auto kept = client::load_error_feedback(state.feedback_file()).value();
+    CHECK(kept.task_id == server.config().task_id);
+    CHECK(!kept.residual.empty());
     auto remembered = state.load_remembered().value();
     CHECK(remembered.samples_per_s > 0);
     auto units = server.store().in_state(AssignmentState::Returned).value();
@@ -308,23 +316,4 @@ TEST_CASE("error feedback: the residual is added to the next delta, survives a s
     CHECK(loaded.residual.empty());
     REQUIRE(client::save_error_feedback(dir / "feedback", loaded).ok());
     CHECK(!std::filesystem::exists(dir / "feedback"));
-}
-
-TEST_CASE("the volunteer keeps its residual in its state directory and starts without an unreadable one") {
-    TestServer server;  // int8: lossy, so there is a residual to keep
-    set_to_wall_clock(server);
-    TempDir dir;
-    client::ClientState state(dir / "volunteer");
-    std::filesystem::create_directories(state.root());
-    { std::ofstream(state.feedback_file()) << "not a safetensors file"; }
-    CHECK_FALSE(client::load_error_feedback(state.feedback_file()).ok());
-    auto options = options_for(server.port(), dir / "volunteer");
-    options.once = true;
-    client::VolunteerControl control;
-    auto stop = client::run_volunteer(options, control);
-    INFO(stop.message);
-    CHECK(stop.reason == StopReason::OnceDone);
-    auto kept = client::load_error_feedback(state.feedback_file()).value();
-    CHECK(kept.task_id == server.config().task_id);
-    CHECK(!kept.residual.empty());
 }

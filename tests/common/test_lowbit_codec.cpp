@@ -189,3 +189,27 @@ TEST_CASE("a delta in a zstd frame decodes as the file it holds; a frame past th
     auto bomb = zstd_compress(Bytes(40u << 20, 0)).value();
     CHECK(decode_delta(bomb, {.max_elements = 4096}).message().find("delta") != std::string::npos);
 }
+
+TEST_CASE("the decoder reports the quantisation steps' power of the integer dtypes, 0 for f32 and bf16") {
+    NamedTensors delta{{"w", {300}, normal_values(300, 13)}};
+    CHECK(decode_delta(encode_delta(delta, {DeltaDType::F32, 1.0}).value().bytes).value().step_power == 0);
+    CHECK(decode_delta(encode_delta(delta, {DeltaDType::BF16, 1.0}).value().bytes).value().step_power == 0);
+    for (auto dtype : {DeltaDType::Int8, DeltaDType::Int4, DeltaDType::Int2}) {
+        std::vector<float> scales;
+        if (dtype == DeltaDType::Int8) {
+            std::vector<std::int8_t> q(300);
+            scales.resize(int8_block_count(300));
+            quantize_int8_blockwise(delta[0].values, q, scales);
+        } else {
+            scales = quantize_packed_blockwise(delta[0].values, packed_bits(dtype)).scales;
+        }
+        double expected = 256.0 * scales[0] * scales[0] + 44.0 * scales[1] * scales[1];
+        auto decoded = decode_delta(encode_delta(delta, {dtype, 1.0}).value().bytes).value();
+        CHECK(decoded.step_power == doctest::Approx(expected));
+    }
+    // Sparse: only the 30 kept values' steps, one block whose largest value is the tensor's.
+    float absmax = 0;
+    for (float v : delta[0].values) absmax = std::max(absmax, std::fabs(v));
+    auto sparse = decode_delta(encode_delta(delta, {DeltaDType::Int4, 0.1}).value().bytes).value();
+    CHECK(sparse.step_power == doctest::Approx(30.0 * (absmax / 7.5) * (absmax / 7.5)));
+}

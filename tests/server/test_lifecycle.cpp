@@ -77,6 +77,23 @@ TEST_CASE("each epoch covers every shard before any repeats, preferring shards a
     for (const auto& s : server.store().shards(server.config().task_id).value()) CHECK(s.uses == 2);
 }
 
+TEST_CASE("among the least-used shards, one no other volunteer holds goes to a volunteer that holds none") {
+    TestServer server([](TaskConfig& c) { c.max_in_flight = 1; });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    TestVolunteer carol(server, "carol");
+    auto shards = server.store().shards(server.config().task_id).value();
+    REQUIRE(shards.size() == 2);
+    // Epoch 1: Bob trains shard 0, Carol shard 1.
+    CHECK(request_with(bob, 0).value().shards[0].sha256 == shards[0].sha256);
+    CHECK(request_with(carol, 0).value().shards[0].sha256 == shards[1].sha256);
+    // Bob, busy, says he holds shard 0 (no work for him: his in-flight limit is 1).
+    CHECK(!request_with(bob, 0, {shards[0].sha256}).has_value());
+    // Epoch 2 for Alice, who holds nothing: shard 1, which no one else says it holds, although
+    // shard 0 comes first.
+    CHECK(request_with(alice, 0).value().shards[0].sha256 == shards[1].sha256);
+}
+
 TEST_CASE("local steps follow the volunteer's speed within bounds") {
     TaskConfig config;
     config.local_steps = 50;

@@ -166,6 +166,52 @@ TEST_CASE("replicas are compared: agreeing twins are accepted once, disagreeing 
     CHECK(server.version() == 1);
 }
 
+TEST_CASE("int4 replicas that differ by their error-feedback residuals agree; noise against an honest twin does "
+          "not") {
+    TestServer server([](TaskConfig& c) {
+        c.replication = 1.0;
+        c.codec = {common::DeltaDType::Int4, 1.0};
+        c.norm_bound = 1e9;  // made-up deltas with residuals: not at the calibration unit's scale
+    });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    // The honest delta plus the residual an earlier, larger unit of this volunteer left out.
+    auto carrying = [](TestVolunteer& v, const common::WorkUnit& wu, std::uint32_t earlier_seed) {
+        auto delta = v.made_up_delta(wu, 1e-3f);
+        auto earlier = common::encode_delta(v.made_up_delta(wu, 2e-3f, earlier_seed), wu.encoding).value().residual;
+        for (std::size_t t = 0; t < delta.size(); ++t)
+            for (std::size_t i = 0; i < delta[t].values.size(); ++i) delta[t].values[i] += earlier[t].values[i];
+        return delta;
+    };
+    auto wu_a = alice.request_work().value();
+    auto wu_b = bob.request_work().value();
+    REQUIRE(alice.upload(wu_a, carrying(alice, wu_a, 11)).status == 200);
+    REQUIRE(bob.upload(wu_b, carrying(bob, wu_b, 12)).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, wu_a.wu_id) == "merged");
+    CHECK(state_of(server, wu_b.wu_id) == "confirmed");
+    // They agreed only through the allowance: farther apart than the tolerance alone allows.
+    auto events = server.store().events_after(0, 10000).value();
+    std::optional<boost::json::object> compared;
+    for (const auto& e : events)
+        if (e.kind == "replicas_compared") compared = boost::json::parse(e.detail_json).as_object();
+    REQUIRE(compared.has_value());
+    double distance = compared->at("relative_l2").to_number<double>();
+    double allowance = compared->at("allowance").to_number<double>();
+    CHECK(distance > server.config().replica_tolerance);
+    CHECK(distance <= server.config().replica_tolerance + allowance);
+    CHECK(allowance < 0.5);
+
+    // Noise at the honest norm (an independent draw) against an honest twin.
+    auto next_a = alice.request_work().value();
+    auto next_b = bob.request_work().value();
+    REQUIRE(alice.upload(next_a, carrying(alice, next_a, 13)).status == 200);
+    REQUIRE(bob.upload(next_b, bob.made_up_delta(next_b, 1e-3f, 99)).status == 200);
+    server.app().wait_idle();
+    CHECK(rejection_of(server, next_a.wu_id) == reason::kReplicaMismatch);
+    CHECK(rejection_of(server, next_b.wu_id) == reason::kReplicaMismatch);
+}
+
 TEST_CASE("cheap checks at upload: deadline, base version, encoding, size and hash") {
     TestServer server([](TaskConfig& c) { c.max_in_flight = 10; });
     TestVolunteer volunteer(server);
