@@ -264,10 +264,15 @@ TEST_CASE("hostile volunteers' poison is returned, and the validator refuses wha
     CHECK(rows.at(0).attacks.find("nan=0/") != std::string::npos);
     CHECK(rows.at(0).attacks.find("none") == std::string::npos);
 
-    // Every result given the proof of training is in checks.csv, with its attack and outcome;
-    // new volunteers' results all get it, and the poison above is refused before it.
+    // Every returned result is in checks.csv, with its attack and outcome; new volunteers'
+    // results all get the proof of training, and the poison above is refused before it.
     REQUIRE(!result->checked.empty());
-    for (const auto& c : result->checked) CHECK(c.attack == "none");
+    std::size_t refused_before_proof = 0;
+    for (const auto& c : result->checked) {
+        if (c.gain_per_step) CHECK(c.attack == "none");
+        if (c.attack != "none") refused_before_proof += !c.gain_per_step && c.outcome.starts_with("rejected:");
+    }
+    CHECK(refused_before_proof >= 1);
     REQUIRE(write_checks_csv(task.dir.path() / "checks.csv", {*result}).ok());
     std::ifstream csv(task.dir.path() / "checks.csv");
     std::string header, line;

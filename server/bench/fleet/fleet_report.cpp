@@ -132,7 +132,7 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
         if (cost.training_s > 0) row.check_vs_training = cost.check_s / cost.training_s;
         std::vector<double> gains;
         for (const auto& c : run.checked)
-            if (c.attack == "none") gains.push_back(c.gain_per_step);
+            if (c.attack == "none" && c.gain_per_step) gains.push_back(*c.gain_per_step);
         if (!gains.empty()) {
             std::sort(gains.begin(), gains.end());
             auto at = [&](double q) { return gains[static_cast<std::size_t>(q * static_cast<double>(gains.size() - 1))]; };
@@ -168,7 +168,8 @@ common::Status write_checks_csv(const std::filesystem::path& path, const std::ve
             auto detail = c.detail;
             std::replace(detail.begin(), detail.end(), '"', '\'');
             out << run.name << "," << c.assignment << "," << c.attack << "," << c.returned_at << "," << c.base_version
-                << "," << c.local_steps << "," << format("%.7f", c.gain_per_step) << "," << c.outcome << ",\""
+                << "," << c.local_steps << "," << (c.gain_per_step ? format("%.7f", *c.gain_per_step) : "")
+                << "," << c.outcome << ",\""
                 << detail << "\"\n";
         }
     out.close();

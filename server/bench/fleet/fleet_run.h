@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,14 +43,14 @@ struct ServerCost {
     double calibration_gain = 0;       // the task's calibration unit's gain per step
 };
 
-// A result the validator gave the proof of training (checks.csv): who sent it and what it showed.
+// A result the validator judged (checks.csv): who sent it and what it showed.
 struct CheckedResult {
     std::string assignment;
     std::string attack;  // "none": an honest volunteer
     std::int64_t base_version = 0;
     std::int64_t local_steps = 0;
-    double gain_per_step = 0;
-    std::string outcome;  // as in UnitOutcomes
+    std::optional<double> gain_per_step;  // absent: refused before the proof of training
+    std::string outcome;                  // as in UnitOutcomes
     std::int64_t returned_at = 0;  // virtual seconds
     std::string detail;            // a refusal's message (it states the margin), else empty
 };

@@ -516,9 +516,9 @@ private:
             if (outcome.starts_with("rejected:")) ++result_.attacks[issued.attack].refused[outcome.substr(9)];
             if (issued.fate.empty()) {
                 auto record = server_->store().assignment(id);
-                if (record && *record && (*record)->gain_per_step)
+                if (record && *record && (*record)->returned_at)
                     result_.checked.push_back({id, issued.attack, issued.base_version, issued.local_steps,
-                                               *(*record)->gain_per_step, outcome,
+                                               (*record)->gain_per_step, outcome,
                                                *(*record)->returned_at - VirtualClock::kEpoch, refusal_detail[id]});
             }
             result_.outcomes.seconds[outcome] += issued.seconds;
