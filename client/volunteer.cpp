@@ -13,6 +13,7 @@
 #include "client_state.h"
 #include "file_io.h"
 #include "heartbeat.h"
+#include "model_patcher.h"
 #include "progress_bar.h"
 #include "result_upload.h"
 #include "server_api.h"
@@ -125,6 +126,7 @@ private:
         else {
             known_shards_.insert(remembered->shards.begin(), remembered->shards.end());
             samples_per_s_ = remembered->samples_per_s;
+            held_model_ = remembered->model;
         }
         auto feedback = load_error_feedback(state_.feedback_file());
         if (!feedback)
@@ -200,7 +202,8 @@ private:
 
     Next ask_for_work() {
         if (stop_requested()) return Stop{};
-        common::WorkRequest request{api_->client_id(), device_, samples_per_s_, cached_shards()};
+        common::WorkRequest request{api_->client_id(), device_, samples_per_s_, cached_shards(),
+                                    cache_.find(held_model_) ? held_model_ : std::string()};
         auto response = with_retries([&] { return api_->request_work(request); }, stopping(), log_, "asking for work",
                                      options_.retry);
         if (!response) return stop_for(response.failure());
@@ -251,7 +254,14 @@ private:
             if (!parsed) return give_back(Stop{StopReason::Error, "blob_base_url: " + parsed.message()});
             base = *parsed;
         }
-        std::vector<common::BlobRef> blobs{unit_->unit.model_blob};
+        if (!unit_->unit.patches.empty()) {
+            auto patched = patch_model(base);
+            if (!patched && patched.failure().kind == FailureKind::Stopped)
+                return give_back(stop_for(patched.failure()));
+            if (patched) unit_->model = *patched;
+        }
+        std::vector<common::BlobRef> blobs;
+        if (unit_->model.empty()) blobs.push_back(unit_->unit.model_blob);
         blobs.insert(blobs.end(), unit_->unit.shards.begin(), unit_->unit.shards.end());
         for (const auto& blob : blobs) {
             auto path = fetch_blob(blob, base);
@@ -262,6 +272,35 @@ private:
                 unit_->shards.push_back(*path);
         }
         return Phase::Train;
+    }
+
+    // The unit's model from the one held and the unit's patches. Any failure but a stop is
+    // logged and answered by downloading the model whole.
+    ApiResult<std::filesystem::path> patch_model(const Url& base) {
+        const auto& unit = unit_->unit;
+        auto held = cache_.find(unit.patch_from);
+        if (!held) return ApiFailure{FailureKind::Local, "the model the patches start from is no longer held"};
+        std::vector<std::filesystem::path> patches;
+        for (const auto& patch : unit.patches) {
+            auto path = fetch_blob(patch, base);
+            if (!path) {
+                if (path.failure().kind != FailureKind::Stopped)
+                    log_.error("patch " + patch.sha256.substr(0, 12) + ": " + path.message() +
+                               "; downloading the model whole");
+                return path.failure();
+            }
+            patches.push_back(*path);
+        }
+        auto built = build_patched_model(unit, *held, patches, cache_);
+        if (!built) {
+            log_.error("patches: " + built.message() + "; downloading the model whole");
+            return ApiFailure{FailureKind::BadAnswer, built.message()};
+        }
+        log_.info("patched",
+                  "model version " + std::to_string(unit.base_version) + " built from " +
+                      std::to_string(unit.patches.size()) + " patches",
+                  {{"patches", unit.patches.size()}});
+        return *built;
     }
 
     ApiResult<std::filesystem::path> fetch_blob(const common::BlobRef& blob, const Url& base) {
@@ -403,6 +442,7 @@ private:
     // After an upload: keep this unit's blobs, evict over the quota, remember the shards held.
     Next unit_done() {
         std::set<std::string> keep{unit_->unit.model_blob.sha256};
+        held_model_ = unit_->unit.model_blob.sha256;
         for (const auto& shard : unit_->unit.shards) {
             keep.insert(shard.sha256);
             known_shards_.insert(shard.sha256);
@@ -420,7 +460,7 @@ private:
     }
 
     void remember() const {
-        Remembered remembered{{known_shards_.begin(), known_shards_.end()}, samples_per_s_};
+        Remembered remembered{{known_shards_.begin(), known_shards_.end()}, samples_per_s_, held_model_};
         if (auto saved = state_.save_remembered(remembered); !saved) log_.error("cannot remember: " + saved.message());
     }
 
@@ -469,6 +509,7 @@ private:
     std::unique_ptr<common::VerifyKey> server_key_;
     std::set<std::string> known_shards_;  // blobs that came as shards (the rest are model versions)
     double samples_per_s_ = 0;            // last measured; 0 until the first unit
+    std::string held_model_;              // the model blob last trained from (patches start there)
     ErrorFeedback feedback_;              // what the codec left out of earlier deltas
     Backoff training_failures_{std::chrono::seconds(5), std::chrono::minutes(5)};
     std::optional<UnitInHand> unit_;

@@ -75,6 +75,31 @@ BlobRef read_blob_field(JsonObjectReader& parent, std::string_view key) {
     return json ? read_blob(*json, parent.path_of(key), parent) : BlobRef{};
 }
 
+// An optional field holding "" or a SHA-256 hex digest; absent reads as "".
+std::string read_optional_sha256(JsonObjectReader& reader, std::string_view key) {
+    if (!reader.has(key)) return {};
+    auto text = reader.string(key, 0, kSha256HexLength);
+    if (!reader.failed() && !text.empty() && !is_lower_hex(text, kSha256HexLength))
+        reader.fail("field \"" + std::string(key) + "\": expected \"\" or 64 lowercase hex digits");
+    return text;
+}
+
+// An optional array of at most `max` blobs; absent reads as empty.
+std::vector<BlobRef> read_blob_list(JsonObjectReader& reader, std::string_view key, std::size_t max) {
+    std::vector<BlobRef> blobs;
+    if (!reader.has(key)) return blobs;
+    const auto* json = reader.field(key);
+    const auto* array = json ? json->if_array() : nullptr;
+    if (array == nullptr || array->size() > max) {
+        reader.fail("field \"" + std::string(key) + "\": expected an array of at most " + std::to_string(max) +
+                    " blobs");
+        return blobs;
+    }
+    for (std::size_t i = 0; i < array->size(); ++i)
+        blobs.push_back(read_blob((*array)[i], reader.path_of(key) + "[" + std::to_string(i) + "]", reader));
+    return blobs;
+}
+
 boost::json::value encoding_to_json(const DeltaEncoding& encoding) {
     return {{"dtype", delta_dtype_name(encoding.dtype)}, {"topk_fraction", encoding.topk_fraction}};
 }
@@ -133,6 +158,8 @@ Result<T> finish(JsonObjectReader& reader, T message) {
 boost::json::value to_json(const WorkUnit& m) {
     boost::json::array shards;
     for (const auto& shard : m.shards) shards.push_back(blob_to_json(shard));
+    boost::json::array patches;
+    for (const auto& patch : m.patches) patches.push_back(blob_to_json(patch));
     const auto& h = m.hyper;
     return {{"wu_id", m.wu_id},
             {"task_id", m.task_id},
@@ -140,6 +167,8 @@ boost::json::value to_json(const WorkUnit& m) {
             {"model", m.model},
             {"base_version", m.base_version},
             {"model_blob", blob_to_json(m.model_blob)},
+            {"patch_from", m.patch_from},
+            {"patches", std::move(patches)},
             {"shards", std::move(shards)},
             {"blob_base_url", m.blob_base_url},
             {"hyper",
@@ -164,6 +193,10 @@ Result<WorkUnit> work_unit_from_json(const boost::json::value& json) {
     m.model = read_identifier(reader, "model");
     m.base_version = reader.integer("base_version", 0, kMaxSafeInteger);
     m.model_blob = read_blob_field(reader, "model_blob");
+    m.patch_from = read_optional_sha256(reader, "patch_from");
+    m.patches = read_blob_list(reader, "patches", kMaxPatchChain);
+    if (!reader.failed() && m.patches.empty() != m.patch_from.empty())
+        reader.fail("fields \"patch_from\" and \"patches\": both empty or neither");
     if (const auto* shards = reader.field("shards")) {
         const auto* array = shards->if_array();
         if (array == nullptr || array->empty() || array->size() > kMaxShardsPerWorkUnit)
@@ -247,7 +280,8 @@ boost::json::value to_json(const WorkRequest& m) {
               {"memory_bytes", m.device.memory_bytes},
               {"threads", m.device.threads}}},
             {"samples_per_s", m.samples_per_s},
-            {"cached_shards", std::move(cached)}};
+            {"cached_shards", std::move(cached)},
+            {"held_model", m.held_model}};
 }
 
 Result<WorkRequest> work_request_from_json(const boost::json::value& json) {
@@ -279,6 +313,7 @@ Result<WorkRequest> work_request_from_json(const boost::json::value& json) {
             }
         }
     }
+    m.held_model = read_optional_sha256(reader, "held_model");
     return finish(reader, std::move(m));
 }
 

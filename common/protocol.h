@@ -18,6 +18,7 @@ namespace tessera::common {
 constexpr std::int64_t kMaxSafeInteger = 9007199254740991;  // 2^53 − 1: exact in JSON everywhere
 constexpr std::size_t kMaxShardsPerWorkUnit = 256;
 constexpr std::size_t kMaxCachedShards = 512;  // 512 hashes ≈ 34 KiB, within the 64 KiB request cap
+constexpr std::size_t kMaxPatchChain = 64;     // patches a work unit may chain
 
 // A content-addressed blob: SHA-256 of its bytes, and its size.
 struct BlobRef {
@@ -42,7 +43,12 @@ struct WorkUnit {
     std::string client_id;
     std::string model;  // preset name
     std::int64_t base_version = 0;
-    BlobRef model_blob;
+    BlobRef model_blob;  // the base version's published model, in full
+    // Optional, instead of downloading model_blob: the model blob the volunteer holds
+    // (`patch_from`) plus these patches, applied in order, give model_blob's bytes
+    // (docs/tensor_format.md, "Model patches"). Empty when the unit offers none.
+    std::string patch_from;
+    std::vector<BlobRef> patches;
     std::vector<BlobRef> shards;
     // Where to fetch blobs: "<base>/<sha256>". Empty: the server's own /blobs.
     std::string blob_base_url;
@@ -95,6 +101,7 @@ struct WorkRequest {
     DeviceInfo device;
     double samples_per_s = 0;
     std::vector<std::string> cached_shards;  // SHA-256 hex of shards already held
+    std::string held_model;                  // SHA-256 hex of the model checkpoint held, or ""
 };
 
 // Either a signed work unit, or "no work, ask again after retry_after_s seconds".

@@ -62,6 +62,9 @@ CREATE TABLE model_versions (
   blob_sha256     TEXT NOT NULL,
   blob_bytes      INTEGER NOT NULL,
   optimizer_sha256 TEXT,                 -- diloco momentum, when the policy has state
+  state_sha256    TEXT,                  -- with downlink patches: the true model (blob: the published one)
+  patch_sha256    TEXT,                  -- with downlink patches: from the previous published model
+  patch_bytes     INTEGER NOT NULL DEFAULT 0,
   created_at      INTEGER NOT NULL,
   merged_results  INTEGER NOT NULL DEFAULT 0,
   validation_loss REAL,                  -- filled in by the periodic evaluation
@@ -120,6 +123,7 @@ CREATE INDEX request_nonces_by_time ON request_nonces(seen_at);
 CREATE INDEX assignments_by_acceptance ON assignments(accepted_seq);
 -- Schema 4: registrations per address (Sybil limit), rejections per volunteer (quarantine).
 CREATE INDEX clients_by_address ON clients(address, registered_at);
+CREATE INDEX model_versions_by_blob ON model_versions(task_id, blob_sha256);
 
 -- Why results were refused.
 CREATE TABLE rejections (

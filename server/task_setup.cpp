@@ -77,7 +77,7 @@ common::Result<TaskRecord> create_task(const StateDir& state, Store& store, cons
     if (!weights) return weights.error();
     auto calibration = calibrate(config, *weights, data_dir / dataset->validation.file);
     if (!calibration) return calibration.error();
-    auto bytes = write_checkpoint(*weights, {config.task_id, config.model, 0});
+    auto bytes = common::write_checkpoint(*weights, {config.task_id, config.model, 0});
     if (!bytes) return bytes.error();
     auto blob = blobs.put(*bytes);
     if (!blob) return blob.error();

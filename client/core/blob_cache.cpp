@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "file_io.h"
 #include "sha256.h"
 #include "text_encoding.h"
 
@@ -32,6 +33,24 @@ ApiResult<std::filesystem::path> BlobCache::ensure(const common::BlobRef& blob, 
     }
     std::filesystem::rename(part, path, error);
     if (error) return ApiFailure{FailureKind::Local, "cannot store blob: " + error.message()};
+    return path;
+}
+
+std::optional<std::filesystem::path> BlobCache::find(const std::string& sha256) const {
+    std::error_code error;
+    auto path = dir_ / sha256;
+    if (!common::is_lower_hex(sha256, 64) || !std::filesystem::is_regular_file(path, error)) return std::nullopt;
+    std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), error);  // LRU
+    return path;
+}
+
+common::Result<std::filesystem::path> BlobCache::put(const common::BlobRef& blob, common::ByteView bytes) {
+    if (bytes.size() != static_cast<std::uint64_t>(blob.bytes) || common::sha256_hex(bytes) != blob.sha256)
+        return common::make_error("the bytes are not blob " + blob.sha256.substr(0, 12) + "'s");
+    std::error_code error;
+    std::filesystem::create_directories(dir_, error);
+    auto path = dir_ / blob.sha256;
+    if (auto status = common::write_file_atomic(path, bytes); !status) return status.error();
     return path;
 }
 

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "bytes.h"
 #include "http_client.h"
 #include "protocol.h"
 
@@ -22,6 +24,11 @@ public:
     // with the wrong hash are discarded and come back as a BadAnswer.
     ApiResult<std::filesystem::path> ensure(const common::BlobRef& blob, HttpClient& http, const Url& base,
                                             const DownloadProgress& progress = {});
+    // The path of a complete blob held, if it is.
+    std::optional<std::filesystem::path> find(const std::string& sha256) const;
+    // Stores bytes made here (a model built from patches) as `blob`: refused unless they are
+    // its exact bytes.
+    common::Result<std::filesystem::path> put(const common::BlobRef& blob, common::ByteView bytes);
     // Hashes of the complete blobs held (for locality scheduling).
     std::vector<std::string> held() const;
     // Removes least recently used blobs until the cache fits its quota; `keep` is spared.

@@ -94,6 +94,11 @@ common::Result<Remembered> ClientState::load_remembered() const {
                 remembered.shards.emplace_back(shard.as_string());
             }
     }
+    if (reader.has("model")) {  // files from before downlink patches lack it
+        remembered.model = reader.string("model", 0, 64);
+        if (!remembered.model.empty() && !common::is_lower_hex(remembered.model, 64))
+            return common::make_error("remembered.json: model: not a SHA-256 hex string");
+    }
     if (auto status = reader.finish(); !status) return common::with_context("remembered.json", status.error());
     return remembered;
 }
@@ -102,7 +107,8 @@ common::Status ClientState::save_remembered(const Remembered& remembered) const 
     boost::json::array shards;
     for (const auto& shard : remembered.shards)
         if (shards.size() < kMaxRememberedShards) shards.emplace_back(shard);
-    boost::json::object json{{"shards", std::move(shards)}, {"samples_per_s", remembered.samples_per_s}};
+    boost::json::object json{
+        {"shards", std::move(shards)}, {"samples_per_s", remembered.samples_per_s}, {"model", remembered.model}};
     return common::write_file_atomic(root_ / "remembered.json", common::as_bytes(boost::json::serialize(json)));
 }
 

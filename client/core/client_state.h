@@ -29,13 +29,14 @@ struct CurrentWork {
 };
 
 // What a restarted volunteer should still know: which cached blobs are dataset shards (the
-// server schedules by them) and the training speed it last measured (the server sizes units
-// by it).
+// server schedules by them), the training speed it last measured (the server sizes units by
+// it) and the model it last trained from (the server sends patches from it).
 constexpr std::size_t kMaxRememberedShards = 10000;  // ≈ 670 KiB of JSON, within read_json's 1 MiB
 
 struct Remembered {
     std::vector<std::string> shards;  // SHA-256 hex
     double samples_per_s = 0;
+    std::string model;  // SHA-256 hex of the model checkpoint last trained from, or ""
 };
 
 class ClientState {

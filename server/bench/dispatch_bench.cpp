@@ -67,7 +67,7 @@ common::Result<common::Bytes> made_up_delta(server::Store& store, const server::
     if (!versions) return versions.error();
     auto bytes = common::read_file(state.blobs() / versions->at(0).blob_sha256, std::uint64_t{4} << 30);
     if (!bytes) return bytes.error();
-    auto model = server::read_checkpoint(*bytes);
+    auto model = common::read_checkpoint(*bytes);
     if (!model) return model.error();
     std::mt19937 rng(1);
     std::normal_distribution<float> normal(0, 1e-3f);

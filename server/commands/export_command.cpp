@@ -41,9 +41,11 @@ int export_command(int argc, char** argv) {
     if (!version) return fail("export", version.message());
     if (!*version) return fail("export", "task " + task->id + " has no version " + std::to_string(number));
     BlobStore blobs(state.blobs());
-    auto bytes = blobs.read((*version)->blob_sha256, std::uint64_t{8} << 30);
+    // The true model, not the published one the downlink patches approach.
+    auto sha256 = (*version)->state_sha256.value_or((*version)->blob_sha256);
+    auto bytes = blobs.read(sha256, std::uint64_t{8} << 30);
     if (!bytes) return fail("export", bytes.message());
-    if (common::sha256_hex(*bytes) != (*version)->blob_sha256)
+    if (common::sha256_hex(*bytes) != sha256)
         return fail("export", "the stored checkpoint of version " + std::to_string(number) + " is damaged");
     if (auto status = common::write_file_atomic(args["out"].as<std::string>(), *bytes); !status)
         return fail("export", status.message());

@@ -49,10 +49,16 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     }
     if (args.count("codec")) {
         auto dtype = common::delta_dtype_from_name(args["codec"].as<std::string>());
-        if (!dtype) return common::make_error("--codec must be f32, bf16 or int8");
+        if (!dtype) return common::make_error("--codec must be f32, bf16, int8, int4 or int2");
         c.codec.dtype = *dtype;
     }
     if (args.count("topk")) c.codec.topk_fraction = args["topk"].as<double>();
+    if (args.count("patch-codec")) {
+        auto patches = parse_patch_codec(args["patch-codec"].as<std::string>());
+        if (!patches) return common::with_context("--patch-codec", patches.error());
+        c.patches = *patches;
+    }
+    if (args.count("publish-every")) c.publish_every = args["publish-every"].as<std::int64_t>();
     if (args.count("shards-per-unit")) c.shards_per_unit = args["shards-per-unit"].as<std::int64_t>();
     if (args.count("target-seconds")) c.target_seconds = args["target-seconds"].as<double>();
     if (args.count("max-failures")) c.max_failures = args["max-failures"].as<std::int64_t>();
@@ -90,8 +96,8 @@ int task_command(int argc, char** argv) {
         "replication", "chance a unit is computed twice and compared (0.1)", cxxopts::value<double>())(
         "loss-check", "fraction of a trusted volunteer's results given the loss checks (0.1)",
         cxxopts::value<double>())("check-samples", "samples of each loss check's evaluations (128)",
-                                  cxxopts::value<std::int64_t>())("norm-floor", "smallest norm per step, as a fraction of the median (0.1)",
-                                  cxxopts::value<double>())(
+                                  cxxopts::value<std::int64_t>())(
+        "norm-floor", "smallest norm per step, as a fraction of the median (0.1)", cxxopts::value<double>())(
         "min-gain", "smallest gain on the unit's own samples, as a fraction of the median (0.25)",
         cxxopts::value<double>())("copy-similarity", "cosine above which a delta is a copy (0.995)",
                                   cxxopts::value<double>())(
@@ -102,7 +108,10 @@ int task_command(int argc, char** argv) {
                                         cxxopts::value<std::string>())(
         "codec", "delta encoding: f32, bf16, int8, int4, int2 (int8)", cxxopts::value<std::string>())(
         "topk", "fraction of each tensor kept, (0, 1] (1)", cxxopts::value<double>())(
-        "shards-per-unit", "shards in one work unit (1)", cxxopts::value<std::int64_t>())(
+        "patch-codec", "downlink patches between versions: off, bf16, int8, int4, int2 (int8)",
+        cxxopts::value<std::string>())("publish-every", "with patches: publish the model every N versions (4)",
+                                       cxxopts::value<std::int64_t>())("shards-per-unit", "shards in one work unit (1)",
+                                                                       cxxopts::value<std::int64_t>())(
         "target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())(
         "max-failures", "failures before a unit is retired (3)", cxxopts::value<std::int64_t>())(
         "max-in-flight", "units one volunteer may hold (2)", cxxopts::value<std::int64_t>())(

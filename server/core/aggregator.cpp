@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "checkpoint.h"
+#include "model_patch.h"
 #include "model_cache.h"
 #include "result_files.h"
 #include "curve_evaluator.h"
@@ -44,23 +45,39 @@ common::Status Aggregator::load_committed(std::int64_t version) {
     auto record = store_.version(task_id, version);
     if (!record) return record.error();
     if (!*record) return common::make_error("task '" + task_id + "' has no version " + std::to_string(version));
-    auto bytes = blobs_.read((*record)->blob_sha256, std::uint64_t{8} << 30);
-    if (!bytes) return common::with_context("model version " + std::to_string(version), bytes.error());
-    auto model = read_checkpoint(*bytes);
+    auto read_model = [&](const std::string& sha256) -> common::Result<common::NamedTensors> {
+        auto bytes = blobs_.read(sha256, std::uint64_t{8} << 30);
+        if (!bytes) return common::with_context("model version " + std::to_string(version), bytes.error());
+        return common::read_checkpoint(*bytes);
+    };
+    auto model = read_model((*record)->state_sha256.value_or((*record)->blob_sha256));
     if (!model) return model.error();
+    std::optional<common::NamedTensors> published;
+    std::int64_t published_version = version;
+    if (task_.config.patches) {
+        auto read = (*record)->state_sha256 ? read_model((*record)->blob_sha256) : model;
+        if (!read) return read.error();
+        published = std::move(*read);
+        auto versions = store_.versions_of_blob(task_id, (*record)->blob_sha256);
+        if (!versions) return versions.error();
+        if (*versions) published_version = (*versions)->first;
+    }
     auto policy = make_merge_policy(task_.config.merge);
     if (!policy) return policy.error();
     if ((*record)->optimizer_sha256) {
         auto state_bytes = blobs_.read(*(*record)->optimizer_sha256, std::uint64_t{8} << 30);
         if (!state_bytes) return state_bytes.error();
-        auto state = read_checkpoint(*state_bytes);
+        auto state = common::read_checkpoint(*state_bytes);
         if (!state) return state.error();
         if (auto status = (*policy)->load_optimizer_state(*state, *model); !status) return status;
     }
     model_ = std::move(*model);
+    published_ = std::move(published);
+    published_version_ = published_version;
+    published_blob_ = {(*record)->blob_sha256, (*record)->blob_bytes};
     policy_ = std::move(*policy);
     version_ = version;
-    if (hooks_.model_committed) hooks_.model_committed(task_id, version, model_);
+    if (hooks_.model_committed) hooks_.model_committed(task_id, version, published_ ? *published_ : model_);
     return {};
 }
 
@@ -166,24 +183,48 @@ common::Status Aggregator::merge_one(const std::string& assignment_id) {
                               "; its results are merged again in " + std::to_string(hooks_.retry_s) + " s)");
 }
 
-// Checkpoint blob first (atomic, fsynced), then the database row that points at it: a crash
-// between the two leaves an orphan file, never a row without its file.
+// Checkpoint blobs first (atomic, fsynced), then the database row that points at them: a crash
+// between the two leaves orphan files, never a row without its files. With patches the
+// published model advances by the patch and is written beside the true one.
 common::Status Aggregator::commit(std::vector<std::string> merged) {
     std::int64_t next = version_ + 1;
-    auto bytes = write_checkpoint(model_, {task_.record.id, task_.config.model, next});
-    if (!bytes) return bytes.error();
-    auto blob = blobs_.put(*bytes);
-    if (!blob) return blob.error();
+    common::CheckpointInfo info{task_.record.id, task_.config.model, next};
     VersionRecord record;
     record.task_id = task_.record.id;
     record.version = next;
-    record.blob_sha256 = blob->sha256;
-    record.blob_bytes = blob->bytes;
+    // Published at this version: every version without patches; with them, every
+    // `publish_every` versions (the versions between keep the last published model).
+    bool publish = !published_ || next - published_version_ >= task_.config.publish_every;
+    if (published_) {
+        auto state_bytes = common::write_checkpoint(model_, info);
+        if (!state_bytes) return state_bytes.error();
+        auto state_blob = blobs_.put(*state_bytes);
+        if (!state_blob) return state_blob.error();
+        record.state_sha256 = state_blob->sha256;
+        record.blob_sha256 = published_blob_.sha256;
+        record.blob_bytes = published_blob_.bytes;
+    }
+    if (published_ && publish) {
+        auto patch = common::make_patch(model_, *published_, *task_.config.patches);
+        if (!patch) return patch.error();
+        auto patch_blob = blobs_.put(*patch);
+        if (!patch_blob) return patch_blob.error();
+        record.patch_sha256 = patch_blob->sha256;
+        record.patch_bytes = patch_blob->bytes;
+    }
+    if (publish) {
+        auto bytes = common::write_checkpoint(published_ ? *published_ : model_, info);
+        if (!bytes) return bytes.error();
+        auto blob = blobs_.put(*bytes);
+        if (!blob) return blob.error();
+        record.blob_sha256 = blob->sha256;
+        record.blob_bytes = blob->bytes;
+    }
     record.created_at = clock_();
     record.merged_results = static_cast<std::int64_t>(merged.size());
     auto optimizer = policy_->optimizer_state();
     if (!optimizer.empty()) {
-        auto state_bytes = write_checkpoint(optimizer, {task_.record.id, task_.config.model, next});
+        auto state_bytes = common::write_checkpoint(optimizer, {task_.record.id, task_.config.model, next});
         if (!state_bytes) return state_bytes.error();
         auto state_blob = blobs_.put(*state_bytes);
         if (!state_blob) return state_blob.error();
@@ -191,7 +232,11 @@ common::Status Aggregator::commit(std::vector<std::string> merged) {
     }
     if (auto status = store_.commit_version(record, merged); !status) return status;
     version_ = next;
-    if (hooks_.model_committed) hooks_.model_committed(task_.record.id, next, model_);
+    if (publish) {
+        published_version_ = next;
+        published_blob_ = {record.blob_sha256, record.blob_bytes};
+        if (hooks_.model_committed) hooks_.model_committed(task_.record.id, next, published_ ? *published_ : model_);
+    }
     for (const auto& id : merged) results_.remove(id);
     changed_since_idle_ = true;
     curve_->version_committed(next, false);

@@ -1,6 +1,7 @@
 // The aggregator: the single writer of the model. Its own thread takes accepted results in
 // acceptance order, feeds them to the task's merge policy and, whenever the model changes,
-// writes the checkpoint blob (atomically) before committing the new version to the database.
+// writes the checkpoint blob (atomically) before committing the new version to the database;
+// with downlink patches it also publishes the version's patch (common/model_patch.h).
 // It also schedules the periodic validation-loss evaluation. On start it resumes from the
 // last committed version and replays accepted results not merged yet; a commit that fails
 // (checkpoint or version row) does the same in place, after `retry_s`, so a result is never
@@ -14,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -21,6 +23,7 @@
 #include "curve_evaluator.h"
 #include "merge_policy.h"
 #include "model_probe.h"
+#include "protocol.h"
 #include "result_files.h"
 #include "store.h"
 #include "task_lookup.h"
@@ -31,10 +34,11 @@ namespace tessera::server {
 struct AggregatorHooks {
     std::function<void(double)> merge_timer;  // how long each accepted result took, seconds
     std::function<void()> commit_failed;      // a new version could not be written
-    // The model of a version loaded at start or just committed (the copy detector sketches it).
+    // The published model of a version loaded at start or just committed: what volunteers see
+    // (the copy detector sketches it).
     std::function<void(const std::string& task_id, std::int64_t version, const common::NamedTensors& model)>
         model_committed;
-    double retry_s = 5;                       // after a failed commit, merge again this much later
+    double retry_s = 5;  // after a failed commit, merge again this much later
 };
 
 class Aggregator {
@@ -72,7 +76,10 @@ private:
     AggregatorHooks hooks_;
 
     TaskView task_;
-    common::NamedTensors model_;
+    common::NamedTensors model_;                     // θ: what the results are merged into
+    std::optional<common::NamedTensors> published_;  // θ̂ with downlink patches: what volunteers hold
+    std::int64_t published_version_ = 0;             // the version θ̂ was last published at
+    common::BlobRef published_blob_;                 // and its checkpoint
     std::unique_ptr<MergePolicy> policy_;
     std::atomic<std::int64_t> version_{0};
     std::unique_ptr<CurveEvaluator> curve_;

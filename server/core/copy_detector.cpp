@@ -19,7 +19,7 @@ void CopyDetector::note_model(const std::string& task_id, std::int64_t version, 
     {
         std::lock_guard lock(mutex_);
         auto& task = tasks_[task_id];
-        if (task.model_version == version - 1) update = sketch_difference(sketch, task.model);
+        if (task.model_version >= 0 && task.model_version < version) update = sketch_difference(sketch, task.model);
         task.model_version = version;
         task.model = std::move(sketch);
     }
@@ -29,8 +29,8 @@ void CopyDetector::note_model(const std::string& task_id, std::int64_t version, 
 void CopyDetector::note_update(const std::string& task_id, std::int64_t version, DeltaSketch update) {
     if (update.empty()) return;
     std::lock_guard lock(mutex_);
-    push_bounded(tasks_[task_id].updates, Entry{"the update to version " + std::to_string(version), "", std::move(update)},
-                 kUpdatesKept);
+    push_bounded(tasks_[task_id].updates,
+                 Entry{"the update to version " + std::to_string(version), "", std::move(update)}, kUpdatesKept);
 }
 
 void CopyDetector::note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta) {
@@ -57,7 +57,7 @@ SimilarMatch CopyDetector::most_similar(const std::string& task_id, const std::s
 }
 
 std::optional<double> CopyDetector::consensus_alignment(const std::string& task_id, const std::string& work_unit_id,
-                                                       const DeltaSketch& delta) const {
+                                                        const DeltaSketch& delta) const {
     std::lock_guard lock(mutex_);
     auto found = tasks_.find(task_id);
     if (found == tasks_.end()) return std::nullopt;

@@ -29,8 +29,9 @@ public:
     static constexpr std::size_t kUpdatesKept = 16;
     static constexpr std::size_t kResultsKept = 64;
 
-    // A version's model: its update is sketched from the previous version's model, when that
-    // was noted (the sketch is linear, so no model is kept).
+    // A version's published model: its update is sketched from the model noted before it, an
+    // earlier version's (with a publishing cadence, the previous publication's; the sketch is
+    // linear, so no model is kept).
     void note_model(const std::string& task_id, std::int64_t version, const common::NamedTensors& model);
     void note_update(const std::string& task_id, std::int64_t version, DeltaSketch update);
     void note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta);

@@ -34,9 +34,10 @@ void CurveEvaluator::evaluate(std::int64_t version, bool full) {
         auto record = store_.version(task_id_, version);
         if (!record) return record.error();
         if (!*record) return common::make_error("no version " + std::to_string(version));
-        auto bytes = blobs_.read((*record)->blob_sha256, std::uint64_t{8} << 30);
+        // The true model (with downlink patches the published one lags it).
+        auto bytes = blobs_.read((*record)->state_sha256.value_or((*record)->blob_sha256), std::uint64_t{8} << 30);
         if (!bytes) return bytes.error();
-        auto weights = read_checkpoint(*bytes);
+        auto weights = common::read_checkpoint(*bytes);
         if (!weights) return weights.error();
         return probes_.evaluate(*weights, full ? kWholeValidationSet : samples_);
     }();

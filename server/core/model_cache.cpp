@@ -26,7 +26,7 @@ common::Result<std::shared_ptr<const common::NamedTensors>> ModelCache::get(cons
     if (!*record) return common::make_error("no model version " + std::to_string(version));
     auto bytes = blobs_.read((*record)->blob_sha256, std::uint64_t{8} << 30);
     if (!bytes) return bytes.error();
-    auto tensors = read_checkpoint(*bytes);
+    auto tensors = common::read_checkpoint(*bytes);
     if (!tensors) return tensors.error();
     auto shared = std::make_shared<const common::NamedTensors>(std::move(*tensors));
     std::lock_guard lock(mutex_);

@@ -77,8 +77,8 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     // The file's own metadata and part dtypes (the decoder checked they agree), not the manifest's.
     if (decoded->encoding.dtype != unit.encoding.dtype ||
         decoded->encoding.topk_fraction != unit.encoding.topk_fraction)
-        return refuse(reason::kEncodingMismatch,
-                      "the file holds " + describe(decoded->encoding) + "; the unit asked for " + describe(unit.encoding));
+        return refuse(reason::kEncodingMismatch, "the file holds " + describe(decoded->encoding) +
+                                                     "; the unit asked for " + describe(unit.encoding));
     const auto& delta = decoded->tensors;
 
     started = SteadyClock::now();
@@ -100,8 +100,8 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
         double per_step = verdict.figures.norm / steps;
         auto describe_norm = [&](const char* relation, double factor) {
             return "norm " + std::to_string(verdict.figures.norm) + " over " + std::to_string(unit.hyper.local_steps) +
-                   " steps is " + relation + " " + std::to_string(factor) +
-                   " x the typical norm per step (" + std::to_string(factor * typical * steps) + ")";
+                   " steps is " + relation + " " + std::to_string(factor) + " x the typical norm per step (" +
+                   std::to_string(factor * typical * steps) + ")";
         };
         if (per_step > task.config.norm_bound * typical)
             return refuse(reason::kNormTooLarge, describe_norm("above", task.config.norm_bound), verdict);

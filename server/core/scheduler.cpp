@@ -66,7 +66,7 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     if (!reissuable->empty()) {
         auto best = std::max_element(reissuable->begin(), reissuable->end(),
                                      [&](const auto& a, const auto& b) { return held(a.shards) < held(b.shards); });
-        return issue(view, client, *best, false);
+        return issue(view, client, request, *best, false);
     }
 
     auto shards = store_.shards(view.record.id);
@@ -84,7 +84,9 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     WorkUnitRecord unit;
     unit.id = random_id("wu-");
     unit.task_id = view.record.id;
-    unit.base_version = view.record.version;
+    auto published = published_version(view);
+    if (!published) return published.error();
+    unit.base_version = *published;
     auto count = std::min<std::size_t>(shards->size(), static_cast<std::size_t>(view.config.shards_per_unit));
     for (std::size_t i = 0; i < count; ++i) unit.shards.push_back((*shards)[i].sha256);
     unit.local_steps = scaled_local_steps(view.config, request.samples_per_s);
@@ -94,19 +96,22 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     bool others_around = *active >= 2;
     unit.replicas = others_around && uniform() < replication_chance(view.config, client) ? 2 : 1;
     unit.created_at = clock_();
-    return issue(view, client, unit, true);
+    return issue(view, client, request, unit, true);
 }
 
 common::Result<common::WorkResponse> Scheduler::issue(const TaskView& task, const ClientRecord& client,
-                                                      const WorkUnitRecord& unit, bool new_unit) {
+                                                      const common::WorkRequest& request, const WorkUnitRecord& unit,
+                                                      bool new_unit) {
     auto now = clock_();
     // An unreplicated unit that failed is recomputed on the current model, not the old one.
     std::optional<std::int64_t> rebase;
     std::int64_t base_version = unit.base_version;
-    if (!new_unit && unit.replicas == 1 && unit.base_version != task.record.version) {
+    if (!new_unit && unit.replicas == 1) {
+        auto published = published_version(task);
+        if (!published) return published.error();
         auto live = store_.live_assignments(unit.id);
         if (!live) return live.error();
-        if (*live == 0) rebase = base_version = task.record.version;
+        if (*live == 0 && *published != unit.base_version) rebase = base_version = *published;
     }
     auto version = store_.version(task.record.id, base_version);
     if (!version) return version.error();
@@ -121,6 +126,7 @@ common::Result<common::WorkResponse> Scheduler::issue(const TaskView& task, cons
     wu.model = task.config.model;
     wu.base_version = base_version;
     wu.model_blob = {(*version)->blob_sha256, (*version)->blob_bytes};
+    if (auto status = offer_patches(task, request.held_model, **version, wu); !status) return status.error();
     for (const auto& hash : unit.shards)
         for (const auto& shard : *shards)
             if (shard.sha256 == hash) wu.shards.push_back({shard.sha256, shard.bytes});
@@ -145,6 +151,40 @@ common::Result<common::WorkResponse> Scheduler::issue(const TaskView& task, cons
     response.has_work = true;
     response.work_unit = std::move(envelope);
     return response;
+}
+
+common::Result<std::int64_t> Scheduler::published_version(const TaskView& task) {
+    auto current = store_.version(task.record.id, task.record.version);
+    if (!current) return current.error();
+    if (!*current) return common::make_error("model version " + std::to_string(task.record.version) + " is missing");
+    auto versions = store_.versions_of_blob(task.record.id, (*current)->blob_sha256);
+    if (!versions) return versions.error();
+    return *versions ? (*versions)->first : task.record.version;
+}
+
+common::Status Scheduler::offer_patches(const TaskView& task, const std::string& held_model, const VersionRecord& base,
+                                        common::WorkUnit& wu) {
+    if (held_model.empty() || held_model == base.blob_sha256) return {};
+    auto held = store_.versions_of_blob(task.record.id, held_model);
+    if (!held) return held.error();
+    if (!*held || (*held)->last >= base.version) return {};
+    // The published versions after the held one, each with its patch.
+    auto chain = store_.versions_between(task.record.id, (*held)->last, base.version);
+    if (!chain) return chain.error();
+    std::vector<common::BlobRef> patches;
+    std::int64_t bytes = 0;
+    std::string previous = held_model;
+    for (const auto& v : *chain) {
+        if (v.blob_sha256 == previous) continue;  // not published: the model of the version before
+        if (!v.patch_sha256) return {};           // published before patches were on
+        patches.push_back({*v.patch_sha256, v.patch_bytes});
+        bytes += v.patch_bytes;
+        previous = v.blob_sha256;
+    }
+    if (patches.empty() || patches.size() > common::kMaxPatchChain || bytes >= base.blob_bytes) return {};
+    wu.patch_from = held_model;
+    wu.patches = std::move(patches);
+    return {};
 }
 
 }  // namespace tessera::server

@@ -30,7 +30,15 @@ public:
 
 private:
     common::Result<common::WorkResponse> issue(const TaskView& task, const ClientRecord& client,
-                                               const WorkUnitRecord& unit, bool new_unit);
+                                               const common::WorkRequest& request, const WorkUnitRecord& unit,
+                                               bool new_unit);
+    // The newest version whose model is published: new units are based on it (with a publishing
+    // cadence, the current version's model may not be published yet).
+    common::Result<std::int64_t> published_version(const TaskView& task);
+    // The patch chain from the model the volunteer holds to the unit's base, when there is one
+    // and it is smaller than the model; otherwise the unit offers none.
+    common::Status offer_patches(const TaskView& task, const std::string& held_model, const VersionRecord& base,
+                                 common::WorkUnit& wu);
     std::string random_id(const char* prefix);
     double uniform();
 

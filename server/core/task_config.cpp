@@ -47,6 +47,10 @@ common::Status validate_task_config(const TaskConfig& c) {
     if (c.warmup_steps < 0 || !(c.weight_decay >= 0 && c.weight_decay <= 10) || !(c.grad_clip >= 0))
         return fail("warmup, weight decay and grad clip must be >= 0");
     if (!(c.codec.topk_fraction > 0 && c.codec.topk_fraction <= 1)) return fail("top-k fraction must be in (0, 1]");
+    if (c.patches && (c.patches->dtype == common::DeltaDType::F32 ||
+                      !(c.patches->topk_fraction > 0 && c.patches->topk_fraction <= 1)))
+        return fail("patches must be bf16, int8, int4 or int2 with a top-k fraction in (0, 1]");
+    if (c.publish_every < 1 || c.publish_every > 10000) return fail("publish every must be in 1..10000 versions");
     if (c.deadline_s < 10) return fail("the deadline must be at least 10 s");
     if (c.shards_per_unit < 1 || c.shards_per_unit > 256) return fail("shards per unit must be in 1..256");
     if (!(c.target_seconds >= 0)) return fail("target seconds must be >= 0");
@@ -94,6 +98,9 @@ boost::json::value to_json(const TaskConfig& c) {
             {"grad_clip", c.grad_clip},
             {"codec", common::delta_dtype_name(c.codec.dtype)},
             {"topk_fraction", c.codec.topk_fraction},
+            {"patch_codec", c.patches ? common::delta_dtype_name(c.patches->dtype) : std::string_view("off")},
+            {"patch_topk_fraction", c.patches ? c.patches->topk_fraction : 1.0},
+            {"publish_every", c.publish_every},
             {"deadline_s", c.deadline_s},
             {"shards_per_unit", c.shards_per_unit},
             {"target_seconds", c.target_seconds},
@@ -158,6 +165,15 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     auto dtype = common::delta_dtype_from_name(r.one_of("codec", {"f32", "bf16", "int8", "int4", "int2"}));
     if (dtype) c.codec.dtype = *dtype;
     c.codec.topk_fraction = r.number("topk_fraction", 0, 1);
+    // Tasks created before downlink patches existed go on without them.
+    c.patches.reset();
+    if (r.has("patch_codec")) {
+        auto patch_dtype =
+            common::delta_dtype_from_name(r.one_of("patch_codec", {"off", "bf16", "int8", "int4", "int2"}));
+        auto fraction = r.number("patch_topk_fraction", 0, 1);
+        if (patch_dtype) c.patches = common::DeltaEncoding{*patch_dtype, fraction};
+        c.publish_every = r.integer("publish_every", 1, 10000);
+    }
     c.deadline_s = r.integer("deadline_s", 1, kBig);
     c.shards_per_unit = r.integer("shards_per_unit", 1, 256);
     c.target_seconds = r.number("target_seconds", 0, 1e9);
@@ -190,6 +206,14 @@ common::Result<TaskConfig> parse_task_config(std::string_view text) {
     auto json = common::parse_json_strict(text);
     if (!json) return json.error();
     return task_config_from_json(*json);
+}
+
+common::Result<std::optional<common::DeltaEncoding>> parse_patch_codec(std::string_view name) {
+    if (name == "off") return std::optional<common::DeltaEncoding>();
+    auto dtype = common::delta_dtype_from_name(name);
+    if (!dtype || *dtype == common::DeltaDType::F32)
+        return common::make_error("expected off, bf16, int8, int4 or int2, not '" + std::string(name) + "'");
+    return std::optional<common::DeltaEncoding>(common::DeltaEncoding{*dtype, 1.0});
 }
 
 common::Result<std::int64_t> parse_duration(std::string_view text) {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/json/value.hpp>
@@ -35,6 +37,13 @@ struct TaskConfig {
     double weight_decay = 0.01;
     double grad_clip = 1.0;
     common::DeltaEncoding codec;
+    // Downlink: each version is also published as a patch from the previous one, in this
+    // encoding, with error feedback on the server (common/model_patch.h); none: volunteers
+    // download every version whole.
+    std::optional<common::DeltaEncoding> patches = common::DeltaEncoding{common::DeltaDType::Int8, 1.0};
+    // With patches: the model is published (new units based on it, a patch sent) every this
+    // many versions, so that a volunteer back after many merges needs few patches.
+    std::int64_t publish_every = 4;
 
     // Scheduling.
     std::int64_t deadline_s = 1800;
@@ -44,18 +53,18 @@ struct TaskConfig {
     std::int64_t max_in_flight = 2;  // per volunteer
 
     // Validation.
-    double replication = 0.1;                 // chance that a unit is computed twice and compared
-    double replica_tolerance = 0.2;           // relative L2 between replicas
-    double loss_check = 0.1;                  // fraction of a trusted volunteer's results given the loss checks
-    std::int64_t check_samples = 128;         // samples of each loss check's evaluations
-    double loss_tolerance = 0.1;              // relative: L(θ+Δ) ≤ L(θ)·(1 + tol)
-    double norm_bound = 5.0;                  // ‖Δ‖ ≤ k · median of recent accepted norms (per step)
-    double norm_floor = 0.1;                  // ‖Δ‖ ≥ floor · that median (per step)
-    double min_gain = 0.25;                   // gain on its own samples ≥ this · median gain (per step)
-    double copy_similarity = 0.995;           // cosine with a recent update or result above this: a copy
-    double min_alignment = 0.1;               // cosine with the consensus of recent results below this: misaligned
-    std::int64_t trust_streak = 5;            // valid results in a row before results are sampled
-    std::int64_t quarantine_rejections = 3;   // refusals within the window that quarantine a volunteer
+    double replication = 0.1;                // chance that a unit is computed twice and compared
+    double replica_tolerance = 0.2;          // relative L2 between replicas
+    double loss_check = 0.1;                 // fraction of a trusted volunteer's results given the loss checks
+    std::int64_t check_samples = 128;        // samples of each loss check's evaluations
+    double loss_tolerance = 0.1;             // relative: L(θ+Δ) ≤ L(θ)·(1 + tol)
+    double norm_bound = 5.0;                 // ‖Δ‖ ≤ k · median of recent accepted norms (per step)
+    double norm_floor = 0.1;                 // ‖Δ‖ ≥ floor · that median (per step)
+    double min_gain = 0.25;                  // gain on its own samples ≥ this · median gain (per step)
+    double copy_similarity = 0.995;          // cosine with a recent update or result above this: a copy
+    double min_alignment = 0.1;              // cosine with the consensus of recent results below this: misaligned
+    std::int64_t trust_streak = 5;           // valid results in a row before results are sampled
+    std::int64_t quarantine_rejections = 3;  // refusals within the window that quarantine a volunteer
     std::int64_t quarantine_window_s = 3600;
     std::int64_t eval_samples = 512;          // validation samples for the loss check and the curve
     std::int64_t eval_interval_s = 10;        // at most one validation-curve point per interval
@@ -71,6 +80,8 @@ boost::json::value to_json(const TaskConfig& config);
 common::Result<TaskConfig> task_config_from_json(const boost::json::value& json);
 common::Result<TaskConfig> parse_task_config(std::string_view text);
 
+// "off" or a downlink patch dtype (bf16, int8, int4, int2), dense.
+common::Result<std::optional<common::DeltaEncoding>> parse_patch_codec(std::string_view name);
 // "30m", "90s", "2h", "45" (seconds) → seconds.
 common::Result<std::int64_t> parse_duration(std::string_view text);
 

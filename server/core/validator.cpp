@@ -13,12 +13,12 @@
 
 namespace tessera::server {
 
-Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes,
-                     const BlobStore& blobs, CopyDetector& copies, CheckCosts& costs, Clock clock,
+Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes, const BlobStore& blobs,
+                     CopyDetector& copies, CheckCosts& costs, Clock clock,
                      std::function<void(const std::string&)> on_accepted, std::uint64_t seed)
     : store_(store), results_(results), models_(models), copies_(copies),
-      checks_(store, results, models, probes, blobs, copies, costs),
-      clock_(std::move(clock)), on_accepted_(std::move(on_accepted)), rng_(seed) {}
+      checks_(store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)),
+      on_accepted_(std::move(on_accepted)), rng_(seed) {}
 
 double Validator::credit_for(const TaskConfig& config, std::int64_t local_steps) {
     return static_cast<double>(local_steps * config.batch_size) / 1000.0;
@@ -152,9 +152,8 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
         results_.remove(a.id);
     }
     if (quarantined && (*client)->valid_streak + 1 >= task.config.trust_streak) {
-        auto released = store_.set_client_quarantined(a.client_id, false,
-                                                      std::to_string(task.config.trust_streak) + " valid results in a row",
-                                                      clock_());
+        auto released = store_.set_client_quarantined(
+            a.client_id, false, std::to_string(task.config.trust_streak) + " valid results in a row", clock_());
         if (!released) return released.error();
     }
     return merge;

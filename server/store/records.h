@@ -59,6 +59,11 @@ struct VersionRecord {
     std::string blob_sha256;
     std::int64_t blob_bytes = 0;
     std::optional<std::string> optimizer_sha256;
+    // With downlink patches: the aggregator's true model, which the published one (blob_sha256)
+    // approaches by error feedback; and the patch from the previous version's published model.
+    std::optional<std::string> state_sha256;
+    std::optional<std::string> patch_sha256;
+    std::int64_t patch_bytes = 0;
     std::int64_t created_at = 0;
     std::int64_t merged_results = 0;
     std::optional<double> validation_loss;

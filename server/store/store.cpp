@@ -47,10 +47,11 @@ common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& 
     }
 }
 
-// Schema versions: 0 = empty file, 4 = schemas/db.sql; 1 → 2 adds the evaluation's sample
+// Schema versions: 0 = empty file, 5 = schemas/db.sql; 1 → 2 adds the evaluation's sample
 // size to model_versions, 2 → 3 the indexes of open work units, clients by last seen,
 // nonces by time and assignments by acceptance, 3 → 4 the contribution checks' columns
-// (quarantine, registration address, gain per step) and their indexes. A database from a
+// (quarantine, registration address, gain per step) and their indexes, 4 → 5 the downlink
+// patches' columns of model_versions (state, patch) and its index by blob. A database from a
 // newer server is refused.
 void Store::migrate() {
     Statement query(*db_, "PRAGMA user_version");
@@ -74,12 +75,18 @@ void Store::migrate() {
                 "CREATE INDEX IF NOT EXISTS clients_by_last_seen ON clients(last_seen); "
                 "CREATE INDEX IF NOT EXISTS request_nonces_by_time ON request_nonces(seen_at); "
                 "CREATE INDEX IF NOT EXISTS assignments_by_acceptance ON assignments(accepted_seq);");
+        if (version < 4)
+            db_->exec(
+                "ALTER TABLE clients ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0; "
+                "ALTER TABLE clients ADD COLUMN address TEXT NOT NULL DEFAULT ''; "
+                "ALTER TABLE assignments ADD COLUMN gain_per_step REAL; "
+                "CREATE INDEX IF NOT EXISTS clients_by_address ON clients(address, registered_at); "
+                "CREATE INDEX IF NOT EXISTS rejections_by_client ON rejections(client_id, at);");
         db_->exec(
-            "ALTER TABLE clients ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0; "
-            "ALTER TABLE clients ADD COLUMN address TEXT NOT NULL DEFAULT ''; "
-            "ALTER TABLE assignments ADD COLUMN gain_per_step REAL; "
-            "CREATE INDEX IF NOT EXISTS clients_by_address ON clients(address, registered_at); "
-            "CREATE INDEX IF NOT EXISTS rejections_by_client ON rejections(client_id, at);");
+            "ALTER TABLE model_versions ADD COLUMN state_sha256 TEXT; "
+            "ALTER TABLE model_versions ADD COLUMN patch_sha256 TEXT; "
+            "ALTER TABLE model_versions ADD COLUMN patch_bytes INTEGER NOT NULL DEFAULT 0; "
+            "CREATE INDEX IF NOT EXISTS model_versions_by_blob ON model_versions(task_id, blob_sha256);");
     }
     db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     transaction.commit();
@@ -200,6 +207,8 @@ common::Result<std::set<std::string>> Store::referenced_blobs() {
         Statement query(*db_,
                         "SELECT blob_sha256 FROM model_versions UNION "
                         "SELECT optimizer_sha256 FROM model_versions WHERE optimizer_sha256 IS NOT NULL "
+                        "UNION SELECT state_sha256 FROM model_versions WHERE state_sha256 IS NOT NULL "
+                        "UNION SELECT patch_sha256 FROM model_versions WHERE patch_sha256 IS NOT NULL "
                         "UNION SELECT sha256 FROM shards");
         while (query.step()) blobs.insert(query.text(0));
         return blobs;

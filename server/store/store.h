@@ -35,7 +35,7 @@ public:
     static common::Result<std::unique_ptr<Store>> open(const std::filesystem::path& path, bool create);
     ~Store();
 
-    static constexpr std::int64_t kSchemaVersion = 4;
+    static constexpr std::int64_t kSchemaVersion = 5;
     common::Result<std::int64_t> schema_version();
 
     // Settings (operator token hash, server key id).
@@ -45,8 +45,7 @@ public:
     // Clients. Registering a known key returns the existing client (its name and version
     // updated, its first address kept). A new key is refused (nullopt) when `limit.max` (> 0)
     // volunteers registered from `address` since `limit.since`.
-    common::Result<std::optional<ClientRecord>> register_client(const std::string& public_key,
-                                                                const std::string& name,
+    common::Result<std::optional<ClientRecord>> register_client(const std::string& public_key, const std::string& name,
                                                                 const std::string& client_version,
                                                                 const std::string& address, std::int64_t now,
                                                                 RegistrationLimit limit = {});
@@ -77,6 +76,16 @@ public:
     common::Result<std::vector<ShardRecord>> shards(const std::string& task_id);
     common::Result<std::optional<VersionRecord>> version(const std::string& task_id, std::int64_t version);
     common::Result<std::vector<VersionRecord>> versions(const std::string& task_id);
+    // Versions `after` + 1 … `through`, in order (a patch chain).
+    common::Result<std::vector<VersionRecord>> versions_between(const std::string& task_id, std::int64_t after,
+                                                                std::int64_t through);
+    // The first and last versions whose published model is the blob `sha256` (with a publishing
+    // cadence, the versions between two publications share the earlier one's model).
+    struct BlobVersions {
+        std::int64_t first = 0;
+        std::int64_t last = 0;
+    };
+    common::Result<std::optional<BlobVersions>> versions_of_blob(const std::string& task_id, const std::string& sha256);
     // Records a new version, moves the task to it and marks `merged` assignments merged.
     common::Status commit_version(const VersionRecord& version, const std::vector<std::string>& merged);
     common::Status set_validation_result(const std::string& task_id, std::int64_t version,

@@ -7,7 +7,8 @@ namespace {
 constexpr const char* kTaskColumns = "id, config, state, created_at, version";
 constexpr const char* kVersionColumns =
     "task_id, version, blob_sha256, blob_bytes, optimizer_sha256, created_at, merged_results, "
-    "validation_loss, validation_accuracy, validation_samples, validation_full";
+    "validation_loss, validation_accuracy, validation_samples, validation_full, state_sha256, patch_sha256, "
+    "patch_bytes";
 
 TaskRecord read_task(const Statement& row) {
     TaskRecord task;
@@ -34,13 +35,17 @@ VersionRecord read_version(const Statement& row) {
     v.validation_accuracy = row.optional_real(8);
     if (!row.is_null(9)) v.validation_samples = row.integer(9);
     v.validation_full = row.integer(10) != 0;
+    if (!row.is_null(11)) v.state_sha256 = row.text(11);
+    if (!row.is_null(12)) v.patch_sha256 = row.text(12);
+    v.patch_bytes = row.integer(13);
     return v;
 }
 
 void insert_version(SqliteDb& db, const VersionRecord& v) {
     Statement(db,
               "INSERT INTO model_versions(task_id, version, blob_sha256, blob_bytes, optimizer_sha256, "
-              "created_at, merged_results) VALUES (?, ?, ?, ?, ?, ?, ?)")
+              "created_at, merged_results, state_sha256, patch_sha256, patch_bytes) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         .bind(1, v.task_id)
         .bind(2, v.version)
         .bind(3, v.blob_sha256)
@@ -48,6 +53,9 @@ void insert_version(SqliteDb& db, const VersionRecord& v) {
         .bind(5, v.optimizer_sha256)
         .bind(6, v.created_at)
         .bind(7, v.merged_results)
+        .bind(8, v.state_sha256)
+        .bind(9, v.patch_sha256)
+        .bind(10, v.patch_bytes)
         .run();
 }
 
@@ -145,6 +153,30 @@ common::Result<std::vector<VersionRecord>> Store::versions(const std::string& ta
         std::vector<VersionRecord> rows;
         while (query.step()) rows.push_back(read_version(query));
         return rows;
+    });
+}
+
+common::Result<std::vector<VersionRecord>> Store::versions_between(const std::string& task_id, std::int64_t after,
+                                                                   std::int64_t through) {
+    return guarded([&]() -> common::Result<std::vector<VersionRecord>> {
+        Statement query(*db_, std::string("SELECT ") + kVersionColumns +
+                                  " FROM model_versions WHERE task_id = ? AND version > ? AND version <= ? "
+                                  "ORDER BY version");
+        query.bind(1, task_id).bind(2, after).bind(3, through);
+        std::vector<VersionRecord> rows;
+        while (query.step()) rows.push_back(read_version(query));
+        return rows;
+    });
+}
+
+common::Result<std::optional<Store::BlobVersions>> Store::versions_of_blob(const std::string& task_id,
+                                                                           const std::string& sha256) {
+    return guarded([&]() -> common::Result<std::optional<BlobVersions>> {
+        Statement query(*db_,
+                        "SELECT MIN(version), MAX(version) FROM model_versions WHERE task_id = ? AND blob_sha256 = ?");
+        query.bind(1, task_id).bind(2, sha256);
+        if (!query.step() || query.is_null(0)) return std::optional<BlobVersions>();
+        return std::optional<BlobVersions>(BlobVersions{query.integer(0), query.integer(1)});
     });
 }
 

@@ -291,7 +291,10 @@ common::Result<bool> Store::reject(const std::string& id, const std::string& rea
         Transaction transaction(*db_);
         if (!transition(*db_, id, "('in_progress', 'returned', 'validated')", "rejected")) return false;
         if (gain_per_step)
-            Statement(*db_, "UPDATE assignments SET gain_per_step = ? WHERE id = ?").bind(1, *gain_per_step).bind(2, id).run();
+            Statement(*db_, "UPDATE assignments SET gain_per_step = ? WHERE id = ?")
+                .bind(1, *gain_per_step)
+                .bind(2, id)
+                .run();
         Statement client(*db_, "SELECT client_id FROM assignments WHERE id = ?");
         client.bind(1, id).step();
         auto client_id = client.text(0);

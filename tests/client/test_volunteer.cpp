@@ -12,9 +12,11 @@
 #include "blob_cache.h"
 #include "blob_store.h"
 #include "client_state.h"
+#include "file_io.h"
 #include "heartbeat.h"
 #include "server_api.h"
 #include "server_fixture.h"
+#include "sha256.h"
 #include "training/error_feedback.h"
 #include "training/work_runner.h"
 #include "zstd_codec.h"
@@ -79,8 +81,9 @@ std::vector<AssignmentRecord> in_progress(TestServer& server) {
 
 }  // namespace
 
-TEST_CASE("a volunteer trains a unit, reports its device, remembers its shards and keeps its residual; a ban stops "
-          "it") {
+TEST_CASE(
+    "a volunteer trains a unit, reports its device, remembers its shards and keeps its residual; a ban stops "
+    "it") {
     TestServer server;  // int8 deltas: lossy, so there is an error-feedback residual to keep
     set_to_wall_clock(server);
     TempDir dir;
@@ -264,8 +267,9 @@ TEST_CASE("a result that could not be uploaded is kept and uploaded by the next 
     CHECK(server.store().assignment(unit.id).value()->returned_at.has_value());
 }
 
-TEST_CASE("error feedback: the residual is added to the next delta, survives a save and load, and is dropped for "
-          "another task") {
+TEST_CASE(
+    "error feedback: the residual is added to the next delta, survives a save and load, and is dropped for "
+    "another task") {
     TestServer server([](TaskConfig& config) { config.codec = {common::DeltaDType::Int4, 0.05}; });
     TestVolunteer asking(server);
     auto wu = asking.request_work().value();
@@ -316,4 +320,69 @@ TEST_CASE("error feedback: the residual is added to the next delta, survives a s
     CHECK(loaded.residual.empty());
     REQUIRE(client::save_error_feedback(dir / "feedback", loaded).ok());
     CHECK(!std::filesystem::exists(dir / "feedback"));
+}
+
+TEST_CASE(
+    "a volunteer that holds an older model builds the next one from patches; a corrupt patch sends it to the "
+    "whole model") {
+    TestServer server([](TaskConfig& c) { c.publish_every = 1; });  // int8 patches (the default), every version
+    set_to_wall_clock(server);
+    TempDir dir;
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.once = true;
+    client::VolunteerControl control;
+    REQUIRE(client::run_volunteer(options, control).reason == StopReason::OnceDone);
+    client::ClientState state(dir / "volunteer");
+    auto held = state.load_remembered().value().model;
+    REQUIRE(!held.empty());
+    auto task_id = server.config().task_id;
+    // Another volunteer moves the model on by two versions.
+    TestVolunteer other(server, "other");
+    std::uint32_t seed = 20;  // a new delta each time: a repeated one is refused as a copy
+    auto move_on = [&] {
+        auto before = server.version();
+        for (int i = 0; i < 2; ++i) {
+            auto wu = other.request_work().value();
+            REQUIRE(other.upload(wu, other.made_up_delta(wu, 1e-3f, seed++)).status == 200);
+            server.app().wait_idle();
+        }
+        REQUIRE(server.version() == before + 2);
+    };
+    auto cached = [&](const std::string& sha256) { return std::filesystem::exists(state.cache_dir() / sha256); };
+    move_on();
+
+    // The current version's whole model is not on the server: only the patches can make it (a
+    // validator that looks for it meanwhile fails, and the transitioner validates again later).
+    auto base = server.store().task(task_id).value().value().version;
+    auto held_version = server.store().versions_of_blob(task_id, held).value().value().last;
+    REQUIRE(held_version < base);
+    auto chain = server.store().versions_between(task_id, held_version, base).value();
+    REQUIRE(chain.size() == static_cast<std::size_t>(base - held_version));
+    auto model = server.store().version(task_id, base).value().value().blob_sha256;
+    auto stored = server.state().blobs() / model;
+    auto aside = dir / "model-aside";
+    std::filesystem::rename(stored, aside);
+    auto stop = client::run_volunteer(options, control);
+    std::filesystem::rename(aside, stored);
+    INFO(stop.message);
+    REQUIRE(stop.reason == StopReason::OnceDone);
+    for (const auto& v : chain) CHECK(cached(v.patch_sha256.value()));
+    CHECK(cached(model));
+    CHECK(state.load_remembered().value().model == model);
+
+    // The model it holds got damaged on its disk: the patched model's hash differs from the
+    // unit's, and the volunteer downloads the whole model instead.
+    move_on();
+    auto damaged = state.cache_dir() / model;
+    auto bytes = common::read_file(damaged, 1 << 30).value();
+    bytes[bytes.size() - 4] ^= 0x01;  // the lowest byte of the last f32 value
+    REQUIRE(common::write_file_atomic(damaged, bytes).ok());
+    base = server.store().task(task_id).value().value().version;
+    auto newest = server.store().version(task_id, base).value().value();
+    stop = client::run_volunteer(options, control);
+    INFO(stop.message);
+    REQUIRE(stop.reason == StopReason::OnceDone);
+    CHECK(cached(newest.patch_sha256.value()));  // fetched, then found not to fit
+    auto rebuilt = common::read_file(state.cache_dir() / newest.blob_sha256, 1 << 30).value();
+    CHECK(common::sha256_hex(rebuilt) == newest.blob_sha256);  // the whole model, verified
 }

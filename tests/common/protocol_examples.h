@@ -13,6 +13,8 @@ inline common::WorkUnit example_work_unit() {
     wu.model = "dit-tiny";
     wu.base_version = 17;
     wu.model_blob = {std::string(64, 'a'), 123456};
+    wu.patch_from = std::string(64, 'e');
+    wu.patches = {{std::string(64, 'f'), 3000}, {std::string(64, '1'), 2900}};
     wu.blob_base_url = "http://cache.example:8080/blobs";
     wu.shards = {{std::string(64, 'b'), 4096}, {std::string(64, 'c'), 8192}};
     wu.hyper = {.local_steps = 50,
@@ -54,6 +56,7 @@ inline common::WorkRequest example_work_request() {
     m.device = {"cuda", "NVIDIA GeForce RTX 4090", 25769803776, 16};
     m.samples_per_s = 512.5;
     m.cached_shards = {std::string(64, 'b')};
+    m.held_model = std::string(64, 'e');
     return m;
 }
 

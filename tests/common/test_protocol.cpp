@@ -84,6 +84,16 @@ TEST_CASE("missing, unknown and ill-typed fields are named") {
     CHECK(error_after(wu, [](auto& o) { o["wu_id"] = "../etc/passwd"; }).find("A-Z a-z 0-9") != std::string::npos);
     CHECK(error_after(wu, [](auto& o) { o["deadline"] = 1; }).find("deadline must be after issued_at") !=
           std::string::npos);
+    CHECK(error_after(wu, [](auto& o) { o["patches"] = boost::json::array(); }).find("both empty or neither") !=
+          std::string::npos);
+    CHECK(error_after(wu, [](auto& o) { o["patch_from"] = "abc"; }).find("field \"patch_from\"") != std::string::npos);
+    CHECK(error_after(wu, [](auto& o) {
+              o["patches"].as_array()[0].as_object()["bytes"] = -1;
+          }).find("work_unit.patches[0]: field \"bytes\"") == 0);
+    CHECK(error_after(wu, [](auto& o) {
+              o.erase("patch_from");
+              o.erase("patches");
+          }).empty());  // units from servers without patches
 
     auto manifest = example_result_manifest();
     CHECK(error_after(manifest, [](auto& o) {
@@ -102,6 +112,9 @@ TEST_CASE("missing, unknown and ill-typed fields are named") {
     CHECK(error_after(example_work_request(), [](auto& o) {
               o["cached_shards"].as_array().push_back(5);
           }).find("cached_shards") != std::string::npos);
+    CHECK(error_after(example_work_request(), [](auto& o) { o["held_model"] = "xyz"; }).find("held_model") !=
+          std::string::npos);
+    CHECK(error_after(example_work_request(), [](auto& o) { o.erase("held_model"); }).empty());
     CHECK(error_after(example_no_work_response(), [](auto& o) { o["retry_after_s"] = 0; }).find("retry_after_s") !=
           std::string::npos);
     CHECK(error_after(example_no_work_response(), [](auto& o) {

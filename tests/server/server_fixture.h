@@ -27,14 +27,15 @@ using namespace tessera::server;
 constexpr std::int64_t kStartTime = 1'800'000'000;
 
 // dit-tiny (or `model`) on the synthetic dataset with small units; no loss check, no replication,
-// no alignment check.
+// no alignment check; the model published at every version.
 inline TaskConfig small_task_config(const std::filesystem::path& data_dir, PolicyKind policy,
                                     const std::string& model = "dit-tiny") {
     auto config = default_task_config(data_dir, policy, model).value();
-    config.loss_check = 0;    // tests that want it turn it on
-    config.trust_streak = 0;  // every volunteer trusted from the start, so loss_check decides
+    config.loss_check = 0;      // tests that want it turn it on
+    config.trust_streak = 0;    // every volunteer trusted from the start, so loss_check decides
     config.min_alignment = -1;  // made-up deltas are mutually orthogonal noise (misaligned)
     config.replication = 0;
+    config.publish_every = 1;  // every version published (int8 patches); the cadence has its own test
     config.eval_samples = 64;
     config.local_steps = 4;
     config.batch_size = 8;
@@ -119,11 +120,13 @@ public:
         return http_post(port_(), target, body, signed_headers(target, body, id_, key_, now_()));
     }
 
-    // Asks for work; the verified work unit, or nullopt for "no work".
-    std::optional<common::WorkUnit> request_work() {
+    // Asks for work, holding the model `held_model` (for patches); the verified work unit, or
+    // nullopt for "no work".
+    std::optional<common::WorkUnit> request_work(const std::string& held_model = "") {
         common::WorkRequest request;
         request.client_id = id_;
         request.device = {"cpu", "test cpu", 1 << 30, 2};
+        request.held_model = held_model;
         auto reply = post("/api/v1/work", boost::json::serialize(common::to_json(request)));
         if (reply.status != 200) throw std::runtime_error("work: " + std::to_string(reply.status) + " " + reply.body);
         auto response = common::parse_message<common::WorkResponse>(reply.body).value();
@@ -135,12 +138,13 @@ public:
     // The base model's tensors, fetched from /blobs.
     common::NamedTensors base_model(const common::WorkUnit& wu) {
         auto reply = http_get(port_(), "/blobs/" + wu.model_blob.sha256);
-        return server::read_checkpoint(common::as_bytes(reply.body)).value();
+        return common::read_checkpoint(common::as_bytes(reply.body)).value();
     }
 
     // Seeded by the unit's seed unless `seed` is given: replicas of a unit make the same delta,
     // different units different ones (identical deltas for two units would be a copy).
-    common::NamedTensors made_up_delta(const common::WorkUnit& wu, float scale, std::optional<std::uint32_t> seed = {}) {
+    common::NamedTensors made_up_delta(const common::WorkUnit& wu, float scale,
+                                       std::optional<std::uint32_t> seed = {}) {
         auto delta = base_model(wu);
         std::mt19937 rng(seed.value_or(static_cast<std::uint32_t>(wu.hyper.seed)));
         std::normal_distribution<float> normal;

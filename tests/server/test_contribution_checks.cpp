@@ -106,8 +106,8 @@ TEST_CASE("a trained delta passes every check; its poisoned variants are refused
 
     // Each attack from a volunteer of its own, on a unit of its own, trained honestly first
     // where the attack starts from an honest delta.
-    auto attack = [&](const std::string& name, const std::function<common::NamedTensors(const common::WorkUnit&,
-                                                                                          TestVolunteer&)>& poison) {
+    auto attack = [&](const std::string& name,
+                      const std::function<common::NamedTensors(const common::WorkUnit&, TestVolunteer&)>& poison) {
         TestVolunteer hostile(server, name);
         auto wu = hostile.request_work().value();
         auto state = uploaded(server, hostile, wu, poison(wu, hostile));
@@ -116,7 +116,8 @@ TEST_CASE("a trained delta passes every check; its poisoned variants are refused
     };
     CHECK(attack("noise", [&](const auto& wu, auto& v) { return noise_like(trained_delta(server, v, wu), 5); }) ==
           reason::kNoImprovement);
-    auto flipped = attack("sign flip", [&](const auto& wu, auto& v) { return scaled(trained_delta(server, v, wu), -1); });
+    auto flipped =
+        attack("sign flip", [&](const auto& wu, auto& v) { return scaled(trained_delta(server, v, wu), -1); });
     CHECK((flipped == reason::kNoImprovement || flipped == reason::kLossIncrease));
     CHECK(attack("near zero", [&](const auto& wu, auto&) {
               auto tiny = good;
@@ -127,13 +128,13 @@ TEST_CASE("a trained delta passes every check; its poisoned variants are refused
     CHECK(attack("replay", [&](const auto& wu, auto& v) {
               // Twice the newest published update, θ1 − θ0, uploaded without training.
               auto v1 = v.base_model(wu);
-              auto v0 = server::read_checkpoint(common::as_bytes(
-                                                    http_get(server.port(), "/blobs/" + server.store()
-                                                                                            .version(server.config().task_id, 0)
-                                                                                            .value()
-                                                                                            ->blob_sha256)
-                                                        .body))
-                            .value();
+              auto v0 =
+                  common::read_checkpoint(
+                      common::as_bytes(
+                          http_get(server.port(),
+                                   "/blobs/" + server.store().version(server.config().task_id, 0).value()->blob_sha256)
+                              .body))
+                      .value();
               return scaled(difference(v1, v0), 2);
           }) == reason::kCopied);
     CHECK(attack("copy", [&](const auto&, auto&) { return good; }) == reason::kCopied);
@@ -151,8 +152,9 @@ TEST_CASE("a trained delta passes every check; its poisoned variants are refused
     CHECK(server.version() == 1);  // nothing poisoned was merged
 }
 
-TEST_CASE("once results are kept, noise and a sign flip point away from their consensus: misaligned, "
-          "without the loss checks") {
+TEST_CASE(
+    "once results are kept, noise and a sign flip point away from their consensus: misaligned, "
+    "without the loss checks") {
     TestServer server(
         [](TaskConfig& c) {
             checked_task(c);
@@ -200,8 +202,8 @@ TEST_CASE("the gain margin: a quarter of a young model's alike gains; below the 
     // A plateau (honest gains of a trained dit-tiny, docs/benchmarks.md): they scatter around
     // 0, so a quarter of the median would refuse half of them; 6 robust spreads below the
     // median keeps the honest tail and still refuses a sign flip's loss.
-    std::vector<double> plateau{0.00013, -0.00014, 0.00004, -0.00006, 0.00009, -0.00002, 0.00011,
-                                -0.00010, 0.00001, 0.00007, -0.00004, 0.00002, -0.00012, 0.00006};
+    std::vector<double> plateau{0.00013,  -0.00014, 0.00004, -0.00006, 0.00009, -0.00002, 0.00011,
+                                -0.00010, 0.00001,  0.00007, -0.00004, 0.00002, -0.00012, 0.00006};
     double margin = server::gain_margin(plateau, plateau, 0.25);
     CHECK(margin < -0.00041);  // the lowest honest gain seen at the plateau
     CHECK(margin > -0.0006);   // the smallest loss of a sign flip there
@@ -225,8 +227,9 @@ TEST_CASE("a fresh task's first results are judged by the server's own calibrati
     CHECK(server.version() == 0);
 }
 
-TEST_CASE("quarantine: refusals quarantine a volunteer, its valid results are kept but neither merged nor "
-          "credited, and a streak or the operator lifts it") {
+TEST_CASE(
+    "quarantine: refusals quarantine a volunteer, its valid results are kept but neither merged nor "
+    "credited, and a streak or the operator lifts it") {
     TestServer server(
         [](TaskConfig& c) {
             checked_task(c);

@@ -121,7 +121,7 @@ TEST_CASE("SIGTERM shuts down gracefully and export writes a committed version")
                            "--version", "1", "--out", out.string()});
     CHECK(exporter.wait() == 0);
     auto bytes = common::read_file(out, 1 << 30).value();
-    auto model = server::read_checkpoint(bytes).value();
+    auto model = common::read_checkpoint(bytes).value();
     auto file = common::parse_safetensors(bytes).value();
     CHECK(file.metadata().at("version") == "1");
     CHECK(file.metadata().at("format") == "tessera.checkpoint");

@@ -3,7 +3,10 @@
 // and restarts that resume where the database says.
 #include <doctest/doctest.h>
 
+#include "checkpoint.h"
+#include "model_patch.h"
 #include "server_fixture.h"
+#include "sha256.h"
 #include "sqlite.h"
 #include "trust.h"
 
@@ -92,6 +95,61 @@ TEST_CASE("among the least-used shards, one no other volunteer holds goes to a v
     // Epoch 2 for Alice, who holds nothing: shard 1, which no one else says it holds, although
     // shard 0 comes first.
     CHECK(request_with(alice, 0).value().shards[0].sha256 == shards[1].sha256);
+}
+
+TEST_CASE(
+    "with a publishing cadence, units are based on the last published model and patches chain the "
+    "publications") {
+    TestServer server([](TaskConfig& c) {
+        c.publish_every = 3;
+        c.max_in_flight = 100;
+    });
+    TestVolunteer alice(server, "alice");
+    auto task_id = server.config().task_id;
+    std::uint32_t seed = 1;
+    auto merge_one = [&] {
+        auto wu = alice.request_work().value();
+        REQUIRE(alice.upload(wu, alice.made_up_delta(wu, 1e-3f, seed++)).status == 200);
+        server.app().wait_idle();
+        return wu.base_version;
+    };
+    CHECK(merge_one() == 0);
+    CHECK(merge_one() == 0);  // versions 1 and 2 are not published: units stay on version 0
+    CHECK(merge_one() == 0);
+    CHECK(server.version() == 3);
+    auto versions = server.store().versions(task_id).value();
+    REQUIRE(versions.size() == 4);
+    CHECK(versions[1].blob_sha256 == versions[0].blob_sha256);
+    CHECK(versions[2].blob_sha256 == versions[0].blob_sha256);
+    CHECK(!versions[1].patch_sha256.has_value());
+    CHECK(versions[1].state_sha256 != versions[2].state_sha256);  // the true model moves every version
+    REQUIRE(versions[3].patch_sha256.has_value());
+    CHECK(versions[3].blob_sha256 != versions[0].blob_sha256);
+    CHECK(merge_one() == 3);
+    merge_one();
+    merge_one();
+    versions = server.store().versions(task_id).value();
+    REQUIRE(versions.size() == 7);
+    REQUIRE(versions[6].patch_sha256.has_value());
+
+    // Holding version 0: two patches; holding version 3 (or 4, the same model): one; holding
+    // a model the server does not know, or the current one: none.
+    auto wu = alice.request_work(versions[0].blob_sha256).value();
+    CHECK(wu.base_version == 6);
+    CHECK(wu.patch_from == versions[0].blob_sha256);
+    REQUIRE(wu.patches.size() == 2);
+    CHECK(wu.patches[0].sha256 == *versions[3].patch_sha256);
+    CHECK(wu.patches[1].sha256 == *versions[6].patch_sha256);
+    CHECK(alice.request_work(versions[4].blob_sha256).value().patches.size() == 1);
+    CHECK(alice.request_work(std::string(64, '0')).value().patches.empty());
+    CHECK(alice.request_work(versions[6].blob_sha256).value().patches.empty());
+
+    // The patches rebuild the unit's model byte for byte.
+    auto blob = [&](const std::string& sha256) { return http_get(server.port(), "/blobs/" + sha256).body; };
+    auto model = common::read_checkpoint(common::as_bytes(blob(versions[0].blob_sha256))).value();
+    for (const auto& patch : wu.patches) REQUIRE(common::apply_patch(model, common::as_bytes(blob(patch.sha256))).ok());
+    auto rebuilt = common::write_checkpoint(model, {task_id, wu.model, wu.base_version}).value();
+    CHECK(common::sha256_hex(rebuilt) == wu.model_blob.sha256);
 }
 
 TEST_CASE("local steps follow the volunteer's speed within bounds") {
@@ -238,7 +296,9 @@ TEST_CASE("the store applies its schema once and refuses a database from a newer
     CHECK(missing.message().find("tessera-server init") != std::string::npos);
 }
 
-TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain a sample size, indexes and the checks' columns") {
+TEST_CASE(
+    "a schema-1 database is migrated: versions keep their figures and gain a sample size, indexes, the checks' "
+    "and the patches' columns") {
     TestServer server;
     server.stop();
     auto path = server.state().database();
@@ -247,11 +307,12 @@ TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain
         Statement query(db,
                         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN "
                         "('work_units_open', 'clients_by_last_seen', 'request_nonces_by_time', "
-                        "'assignments_by_acceptance', 'clients_by_address', 'rejections_by_client')");
+                        "'assignments_by_acceptance', 'clients_by_address', 'rejections_by_client', "
+                        "'model_versions_by_blob')");
         query.step();
         return query.integer(0);
     };
-    CHECK(indexes() == 6);
+    CHECK(indexes() == 7);
     {
         SqliteDb db(path, false);  // back to schema 1: no sample size, no indexes of schemas 3 and 4, no check columns
         db.exec(
@@ -261,12 +322,14 @@ TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain
             "ALTER TABLE model_versions DROP COLUMN validation_samples; "
             "ALTER TABLE model_versions DROP COLUMN validation_full; DROP INDEX work_units_open; "
             "DROP INDEX clients_by_last_seen; DROP INDEX request_nonces_by_time; DROP INDEX assignments_by_acceptance; "
+            "DROP INDEX model_versions_by_blob; ALTER TABLE model_versions DROP COLUMN state_sha256; "
+            "ALTER TABLE model_versions DROP COLUMN patch_sha256; ALTER TABLE model_versions DROP COLUMN patch_bytes; "
             "PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();
     CHECK(store->schema_version().value() == Store::kSchemaVersion);
-    CHECK(indexes() == 6);
+    CHECK(indexes() == 7);
     auto client = store->register_client("a key", "old volunteer", "0.1.0", "192.0.2.7", 100).value().value();
     CHECK(!client.quarantined);
     CHECK(store->registrations_from("192.0.2.7", 0).value() == 1);
@@ -275,6 +338,8 @@ TEST_CASE("a schema-1 database is migrated: versions keep their figures and gain
     CHECK(v0.validation_loss.has_value());  // evaluated before the migration, kept
     CHECK(!v0.validation_samples.has_value());
     CHECK(!v0.validation_full);
+    CHECK(!v0.patch_sha256.has_value());
+    CHECK(v0.patch_bytes == 0);
     REQUIRE(store->set_validation_result(task.id, 0, {1.5, std::nullopt, 128, true}));
     auto after = store->version(task.id, 0).value().value();
     CHECK(after.validation_samples.value() == 128);

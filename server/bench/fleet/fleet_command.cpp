@@ -61,6 +61,12 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
         config->codec.dtype = *dtype;
     }
     if (a.count("topk")) config->codec.topk_fraction = a["topk"].as<double>();
+    if (a.count("patch-codec")) {
+        auto patches = server::parse_patch_codec(a["patch-codec"].as<std::string>());
+        if (!patches) return common::with_context("--patch-codec", patches.error());
+        config->patches = *patches;
+    }
+    if (a.count("publish-every")) config->publish_every = a["publish-every"].as<std::int64_t>();
     if (a.count("no-checks")) {
         // The merging and the codec alone: nothing replicated, loss-checked, bounded or compared.
         config->replication = 0;
@@ -253,8 +259,9 @@ int run_fleet_command(int argc, char** argv) {
         cxxopts::value<std::uint64_t>()->default_value("1"))("threads", "LibTorch CPU threads",
                                                              cxxopts::value<int>()->default_value("2"))(
         "tick", "transitioner period, virtual seconds", cxxopts::value<double>()->default_value("10"))(
-        "out", "output directory (curves.csv, summary.csv, checks.csv)", cxxopts::value<std::string>()->default_value("fleet-out"))(
-        "model", "model preset (default: the dataset's)", cxxopts::value<std::string>()->default_value(""))(
+        "out", "output directory (curves.csv, summary.csv, checks.csv)",
+        cxxopts::value<std::string>()->default_value("fleet-out"))("model", "model preset (default: the dataset's)",
+                                                                   cxxopts::value<std::string>()->default_value(""))(
         "local-steps", "H", cxxopts::value<std::int64_t>())("batch", "batch size", cxxopts::value<std::int64_t>())(
         "lr", "inner learning rate", cxxopts::value<double>())(
         "target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())(
@@ -263,7 +270,10 @@ int run_fleet_command(int argc, char** argv) {
         "loss-check", "share of results given the held-out loss check", cxxopts::value<double>())(
         "codec", "delta encoding: f32, bf16, int8, int4, int2", cxxopts::value<std::string>())(
         "topk", "fraction of each tensor a delta keeps, (0, 1]", cxxopts::value<double>())(
-        "no-checks", "no replication, loss checks, norm bounds, copy or alignment checks (the codec and merging alone)")(
+        "patch-codec", "downlink patches: off, bf16, int8, int4, int2 (int8)", cxxopts::value<std::string>())(
+        "publish-every", "with patches: publish the model every N versions (4)", cxxopts::value<std::int64_t>())(
+        "no-checks",
+        "no replication, loss checks, norm bounds, copy or alignment checks (the codec and merging alone)")(
         "staleness", "async runs' staleness function (const, poly:A, hinge:A,B)",
         cxxopts::value<std::string>()->default_value(""))(
         "eta", "async runs' server learning rate (0: the policy's default)",

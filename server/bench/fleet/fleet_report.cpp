@@ -97,6 +97,7 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
             row.mb_down_per_unit = run.bytes_down / 1e6 / static_cast<double>(run.units_issued);
             row.mb_up_per_unit = run.bytes_up / 1e6 / static_cast<double>(run.units_issued);
             row.mb_shards_per_unit = run.bytes_down_shards / 1e6 / static_cast<double>(run.units_issued);
+            row.patched_share = static_cast<double>(run.units_on_patches) / static_cast<double>(run.units_issued);
         }
         if (run.unit_s > 0) row.transfer_share = run.transfer_s / run.unit_s;
         std::ostringstream wasted;
@@ -135,7 +136,9 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
             if (c.attack == "none" && c.gain_per_step) gains.push_back(*c.gain_per_step);
         if (!gains.empty()) {
             std::sort(gains.begin(), gains.end());
-            auto at = [&](double q) { return gains[static_cast<std::size_t>(q * static_cast<double>(gains.size() - 1))]; };
+            auto at = [&](double q) {
+                return gains[static_cast<std::size_t>(q * static_cast<double>(gains.size() - 1))];
+            };
             row.gain_p10 = at(0.1);
             row.gain_median = at(0.5);
             row.gain_p90 = at(0.9);
@@ -168,9 +171,8 @@ common::Status write_checks_csv(const std::filesystem::path& path, const std::ve
             auto detail = c.detail;
             std::replace(detail.begin(), detail.end(), '"', '\'');
             out << run.name << "," << c.assignment << "," << c.attack << "," << c.returned_at << "," << c.base_version
-                << "," << c.local_steps << "," << (c.gain_per_step ? format("%.7f", *c.gain_per_step) : "")
-                << "," << c.outcome << ",\""
-                << detail << "\"\n";
+                << "," << c.local_steps << "," << (c.gain_per_step ? format("%.7f", *c.gain_per_step) : "") << ","
+                << c.outcome << ",\"" << detail << "\"\n";
         }
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
@@ -185,7 +187,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
            "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy,refused_of_returned,honest_refused,"
            "check_ms_per_result,loss_checked_share,check_share,check_vs_training,gain_p10,gain_median,gain_p90,"
-           "calibration_gain,mb_shards_per_unit,transfer_share\n";
+           "calibration_gain,mb_shards_per_unit,transfer_share,patched_share\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
@@ -201,7 +203,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << format("%.4f", r.check_vs_training) << "," << format("%.6f", r.gain_p10) << ","
             << format("%.6f", r.gain_median) << "," << format("%.6f", r.gain_p90) << ","
             << format("%.6f", r.calibration_gain) << "," << format("%.4f", r.mb_shards_per_unit) << ","
-            << format("%.4f", r.transfer_share) << "\n";
+            << format("%.4f", r.transfer_share) << "," << format("%.4f", r.patched_share) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -228,7 +230,8 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
         out << line;
         out << "    transfers: " << format("%.3f", r.mb_down_per_unit - r.mb_shards_per_unit) << " MB model + "
             << format("%.3f", r.mb_shards_per_unit) << " MB shards down, " << format("%.3f", r.mb_up_per_unit)
-            << " MB up per unit; " << format("%.1f", 100 * r.transfer_share) << " % of the units' time\n";
+            << " MB up per unit; " << format("%.1f", 100 * r.transfer_share) << " % of the units' time; "
+            << format("%.0f", 100 * r.patched_share) << " % of the units' models came as patches\n";
         if (!r.attacks.empty()) out << "    hostile results merged/returned: " << r.attacks << "\n";
         if (!r.refusals.empty()) out << "    refused/returned by attack: " << r.refusals << "\n";
         if (r.check_ms_per_result > 0)

@@ -30,16 +30,17 @@ struct RunSummary {
     double mean_staleness = 0;
     std::int64_t units = 0;
     double mb_down_per_unit = 0, mb_up_per_unit = 0;
-    double mb_shards_per_unit = 0;  // the shards' part of mb_down_per_unit
-    double transfer_share = 0;      // transfers' share of the computed units' time
-    std::string wasted;   // "rejected:norm_too_large=3 timed_out=2"
-    std::string attacks;  // hostile results merged/returned: "noise=9/11 zero=0/13"
-    std::string refusals;  // by attack ("none": honest), "none=2/300(replica_mismatch=2) noise=11/11(...)"
-    double honest_refused = 0;         // honest results refused / returned
-    double check_ms_per_result = 0;    // the contribution checks' time per checked result
-    double loss_checked_share = 0;     // results given the loss checks / results checked
-    double check_share = 0;            // checks / (checks + merges): their share of the server's compute
-    double check_vs_training = 0;      // checks / the honest training they verify (same machine)
+    double mb_shards_per_unit = 0;   // the shards' part of mb_down_per_unit
+    double patched_share = 0;        // units whose model came as patches
+    double transfer_share = 0;       // transfers' share of the computed units' time
+    std::string wasted;              // "rejected:norm_too_large=3 timed_out=2"
+    std::string attacks;             // hostile results merged/returned: "noise=9/11 zero=0/13"
+    std::string refusals;            // by attack ("none": honest), "none=2/300(replica_mismatch=2) noise=11/11(...)"
+    double honest_refused = 0;       // honest results refused / returned
+    double check_ms_per_result = 0;  // the contribution checks' time per checked result
+    double loss_checked_share = 0;   // results given the loss checks / results checked
+    double check_share = 0;          // checks / (checks + merges): their share of the server's compute
+    double check_vs_training = 0;    // checks / the honest training they verify (same machine)
     // Gain per step of honest results given the proof of training (p10, median, p90) and
     // the calibration unit's: the statistics the no_improvement margin is set from.
     double gain_p10 = 0, gain_median = 0, gain_p90 = 0, calibration_gain = 0;

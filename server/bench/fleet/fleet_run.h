@@ -40,7 +40,7 @@ struct ServerCost {
     std::int64_t checked = 0;       // results checked
     std::int64_t loss_checked = 0;  // of those, given the loss checks
     double training_s = 0;          // the simulated volunteers' training on this machine, for comparison
-    double calibration_gain = 0;       // the task's calibration unit's gain per step
+    double calibration_gain = 0;    // the task's calibration unit's gain per step
 };
 
 // A result the validator judged (checks.csv): who sent it and what it showed.
@@ -51,8 +51,8 @@ struct CheckedResult {
     std::int64_t local_steps = 0;
     std::optional<double> gain_per_step;  // absent: refused before the proof of training
     std::string outcome;                  // as in UnitOutcomes
-    std::int64_t returned_at = 0;  // virtual seconds
-    std::string detail;            // a refusal's message (it states the margin), else empty
+    std::int64_t returned_at = 0;         // virtual seconds
+    std::string detail;                   // a refusal's message (it states the margin), else empty
 };
 
 struct RunResult {
@@ -68,12 +68,13 @@ struct RunResult {
     std::int64_t units_issued = 0;
     std::int64_t reissued_after_timeout = 0;  // timed-out assignments whose unit went to another
     UnitOutcomes outcomes;
-    double online_s = 0;    // volunteer-seconds online
-    double bytes_down = 0;         // over all units: model versions and shards
-    double bytes_down_shards = 0;  // the shards' part of it
+    double online_s = 0;                // volunteer-seconds online
+    double bytes_down = 0;              // over all units: model versions and shards
+    double bytes_down_shards = 0;       // the shards' part of it
+    std::int64_t units_on_patches = 0;  // units whose model came as patches from the one held
     double bytes_up = 0;
-    double transfer_s = 0;  // volunteer-seconds of the units computed spent on transfers
-    double unit_s = 0;      // and in all (transfers and training)
+    double transfer_s = 0;                         // volunteer-seconds of the units computed spent on transfers
+    double unit_s = 0;                             // and in all (transfers and training)
     std::map<std::string, AttackOutcome> attacks;  // by attack name ("none": honest volunteers)
     ServerCost server_cost;
     std::vector<CheckedResult> checked;  // in the order they were returned

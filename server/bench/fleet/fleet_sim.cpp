@@ -73,8 +73,8 @@ struct Issued {
     std::string attack;
     std::int64_t samples = 0;
     std::int64_t local_steps = 0;
-    double seconds = 0;  // volunteer time the unit took (so far)
-    std::string fate;    // set by the simulator itself: "left_mid_unit"
+    double seconds = 0;             // volunteer time the unit took (so far)
+    std::string fate;               // set by the simulator itself: "left_mid_unit"
     std::int64_t base_version = 0;  // as issued (a failed unit is rebased when sent again)
 };
 
@@ -215,6 +215,7 @@ private:
         request.device = {"cuda", v.spec.group, std::int64_t{8} << 30, 1};
         request.samples_per_s = v.measured_speed;
         request.cached_shards.assign(v.cached_shards.begin(), v.cached_shards.end());
+        request.held_model = v.cached_model;
         auto response = server_->request_work(request);
         if (!response) return response.error();
         double now = clock_.now();
@@ -230,16 +231,23 @@ private:
         ++result_.units_issued;
         ++round_outstanding_;
 
-        // The client's cache holds the model version it trained last, and every shard it fetched.
-        double model_bytes = unit->model_blob.sha256 == v.cached_model ? 0.0 : static_cast<double>(unit->model_blob.bytes);
+        // The client's cache holds the model version it trained last, and every shard it fetched;
+        // patches from the model it holds replace the model when the unit offers them.
+        double model_bytes =
+            unit->model_blob.sha256 == v.cached_model ? 0.0 : static_cast<double>(unit->model_blob.bytes);
+        if (!unit->patches.empty() && unit->patch_from == v.cached_model) {
+            model_bytes = 0;
+            for (const auto& patch : unit->patches) model_bytes += static_cast<double>(patch.bytes);
+            ++result_.units_on_patches;
+        }
         double shard_bytes = 0;
         for (const auto& shard : unit->shards)
             if (!v.cached_shards.count(shard.sha256)) shard_bytes += static_cast<double>(shard.bytes);
         double down_bytes = model_bytes + shard_bytes;
         std::int64_t samples = unit->hyper.local_steps * unit->hyper.batch_size;
         double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
-        Issued issued{std::string(attack_name(v.spec.attack)), samples, unit->hyper.local_steps, 0, "",
-                      unit->base_version};
+        Issued issued{
+            std::string(attack_name(v.spec.attack)), samples, unit->hyper.local_steps, 0, "", unit->base_version};
 
         HeldUnit held;
         held.unit = *unit;

@@ -10,7 +10,7 @@
 #include "delta_codec.h"
 #include "result.h"
 
-namespace tessera::server {
+namespace tessera::common {
 
 struct CheckpointInfo {
     std::string task_id;
@@ -18,8 +18,8 @@ struct CheckpointInfo {
     std::int64_t version = 0;
 };
 
-common::Result<common::Bytes> write_checkpoint(const common::NamedTensors& tensors, const CheckpointInfo& info);
+Result<Bytes> write_checkpoint(const NamedTensors& tensors, const CheckpointInfo& info);
 // Reads every tensor as f32, sorted by name (the order delta files use).
-common::Result<common::NamedTensors> read_checkpoint(common::ByteView bytes);
+Result<NamedTensors> read_checkpoint(ByteView bytes);
 
-}  // namespace tessera::server
+}  // namespace tessera::common
