@@ -108,8 +108,8 @@ int task_command(int argc, char** argv) {
                                         cxxopts::value<std::string>())(
         "codec", "delta encoding: f32, bf16, int8, int4, int2 (int8)", cxxopts::value<std::string>())(
         "topk", "fraction of each tensor kept, (0, 1] (1)", cxxopts::value<double>())(
-        "patch-codec", "downlink patches between versions: off, bf16, int8, int4, int2 (int8)",
-        cxxopts::value<std::string>())("publish-every", "with patches: publish the model every N versions (4)",
+        "patch-codec", "downlink patches between versions: off, bf16, int8, int4, int2 (int2)",
+        cxxopts::value<std::string>())("publish-every", "with patches: publish the model every N versions (1)",
                                        cxxopts::value<std::int64_t>())("shards-per-unit", "shards in one work unit (1)",
                                                                        cxxopts::value<std::int64_t>())(
         "target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())(

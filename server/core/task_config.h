@@ -40,10 +40,11 @@ struct TaskConfig {
     // Downlink: each version is also published as a patch from the previous one, in this
     // encoding, with error feedback on the server (common/model_patch.h); none: volunteers
     // download every version whole.
-    std::optional<common::DeltaEncoding> patches = common::DeltaEncoding{common::DeltaDType::Int8, 1.0};
+    std::optional<common::DeltaEncoding> patches = common::DeltaEncoding{common::DeltaDType::Int2, 1.0};
     // With patches: the model is published (new units based on it, a patch sent) every this
-    // many versions, so that a volunteer back after many merges needs few patches.
-    std::int64_t publish_every = 4;
+    // many versions, so that a volunteer back after many merges needs fewer patches; it costs
+    // loss (docs/benchmarks.md, "Downlink patches").
+    std::int64_t publish_every = 1;
 
     // Scheduling.
     std::int64_t deadline_s = 1800;

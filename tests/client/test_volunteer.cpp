@@ -325,7 +325,7 @@ TEST_CASE(
 TEST_CASE(
     "a volunteer that holds an older model builds the next one from patches; a corrupt patch sends it to the "
     "whole model") {
-    TestServer server([](TaskConfig& c) { c.publish_every = 1; });  // int8 patches (the default), every version
+    TestServer server;  // int2 patches at every version (the defaults)
     set_to_wall_clock(server);
     TempDir dir;
     auto options = options_for(server.port(), dir / "volunteer");
@@ -340,6 +340,7 @@ TEST_CASE(
     TestVolunteer other(server, "other");
     std::uint32_t seed = 20;  // a new delta each time: a repeated one is refused as a copy
     auto move_on = [&] {
+        server.app().wait_idle();  // the volunteer's own result merged first
         auto before = server.version();
         for (int i = 0; i < 2; ++i) {
             auto wu = other.request_work().value();

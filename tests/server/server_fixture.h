@@ -27,7 +27,7 @@ using namespace tessera::server;
 constexpr std::int64_t kStartTime = 1'800'000'000;
 
 // dit-tiny (or `model`) on the synthetic dataset with small units; no loss check, no replication,
-// no alignment check; the model published at every version.
+// no alignment check.
 inline TaskConfig small_task_config(const std::filesystem::path& data_dir, PolicyKind policy,
                                     const std::string& model = "dit-tiny") {
     auto config = default_task_config(data_dir, policy, model).value();
@@ -35,7 +35,6 @@ inline TaskConfig small_task_config(const std::filesystem::path& data_dir, Polic
     config.trust_streak = 0;    // every volunteer trusted from the start, so loss_check decides
     config.min_alignment = -1;  // made-up deltas are mutually orthogonal noise (misaligned)
     config.replication = 0;
-    config.publish_every = 1;  // every version published (int8 patches); the cadence has its own test
     config.eval_samples = 64;
     config.local_steps = 4;
     config.batch_size = 8;

@@ -270,8 +270,8 @@ int run_fleet_command(int argc, char** argv) {
         "loss-check", "share of results given the held-out loss check", cxxopts::value<double>())(
         "codec", "delta encoding: f32, bf16, int8, int4, int2", cxxopts::value<std::string>())(
         "topk", "fraction of each tensor a delta keeps, (0, 1]", cxxopts::value<double>())(
-        "patch-codec", "downlink patches: off, bf16, int8, int4, int2 (int8)", cxxopts::value<std::string>())(
-        "publish-every", "with patches: publish the model every N versions (4)", cxxopts::value<std::int64_t>())(
+        "patch-codec", "downlink patches: off, bf16, int8, int4, int2 (int2)", cxxopts::value<std::string>())(
+        "publish-every", "with patches: publish the model every N versions (1)", cxxopts::value<std::int64_t>())(
         "no-checks",
         "no replication, loss checks, norm bounds, copy or alignment checks (the codec and merging alone)")(
         "staleness", "async runs' staleness function (const, poly:A, hinge:A,B)",
