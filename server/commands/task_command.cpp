@@ -106,7 +106,7 @@ int task_command(int argc, char** argv) {
         "quarantine-after", "refusals within the window that quarantine a volunteer (3)",
         cxxopts::value<std::int64_t>())("quarantine-window", "the quarantine rule's window, e.g. 1h (1h)",
                                         cxxopts::value<std::string>())(
-        "codec", "delta encoding: f32, bf16, int8, int4, int2 (int8)", cxxopts::value<std::string>())(
+        "codec", "delta encoding: f32, bf16, int8, int4, int2 (int4)", cxxopts::value<std::string>())(
         "topk", "fraction of each tensor kept, (0, 1] (1)", cxxopts::value<double>())(
         "patch-codec", "downlink patches between versions: off, bf16, int8, int4, int2 (int2)",
         cxxopts::value<std::string>())("publish-every", "with patches: publish the model every N versions (1)",

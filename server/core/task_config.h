@@ -36,7 +36,7 @@ struct TaskConfig {
     std::int64_t warmup_steps = 5;
     double weight_decay = 0.01;
     double grad_clip = 1.0;
-    common::DeltaEncoding codec;
+    common::DeltaEncoding codec{common::DeltaDType::Int4, 1.0};  // dense int4 (docs/benchmarks.md, "Bandwidth")
     // Downlink: each version is also published as a patch from the previous one, in this
     // encoding, with error feedback on the server (common/model_patch.h); none: volunteers
     // download every version whole.

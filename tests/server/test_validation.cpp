@@ -31,8 +31,11 @@ double credit_of(TestServer& server, const std::string& client_id) {
 }  // namespace
 
 TEST_CASE("a good result is accepted, credited and merged into a new version") {
-    // int8 patches: the published model is then within int8 error of the true one.
-    TestServer server([](TaskConfig& c) { c.patches = common::DeltaEncoding{common::DeltaDType::Int8, 1.0}; });
+    // int8 deltas and patches: the published model is then within int8 error of θ0 + η·Δ.
+    TestServer server([](TaskConfig& c) {
+        c.codec = {common::DeltaDType::Int8, 1.0};
+        c.patches = common::DeltaEncoding{common::DeltaDType::Int8, 1.0};
+    });
     TestVolunteer volunteer(server);
     auto wu = volunteer.request_work().value();
     auto delta = volunteer.made_up_delta(wu, 1e-3f);
