@@ -71,6 +71,12 @@ CREATE TABLE model_versions (
   validation_accuracy REAL,
   validation_samples INTEGER,            -- how many validation samples the figures come from
   validation_full INTEGER NOT NULL DEFAULT 0,  -- 1: the whole validation set
+  -- 1: a restart point: the true model, the published one and the policy's state were written
+  -- in full. 0 (downlink patches, between checkpoints): only the patch; the true model is
+  -- rebuilt from the last checkpoint and the results merged since (their delta files are kept
+  -- until the next), the published one from the patches when first asked for.
+  checkpoint      INTEGER NOT NULL DEFAULT 1,
+  pinned          INTEGER NOT NULL DEFAULT 0,  -- kept by retention whatever its age
   PRIMARY KEY (task_id, version)
 );
 

@@ -26,6 +26,7 @@ struct ServerApp::Parts {
     std::unique_ptr<common::SigningKey> key;
     std::unique_ptr<BlobStore> blobs;
     std::unique_ptr<ResultFiles> results;
+    std::unique_ptr<PublishedModels> published;
     std::unique_ptr<ModelCache> models;
     std::unique_ptr<ProbePool> probes;
     CopyDetector copies;
@@ -149,7 +150,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     auto& files = p.options.file_system ? *p.options.file_system : posix_file_system();
     p.blobs = std::make_unique<BlobStore>(state.blobs(), files);
     p.results = std::make_unique<ResultFiles>(state, files);
-    p.models = std::make_unique<ModelCache>(*p.store, *p.blobs);
+    p.published = std::make_unique<PublishedModels>(*p.store, *p.blobs);
+    p.models = std::make_unique<ModelCache>(*p.published);
     auto task = load_current_task(*p.store);
     if (!task) return task.error();
     ModelProbeFactory factory = []() -> common::Result<std::unique_ptr<ModelProbe>> {
@@ -188,8 +190,10 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     hooks.merge_timer = [raw](double seconds) { raw->metrics.observe_merge(seconds); };
     hooks.commit_failed = [raw] { raw->metrics.count_commit_failure(); };
     hooks.retry_s = p.options.merge_retry_s;
-    hooks.model_committed = [raw](const std::string& task_id, std::int64_t version,
-                                  const common::NamedTensors& model) {
+    hooks.checkpoint_every = p.options.checkpoint_every;
+    hooks.checkpoint_interval_s = p.options.checkpoint_interval_s;
+    hooks.checkpoint_at_stop = p.options.checkpoint_at_stop;
+    hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
         raw->copies.note_model(task_id, version, model);
     };
     p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, p.executor, p.options.clock,
@@ -198,8 +202,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
         *p.store, *p.results, *p.models, *p.probes, *p.blobs, p.copies, p.metrics.checks(), p.options.clock,
         [raw](const std::string& id) { raw->aggregator->enqueue(id); }, std::random_device{}());
     p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.executor, p.options.clock);
-    p.scheduler =
-        std::make_unique<Scheduler>(*p.store, *p.key, p.options.clock, p.options.blob_base_url, std::random_device{}());
+    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.options.clock, p.options.blob_base_url,
+                                              std::random_device{}());
     p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.options.clock, [raw](const std::string& id) {
         raw->validator->submit(id, raw->executor);
     });
@@ -208,8 +212,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     auto facts = run_facts(p, *task, parameters);  // makes the gallery when the model can draw
     p.dashboard = std::make_unique<Dashboard>(*p.store, p.gallery.get(), std::move(facts), p.options.clock);
     p.events = std::make_unique<EventHub>(*p.store, std::chrono::milliseconds(500));
-    p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.scheduler, *p.intake, *p.dashboard, *p.events, p.metrics,
-                                  p.key->verify_key(), token->value_or(""), p.options.clock, limits);
+    p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.published, *p.scheduler, *p.intake, *p.dashboard, *p.events,
+                                  p.metrics, p.key->verify_key(), token->value_or(""), p.options.clock, limits);
 
     // Bind first: a busy port or a bad certificate fails before any work starts. Requests
     // wait until the I/O threads run.

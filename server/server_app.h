@@ -37,6 +37,11 @@ struct ServerOptions {
     // After a failed commit the aggregator restores the last committed version and retries
     // its results this many seconds later.
     double merge_retry_s = 5;
+    // With downlink patches: a full checkpoint every this many versions or seconds (and at
+    // stop); the versions between are stored as patches.
+    std::int64_t checkpoint_every = 20;
+    std::int64_t checkpoint_interval_s = 300;
+    bool checkpoint_at_stop = true;  // false: leave the state as kill -9 would (tests)
     // New volunteers one network address may register per hour (Sybil limit); 0: no limit.
     std::int64_t registrations_per_hour = 20;
 };

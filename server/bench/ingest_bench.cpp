@@ -86,6 +86,14 @@ struct PipelineFigures {
     std::int64_t version = 0;
 };
 
+std::uint64_t directory_bytes(const std::filesystem::path& dir) {
+    std::uint64_t bytes = 0;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, error))
+        if (entry.is_regular_file(error)) bytes += entry.file_size(error);
+    return bytes;
+}
+
 common::Result<PipelineFigures> run_pipeline(server::InProcessServer& server, const std::vector<common::Bytes>& deltas,
                                              std::int64_t results) {
     constexpr int kVolunteers = 4;
@@ -95,13 +103,16 @@ common::Result<PipelineFigures> run_pipeline(server::InProcessServer& server, co
         if (!client) return client.error();
         ids.push_back(client->id);
     }
+    std::vector<std::string> held(kVolunteers);  // each volunteer's model, so units offer patches
     PipelineFigures figures;
     auto started = Clock::now();
     for (std::int64_t i = 0; i < results; ++i) {
+        auto volunteer = static_cast<std::size_t>(i % kVolunteers);
         common::WorkRequest request;
-        request.client_id = ids[static_cast<std::size_t>(i % kVolunteers)];
+        request.client_id = ids[volunteer];
         request.device = {"cpu", "ingest bench", std::int64_t{8} << 30, 1};
         request.samples_per_s = 1000;
+        request.held_model = held[volunteer];
         auto response = server.request_work(request);
         if (!response) return response.error();
         if (!response->has_work) return common::make_error("the server had no work for result " + std::to_string(i));
@@ -109,6 +120,7 @@ common::Result<PipelineFigures> run_pipeline(server::InProcessServer& server, co
         if (!payload) return payload.error();
         auto unit = common::parse_message<common::WorkUnit>(*payload);
         if (!unit) return unit.error();
+        held[volunteer] = unit->model_blob.sha256;
         auto body = packed_result(*unit, deltas[static_cast<std::size_t>(i) % deltas.size()]);
         auto outcome = server.upload(request.client_id, body);
         if (!outcome) return outcome.error();
@@ -155,6 +167,9 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     auto config = server::default_task_config(options.data, *policy, options.model);
     if (!config) return config.error();
     config->codec = {common::DeltaDType::Int8, 1.0};
+    auto patches = server::parse_patch_codec(options.patches);
+    if (!patches) return patches.error();
+    config->patches = *patches;
     config->loss_check = options.loss_check;
     config->replication = 0;
     // Four made-up deltas, reused: trusted volunteers, no copy, alignment or norm checks (the fleet
@@ -171,7 +186,7 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     std::filesystem::remove_all(dir);
     std::int64_t now = 1'800'000'000;
     auto server = server::InProcessServer::create(
-        dir, *config, [&now] { return now; }, 1);
+        dir, *config, [&now] { return now; }, 1, options.checkpoint_every);
     if (!server) return server.error();
     auto model = (*server)->model(0);
     if (!model) return model.error();
@@ -181,39 +196,39 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
 
     auto pipeline = run_pipeline(**server, *deltas, options.results);
     if (!pipeline) return pipeline.error();
+    auto state_bytes = directory_bytes(dir / "blobs") + directory_bytes(dir / "results");
     auto merge_s = merge_loop_seconds((*server)->config(), **model, deltas->front(), 5);
     if (!merge_s) return merge_s.error();
     // Arrays of at least 64 MB each, so the triad measures memory and not a cache.
     double triad = triad_bytes_per_s(std::max<std::size_t>(static_cast<std::size_t>(parameters), 16u << 20));
     double merge_bytes_per_s = 12.0 * static_cast<double>(parameters) / *merge_s;
-    IngestFigures figures{parameters,
-                          deltas->front().size(),
-                          pipeline->seconds,
-                          static_cast<double>(options.results) / pipeline->seconds,
-                          pipeline->merged,
-                          pipeline->rejected,
-                          pipeline->refused,
-                          pipeline->version,
-                          *merge_s,
-                          merge_bytes_per_s,
-                          triad};
+    IngestFigures figures{parameters,        deltas->front().size(),
+                          pipeline->seconds, static_cast<double>(options.results) / pipeline->seconds,
+                          pipeline->merged,  pipeline->rejected,
+                          pipeline->refused, pipeline->version,
+                          state_bytes,       *merge_s,
+                          merge_bytes_per_s, triad};
 
-    char text[768];
+    auto cadence = config->patches ? "patches " + options.patches + ", a checkpoint every " +
+                                         std::to_string(options.checkpoint_every) + " versions"
+                                   : std::string("patches off, every version a checkpoint");
+    char text[1024];
     std::snprintf(text, sizeof text,
-                  "ingest: %s int8, %.1f M parameters, %.2f MB per result, %s%s, loss check %.2f\n"
+                  "ingest: %s int8, %.1f M parameters, %.2f MB per result, %s%s, loss check %.2f, %s\n"
                   "  pipeline: %lld results in %.1f s = %.2f results/s validated and merged "
                   "(%lld merged, %lld rejected, %lld refused at intake; version %lld)\n"
+                  "  state directory: %.1f MB of blobs and result files\n"
                   "  merge loop: %.1f ms per add = %.2f GB/s (12 bytes per parameter: Δ read, θ read and written)\n"
                   "  memory bandwidth (triad, one thread, 3 arrays of max(parameters, 16 M) floats): %.2f GB/s; "
                   "merge loop at %.0f %% of it\n",
                   options.model.c_str(), static_cast<double>(parameters) / 1e6,
                   static_cast<double>(deltas->front().size()) / 1e6, options.policy.c_str(),
                   options.buffer > 0 ? (" K=" + std::to_string(options.buffer)).c_str() : "", options.loss_check,
-                  static_cast<long long>(options.results), pipeline->seconds,
+                  cadence.c_str(), static_cast<long long>(options.results), pipeline->seconds,
                   static_cast<double>(options.results) / pipeline->seconds, static_cast<long long>(pipeline->merged),
                   static_cast<long long>(pipeline->rejected), static_cast<long long>(pipeline->refused),
-                  static_cast<long long>(pipeline->version), *merge_s * 1000, merge_bytes_per_s / 1e9, triad / 1e9,
-                  100.0 * merge_bytes_per_s / triad);
+                  static_cast<long long>(pipeline->version), static_cast<double>(state_bytes) / 1e6, *merge_s * 1000,
+                  merge_bytes_per_s / 1e9, triad / 1e9, 100.0 * merge_bytes_per_s / triad);
     out << text;
     server->reset();
     std::error_code ignored;
@@ -231,7 +246,11 @@ int run_ingest_command(int argc, char** argv) {
         "buffer", "K for fedbuff and diloco (0: the policy's default)",
         cxxopts::value<std::int64_t>()->default_value("0"))(
         "loss-check", "fraction of results given the held-out loss check",
-        cxxopts::value<double>()->default_value("0"))("h,help", "show this help");
+        cxxopts::value<double>()->default_value("0"))("patch-codec", "downlink patches: off, bf16, int8, int4 or int2",
+                                                      cxxopts::value<std::string>()->default_value(defaults.patches))(
+        "checkpoint-every", "with patches: a full checkpoint every N versions",
+        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.checkpoint_every)))("h,help",
+                                                                                                  "show this help");
     try {
         auto args = parser.parse(argc, argv);
         if (args.count("help")) {
@@ -249,6 +268,8 @@ int run_ingest_command(int argc, char** argv) {
         options.policy = args["policy"].as<std::string>();
         options.buffer = args["buffer"].as<std::int64_t>();
         options.loss_check = args["loss-check"].as<double>();
+        options.patches = args["patch-codec"].as<std::string>();
+        options.checkpoint_every = args["checkpoint-every"].as<std::int64_t>();
         auto figures = run_ingest_bench(options, std::cout);
         if (!figures) {
             std::cerr << "tessera-bench ingest: " << figures.message() << "\n";

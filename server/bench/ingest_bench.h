@@ -20,8 +20,10 @@ struct IngestBenchOptions {
     std::string model = "dit-s";
     std::int64_t results = 24;
     std::string policy = "fedasync";
-    std::int64_t buffer = 0;  // fedbuff/diloco K; 0: the policy's default
-    double loss_check = 0;    // fraction of results given the held-out loss check
+    std::int64_t buffer = 0;             // fedbuff/diloco K; 0: the policy's default
+    double loss_check = 0;               // fraction of results given the held-out loss check
+    std::string patches = "int2";        // downlink patch codec, or "off"
+    std::int64_t checkpoint_every = 20;  // with patches: a full checkpoint every this many versions
 };
 
 struct IngestFigures {
@@ -33,6 +35,7 @@ struct IngestFigures {
     std::int64_t rejected = 0;  // by validation
     std::int64_t refused = 0;   // at intake
     std::int64_t version = 0;
+    std::uint64_t state_bytes = 0;  // blobs and result files at the end (shards and version 0 included)
     double merge_s = 0;             // one add, the best of five
     double merge_bytes_per_s = 0;   // 12 bytes per parameter
     double memory_bytes_per_s = 0;  // the triad

@@ -14,7 +14,7 @@ int export_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server export", "Write a model version as safetensors");
     options.add_options()("state", "state directory", cxxopts::value<std::string>())(
         "task", "task id (default: the current task)", cxxopts::value<std::string>())(
-        "version", "model version (default: the latest)", cxxopts::value<std::int64_t>())(
+        "version", "model version, a checkpoint (default: the newest checkpoint)", cxxopts::value<std::int64_t>())(
         "out", "output file", cxxopts::value<std::string>())("h,help", "show this help");
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
@@ -36,10 +36,20 @@ int export_command(int argc, char** argv) {
         if (!tasks->empty()) task = tasks->back();
     }
     if (!task) return fail("export", "no such task");
-    auto number = args.count("version") ? args["version"].as<std::int64_t>() : task->version;
-    auto version = (*store)->version(task->id, number);
+    // The true model is on disk at checkpoints only (every version without downlink patches;
+    // with them every --checkpoint-every versions and at the server's stop).
+    auto version = args.count("version") ? (*store)->version(task->id, args["version"].as<std::int64_t>())
+                                         : (*store)->last_checkpoint(task->id, task->version);
     if (!version) return fail("export", version.message());
-    if (!*version) return fail("export", "task " + task->id + " has no version " + std::to_string(number));
+    if (!*version) return fail("export", "task " + task->id + " has no such version");
+    auto number = (*version)->version;
+    if (!(*version)->checkpoint) {
+        auto newest = (*store)->last_checkpoint(task->id, task->version);
+        return fail("export", "version " + std::to_string(number) +
+                                  " is not a checkpoint (its true model is rebuilt only by the running server); "
+                                  "the newest checkpoint is version " +
+                                  (newest && *newest ? std::to_string((*newest)->version) : std::string("?")));
+    }
     BlobStore blobs(state.blobs());
     // The true model, not the published one the downlink patches approach.
     auto sha256 = (*version)->state_sha256.value_or((*version)->blob_sha256);

@@ -42,7 +42,10 @@ int run_command(int argc, char** argv) {
         "tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))(
         "registrations-per-hour", "new volunteers one address may register per hour; 0: no limit",
         cxxopts::value<std::int64_t>()->default_value("20"))(
-        "h,help", "show this help");
+        "checkpoint-every", "with downlink patches: a full checkpoint every N versions (1: every version)",
+        cxxopts::value<std::int64_t>()->default_value("20"))(
+        "checkpoint-interval", "with downlink patches: a full checkpoint at least every S seconds",
+        cxxopts::value<std::int64_t>()->default_value("300"))("h,help", "show this help");
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";
@@ -74,6 +77,10 @@ int run_command(int argc, char** argv) {
     server.tick_interval_s = std::max<std::int64_t>(1, args["tick"].as<std::int64_t>());
     server.registrations_per_hour = args["registrations-per-hour"].as<std::int64_t>();
     if (server.registrations_per_hour < 0) return fail("run", "--registrations-per-hour must be >= 0");
+    server.checkpoint_every = args["checkpoint-every"].as<std::int64_t>();
+    server.checkpoint_interval_s = args["checkpoint-interval"].as<std::int64_t>();
+    if (server.checkpoint_every < 1 || server.checkpoint_interval_s < 0)
+        return fail("run", "--checkpoint-every must be >= 1 and --checkpoint-interval >= 0");
     auto app = ServerApp::start(std::move(server));
     if (!app) return fail("run", app.message());
     bool tls = !args["tls-cert"].as<std::string>().empty();

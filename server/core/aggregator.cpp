@@ -1,20 +1,21 @@
 // Aggregator: merge loop, checkpoint-then-commit, evaluation scheduling.
 #include "aggregator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
 #include "checkpoint.h"
 #include "model_patch.h"
 #include "model_cache.h"
-#include "result_files.h"
-#include "curve_evaluator.h"
+#include "sha256.h"
 
 namespace tessera::server {
 namespace {
 
 // Merging has paused when no result has arrived for this long (docs/architecture.md).
 constexpr auto kMergePause = std::chrono::milliseconds(250);
+constexpr std::uint64_t kMaxModelBytes = std::uint64_t{8} << 30;
 
 }  // namespace
 
@@ -30,42 +31,49 @@ common::Status Aggregator::start(const std::string& task_id) {
     if (!task) return task.error();
     task_ = std::move(*task);
     if (auto status = restore_committed(); !status) return status;
-    curve_ =
-        std::make_unique<CurveEvaluator>(store_, blobs_, probes_, executor_, clock_, task_id, task_.config.eval_samples,
-                                         task_.config.eval_interval_s, task_.config.eval_full_interval_s);
+    curve_ = std::make_unique<CurveEvaluator>(store_, probes_, executor_, clock_, task_id, task_.config.eval_samples,
+                                              task_.config.eval_interval_s, task_.config.eval_full_interval_s);
     auto record = store_.version(task_id, version_);
     if (!record) return record.error();
-    if (!*record || !(*record)->validation_loss) curve_->version_committed(version_, true);
+    if (!*record || !(*record)->validation_loss) curve_->version_committed(version_, true, snapshot());
+    started_ = true;
     thread_ = std::thread([this] { run(); });
     return {};
 }
 
+std::function<CurveEvaluator::Model()> Aggregator::snapshot() {
+    return [this] { return std::make_shared<const common::NamedTensors>(model_); };
+}
+
 common::Status Aggregator::load_committed(std::int64_t version) {
     const auto& task_id = task_.record.id;
-    auto record = store_.version(task_id, version);
-    if (!record) return record.error();
-    if (!*record) return common::make_error("task '" + task_id + "' has no version " + std::to_string(version));
+    auto found = store_.last_checkpoint(task_id, version);
+    if (!found) return found.error();
+    if (!*found)
+        return common::make_error("task '" + task_id + "' has no checkpoint at or before version " +
+                                  std::to_string(version));
+    const auto& start = **found;
     auto read_model = [&](const std::string& sha256) -> common::Result<common::NamedTensors> {
-        auto bytes = blobs_.read(sha256, std::uint64_t{8} << 30);
-        if (!bytes) return common::with_context("model version " + std::to_string(version), bytes.error());
+        auto bytes = blobs_.read(sha256, kMaxModelBytes);
+        if (!bytes) return common::with_context("model version " + std::to_string(start.version), bytes.error());
         return common::read_checkpoint(*bytes);
     };
-    auto model = read_model((*record)->state_sha256.value_or((*record)->blob_sha256));
+    auto model = read_model(start.state_sha256.value_or(start.blob_sha256));
     if (!model) return model.error();
     std::optional<common::NamedTensors> published;
-    std::int64_t published_version = version;
+    std::int64_t published_version = start.version;
     if (task_.config.patches) {
-        auto read = (*record)->state_sha256 ? read_model((*record)->blob_sha256) : model;
+        auto read = start.state_sha256 ? read_model(start.blob_sha256) : model;
         if (!read) return read.error();
         published = std::move(*read);
-        auto versions = store_.versions_of_blob(task_id, (*record)->blob_sha256);
+        auto versions = store_.versions_of_blob(task_id, start.blob_sha256);
         if (!versions) return versions.error();
         if (*versions) published_version = (*versions)->first;
     }
     auto policy = make_merge_policy(task_.config.merge);
     if (!policy) return policy.error();
-    if ((*record)->optimizer_sha256) {
-        auto state_bytes = blobs_.read(*(*record)->optimizer_sha256, std::uint64_t{8} << 30);
+    if (start.optimizer_sha256) {
+        auto state_bytes = blobs_.read(*start.optimizer_sha256, kMaxModelBytes);
         if (!state_bytes) return state_bytes.error();
         auto state = common::read_checkpoint(*state_bytes);
         if (!state) return state.error();
@@ -74,10 +82,70 @@ common::Status Aggregator::load_committed(std::int64_t version) {
     model_ = std::move(*model);
     published_ = std::move(published);
     published_version_ = published_version;
-    published_blob_ = {(*record)->blob_sha256, (*record)->blob_bytes};
+    published_blob_ = {start.blob_sha256, start.blob_bytes};
     policy_ = std::move(*policy);
-    version_ = version;
-    if (hooks_.model_committed) hooks_.model_committed(task_id, version, published_ ? *published_ : model_);
+    version_ = start.version;
+    since_checkpoint_.clear();
+    checkpointed(start.version, clock_());
+    if (start.version < version)
+        if (auto status = replay(start.version, version); !status)
+            return common::with_context("replaying versions " + std::to_string(start.version + 1) + " to " +
+                                            std::to_string(version) + " from the checkpoint of version " +
+                                            std::to_string(start.version),
+                                        status.error());
+    if (hooks_.model_committed) hooks_.model_committed(task_id, version_, published_ ? *published_ : model_);
+    return {};
+}
+
+common::Status Aggregator::replay(std::int64_t after, std::int64_t through) {
+    const auto& task_id = task_.record.id;
+    auto merged = store_.merged_between(task_id, after, through);
+    if (!merged) return merged.error();
+    auto versions = store_.versions_between(task_id, after, through);
+    if (!versions) return versions.error();
+    std::size_t next = 0;
+    for (const auto& v : *versions) {
+        version_ = v.version - 1;
+        std::vector<std::string> ids;
+        for (; next < merged->size() && (*merged)[next].merged_version == v.version; ++next)
+            ids.push_back((*merged)[next].assignment_id);
+        std::optional<MergeOutcome> outcome;
+        for (const auto& id : ids) {
+            auto found = store_.assignment(id);
+            if (!found) return found.error();
+            if (!*found) return common::make_error("result " + id + " is gone");
+            auto delta = results_.read(id, value_count(model_) + 1);
+            if (!delta)
+                return common::with_context("result " + id + " of version " + std::to_string(v.version), delta.error());
+            auto added = policy_->add(model_, {id, version_ - (*found)->base_version, std::move(*delta)});
+            if (!added) return added.error();
+            outcome = std::move(*added);
+        }
+        auto sorted = [](std::vector<std::string> list) {
+            std::sort(list.begin(), list.end());
+            return list;
+        };
+        if (!outcome || !outcome->model_changed || sorted(outcome->merged_ids) != sorted(ids))
+            return common::make_error("merging the results of version " + std::to_string(v.version) +
+                                      " again does not give that version");
+        if (published_ && v.blob_sha256 != published_blob_.sha256) {
+            if (!v.patch_sha256) return common::make_error("version " + std::to_string(v.version) + " has no patch");
+            auto patch = blobs_.read(*v.patch_sha256, kMaxModelBytes);
+            if (!patch) return patch.error();
+            if (auto status = common::apply_patch(*published_, *patch); !status) return status;
+            published_version_ = v.version;
+            published_blob_ = {v.blob_sha256, v.blob_bytes};
+        }
+        since_checkpoint_.insert(since_checkpoint_.end(), ids.begin(), ids.end());
+    }
+    version_ = through;
+    if (published_) {  // what the volunteers were sent
+        auto bytes = common::write_checkpoint(*published_, {task_id, task_.config.model, published_version_});
+        if (!bytes) return bytes.error();
+        if (common::sha256_hex(*bytes) != published_blob_.sha256)
+            return common::make_error("the stored patches do not give the published model of version " +
+                                      std::to_string(published_version_));
+    }
     return {};
 }
 
@@ -108,7 +176,12 @@ void Aggregator::stop() {
         stopping_ = true;
     }
     changed_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return;
+    thread_.join();
+    if (started_ && hooks_.checkpoint_at_stop && version_ > checkpoint_version_)
+        if (auto status = checkpoint_current(); !status)
+            std::cerr << "aggregator: the checkpoint at stop: " << status.message()
+                      << " (the next start replays from the last one)\n";
 }
 
 void Aggregator::wait_idle(bool through_retries) {
@@ -149,7 +222,7 @@ void Aggregator::run() {
             auto more = [&] { return stopping_ || !queue_.empty(); };
             idle = changed_since_idle_ ? !changed_.wait_for(lock, kMergePause, more) : queue_.empty();
         }
-        if (idle && changed_since_idle_) curve_->version_committed(version_, true);
+        if (idle && changed_since_idle_) curve_->version_committed(version_, true, snapshot());
         if (idle) changed_since_idle_ = false;
         {
             std::lock_guard lock(mutex_);
@@ -183,27 +256,21 @@ common::Status Aggregator::merge_one(const std::string& assignment_id) {
                               "; its results are merged again in " + std::to_string(hooks_.retry_s) + " s)");
 }
 
-// Checkpoint blobs first (atomic, fsynced), then the database row that points at them: a crash
-// between the two leaves orphan files, never a row without its files. With patches the
-// published model advances by the patch and is written beside the true one.
+// Files first (atomic, fsynced), then the database row that points at them: a crash between
+// the two leaves orphan files, never a row without its files. With patches the published
+// model advances by the patch; its full file, the true model and the policy state are written
+// at checkpoints only, and the merged results' files are kept until one covers them.
 common::Status Aggregator::commit(std::vector<std::string> merged) {
     std::int64_t next = version_ + 1;
-    common::CheckpointInfo info{task_.record.id, task_.config.model, next};
+    auto now = clock_();
     VersionRecord record;
     record.task_id = task_.record.id;
     record.version = next;
+    record.checkpoint = !published_ || next - checkpoint_version_ >= hooks_.checkpoint_every ||
+                        now - checkpoint_at_ >= hooks_.checkpoint_interval_s;
     // Published at this version: every version without patches; with them, every
     // `publish_every` versions (the versions between keep the last published model).
     bool publish = !published_ || next - published_version_ >= task_.config.publish_every;
-    if (published_) {
-        auto state_bytes = common::write_checkpoint(model_, info);
-        if (!state_bytes) return state_bytes.error();
-        auto state_blob = blobs_.put(*state_bytes);
-        if (!state_blob) return state_blob.error();
-        record.state_sha256 = state_blob->sha256;
-        record.blob_sha256 = published_blob_.sha256;
-        record.blob_bytes = published_blob_.bytes;
-    }
     if (published_ && publish) {
         auto patch = common::make_patch(model_, *published_, *task_.config.patches);
         if (!patch) return patch.error();
@@ -212,35 +279,81 @@ common::Status Aggregator::commit(std::vector<std::string> merged) {
         record.patch_sha256 = patch_blob->sha256;
         record.patch_bytes = patch_blob->bytes;
     }
-    if (publish) {
-        auto bytes = common::write_checkpoint(published_ ? *published_ : model_, info);
+    common::BlobRef blob = published_blob_;
+    std::int64_t blob_version = published_version_;
+    if (publish) {  // its hash always; its file at checkpoints (else when first asked for)
+        auto bytes =
+            common::write_checkpoint(published_ ? *published_ : model_, {task_.record.id, task_.config.model, next});
         if (!bytes) return bytes.error();
-        auto blob = blobs_.put(*bytes);
-        if (!blob) return blob.error();
-        record.blob_sha256 = blob->sha256;
-        record.blob_bytes = blob->bytes;
+        blob = {common::sha256_hex(*bytes), static_cast<std::int64_t>(bytes->size())};
+        blob_version = next;
+        if (record.checkpoint)
+            if (auto stored = blobs_.put(*bytes); !stored) return stored.error();
     }
-    record.created_at = clock_();
+    record.blob_sha256 = blob.sha256;
+    record.blob_bytes = blob.bytes;
+    if (record.checkpoint) {
+        auto files = write_checkpoint_files(next, blob, blob_version);
+        if (!files) return files.error();
+        record.state_sha256 = files->state_sha256;
+        record.optimizer_sha256 = files->optimizer_sha256;
+    }
+    record.created_at = now;
     record.merged_results = static_cast<std::int64_t>(merged.size());
-    auto optimizer = policy_->optimizer_state();
-    if (!optimizer.empty()) {
-        auto state_bytes = common::write_checkpoint(optimizer, {task_.record.id, task_.config.model, next});
-        if (!state_bytes) return state_bytes.error();
-        auto state_blob = blobs_.put(*state_bytes);
-        if (!state_blob) return state_blob.error();
-        record.optimizer_sha256 = state_blob->sha256;
-    }
     if (auto status = store_.commit_version(record, merged); !status) return status;
     version_ = next;
     if (publish) {
         published_version_ = next;
-        published_blob_ = {record.blob_sha256, record.blob_bytes};
+        published_blob_ = blob;
         if (hooks_.model_committed) hooks_.model_committed(task_.record.id, next, published_ ? *published_ : model_);
     }
-    for (const auto& id : merged) results_.remove(id);
+    since_checkpoint_.insert(since_checkpoint_.end(), merged.begin(), merged.end());
+    if (record.checkpoint) checkpointed(next, now);
     changed_since_idle_ = true;
-    curve_->version_committed(next, false);
+    curve_->version_committed(next, false, snapshot());
     return {};
+}
+
+common::Result<Aggregator::CheckpointFiles> Aggregator::write_checkpoint_files(std::int64_t version,
+                                                                               const common::BlobRef& published_blob,
+                                                                               std::int64_t published_version) {
+    auto put = [&](const common::NamedTensors& tensors, std::int64_t at) -> common::Result<common::BlobRef> {
+        auto bytes = common::write_checkpoint(tensors, {task_.record.id, task_.config.model, at});
+        if (!bytes) return bytes.error();
+        return blobs_.put(*bytes);
+    };
+    CheckpointFiles files;
+    if (published_) {
+        if (!blobs_.has(published_blob.sha256))
+            if (auto stored = put(*published_, published_version); !stored) return stored.error();
+        auto state = put(model_, version);
+        if (!state) return state.error();
+        files.state_sha256 = state->sha256;
+    }
+    auto optimizer = policy_->optimizer_state();
+    if (!optimizer.empty()) {
+        auto stored = put(optimizer, version);
+        if (!stored) return stored.error();
+        files.optimizer_sha256 = stored->sha256;
+    }
+    return files;
+}
+
+common::Status Aggregator::checkpoint_current() {
+    auto files = write_checkpoint_files(version_, published_blob_, published_version_);
+    if (!files) return files.error();
+    if (auto status = store_.set_checkpoint(task_.record.id, version_, files->state_sha256, files->optimizer_sha256);
+        !status)
+        return status;
+    checkpointed(version_, clock_());
+    return {};
+}
+
+void Aggregator::checkpointed(std::int64_t version, std::int64_t at) {
+    for (const auto& id : since_checkpoint_) results_.remove(id);
+    since_checkpoint_.clear();
+    checkpoint_version_ = version;
+    checkpoint_at_ = at;
 }
 
 }  // namespace tessera::server

@@ -1,11 +1,15 @@
 // The aggregator: the single writer of the model. Its own thread takes accepted results in
 // acceptance order, feeds them to the task's merge policy and, whenever the model changes,
-// writes the checkpoint blob (atomically) before committing the new version to the database;
-// with downlink patches it also publishes the version's patch (common/model_patch.h).
-// It also schedules the periodic validation-loss evaluation. On start it resumes from the
-// last committed version and replays accepted results not merged yet; a commit that fails
-// (checkpoint or version row) does the same in place, after `retry_s`, so a result is never
-// merged twice nor lost.
+// writes the version's files (atomically) before committing it to the database. Without
+// downlink patches every version is a full checkpoint. With them (common/model_patch.h) a
+// version writes its patch only, and a full checkpoint (true model, published model, policy
+// state) comes every `checkpoint_every` versions or `checkpoint_interval_s` seconds and at
+// stop; the delta files of the results merged since the last checkpoint are kept, as the
+// true model's log. It also schedules the validation-loss curve. On start it loads the last
+// checkpoint, merges the logged results again in their order (the published model advances by
+// the stored patches and is checked against its hash), and queues accepted results not merged
+// yet; a commit that fails does the same in place, after `retry_s`, so a result is never merged
+// twice nor lost.
 // Thread-safe: enqueue() from any thread; everything else runs on the aggregator's thread.
 #pragma once
 
@@ -18,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "blob_store.h"
 #include "curve_evaluator.h"
@@ -39,6 +44,11 @@ struct AggregatorHooks {
     std::function<void(const std::string& task_id, std::int64_t version, const common::NamedTensors& model)>
         model_committed;
     double retry_s = 5;  // after a failed commit, merge again this much later
+    // With downlink patches: a full checkpoint every this many versions or seconds, whichever
+    // comes first (docs/operations.md, "Checkpoints and retention").
+    std::int64_t checkpoint_every = 20;
+    std::int64_t checkpoint_interval_s = 300;
+    bool checkpoint_at_stop = true;  // false: stop as kill -9 would (tests of the replay)
 };
 
 class Aggregator {
@@ -50,22 +60,42 @@ public:
     // Loads the task's current model and starts the thread; queues unmerged accepted results.
     common::Status start(const std::string& task_id);
     void enqueue(const std::string& assignment_id);
-    // Finishes the queue's current item and stops.
+    // Finishes the queue's current item, writes a checkpoint of the current version if it is
+    // not one, and stops.
     void stop();
     // Blocks until the queue is empty and nothing is being merged (tests and shutdown). With
     // `through_retries` false it also returns while a failed commit waits for its retry (the
     // results it holds are replayed at the next start).
     void wait_idle(bool through_retries = true);
     std::int64_t version() const { return version_.load(); }
+    // A copy of the true model; only while the aggregator is idle (after wait_idle).
+    std::shared_ptr<const common::NamedTensors> model_when_idle() const {
+        return std::make_shared<const common::NamedTensors>(model_);
+    }
 
 private:
     void run();
-    // Model, policy state and version from committed version `version`.
+    // Model, policy state and version from committed version `version`: its last checkpoint,
+    // then the results merged since.
     common::Status load_committed(std::int64_t version);
+    common::Status replay(std::int64_t after, std::int64_t through);
     // Back to the last committed version with every accepted, unmerged result queued again.
     common::Status restore_committed();
     common::Status merge_one(const std::string& assignment_id);
     common::Status commit(std::vector<std::string> merged);
+    // The files of a full checkpoint at `version` beside the published model: that model's file
+    // if not stored yet, the true model (with patches) and the policy's state (if any).
+    struct CheckpointFiles {
+        std::optional<std::string> state_sha256;
+        std::optional<std::string> optimizer_sha256;
+    };
+    common::Result<CheckpointFiles> write_checkpoint_files(std::int64_t version, const common::BlobRef& published_blob,
+                                                           std::int64_t published_version);
+    // Makes the current version a checkpoint (with patches, at stop).
+    common::Status checkpoint_current();
+    // Frees the logged results once a checkpoint covers them.
+    void checkpointed(std::int64_t version, std::int64_t at);
+    std::function<CurveEvaluator::Model()> snapshot();
 
     Store& store_;
     BlobStore& blobs_;
@@ -83,6 +113,10 @@ private:
     std::unique_ptr<MergePolicy> policy_;
     std::atomic<std::int64_t> version_{0};
     std::unique_ptr<CurveEvaluator> curve_;
+    std::int64_t checkpoint_version_ = 0;        // the last full checkpoint
+    std::int64_t checkpoint_at_ = 0;             // and when it was written (or loaded)
+    std::vector<std::string> since_checkpoint_;  // results merged after it: their files are kept
+    bool started_ = false;
     bool changed_since_idle_ = false;
     bool retry_pending_ = false;  // a commit failed: wait hooks_.retry_s before merging again
     bool retrying_ = false;       // waiting for that retry (guarded by mutex_)

@@ -1,4 +1,5 @@
-// The run's loss curve: evaluates committed model versions on the validation data, one
+// The run's loss curve: evaluates committed model versions (the aggregator's true model, handed
+// over as a snapshot: between checkpoints it is on no disk) on the validation data, one
 // evaluation at a time on the work pool (so validations are never starved), at most one per
 // interval while merging goes on, and always the newest version once merging pauses. Points
 // are cheap estimates on the first `samples` validation samples; the first evaluation started
@@ -7,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
-#include "blob_store.h"
+#include "delta_codec.h"
 #include "model_probe.h"
 #include "state_dir.h"
 #include "store.h"
@@ -19,22 +22,24 @@ namespace tessera::server {
 
 class CurveEvaluator {
 public:
-    CurveEvaluator(Store& store, const BlobStore& blobs, ProbePool& probes, Executor executor, Clock clock,
-                   std::string task_id, std::int64_t samples, std::int64_t interval_s, std::int64_t full_interval_s)
-        : store_(store), blobs_(blobs), probes_(probes), executor_(std::move(executor)), clock_(std::move(clock)),
+    using Model = std::shared_ptr<const common::NamedTensors>;
+    CurveEvaluator(Store& store, ProbePool& probes, Executor executor, Clock clock, std::string task_id,
+                   std::int64_t samples, std::int64_t interval_s, std::int64_t full_interval_s)
+        : store_(store), probes_(probes), executor_(std::move(executor)), clock_(std::move(clock)),
           task_id_(std::move(task_id)), samples_(samples), interval_s_(interval_s), full_interval_s_(full_interval_s),
           last_full_at_(clock_()) {}
 
     // `version` was committed. `now_or_soon`: evaluate it regardless of the interval (merging
-    // paused, or start-up), as soon as the evaluation in flight (if any) is done.
-    void version_committed(std::int64_t version, bool now_or_soon);
+    // paused, or start-up), as soon as the evaluation in flight (if any) is done. `snapshot`
+    // copies the version's model; it is called (on the caller's thread) only when the
+    // evaluation may need it.
+    void version_committed(std::int64_t version, bool now_or_soon, const std::function<Model()>& snapshot);
 
 private:
-    void launch_locked(std::int64_t version);
-    void evaluate(std::int64_t version, bool full);
+    void launch_locked();
+    void evaluate(std::int64_t version, const Model& model, bool full);
 
     Store& store_;
-    const BlobStore& blobs_;
     ProbePool& probes_;
     Executor executor_;
     Clock clock_;
@@ -47,6 +52,7 @@ private:
     bool in_flight_ = false;
     bool wanted_ = false;  // a now_or_soon request came while one was in flight
     std::int64_t newest_ = -1;
+    Model newest_model_;          // newest_'s, while an evaluation of it may still be launched
     std::int64_t launched_ = -1;  // the newest version whose evaluation was started
     std::int64_t last_started_at_ = -1;
     std::int64_t last_full_at_;  // when the last whole-set evaluation started (start-up before one)

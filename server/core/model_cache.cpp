@@ -1,7 +1,5 @@
-// ModelCache: a small LRU of decoded checkpoints.
+// ModelCache: a small LRU of published models.
 #include "model_cache.h"
-
-#include "checkpoint.h"
 
 namespace tessera::server {
 
@@ -13,20 +11,24 @@ std::int64_t value_count(const common::NamedTensors& tensors) {
 
 common::Result<std::shared_ptr<const common::NamedTensors>> ModelCache::get(const std::string& task_id,
                                                                             std::int64_t version) {
+    // Else built from the newest cached model before it when its file is not stored.
+    std::optional<PublishedModels::Start> start;
+    std::shared_ptr<const common::NamedTensors> start_model;
     {
         std::lock_guard lock(mutex_);
-        for (auto it = entries_.begin(); it != entries_.end(); ++it)
-            if (it->task_id == task_id && it->version == version) {
+        for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+            if (it->task_id != task_id || it->version > version) continue;
+            if (it->version == version) {
                 entries_.splice(entries_.begin(), entries_, it);
                 return it->tensors;
             }
+            if (!start || it->version > start->version) {
+                start_model = it->tensors;
+                start = PublishedModels::Start{it->version, start_model.get()};
+            }
+        }
     }
-    auto record = store_.version(task_id, version);
-    if (!record) return record.error();
-    if (!*record) return common::make_error("no model version " + std::to_string(version));
-    auto bytes = blobs_.read((*record)->blob_sha256, std::uint64_t{8} << 30);
-    if (!bytes) return bytes.error();
-    auto tensors = common::read_checkpoint(*bytes);
+    auto tensors = published_.model(task_id, version, start);
     if (!tensors) return tensors.error();
     auto shared = std::make_shared<const common::NamedTensors>(std::move(*tensors));
     std::lock_guard lock(mutex_);

@@ -1,5 +1,6 @@
-// Recently used model versions, read from their checkpoint blobs: the validator needs the
-// base model of each result. Thread-safe; returns shared immutable tensors.
+// Recently used published model versions, read from their checkpoint blobs or built in memory
+// from a cached one and the patches since (PublishedModels): the validator needs the base
+// model of each result. Thread-safe; returns shared immutable tensors.
 #pragma once
 
 #include <cstdint>
@@ -8,16 +9,15 @@
 #include <mutex>
 #include <string>
 
-#include "blob_store.h"
 #include "delta_codec.h"
-#include "store.h"
+#include "published_models.h"
 
 namespace tessera::server {
 
 class ModelCache {
 public:
-    ModelCache(Store& store, const BlobStore& blobs, std::size_t capacity = 4)
-        : store_(store), blobs_(blobs), capacity_(capacity) {}
+    explicit ModelCache(PublishedModels& published, std::size_t capacity = 4)
+        : published_(published), capacity_(capacity) {}
     common::Result<std::shared_ptr<const common::NamedTensors>> get(const std::string& task_id, std::int64_t version);
 
 private:
@@ -26,8 +26,7 @@ private:
         std::int64_t version;
         std::shared_ptr<const common::NamedTensors> tensors;
     };
-    Store& store_;
-    const BlobStore& blobs_;
+    PublishedModels& published_;
     std::size_t capacity_;
     std::list<Entry> entries_;  // most recent first
     std::mutex mutex_;

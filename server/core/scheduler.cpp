@@ -14,9 +14,10 @@
 
 namespace tessera::server {
 
-Scheduler::Scheduler(Store& store, const common::SigningKey& key, Clock clock, std::string blob_base_url,
-                     std::uint64_t seed)
-    : store_(store), key_(key), clock_(std::move(clock)), blob_base_url_(std::move(blob_base_url)), rng_(seed) {}
+Scheduler::Scheduler(Store& store, PublishedModels& published, const common::SigningKey& key, Clock clock,
+                     std::string blob_base_url, std::uint64_t seed)
+    : store_(store), published_(published), key_(key), clock_(std::move(clock)),
+      blob_base_url_(std::move(blob_base_url)), rng_(seed) {}
 
 std::int64_t Scheduler::scaled_local_steps(const TaskConfig& config, double samples_per_s) {
     if (config.target_seconds <= 0) return config.local_steps;
@@ -127,6 +128,8 @@ common::Result<common::WorkResponse> Scheduler::issue(const TaskView& task, cons
     wu.base_version = base_version;
     wu.model_blob = {(*version)->blob_sha256, (*version)->blob_bytes};
     if (auto status = offer_patches(task, request.held_model, **version, wu); !status) return status.error();
+    if (wu.patches.empty())
+        if (auto status = published_.ensure(task.record.id, base_version); !status) return status.error();
     for (const auto& hash : unit.shards)
         for (const auto& shard : *shards)
             if (shard.sha256 == hash) wu.shards.push_back({shard.sha256, shard.bytes});

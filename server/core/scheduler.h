@@ -13,6 +13,7 @@
 #include "ed25519.h"
 #include "state_dir.h"
 #include "protocol.h"
+#include "published_models.h"
 #include "shard_holdings.h"
 #include "store.h"
 #include "task_lookup.h"
@@ -21,7 +22,8 @@ namespace tessera::server {
 
 class Scheduler {
 public:
-    Scheduler(Store& store, const common::SigningKey& key, Clock clock, std::string blob_base_url, std::uint64_t seed);
+    Scheduler(Store& store, PublishedModels& published, const common::SigningKey& key, Clock clock,
+              std::string blob_base_url, std::uint64_t seed);
     common::Result<common::WorkResponse> assign(const ClientRecord& client, const common::WorkRequest& request);
 
     // Local steps for a volunteer measured at `samples_per_s`, between H/8 and H; 0 (not
@@ -36,13 +38,15 @@ private:
     // cadence, the current version's model may not be published yet).
     common::Result<std::int64_t> published_version(const TaskView& task);
     // The patch chain from the model the volunteer holds to the unit's base, when there is one
-    // and it is smaller than the model; otherwise the unit offers none.
+    // and it is smaller than the model; otherwise the unit offers none (and the model's file is
+    // written now if it is not stored: a version between checkpoints).
     common::Status offer_patches(const TaskView& task, const std::string& held_model, const VersionRecord& base,
                                  common::WorkUnit& wu);
     std::string random_id(const char* prefix);
     double uniform();
 
     Store& store_;
+    PublishedModels& published_;
     const common::SigningKey& key_;
     Clock clock_;
     std::string blob_base_url_;

@@ -37,12 +37,13 @@ RouteSpec admin_route(http::verb method, std::string_view path) {
 
 }  // namespace
 
-Api::Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntake& intake, Dashboard& dashboard,
-         EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
+Api::Api(Store& store, const BlobStore& blobs, PublishedModels& published, Scheduler& scheduler, ResultIntake& intake,
+         Dashboard& dashboard, EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
          std::string operator_token_sha256, Clock clock, ApiLimits limits)
-    : store_(store), blobs_(blobs), scheduler_(scheduler), intake_(intake), dashboard_(dashboard), events_(events),
-      metrics_(metrics), server_key_(server_key), operator_token_sha256_(std::move(operator_token_sha256)),
-      clock_(std::move(clock)), limits_(limits), routes_(make_routes()) {}
+    : store_(store), blobs_(blobs), published_(published), scheduler_(scheduler), intake_(intake),
+      dashboard_(dashboard), events_(events), metrics_(metrics), server_key_(server_key),
+      operator_token_sha256_(std::move(operator_token_sha256)), clock_(std::move(clock)), limits_(limits),
+      routes_(make_routes()) {}
 
 // The whole API. Handlers capture `this`: the table lives and dies with the Api.
 std::vector<Route> Api::make_routes() {
@@ -56,7 +57,13 @@ std::vector<Route> Api::make_routes() {
         {public_get("/assets/", RouteGroup::Dashboard),
          [&d](const Request& r, const RouteCall& c) { return d.page(r, c.rest); }},
         {public_get("/blobs/", RouteGroup::Blobs),
-         [this](const Request& r, const RouteCall& c) { return serve_blob(r, blobs_, c.rest); }},
+         [this](const Request& r, const RouteCall& c) {
+             // A published model between checkpoints is written when first asked for.
+             std::string name(c.rest);
+             if (common::is_lower_hex(name, 64) && !blobs_.has(name))
+                 if (auto built = published_.ensure_blob(name); !built) return internal_error(r, built.message());
+             return serve_blob(r, blobs_, c.rest);
+         }},
         {public_get("/metrics", RouteGroup::Metrics),
          [this](const Request& r, const RouteCall&) { return metrics(r); }},
         {public_get("/api/v1/stats"), [&d](const Request& r, const RouteCall&) { return d.stats(r); }},

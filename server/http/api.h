@@ -32,8 +32,8 @@ struct ApiLimits {
 
 class Api {
 public:
-    Api(Store& store, const BlobStore& blobs, Scheduler& scheduler, ResultIntake& intake, Dashboard& dashboard,
-        EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
+    Api(Store& store, const BlobStore& blobs, PublishedModels& published, Scheduler& scheduler, ResultIntake& intake,
+        Dashboard& dashboard, EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
         std::string operator_token_sha256, Clock clock, ApiLimits limits);
 
     // `peer`: the connection's remote address (the registration limit counts per address).
@@ -72,6 +72,7 @@ private:
 
     Store& store_;
     const BlobStore& blobs_;
+    PublishedModels& published_;
     Scheduler& scheduler_;
     ResultIntake& intake_;
     Dashboard& dashboard_;

@@ -64,6 +64,10 @@ struct VersionRecord {
     std::optional<std::string> state_sha256;
     std::optional<std::string> patch_sha256;
     std::int64_t patch_bytes = 0;
+    // A restart point: the true model, the published one and the policy's state were written in
+    // full (schemas/db.sql). Without patches every version is one.
+    bool checkpoint = true;
+    bool pinned = false;  // kept by retention
     std::int64_t created_at = 0;
     std::int64_t merged_results = 0;
     std::optional<double> validation_loss;

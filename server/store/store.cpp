@@ -82,11 +82,15 @@ void Store::migrate() {
                 "ALTER TABLE assignments ADD COLUMN gain_per_step REAL; "
                 "CREATE INDEX IF NOT EXISTS clients_by_address ON clients(address, registered_at); "
                 "CREATE INDEX IF NOT EXISTS rejections_by_client ON rejections(client_id, at);");
+        if (version < 5)
+            db_->exec(
+                "ALTER TABLE model_versions ADD COLUMN state_sha256 TEXT; "
+                "ALTER TABLE model_versions ADD COLUMN patch_sha256 TEXT; "
+                "ALTER TABLE model_versions ADD COLUMN patch_bytes INTEGER NOT NULL DEFAULT 0; "
+                "CREATE INDEX IF NOT EXISTS model_versions_by_blob ON model_versions(task_id, blob_sha256);");
         db_->exec(
-            "ALTER TABLE model_versions ADD COLUMN state_sha256 TEXT; "
-            "ALTER TABLE model_versions ADD COLUMN patch_sha256 TEXT; "
-            "ALTER TABLE model_versions ADD COLUMN patch_bytes INTEGER NOT NULL DEFAULT 0; "
-            "CREATE INDEX IF NOT EXISTS model_versions_by_blob ON model_versions(task_id, blob_sha256);");
+            "ALTER TABLE model_versions ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 1; "
+            "ALTER TABLE model_versions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;");
     }
     db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
     transaction.commit();
@@ -218,7 +222,12 @@ common::Result<std::set<std::string>> Store::referenced_blobs() {
 common::Result<std::set<std::string>> Store::pending_delta_ids() {
     return guarded([&]() -> common::Result<std::set<std::string>> {
         std::set<std::string> ids;
-        Statement query(*db_, "SELECT id FROM assignments WHERE state IN ('returned', 'validated', 'accepted')");
+        // Merged results after their task's last checkpoint are its true model's log.
+        Statement query(*db_,
+                        "SELECT a.id FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                        "WHERE a.state IN ('returned', 'validated', 'accepted') OR (a.state = 'merged' AND "
+                        "a.merged_version > (SELECT MAX(version) FROM model_versions v "
+                        "WHERE v.task_id = w.task_id AND v.checkpoint = 1))");
         while (query.step()) ids.insert(query.text(0));
         return ids;
     });

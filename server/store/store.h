@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "records.h"
@@ -35,7 +36,7 @@ public:
     static common::Result<std::unique_ptr<Store>> open(const std::filesystem::path& path, bool create);
     ~Store();
 
-    static constexpr std::int64_t kSchemaVersion = 5;
+    static constexpr std::int64_t kSchemaVersion = 6;
     common::Result<std::int64_t> schema_version();
 
     // Settings (operator token hash, server key id).
@@ -86,6 +87,21 @@ public:
         std::int64_t last = 0;
     };
     common::Result<std::optional<BlobVersions>> versions_of_blob(const std::string& task_id, const std::string& sha256);
+    // The task and first version whose published model is the blob `sha256`, if any.
+    common::Result<std::optional<std::pair<std::string, std::int64_t>>> version_publishing(const std::string& sha256);
+    // The newest version at or before `at_most` that is a checkpoint (a restart point).
+    common::Result<std::optional<VersionRecord>> last_checkpoint(const std::string& task_id, std::int64_t at_most);
+    // Results merged into versions `after` + 1 … `through`, in merge order (the true model's log).
+    struct MergedResult {
+        std::string assignment_id;
+        std::int64_t merged_version = 0;
+    };
+    common::Result<std::vector<MergedResult>> merged_between(const std::string& task_id, std::int64_t after,
+                                                             std::int64_t through);
+    // Makes an existing version a checkpoint once its files are written (at shutdown).
+    common::Status set_checkpoint(const std::string& task_id, std::int64_t version,
+                                  const std::optional<std::string>& state_sha256,
+                                  const std::optional<std::string>& optimizer_sha256);
     // Records a new version, moves the task to it and marks `merged` assignments merged.
     common::Status commit_version(const VersionRecord& version, const std::vector<std::string>& merged);
     common::Status set_validation_result(const std::string& task_id, std::int64_t version,

@@ -8,7 +8,7 @@ constexpr const char* kTaskColumns = "id, config, state, created_at, version";
 constexpr const char* kVersionColumns =
     "task_id, version, blob_sha256, blob_bytes, optimizer_sha256, created_at, merged_results, "
     "validation_loss, validation_accuracy, validation_samples, validation_full, state_sha256, patch_sha256, "
-    "patch_bytes";
+    "patch_bytes, checkpoint, pinned";
 
 TaskRecord read_task(const Statement& row) {
     TaskRecord task;
@@ -38,14 +38,16 @@ VersionRecord read_version(const Statement& row) {
     if (!row.is_null(11)) v.state_sha256 = row.text(11);
     if (!row.is_null(12)) v.patch_sha256 = row.text(12);
     v.patch_bytes = row.integer(13);
+    v.checkpoint = row.integer(14) != 0;
+    v.pinned = row.integer(15) != 0;
     return v;
 }
 
 void insert_version(SqliteDb& db, const VersionRecord& v) {
     Statement(db,
               "INSERT INTO model_versions(task_id, version, blob_sha256, blob_bytes, optimizer_sha256, "
-              "created_at, merged_results, state_sha256, patch_sha256, patch_bytes) "
-              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+              "created_at, merged_results, state_sha256, patch_sha256, patch_bytes, checkpoint, pinned) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         .bind(1, v.task_id)
         .bind(2, v.version)
         .bind(3, v.blob_sha256)
@@ -56,6 +58,8 @@ void insert_version(SqliteDb& db, const VersionRecord& v) {
         .bind(8, v.state_sha256)
         .bind(9, v.patch_sha256)
         .bind(10, v.patch_bytes)
+        .bind(11, std::int64_t{v.checkpoint ? 1 : 0})
+        .bind(12, std::int64_t{v.pinned ? 1 : 0})
         .run();
 }
 
@@ -177,6 +181,63 @@ common::Result<std::optional<Store::BlobVersions>> Store::versions_of_blob(const
         query.bind(1, task_id).bind(2, sha256);
         if (!query.step() || query.is_null(0)) return std::optional<BlobVersions>();
         return std::optional<BlobVersions>(BlobVersions{query.integer(0), query.integer(1)});
+    });
+}
+
+common::Result<std::optional<std::pair<std::string, std::int64_t>>> Store::version_publishing(
+    const std::string& sha256) {
+    using Owner = std::optional<std::pair<std::string, std::int64_t>>;
+    return guarded([&]() -> common::Result<Owner> {
+        // Task by task, so that the (task_id, blob_sha256) index serves each look-up.
+        Statement query(*db_,
+                        "SELECT t.id, (SELECT MIN(v.version) FROM model_versions v "
+                        "WHERE v.task_id = t.id AND v.blob_sha256 = ?) AS first FROM tasks t "
+                        "WHERE first IS NOT NULL LIMIT 1");
+        query.bind(1, sha256);
+        if (!query.step()) return Owner();
+        return Owner(std::pair{query.text(0), query.integer(1)});
+    });
+}
+
+common::Result<std::optional<VersionRecord>> Store::last_checkpoint(const std::string& task_id, std::int64_t at_most) {
+    return guarded([&]() -> common::Result<std::optional<VersionRecord>> {
+        Statement query(*db_, std::string("SELECT ") + kVersionColumns +
+                                  " FROM model_versions WHERE task_id = ? AND version <= ? AND checkpoint = 1 "
+                                  "ORDER BY version DESC LIMIT 1");
+        query.bind(1, task_id).bind(2, at_most);
+        if (!query.step()) return std::optional<VersionRecord>();
+        return std::optional<VersionRecord>(read_version(query));
+    });
+}
+
+common::Result<std::vector<Store::MergedResult>> Store::merged_between(const std::string& task_id, std::int64_t after,
+                                                                       std::int64_t through) {
+    return guarded([&]() -> common::Result<std::vector<MergedResult>> {
+        Statement query(*db_,
+                        "SELECT a.id, a.merged_version FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                        "WHERE w.task_id = ? AND a.state = 'merged' AND a.merged_version > ? "
+                        "AND a.merged_version <= ? ORDER BY a.merged_version, a.accepted_seq");
+        query.bind(1, task_id).bind(2, after).bind(3, through);
+        std::vector<MergedResult> rows;
+        while (query.step()) rows.push_back({query.text(0), query.integer(1)});
+        return rows;
+    });
+}
+
+common::Status Store::set_checkpoint(const std::string& task_id, std::int64_t version,
+                                     const std::optional<std::string>& state_sha256,
+                                     const std::optional<std::string>& optimizer_sha256) {
+    return guarded([&]() -> common::Status {
+        Statement(*db_,
+                  "UPDATE model_versions SET checkpoint = 1, state_sha256 = COALESCE(?, state_sha256), "
+                  "optimizer_sha256 = COALESCE(?, optimizer_sha256) WHERE task_id = ? AND version = ?")
+            .bind(1, state_sha256)
+            .bind(2, optimizer_sha256)
+            .bind(3, task_id)
+            .bind(4, version)
+            .run();
+        if (db_->changes() != 1) return common::make_error("no version " + std::to_string(version));
+        return {};
     });
 }
 

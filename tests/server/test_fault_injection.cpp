@@ -1,5 +1,6 @@
-// Failure atomicity under injected faults. Writing a new version can fail at any step of its
-// checkpoint blob (create, write, fsync, rename, the directory's fsync) or at its database row;
+// Failure atomicity under injected faults, with a full checkpoint at every version (the
+// checkpoint cadence and its replay: test_checkpoints.cpp). Writing a new version can fail at
+// any step of its checkpoint blob (create, write, fsync, rename, the directory's fsync) or at its database row;
 // each must leave the model as it was and merge the results again exactly once, in place after
 // the retry or after a restart. Every run's final checkpoint is compared, byte for byte, with
 // the same results merged by a server without faults. A result file that cannot be written
@@ -29,6 +30,7 @@ std::unique_ptr<TestServer> server_with(FaultyFileSystem& faults, PolicyKind pol
         [&faults, retry_s](ServerOptions& options) {
             options.file_system = &faults;
             options.merge_retry_s = retry_s;
+            options.checkpoint_every = 1;  // every commit writes whole files, the steps under test
         });
 }
 

@@ -122,7 +122,7 @@ TEST_CASE(
     CHECK(versions[1].blob_sha256 == versions[0].blob_sha256);
     CHECK(versions[2].blob_sha256 == versions[0].blob_sha256);
     CHECK(!versions[1].patch_sha256.has_value());
-    CHECK(versions[1].state_sha256 != versions[2].state_sha256);  // the true model moves every version
+    CHECK(!versions[1].state_sha256.has_value());  // between checkpoints: the true model is not written
     REQUIRE(versions[3].patch_sha256.has_value());
     CHECK(versions[3].blob_sha256 != versions[0].blob_sha256);
     CHECK(merge_one() == 3);
@@ -245,10 +245,13 @@ TEST_CASE("diloco keeps its momentum with each version and reloads it on restart
         server.app().wait_idle();
     }
     REQUIRE(server.version() == 2);
-    auto v2 = server.store().version(server.config().task_id, 2).value();
+    server.stop();  // version 2 becomes a checkpoint, with the momentum
+    auto store = Store::open(server.state().database(), false).value();
+    auto v2 = store->version(server.config().task_id, 2).value();
     REQUIRE(v2->optimizer_sha256.has_value());
+    CHECK(v2->checkpoint);
     CHECK(std::filesystem::exists(server.state().blobs() / *v2->optimizer_sha256));
-    server.stop();
+    store.reset();
     server.start();
     auto wu = volunteer.request_work().value();
     CHECK(wu.base_version == 2);
@@ -297,8 +300,8 @@ TEST_CASE("the store applies its schema once and refuses a database from a newer
 }
 
 TEST_CASE(
-    "a schema-1 database is migrated: versions keep their figures and gain a sample size, indexes, the checks' "
-    "and the patches' columns") {
+    "a schema-1 database is migrated: versions keep their figures and gain a sample size, indexes, the checks', "
+    "the patches' and the checkpoints' columns") {
     TestServer server;
     server.stop();
     auto path = server.state().database();
@@ -324,6 +327,7 @@ TEST_CASE(
             "DROP INDEX clients_by_last_seen; DROP INDEX request_nonces_by_time; DROP INDEX assignments_by_acceptance; "
             "DROP INDEX model_versions_by_blob; ALTER TABLE model_versions DROP COLUMN state_sha256; "
             "ALTER TABLE model_versions DROP COLUMN patch_sha256; ALTER TABLE model_versions DROP COLUMN patch_bytes; "
+            "ALTER TABLE model_versions DROP COLUMN checkpoint; ALTER TABLE model_versions DROP COLUMN pinned; "
             "PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
@@ -340,6 +344,8 @@ TEST_CASE(
     CHECK(!v0.validation_full);
     CHECK(!v0.patch_sha256.has_value());
     CHECK(v0.patch_bytes == 0);
+    CHECK(v0.checkpoint);  // every version before schema 6 was written in full
+    CHECK(!v0.pinned);
     REQUIRE(store->set_validation_result(task.id, 0, {1.5, std::nullopt, 128, true}));
     auto after = store->version(task.id, 0).value().value();
     CHECK(after.validation_samples.value() == 128);

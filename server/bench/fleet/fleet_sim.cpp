@@ -414,14 +414,12 @@ private:
     // The equal-samples figures: this point of the curve, and the model on the whole set.
     common::Status evaluate_budget_point() {
         result_.budget_point = result_.curve.size() - 1;
-        auto full = server_->evaluate(server_->version(), std::numeric_limits<std::int64_t>::max());
+        auto full = server_->evaluate(std::numeric_limits<std::int64_t>::max());
         if (!full) return full.error();
         result_.final_loss = full->loss;
         result_.final_accuracy = full->accuracy.value_or(-1);
         if (settings_.judge == nullptr) return {};
-        auto weights = server_->model(server_->version());
-        if (!weights) return weights.error();
-        auto quality = settings_.judge->score(config_.model, **weights);
+        auto quality = settings_.judge->score(config_.model, *server_->true_model());
         if (!quality) return quality.error();
         result_.sample_accuracy = *quality;
         return {};
@@ -429,7 +427,7 @@ private:
 
     common::Status evaluate_point() {
         auto version = server_->version();
-        auto eval = server_->evaluate(version, curve_samples(settings_));
+        auto eval = server_->evaluate(curve_samples(settings_));
         if (!eval) return eval.error();
         auto counts = server_->store().staleness_counts(config_.task_id);
         if (!counts) return counts.error();

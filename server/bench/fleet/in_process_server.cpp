@@ -25,6 +25,7 @@ struct InProcessServer::Parts {
     std::unique_ptr<common::SigningKey> key;
     std::unique_ptr<BlobStore> blobs;
     std::unique_ptr<ResultFiles> results;
+    std::unique_ptr<PublishedModels> published;
     std::unique_ptr<ModelCache> models;
     std::unique_ptr<ProbePool> probes;
     CopyDetector copies;
@@ -46,7 +47,8 @@ InProcessServer::~InProcessServer() = default;
 
 common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const std::filesystem::path& dir,
                                                                          const TaskConfig& config, Clock clock,
-                                                                         std::uint64_t seed) {
+                                                                         std::uint64_t seed,
+                                                                         std::int64_t checkpoint_every) {
     auto parts = std::make_unique<Parts>();
     auto& p = *parts;
     p.state = StateDir(dir);
@@ -64,7 +66,8 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     p.key = std::make_unique<common::SigningKey>(std::move(*key));
     p.blobs = std::make_unique<BlobStore>(p.state.blobs());
     p.results = std::make_unique<ResultFiles>(p.state);
-    p.models = std::make_unique<ModelCache>(*p.store, *p.blobs);
+    p.published = std::make_unique<PublishedModels>(*p.store, *p.blobs);
+    p.models = std::make_unique<ModelCache>(*p.published);
 
     std::filesystem::path data_dir = config.data_dir;
     auto manifest = common::load_dataset_manifest(data_dir / "dataset.json");
@@ -82,8 +85,8 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     Executor no_curve = [](std::function<void()>) {};
     AggregatorHooks hooks;
     hooks.merge_timer = [raw](double seconds) { raw->merge_seconds.fetch_add(seconds); };
-    hooks.model_committed = [raw](const std::string& task_id, std::int64_t version,
-                                  const common::NamedTensors& model) {
+    hooks.checkpoint_every = checkpoint_every;
+    hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
         raw->copies.note_model(task_id, version, model);
     };
     p.aggregator =
@@ -93,7 +96,7 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
         [raw](const std::string& id) { raw->aggregator->enqueue(id); }, seed);
     p.transitioner = std::make_unique<Transitioner>(
         *p.store, *p.validator, [](std::function<void()> job) { job(); }, p.clock);
-    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.key, p.clock, "", seed + 1);
+    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.clock, "", seed + 1);
     p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.clock, [raw](const std::string& id) {
         if (auto status = raw->validator->validate(id); !status)
             std::cerr << "validator: " << id << ": " << status.message() << "\n";
@@ -143,10 +146,12 @@ common::Result<std::shared_ptr<const common::NamedTensors>> InProcessServer::mod
     return parts_->models->get(parts_->task_id, version);
 }
 
-common::Result<ProbeResult> InProcessServer::evaluate(std::int64_t version, std::int64_t max_samples) {
-    auto weights = model(version);
-    if (!weights) return weights.error();
-    return parts_->probes->evaluate(**weights, max_samples);
+std::shared_ptr<const common::NamedTensors> InProcessServer::true_model() const {
+    return parts_->aggregator->model_when_idle();  // upload() waits for the merges
+}
+
+common::Result<ProbeResult> InProcessServer::evaluate(std::int64_t max_samples) {
+    return parts_->probes->evaluate(*true_model(), max_samples);
 }
 
 Store& InProcessServer::store() { return *parts_->store; }

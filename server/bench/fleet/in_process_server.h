@@ -23,10 +23,12 @@ namespace tessera::server {
 class InProcessServer {
 public:
     // Initialises `dir` (which must not hold a server yet), creates the task and starts the
-    // components. `seed` seeds the scheduler's and validator's random choices.
+    // components. `seed` seeds the scheduler's and validator's random choices;
+    // `checkpoint_every` is `tessera-server run --checkpoint-every`.
     static common::Result<std::unique_ptr<InProcessServer>> create(const std::filesystem::path& dir,
                                                                    const TaskConfig& config, Clock clock,
-                                                                   std::uint64_t seed);
+                                                                   std::uint64_t seed,
+                                                                   std::int64_t checkpoint_every = 20);
     ~InProcessServer();
 
     common::Result<ClientRecord> register_volunteer(const std::string& name);
@@ -39,9 +41,12 @@ public:
     const common::VerifyKey& verify_key() const;
     std::filesystem::path blob_path(const std::string& sha256) const;
     std::int64_t version() const;
+    // A version's published model (what volunteers train from).
     common::Result<std::shared_ptr<const common::NamedTensors>> model(std::int64_t version);
-    // The validation loss (and accuracy) of a version on its first `max_samples` samples.
-    common::Result<ProbeResult> evaluate(std::int64_t version, std::int64_t max_samples);
+    // The aggregator's true model at the current version (with downlink patches the published
+    // one approaches it), and its validation loss (and accuracy) on the first `max_samples`.
+    std::shared_ptr<const common::NamedTensors> true_model() const;
+    common::Result<ProbeResult> evaluate(std::int64_t max_samples);
     Store& store();
     const TaskConfig& config() const;
     // What the contribution checks and the merges cost so far (the server's compute).

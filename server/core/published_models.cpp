@@ -1,0 +1,118 @@
+// PublishedModels: a published model from an earlier one and the patches after it.
+#include "published_models.h"
+
+#include "checkpoint.h"
+#include "model_patch.h"
+#include "sha256.h"
+#include "task_lookup.h"
+
+namespace tessera::server {
+namespace {
+
+constexpr std::uint64_t kMaxModelBytes = std::uint64_t{8} << 30;
+
+common::Result<common::NamedTensors> read_model(const BlobStore& blobs, const std::string& sha256) {
+    auto bytes = blobs.read(sha256, kMaxModelBytes);
+    if (!bytes) return bytes.error();
+    return common::read_checkpoint(*bytes);
+}
+
+}  // namespace
+
+common::Result<std::int64_t> PublishedModels::first_publishing(const VersionRecord& version) {
+    auto published = store_.versions_of_blob(version.task_id, version.blob_sha256);
+    if (!published) return published.error();
+    return *published ? (*published)->first : version.version;
+}
+
+common::Result<common::NamedTensors> PublishedModels::model(const std::string& task_id, std::int64_t version,
+                                                            std::optional<Start> start) {
+    auto record = store_.version(task_id, version);
+    if (!record) return record.error();
+    if (!*record) return common::make_error("task '" + task_id + "' has no version " + std::to_string(version));
+    if (blobs_.has((*record)->blob_sha256)) return read_model(blobs_, (*record)->blob_sha256);
+    auto first = first_publishing(**record);
+    if (!first) return first.error();
+    common::NamedTensors model;
+    std::string previous;
+    std::int64_t from = 0;
+    if (start && start->version <= *first) {
+        auto from_record = store_.version(task_id, start->version);
+        if (!from_record) return from_record.error();
+        if (!*from_record) return common::make_error("no version " + std::to_string(start->version));
+        model = *start->model;
+        previous = (*from_record)->blob_sha256;
+        from = start->version;
+    } else {  // the newest checkpoint before it whose published model retention has kept
+        for (auto at = *first;;) {
+            auto checkpoint = store_.last_checkpoint(task_id, at);
+            if (!checkpoint) return checkpoint.error();
+            if (!*checkpoint)
+                return common::make_error("no stored checkpoint precedes version " + std::to_string(version) +
+                                          " (retention removed them)");
+            if (blobs_.has((*checkpoint)->blob_sha256)) {
+                auto read = read_model(blobs_, (*checkpoint)->blob_sha256);
+                if (!read) return read.error();
+                model = std::move(*read);
+                previous = (*checkpoint)->blob_sha256;
+                from = (*checkpoint)->version;
+                break;
+            }
+            at = (*checkpoint)->version - 1;
+        }
+    }
+    auto chain = store_.versions_between(task_id, from, *first);
+    if (!chain) return chain.error();
+    for (const auto& v : *chain) {
+        if (v.blob_sha256 == previous) continue;  // not published at v
+        auto context = "the patch of version " + std::to_string(v.version);
+        if (!v.patch_sha256) return common::make_error(context + " is missing");
+        auto patch = blobs_.read(*v.patch_sha256, kMaxModelBytes);
+        if (!patch) return common::with_context(context, patch.error());
+        if (common::sha256_hex(*patch) != *v.patch_sha256) return common::make_error(context + " is damaged");
+        if (auto status = common::apply_patch(model, *patch); !status)
+            return common::with_context(context, status.error());
+        previous = v.blob_sha256;
+    }
+    return model;
+}
+
+common::Status PublishedModels::ensure(const std::string& task_id, std::int64_t version) {
+    auto record = store_.version(task_id, version);
+    if (!record) return record.error();
+    if (!*record) return common::make_error("task '" + task_id + "' has no version " + std::to_string(version));
+    if (blobs_.has((*record)->blob_sha256)) return {};
+    std::lock_guard lock(mutex_);
+    if (blobs_.has((*record)->blob_sha256)) return {};  // written while this one waited
+    auto written = write(task_id, **record);
+    if (!written)
+        return common::with_context("the published model of version " + std::to_string(version), written.error());
+    return {};
+}
+
+common::Result<bool> PublishedModels::ensure_blob(const std::string& sha256) {
+    if (blobs_.has(sha256)) return true;
+    auto owner = store_.version_publishing(sha256);
+    if (!owner) return owner.error();
+    if (!*owner) return false;
+    if (auto status = ensure((*owner)->first, (*owner)->second); !status) return status.error();
+    return true;
+}
+
+common::Status PublishedModels::write(const std::string& task_id, const VersionRecord& version) {
+    auto task = load_task(store_, task_id);
+    if (!task) return task.error();
+    auto first = first_publishing(version);
+    if (!first) return first.error();
+    auto built = model(task_id, version.version);
+    if (!built) return built.error();
+    auto bytes = common::write_checkpoint(*built, {task_id, task->config.model, *first});
+    if (!bytes) return bytes.error();
+    if (common::sha256_hex(*bytes) != version.blob_sha256)
+        return common::make_error("rebuilt from the patches, it does not match its SHA-256");
+    auto stored = blobs_.put(*bytes);
+    if (!stored) return stored.error();
+    return {};
+}
+
+}  // namespace tessera::server

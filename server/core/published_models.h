@@ -1,0 +1,47 @@
+// Published models on demand. With downlink patches, a version between checkpoints is stored
+// as its patch only (schemas/db.sql, model_versions.checkpoint). Its published model is built
+// in memory when the server needs it (the validator, from a recent model it holds and a patch
+// or two), and written as a file only when a volunteer must download it whole (one that holds
+// no model to patch, or a blob request): rebuilt as a volunteer would, and checked against the
+// version's SHA-256. Thread-safe; one file written at a time.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+#include "blob_store.h"
+#include "delta_codec.h"
+#include "store.h"
+
+namespace tessera::server {
+
+class PublishedModels {
+public:
+    PublishedModels(Store& store, BlobStore& blobs) : store_(store), blobs_(blobs) {}
+
+    // A published model to build from: the model of version `version`.
+    struct Start {
+        std::int64_t version = 0;
+        const common::NamedTensors* model = nullptr;
+    };
+    // The published model of `version`, read or built in memory: from `start` when given (at or
+    // before the version), else from the newest stored one before it, plus the patches since
+    // (each checked against its hash).
+    common::Result<common::NamedTensors> model(const std::string& task_id, std::int64_t version,
+                                               std::optional<Start> start = std::nullopt);
+    // The published model of `version` is in the blob store afterwards.
+    common::Status ensure(const std::string& task_id, std::int64_t version);
+    // The same for a blob named by its hash: false when no version publishes it.
+    common::Result<bool> ensure_blob(const std::string& sha256);
+
+private:
+    // The version whose checkpoint header the model's bytes carry: the first to publish it.
+    common::Result<std::int64_t> first_publishing(const VersionRecord& version);
+    common::Status write(const std::string& task_id, const VersionRecord& version);
+
+    Store& store_;
+    BlobStore& blobs_;
+    std::mutex mutex_;
+};
+
+}  // namespace tessera::server

@@ -1,0 +1,131 @@
+// The checkpoint cadence with downlink patches: between checkpoints a version stores its patch
+// only and the merged results' files are kept; a restart without a checkpoint at stop (as after
+// kill -9) merges them again to the very model a server that checkpoints every version has; a
+// published model is rebuilt from the patches when first asked for, and a damaged patch gives
+// a clear error instead of a wrong model.
+#include <doctest/doctest.h>
+
+#include "file_io.h"
+#include "server_fixture.h"
+#include "sha256.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+constexpr int kResults = 5;
+
+struct Cadence {
+    std::int64_t every = 3;
+    bool at_stop = true;
+};
+
+std::unique_ptr<TestServer> server_with(Cadence& cadence) {
+    return std::make_unique<TestServer>([](TaskConfig& c) { c.max_in_flight = 100; }, PolicyKind::FedAsync,
+                                        [&cadence](ServerOptions& options) {
+                                            options.checkpoint_every = cadence.every;
+                                            options.checkpoint_at_stop = cadence.at_stop;
+                                        });
+}
+
+void deliver(TestServer& server, TestVolunteer& volunteer, int i) {
+    auto wu = volunteer.request_work().value();
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f, static_cast<std::uint32_t>(i + 1))).status == 200);
+    server.app().wait_idle();
+}
+
+VersionRecord version_of(TestServer& server, std::int64_t v) {
+    return server.store().version(server.config().task_id, v).value().value();
+}
+
+std::size_t result_files(const TestServer& server) {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(server.state().results())) ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("between checkpoints only patches are written, and a restart replays the results merged since") {
+    Cadence every_version{1, true};
+    auto clean = server_with(every_version);
+    TestVolunteer clean_volunteer(*clean);
+    for (int i = 0; i < kResults; ++i) deliver(*clean, clean_volunteer, i);
+    auto clean_v5 = version_of(*clean, kResults);
+    REQUIRE(clean_v5.state_sha256.has_value());
+
+    Cadence cadence{3, false};
+    auto server = server_with(cadence);
+    TestVolunteer volunteer(*server);
+    for (int i = 0; i < kResults; ++i) deliver(*server, volunteer, i);
+    for (std::int64_t v = 1; v <= kResults; ++v) {
+        auto record = version_of(*server, v);
+        CAPTURE(v);
+        CHECK(record.checkpoint == (v == 3));
+        CHECK(record.patch_sha256.has_value());
+        CHECK(record.state_sha256.has_value() == (v == 3));
+        CHECK(record.blob_sha256 == version_of(*clean, v).blob_sha256);  // the same published models
+    }
+    // Version 5's published model exists as its hash and patch until something asks for it.
+    CHECK(!std::filesystem::exists(server->state().blobs() / version_of(*server, 5).blob_sha256));
+    CHECK(result_files(*server) == 2);  // the log since version 3: the results of versions 4 and 5
+
+    server->stop();  // no checkpoint at stop: the state kill -9 leaves
+    CHECK(!Store::open(server->state().database(), false)
+               .value()
+               ->version(server->config().task_id, 5)
+               .value()
+               ->checkpoint);
+    cadence.at_stop = true;
+    server->start();  // version 3's checkpoint, then the results of versions 4 and 5 again
+    CHECK(server->version() == kResults);
+    server->stop();  // now version 5 is a checkpoint
+    server->start();
+    auto v5 = version_of(*server, kResults);
+    CHECK(v5.checkpoint);
+    REQUIRE(v5.state_sha256.has_value());
+    CHECK(*v5.state_sha256 == *clean_v5.state_sha256);  // bit for bit
+    CHECK(result_files(*server) == 0);
+    deliver(*server, volunteer, kResults);  // and merging goes on from there
+    CHECK(server->version() == kResults + 1);
+}
+
+TEST_CASE("a published model between checkpoints is rebuilt from the patches when first asked for") {
+    Cadence cadence{10, true};
+    auto server = server_with(cadence);
+    TestVolunteer volunteer(*server);
+    for (int i = 0; i < 3; ++i) deliver(*server, volunteer, i);
+    auto blobs = server->state().blobs();
+    auto v3 = version_of(*server, 3);
+    REQUIRE(!std::filesystem::exists(blobs / v3.blob_sha256));  // versions 1 and 2 were units' bases
+
+    // A volunteer that holds no model gets a unit on version 3 and its file, written now.
+    auto wu = volunteer.request_work().value();
+    CHECK(wu.base_version == 3);
+    CHECK(wu.patches.empty());
+    REQUIRE(std::filesystem::exists(blobs / v3.blob_sha256));
+    CHECK(common::sha256_hex(common::read_file(blobs / v3.blob_sha256, 1 << 30).value()) == v3.blob_sha256);
+
+    // Rebuilt models are a cache: removed, they are rebuilt when next asked for.
+    auto v1 = version_of(*server, 1);
+    auto v2 = version_of(*server, 2);
+    std::filesystem::remove(blobs / v1.blob_sha256);
+    std::filesystem::remove(blobs / v2.blob_sha256);
+    // Over HTTP (a volunteer whose patching failed downloads the model whole).
+    auto reply = http_get(server->port(), "/blobs/" + v2.blob_sha256);
+    REQUIRE(reply.status == 200);
+    CHECK(common::sha256_hex(common::as_bytes(reply.body)) == v2.blob_sha256);
+
+    // A damaged patch gives an error naming the version, never a wrong model.
+    auto patch_path = blobs / *v1.patch_sha256;
+    auto patch = common::read_file(patch_path, 1 << 30).value();
+    patch[patch.size() / 2] ^= 0x5a;
+    std::filesystem::permissions(patch_path, std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+    REQUIRE(common::write_file_atomic(patch_path, patch));
+    auto damaged = http_get(server->port(), "/blobs/" + v1.blob_sha256);
+    CHECK(damaged.status == 500);
+    CHECK(damaged.body.find("the published model of version 1") != std::string::npos);
+    CHECK(!std::filesystem::exists(blobs / v1.blob_sha256));
+    CHECK(http_get(server->port(), "/blobs/" + std::string(64, 'a')).status == 404);  // no such model
+}
