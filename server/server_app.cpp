@@ -86,6 +86,7 @@ std::optional<SampleRendererFactory> torch_renderer_for(const TaskConfig& config
 RunFacts run_facts(ServerApp::Parts& p, const std::optional<TaskView>& task, std::int64_t parameters) {
     RunFacts facts;
     facts.started_at = p.options.clock();
+    facts.state = p.options.state;
     facts.parameters = parameters;
     if (!task) return facts;
     const auto& config = task->config;
@@ -193,6 +194,7 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     hooks.checkpoint_every = p.options.checkpoint_every;
     hooks.checkpoint_interval_s = p.options.checkpoint_interval_s;
     hooks.checkpoint_at_stop = p.options.checkpoint_at_stop;
+    hooks.keep_checkpoints = p.options.keep_checkpoints;
     hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
         raw->copies.note_model(task_id, version, model);
     };

@@ -42,6 +42,9 @@ struct ServerOptions {
     std::int64_t checkpoint_every = 20;
     std::int64_t checkpoint_interval_s = 300;
     bool checkpoint_at_stop = true;  // false: leave the state as kill -9 would (tests)
+    // Retention: versions before the newest this many checkpoints lose their files (pinned
+    // ones and those live units need are kept); 0 keeps everything.
+    std::int64_t keep_checkpoints = 3;
     // New volunteers one network address may register per hour (Sybil limit); 0: no limit.
     std::int64_t registrations_per_hour = 20;
 };

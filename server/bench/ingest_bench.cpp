@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 #include <cxxopts.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -84,6 +85,7 @@ struct PipelineFigures {
     std::int64_t merged = 0;    // by the end
     std::int64_t rejected = 0;  // by validation
     std::int64_t version = 0;
+    double aggregator_s = 0;  // merging and committing, on the aggregator's thread
 };
 
 std::uint64_t directory_bytes(const std::filesystem::path& dir) {
@@ -128,6 +130,7 @@ common::Result<PipelineFigures> run_pipeline(server::InProcessServer& server, co
     }
     figures.seconds = seconds_since(started);
     figures.version = server.version();
+    figures.aggregator_s = server.merge_seconds();
     auto merged = server.store().in_state(server::AssignmentState::Merged);
     auto rejected = server.store().in_state(server::AssignmentState::Rejected);
     if (!merged) return merged.error();
@@ -185,8 +188,8 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     auto dir = std::filesystem::temp_directory_path() / ("tessera-ingest-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     std::int64_t now = 1'800'000'000;
-    auto server = server::InProcessServer::create(
-        dir, *config, [&now] { return now; }, 1, options.checkpoint_every);
+    auto server = server::InProcessServer::create(dir, *config, [&now] { return now; }, 1,
+                                                  {options.checkpoint_every, options.keep_checkpoints});
     if (!server) return server.error();
     auto model = (*server)->model(0);
     if (!model) return model.error();
@@ -202,21 +205,31 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     // Arrays of at least 64 MB each, so the triad measures memory and not a cache.
     double triad = triad_bytes_per_s(std::max<std::size_t>(static_cast<std::size_t>(parameters), 16u << 20));
     double merge_bytes_per_s = 12.0 * static_cast<double>(parameters) / *merge_s;
-    IngestFigures figures{parameters,        deltas->front().size(),
-                          pipeline->seconds, static_cast<double>(options.results) / pipeline->seconds,
-                          pipeline->merged,  pipeline->rejected,
-                          pipeline->refused, pipeline->version,
-                          state_bytes,       *merge_s,
-                          merge_bytes_per_s, triad};
+    IngestFigures figures;
+    figures.parameters = parameters;
+    figures.result_bytes = deltas->front().size();
+    figures.pipeline_s = pipeline->seconds;
+    figures.results_per_s = static_cast<double>(options.results) / pipeline->seconds;
+    figures.merged = pipeline->merged;
+    figures.rejected = pipeline->rejected;
+    figures.refused = pipeline->refused;
+    figures.version = pipeline->version;
+    figures.merges_per_s = static_cast<double>(pipeline->merged) / std::max(1e-9, pipeline->aggregator_s);
+    figures.state_bytes = state_bytes;
+    figures.merge_s = *merge_s;
+    figures.merge_bytes_per_s = merge_bytes_per_s;
+    figures.memory_bytes_per_s = triad;
 
-    auto cadence = config->patches ? "patches " + options.patches + ", a checkpoint every " +
-                                         std::to_string(options.checkpoint_every) + " versions"
-                                   : std::string("patches off, every version a checkpoint");
+    auto cadence = (config->patches ? "patches " + options.patches + ", a checkpoint every " +
+                                          std::to_string(options.checkpoint_every) + " versions"
+                                    : std::string("patches off, every version a checkpoint")) +
+                   ", keep " + (options.keep_checkpoints > 0 ? std::to_string(options.keep_checkpoints) : "all");
     char text[1024];
     std::snprintf(text, sizeof text,
                   "ingest: %s int8, %.1f M parameters, %.2f MB per result, %s%s, loss check %.2f, %s\n"
                   "  pipeline: %lld results in %.1f s = %.2f results/s validated and merged "
                   "(%lld merged, %lld rejected, %lld refused at intake; version %lld)\n"
+                  "  aggregator: %.0f ms per result merged and committed = %.2f merges/s\n"
                   "  state directory: %.1f MB of blobs and result files\n"
                   "  merge loop: %.1f ms per add = %.2f GB/s (12 bytes per parameter: Δ read, θ read and written)\n"
                   "  memory bandwidth (triad, one thread, 3 arrays of max(parameters, 16 M) floats): %.2f GB/s; "
@@ -227,7 +240,9 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
                   cadence.c_str(), static_cast<long long>(options.results), pipeline->seconds,
                   static_cast<double>(options.results) / pipeline->seconds, static_cast<long long>(pipeline->merged),
                   static_cast<long long>(pipeline->rejected), static_cast<long long>(pipeline->refused),
-                  static_cast<long long>(pipeline->version), static_cast<double>(state_bytes) / 1e6, *merge_s * 1000,
+                  static_cast<long long>(pipeline->version),
+                  1000 * pipeline->aggregator_s / static_cast<double>(std::max<std::int64_t>(1, pipeline->merged)),
+                  figures.merges_per_s, static_cast<double>(state_bytes) / 1e6, *merge_s * 1000,
                   merge_bytes_per_s / 1e9, triad / 1e9, 100.0 * merge_bytes_per_s / triad);
     out << text;
     server->reset();
@@ -249,7 +264,9 @@ int run_ingest_command(int argc, char** argv) {
         cxxopts::value<double>()->default_value("0"))("patch-codec", "downlink patches: off, bf16, int8, int4 or int2",
                                                       cxxopts::value<std::string>()->default_value(defaults.patches))(
         "checkpoint-every", "with patches: a full checkpoint every N versions",
-        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.checkpoint_every)))("h,help",
+        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.checkpoint_every)))(
+        "keep-checkpoints", "retention: the newest N checkpoints keep their files; 0: every version's",
+        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.keep_checkpoints)))("h,help",
                                                                                                   "show this help");
     try {
         auto args = parser.parse(argc, argv);
@@ -270,6 +287,7 @@ int run_ingest_command(int argc, char** argv) {
         options.loss_check = args["loss-check"].as<double>();
         options.patches = args["patch-codec"].as<std::string>();
         options.checkpoint_every = args["checkpoint-every"].as<std::int64_t>();
+        options.keep_checkpoints = args["keep-checkpoints"].as<std::int64_t>();
         auto figures = run_ingest_bench(options, std::cout);
         if (!figures) {
             std::cerr << "tessera-bench ingest: " << figures.message() << "\n";

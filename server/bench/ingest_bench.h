@@ -24,6 +24,7 @@ struct IngestBenchOptions {
     double loss_check = 0;               // fraction of results given the held-out loss check
     std::string patches = "int2";        // downlink patch codec, or "off"
     std::int64_t checkpoint_every = 20;  // with patches: a full checkpoint every this many versions
+    std::int64_t keep_checkpoints = 3;   // retention; 0 keeps every version's files
 };
 
 struct IngestFigures {
@@ -35,6 +36,7 @@ struct IngestFigures {
     std::int64_t rejected = 0;  // by validation
     std::int64_t refused = 0;   // at intake
     std::int64_t version = 0;
+    double merges_per_s = 0;        // results merged per second of the aggregator's time
     std::uint64_t state_bytes = 0;  // blobs and result files at the end (shards and version 0 included)
     double merge_s = 0;             // one add, the best of five
     double merge_bytes_per_s = 0;   // 12 bytes per parameter

@@ -50,6 +50,9 @@ int export_command(int argc, char** argv) {
                                   "the newest checkpoint is version " +
                                   (newest && *newest ? std::to_string((*newest)->version) : std::string("?")));
     }
+    // An exported version is pinned: retention keeps its files (docs/operations.md).
+    auto pinned = (*store)->set_pinned(task->id, number, true);
+    if (!pinned) return fail("export", pinned.message());
     BlobStore blobs(state.blobs());
     // The true model, not the published one the downlink patches approach.
     auto sha256 = (*version)->state_sha256.value_or((*version)->blob_sha256);
@@ -59,7 +62,8 @@ int export_command(int argc, char** argv) {
         return fail("export", "the stored checkpoint of version " + std::to_string(number) + " is damaged");
     if (auto status = common::write_file_atomic(args["out"].as<std::string>(), *bytes); !status)
         return fail("export", status.message());
-    std::cout << "exported " << task->id << " version " << number << " to " << args["out"].as<std::string>() << "\n";
+    std::cout << "exported " << task->id << " version " << number << " to " << args["out"].as<std::string>()
+              << " (pinned: retention keeps it)\n";
     return 0;
 }
 

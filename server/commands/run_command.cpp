@@ -45,7 +45,9 @@ int run_command(int argc, char** argv) {
         "checkpoint-every", "with downlink patches: a full checkpoint every N versions (1: every version)",
         cxxopts::value<std::int64_t>()->default_value("20"))(
         "checkpoint-interval", "with downlink patches: a full checkpoint at least every S seconds",
-        cxxopts::value<std::int64_t>()->default_value("300"))("h,help", "show this help");
+        cxxopts::value<std::int64_t>()->default_value("300"))(
+        "keep-checkpoints", "retention: keep the newest N checkpoints and what follows them; 0: keep everything",
+        cxxopts::value<std::int64_t>()->default_value("3"))("h,help", "show this help");
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";
@@ -79,8 +81,9 @@ int run_command(int argc, char** argv) {
     if (server.registrations_per_hour < 0) return fail("run", "--registrations-per-hour must be >= 0");
     server.checkpoint_every = args["checkpoint-every"].as<std::int64_t>();
     server.checkpoint_interval_s = args["checkpoint-interval"].as<std::int64_t>();
-    if (server.checkpoint_every < 1 || server.checkpoint_interval_s < 0)
-        return fail("run", "--checkpoint-every must be >= 1 and --checkpoint-interval >= 0");
+    server.keep_checkpoints = args["keep-checkpoints"].as<std::int64_t>();
+    if (server.checkpoint_every < 1 || server.checkpoint_interval_s < 0 || server.keep_checkpoints < 0)
+        return fail("run", "--checkpoint-every must be >= 1, --checkpoint-interval and --keep-checkpoints >= 0");
     auto app = ServerApp::start(std::move(server));
     if (!app) return fail("run", app.message());
     bool tls = !args["tls-cert"].as<std::string>().empty();

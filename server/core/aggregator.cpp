@@ -5,6 +5,8 @@
 #include <chrono>
 #include <iostream>
 
+#include <boost/json.hpp>
+
 #include "checkpoint.h"
 #include "model_patch.h"
 #include "model_cache.h"
@@ -354,6 +356,22 @@ void Aggregator::checkpointed(std::int64_t version, std::int64_t at) {
     since_checkpoint_.clear();
     checkpoint_version_ = version;
     checkpoint_at_ = at;
+    if (auto status = retain(); !status) std::cerr << "aggregator: retention: " << status.message() << "\n";
+}
+
+// The rows first, then the files: a crash between leaves files no row needs, which the next
+// start removes; never a row that names a deleted file as its checkpoint.
+common::Status Aggregator::retain() {
+    if (hooks_.keep_checkpoints <= 0) return {};
+    auto retired = store_.retire_versions(task_.record.id, hooks_.keep_checkpoints);
+    if (!retired) return retired.error();
+    if (retired->files.empty()) return {};
+    for (const auto& sha256 : retired->files)
+        if (auto status = blobs_.remove(sha256); !status) return status;
+    boost::json::object event{{"task_id", task_.record.id},
+                              {"before", retired->before},
+                              {"files", static_cast<std::int64_t>(retired->files.size())}};
+    return store_.add_event("versions_retired", boost::json::serialize(event), clock_());
 }
 
 }  // namespace tessera::server

@@ -49,6 +49,9 @@ struct AggregatorHooks {
     std::int64_t checkpoint_every = 20;
     std::int64_t checkpoint_interval_s = 300;
     bool checkpoint_at_stop = true;  // false: stop as kill -9 would (tests of the replay)
+    // Retention: the files of versions before the newest this many checkpoints are deleted
+    // (pinned ones and those live units need are kept); 0 keeps everything.
+    std::int64_t keep_checkpoints = 3;
 };
 
 class Aggregator {
@@ -93,8 +96,9 @@ private:
                                                            std::int64_t published_version);
     // Makes the current version a checkpoint (with patches, at stop).
     common::Status checkpoint_current();
-    // Frees the logged results once a checkpoint covers them.
+    // Frees the logged results once a checkpoint covers them, and applies retention.
     void checkpointed(std::int64_t version, std::int64_t at);
+    common::Status retain();
     std::function<CurveEvaluator::Model()> snapshot();
 
     Store& store_;

@@ -27,4 +27,6 @@ common::Result<common::Bytes> BlobStore::read(const std::string& sha256, std::ui
     return files_.read(path_of(sha256), max_bytes);
 }
 
+common::Status BlobStore::remove(const std::string& sha256) { return files_.remove(path_of(sha256)); }
+
 }  // namespace tessera::server

@@ -95,6 +95,9 @@ common::Result<bool> PublishedModels::ensure_blob(const std::string& sha256) {
     auto owner = store_.version_publishing(sha256);
     if (!owner) return owner.error();
     if (!*owner) return false;
+    auto kept = store_.last_checkpoint((*owner)->first, (*owner)->second);
+    if (!kept) return kept.error();
+    if (!*kept) return false;  // retention removed what it was built from
     if (auto status = ensure((*owner)->first, (*owner)->second); !status) return status.error();
     return true;
 }

@@ -31,7 +31,8 @@ public:
                                                std::optional<Start> start = std::nullopt);
     // The published model of `version` is in the blob store afterwards.
     common::Status ensure(const std::string& task_id, std::int64_t version);
-    // The same for a blob named by its hash: false when no version publishes it.
+    // The same for a blob named by its hash: false when no version publishes it or retention
+    // has removed what it would be built from.
     common::Result<bool> ensure_blob(const std::string& sha256);
 
 private:

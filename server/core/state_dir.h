@@ -28,6 +28,16 @@ private:
     std::filesystem::path root_;
 };
 
+// What the state directory holds on disk, in bytes (the dashboard and /metrics show it: with
+// retention it stays bounded).
+struct StateUsage {
+    std::uint64_t blobs = 0;     // checkpoints, patches, published models, shards
+    std::uint64_t results = 0;   // received deltas not yet merged, or logged since the last checkpoint
+    std::uint64_t database = 0;  // server.db and its WAL
+    std::uint64_t total() const { return blobs + results + database; }
+};
+StateUsage state_usage(const StateDir& state);
+
 // Seconds since the epoch; tests inject their own.
 using Clock = std::function<std::int64_t()>;
 Clock system_clock();

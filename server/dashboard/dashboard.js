@@ -155,6 +155,13 @@
     setText('policy', t ? `${t.policy} merging` : '');
     dashboard.startedAt = s.started_at;
     setText('uptime', duration(s.uptime_s));
+    const b = s.state_bytes;
+    setText('state-bytes', megabytes(b.total));
+    setText('state-parts', `blobs ${megabytes(b.blobs)} · results ${megabytes(b.results)} · database ${megabytes(b.database)}`);
+  }
+
+  function megabytes(bytes) {
+    return `${(bytes / 1e6).toFixed(bytes < 1e7 ? 1 : 0)} MB`;
   }
 
   // Which validation samples a figure comes from: a small sample's figure is an estimate.

@@ -104,6 +104,7 @@ Response Api::metrics(const Request& request) {
     auto reasons = store_.rejection_counts();
     if (!reasons) return internal_error(request, reasons.message());
     stored.rejections_by_reason = std::move(*reasons);
+    stored.state = dashboard_.state_usage();
     return text_response(request, http::status::ok, prometheus_text(stored, metrics_), "text/plain; version=0.0.4");
 }
 

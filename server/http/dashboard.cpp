@@ -81,6 +81,9 @@ Response Dashboard::stats(const Request& request) {
                              {"samples_trained", 0},
                              {"throughput", {{"samples_per_s", 0.0}, {"work_units_per_hour", 0.0}, {"window_s", 0}}},
                              {"task", nullptr}};
+    auto usage = state_usage();
+    body["state_bytes"] = {
+        {"blobs", usage.blobs}, {"results", usage.results}, {"database", usage.database}, {"total", usage.total()}};
     if (!*task) return json_response(request, http::status::ok, body);
 
     const auto& t = **task;

@@ -24,6 +24,7 @@ struct RunFacts {
     // What the samples panel shows: "images" (a grid per version, from the gallery),
     // "accuracy" (a classifier) or "none" (a generator without a decoder).
     std::string samples_kind = "none";
+    StateDir state{""};  // its size is shown
 };
 
 class Dashboard {
@@ -35,6 +36,7 @@ public:
     // version's sample image.
     Response page(const Request& request, std::string_view name);
     Response stats(const Request& request);
+    StateUsage state_usage() const { return server::state_usage(facts_.state); }
     Response history(const Request& request);
     Response samples(const Request& request);
     Response sample_image(const Request& request, std::string_view name);

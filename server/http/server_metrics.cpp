@@ -93,6 +93,10 @@ std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& me
     out << "tessera_volunteers_active " << stored.counts.clients_active << '\n';
     family(out, "tessera_volunteers_quarantined", "gauge", "Volunteers whose results are kept but not merged.");
     out << "tessera_volunteers_quarantined " << stored.counts.clients_quarantined << '\n';
+    family(out, "tessera_state_bytes", "gauge", "The state directory's size, by part (bounded by retention).");
+    out << "tessera_state_bytes{part=\"blobs\"} " << stored.state.blobs << '\n';
+    out << "tessera_state_bytes{part=\"results\"} " << stored.state.results << '\n';
+    out << "tessera_state_bytes{part=\"database\"} " << stored.state.database << '\n';
     family(out, "tessera_rejections_total", "counter", "Results rejected, by reason.");
     auto reasons = stored.rejections_by_reason;
     for (auto known : kReasons) reasons.try_emplace(std::string(known), 0);

@@ -14,6 +14,7 @@
 
 #include "check_costs.h"
 #include "records.h"
+#include "state_dir.h"
 
 namespace tessera::server {
 
@@ -73,6 +74,7 @@ struct StoredMetrics {
     std::int64_t model_version = 0;
     StoreCounts counts;
     std::map<std::string, std::int64_t> rejections_by_reason;
+    StateUsage state;
 };
 
 // The whole /metrics page: stored figures first, then the in-memory ones.

@@ -209,7 +209,9 @@ common::Result<std::set<std::string>> Store::referenced_blobs() {
     return guarded([&]() -> common::Result<std::set<std::string>> {
         std::set<std::string> blobs;
         Statement query(*db_,
-                        "SELECT blob_sha256 FROM model_versions UNION "
+                        // A retired version's published model is no longer needed (Store::retire_versions).
+                        "SELECT blob_sha256 FROM model_versions "
+                        "WHERE checkpoint = 1 OR patch_sha256 IS NOT NULL OR pinned = 1 UNION "
                         "SELECT optimizer_sha256 FROM model_versions WHERE optimizer_sha256 IS NOT NULL "
                         "UNION SELECT state_sha256 FROM model_versions WHERE state_sha256 IS NOT NULL "
                         "UNION SELECT patch_sha256 FROM model_versions WHERE patch_sha256 IS NOT NULL "

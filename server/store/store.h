@@ -102,6 +102,16 @@ public:
     common::Status set_checkpoint(const std::string& task_id, std::int64_t version,
                                   const std::optional<std::string>& state_sha256,
                                   const std::optional<std::string>& optimizer_sha256);
+    // Retention: versions before the newest `keep` checkpoints (and before the newest
+    // checkpoint at or before any live unit's base) lose their files, except pinned ones; they
+    // stay in the history as rows. Returns the files no version still needs, to be deleted.
+    struct Retired {
+        std::int64_t before = 0;  // the first version kept whole
+        std::vector<std::string> files;
+    };
+    common::Result<Retired> retire_versions(const std::string& task_id, std::int64_t keep);
+    // Pins or unpins a checkpoint; false when the version is not a checkpoint.
+    common::Result<bool> set_pinned(const std::string& task_id, std::int64_t version, bool pinned);
     // Records a new version, moves the task to it and marks `merged` assignments merged.
     common::Status commit_version(const VersionRecord& version, const std::vector<std::string>& merged);
     common::Status set_validation_result(const std::string& task_id, std::int64_t version,

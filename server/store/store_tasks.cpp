@@ -1,6 +1,8 @@
 // Store: tasks, their shards and model versions.
 #include "store_internal.h"
 
+#include <algorithm>
+
 namespace tessera::server {
 namespace {
 
@@ -238,6 +240,71 @@ common::Status Store::set_checkpoint(const std::string& task_id, std::int64_t ve
             .run();
         if (db_->changes() != 1) return common::make_error("no version " + std::to_string(version));
         return {};
+    });
+}
+
+common::Result<Store::Retired> Store::retire_versions(const std::string& task_id, std::int64_t keep) {
+    return guarded([&]() -> common::Result<Retired> {
+        Transaction transaction(*db_);
+        auto first_kept = [&](const std::string& sql, std::int64_t argument) -> std::optional<std::int64_t> {
+            Statement query(*db_, sql);
+            query.bind(1, task_id).bind(2, argument);
+            if (!query.step() || query.is_null(0)) return std::nullopt;
+            return query.integer(0);
+        };
+        auto before = first_kept(
+            "SELECT version FROM model_versions WHERE task_id = ? AND checkpoint = 1 "
+            "ORDER BY version DESC LIMIT 1 OFFSET ?",
+            keep - 1);
+        if (!before) return Retired{};
+        Statement live(*db_,
+                       "SELECT MIN(w.base_version) FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                       "WHERE w.task_id = ? AND a.state IN ('in_progress', 'returned', 'validated', 'accepted')");
+        live.bind(1, task_id);
+        if (live.step() && !live.is_null(0)) {
+            auto floor = first_kept(
+                "SELECT MAX(version) FROM model_versions WHERE task_id = ? AND checkpoint = 1 AND version <= ?",
+                live.integer(0));
+            if (floor) before = std::min(*before, *floor);
+        }
+        std::set<std::string> candidates;
+        Statement old(*db_,
+                      "SELECT blob_sha256, state_sha256, optimizer_sha256, patch_sha256 FROM model_versions "
+                      "WHERE task_id = ? AND version < ? AND pinned = 0 AND (checkpoint = 1 OR "
+                      "state_sha256 IS NOT NULL OR optimizer_sha256 IS NOT NULL OR patch_sha256 IS NOT NULL)");
+        old.bind(1, task_id).bind(2, *before);
+        while (old.step())
+            for (int column = 0; column < 4; ++column)
+                if (!old.is_null(column)) candidates.insert(old.text(column));
+        if (candidates.empty()) return Retired{*before, {}};
+        Statement(*db_,
+                  "UPDATE model_versions SET checkpoint = 0, state_sha256 = NULL, optimizer_sha256 = NULL, "
+                  "patch_sha256 = NULL WHERE task_id = ? AND version < ? AND pinned = 0")
+            .bind(1, task_id)
+            .bind(2, *before)
+            .run();
+        Statement needed(*db_,
+                         "SELECT blob_sha256, state_sha256, optimizer_sha256, patch_sha256 FROM model_versions "
+                         "WHERE task_id != ? OR version >= ? OR pinned = 1");
+        needed.bind(1, task_id).bind(2, *before);
+        while (needed.step())
+            for (int column = 0; column < 4; ++column)
+                if (!needed.is_null(column)) candidates.erase(needed.text(column));
+        Statement shards(*db_, "SELECT sha256 FROM shards");
+        while (shards.step()) candidates.erase(shards.text(0));
+        transaction.commit();
+        return Retired{*before, {candidates.begin(), candidates.end()}};
+    });
+}
+
+common::Result<bool> Store::set_pinned(const std::string& task_id, std::int64_t version, bool pinned) {
+    return guarded([&]() -> common::Result<bool> {
+        Statement(*db_, "UPDATE model_versions SET pinned = ? WHERE task_id = ? AND version = ? AND checkpoint = 1")
+            .bind(1, std::int64_t{pinned ? 1 : 0})
+            .bind(2, task_id)
+            .bind(3, version)
+            .run();
+        return db_->changes() == 1;
     });
 }
 

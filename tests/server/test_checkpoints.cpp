@@ -2,7 +2,8 @@
 // only and the merged results' files are kept; a restart without a checkpoint at stop (as after
 // kill -9) merges them again to the very model a server that checkpoints every version has; a
 // published model is rebuilt from the patches when first asked for, and a damaged patch gives
-// a clear error instead of a wrong model.
+// a clear error instead of a wrong model. Retention deletes the files of old versions but
+// never what a live unit or a pinned (exported) version needs.
 #include <doctest/doctest.h>
 
 #include "file_io.h"
@@ -128,4 +129,53 @@ TEST_CASE("a published model between checkpoints is rebuilt from the patches whe
     CHECK(damaged.body.find("the published model of version 1") != std::string::npos);
     CHECK(!std::filesystem::exists(blobs / v1.blob_sha256));
     CHECK(http_get(server->port(), "/blobs/" + std::string(64, 'a')).status == 404);  // no such model
+}
+
+TEST_CASE("retention keeps the newest checkpoints, pinned ones and what live units need") {
+    auto server = std::make_unique<TestServer>([](TaskConfig& c) { c.max_in_flight = 100; }, PolicyKind::FedAsync,
+                                               [](ServerOptions& options) {
+                                                   options.checkpoint_every = 2;
+                                                   options.keep_checkpoints = 2;
+                                               });
+    const auto& task_id = server->config().task_id;
+    auto blobs = server->state().blobs();
+    TestVolunteer slow(*server, "slow");
+    TestVolunteer fast(*server, "fast");
+    auto held = slow.request_work().value();  // a live unit on version 0
+    REQUIRE(held.base_version == 0);
+    for (int i = 0; i < 8; ++i) deliver(*server, fast, i);
+    REQUIRE(server->version() == 8);
+    // Checkpoints at 2, 4, 6, 8; the live unit's base needs version 0's: nothing is retired.
+    CHECK(std::filesystem::exists(blobs / version_of(*server, 0).blob_sha256));
+    CHECK(std::filesystem::exists(blobs / *version_of(*server, 1).patch_sha256));
+
+    REQUIRE(server->store().set_pinned(task_id, 4, true).value());
+    CHECK(!server->store().set_pinned(task_id, 5, true).value());  // not a checkpoint
+    auto retired_model = version_of(*server, 3).blob_sha256;
+    REQUIRE(http_get(server->port(), "/blobs/" + retired_model).status == 200);  // built and stored
+    auto before = state_usage(server->state()).blobs;
+    REQUIRE(slow.upload(held, slow.made_up_delta(held, 1e-3f, 99)).status == 200);  // version 9
+    server->app().wait_idle();
+    deliver(*server, fast, 8);  // version 10, a checkpoint: versions before 8 are retired
+    REQUIRE(server->version() == 10);
+
+    for (std::int64_t v = 0; v < 8; ++v) {
+        CAPTURE(v);
+        auto record = version_of(*server, v);
+        CHECK(record.checkpoint == (v == 4));
+        CHECK(record.patch_sha256.has_value() == (v == 4));  // a pinned version keeps all its files
+        CHECK(record.state_sha256.has_value() == (v == 4));
+    }
+    CHECK(!std::filesystem::exists(blobs / version_of(*server, 0).blob_sha256));
+    CHECK(!std::filesystem::exists(blobs / retired_model));
+    auto pinned = version_of(*server, 4);
+    CHECK(pinned.pinned);
+    CHECK(std::filesystem::exists(blobs / *pinned.state_sha256));
+    CHECK(std::filesystem::exists(blobs / pinned.blob_sha256));
+    for (std::int64_t v : {8, 10}) CHECK(std::filesystem::exists(blobs / *version_of(*server, v).state_sha256));
+    CHECK(version_of(*server, 9).patch_sha256.has_value());
+    CHECK(state_usage(server->state()).blobs < before);
+    CHECK(http_get(server->port(), "/blobs/" + retired_model).status == 404);  // nothing left to build it from
+    deliver(*server, fast, 9);                                                 // merging goes on
+    CHECK(server->version() == 11);
 }

@@ -127,6 +127,11 @@ TEST_CASE("overview and history: results by minute, rejections, staleness, throu
     CHECK(stats.at("task").at("parameters").as_int64() > 100000);  // dit-tiny
     CHECK(stats.at("task").at("model").as_string() == "dit-tiny");
     CHECK(stats.at("uptime_s").as_int64() == 120);
+    const auto& state_bytes = stats.at("state_bytes").as_object();
+    CHECK(state_bytes.at("blobs").as_int64() > 600000);
+    CHECK(state_bytes.at("total").as_int64() == state_bytes.at("blobs").as_int64() +
+                                                    state_bytes.at("results").as_int64() +
+                                                    state_bytes.at("database").as_int64());
     CHECK(stats.at("last_event_id").as_int64() > 0);
     CHECK(stats.at("work_units").at("rejected").as_int64() == 1);
     auto& throughput = stats.at("throughput").as_object();
@@ -363,6 +368,11 @@ TEST_CASE("/metrics: rejections by reason, latency histogram, bytes, merge time;
     // Two dit-tiny deltas in int4: 154 k values at half a byte each.
     CHECK(metric_value(page, "tessera_http_received_bytes_total") > 2 * 70000);
     CHECK(metric_value(page, "tessera_http_sent_bytes_total") > 0);
+    // The state directory: the initial checkpoint and the shards at least; the database.
+    auto usage = state_usage(server.state());
+    CHECK(metric_value(page, "tessera_state_bytes{part=\"blobs\"}") > 600000);  // dit-tiny's checkpoint
+    CHECK(metric_value(page, "tessera_state_bytes{part=\"database\"}") > 0);
+    CHECK(metric_value(page, "tessera_state_bytes{part=\"blobs\"}") == static_cast<std::int64_t>(usage.blobs));
 
     TempDir dir;
     CHECK(promtool_check(dir, page) == 0);

@@ -136,6 +136,9 @@ TEST_CASE("SIGTERM shuts down gracefully and export writes a committed version")
     auto file = common::parse_safetensors(bytes).value();
     CHECK(file.metadata().at("version") == "1");
     CHECK(file.metadata().at("format") == "tessera.checkpoint");
+    auto store = Store::open(prepared.state().database(), false).value();
+    auto task = store->current_task().value().value();
+    CHECK(store->version(task.id, 1).value()->pinned);  // an exported version is kept by retention
     CHECK(!model.empty());
     ChildProcess missing({std::getenv("TESSERA_SERVER"), "export", "--state", prepared.state().root().string(),
                           "--version", "9", "--out", out.string()});

@@ -48,7 +48,7 @@ InProcessServer::~InProcessServer() = default;
 common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const std::filesystem::path& dir,
                                                                          const TaskConfig& config, Clock clock,
                                                                          std::uint64_t seed,
-                                                                         std::int64_t checkpoint_every) {
+                                                                         InProcessCheckpoints checkpoints) {
     auto parts = std::make_unique<Parts>();
     auto& p = *parts;
     p.state = StateDir(dir);
@@ -85,7 +85,8 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     Executor no_curve = [](std::function<void()>) {};
     AggregatorHooks hooks;
     hooks.merge_timer = [raw](double seconds) { raw->merge_seconds.fetch_add(seconds); };
-    hooks.checkpoint_every = checkpoint_every;
+    hooks.checkpoint_every = checkpoints.every;
+    hooks.keep_checkpoints = checkpoints.keep;
     hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
         raw->copies.note_model(task_id, version, model);
     };

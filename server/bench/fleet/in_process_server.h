@@ -20,15 +20,20 @@
 
 namespace tessera::server {
 
+struct InProcessCheckpoints {
+    std::int64_t every = 20;
+    std::int64_t keep = 3;
+};
+
 class InProcessServer {
 public:
     // Initialises `dir` (which must not hold a server yet), creates the task and starts the
     // components. `seed` seeds the scheduler's and validator's random choices;
-    // `checkpoint_every` is `tessera-server run --checkpoint-every`.
+    // `checkpoints` as `tessera-server run --checkpoint-every`, `--keep-checkpoints`.
     static common::Result<std::unique_ptr<InProcessServer>> create(const std::filesystem::path& dir,
                                                                    const TaskConfig& config, Clock clock,
                                                                    std::uint64_t seed,
-                                                                   std::int64_t checkpoint_every = 20);
+                                                                   InProcessCheckpoints checkpoints = {});
     ~InProcessServer();
 
     common::Result<ClientRecord> register_volunteer(const std::string& name);
