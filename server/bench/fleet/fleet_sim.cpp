@@ -292,7 +292,9 @@ private:
             options.feedback = &v.feedback;
             std::vector<std::filesystem::path> shards;
             for (const auto& s : unit.shards) shards.push_back(server_->blob_path(s.sha256));
-            auto output = client::run_work_unit(unit, server_->blob_path(unit.model_blob.sha256), shards, options);
+            auto model = server_->model_file(unit);
+            if (!model) return common::with_context("training " + unit.wu_id, model.error());
+            auto output = client::run_work_unit(unit, *model, shards, options);
             if (!output) return common::with_context("training " + unit.wu_id, output.error());
             delta = std::move(output->delta);
             metrics = output->metrics;

@@ -141,6 +141,11 @@ const common::VerifyKey& InProcessServer::verify_key() const { return parts_->ke
 std::filesystem::path InProcessServer::blob_path(const std::string& sha256) const {
     return parts_->blobs->path_of(sha256);
 }
+common::Result<std::filesystem::path> InProcessServer::model_file(const common::WorkUnit& unit) {
+    if (auto status = parts_->published->ensure(unit.task_id, unit.base_version); !status) return status.error();
+    return blob_path(unit.model_blob.sha256);
+}
+
 std::int64_t InProcessServer::version() const { return parts_->aggregator->version(); }
 
 common::Result<std::shared_ptr<const common::NamedTensors>> InProcessServer::model(std::int64_t version) {

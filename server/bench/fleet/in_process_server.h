@@ -45,6 +45,9 @@ public:
 
     const common::VerifyKey& verify_key() const;
     std::filesystem::path blob_path(const std::string& sha256) const;
+    // The file of a unit's base model, written first if it is not stored (a version between
+    // checkpoints), as for a volunteer that downloads it whole.
+    common::Result<std::filesystem::path> model_file(const common::WorkUnit& unit);
     std::int64_t version() const;
     // A version's published model (what volunteers train from).
     common::Result<std::shared_ptr<const common::NamedTensors>> model(std::int64_t version);
