@@ -198,8 +198,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
         raw->copies.note_model(task_id, version, model);
     };
-    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, p.executor, p.options.clock,
-                                                std::move(hooks));
+    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.published, *p.results, *p.probes, p.executor,
+                                                p.options.clock, std::move(hooks));
     p.validator = std::make_unique<Validator>(
         *p.store, *p.results, *p.models, *p.probes, *p.blobs, p.copies, p.metrics.checks(), p.options.clock,
         [raw](const std::string& id) { raw->aggregator->enqueue(id); }, std::random_device{}());

@@ -21,10 +21,10 @@ constexpr std::uint64_t kMaxModelBytes = std::uint64_t{8} << 30;
 
 }  // namespace
 
-Aggregator::Aggregator(Store& store, BlobStore& blobs, ResultFiles& results, ProbePool& probes, Executor executor,
-                       Clock clock, AggregatorHooks hooks)
-    : store_(store), blobs_(blobs), results_(results), probes_(probes), executor_(std::move(executor)),
-      clock_(std::move(clock)), hooks_(std::move(hooks)) {}
+Aggregator::Aggregator(Store& store, BlobStore& blobs, PublishedModels& published_models, ResultFiles& results,
+                       ProbePool& probes, Executor executor, Clock clock, AggregatorHooks hooks)
+    : store_(store), blobs_(blobs), published_models_(published_models), results_(results), probes_(probes),
+      executor_(std::move(executor)), clock_(std::move(clock)), hooks_(std::move(hooks)) {}
 
 Aggregator::~Aggregator() { stop(); }
 
@@ -87,7 +87,7 @@ common::Status Aggregator::load_committed(std::int64_t version) {
     published_blob_ = {start.blob_sha256, start.blob_bytes};
     policy_ = std::move(*policy);
     version_ = start.version;
-    since_checkpoint_.clear();
+    since_checkpoint_.clear();  // their files are the log replayed below: not to be removed
     checkpointed(start.version, clock_());
     if (start.version < version)
         if (auto status = replay(start.version, version); !status)
@@ -130,18 +130,18 @@ common::Status Aggregator::replay(std::int64_t after, std::int64_t through) {
         if (!outcome || !outcome->model_changed || sorted(outcome->merged_ids) != sorted(ids))
             return common::make_error("merging the results of version " + std::to_string(v.version) +
                                       " again does not give that version");
-        if (published_ && v.blob_sha256 != published_blob_.sha256) {
-            if (!v.patch_sha256) return common::make_error("version " + std::to_string(v.version) + " has no patch");
-            auto patch = blobs_.read(*v.patch_sha256, kMaxModelBytes);
-            if (!patch) return patch.error();
-            if (auto status = common::apply_patch(*published_, *patch); !status) return status;
-            published_version_ = v.version;
-            published_blob_ = {v.blob_sha256, v.blob_bytes};
-        }
         since_checkpoint_.insert(since_checkpoint_.end(), ids.begin(), ids.end());
     }
     version_ = through;
-    if (published_) {  // what the volunteers were sent
+    if (published_ && !versions->empty()) {  // what the volunteers were sent: from the stored patches
+        const auto& last = versions->back();
+        auto model = published_models_.model(task_id, through, PublishedModels::Start{after, &*published_});
+        if (!model) return model.error();
+        auto first = store_.versions_of_blob(task_id, last.blob_sha256);
+        if (!first) return first.error();
+        published_ = std::move(*model);
+        published_version_ = *first ? (*first)->first : through;
+        published_blob_ = {last.blob_sha256, last.blob_bytes};
         auto bytes = common::write_checkpoint(*published_, {task_id, task_.config.model, published_version_});
         if (!bytes) return bytes.error();
         if (common::sha256_hex(*bytes) != published_blob_.sha256)

@@ -29,6 +29,7 @@
 #include "merge_policy.h"
 #include "model_probe.h"
 #include "protocol.h"
+#include "published_models.h"
 #include "result_files.h"
 #include "store.h"
 #include "task_lookup.h"
@@ -56,8 +57,8 @@ struct AggregatorHooks {
 
 class Aggregator {
 public:
-    Aggregator(Store& store, BlobStore& blobs, ResultFiles& results, ProbePool& probes, Executor executor, Clock clock,
-               AggregatorHooks hooks = {});
+    Aggregator(Store& store, BlobStore& blobs, PublishedModels& published_models, ResultFiles& results,
+               ProbePool& probes, Executor executor, Clock clock, AggregatorHooks hooks = {});
     ~Aggregator();
 
     // Loads the task's current model and starts the thread; queues unmerged accepted results.
@@ -103,6 +104,7 @@ private:
 
     Store& store_;
     BlobStore& blobs_;
+    PublishedModels& published_models_;
     ResultFiles& results_;
     ProbePool& probes_;
     Executor executor_;

@@ -90,8 +90,8 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
         raw->copies.note_model(task_id, version, model);
     };
-    p.aggregator =
-        std::make_unique<Aggregator>(*p.store, *p.blobs, *p.results, *p.probes, no_curve, p.clock, std::move(hooks));
+    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.published, *p.results, *p.probes, no_curve,
+                                                p.clock, std::move(hooks));
     p.validator = std::make_unique<Validator>(
         *p.store, *p.results, *p.models, *p.probes, *p.blobs, p.copies, p.check_costs, p.clock,
         [raw](const std::string& id) { raw->aggregator->enqueue(id); }, seed);
