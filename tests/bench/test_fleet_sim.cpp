@@ -187,6 +187,22 @@ TEST_CASE("a simulation is deterministic for its seed and accounts for every uni
     CHECK(first->bytes_down_shards < first->bytes_down);
     CHECK(first->transfer_s > 0);
     CHECK(first->transfer_s < first->unit_s);
+    // The server's state directory is followed along the curve: version 0 and the shards at least.
+    CHECK(first->curve.front().state_bytes > 0);
+    CHECK(first->curve.back().state_bytes > 0);
+
+    // --transfer-as: a larger model's model and delta bytes on this model's training.
+    auto scaled_settings = small_settings("fedasync");
+    scaled_settings.payload_scale = 100;
+    auto scaled = simulate_fleet(task.config, fleet, scaled_settings, task.dir.path() / "scaled");
+    REQUIRE_MESSAGE(scaled.ok(), scaled.message());
+    auto model_per_unit = [](const RunResult& r) {
+        return (r.bytes_down - r.bytes_down_shards) / static_cast<double>(r.units_issued);
+    };
+    CHECK(model_per_unit(*scaled) > 20 * model_per_unit(*first));
+    CHECK(scaled->bytes_up / static_cast<double>(scaled->units_issued) >
+          20 * first->bytes_up / static_cast<double>(first->units_issued));
+    CHECK(scaled->transfer_s / scaled->unit_s > first->transfer_s / first->unit_s);
 
     auto other_seed = small_settings("fedasync");
     other_seed.seed = 4;

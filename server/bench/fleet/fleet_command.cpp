@@ -16,12 +16,14 @@
 #include "fleet_spec.h"
 #include "sample_judge.h"
 #include "task_setup.h"
+#include "model_cache.h"
+#include "torch_model.h"
 
 namespace tessera::bench {
 namespace {
 
 struct CommandOptions {
-    std::string data, fleet, runs, out, model, staleness, judge_data, judge_cache;
+    std::string data, fleet, runs, out, model, staleness, judge_data, judge_cache, transfer_as;
     std::int64_t judge_per_class = 100;
     double judge_guidance = 3;
     std::int64_t judge_steps = 20;
@@ -134,12 +136,33 @@ bool honest_and_steady(const std::vector<SimVolunteer>& fleet) {
     return true;
 }
 
+// --transfer-as: that preset's parameters over the task model's; 1 without it.
+common::Result<double> payload_scale(const CommandOptions& o) {
+    if (o.transfer_as.empty()) return 1.0;
+    auto config = base_config(o, server::PolicyKind::FedAsync);
+    if (!config) return config.error();
+    auto own = server::initial_weights(*config);
+    if (!own) return own.error();
+    config->model = o.transfer_as;
+    auto other = server::initial_weights(*config);
+    if (!other) return common::with_context("--transfer-as", other.error());
+    return static_cast<double>(server::value_count(*other)) / static_cast<double>(server::value_count(*own));
+}
+
 int run_campaign(CommandOptions& o) {
     auto fleet = make_fleet(o);
     if (!fleet) {
         std::cerr << "tessera-bench fleet: " << fleet.message() << "\n";
         return 2;
     }
+    auto scale = payload_scale(o);
+    if (!scale) {
+        std::cerr << "tessera-bench fleet: " << scale.message() << "\n";
+        return 2;
+    }
+    o.sim.payload_scale = *scale;
+    if (!o.transfer_as.empty())
+        std::cerr << "transfers counted as " << o.transfer_as << "'s: model, patch and delta bytes x " << *scale << "\n";
     auto k = static_cast<std::int64_t>(fleet->size());
     std::filesystem::create_directories(o.out);
     auto fleet_label = std::filesystem::exists(o.fleet) ? std::filesystem::path(o.fleet).stem().string() : o.fleet;
@@ -287,7 +310,8 @@ int run_fleet_command(int argc, char** argv) {
         "judge-guidance", "classifier-free guidance of the judged samples",
         cxxopts::value<double>()->default_value("3"))("judge-steps", "Euler steps of the judged samples",
                                                       cxxopts::value<std::int64_t>()->default_value("20"))(
-        "quiet", "no progress lines")("h,help", "show this help");
+        "transfer-as", "count model, patch and delta bytes as this preset's (e.g. dit-b), training the task's model",
+        cxxopts::value<std::string>()->default_value(""))("quiet", "no progress lines")("h,help", "show this help");
     try {
         CommandOptions o;
         o.args = options.parse(argc, argv);
@@ -328,6 +352,7 @@ int run_fleet_command(int argc, char** argv) {
         o.sim.threads = a["threads"].as<int>();
         o.sim.tick_s = a["tick"].as<double>();
         o.sim.quiet = a.count("quiet") > 0;
+        o.transfer_as = a["transfer-as"].as<std::string>();
         return run_campaign(o);
     } catch (const cxxopts::exceptions::exception& error) {
         std::cerr << "tessera-bench fleet: " << error.what() << "\n";

@@ -100,6 +100,9 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
             row.patched_share = static_cast<double>(run.units_on_patches) / static_cast<double>(run.units_issued);
         }
         if (run.unit_s > 0) row.transfer_share = run.transfer_s / run.unit_s;
+        for (const auto& p : run.curve)
+            row.state_mb_max = std::max(row.state_mb_max, static_cast<double>(p.state_bytes) / 1e6);
+        if (!run.curve.empty()) row.state_mb_end = static_cast<double>(run.curve.back().state_bytes) / 1e6;
         std::ostringstream wasted;
         for (const auto& [outcome, count] : run.outcomes.count)
             if (outcome != "merged") wasted << (wasted.tellp() > 0 ? " " : "") << outcome << "=" << count;
@@ -151,13 +154,13 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
 
 common::Status write_curves_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs) {
     std::ofstream out(path);
-    out << "run,fleet,volunteers,virtual_s,samples,version,val_loss,val_accuracy,staleness,busy\n";
+    out << "run,fleet,volunteers,virtual_s,samples,version,val_loss,val_accuracy,staleness,busy,state_mb\n";
     for (const auto& run : runs)
         for (const auto& p : run.curve)
             out << run.name << "," << run.fleet << "," << run.volunteers << "," << format("%.3f", p.virtual_s) << ","
                 << p.samples << "," << p.version << "," << format("%.6f", p.loss) << ","
                 << (p.accuracy >= 0 ? format("%.4f", p.accuracy) : "") << "," << format("%.3f", p.staleness) << ","
-                << p.busy << "\n";
+                << p.busy << "," << format("%.3f", static_cast<double>(p.state_bytes) / 1e6) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -187,7 +190,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
            "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy,refused_of_returned,honest_refused,"
            "check_ms_per_result,loss_checked_share,check_share,check_vs_training,gain_p10,gain_median,gain_p90,"
-           "calibration_gain,mb_shards_per_unit,transfer_share,patched_share\n";
+           "calibration_gain,mb_shards_per_unit,transfer_share,patched_share,state_mb_max,state_mb_end\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
@@ -203,7 +206,8 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << format("%.4f", r.check_vs_training) << "," << format("%.6f", r.gain_p10) << ","
             << format("%.6f", r.gain_median) << "," << format("%.6f", r.gain_p90) << ","
             << format("%.6f", r.calibration_gain) << "," << format("%.4f", r.mb_shards_per_unit) << ","
-            << format("%.4f", r.transfer_share) << "," << format("%.4f", r.patched_share) << "\n";
+            << format("%.4f", r.transfer_share) << "," << format("%.4f", r.patched_share) << ","
+            << format("%.3f", r.state_mb_max) << "," << format("%.3f", r.state_mb_end) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -232,6 +236,9 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
             << format("%.3f", r.mb_shards_per_unit) << " MB shards down, " << format("%.3f", r.mb_up_per_unit)
             << " MB up per unit; " << format("%.1f", 100 * r.transfer_share) << " % of the units' time; "
             << format("%.0f", 100 * r.patched_share) << " % of the units' models came as patches\n";
+        if (r.state_mb_max > 0)
+            out << "    server state directory: " << format("%.1f", r.state_mb_end) << " MB at the end, at most "
+                << format("%.1f", r.state_mb_max) << " MB at a curve point\n";
         if (!r.attacks.empty()) out << "    hostile results merged/returned: " << r.attacks << "\n";
         if (!r.refusals.empty()) out << "    refused/returned by attack: " << r.refusals << "\n";
         if (r.check_ms_per_result > 0)

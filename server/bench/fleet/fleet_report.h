@@ -33,6 +33,8 @@ struct RunSummary {
     double mb_shards_per_unit = 0;   // the shards' part of mb_down_per_unit
     double patched_share = 0;        // units whose model came as patches
     double transfer_share = 0;       // transfers' share of the computed units' time
+    double state_mb_max = 0;         // the server's state directory: largest at a curve point
+    double state_mb_end = 0;         // and at the last one
     std::string wasted;              // "rejected:norm_too_large=3 timed_out=2"
     std::string attacks;             // hostile results merged/returned: "noise=9/11 zero=0/13"
     std::string refusals;            // by attack ("none": honest), "none=2/300(replica_mismatch=2) noise=11/11(...)"

@@ -18,6 +18,7 @@ struct CurvePoint {
     double accuracy = -1;   // classifiers; -1 otherwise
     double staleness = 0;   // mean τ of the results merged since the previous point
     std::int64_t busy = 0;  // volunteers computing a unit at this moment
+    std::uint64_t state_bytes = 0;  // the server's state directory (central: 0)
 };
 
 // Where an issued unit ended ("merged", "replica", "buffered", "rejected:<reason>",

@@ -45,9 +45,15 @@ struct Event {
 
 // A unit a volunteer holds: its upload is ready (computed when the unit was taken, since it
 // depends only on the base model and the unit) and is delivered at `finish`.
+// What a volunteer sends: the packed body, of which `delta_bytes` are the delta file.
+struct Upload {
+    common::Bytes body;
+    std::size_t delta_bytes = 0;
+};
+
 struct HeldUnit {
     common::WorkUnit unit;
-    common::Bytes upload;
+    Upload upload;
     double issued = 0;
     double finish = 0;
 };
@@ -240,6 +246,7 @@ private:
             for (const auto& patch : unit->patches) model_bytes += static_cast<double>(patch.bytes);
             ++result_.units_on_patches;
         }
+        model_bytes *= settings_.payload_scale;
         double shard_bytes = 0;
         for (const auto& shard : unit->shards)
             if (!v.cached_shards.count(shard.sha256)) shard_bytes += static_cast<double>(shard.bytes);
@@ -259,7 +266,8 @@ private:
             auto upload = compute_upload(v, *unit);
             if (!upload) return upload.error();
             held.upload = std::move(*upload);
-            upload_bytes = static_cast<double>(held.upload.size());
+            auto delta = static_cast<double>(held.upload.delta_bytes);
+            upload_bytes = static_cast<double>(held.upload.body.size()) + delta * (settings_.payload_scale - 1);
         }
         double transfer_s =
             transfer_seconds(down_bytes, v.spec.down_mbit) + transfer_seconds(upload_bytes, v.spec.up_mbit);
@@ -281,7 +289,7 @@ private:
     }
 
     // The signed upload body a volunteer sends for `unit`: honest training, or the attack.
-    common::Result<common::Bytes> compute_upload(VolunteerState& v, const common::WorkUnit& unit) {
+    common::Result<Upload> compute_upload(VolunteerState& v, const common::WorkUnit& unit) {
         common::Bytes delta;
         common::TrainMetrics metrics;
         Attack attack = v.spec.attack;
@@ -318,7 +326,8 @@ private:
         manifest.encoding = unit.encoding;
         manifest.metrics = metrics;
         manifest.device = v.spec.group;
-        return common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), delta);
+        auto body = common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), delta);
+        return Upload{std::move(body), delta.size()};
     }
 
     common::Result<common::Bytes> poisoned_delta(const common::WorkUnit& unit, Attack attack,
@@ -360,7 +369,7 @@ private:
         auto held = std::move(*v.held);
         v.held.reset();
         auto version_before = server_->version();
-        auto outcome = server_->upload(v.client_id, held.upload);
+        auto outcome = server_->upload(v.client_id, held.upload.body);
         if (!outcome) return outcome.error();
         auto& attack = result_.attacks[issued_[held.unit.wu_id].attack];
         ++attack.returned;
@@ -450,6 +459,7 @@ private:
         staleness_merged_ = merged;
         staleness_total_ = total;
         for (const auto& v : volunteers_) point.busy += v.held ? 1 : 0;
+        point.state_bytes = server_->state_usage().total();
         result_.curve.push_back(point);
         if (!settings_.quiet)
             std::cerr << "  " << settings_.run_name << ": t=" << static_cast<std::int64_t>(point.virtual_s)

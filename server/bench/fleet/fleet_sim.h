@@ -36,6 +36,9 @@ struct SimSettings {
     double max_virtual_s = 1e8;
     std::uint64_t seed = 1;
     int threads = 0;               // LibTorch CPU threads for training; 0: its default
+    // Model, patch and delta bytes are counted × this (shards and manifests as they are): the
+    // transfers of a larger model on this model's training (`--transfer-as`).
+    double payload_scale = 1;
     bool quiet = false;            // no progress lines on stderr
     SampleJudge* judge = nullptr;  // set: score the DiT's samples at the budget point
 };

@@ -156,6 +156,8 @@ std::shared_ptr<const common::NamedTensors> InProcessServer::true_model() const 
     return parts_->aggregator->model_when_idle();  // upload() waits for the merges
 }
 
+StateUsage InProcessServer::state_usage() const { return server::state_usage(parts_->state); }
+
 common::Result<ProbeResult> InProcessServer::evaluate(std::int64_t max_samples) {
     return parts_->probes->evaluate(*true_model(), max_samples);
 }

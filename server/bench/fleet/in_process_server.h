@@ -57,6 +57,8 @@ public:
     common::Result<ProbeResult> evaluate(std::int64_t max_samples);
     Store& store();
     const TaskConfig& config() const;
+    // The state directory's size now (docs/operations.md, "Checkpoints and retention").
+    StateUsage state_usage() const;
     // What the contribution checks and the merges cost so far (the server's compute).
     const CheckCosts& check_costs() const;
     double merge_seconds() const;
