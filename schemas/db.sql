@@ -1,6 +1,7 @@
--- The server's SQLite schema (tessera-server; docs/operations.md). Version 4.
--- Applied by server/store/store.cpp when PRAGMA user_version is 0; later versions add
--- migrations there. Times are unix seconds; hashes are SHA-256 in lowercase hex.
+-- The server's SQLite schema (tessera-server; docs/operations.md). Version 6.
+-- Applied by server/store/store.cpp when PRAGMA user_version is 0; older files are migrated
+-- there. schemas/db_postgres.sql is the same schema for PostgreSQL: change both together.
+-- Times are unix seconds; hashes are SHA-256 in lowercase hex.
 
 -- Server-wide settings: the operator token's hash, the server key id.
 CREATE TABLE settings (

@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "db_schema.h"
+#include "db_schema_postgres.h"
 #include "store_internal.h"
 
 namespace tessera::server {
@@ -19,10 +20,10 @@ std::string_view work_unit_state_name(WorkUnitState state) {
 WorkUnitState work_unit_state_from_name(std::string_view name) {
     for (std::size_t i = 0; i < kWorkUnitStateNames.size(); ++i)
         if (kWorkUnitStateNames[i] == name) return static_cast<WorkUnitState>(i);
-    throw SqliteError("unknown work unit state '" + std::string(name) + "'");
+    throw DatabaseError("unknown work unit state '" + std::string(name) + "'");
 }
 
-void insert_event(SqliteDb& db, std::string_view kind, const boost::json::object& detail, std::int64_t now) {
+void insert_event(Database& db, std::string_view kind, const boost::json::object& detail, std::int64_t now) {
     Statement(db, "INSERT INTO events(at, kind, detail) VALUES (?, ?, ?)")
         .bind(1, now)
         .bind(2, kind)
@@ -30,40 +31,63 @@ void insert_event(SqliteDb& db, std::string_view kind, const boost::json::object
         .run();
 }
 
-Store::Store(std::unique_ptr<SqliteDb> db) : db_(std::move(db)) {}
+Store::Store(std::unique_ptr<Database> db) : db_(std::move(db)) {}
 Store::~Store() = default;
 
 common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& path, bool create) {
     if (!create && !std::filesystem::exists(path))
         return common::make_error("no database at " + path.string() + " (run `tessera-server init` first)");
+    return connect("sqlite:" + path.string(), create);
+}
+
+common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bool create) {
+    std::string name = is_postgres_url(url) ? "" : url.substr(url.starts_with("sqlite:") ? 7 : 0);
     try {
-        auto db = std::make_unique<SqliteDb>(path, create);
-        db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
+        auto db = open_database(url, create);
+        name = db->name();
+        if (db->dialect() == Dialect::Sqlite)
+            db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
         std::unique_ptr<Store> store(new Store(std::move(db)));
         store->migrate();
         return store;
-    } catch (const SqliteError& error) {
-        return common::make_error("database " + path.string() + ": " + error.what());
+    } catch (const DatabaseError& error) {
+        return common::make_error("database " + (name.empty() ? "" : name + ": ") + error.what());
     }
 }
 
-// Schema versions: 0 = empty file, 5 = schemas/db.sql; 1 → 2 adds the evaluation's sample
-// size to model_versions, 2 → 3 the indexes of open work units, clients by last seen,
-// nonces by time and assignments by acceptance, 3 → 4 the contribution checks' columns
-// (quarantine, registration address, gain per step) and their indexes, 4 → 5 the downlink
-// patches' columns of model_versions (state, patch) and its index by blob. A database from a
-// newer server is refused.
+// Schema versions: 0 = empty, 6 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
+// files of older servers are migrated: 1 → 2 adds the evaluation's sample size to
+// model_versions, 2 → 3 the indexes of open work units, clients by last seen, nonces by time
+// and assignments by acceptance, 3 → 4 the contribution checks' columns (quarantine,
+// registration address, gain per step) and their indexes, 4 → 5 the downlink patches'
+// columns of model_versions (state, patch) and its index by blob, 5 → 6 the checkpoint and
+// pinned flags. PostgreSQL support began at 6. A database from a newer server is refused.
 void Store::migrate() {
-    Statement query(*db_, "PRAGMA user_version");
-    query.step();
-    auto version = query.integer(0);
+    // Server processes starting together on one PostgreSQL database apply the schema once.
+    struct MigrationLock {
+        Database& db;
+        explicit MigrationLock(Database& db) : db(db) {
+            if (db.dialect() == Dialect::Postgres) db.exec("SELECT pg_advisory_lock(7361001)");
+        }
+        ~MigrationLock() {
+            if (db.dialect() != Dialect::Postgres) return;
+            try {
+                db.exec("SELECT pg_advisory_unlock(7361001)");
+            } catch (const DatabaseError&) {
+                // The connection is gone; so is its lock.
+            }
+        }
+    } lock(*db_);
+    auto version = db_->schema_version();
     if (version > kSchemaVersion)
-        throw SqliteError("schema version " + std::to_string(version) + " is newer than this server understands (" +
-                          std::to_string(kSchemaVersion) + ")");
+        throw DatabaseError("schema version " + std::to_string(version) + " is newer than this server understands (" +
+                            std::to_string(kSchemaVersion) + ")");
     if (version == kSchemaVersion) return;
     Transaction transaction(*db_);
     if (version == 0) {
-        db_->exec(kDbSchemaSql);
+        db_->exec(db_->dialect() == Dialect::Postgres ? kPostgresSchemaSql : kDbSchemaSql);
+    } else if (db_->dialect() == Dialect::Postgres) {
+        throw DatabaseError("schema version " + std::to_string(version) + " has no migration on PostgreSQL");
     } else {
         if (version < 2)
             db_->exec(
@@ -92,16 +116,12 @@ void Store::migrate() {
             "ALTER TABLE model_versions ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 1; "
             "ALTER TABLE model_versions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;");
     }
-    db_->exec("PRAGMA user_version = " + std::to_string(kSchemaVersion));
+    db_->set_schema_version(kSchemaVersion);
     transaction.commit();
 }
 
 common::Result<std::int64_t> Store::schema_version() {
-    return guarded([&]() -> common::Result<std::int64_t> {
-        Statement query(*db_, "PRAGMA user_version");
-        query.step();
-        return query.integer(0);
-    });
+    return guarded([&]() -> common::Result<std::int64_t> { return db_->schema_version(); });
 }
 
 common::Status Store::set_setting(const std::string& key, const std::string& value) {
@@ -182,7 +202,8 @@ common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
         Statement units(*db_, "SELECT state, COUNT(*) FROM work_units GROUP BY state");
         while (units.step()) counts.work_units[units.text(0)] = units.integer(1);
         Statement clients(*db_,
-                          "SELECT COUNT(*), COALESCE(SUM(last_seen >= ?), 0), COALESCE(SUM(quarantined), 0) "
+                          "SELECT COUNT(*), COALESCE(SUM(CASE WHEN last_seen >= ? THEN 1 ELSE 0 END), 0), "
+                          "COALESCE(SUM(quarantined), 0) "
                           "FROM clients");
         clients.bind(1, active_since);
         clients.step();
@@ -198,7 +219,7 @@ common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
 
 common::Result<std::int64_t> Store::active_clients(std::int64_t since, std::int64_t at_most) {
     return guarded([&]() -> common::Result<std::int64_t> {
-        Statement query(*db_, "SELECT COUNT(*) FROM (SELECT 1 FROM clients WHERE last_seen >= ? LIMIT ?)");
+        Statement query(*db_, "SELECT COUNT(*) FROM (SELECT 1 FROM clients WHERE last_seen >= ? LIMIT ?) AS recent");
         query.bind(1, since).bind(2, at_most);
         query.step();
         return query.integer(0);

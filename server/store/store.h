@@ -1,7 +1,8 @@
-// The server's state in SQLite (WAL): every SQL statement of the server lives in this module
-// (store*.cpp). Each public method is one transaction; a lifecycle transition also records
-// its event and, for rejections, the reason. Thread-safe: calls are serialised by a mutex.
-// SQLite failures come back as Errors ("database: ...").
+// The server's state in SQLite (WAL, the default) or PostgreSQL (database.h): every SQL
+// statement of the server lives in this module (store*.cpp), written once for both. Each
+// public method is one transaction; a lifecycle transition also records its event and, for
+// rejections, the reason. Thread-safe: calls are serialised by a mutex. Database failures
+// come back as Errors ("database: ...").
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@
 
 namespace tessera::server {
 
-class SqliteDb;
+class Database;
 
 // Why an assignment left in_progress without a result: its deadline passed or its volunteer
 // gave it up.
@@ -34,6 +35,9 @@ public:
     // Opens the database at `path` (creating it when `create`), enables WAL and applies the
     // schema or migrations up to kSchemaVersion.
     static common::Result<std::unique_ptr<Store>> open(const std::filesystem::path& path, bool create);
+    // Opens the database a URL names: `sqlite:PATH` or `postgresql://…` (database.h), with its
+    // schema applied or migrated as above.
+    static common::Result<std::unique_ptr<Store>> connect(const std::string& url, bool create);
     ~Store();
 
     static constexpr std::int64_t kSchemaVersion = 6;
@@ -187,13 +191,13 @@ public:
     common::Result<std::set<std::string>> pending_delta_ids();
 
 private:
-    explicit Store(std::unique_ptr<SqliteDb> db);
+    explicit Store(std::unique_ptr<Database> db);
     void migrate();
     template <class F>
     auto guarded(F&& body) -> decltype(body());
 
     std::mutex mutex_;
-    std::unique_ptr<SqliteDb> db_;
+    std::unique_ptr<Database> db_;
     std::int64_t nonces_pruned_at_ = 0;
 };
 

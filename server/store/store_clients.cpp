@@ -34,7 +34,7 @@ ClientRecord read_client(const Statement& row) {
 std::string new_client_id() {
     common::Bytes random(6);
     if (RAND_bytes(random.data(), static_cast<int>(random.size())) != 1)
-        throw SqliteError("the system random generator failed");
+        throw DatabaseError("the system random generator failed");
     return "c-" + common::to_hex(random);
 }
 
@@ -119,7 +119,7 @@ common::Result<bool> Store::claim_nonce(const std::string& client_id, const std:
             Statement(*db_, "DELETE FROM request_nonces WHERE seen_at < ?").bind(1, now - 2 * window_s).run();
             nonces_pruned_at_ = now;
         }
-        Statement insert(*db_, "INSERT OR IGNORE INTO request_nonces(client_id, nonce, seen_at) VALUES (?, ?, ?)");
+        Statement insert(*db_, "INSERT INTO request_nonces(client_id, nonce, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING");
         insert.bind(1, client_id).bind(2, nonce).bind(3, now).run();
         bool fresh = db_->changes() == 1;
         transaction.commit();
@@ -160,7 +160,7 @@ common::Result<bool> Store::set_client_quarantined(const std::string& id, bool q
         Transaction transaction(*db_);
         // Entering quarantine starts a new streak: only valid results from now on lift it.
         Statement(*db_,
-                  "UPDATE clients SET quarantined = ?, valid_streak = CASE WHEN ? THEN 0 ELSE valid_streak END "
+                  "UPDATE clients SET quarantined = ?, valid_streak = CASE WHEN ? = 1 THEN 0 ELSE valid_streak END "
                   "WHERE id = ? AND quarantined != ?")
             .bind(1, quarantined ? 1 : 0)
             .bind(2, quarantined ? 1 : 0)

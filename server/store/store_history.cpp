@@ -9,9 +9,14 @@ namespace {
 constexpr const char* kTaskResults =
     "FROM assignments a JOIN work_units w ON w.id = a.work_unit_id WHERE w.task_id = ? ";
 // Samples of a result accepted for merging (twins that only confirm one do not count).
-constexpr const char* kMergedSamples =
-    "COALESCE(SUM(CASE WHEN a.state IN ('accepted', 'merged') "
-    "THEN json_extract(a.metrics, '$.samples') END), 0)";
+std::string merged_samples(Dialect dialect) {
+    return "COALESCE(SUM(CASE WHEN a.state IN ('accepted', 'merged') THEN " +
+           json_number(dialect, "a.metrics", "samples") + " END), 0)";
+}
+// Counts the rows where `condition` holds.
+std::string count_where(const std::string& condition) {
+    return "COALESCE(SUM(CASE WHEN " + condition + " THEN 1 ELSE 0 END), 0)";
+}
 
 }  // namespace
 
@@ -27,12 +32,13 @@ common::Result<std::vector<HistoryBucket>> Store::history(const std::string& tas
                                                           std::int64_t bucket_s) {
     return guarded([&]() -> common::Result<std::vector<HistoryBucket>> {
         std::map<std::int64_t, HistoryBucket> buckets;
-        Statement results(*db_, std::string("SELECT (a.returned_at / ?) * ?, "
-                                            "SUM(a.state IN ('accepted', 'merged', 'confirmed')), ") +
-                                    kMergedSamples +
-                                    ", AVG(CASE WHEN a.state IN ('accepted', 'merged', 'confirmed') "
-                                    "THEN json_extract(a.metrics, '$.loss_end') END) " +
-                                    kTaskResults + "AND a.returned_at >= ? GROUP BY 1");
+        auto dialect = db_->dialect();
+        Statement results(*db_, "SELECT (a.returned_at / ?) * ?, " +
+                                    count_where("a.state IN ('accepted', 'merged', 'confirmed')") + ", " +
+                                    merged_samples(dialect) +
+                                    ", AVG(CASE WHEN a.state IN ('accepted', 'merged', 'confirmed') THEN " +
+                                    json_number(dialect, "a.metrics", "loss_end") + " END) " + kTaskResults +
+                                    "AND a.returned_at >= ? GROUP BY 1");
         results.bind(1, bucket_s).bind(2, bucket_s).bind(3, task_id).bind(4, since);
         while (results.step()) {
             auto& bucket = buckets[results.integer(0)];
@@ -58,8 +64,8 @@ common::Result<std::vector<HistoryBucket>> Store::history(const std::string& tas
 
 common::Result<ActivityTotals> Store::activity_since(const std::string& task_id, std::int64_t since) {
     return guarded([&]() -> common::Result<ActivityTotals> {
-        Statement query(*db_, std::string("SELECT COALESCE(SUM(a.state IN ('accepted', 'merged')), 0), ") +
-                                  kMergedSamples + " " + kTaskResults + "AND a.returned_at >= ?");
+        Statement query(*db_, "SELECT " + count_where("a.state IN ('accepted', 'merged')") + ", " +
+                                  merged_samples(db_->dialect()) + " " + kTaskResults + "AND a.returned_at >= ?");
         query.bind(1, task_id).bind(2, since);
         query.step();
         return ActivityTotals{query.integer(0), query.integer(1)};

@@ -3,21 +3,26 @@
 
 #include <boost/json.hpp>
 
-#include "sqlite.h"
+#include "database.h"
 #include "store.h"
 
 namespace tessera::server {
 
-// Runs `body` under the store's mutex; a SqliteError becomes an Error.
+// Runs `body` under the store's mutex; a DatabaseError becomes an Error. A transaction that
+// conflicted with another server process's (PostgreSQL) runs again, a few times.
 template <class F>
 auto Store::guarded(F&& body) -> decltype(body()) {
+    constexpr int kAttempts = 20;
     std::lock_guard lock(mutex_);
-    try {
-        return body();
-    } catch (const SqliteError& error) {
-        return common::make_error(std::string("database: ") + error.what());
-    } catch (const std::exception& error) {
-        return common::make_error(std::string("database: bad row: ") + error.what());
+    for (int attempt = 1;; ++attempt) {
+        try {
+            return body();
+        } catch (const DatabaseError& error) {
+            if (error.retryable() && attempt < kAttempts) continue;
+            return common::make_error(std::string("database: ") + error.what());
+        } catch (const std::exception& error) {
+            return common::make_error(std::string("database: bad row: ") + error.what());
+        }
     }
 }
 
@@ -36,6 +41,6 @@ inline constexpr const char* kWorkUnitColumns =
 WorkUnitRecord read_work_unit(const Statement& row);
 
 // Adds an event row inside the caller's transaction.
-void insert_event(SqliteDb& db, std::string_view kind, const boost::json::object& detail, std::int64_t now);
+void insert_event(Database& db, std::string_view kind, const boost::json::object& detail, std::int64_t now);
 
 }  // namespace tessera::server

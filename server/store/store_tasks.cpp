@@ -17,7 +17,7 @@ TaskRecord read_task(const Statement& row) {
     task.id = row.text(0);
     task.config_json = row.text(1);
     auto state = task_state_from_name(row.text(2));
-    if (!state) throw SqliteError("unknown task state '" + row.text(2) + "'");
+    if (!state) throw DatabaseError("unknown task state '" + row.text(2) + "'");
     task.state = *state;
     task.created_at = row.integer(3);
     task.version = row.integer(4);
@@ -45,7 +45,7 @@ VersionRecord read_version(const Statement& row) {
     return v;
 }
 
-void insert_version(SqliteDb& db, const VersionRecord& v) {
+void insert_version(Database& db, const VersionRecord& v) {
     Statement(db,
               "INSERT INTO model_versions(task_id, version, blob_sha256, blob_bytes, optimizer_sha256, "
               "created_at, merged_results, state_sha256, patch_sha256, patch_bytes, checkpoint, pinned) "
@@ -192,8 +192,8 @@ common::Result<std::optional<std::pair<std::string, std::int64_t>>> Store::versi
     return guarded([&]() -> common::Result<Owner> {
         // Task by task, so that the (task_id, blob_sha256) index serves each look-up.
         Statement query(*db_,
-                        "SELECT t.id, (SELECT MIN(v.version) FROM model_versions v "
-                        "WHERE v.task_id = t.id AND v.blob_sha256 = ?) AS first FROM tasks t "
+                        "SELECT id, first FROM (SELECT t.id AS id, (SELECT MIN(v.version) FROM model_versions v "
+                        "WHERE v.task_id = t.id AND v.blob_sha256 = ?) AS first FROM tasks t) AS owners "
                         "WHERE first IS NOT NULL LIMIT 1");
         query.bind(1, sha256);
         if (!query.step()) return Owner();

@@ -20,7 +20,7 @@ std::vector<std::string> shards_from_json(const std::string& text) {
     return shards;
 }
 
-void insert_assignment(SqliteDb& db, const AssignmentRecord& a) {
+void insert_assignment(Database& db, const AssignmentRecord& a) {
     Statement(db,
               "INSERT INTO assignments(id, work_unit_id, client_id, state, issued_at, deadline, envelope) "
               "VALUES (?, ?, ?, 'in_progress', ?, ?, ?)")
@@ -35,22 +35,22 @@ void insert_assignment(SqliteDb& db, const AssignmentRecord& a) {
 }
 
 // Moves one assignment between states; false when it was not in `from`.
-bool transition(SqliteDb& db, const std::string& id, const char* from, const char* to) {
+bool transition(Database& db, const std::string& id, const char* from, const char* to) {
     Statement(db, std::string("UPDATE assignments SET state = '") + to + "' WHERE id = ? AND state IN " + from)
         .bind(1, id)
         .run();
     return db.changes() == 1;
 }
 
-std::string work_unit_of(SqliteDb& db, const std::string& assignment_id) {
+std::string work_unit_of(Database& db, const std::string& assignment_id) {
     Statement query(db, "SELECT work_unit_id FROM assignments WHERE id = ?");
     query.bind(1, assignment_id);
-    if (!query.step()) throw SqliteError("no assignment '" + assignment_id + "'");
+    if (!query.step()) throw DatabaseError("no assignment '" + assignment_id + "'");
     return query.text(0);
 }
 
 // Counts a failure against the unit; retires it at `max_failures`. True when retired.
-bool count_failure(SqliteDb& db, const std::string& unit_id, std::int64_t max_failures, std::int64_t now) {
+bool count_failure(Database& db, const std::string& unit_id, std::int64_t max_failures, std::int64_t now) {
     Statement(db, "UPDATE work_units SET failures = failures + 1 WHERE id = ?").bind(1, unit_id).run();
     Statement(db, "UPDATE work_units SET state = 'retired' WHERE id = ? AND state = 'open' AND failures >= ?")
         .bind(1, unit_id)
@@ -69,7 +69,7 @@ AssignmentRecord read_assignment(const Statement& row) {
     a.work_unit_id = row.text(1);
     a.client_id = row.text(2);
     auto state = assignment_state_from_name(row.text(3));
-    if (!state) throw SqliteError("unknown assignment state '" + row.text(3) + "'");
+    if (!state) throw DatabaseError("unknown assignment state '" + row.text(3) + "'");
     a.state = *state;
     a.issued_at = row.integer(4);
     a.deadline = row.integer(5);
@@ -378,13 +378,16 @@ common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std
 
 common::Result<std::vector<double>> Store::recent_norms_per_step(const std::string& task_id, int limit) {
     return guarded([&]() -> common::Result<std::vector<double>> {
-        // Walks the acceptance index from the newest (CROSS JOIN and the unary + keep SQLite
-        // from scanning every accepted row of the task and sorting them).
-        Statement query(*db_,
-                        "SELECT a.delta_norm / w.local_steps FROM assignments a CROSS JOIN work_units w "
-                        "ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? "
-                        "AND +a.state IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL "
-                        "ORDER BY a.accepted_seq DESC LIMIT ?");
+        // Walks the acceptance index from the newest (on SQLite, CROSS JOIN and the unary + keep
+        // its planner from scanning every accepted row of the task and sorting them).
+        bool sqlite = db_->dialect() == Dialect::Sqlite;
+        Statement query(*db_, std::string("SELECT a.delta_norm / w.local_steps FROM assignments a ") +
+                                  (sqlite ? "CROSS JOIN" : "JOIN") +
+                                  " work_units w ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND "
+                                  "w.task_id = ? AND " +
+                                  (sqlite ? "+a.state" : "a.state") +
+                                  " IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL "
+                                  "ORDER BY a.accepted_seq DESC LIMIT ?");
         query.bind(1, task_id).bind(2, limit);
         std::vector<double> norms;
         while (query.step()) norms.push_back(query.real(0));

@@ -11,7 +11,7 @@
 
 #include "faulty_file_system.h"
 #include "server_fixture.h"
-#include "sqlite.h"
+#include "sqlite_database.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -119,7 +119,7 @@ TEST_CASE("a version row that cannot be written: the results are merged once it 
     auto server = server_with(no_faults, PolicyKind::FedAsync, 0.02);
     TestVolunteer volunteer(*server);
     deliver(*server, volunteer, 0);
-    SqliteDb db(server->state().database(), false);
+    SqliteDatabase db(server->state().database(), false);
     db.exec(
         "CREATE TRIGGER injected_fault BEFORE INSERT ON model_versions "
         "BEGIN SELECT RAISE(ABORT, 'injected fault'); END;");

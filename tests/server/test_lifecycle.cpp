@@ -7,7 +7,7 @@
 #include "model_patch.h"
 #include "server_fixture.h"
 #include "sha256.h"
-#include "sqlite.h"
+#include "sqlite_database.h"
 #include "trust.h"
 
 using namespace tessera;
@@ -288,7 +288,7 @@ TEST_CASE("the store applies its schema once and refuses a database from a newer
         CHECK(store->setting("k").value().value() == "v");
     }
     {
-        SqliteDb db(path, false);
+        SqliteDatabase db(path, false);
         db.exec("PRAGMA user_version = 99");
     }
     auto newer = Store::open(path, false);
@@ -306,7 +306,7 @@ TEST_CASE(
     server.stop();
     auto path = server.state().database();
     auto indexes = [&] {
-        SqliteDb db(path, false);
+        SqliteDatabase db(path, false);
         Statement query(db,
                         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN "
                         "('work_units_open', 'clients_by_last_seen', 'request_nonces_by_time', "
@@ -317,7 +317,7 @@ TEST_CASE(
     };
     CHECK(indexes() == 7);
     {
-        SqliteDb db(path, false);  // back to schema 1: no sample size, no indexes of schemas 3 and 4, no check columns
+        SqliteDatabase db(path, false);  // back to schema 1: no sample size, no indexes of schemas 3 and 4, no check columns
         db.exec(
             "DROP INDEX clients_by_address; DROP INDEX rejections_by_client; "
             "ALTER TABLE clients DROP COLUMN quarantined; ALTER TABLE clients DROP COLUMN address; "

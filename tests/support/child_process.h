@@ -26,6 +26,8 @@ public:
         posix_spawn_file_actions_init(&actions);
         posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
         posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+        // Only stdout holds the pipe: a daemon the child leaves behind must not keep it open.
+        posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
         std::vector<char*> args;
         for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
         args.push_back(nullptr);

@@ -1,0 +1,163 @@
+-- The server's PostgreSQL schema (tessera-server --db postgresql://…; docs/scaling.md).
+-- Version 6, the same tables as schemas/db.sql (SQLite) with PostgreSQL's types: 64-bit
+-- integers, double precision reals, identity ids, and a `rowid` column (insertion order, as
+-- SQLite's implicit rowid, which the queries order by) in tasks, shards, work_units and
+-- assignments. Applied by server/store/store.cpp to an
+-- empty database; its version is the row of table schema_version. Change both together.
+-- Times are unix seconds; hashes are SHA-256 in lowercase hex.
+
+-- Server-wide settings: the operator token's hash, the server key id.
+CREATE TABLE settings (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+
+-- Volunteers, one per Ed25519 key. Schema 4 added `quarantined` (its results are checked and
+-- kept, neither merged nor credited) and `address` (the network address it registered from).
+CREATE TABLE clients (
+  id            TEXT PRIMARY KEY,
+  public_key    TEXT NOT NULL UNIQUE,   -- base64 of the raw 32-byte key
+  name          TEXT NOT NULL,
+  client_version TEXT NOT NULL,
+  registered_at BIGINT NOT NULL,
+  last_seen     BIGINT NOT NULL,
+  device        TEXT NOT NULL DEFAULT '',
+  samples_per_s DOUBLE PRECISION NOT NULL DEFAULT 0,
+  valid_streak  BIGINT NOT NULL DEFAULT 0,  -- accepted results in a row (adaptive replication)
+  accepted      BIGINT NOT NULL DEFAULT 0,
+  rejected      BIGINT NOT NULL DEFAULT 0,
+  credit        DOUBLE PRECISION NOT NULL DEFAULT 0,
+  banned        BIGINT NOT NULL DEFAULT 0,
+  quarantined   BIGINT NOT NULL DEFAULT 0,
+  address       TEXT NOT NULL DEFAULT ''
+);
+
+-- Request nonces seen recently: a replayed signed request is refused.
+CREATE TABLE request_nonces (
+  client_id TEXT NOT NULL,
+  nonce     TEXT NOT NULL,
+  seen_at   BIGINT NOT NULL,
+  PRIMARY KEY (client_id, nonce)
+);
+
+-- A training run: model preset, dataset and policy (config is the task's JSON).
+CREATE TABLE tasks (
+  id          TEXT PRIMARY KEY,
+  config      TEXT NOT NULL,
+  state       TEXT NOT NULL CHECK (state IN ('active', 'paused', 'finished')),
+  created_at  BIGINT NOT NULL,
+  version     BIGINT NOT NULL DEFAULT 0,  -- the current model version
+  rowid         BIGINT GENERATED ALWAYS AS IDENTITY  -- insertion order
+);
+
+-- The task's training shards; `uses` counts work units built on each (epoch coverage).
+CREATE TABLE shards (
+  task_id TEXT NOT NULL REFERENCES tasks(id),
+  sha256  TEXT NOT NULL,
+  bytes   BIGINT NOT NULL,
+  samples BIGINT NOT NULL,
+  uses    BIGINT NOT NULL DEFAULT 0,
+  rowid   BIGINT GENERATED ALWAYS AS IDENTITY,  -- insertion order
+  PRIMARY KEY (task_id, sha256)
+);
+
+-- Every model version; the blob is written (atomically) before its row commits.
+CREATE TABLE model_versions (
+  task_id         TEXT NOT NULL REFERENCES tasks(id),
+  version         BIGINT NOT NULL,
+  blob_sha256     TEXT NOT NULL,
+  blob_bytes      BIGINT NOT NULL,
+  optimizer_sha256 TEXT,                 -- diloco momentum, when the policy has state
+  state_sha256    TEXT,                  -- with downlink patches: the true model (blob: the published one)
+  patch_sha256    TEXT,                  -- with downlink patches: from the previous published model
+  patch_bytes     BIGINT NOT NULL DEFAULT 0,
+  created_at      BIGINT NOT NULL,
+  merged_results  BIGINT NOT NULL DEFAULT 0,
+  validation_loss DOUBLE PRECISION,                  -- filled in by the periodic evaluation
+  validation_accuracy DOUBLE PRECISION,
+  validation_samples BIGINT,            -- how many validation samples the figures come from
+  validation_full BIGINT NOT NULL DEFAULT 0,  -- 1: the whole validation set
+  -- 1: a restart point: the true model, the published one and the policy's state were written
+  -- in full. 0 (downlink patches, between checkpoints): only the patch; the true model is
+  -- rebuilt from the last checkpoint and the results merged since (their delta files are kept
+  -- until the next), the published one from the patches when first asked for.
+  checkpoint      BIGINT NOT NULL DEFAULT 1,
+  pinned          BIGINT NOT NULL DEFAULT 0,  -- kept by retention whatever its age
+  PRIMARY KEY (task_id, version)
+);
+
+-- A unit of work (BOINC's workunit): shards, hyperparameters and a base version. It is
+-- sent as one or more assignments (replicas).
+CREATE TABLE work_units (
+  id           TEXT PRIMARY KEY,
+  task_id      TEXT NOT NULL REFERENCES tasks(id),
+  base_version BIGINT NOT NULL,
+  shards       TEXT NOT NULL,             -- JSON array of shard hashes
+  local_steps  BIGINT NOT NULL,
+  seed         BIGINT NOT NULL,
+  replicas     BIGINT NOT NULL,          -- 1, or 2 when the results are compared
+  state        TEXT NOT NULL CHECK (state IN ('open', 'done', 'retired')),
+  failures     BIGINT NOT NULL DEFAULT 0,
+  created_at   BIGINT NOT NULL,
+  rowid        BIGINT GENERATED ALWAYS AS IDENTITY  -- insertion order
+);
+
+-- One copy of a work unit sent to one volunteer (BOINC's result). Its id is the wu_id
+-- the volunteer sees.
+CREATE TABLE assignments (
+  id            TEXT PRIMARY KEY,
+  work_unit_id  TEXT NOT NULL REFERENCES work_units(id),
+  client_id     TEXT NOT NULL REFERENCES clients(id),
+  -- in_progress → returned (stored) → validated (waits for its replica) → accepted (to be
+  -- merged) | confirmed (an accepted replica's twin, not merged) | rejected;
+  -- accepted → merged; in_progress → timed_out | abandoned.
+  state         TEXT NOT NULL CHECK (state IN ('in_progress', 'returned', 'validated',
+                  'accepted', 'confirmed', 'rejected', 'merged', 'timed_out', 'abandoned')),
+  issued_at     BIGINT NOT NULL,
+  deadline      BIGINT NOT NULL,
+  envelope      TEXT NOT NULL,            -- the signed work unit as sent
+  returned_at   BIGINT,
+  delta_sha256  TEXT,
+  delta_bytes   BIGINT,
+  delta_norm    DOUBLE PRECISION,
+  gain_per_step DOUBLE PRECISION,                     -- proof of training: relative loss drop per step on its own samples
+  metrics       TEXT,                     -- JSON from the result manifest
+  credit        DOUBLE PRECISION NOT NULL DEFAULT 0,
+  merged_version BIGINT,
+  accepted_seq  BIGINT,                  -- acceptance order, so merges replay in order
+  rowid         BIGINT GENERATED ALWAYS AS IDENTITY  -- insertion order
+);
+CREATE INDEX assignments_by_state ON assignments(state);
+CREATE INDEX assignments_by_client ON assignments(client_id, state);
+CREATE INDEX assignments_by_work_unit ON assignments(work_unit_id);
+-- Schema 3: the per-request queries stay off full scans as the history grows.
+CREATE INDEX work_units_open ON work_units(task_id, state, created_at);
+CREATE INDEX clients_by_last_seen ON clients(last_seen);
+CREATE INDEX request_nonces_by_time ON request_nonces(seen_at);
+CREATE INDEX assignments_by_acceptance ON assignments(accepted_seq);
+-- Schema 4: registrations per address (Sybil limit), rejections per volunteer (quarantine).
+CREATE INDEX clients_by_address ON clients(address, registered_at);
+CREATE INDEX model_versions_by_blob ON model_versions(task_id, blob_sha256);
+
+-- Why results were refused.
+CREATE TABLE rejections (
+  id            BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+  assignment_id TEXT NOT NULL,
+  client_id     TEXT NOT NULL,
+  reason        TEXT NOT NULL,
+  detail        TEXT NOT NULL,
+  at            BIGINT NOT NULL
+);
+CREATE INDEX rejections_by_client ON rejections(client_id, at);
+
+-- What happened, for the dashboard and the log.
+CREATE TABLE events (
+  id     BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+  at     BIGINT NOT NULL,
+  kind   TEXT NOT NULL,
+  detail TEXT NOT NULL                    -- JSON object
+);
+
+CREATE TABLE schema_version (
+  version BIGINT NOT NULL
+);

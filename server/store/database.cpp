@@ -1,0 +1,69 @@
+// Statements, transactions and opening a database by URL, for both back ends.
+#include "database.h"
+
+#include "postgres_database.h"
+#include "sqlite_database.h"
+
+namespace tessera::server {
+
+std::string json_number(Dialect dialect, std::string_view column, std::string_view key) {
+    if (dialect == Dialect::Postgres)
+        return "CAST((" + std::string(column) + ")::jsonb ->> '" + std::string(key) + "' AS DOUBLE PRECISION)";
+    return "json_extract(" + std::string(column) + ", '$." + std::string(key) + "')";
+}
+
+Statement& Statement::set(int index, SqlValue value) {
+    if (index < 1) throw DatabaseError("bind: parameter indexes start at 1");
+    auto at = static_cast<std::size_t>(index);
+    if (params_.size() < at) params_.resize(at);
+    params_[at - 1] = std::move(value);
+    return *this;
+}
+
+bool Statement::step() {
+    if (!rows_) rows_ = db_.query(sql_, params_);
+    return rows_->next();
+}
+
+void Statement::run() {
+    while (step()) {
+    }
+}
+
+std::optional<double> Statement::optional_real(int column) const {
+    if (is_null(column)) return std::nullopt;
+    return real(column);
+}
+
+std::optional<std::int64_t> Statement::optional_integer(int column) const {
+    if (is_null(column)) return std::nullopt;
+    return integer(column);
+}
+
+Transaction::Transaction(Database& db) : db_(db) { db_.begin(); }
+
+Transaction::~Transaction() {
+    if (done_) return;
+    try {
+        db_.exec("ROLLBACK");
+    } catch (const DatabaseError&) {
+        // Already outside a transaction (SQLite rolls back on some errors by itself).
+    }
+}
+
+void Transaction::commit() {
+    db_.exec("COMMIT");
+    done_ = true;
+}
+
+bool is_postgres_url(std::string_view url) {
+    return url.starts_with("postgresql://") || url.starts_with("postgres://");
+}
+
+std::unique_ptr<Database> open_database(std::string_view url, bool create) {
+    if (is_postgres_url(url)) return std::make_unique<PostgresDatabase>(url);
+    if (url.starts_with("sqlite:")) url.remove_prefix(7);
+    return std::make_unique<SqliteDatabase>(std::filesystem::path(url), create);
+}
+
+}  // namespace tessera::server

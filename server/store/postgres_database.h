@@ -1,0 +1,39 @@
+// The PostgreSQL back end of Database (libpq): one connection, shared by the store's calls
+// in this process; several server processes may each hold one to the same database. Writing
+// transactions are SERIALIZABLE: one that conflicts with another process's fails as
+// retryable and the store runs it again.
+#pragma once
+
+#include "database.h"
+
+struct pg_conn;
+
+namespace tessera::server {
+
+class PostgresDatabase : public Database {
+public:
+    // Connects with a libpq URI (postgresql://user@host:port/db?...).
+    explicit PostgresDatabase(std::string_view url);
+    ~PostgresDatabase() override;
+    PostgresDatabase(const PostgresDatabase&) = delete;
+    PostgresDatabase& operator=(const PostgresDatabase&) = delete;
+
+    Dialect dialect() const override { return Dialect::Postgres; }
+    void exec(std::string_view sql) override;
+    std::unique_ptr<Rows> query(std::string_view sql, const std::vector<SqlValue>& params) override;
+    std::int64_t changes() const override { return changes_; }
+    void begin() override { exec("BEGIN ISOLATION LEVEL SERIALIZABLE"); }
+    std::int64_t schema_version() override;  // the row of table schema_version, 0 without it
+    void set_schema_version(std::int64_t version) override;
+    std::string name() const override { return name_; }
+
+private:
+    pg_conn* connection_ = nullptr;
+    std::string name_;
+    std::int64_t changes_ = 0;
+};
+
+// `?` placeholders as PostgreSQL's `$1`, `$2`, … (quoted text left alone).
+std::string numbered_placeholders(std::string_view sql);
+
+}  // namespace tessera::server

@@ -1,0 +1,322 @@
+// The store suite, run against both back ends: a SQLite file and a database in a private
+// PostgreSQL cluster (started by the test, on loopback). Each case runs once per back end
+// on a fresh database.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "database.h"
+#include "postgres_cluster.h"
+#include "store.h"
+#include "temp_dir.h"
+
+using namespace tessera::server;
+using tessera::testing::PostgresCluster;
+using tessera::testing::TempDir;
+
+namespace {
+
+PostgresCluster& cluster() {
+    static PostgresCluster instance;
+    return instance;
+}
+
+// A fresh database of one back end, and its URL for reopening.
+struct Backend {
+    TempDir dir;
+    std::string url;
+    std::unique_ptr<Store> store;
+
+    explicit Backend(bool postgres) {
+        static std::atomic<int> next{0};
+        url = postgres ? cluster().create_database("store_" + std::to_string(++next))
+                       : "sqlite:" + (dir.path() / "server.db").string();
+        store = reopen();
+    }
+    std::unique_ptr<Store> reopen() {
+        auto opened = Store::connect(url, true);
+        REQUIRE_MESSAGE(opened.ok(), opened.message());
+        return std::move(*opened);
+    }
+};
+
+// Runs `body` on SQLite, then (as its own subcase) on PostgreSQL.
+template <class F>
+void on_each_backend(F&& body) {
+    SUBCASE("sqlite") {
+        Backend backend(false);
+        body(backend);
+    }
+    SUBCASE("postgresql") {
+        Backend backend(true);
+        body(backend);
+    }
+}
+
+VersionRecord version_record(const std::string& task, std::int64_t version, bool checkpoint = true) {
+    VersionRecord v;
+    v.task_id = task;
+    v.version = version;
+    v.blob_sha256 = "blob-" + task + "-" + std::to_string(version);
+    v.blob_bytes = 1000 + version;
+    v.checkpoint = checkpoint;
+    if (!checkpoint) {
+        v.patch_sha256 = "patch-" + task + "-" + std::to_string(version);
+        v.patch_bytes = 10;
+    }
+    v.created_at = 100 + version;
+    return v;
+}
+
+void make_task(Store& store, const std::string& id, std::int64_t created_at) {
+    TaskRecord task{id, R"({"model":"dit-tiny"})", TaskState::Active, created_at, 0};
+    std::vector<ShardRecord> shards = {{"shard-a", 10, 5, 0}, {"shard-b", 20, 6, 0}};
+    REQUIRE(store.create_task(task, shards, version_record(id, 0)));
+}
+
+ClientRecord make_client(Store& store, const std::string& key, std::int64_t now = 1000) {
+    auto client = store.register_client(key, "name-" + key, "1.0", "10.0.0.1", now);
+    REQUIRE_MESSAGE(client.ok(), client.message());
+    REQUIRE(client->has_value());
+    return **client;
+}
+
+AssignmentRecord issue(Store& store, const std::string& unit_id, const std::string& client_id, std::int64_t now,
+                       std::int64_t deadline, std::int64_t replicas = 1) {
+    WorkUnitRecord unit;
+    unit.id = unit_id;
+    unit.task_id = "t";
+    unit.base_version = 0;
+    unit.shards = {"shard-a"};
+    unit.local_steps = 50;
+    unit.seed = 7;
+    unit.replicas = replicas;
+    unit.created_at = now;
+    AssignmentRecord assignment;
+    assignment.id = unit_id + "-a";
+    assignment.work_unit_id = unit_id;
+    assignment.client_id = client_id;
+    assignment.issued_at = now;
+    assignment.deadline = deadline;
+    assignment.envelope_json = "{}";
+    REQUIRE(store.create_work_unit(unit, assignment));
+    return assignment;
+}
+
+}  // namespace
+
+TEST_CASE("the schema is applied once, settings persist, and a newer schema is refused") {
+    on_each_backend([](Backend& b) {
+        CHECK(b.store->schema_version().value() == Store::kSchemaVersion);
+        REQUIRE(b.store->set_setting("k", "v"));
+        REQUIRE(b.store->set_setting("k", "w"));  // replaced, not duplicated
+        b.store.reset();
+        b.store = b.reopen();
+        CHECK(b.store->setting("k").value().value() == "w");
+        CHECK(!b.store->setting("absent").value().has_value());
+        {
+            auto db = open_database(b.url, false);
+            db->begin();
+            db->set_schema_version(99);
+            db->exec("COMMIT");
+        }
+        b.store.reset();
+        auto newer = Store::connect(b.url, false);
+        REQUIRE(!newer.ok());
+        CHECK(newer.message().find("newer") != std::string::npos);
+    });
+}
+
+TEST_CASE("clients: a known key keeps its id, the address limit refuses Sybils, nonces refuse replays") {
+    on_each_backend([](Backend& b) {
+        auto& store = *b.store;
+        auto alice = make_client(store, "key-a", 1000);
+        auto again = store.register_client("key-a", "renamed", "1.1", "10.9.9.9", 1100).value();
+        REQUIRE(again.has_value());
+        CHECK(again->id == alice.id);
+        CHECK(store.client(alice.id).value()->name == "renamed");
+        CHECK(store.client(alice.id).value()->address == "10.0.0.1");  // the first address is kept
+
+        RegistrationLimit limit{2, 900};
+        REQUIRE(store.register_client("key-b", "b", "1", "10.0.0.1", 1200, limit).value().has_value());
+        CHECK(!store.register_client("key-c", "c", "1", "10.0.0.1", 1200, limit).value().has_value());
+        CHECK(store.registrations_from("10.0.0.1", 900).value() == 2);
+
+        CHECK(store.claim_nonce(alice.id, "n1", 1000, 300).value());
+        CHECK(!store.claim_nonce(alice.id, "n1", 1001, 300).value());  // a replay
+        CHECK(store.claim_nonce(alice.id, "n2", 1001, 300).value());
+
+        REQUIRE(store.note_client_seen(alice.id, "cuda", 123.5, 1500));
+        auto seen = store.client(alice.id).value().value();
+        CHECK(seen.device == "cuda");
+        CHECK(seen.samples_per_s == doctest::Approx(123.5));
+        CHECK(seen.last_seen == 1500);
+        REQUIRE(store.set_client_banned(alice.id, true, 1500));
+        CHECK(store.client(alice.id).value()->banned);
+        CHECK(store.set_client_quarantined(alice.id, true, "test", 1500).value());
+        CHECK(!store.set_client_quarantined(alice.id, true, "test", 1500).value());  // already
+        auto counts = store.counts(1400).value();
+        CHECK(counts.clients == 2);
+        CHECK(counts.clients_active == 1);
+        CHECK(counts.clients_quarantined == 1);
+        CHECK(store.active_clients(1000, 10).value() == 2);
+        CHECK(store.active_clients(1000, 1).value() == 1);  // counted up to at_most
+        CHECK(!store.set_client_banned("c-absent", true, 1500).ok());
+    });
+}
+
+TEST_CASE("tasks and versions: the newest unfinished task, version chains, checkpoints, retention, pins") {
+    on_each_backend([](Backend& b) {
+        auto& store = *b.store;
+        make_task(store, "t", 50);
+        make_task(store, "u", 50);  // same second: the later insert is newer
+        CHECK(!store.create_task({"t", "{}", TaskState::Active, 60, 0}, {}, version_record("t", 0)).ok());
+        CHECK(store.current_task().value()->id == "u");
+        REQUIRE(store.set_task_state("u", TaskState::Finished));
+        CHECK(store.current_task().value()->id == "t");
+        auto tasks = store.tasks().value();
+        REQUIRE(tasks.size() == 2);
+        CHECK(tasks[0].id == "t");
+        auto shards = store.shards("t").value();
+        REQUIRE(shards.size() == 2);
+        CHECK(shards[0].sha256 == "shard-a");
+        CHECK(shards[1].samples == 6);
+
+        for (std::int64_t v = 1; v <= 6; ++v) REQUIRE(store.commit_version(version_record("t", v, v % 3 == 0), {}));
+        CHECK(!store.commit_version(version_record("t", 9), {}).ok());  // must follow 6
+        CHECK(store.task("t").value()->version == 6);
+        auto chain = store.versions_between("t", 2, 5).value();
+        REQUIRE(chain.size() == 3);
+        CHECK(chain.front().version == 3);
+        CHECK(chain.back().patch_sha256.value() == "patch-t-5");
+        CHECK(store.last_checkpoint("t", 5).value()->version == 3);
+        CHECK(store.versions_of_blob("t", "blob-t-4").value()->first == 4);
+        CHECK(store.version_publishing("blob-t-4").value()->second == 4);
+
+        REQUIRE(store.set_validation_result("t", 3, {0.75, 0.5, 100, true}));
+        auto three = store.version("t", 3).value().value();
+        CHECK(three.validation_loss.value() == doctest::Approx(0.75));
+        CHECK(three.validation_accuracy.value() == doctest::Approx(0.5));
+        CHECK(three.validation_full);
+
+        CHECK(store.set_pinned("t", 0, true).value());
+        CHECK(!store.set_pinned("t", 1, true).value());  // not a checkpoint
+        auto retired = store.retire_versions("t", 2).value();  // keeps the checkpoints 3 and 6
+        CHECK(retired.before == 3);
+        std::set<std::string> files(retired.files.begin(), retired.files.end());
+        CHECK(files.count("patch-t-1") == 1);
+        CHECK(files.count("blob-t-0") == 0);  // pinned
+        CHECK(files.count("blob-t-3") == 0);
+        auto referenced = store.referenced_blobs().value();
+        CHECK(referenced.count("blob-t-0") == 1);
+        CHECK(referenced.count("patch-t-1") == 0);
+        CHECK(referenced.count("shard-b") == 1);
+    });
+}
+
+TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time out, abandon; the history") {
+    on_each_backend([](Backend& b) {
+        auto& store = *b.store;
+        make_task(store, "t", 50);
+        auto alice = make_client(store, "key-a");
+        auto bob = make_client(store, "key-b");
+
+        auto first = issue(store, "w1", alice.id, 1000, 2000);
+        CHECK(store.in_flight(alice.id).value() == 1);
+        CHECK(store.record_return(first.id, "delta-1", 64, R"({"samples":3200,"loss_end":0.5})", 1100).value());
+        CHECK(!store.record_return(first.id, "delta-1", 64, "{}", 1100).value());  // not in progress any more
+        CHECK(store.pending_delta_ids().value().count(first.id) == 1);
+        CHECK(store.accept(first.id, {2.5, 0.01}, 3.0, true, 1110).value());
+        CHECK(store.work_unit("w1").value()->state == WorkUnitState::Done);
+        CHECK(store.accepted_unmerged("t").value().size() == 1);
+        REQUIRE(store.commit_version(version_record("t", 1), {first.id}));
+        auto merged = store.assignment(first.id).value().value();
+        CHECK(merged.state == AssignmentState::Merged);
+        CHECK(merged.merged_version.value() == 1);
+        CHECK(store.merged_between("t", 0, 1).value().size() == 1);
+        CHECK(store.client(alice.id).value()->credit == doctest::Approx(3.0));
+        CHECK(store.recent_norms_per_step("t", 10).value().at(0) == doctest::Approx(2.5 / 50));
+        CHECK(store.recent_gains_per_step("t", 10).value().at(0) == doctest::Approx(0.01));
+
+        auto second = issue(store, "w2", bob.id, 1200, 1300);
+        CHECK(store.record_return(second.id, "delta-2", 64, R"({"samples":100})", 1250).value());
+        CHECK(store.reject(second.id, "norm_too_large", "x10", 1260, 3).value());
+        CHECK(store.rejection_of(second.id).value()->reason == "norm_too_large");
+        CHECK(store.rejection_counts().value().at("norm_too_large") == 1);
+        CHECK(store.rejections_since(bob.id, 1200).value() == 1);
+        CHECK(store.client(bob.id).value()->rejected == 1);
+
+        auto third = issue(store, "w3", bob.id, 1300, 1400);
+        auto ended = store.expire_overdue(1500, 1).value();
+        REQUIRE(ended.size() == 1);
+        CHECK(ended[0].assignment_id == third.id);
+        CHECK(ended[0].work_unit_retired);
+        auto fourth = issue(store, "w4", bob.id, 1500, 9000, 2);
+        // w2 again after its rejection, and w4's second replica; neither to Bob, who held both.
+        CHECK(store.reissuable_work_units("t", alice.id).value().size() == 2);
+        CHECK(store.reissuable_work_units("t", bob.id).value().empty());
+        CHECK(store.abandon(fourth.id, 1600, 3).value().has_value());
+        CHECK(!store.abandon(fourth.id, 1600, 3).value().has_value());
+
+        // A replicated unit: one replica validated, its twin not back yet, then issued.
+        auto fifth = issue(store, "w5", alice.id, 2000, 9000, 2);
+        REQUIRE(store.record_return(fifth.id, "delta-5", 64, "{}", 2010).value());
+        CHECK(store.mark_validated(fifth.id, {1.0, std::nullopt}, 2020).value());
+        CHECK(store.in_state(AssignmentState::Validated).value().size() == 1);
+        CHECK(store.lonely_validated(2100, 60).value().size() == 1);
+        AssignmentRecord twin = fifth;
+        twin.id = "w5-b";
+        twin.client_id = bob.id;
+        twin.issued_at = 2030;
+        REQUIRE(store.add_assignment(twin, std::nullopt));
+        CHECK(store.lonely_validated(2100, 60).value().empty());  // its twin is in progress
+        CHECK(store.live_assignments("w5").value() == 2);
+        auto replicas = store.assignments_of("w5").value();
+        REQUIRE(replicas.size() == 2);
+        CHECK(replicas[0].id == fifth.id);  // in the order issued
+        // An unreplicated unit with no live assignment moves onto a newer version when reissued.
+        AssignmentRecord again = second;
+        again.id = "w2-b";
+        again.client_id = alice.id;
+        REQUIRE(store.add_assignment(again, 1));
+        CHECK(store.work_unit("w2").value()->base_version == 1);
+        CHECK(!store.add_assignment(again, std::nullopt).ok());  // ids are unique
+        CHECK(store.clients().value().front().id == alice.id);    // by credit
+        CHECK(store.shards("t").value().at(0).uses == 5);          // every unit above used shard-a
+
+        auto counts = store.counts(0).value();
+        CHECK(counts.assignments.at("merged") == 1);
+        CHECK(counts.assignments.at("rejected") == 1);
+        CHECK(counts.assignments.at("timed_out") == 1);
+        CHECK(counts.assignments.at("abandoned") == 1);
+        CHECK(counts.rejections == 1);
+        auto history = store.history("t", 0, 1000).value();
+        REQUIRE(history.size() == 2);  // w5 came back in the second bucket, and is not accepted yet
+        CHECK(history[1].start == 2000);
+        CHECK(history[1].accepted == 0);
+        CHECK(history[0].start == 1000);
+        CHECK(history[0].accepted == 1);
+        CHECK(history[0].rejected == 1);
+        CHECK(history[0].samples == 3200);
+        CHECK(history[0].train_loss.value() == doctest::Approx(0.5));
+        auto activity = store.activity_since("t", 0).value();
+        CHECK(activity.accepted == 1);
+        CHECK(activity.samples == 3200);
+        CHECK(store.staleness_counts("t").value().at(0) == 1);
+
+        auto events = store.events_after(0, 1000).value();
+        REQUIRE(!events.empty());
+        CHECK(events.front().kind == "task_created");
+        CHECK(store.last_event_id().value() == events.back().id);
+        for (std::size_t i = 1; i < events.size(); ++i) CHECK(events[i].id > events[i - 1].id);
+    });
+}
+
+TEST_CASE("a PostgreSQL URL that reaches no server is a clear error") {
+    auto store = Store::connect("postgresql://tessera@127.0.0.1:1/none?connect_timeout=2", false);
+    REQUIRE(!store.ok());
+    CHECK(store.message().find("cannot connect") != std::string::npos);
+    CHECK(store.message().find("127.0.0.1:1") != std::string::npos);
+}
