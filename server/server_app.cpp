@@ -136,7 +136,7 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     if (!options.clock) options.clock = system_clock();
     p.options = std::move(options);
     const auto& state = p.options.state;
-    auto store = Store::open(state.database(), false);
+    auto store = Store::connect(state.database_url(), false);
     if (!store) return store.error();
     p.store = std::move(*store);
     auto key = common::SigningKey::load_pem(state.signing_key());

@@ -34,8 +34,16 @@ common::Result<std::string> initialize_state(const StateDir& state) {
     if (auto status = common::write_file_atomic(state.operator_token(), common::as_bytes(token + "\n"), 0600); !status)
         return status.error();
     // The database comes last: its presence marks a complete state directory.
-    auto store = Store::open(state.database(), true);
+    auto store = Store::connect(state.database_url(), true);
     if (!store) return store.error();
+    // A shared database (--db) belongs to the server that initialised it: the processes that
+    // serve it share that server's key and token (docs/scaling.md), not new ones.
+    auto owner = (*store)->setting("server_key_id");
+    if (!owner) return owner.error();
+    if (*owner)
+        return common::make_error("the database belongs to the server with key id " + **owner +
+                                  " already; give this process a copy of that server's state directory "
+                                  "(docs/scaling.md)");
     if (auto status = (*store)->set_setting("operator_token_sha256", common::sha256_hex(common::as_bytes(token)));
         !status)
         return status.error();

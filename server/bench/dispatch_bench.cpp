@@ -134,7 +134,7 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     server::StateDir state(dir);
     if (auto token = server::initialize_state(state); !token) return token.error();
     {
-        auto store = server::Store::open(state.database(), false);
+        auto store = server::Store::connect(state.database_url(), false);
         if (!store) return store.error();
         auto config = server::default_task_config(options.data, server::PolicyKind::FedBuff, options.model);
         if (!config) return config.error();

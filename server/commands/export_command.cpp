@@ -16,14 +16,15 @@ int export_command(int argc, char** argv) {
         "task", "task id (default: the current task)", cxxopts::value<std::string>())(
         "version", "model version, a checkpoint (default: the newest checkpoint)", cxxopts::value<std::int64_t>())(
         "out", "output file", cxxopts::value<std::string>())("h,help", "show this help");
+    add_database_option(options);
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";
         return 0;
     }
     if (!args.count("state") || !args.count("out")) return fail("export", "needs --state DIR and --out FILE");
-    StateDir state(args["state"].as<std::string>());
-    auto store = Store::open(state.database(), false);
+    StateDir state = state_dir_of(args);
+    auto store = Store::connect(state.database_url(), false);
     if (!store) return fail("export", store.message());
     std::optional<TaskRecord> task;
     if (args.count("task")) {

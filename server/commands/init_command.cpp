@@ -11,13 +11,14 @@ int init_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server init", "Create a server state directory");
     options.add_options()("state", "state directory (created)", cxxopts::value<std::string>())("h,help",
                                                                                                "show this help");
+    add_database_option(options);
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";
         return 0;
     }
     if (!args.count("state")) return fail("init", "needs --state DIR");
-    StateDir state(args["state"].as<std::string>());
+    StateDir state = state_dir_of(args);
     auto token = initialize_state(state);
     if (!token) return fail("init", token.message());
     auto key = common::SigningKey::load_pem(state.signing_key());

@@ -48,6 +48,7 @@ int run_command(int argc, char** argv) {
         cxxopts::value<std::int64_t>()->default_value("300"))(
         "keep-checkpoints", "retention: keep the newest N checkpoints and what follows them; 0: keep everything",
         cxxopts::value<std::int64_t>()->default_value("3"))("h,help", "show this help");
+    add_database_option(options);
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";
@@ -66,7 +67,7 @@ int run_command(int argc, char** argv) {
     auto signals = common::block_stop_signals();
 
     ServerOptions server;
-    server.state = StateDir(args["state"].as<std::string>());
+    server.state = state_dir_of(args);
     server.http.address = listen->first;
     server.http.port = listen->second;
     server.http.tls_cert = args["tls-cert"].as<std::string>();

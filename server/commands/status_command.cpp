@@ -11,14 +11,15 @@ namespace tessera::server {
 int status_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server status", "Print the run's progress");
     options.add_options()("state", "state directory", cxxopts::value<std::string>())("h,help", "show this help");
+    add_database_option(options);
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";
         return 0;
     }
     if (!args.count("state")) return fail("status", "needs --state DIR");
-    StateDir state(args["state"].as<std::string>());
-    auto store = Store::open(state.database(), false);
+    StateDir state = state_dir_of(args);
+    auto store = Store::connect(state.database_url(), false);
     if (!store) return fail("status", store.message());
     auto task = load_current_task(**store);
     if (!task) return fail("status", task.message());

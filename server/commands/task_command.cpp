@@ -121,6 +121,7 @@ int task_command(int argc, char** argv) {
         cxxopts::value<std::int64_t>())("seed", "seed of the initial weights",
                                         cxxopts::value<std::int64_t>()->default_value("0"))("h,help", "show this help");
     options.parse_positional({"action"});
+    add_database_option(options);
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";
@@ -129,8 +130,8 @@ int task_command(int argc, char** argv) {
     if (!args.count("action") || args["action"].as<std::string>() != "create")
         return fail("task", "the only action is `task create`");
     if (!args.count("state") || !args.count("data")) return fail("task create", "needs --state DIR and --data DIR");
-    StateDir state(args["state"].as<std::string>());
-    auto store = Store::open(state.database(), false);
+    StateDir state = state_dir_of(args);
+    auto store = Store::connect(state.database_url(), false);
     if (!store) return fail("task create", store.message());
     auto config = config_from_args(args, args["data"].as<std::string>());
     if (!config) return fail("task create", config.message());

@@ -13,9 +13,16 @@ namespace tessera::server {
 
 class StateDir {
 public:
-    explicit StateDir(std::filesystem::path root) : root_(std::move(root)) {}
+    // `database_url` (--db): the database when it is not the directory's own SQLite file, e.g.
+    // postgresql://… shared by several server processes (docs/scaling.md).
+    explicit StateDir(std::filesystem::path root, std::string database_url = "")
+        : root_(std::move(root)), database_url_(std::move(database_url)) {}
     const std::filesystem::path& root() const { return root_; }
     std::filesystem::path database() const { return root_ / "server.db"; }
+    // The URL Store::connect opens: --db, else sqlite: and the directory's server.db.
+    std::string database_url() const {
+        return database_url_.empty() ? "sqlite:" + database().string() : database_url_;
+    }
     std::filesystem::path signing_key() const { return root_ / "server_key.pem"; }
     std::filesystem::path operator_token() const { return root_ / "operator_token"; }
     std::filesystem::path blobs() const { return root_ / "blobs"; }
@@ -26,6 +33,7 @@ public:
 
 private:
     std::filesystem::path root_;
+    std::string database_url_;
 };
 
 // What the state directory holds on disk, in bytes (the dashboard and /metrics show it: with
@@ -33,7 +41,7 @@ private:
 struct StateUsage {
     std::uint64_t blobs = 0;     // checkpoints, patches, published models, shards
     std::uint64_t results = 0;   // received deltas not yet merged, or logged since the last checkpoint
-    std::uint64_t database = 0;  // server.db and its WAL
+    std::uint64_t database = 0;  // server.db and its WAL (0 with --db: the database is elsewhere)
     std::uint64_t total() const { return blobs + results + database; }
 };
 StateUsage state_usage(const StateDir& state);

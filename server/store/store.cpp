@@ -35,13 +35,13 @@ Store::Store(std::unique_ptr<Database> db) : db_(std::move(db)) {}
 Store::~Store() = default;
 
 common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& path, bool create) {
-    if (!create && !std::filesystem::exists(path))
-        return common::make_error("no database at " + path.string() + " (run `tessera-server init` first)");
     return connect("sqlite:" + path.string(), create);
 }
 
 common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bool create) {
     std::string name = is_postgres_url(url) ? "" : url.substr(url.starts_with("sqlite:") ? 7 : 0);
+    if (!name.empty() && !create && !std::filesystem::exists(name))
+        return common::make_error("no database at " + name + " (run `tessera-server init` first)");
     try {
         auto db = open_database(url, create);
         name = db->name();

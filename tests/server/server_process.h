@@ -10,13 +10,15 @@ namespace tessera::testing {
 
 inline std::int64_t wall_clock() { return server::system_clock()(); }
 
-// A prepared state directory (synthetic dataset, one task) that processes can serve.
+// A prepared state directory (synthetic dataset, one task) that processes can serve; its
+// database is the directory's SQLite file, or `database_url` (a PostgreSQL database).
 class PreparedState {
 public:
-    explicit PreparedState(const std::function<void(TaskConfig&)>& adjust = {}) : state_(dir_.path() / "state") {
+    explicit PreparedState(const std::function<void(TaskConfig&)>& adjust = {}, const std::string& database_url = "")
+        : state_(dir_.path() / "state", database_url) {
         write_synthetic_dataset(dir_.path() / "data");
         initialize_state(state_).value();
-        auto store = Store::open(state_.database(), false).value();
+        auto store = Store::connect(state_.database_url(), false).value();
         auto config = small_task_config(dir_.path() / "data", PolicyKind::FedAsync);
         config.max_in_flight = 100;
         if (adjust) adjust(config);
@@ -39,6 +41,7 @@ public:
         const char* binary = std::getenv("TESSERA_SERVER");
         if (binary == nullptr) throw std::runtime_error("TESSERA_SERVER is not set (meson sets it)");
         std::vector<std::string> argv{binary, "run", "--state", state.root().string(), "--listen", "127.0.0.1:0"};
+        if (!state.database_url().starts_with("sqlite:")) argv.insert(argv.end(), {"--db", state.database_url()});
         argv.insert(argv.end(), extra.begin(), extra.end());
         process_ = std::make_unique<ChildProcess>(argv);
         auto line = process_->read_line();  // "tessera-server listening on http://127.0.0.1:PORT"

@@ -1,6 +1,6 @@
 // The real tessera-server process: kill -9 while results stream in and merges run, then a
 // restart that loses no acknowledged result and resumes at the last committed version (from
-// the last checkpoint, merging the results logged since again);
+// the last checkpoint, merging the results logged since again), on SQLite and on PostgreSQL;
 // SIGTERM shuts down cleanly; export writes a committed version.
 #include <doctest/doctest.h>
 
@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "file_io.h"
+#include "postgres_cluster.h"
 #include "server_process.h"
 
 using namespace tessera;
@@ -35,10 +36,23 @@ boost::json::object wait_settled(std::uint16_t port) {
     return {};
 }
 
+// The kill -9 test on one back end: `database_url` empty for the state directory's SQLite file.
+void kill_during_merging(const std::string& database_url);
+
 }  // namespace
 
 TEST_CASE("kill -9 during merging loses no acknowledged result") {
-    PreparedState prepared;
+    SUBCASE("sqlite") { kill_during_merging(""); }
+    SUBCASE("postgresql") {
+        PostgresCluster cluster;
+        kill_during_merging(cluster.create_database("durability"));
+    }
+}
+
+namespace {
+
+void kill_during_merging(const std::string& database_url) {
+    PreparedState prepared({}, database_url);
     std::set<std::string> acknowledged;
     std::mutex mutex;
     std::int64_t version_before_kill = 0;
@@ -83,7 +97,7 @@ TEST_CASE("kill -9 during merging loses no acknowledged result") {
 
     ServerProcess restarted(prepared.state());
     auto stats = wait_settled(restarted.port());
-    auto store = Store::open(prepared.state().database(), false).value();
+    auto store = Store::connect(prepared.state().database_url(), false).value();
     std::int64_t merged = 0;
     for (const auto& id : acknowledged) {
         auto a = store->assignment(id).value();
@@ -114,6 +128,8 @@ TEST_CASE("kill -9 during merging loses no acknowledged result") {
     for (const auto& entry : std::filesystem::directory_iterator(prepared.state().blobs()))
         CHECK(entry.path().filename().string().find(".tmp-") == std::string::npos);
 }
+
+}  // namespace
 
 TEST_CASE("SIGTERM shuts down gracefully and export writes a committed version") {
     PreparedState prepared;

@@ -55,7 +55,7 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const s
     p.config = config;
     p.clock = std::move(clock);
     if (auto token = initialize_state(p.state); !token) return token.error();
-    auto store = Store::open(p.state.database(), false);
+    auto store = Store::connect(p.state.database_url(), false);
     if (!store) return store.error();
     p.store = std::move(*store);
     auto task = create_task(p.state, *p.store, config);
