@@ -131,7 +131,7 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
         return common::make_error("--volunteers, --connections and --seconds must be positive");
     auto dir = std::filesystem::temp_directory_path() / ("tessera-dispatch-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
-    server::StateDir state(dir);
+    server::StateDir state(dir, options.database_url);
     if (auto token = server::initialize_state(state); !token) return token.error();
     {
         auto store = server::Store::connect(state.database_url(), false);
@@ -278,7 +278,8 @@ int run_dispatch_command(int argc, char** argv) {
         "topk", "fraction of each tensor in the made-up results", cxxopts::value<double>()->default_value("0.001"))(
         "model", "model preset", cxxopts::value<std::string>()->default_value(defaults.model))(
         "handler-threads", "the server's handler threads", cxxopts::value<std::size_t>()->default_value("4"))(
-        "h,help", "show this help");
+        "db", "the server's database: an empty postgresql://… database (default: SQLite in a temporary directory)",
+        cxxopts::value<std::string>()->default_value(""))("h,help", "show this help");
     try {
         auto args = parser.parse(argc, argv);
         if (args.count("help")) {
@@ -297,6 +298,7 @@ int run_dispatch_command(int argc, char** argv) {
         options.topk_fraction = args["topk"].as<double>();
         options.model = args["model"].as<std::string>();
         options.handler_threads = args["handler-threads"].as<std::size_t>();
+        options.database_url = args["db"].as<std::string>();
         auto figures = run_dispatch_bench(options, std::cout);
         if (!figures) {
             std::cerr << "tessera-bench dispatch: " << figures.message() << "\n";

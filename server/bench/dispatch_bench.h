@@ -23,6 +23,7 @@ struct DispatchBenchOptions {
     double topk_fraction = 0.001;    // of each tensor: the "tiny" results
     std::string model = "dit-tiny";
     std::size_t handler_threads = 4;  // the server's --handler-threads
+    std::string database_url;         // --db: an empty PostgreSQL database; empty: SQLite
 };
 
 struct DispatchFigures {

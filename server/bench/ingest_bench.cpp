@@ -188,7 +188,8 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     auto dir = std::filesystem::temp_directory_path() / ("tessera-ingest-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     std::int64_t now = 1'800'000'000;
-    auto server = server::InProcessServer::create(dir, *config, [&now] { return now; }, 1,
+    auto server = server::InProcessServer::create(server::StateDir(dir, options.database_url), *config,
+                                                  [&now] { return now; }, 1,
                                                   {options.checkpoint_every, options.keep_checkpoints});
     if (!server) return server.error();
     auto model = (*server)->model(0);
@@ -266,8 +267,9 @@ int run_ingest_command(int argc, char** argv) {
         "checkpoint-every", "with patches: a full checkpoint every N versions",
         cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.checkpoint_every)))(
         "keep-checkpoints", "retention: the newest N checkpoints keep their files; 0: every version's",
-        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.keep_checkpoints)))("h,help",
-                                                                                                  "show this help");
+        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.keep_checkpoints)))(
+        "db", "the server's database: an empty postgresql://… database (default: SQLite in a temporary directory)",
+        cxxopts::value<std::string>()->default_value(""))("h,help", "show this help");
     try {
         auto args = parser.parse(argc, argv);
         if (args.count("help")) {
@@ -288,6 +290,7 @@ int run_ingest_command(int argc, char** argv) {
         options.patches = args["patch-codec"].as<std::string>();
         options.checkpoint_every = args["checkpoint-every"].as<std::int64_t>();
         options.keep_checkpoints = args["keep-checkpoints"].as<std::int64_t>();
+        options.database_url = args["db"].as<std::string>();
         auto figures = run_ingest_bench(options, std::cout);
         if (!figures) {
             std::cerr << "tessera-bench ingest: " << figures.message() << "\n";

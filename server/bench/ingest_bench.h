@@ -25,6 +25,7 @@ struct IngestBenchOptions {
     std::string patches = "int2";        // downlink patch codec, or "off"
     std::int64_t checkpoint_every = 20;  // with patches: a full checkpoint every this many versions
     std::int64_t keep_checkpoints = 3;   // retention; 0 keeps every version's files
+    std::string database_url;            // --db: an empty PostgreSQL database; empty: SQLite
 };
 
 struct IngestFigures {

@@ -1,16 +1,29 @@
-// Smoke runs of `tessera-bench dispatch` and `ingest` on a synthetic dataset: every unit asked
-// for comes back, nothing fails, the figures are consistent, and every result is merged.
+// Smoke runs of `tessera-bench dispatch` and `ingest` on a synthetic dataset, on SQLite and on
+// a private PostgreSQL cluster (scripts/bench_postgres): every unit asked for comes back,
+// nothing fails, the figures are consistent, and every result is merged.
 #include <doctest/doctest.h>
 
 #include <sstream>
 
 #include "dispatch_bench.h"
 #include "ingest_bench.h"
+#include "postgres_cluster.h"
 #include "synthetic_dataset.h"
 #include "temp_dir.h"
 
 using namespace tessera;
 using namespace tessera::bench;
+
+namespace {
+
+// The server's database for one subcase: "" (SQLite), or a fresh PostgreSQL database.
+std::string database_for(const std::string& backend, const std::string& name) {
+    if (backend == "sqlite") return "";
+    static testing::PostgresCluster cluster;
+    return cluster.create_database(name);
+}
+
+}  // namespace
 
 TEST_CASE("dispatch: simulated volunteers ask for work and return results over loopback HTTP") {
     testing::TempDir dir;
@@ -21,6 +34,8 @@ TEST_CASE("dispatch: simulated volunteers ask for work and return results over l
     options.connections = 2;
     options.seconds = 1;
     options.topk_fraction = 0.01;
+    SUBCASE("sqlite") { options.database_url = database_for("sqlite", ""); }
+    SUBCASE("postgresql") { options.database_url = database_for("postgresql", "dispatch"); }
     std::ostringstream out;
     auto figures = run_dispatch_bench(options, out).value();
     INFO(out.str());
@@ -39,6 +54,8 @@ TEST_CASE("ingest: made-up results are validated and merged, and the merge loop 
     options.data = dir / "data";
     options.model = "dit-tiny";
     options.results = 3;
+    SUBCASE("sqlite") { options.database_url = database_for("sqlite", ""); }
+    SUBCASE("postgresql") { options.database_url = database_for("postgresql", "ingest"); }
     std::ostringstream out;
     auto figures = run_ingest_bench(options, out).value();
     INFO(out.str());

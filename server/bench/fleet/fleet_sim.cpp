@@ -143,7 +143,7 @@ public:
     }
 
     common::Result<RunResult> run(const std::filesystem::path& work_dir) {
-        auto server = server::InProcessServer::create(work_dir / "server", config_, clock_.as_clock(), settings_.seed);
+        auto server = server::InProcessServer::create(server::StateDir(work_dir / "server"), config_, clock_.as_clock(), settings_.seed);
         if (!server) return server.error();
         server_ = std::move(*server);
         for (std::size_t i = 0; i < volunteers_.size(); ++i) {

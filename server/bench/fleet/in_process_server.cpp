@@ -45,13 +45,13 @@ struct InProcessServer::Parts {
 InProcessServer::InProcessServer(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 InProcessServer::~InProcessServer() = default;
 
-common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const std::filesystem::path& dir,
+common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const StateDir& state,
                                                                          const TaskConfig& config, Clock clock,
                                                                          std::uint64_t seed,
                                                                          InProcessCheckpoints checkpoints) {
     auto parts = std::make_unique<Parts>();
     auto& p = *parts;
-    p.state = StateDir(dir);
+    p.state = state;
     p.config = config;
     p.clock = std::move(clock);
     if (auto token = initialize_state(p.state); !token) return token.error();

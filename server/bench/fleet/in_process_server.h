@@ -30,7 +30,7 @@ public:
     // Initialises `dir` (which must not hold a server yet), creates the task and starts the
     // components. `seed` seeds the scheduler's and validator's random choices;
     // `checkpoints` as `tessera-server run --checkpoint-every`, `--keep-checkpoints`.
-    static common::Result<std::unique_ptr<InProcessServer>> create(const std::filesystem::path& dir,
+    static common::Result<std::unique_ptr<InProcessServer>> create(const StateDir& state,
                                                                    const TaskConfig& config, Clock clock,
                                                                    std::uint64_t seed,
                                                                    InProcessCheckpoints checkpoints = {});
