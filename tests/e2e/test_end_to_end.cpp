@@ -2,7 +2,8 @@
 // tessera-server runs a dit-tiny task, and real tessera-client processes train it. One client
 // is killed in the middle of a unit (its unit is reissued after the deadline), one has its
 // pinned server key tampered with (it refuses to work). At the end the validation loss is
-// clearly below version 0's and every issued unit is accounted for.
+// clearly below version 0's and every issued unit is accounted for. Then sparse low-bit deltas
+// (int4, top-k 25 %) on int2 patches against dense int4 deltas, from the same version 0.
 #include <doctest/doctest.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -221,4 +222,64 @@ TEST_CASE("three volunteers train a model over the network") {
 
     server->signal(SIGTERM);
     CHECK(server->wait() == 0);
+}
+
+namespace {
+
+// Three real clients train a fresh dit-tiny task with the given delta codec flags until
+// version `versions`; the validation loss at version 0 and at the end, on the same 512 samples.
+std::pair<double, double> train_with(const std::filesystem::path& dir, const std::filesystem::path& data,
+                                     const std::vector<std::string>& codec_flags, std::int64_t versions) {
+    auto state = dir / "server";
+    ChildProcess init({env("TESSERA_SERVER"), "init", "--state", state.string()});
+    REQUIRE(init.wait() == 0);
+    std::vector<std::string> create{env("TESSERA_SERVER"), "task", "create", "--state", state.string(), "--data",
+                                    data.string(), "--local-steps", "25", "--batch", "32", "--target-seconds", "0",
+                                    "--eval-interval", "1", "--eval-samples", "512", "--replication", "0",
+                                    "--loss-check", "0.5"};
+    create.insert(create.end(), codec_flags.begin(), codec_flags.end());
+    REQUIRE(ChildProcess(create).wait() == 0);
+    std::uint16_t port = 0;
+    auto server = start_server(state, port);
+    REQUIRE(wait_for([&] { return stats_of(port).at("validation_loss").is_double(); }, std::chrono::seconds(60)));
+    double loss0 = stats_of(port).at("validation_loss").as_double();
+    std::vector<std::unique_ptr<ChildProcess>> clients;
+    for (const char* name : {"alice", "bob", "carol"})
+        clients.push_back(std::make_unique<ChildProcess>(client_command(port, dir / name, name)));
+    CHECK(wait_for([&] { return stats_of(port).at("version").as_int64() >= versions; }, std::chrono::seconds(240)));
+    for (auto& client : clients) client->signal(SIGINT);
+    for (auto& client : clients) CHECK(client->wait() == 0);
+    auto version = stats_of(port).at("version").as_int64();
+    REQUIRE(wait_for([&] { return stats_of(port).at("evaluated_version").as_int64() == version; },
+                     std::chrono::seconds(60)));
+    double loss_end = stats_of(port).at("validation_loss").as_double();
+    // The volunteers took their models as patches: every version after 0 published one.
+    auto store = server::Store::open(state / "server.db", false).value();
+    auto task = store->current_task().value().value();
+    for (const auto& v : store->versions(task.id).value())
+        if (v.version > 0) CHECK_MESSAGE(v.patch_sha256.has_value(), "version " << v.version);
+    server->signal(SIGTERM);
+    CHECK(server->wait() == 0);
+    MESSAGE("codec " << (codec_flags.empty() ? std::string("default") : codec_flags.back()) << ": loss " << loss0
+                     << " at version 0, " << loss_end << " at version " << version);
+    return {loss0, loss_end};
+}
+
+}  // namespace
+
+TEST_CASE("sparse low-bit deltas and int2 patches: real clients lower the loss as dense deltas do") {
+    TempDir dir;
+    auto data = dir / "data";
+    ChildProcess prepare({env("TESSERA_DATA"), "prepare", "fashion-mnist", "--out", data.string(), "--limit", "4000",
+                          "--shard-size", "1000", "--autoencoder-steps", "150", "--threads", "2"});
+    REQUIRE(prepare.wait() == 0);
+    auto [dense0, dense] = train_with(dir / "dense", data, {"--codec", "int4"}, 16);
+    auto [sparse0, sparse] = train_with(dir / "sparse", data, {"--codec", "int4", "--topk", "0.25"}, 16);
+    CHECK(sparse0 == doctest::Approx(dense0));  // the same version 0 and validation samples
+    CHECK(dense < 0.9 * dense0);
+    CHECK(sparse < 0.9 * sparse0);
+    // Sparse deltas move a quarter of the coordinates per result (their error feedback carries
+    // the rest into later units): slower at equal versions this early (measured: 74 % of the
+    // dense run's drop at versions 17 and 19), not a different outcome.
+    CHECK(sparse0 - sparse > 0.6 * (dense0 - dense));
 }
