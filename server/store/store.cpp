@@ -1,5 +1,9 @@
 // The store's lifecycle (open, WAL, schema migrations), settings, events and counts.
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <random>
+#include <thread>
 
 #include "db_schema.h"
 #include "db_schema_postgres.h"
@@ -31,8 +35,41 @@ void insert_event(Database& db, std::string_view kind, const boost::json::object
         .run();
 }
 
-Store::Store(std::unique_ptr<Database> db) : db_(std::move(db)) {}
+thread_local Database* current_connection = nullptr;
+
+Store::Store(std::unique_ptr<Database> db) {
+    idle_.push_back(db.get());
+    connections_.push_back(std::move(db));
+}
 Store::~Store() = default;
+
+Database* Store::acquire() {
+    std::unique_lock lock(mutex_);
+    freed_.wait(lock, [&] { return !idle_.empty(); });
+    auto* connection = idle_.back();
+    idle_.pop_back();
+    return connection;
+}
+
+void Store::release(Database* connection) {
+    {
+        std::lock_guard lock(mutex_);
+        idle_.push_back(connection);
+    }
+    freed_.notify_one();
+}
+
+void wait_before_retry(int attempt) {
+    thread_local std::minstd_rand random(std::random_device{}());
+    auto ceiling_ms = std::min(100, 1 << std::min(attempt, 7));
+    std::uniform_int_distribution<int> draw(0, ceiling_ms * 1000);
+    std::this_thread::sleep_for(std::chrono::microseconds(draw(random)));
+}
+
+Database& Store::db() {
+    if (current_connection == nullptr) throw DatabaseError("no connection is bound to this call");
+    return *current_connection;
+}
 
 common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& path, bool create) {
     return connect("sqlite:" + path.string(), create);
@@ -47,8 +84,17 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
         name = db->name();
         if (db->dialect() == Dialect::Sqlite)
             db->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;");
+        bool postgres = db->dialect() == Dialect::Postgres;
         std::unique_ptr<Store> store(new Store(std::move(db)));
-        store->migrate();
+        {
+            ConnectionLease lease(store->acquire(), [&](Database* connection) { store->release(connection); });
+            store->migrate();
+        }
+        for (std::size_t i = 1; postgres && i < kPostgresConnections; ++i) {
+            auto more = open_database(url, false);
+            store->release(more.get());
+            store->connections_.push_back(std::move(more));
+        }
         return store;
     } catch (const DatabaseError& error) {
         return common::make_error("database " + (name.empty() ? "" : name + ": ") + error.what());
@@ -77,56 +123,56 @@ void Store::migrate() {
                 // The connection is gone; so is its lock.
             }
         }
-    } lock(*db_);
-    auto version = db_->schema_version();
+    } lock(db());
+    auto version = db().schema_version();
     if (version > kSchemaVersion)
         throw DatabaseError("schema version " + std::to_string(version) + " is newer than this server understands (" +
                             std::to_string(kSchemaVersion) + ")");
     if (version == kSchemaVersion) return;
-    Transaction transaction(*db_);
+    Transaction transaction(db());
     if (version == 0) {
-        db_->exec(db_->dialect() == Dialect::Postgres ? kPostgresSchemaSql : kDbSchemaSql);
-    } else if (db_->dialect() == Dialect::Postgres) {
+        db().exec(db().dialect() == Dialect::Postgres ? kPostgresSchemaSql : kDbSchemaSql);
+    } else if (db().dialect() == Dialect::Postgres) {
         throw DatabaseError("schema version " + std::to_string(version) + " has no migration on PostgreSQL");
     } else {
         if (version < 2)
-            db_->exec(
+            db().exec(
                 "ALTER TABLE model_versions ADD COLUMN validation_samples INTEGER; "
                 "ALTER TABLE model_versions ADD COLUMN validation_full INTEGER NOT NULL DEFAULT 0;");
         if (version < 3)
-            db_->exec(
+            db().exec(
                 "CREATE INDEX IF NOT EXISTS work_units_open ON work_units(task_id, state, created_at); "
                 "CREATE INDEX IF NOT EXISTS clients_by_last_seen ON clients(last_seen); "
                 "CREATE INDEX IF NOT EXISTS request_nonces_by_time ON request_nonces(seen_at); "
                 "CREATE INDEX IF NOT EXISTS assignments_by_acceptance ON assignments(accepted_seq);");
         if (version < 4)
-            db_->exec(
+            db().exec(
                 "ALTER TABLE clients ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0; "
                 "ALTER TABLE clients ADD COLUMN address TEXT NOT NULL DEFAULT ''; "
                 "ALTER TABLE assignments ADD COLUMN gain_per_step REAL; "
                 "CREATE INDEX IF NOT EXISTS clients_by_address ON clients(address, registered_at); "
                 "CREATE INDEX IF NOT EXISTS rejections_by_client ON rejections(client_id, at);");
         if (version < 5)
-            db_->exec(
+            db().exec(
                 "ALTER TABLE model_versions ADD COLUMN state_sha256 TEXT; "
                 "ALTER TABLE model_versions ADD COLUMN patch_sha256 TEXT; "
                 "ALTER TABLE model_versions ADD COLUMN patch_bytes INTEGER NOT NULL DEFAULT 0; "
                 "CREATE INDEX IF NOT EXISTS model_versions_by_blob ON model_versions(task_id, blob_sha256);");
-        db_->exec(
+        db().exec(
             "ALTER TABLE model_versions ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 1; "
             "ALTER TABLE model_versions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;");
     }
-    db_->set_schema_version(kSchemaVersion);
+    db().set_schema_version(kSchemaVersion);
     transaction.commit();
 }
 
 common::Result<std::int64_t> Store::schema_version() {
-    return guarded([&]() -> common::Result<std::int64_t> { return db_->schema_version(); });
+    return guarded([&]() -> common::Result<std::int64_t> { return db().schema_version(); });
 }
 
 common::Status Store::set_setting(const std::string& key, const std::string& value) {
     return guarded([&]() -> common::Status {
-        Statement(*db_,
+        Statement(db(),
                   "INSERT INTO settings(key, value) VALUES (?, ?) "
                   "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             .bind(1, key)
@@ -138,7 +184,7 @@ common::Status Store::set_setting(const std::string& key, const std::string& val
 
 common::Result<std::optional<std::string>> Store::setting(const std::string& key) {
     return guarded([&]() -> common::Result<std::optional<std::string>> {
-        Statement query(*db_, "SELECT value FROM settings WHERE key = ?");
+        Statement query(db(), "SELECT value FROM settings WHERE key = ?");
         query.bind(1, key);
         if (!query.step()) return std::optional<std::string>();
         return std::optional<std::string>(query.text(0));
@@ -147,7 +193,7 @@ common::Result<std::optional<std::string>> Store::setting(const std::string& key
 
 common::Status Store::add_event(const std::string& kind, const std::string& detail_json, std::int64_t now) {
     return guarded([&]() -> common::Status {
-        Statement(*db_, "INSERT INTO events(at, kind, detail) VALUES (?, ?, ?)")
+        Statement(db(), "INSERT INTO events(at, kind, detail) VALUES (?, ?, ?)")
             .bind(1, now)
             .bind(2, kind)
             .bind(3, detail_json)
@@ -158,7 +204,7 @@ common::Status Store::add_event(const std::string& kind, const std::string& deta
 
 common::Result<std::vector<EventRecord>> Store::events_after(std::int64_t after_id, int limit) {
     return guarded([&]() -> common::Result<std::vector<EventRecord>> {
-        Statement query(*db_, "SELECT id, at, kind, detail FROM events WHERE id > ? ORDER BY id LIMIT ?");
+        Statement query(db(), "SELECT id, at, kind, detail FROM events WHERE id > ? ORDER BY id LIMIT ?");
         query.bind(1, after_id).bind(2, limit);
         std::vector<EventRecord> events;
         while (query.step()) events.push_back({query.integer(0), query.integer(1), query.text(2), query.text(3)});
@@ -168,7 +214,7 @@ common::Result<std::vector<EventRecord>> Store::events_after(std::int64_t after_
 
 common::Result<std::vector<RejectionRecord>> Store::rejections(int limit) {
     return guarded([&]() -> common::Result<std::vector<RejectionRecord>> {
-        Statement query(*db_,
+        Statement query(db(),
                         "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
                         "ORDER BY id DESC LIMIT ?");
         query.bind(1, limit);
@@ -182,7 +228,7 @@ common::Result<std::vector<RejectionRecord>> Store::rejections(int limit) {
 
 common::Result<std::optional<RejectionRecord>> Store::rejection_of(const std::string& assignment_id) {
     return guarded([&]() -> common::Result<std::optional<RejectionRecord>> {
-        Statement query(*db_,
+        Statement query(db(),
                         "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
                         "WHERE assignment_id = ? ORDER BY id DESC LIMIT 1");
         query.bind(1, assignment_id);
@@ -197,11 +243,11 @@ common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
         StoreCounts counts;
         for (auto state : all_assignment_states()) counts.assignments[std::string(assignment_state_name(state))] = 0;
         for (auto name : kWorkUnitStateNames) counts.work_units[std::string(name)] = 0;
-        Statement by_state(*db_, "SELECT state, COUNT(*) FROM assignments GROUP BY state");
+        Statement by_state(db(), "SELECT state, COUNT(*) FROM assignments GROUP BY state");
         while (by_state.step()) counts.assignments[by_state.text(0)] = by_state.integer(1);
-        Statement units(*db_, "SELECT state, COUNT(*) FROM work_units GROUP BY state");
+        Statement units(db(), "SELECT state, COUNT(*) FROM work_units GROUP BY state");
         while (units.step()) counts.work_units[units.text(0)] = units.integer(1);
-        Statement clients(*db_,
+        Statement clients(db(),
                           "SELECT COUNT(*), COALESCE(SUM(CASE WHEN last_seen >= ? THEN 1 ELSE 0 END), 0), "
                           "COALESCE(SUM(quarantined), 0) "
                           "FROM clients");
@@ -210,7 +256,7 @@ common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
         counts.clients = clients.integer(0);
         counts.clients_active = clients.integer(1);
         counts.clients_quarantined = clients.integer(2);
-        Statement rejections(*db_, "SELECT COUNT(*) FROM rejections");
+        Statement rejections(db(), "SELECT COUNT(*) FROM rejections");
         rejections.step();
         counts.rejections = rejections.integer(0);
         return counts;
@@ -219,7 +265,7 @@ common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
 
 common::Result<std::int64_t> Store::active_clients(std::int64_t since, std::int64_t at_most) {
     return guarded([&]() -> common::Result<std::int64_t> {
-        Statement query(*db_, "SELECT COUNT(*) FROM (SELECT 1 FROM clients WHERE last_seen >= ? LIMIT ?) AS recent");
+        Statement query(db(), "SELECT COUNT(*) FROM (SELECT 1 FROM clients WHERE last_seen >= ? LIMIT ?) AS recent");
         query.bind(1, since).bind(2, at_most);
         query.step();
         return query.integer(0);
@@ -229,7 +275,7 @@ common::Result<std::int64_t> Store::active_clients(std::int64_t since, std::int6
 common::Result<std::set<std::string>> Store::referenced_blobs() {
     return guarded([&]() -> common::Result<std::set<std::string>> {
         std::set<std::string> blobs;
-        Statement query(*db_,
+        Statement query(db(),
                         // A retired version's published model is no longer needed (Store::retire_versions).
                         "SELECT blob_sha256 FROM model_versions "
                         "WHERE checkpoint = 1 OR patch_sha256 IS NOT NULL OR pinned = 1 UNION "
@@ -246,7 +292,7 @@ common::Result<std::set<std::string>> Store::pending_delta_ids() {
     return guarded([&]() -> common::Result<std::set<std::string>> {
         std::set<std::string> ids;
         // Merged results after their task's last checkpoint are its true model's log.
-        Statement query(*db_,
+        Statement query(db(),
                         "SELECT a.id FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                         "WHERE a.state IN ('returned', 'validated', 'accepted') OR (a.state = 'merged' AND "
                         "a.merged_version > (SELECT MAX(version) FROM model_versions v "

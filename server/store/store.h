@@ -1,10 +1,13 @@
 // The server's state in SQLite (WAL, the default) or PostgreSQL (database.h): every SQL
 // statement of the server lives in this module (store*.cpp), written once for both. Each
 // public method is one transaction; a lifecycle transition also records its event and, for
-// rejections, the reason. Thread-safe: calls are serialised by a mutex. Database failures
-// come back as Errors ("database: ...").
+// rejections, the reason. Thread-safe: on SQLite calls are serialised on one connection, on
+// PostgreSQL each runs on a free connection of a small pool. Database failures come back as
+// Errors ("database: ...").
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -193,12 +196,22 @@ public:
 private:
     explicit Store(std::unique_ptr<Database> db);
     void migrate();
+    // Runs `body` on a free connection (store_internal.h).
     template <class F>
     auto guarded(F&& body) -> decltype(body());
+    Database* acquire();
+    void release(Database* connection);
+    // The connection of the call running on this thread.
+    static Database& db();
 
+    // One connection for SQLite (its calls are serialised); kPostgresConnections for
+    // PostgreSQL, whose transactions run in parallel, each call on a free one.
+    static constexpr std::size_t kPostgresConnections = 8;
     std::mutex mutex_;
-    std::unique_ptr<Database> db_;
-    std::int64_t nonces_pruned_at_ = 0;
+    std::condition_variable freed_;
+    std::vector<std::unique_ptr<Database>> connections_;
+    std::vector<Database*> idle_;
+    std::atomic<std::int64_t> nonces_pruned_at_{0};
 };
 
 }  // namespace tessera::server

@@ -46,12 +46,12 @@ common::Result<std::optional<ClientRecord>> Store::register_client(const std::st
                                                                    const std::string& address, std::int64_t now,
                                                                    RegistrationLimit limit) {
     return guarded([&]() -> common::Result<std::optional<ClientRecord>> {
-        Transaction transaction(*db_);
-        Statement existing(*db_, std::string("SELECT ") + kClientColumns + " FROM clients WHERE public_key = ?");
+        Transaction transaction(db());
+        Statement existing(db(), std::string("SELECT ") + kClientColumns + " FROM clients WHERE public_key = ?");
         existing.bind(1, public_key);
         if (existing.step()) {
             auto client = read_client(existing);
-            Statement(*db_, "UPDATE clients SET name = ?, client_version = ?, last_seen = ? WHERE id = ?")
+            Statement(db(), "UPDATE clients SET name = ?, client_version = ?, last_seen = ? WHERE id = ?")
                 .bind(1, name)
                 .bind(2, client_version)
                 .bind(3, now)
@@ -61,7 +61,7 @@ common::Result<std::optional<ClientRecord>> Store::register_client(const std::st
             return std::optional<ClientRecord>(client);
         }
         if (limit.max > 0) {
-            Statement recent(*db_, "SELECT COUNT(*) FROM clients WHERE address = ? AND registered_at >= ?");
+            Statement recent(db(), "SELECT COUNT(*) FROM clients WHERE address = ? AND registered_at >= ?");
             recent.bind(1, address).bind(2, limit.since).step();
             if (recent.integer(0) >= limit.max) return std::optional<ClientRecord>();
         }
@@ -72,7 +72,7 @@ common::Result<std::optional<ClientRecord>> Store::register_client(const std::st
         client.client_version = client_version;
         client.registered_at = client.last_seen = now;
         client.address = address;
-        Statement(*db_,
+        Statement(db(),
                   "INSERT INTO clients(id, public_key, name, client_version, registered_at, last_seen, address) "
                   "VALUES (?, ?, ?, ?, ?, ?, ?)")
             .bind(1, client.id)
@@ -83,7 +83,7 @@ common::Result<std::optional<ClientRecord>> Store::register_client(const std::st
             .bind(6, now)
             .bind(7, address)
             .run();
-        insert_event(*db_, "client_registered", {{"client_id", client.id}, {"name", name}}, now);
+        insert_event(db(), "client_registered", {{"client_id", client.id}, {"name", name}}, now);
         transaction.commit();
         return std::optional<ClientRecord>(client);
     });
@@ -91,7 +91,7 @@ common::Result<std::optional<ClientRecord>> Store::register_client(const std::st
 
 common::Result<std::optional<ClientRecord>> Store::client(const std::string& id) {
     return guarded([&]() -> common::Result<std::optional<ClientRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kClientColumns + " FROM clients WHERE id = ?");
+        Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients WHERE id = ?");
         query.bind(1, id);
         if (!query.step()) return std::optional<ClientRecord>();
         return std::optional<ClientRecord>(read_client(query));
@@ -101,7 +101,7 @@ common::Result<std::optional<ClientRecord>> Store::client(const std::string& id)
 common::Status Store::note_client_seen(const std::string& id, const std::string& device, double samples_per_s,
                                        std::int64_t now) {
     return guarded([&]() -> common::Status {
-        Statement(*db_, "UPDATE clients SET last_seen = ?, device = ?, samples_per_s = ? WHERE id = ?")
+        Statement(db(), "UPDATE clients SET last_seen = ?, device = ?, samples_per_s = ? WHERE id = ?")
             .bind(1, now)
             .bind(2, device)
             .bind(3, samples_per_s)
@@ -114,14 +114,14 @@ common::Status Store::note_client_seen(const std::string& id, const std::string&
 common::Result<bool> Store::claim_nonce(const std::string& client_id, const std::string& nonce, std::int64_t now,
                                         std::int64_t window_s) {
     return guarded([&]() -> common::Result<bool> {
-        Transaction transaction(*db_);
+        Transaction transaction(db());
         if (now - nonces_pruned_at_ >= window_s) {
-            Statement(*db_, "DELETE FROM request_nonces WHERE seen_at < ?").bind(1, now - 2 * window_s).run();
+            Statement(db(), "DELETE FROM request_nonces WHERE seen_at < ?").bind(1, now - 2 * window_s).run();
             nonces_pruned_at_ = now;
         }
-        Statement insert(*db_, "INSERT INTO request_nonces(client_id, nonce, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING");
+        Statement insert(db(), "INSERT INTO request_nonces(client_id, nonce, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING");
         insert.bind(1, client_id).bind(2, nonce).bind(3, now).run();
-        bool fresh = db_->changes() == 1;
+        bool fresh = db().changes() == 1;
         transaction.commit();
         return fresh;
     });
@@ -129,10 +129,10 @@ common::Result<bool> Store::claim_nonce(const std::string& client_id, const std:
 
 common::Status Store::set_client_banned(const std::string& id, bool banned, std::int64_t now) {
     return guarded([&]() -> common::Status {
-        Transaction transaction(*db_);
-        Statement(*db_, "UPDATE clients SET banned = ? WHERE id = ?").bind(1, banned ? 1 : 0).bind(2, id).run();
-        if (db_->changes() != 1) return common::make_error("no client '" + id + "'");
-        insert_event(*db_, banned ? "client_banned" : "client_unbanned", {{"client_id", id}}, now);
+        Transaction transaction(db());
+        Statement(db(), "UPDATE clients SET banned = ? WHERE id = ?").bind(1, banned ? 1 : 0).bind(2, id).run();
+        if (db().changes() != 1) return common::make_error("no client '" + id + "'");
+        insert_event(db(), banned ? "client_banned" : "client_unbanned", {{"client_id", id}}, now);
         transaction.commit();
         return {};
     });
@@ -140,7 +140,7 @@ common::Status Store::set_client_banned(const std::string& id, bool banned, std:
 
 common::Result<std::int64_t> Store::registrations_from(const std::string& address, std::int64_t since) {
     return guarded([&]() -> common::Result<std::int64_t> {
-        Statement query(*db_, "SELECT COUNT(*) FROM clients WHERE address = ? AND registered_at >= ?");
+        Statement query(db(), "SELECT COUNT(*) FROM clients WHERE address = ? AND registered_at >= ?");
         query.bind(1, address).bind(2, since).step();
         return query.integer(0);
     });
@@ -148,7 +148,7 @@ common::Result<std::int64_t> Store::registrations_from(const std::string& addres
 
 common::Result<std::int64_t> Store::rejections_since(const std::string& client_id, std::int64_t since) {
     return guarded([&]() -> common::Result<std::int64_t> {
-        Statement query(*db_, "SELECT COUNT(*) FROM rejections WHERE client_id = ? AND at >= ?");
+        Statement query(db(), "SELECT COUNT(*) FROM rejections WHERE client_id = ? AND at >= ?");
         query.bind(1, client_id).bind(2, since).step();
         return query.integer(0);
     });
@@ -157,9 +157,9 @@ common::Result<std::int64_t> Store::rejections_since(const std::string& client_i
 common::Result<bool> Store::set_client_quarantined(const std::string& id, bool quarantined, const std::string& why,
                                                    std::int64_t now) {
     return guarded([&]() -> common::Result<bool> {
-        Transaction transaction(*db_);
+        Transaction transaction(db());
         // Entering quarantine starts a new streak: only valid results from now on lift it.
-        Statement(*db_,
+        Statement(db(),
                   "UPDATE clients SET quarantined = ?, valid_streak = CASE WHEN ? = 1 THEN 0 ELSE valid_streak END "
                   "WHERE id = ? AND quarantined != ?")
             .bind(1, quarantined ? 1 : 0)
@@ -167,8 +167,8 @@ common::Result<bool> Store::set_client_quarantined(const std::string& id, bool q
             .bind(3, id)
             .bind(4, quarantined ? 1 : 0)
             .run();
-        if (db_->changes() != 1) return false;
-        insert_event(*db_, quarantined ? "client_quarantined" : "client_released", {{"client_id", id}, {"why", why}},
+        if (db().changes() != 1) return false;
+        insert_event(db(), quarantined ? "client_quarantined" : "client_released", {{"client_id", id}, {"why", why}},
                      now);
         transaction.commit();
         return true;
@@ -177,7 +177,7 @@ common::Result<bool> Store::set_client_quarantined(const std::string& id, bool q
 
 common::Result<std::vector<ClientRecord>> Store::clients() {
     return guarded([&]() -> common::Result<std::vector<ClientRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kClientColumns + " FROM clients ORDER BY credit DESC, id");
+        Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients ORDER BY credit DESC, id");
         std::vector<ClientRecord> rows;
         while (query.step()) rows.push_back(read_client(query));
         return rows;

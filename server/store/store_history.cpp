@@ -22,7 +22,7 @@ std::string count_where(const std::string& condition) {
 
 common::Result<std::int64_t> Store::last_event_id() {
     return guarded([&]() -> common::Result<std::int64_t> {
-        Statement query(*db_, "SELECT COALESCE(MAX(id), 0) FROM events");
+        Statement query(db(), "SELECT COALESCE(MAX(id), 0) FROM events");
         query.step();
         return query.integer(0);
     });
@@ -32,8 +32,8 @@ common::Result<std::vector<HistoryBucket>> Store::history(const std::string& tas
                                                           std::int64_t bucket_s) {
     return guarded([&]() -> common::Result<std::vector<HistoryBucket>> {
         std::map<std::int64_t, HistoryBucket> buckets;
-        auto dialect = db_->dialect();
-        Statement results(*db_, "SELECT (a.returned_at / ?) * ?, " +
+        auto dialect = db().dialect();
+        Statement results(db(), "SELECT (a.returned_at / ?) * ?, " +
                                     count_where("a.state IN ('accepted', 'merged', 'confirmed')") + ", " +
                                     merged_samples(dialect) +
                                     ", AVG(CASE WHEN a.state IN ('accepted', 'merged', 'confirmed') THEN " +
@@ -46,7 +46,7 @@ common::Result<std::vector<HistoryBucket>> Store::history(const std::string& tas
             bucket.samples = results.integer(2);
             bucket.train_loss = results.optional_real(3);
         }
-        Statement rejected(*db_,
+        Statement rejected(db(),
                            "SELECT (r.at / ?) * ?, COUNT(*) FROM rejections r "
                            "JOIN assignments a ON a.id = r.assignment_id "
                            "JOIN work_units w ON w.id = a.work_unit_id "
@@ -64,8 +64,8 @@ common::Result<std::vector<HistoryBucket>> Store::history(const std::string& tas
 
 common::Result<ActivityTotals> Store::activity_since(const std::string& task_id, std::int64_t since) {
     return guarded([&]() -> common::Result<ActivityTotals> {
-        Statement query(*db_, "SELECT " + count_where("a.state IN ('accepted', 'merged')") + ", " +
-                                  merged_samples(db_->dialect()) + " " + kTaskResults + "AND a.returned_at >= ?");
+        Statement query(db(), "SELECT " + count_where("a.state IN ('accepted', 'merged')") + ", " +
+                                  merged_samples(db().dialect()) + " " + kTaskResults + "AND a.returned_at >= ?");
         query.bind(1, task_id).bind(2, since);
         query.step();
         return ActivityTotals{query.integer(0), query.integer(1)};
@@ -76,7 +76,7 @@ common::Result<std::map<std::int64_t, std::int64_t>> Store::staleness_counts(con
     return guarded([&]() -> common::Result<std::map<std::int64_t, std::int64_t>> {
         // A result merged into version v was added to the model at version v - 1: the
         // aggregator commits whatever its policy merged before it takes the next result.
-        Statement query(*db_, std::string("SELECT a.merged_version - 1 - w.base_version, COUNT(*) ") + kTaskResults +
+        Statement query(db(), std::string("SELECT a.merged_version - 1 - w.base_version, COUNT(*) ") + kTaskResults +
                                   "AND a.state = 'merged' GROUP BY 1");
         query.bind(1, task_id);
         std::map<std::int64_t, std::int64_t> counts;
@@ -87,7 +87,7 @@ common::Result<std::map<std::int64_t, std::int64_t>> Store::staleness_counts(con
 
 common::Result<std::map<std::string, std::int64_t>> Store::rejection_counts() {
     return guarded([&]() -> common::Result<std::map<std::string, std::int64_t>> {
-        Statement query(*db_, "SELECT reason, COUNT(*) FROM rejections GROUP BY reason");
+        Statement query(db(), "SELECT reason, COUNT(*) FROM rejections GROUP BY reason");
         std::map<std::string, std::int64_t> counts;
         while (query.step()) counts[query.text(0)] = query.integer(1);
         return counts;

@@ -3,22 +3,53 @@
 
 #include <boost/json.hpp>
 
+#include <functional>
+
 #include "database.h"
 #include "store.h"
 
 namespace tessera::server {
 
-// Runs `body` under the store's mutex; a DatabaseError becomes an Error. A transaction that
-// conflicted with another server process's (PostgreSQL) runs again, a few times.
+// The connection a call on this thread holds (set by ConnectionLease).
+extern thread_local Database* current_connection;
+
+// Binds a connection to this thread for one store call, and gives it back after.
+class ConnectionLease {
+public:
+    ConnectionLease(Database* connection, std::function<void(Database*)> give_back)
+        : connection_(connection), give_back_(std::move(give_back)) {
+        current_connection = connection;
+    }
+    ~ConnectionLease() {
+        current_connection = nullptr;
+        give_back_(connection_);
+    }
+    ConnectionLease(const ConnectionLease&) = delete;
+    ConnectionLease& operator=(const ConnectionLease&) = delete;
+
+private:
+    Database* connection_;
+    std::function<void(Database*)> give_back_;
+};
+
+// Sleeps a random while that grows with `attempt` (to 100 ms), so that transactions that
+// conflicted do not meet again at once.
+void wait_before_retry(int attempt);
+
+// Runs `body` on a free connection; a DatabaseError becomes an Error. A transaction that
+// conflicted with another (PostgreSQL) runs again, a few times.
 template <class F>
 auto Store::guarded(F&& body) -> decltype(body()) {
     constexpr int kAttempts = 20;
-    std::lock_guard lock(mutex_);
+    ConnectionLease lease(acquire(), [this](Database* connection) { release(connection); });
     for (int attempt = 1;; ++attempt) {
         try {
             return body();
         } catch (const DatabaseError& error) {
-            if (error.retryable() && attempt < kAttempts) continue;
+            if (error.retryable() && attempt < kAttempts) {
+                wait_before_retry(attempt);
+                continue;
+            }
             return common::make_error(std::string("database: ") + error.what());
         } catch (const std::exception& error) {
             return common::make_error(std::string("database: bad row: ") + error.what());

@@ -70,25 +70,25 @@ void insert_version(Database& db, const VersionRecord& v) {
 common::Status Store::create_task(const TaskRecord& task, const std::vector<ShardRecord>& shards,
                                   const VersionRecord& version0) {
     return guarded([&]() -> common::Status {
-        Transaction transaction(*db_);
-        Statement exists(*db_, "SELECT 1 FROM tasks WHERE id = ?");
+        Transaction transaction(db());
+        Statement exists(db(), "SELECT 1 FROM tasks WHERE id = ?");
         exists.bind(1, task.id);
         if (exists.step()) return common::make_error("a task named '" + task.id + "' exists already");
-        Statement(*db_, "INSERT INTO tasks(id, config, state, created_at, version) VALUES (?, ?, ?, ?, 0)")
+        Statement(db(), "INSERT INTO tasks(id, config, state, created_at, version) VALUES (?, ?, ?, ?, 0)")
             .bind(1, task.id)
             .bind(2, task.config_json)
             .bind(3, task_state_name(task.state))
             .bind(4, task.created_at)
             .run();
         for (const auto& shard : shards)
-            Statement(*db_, "INSERT INTO shards(task_id, sha256, bytes, samples) VALUES (?, ?, ?, ?)")
+            Statement(db(), "INSERT INTO shards(task_id, sha256, bytes, samples) VALUES (?, ?, ?, ?)")
                 .bind(1, task.id)
                 .bind(2, shard.sha256)
                 .bind(3, shard.bytes)
                 .bind(4, shard.samples)
                 .run();
-        insert_version(*db_, version0);
-        insert_event(*db_, "task_created", {{"task_id", task.id}}, task.created_at);
+        insert_version(db(), version0);
+        insert_event(db(), "task_created", {{"task_id", task.id}}, task.created_at);
         transaction.commit();
         return {};
     });
@@ -96,7 +96,7 @@ common::Status Store::create_task(const TaskRecord& task, const std::vector<Shar
 
 common::Result<std::optional<TaskRecord>> Store::current_task() {
     return guarded([&]() -> common::Result<std::optional<TaskRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kTaskColumns +
+        Statement query(db(), std::string("SELECT ") + kTaskColumns +
                                   " FROM tasks WHERE state != 'finished' ORDER BY created_at DESC, rowid DESC LIMIT 1");
         if (!query.step()) return std::optional<TaskRecord>();
         return std::optional<TaskRecord>(read_task(query));
@@ -105,7 +105,7 @@ common::Result<std::optional<TaskRecord>> Store::current_task() {
 
 common::Result<std::optional<TaskRecord>> Store::task(const std::string& id) {
     return guarded([&]() -> common::Result<std::optional<TaskRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?");
+        Statement query(db(), std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?");
         query.bind(1, id);
         if (!query.step()) return std::optional<TaskRecord>();
         return std::optional<TaskRecord>(read_task(query));
@@ -114,7 +114,7 @@ common::Result<std::optional<TaskRecord>> Store::task(const std::string& id) {
 
 common::Result<std::vector<TaskRecord>> Store::tasks() {
     return guarded([&]() -> common::Result<std::vector<TaskRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kTaskColumns + " FROM tasks ORDER BY created_at, rowid");
+        Statement query(db(), std::string("SELECT ") + kTaskColumns + " FROM tasks ORDER BY created_at, rowid");
         std::vector<TaskRecord> rows;
         while (query.step()) rows.push_back(read_task(query));
         return rows;
@@ -123,9 +123,9 @@ common::Result<std::vector<TaskRecord>> Store::tasks() {
 
 common::Status Store::set_task_state(const std::string& id, TaskState state) {
     return guarded([&]() -> common::Status {
-        Transaction transaction(*db_);
-        Statement(*db_, "UPDATE tasks SET state = ? WHERE id = ?").bind(1, task_state_name(state)).bind(2, id).run();
-        if (db_->changes() != 1) return common::make_error("no task '" + id + "'");
+        Transaction transaction(db());
+        Statement(db(), "UPDATE tasks SET state = ? WHERE id = ?").bind(1, task_state_name(state)).bind(2, id).run();
+        if (db().changes() != 1) return common::make_error("no task '" + id + "'");
         transaction.commit();
         return {};
     });
@@ -133,7 +133,7 @@ common::Status Store::set_task_state(const std::string& id, TaskState state) {
 
 common::Result<std::vector<ShardRecord>> Store::shards(const std::string& task_id) {
     return guarded([&]() -> common::Result<std::vector<ShardRecord>> {
-        Statement query(*db_, "SELECT sha256, bytes, samples, uses FROM shards WHERE task_id = ? ORDER BY rowid");
+        Statement query(db(), "SELECT sha256, bytes, samples, uses FROM shards WHERE task_id = ? ORDER BY rowid");
         query.bind(1, task_id);
         std::vector<ShardRecord> rows;
         while (query.step()) rows.push_back({query.text(0), query.integer(1), query.integer(2), query.integer(3)});
@@ -144,7 +144,7 @@ common::Result<std::vector<ShardRecord>> Store::shards(const std::string& task_i
 common::Result<std::optional<VersionRecord>> Store::version(const std::string& task_id, std::int64_t version) {
     return guarded([&]() -> common::Result<std::optional<VersionRecord>> {
         Statement query(
-            *db_, std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? AND version = ?");
+            db(), std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? AND version = ?");
         query.bind(1, task_id).bind(2, version);
         if (!query.step()) return std::optional<VersionRecord>();
         return std::optional<VersionRecord>(read_version(query));
@@ -154,7 +154,7 @@ common::Result<std::optional<VersionRecord>> Store::version(const std::string& t
 common::Result<std::vector<VersionRecord>> Store::versions(const std::string& task_id) {
     return guarded([&]() -> common::Result<std::vector<VersionRecord>> {
         Statement query(
-            *db_, std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? ORDER BY version");
+            db(), std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? ORDER BY version");
         query.bind(1, task_id);
         std::vector<VersionRecord> rows;
         while (query.step()) rows.push_back(read_version(query));
@@ -165,7 +165,7 @@ common::Result<std::vector<VersionRecord>> Store::versions(const std::string& ta
 common::Result<std::vector<VersionRecord>> Store::versions_between(const std::string& task_id, std::int64_t after,
                                                                    std::int64_t through) {
     return guarded([&]() -> common::Result<std::vector<VersionRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kVersionColumns +
+        Statement query(db(), std::string("SELECT ") + kVersionColumns +
                                   " FROM model_versions WHERE task_id = ? AND version > ? AND version <= ? "
                                   "ORDER BY version");
         query.bind(1, task_id).bind(2, after).bind(3, through);
@@ -178,7 +178,7 @@ common::Result<std::vector<VersionRecord>> Store::versions_between(const std::st
 common::Result<std::optional<Store::BlobVersions>> Store::versions_of_blob(const std::string& task_id,
                                                                            const std::string& sha256) {
     return guarded([&]() -> common::Result<std::optional<BlobVersions>> {
-        Statement query(*db_,
+        Statement query(db(),
                         "SELECT MIN(version), MAX(version) FROM model_versions WHERE task_id = ? AND blob_sha256 = ?");
         query.bind(1, task_id).bind(2, sha256);
         if (!query.step() || query.is_null(0)) return std::optional<BlobVersions>();
@@ -191,7 +191,7 @@ common::Result<std::optional<std::pair<std::string, std::int64_t>>> Store::versi
     using Owner = std::optional<std::pair<std::string, std::int64_t>>;
     return guarded([&]() -> common::Result<Owner> {
         // Task by task, so that the (task_id, blob_sha256) index serves each look-up.
-        Statement query(*db_,
+        Statement query(db(),
                         "SELECT id, first FROM (SELECT t.id AS id, (SELECT MIN(v.version) FROM model_versions v "
                         "WHERE v.task_id = t.id AND v.blob_sha256 = ?) AS first FROM tasks t) AS owners "
                         "WHERE first IS NOT NULL LIMIT 1");
@@ -203,7 +203,7 @@ common::Result<std::optional<std::pair<std::string, std::int64_t>>> Store::versi
 
 common::Result<std::optional<VersionRecord>> Store::last_checkpoint(const std::string& task_id, std::int64_t at_most) {
     return guarded([&]() -> common::Result<std::optional<VersionRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kVersionColumns +
+        Statement query(db(), std::string("SELECT ") + kVersionColumns +
                                   " FROM model_versions WHERE task_id = ? AND version <= ? AND checkpoint = 1 "
                                   "ORDER BY version DESC LIMIT 1");
         query.bind(1, task_id).bind(2, at_most);
@@ -215,7 +215,7 @@ common::Result<std::optional<VersionRecord>> Store::last_checkpoint(const std::s
 common::Result<std::vector<Store::MergedResult>> Store::merged_between(const std::string& task_id, std::int64_t after,
                                                                        std::int64_t through) {
     return guarded([&]() -> common::Result<std::vector<MergedResult>> {
-        Statement query(*db_,
+        Statement query(db(),
                         "SELECT a.id, a.merged_version FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                         "WHERE w.task_id = ? AND a.state = 'merged' AND a.merged_version > ? "
                         "AND a.merged_version <= ? ORDER BY a.merged_version, a.accepted_seq");
@@ -230,7 +230,7 @@ common::Status Store::set_checkpoint(const std::string& task_id, std::int64_t ve
                                      const std::optional<std::string>& state_sha256,
                                      const std::optional<std::string>& optimizer_sha256) {
     return guarded([&]() -> common::Status {
-        Statement(*db_,
+        Statement(db(),
                   "UPDATE model_versions SET checkpoint = 1, state_sha256 = COALESCE(?, state_sha256), "
                   "optimizer_sha256 = COALESCE(?, optimizer_sha256) WHERE task_id = ? AND version = ?")
             .bind(1, state_sha256)
@@ -238,16 +238,16 @@ common::Status Store::set_checkpoint(const std::string& task_id, std::int64_t ve
             .bind(3, task_id)
             .bind(4, version)
             .run();
-        if (db_->changes() != 1) return common::make_error("no version " + std::to_string(version));
+        if (db().changes() != 1) return common::make_error("no version " + std::to_string(version));
         return {};
     });
 }
 
 common::Result<Store::Retired> Store::retire_versions(const std::string& task_id, std::int64_t keep) {
     return guarded([&]() -> common::Result<Retired> {
-        Transaction transaction(*db_);
+        Transaction transaction(db());
         auto first_kept = [&](const std::string& sql, std::int64_t argument) -> std::optional<std::int64_t> {
-            Statement query(*db_, sql);
+            Statement query(db(), sql);
             query.bind(1, task_id).bind(2, argument);
             if (!query.step() || query.is_null(0)) return std::nullopt;
             return query.integer(0);
@@ -257,7 +257,7 @@ common::Result<Store::Retired> Store::retire_versions(const std::string& task_id
             "ORDER BY version DESC LIMIT 1 OFFSET ?",
             keep - 1);
         if (!before) return Retired{};
-        Statement live(*db_,
+        Statement live(db(),
                        "SELECT MIN(w.base_version) FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                        "WHERE w.task_id = ? AND a.state IN ('in_progress', 'returned', 'validated', 'accepted')");
         live.bind(1, task_id);
@@ -268,7 +268,7 @@ common::Result<Store::Retired> Store::retire_versions(const std::string& task_id
             if (floor) before = std::min(*before, *floor);
         }
         std::set<std::string> candidates;
-        Statement old(*db_,
+        Statement old(db(),
                       "SELECT blob_sha256, state_sha256, optimizer_sha256, patch_sha256 FROM model_versions "
                       "WHERE task_id = ? AND version < ? AND pinned = 0 AND (checkpoint = 1 OR "
                       "state_sha256 IS NOT NULL OR optimizer_sha256 IS NOT NULL OR patch_sha256 IS NOT NULL)");
@@ -277,20 +277,20 @@ common::Result<Store::Retired> Store::retire_versions(const std::string& task_id
             for (int column = 0; column < 4; ++column)
                 if (!old.is_null(column)) candidates.insert(old.text(column));
         if (candidates.empty()) return Retired{*before, {}};
-        Statement(*db_,
+        Statement(db(),
                   "UPDATE model_versions SET checkpoint = 0, state_sha256 = NULL, optimizer_sha256 = NULL, "
                   "patch_sha256 = NULL WHERE task_id = ? AND version < ? AND pinned = 0")
             .bind(1, task_id)
             .bind(2, *before)
             .run();
-        Statement needed(*db_,
+        Statement needed(db(),
                          "SELECT blob_sha256, state_sha256, optimizer_sha256, patch_sha256 FROM model_versions "
                          "WHERE task_id != ? OR version >= ? OR pinned = 1");
         needed.bind(1, task_id).bind(2, *before);
         while (needed.step())
             for (int column = 0; column < 4; ++column)
                 if (!needed.is_null(column)) candidates.erase(needed.text(column));
-        Statement shards(*db_, "SELECT sha256 FROM shards");
+        Statement shards(db(), "SELECT sha256 FROM shards");
         while (shards.step()) candidates.erase(shards.text(0));
         transaction.commit();
         return Retired{*before, {candidates.begin(), candidates.end()}};
@@ -299,39 +299,39 @@ common::Result<Store::Retired> Store::retire_versions(const std::string& task_id
 
 common::Result<bool> Store::set_pinned(const std::string& task_id, std::int64_t version, bool pinned) {
     return guarded([&]() -> common::Result<bool> {
-        Statement(*db_, "UPDATE model_versions SET pinned = ? WHERE task_id = ? AND version = ? AND checkpoint = 1")
+        Statement(db(), "UPDATE model_versions SET pinned = ? WHERE task_id = ? AND version = ? AND checkpoint = 1")
             .bind(1, std::int64_t{pinned ? 1 : 0})
             .bind(2, task_id)
             .bind(3, version)
             .run();
-        return db_->changes() == 1;
+        return db().changes() == 1;
     });
 }
 
 common::Status Store::commit_version(const VersionRecord& version, const std::vector<std::string>& merged) {
     return guarded([&]() -> common::Status {
-        Transaction transaction(*db_);
-        Statement current(*db_, "SELECT version FROM tasks WHERE id = ?");
+        Transaction transaction(db());
+        Statement current(db(), "SELECT version FROM tasks WHERE id = ?");
         current.bind(1, version.task_id);
         if (!current.step()) return common::make_error("no task '" + version.task_id + "'");
         if (current.integer(0) + 1 != version.version)
             return common::make_error("version " + std::to_string(version.version) + " does not follow " +
                                       std::to_string(current.integer(0)));
-        insert_version(*db_, version);
-        Statement(*db_, "UPDATE tasks SET version = ? WHERE id = ?")
+        insert_version(db(), version);
+        Statement(db(), "UPDATE tasks SET version = ? WHERE id = ?")
             .bind(1, version.version)
             .bind(2, version.task_id)
             .run();
         for (const auto& id : merged) {
-            Statement(*db_,
+            Statement(db(),
                       "UPDATE assignments SET state = 'merged', merged_version = ? "
                       "WHERE id = ? AND state = 'accepted'")
                 .bind(1, version.version)
                 .bind(2, id)
                 .run();
-            if (db_->changes() != 1) return common::make_error("result '" + id + "' is not waiting to be merged");
+            if (db().changes() != 1) return common::make_error("result '" + id + "' is not waiting to be merged");
         }
-        insert_event(*db_, "version_merged",
+        insert_event(db(), "version_merged",
                      {{"task_id", version.task_id},
                       {"version", version.version},
                       {"results", static_cast<std::int64_t>(merged.size())}},
@@ -344,8 +344,8 @@ common::Status Store::commit_version(const VersionRecord& version, const std::ve
 common::Status Store::set_validation_result(const std::string& task_id, std::int64_t version,
                                             const ValidationResult& result) {
     return guarded([&]() -> common::Status {
-        Transaction transaction(*db_);
-        Statement(*db_,
+        Transaction transaction(db());
+        Statement(db(),
                   "UPDATE model_versions SET validation_loss = ?, validation_accuracy = ?, "
                   "validation_samples = ?, validation_full = ? WHERE task_id = ? AND version = ?")
             .bind(1, result.loss)
@@ -355,16 +355,16 @@ common::Status Store::set_validation_result(const std::string& task_id, std::int
             .bind(5, task_id)
             .bind(6, version)
             .run();
-        if (db_->changes() != 1) return common::make_error("no version " + std::to_string(version));
+        if (db().changes() != 1) return common::make_error("no version " + std::to_string(version));
         boost::json::object detail{{"task_id", task_id},
                                    {"version", version},
                                    {"loss", result.loss},
                                    {"samples", result.samples},
                                    {"full", result.full}};
         if (result.accuracy) detail["accuracy"] = *result.accuracy;
-        Statement when(*db_, "SELECT created_at FROM model_versions WHERE task_id = ? AND version = ?");
+        Statement when(db(), "SELECT created_at FROM model_versions WHERE task_id = ? AND version = ?");
         when.bind(1, task_id).bind(2, version).step();
-        insert_event(*db_, "evaluated", detail, when.integer(0));
+        insert_event(db(), "evaluated", detail, when.integer(0));
         transaction.commit();
         return {};
     });

@@ -104,8 +104,8 @@ WorkUnitRecord read_work_unit(const Statement& row) {
 
 common::Status Store::create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first) {
     return guarded([&]() -> common::Status {
-        Transaction transaction(*db_);
-        Statement(*db_,
+        Transaction transaction(db());
+        Statement(db(),
                   "INSERT INTO work_units(id, task_id, base_version, shards, local_steps, seed, replicas, "
                   "state, failures, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', 0, ?)")
             .bind(1, unit.id)
@@ -118,11 +118,11 @@ common::Status Store::create_work_unit(const WorkUnitRecord& unit, const Assignm
             .bind(8, unit.created_at)
             .run();
         for (const auto& shard : unit.shards)
-            Statement(*db_, "UPDATE shards SET uses = uses + 1 WHERE task_id = ? AND sha256 = ?")
+            Statement(db(), "UPDATE shards SET uses = uses + 1 WHERE task_id = ? AND sha256 = ?")
                 .bind(1, unit.task_id)
                 .bind(2, shard)
                 .run();
-        insert_assignment(*db_, first);
+        insert_assignment(db(), first);
         transaction.commit();
         return {};
     });
@@ -130,17 +130,17 @@ common::Status Store::create_work_unit(const WorkUnitRecord& unit, const Assignm
 
 common::Status Store::add_assignment(const AssignmentRecord& assignment, std::optional<std::int64_t> rebase_to) {
     return guarded([&]() -> common::Status {
-        Transaction transaction(*db_);
-        Statement unit(*db_, "SELECT state FROM work_units WHERE id = ?");
+        Transaction transaction(db());
+        Statement unit(db(), "SELECT state FROM work_units WHERE id = ?");
         unit.bind(1, assignment.work_unit_id);
         if (!unit.step() || unit.text(0) != "open")
             return common::make_error("work unit '" + assignment.work_unit_id + "' is not open");
         if (rebase_to)
-            Statement(*db_, "UPDATE work_units SET base_version = ? WHERE id = ?")
+            Statement(db(), "UPDATE work_units SET base_version = ? WHERE id = ?")
                 .bind(1, *rebase_to)
                 .bind(2, assignment.work_unit_id)
                 .run();
-        insert_assignment(*db_, assignment);
+        insert_assignment(db(), assignment);
         transaction.commit();
         return {};
     });
@@ -150,7 +150,7 @@ common::Result<std::vector<WorkUnitRecord>> Store::reissuable_work_units(const s
                                                                          const std::string& client_id) {
     return guarded([&]() -> common::Result<std::vector<WorkUnitRecord>> {
         Statement query(
-            *db_, std::string("SELECT ") + kWorkUnitColumns +
+            db(), std::string("SELECT ") + kWorkUnitColumns +
                       " FROM work_units w WHERE task_id = ? AND state = 'open' "
                       "AND (SELECT COUNT(*) FROM assignments a WHERE a.work_unit_id = w.id AND a.state IN " +
                       kLiveStates +
@@ -166,7 +166,7 @@ common::Result<std::vector<WorkUnitRecord>> Store::reissuable_work_units(const s
 
 common::Result<std::int64_t> Store::in_flight(const std::string& client_id) {
     return guarded([&]() -> common::Result<std::int64_t> {
-        Statement query(*db_, "SELECT COUNT(*) FROM assignments WHERE client_id = ? AND state = 'in_progress'");
+        Statement query(db(), "SELECT COUNT(*) FROM assignments WHERE client_id = ? AND state = 'in_progress'");
         query.bind(1, client_id).step();
         return query.integer(0);
     });
@@ -175,7 +175,7 @@ common::Result<std::int64_t> Store::in_flight(const std::string& client_id) {
 common::Result<std::int64_t> Store::live_assignments(const std::string& work_unit_id) {
     return guarded([&]() -> common::Result<std::int64_t> {
         Statement query(
-            *db_, std::string("SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN ") + kLiveStates);
+            db(), std::string("SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN ") + kLiveStates);
         query.bind(1, work_unit_id).step();
         return query.integer(0);
     });
@@ -183,7 +183,7 @@ common::Result<std::int64_t> Store::live_assignments(const std::string& work_uni
 
 common::Result<std::optional<AssignmentRecord>> Store::assignment(const std::string& id) {
     return guarded([&]() -> common::Result<std::optional<AssignmentRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kAssignmentColumns +
+        Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id WHERE a.id = ?");
         query.bind(1, id);
         if (!query.step()) return std::optional<AssignmentRecord>();
@@ -193,7 +193,7 @@ common::Result<std::optional<AssignmentRecord>> Store::assignment(const std::str
 
 common::Result<std::optional<WorkUnitRecord>> Store::work_unit(const std::string& id) {
     return guarded([&]() -> common::Result<std::optional<WorkUnitRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kWorkUnitColumns + " FROM work_units WHERE id = ?");
+        Statement query(db(), std::string("SELECT ") + kWorkUnitColumns + " FROM work_units WHERE id = ?");
         query.bind(1, id);
         if (!query.step()) return std::optional<WorkUnitRecord>();
         return std::optional<WorkUnitRecord>(read_work_unit(query));
@@ -202,7 +202,7 @@ common::Result<std::optional<WorkUnitRecord>> Store::work_unit(const std::string
 
 common::Result<std::vector<AssignmentRecord>> Store::assignments_of(const std::string& work_unit_id) {
     return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kAssignmentColumns +
+        Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                                   "WHERE a.work_unit_id = ? ORDER BY a.issued_at, a.rowid");
         query.bind(1, work_unit_id);
@@ -215,9 +215,9 @@ common::Result<std::vector<AssignmentRecord>> Store::assignments_of(const std::s
 common::Result<bool> Store::record_return(const std::string& id, const std::string& delta_sha256,
                                           std::int64_t delta_bytes, const std::string& metrics_json, std::int64_t now) {
     return guarded([&]() -> common::Result<bool> {
-        Transaction transaction(*db_);
-        if (!transition(*db_, id, "('in_progress')", "returned")) return false;
-        Statement(*db_,
+        Transaction transaction(db());
+        if (!transition(db(), id, "('in_progress')", "returned")) return false;
+        Statement(db(),
                   "UPDATE assignments SET returned_at = ?, delta_sha256 = ?, delta_bytes = ?, metrics = ? "
                   "WHERE id = ?")
             .bind(1, now)
@@ -226,7 +226,7 @@ common::Result<bool> Store::record_return(const std::string& id, const std::stri
             .bind(4, metrics_json)
             .bind(5, id)
             .run();
-        insert_event(*db_, "result_received", {{"assignment_id", id}, {"bytes", delta_bytes}}, now);
+        insert_event(db(), "result_received", {{"assignment_id", id}, {"bytes", delta_bytes}}, now);
         transaction.commit();
         return true;
     });
@@ -234,9 +234,9 @@ common::Result<bool> Store::record_return(const std::string& id, const std::stri
 
 common::Result<bool> Store::mark_validated(const std::string& id, const CheckFigures& figures, std::int64_t now) {
     return guarded([&]() -> common::Result<bool> {
-        Transaction transaction(*db_);
-        if (!transition(*db_, id, "('returned')", "validated")) return false;
-        Statement(*db_, "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, returned_at = ? WHERE id = ?")
+        Transaction transaction(db());
+        if (!transition(db(), id, "('returned')", "validated")) return false;
+        Statement(db(), "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, returned_at = ? WHERE id = ?")
             .bind(1, figures.norm)
             .bind(2, figures.gain_per_step)
             .bind(3, now)
@@ -250,11 +250,11 @@ common::Result<bool> Store::mark_validated(const std::string& id, const CheckFig
 common::Result<bool> Store::accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
                                    std::int64_t now) {
     return guarded([&]() -> common::Result<bool> {
-        Transaction transaction(*db_);
-        if (!transition(*db_, id, "('returned', 'validated')", merge ? "accepted" : "confirmed")) return false;
-        Statement next_seq(*db_, "SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments");
+        Transaction transaction(db());
+        if (!transition(db(), id, "('returned', 'validated')", merge ? "accepted" : "confirmed")) return false;
+        Statement next_seq(db(), "SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments");
         next_seq.step();
-        Statement(*db_,
+        Statement(db(),
                   "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, credit = ?, accepted_seq = ? WHERE id = ?")
             .bind(1, figures.norm)
             .bind(2, figures.gain_per_step)
@@ -262,23 +262,23 @@ common::Result<bool> Store::accept(const std::string& id, const CheckFigures& fi
             .bind(4, next_seq.integer(0))
             .bind(5, id)
             .run();
-        Statement client(*db_, "SELECT client_id FROM assignments WHERE id = ?");
+        Statement client(db(), "SELECT client_id FROM assignments WHERE id = ?");
         client.bind(1, id).step();
-        Statement(*db_,
+        Statement(db(),
                   "UPDATE clients SET credit = credit + ?, accepted = accepted + 1, "
                   "valid_streak = valid_streak + 1 WHERE id = ?")
             .bind(1, credit)
             .bind(2, client.text(0))
             .run();
-        auto unit = work_unit_of(*db_, id);
-        Statement(*db_,
+        auto unit = work_unit_of(db(), id);
+        Statement(db(),
                   "UPDATE work_units SET state = 'done' WHERE id = ? AND state = 'open' AND replicas <= "
                   "(SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN "
                   "('accepted', 'confirmed', 'merged'))")
             .bind(1, unit)
             .bind(2, unit)
             .run();
-        insert_event(*db_, "result_accepted",
+        insert_event(db(), "result_accepted",
                      {{"assignment_id", id}, {"client_id", client.text(0)}, {"credit", credit}, {"merge", merge}}, now);
         transaction.commit();
         return true;
@@ -288,28 +288,28 @@ common::Result<bool> Store::accept(const std::string& id, const CheckFigures& fi
 common::Result<bool> Store::reject(const std::string& id, const std::string& reason, const std::string& detail,
                                    std::int64_t now, std::int64_t max_failures, std::optional<double> gain_per_step) {
     return guarded([&]() -> common::Result<bool> {
-        Transaction transaction(*db_);
-        if (!transition(*db_, id, "('in_progress', 'returned', 'validated')", "rejected")) return false;
+        Transaction transaction(db());
+        if (!transition(db(), id, "('in_progress', 'returned', 'validated')", "rejected")) return false;
         if (gain_per_step)
-            Statement(*db_, "UPDATE assignments SET gain_per_step = ? WHERE id = ?")
+            Statement(db(), "UPDATE assignments SET gain_per_step = ? WHERE id = ?")
                 .bind(1, *gain_per_step)
                 .bind(2, id)
                 .run();
-        Statement client(*db_, "SELECT client_id FROM assignments WHERE id = ?");
+        Statement client(db(), "SELECT client_id FROM assignments WHERE id = ?");
         client.bind(1, id).step();
         auto client_id = client.text(0);
-        Statement(*db_, "INSERT INTO rejections(assignment_id, client_id, reason, detail, at) VALUES (?, ?, ?, ?, ?)")
+        Statement(db(), "INSERT INTO rejections(assignment_id, client_id, reason, detail, at) VALUES (?, ?, ?, ?, ?)")
             .bind(1, id)
             .bind(2, client_id)
             .bind(3, reason)
             .bind(4, detail)
             .bind(5, now)
             .run();
-        Statement(*db_, "UPDATE clients SET rejected = rejected + 1, valid_streak = 0 WHERE id = ?")
+        Statement(db(), "UPDATE clients SET rejected = rejected + 1, valid_streak = 0 WHERE id = ?")
             .bind(1, client_id)
             .run();
-        count_failure(*db_, work_unit_of(*db_, id), max_failures, now);
-        insert_event(*db_, "result_rejected", {{"assignment_id", id}, {"client_id", client_id}, {"reason", reason}},
+        count_failure(db(), work_unit_of(db(), id), max_failures, now);
+        insert_event(db(), "result_rejected", {{"assignment_id", id}, {"client_id", client_id}, {"reason", reason}},
                      now);
         transaction.commit();
         return true;
@@ -318,21 +318,21 @@ common::Result<bool> Store::reject(const std::string& id, const std::string& rea
 
 common::Result<std::vector<EndedAssignment>> Store::expire_overdue(std::int64_t now, std::int64_t max_failures) {
     return guarded([&]() -> common::Result<std::vector<EndedAssignment>> {
-        Transaction transaction(*db_);
-        Statement overdue(*db_,
+        Transaction transaction(db());
+        Statement overdue(db(),
                           "SELECT id, work_unit_id FROM assignments WHERE state = 'in_progress' AND deadline < ?");
         overdue.bind(1, now);
         std::vector<EndedAssignment> ended;
         while (overdue.step()) ended.push_back({overdue.text(0), overdue.text(1), false});
         for (auto& e : ended) {
-            transition(*db_, e.assignment_id, "('in_progress')", "timed_out");
-            Statement(*db_,
+            transition(db(), e.assignment_id, "('in_progress')", "timed_out");
+            Statement(db(),
                       "UPDATE clients SET valid_streak = 0 WHERE id = "
                       "(SELECT client_id FROM assignments WHERE id = ?)")
                 .bind(1, e.assignment_id)
                 .run();
-            e.work_unit_retired = count_failure(*db_, e.work_unit_id, max_failures, now);
-            insert_event(*db_, "work_timed_out", {{"assignment_id", e.assignment_id}}, now);
+            e.work_unit_retired = count_failure(db(), e.work_unit_id, max_failures, now);
+            insert_event(db(), "work_timed_out", {{"assignment_id", e.assignment_id}}, now);
         }
         transaction.commit();
         return ended;
@@ -342,11 +342,11 @@ common::Result<std::vector<EndedAssignment>> Store::expire_overdue(std::int64_t 
 common::Result<std::optional<EndedAssignment>> Store::abandon(const std::string& id, std::int64_t now,
                                                               std::int64_t max_failures) {
     return guarded([&]() -> common::Result<std::optional<EndedAssignment>> {
-        Transaction transaction(*db_);
-        if (!transition(*db_, id, "('in_progress')", "abandoned")) return std::optional<EndedAssignment>();
-        EndedAssignment ended{id, work_unit_of(*db_, id), false};
-        ended.work_unit_retired = count_failure(*db_, ended.work_unit_id, max_failures, now);
-        insert_event(*db_, "work_abandoned", {{"assignment_id", id}}, now);
+        Transaction transaction(db());
+        if (!transition(db(), id, "('in_progress')", "abandoned")) return std::optional<EndedAssignment>();
+        EndedAssignment ended{id, work_unit_of(db(), id), false};
+        ended.work_unit_retired = count_failure(db(), ended.work_unit_id, max_failures, now);
+        insert_event(db(), "work_abandoned", {{"assignment_id", id}}, now);
         transaction.commit();
         return std::optional<EndedAssignment>(ended);
     });
@@ -354,7 +354,7 @@ common::Result<std::optional<EndedAssignment>> Store::abandon(const std::string&
 
 common::Result<std::vector<AssignmentRecord>> Store::in_state(AssignmentState state) {
     return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kAssignmentColumns +
+        Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                                   "WHERE a.state = ? ORDER BY a.returned_at, a.rowid");
         query.bind(1, assignment_state_name(state));
@@ -366,7 +366,7 @@ common::Result<std::vector<AssignmentRecord>> Store::in_state(AssignmentState st
 
 common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std::string& task_id) {
     return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kAssignmentColumns +
+        Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                                   "WHERE w.task_id = ? AND a.state = 'accepted' ORDER BY a.accepted_seq");
         query.bind(1, task_id);
@@ -380,8 +380,8 @@ common::Result<std::vector<double>> Store::recent_norms_per_step(const std::stri
     return guarded([&]() -> common::Result<std::vector<double>> {
         // Walks the acceptance index from the newest (on SQLite, CROSS JOIN and the unary + keep
         // its planner from scanning every accepted row of the task and sorting them).
-        bool sqlite = db_->dialect() == Dialect::Sqlite;
-        Statement query(*db_, std::string("SELECT a.delta_norm / w.local_steps FROM assignments a ") +
+        bool sqlite = db().dialect() == Dialect::Sqlite;
+        Statement query(db(), std::string("SELECT a.delta_norm / w.local_steps FROM assignments a ") +
                                   (sqlite ? "CROSS JOIN" : "JOIN") +
                                   " work_units w ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND "
                                   "w.task_id = ? AND " +
@@ -398,7 +398,7 @@ common::Result<std::vector<double>> Store::recent_norms_per_step(const std::stri
 common::Result<std::vector<double>> Store::recent_gains_per_step(const std::string& task_id, int limit,
                                                                  std::int64_t min_base_version) {
     return guarded([&]() -> common::Result<std::vector<double>> {
-        Statement query(*db_,
+        Statement query(db(),
                         "SELECT a.gain_per_step FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                         "WHERE w.task_id = ? AND a.gain_per_step IS NOT NULL AND w.base_version >= ? "
                         "ORDER BY a.returned_at DESC, a.rowid DESC LIMIT ?");
@@ -411,7 +411,7 @@ common::Result<std::vector<double>> Store::recent_gains_per_step(const std::stri
 
 common::Result<std::vector<AssignmentRecord>> Store::lonely_validated(std::int64_t now, std::int64_t wait_s) {
     return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
-        Statement query(*db_, std::string("SELECT ") + kAssignmentColumns +
+        Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                                   "WHERE a.state = 'validated' AND a.returned_at < ? AND NOT EXISTS "
                                   "(SELECT 1 FROM assignments b WHERE b.work_unit_id = a.work_unit_id "
