@@ -140,14 +140,27 @@ std::unique_ptr<Rows> PostgresDatabase::query(std::string_view sql, const std::v
         }
         values[i] = texts[i].c_str();
     }
-    auto numbered = numbered_placeholders(sql);
-    ResultPtr result(PQexecParams(connection_, numbered.c_str(), static_cast<int>(params.size()), types.data(),
-                                  values.data(), nullptr, nullptr, 0),
+    const auto& statement = prepared(std::string(sql), types);
+    ResultPtr result(PQexecPrepared(connection_, statement.c_str(), static_cast<int>(params.size()), values.data(),
+                                    nullptr, nullptr, 0),
                      &PQclear);
     check(connection_, result.get(), sql);
     const char* tuples = PQcmdTuples(result.get());
     changes_ = tuples && *tuples ? std::strtoll(tuples, nullptr, 10) : 0;
     return std::make_unique<PostgresRows>(std::move(result));
+}
+
+const std::string& PostgresDatabase::prepared(const std::string& sql, const std::vector<Oid>& types) {
+    std::string key = sql;
+    for (auto type : types) key += "," + std::to_string(type);
+    auto found = prepared_.find(key);
+    if (found != prepared_.end()) return found->second;
+    auto name = "s" + std::to_string(prepared_.size() + 1);
+    auto numbered = numbered_placeholders(sql);
+    ResultPtr result(PQprepare(connection_, name.c_str(), numbered.c_str(), static_cast<int>(types.size()), types.data()),
+                     &PQclear);
+    check(connection_, result.get(), sql);
+    return prepared_.emplace(std::move(key), std::move(name)).first->second;
 }
 
 std::int64_t PostgresDatabase::schema_version() {

@@ -1,8 +1,10 @@
-// The PostgreSQL back end of Database (libpq): one connection, shared by the store's calls
-// in this process; several server processes may each hold one to the same database. Writing
-// transactions are SERIALIZABLE: one that conflicts with another process's fails as
+// The PostgreSQL back end of Database (libpq): one connection (the store keeps a pool of
+// them; several server processes may share the database). Statements are prepared on first
+// use. Writing transactions are SERIALIZABLE: one that conflicts with another fails as
 // retryable and the store runs it again.
 #pragma once
+
+#include <unordered_map>
 
 #include "database.h"
 
@@ -28,9 +30,14 @@ public:
     std::string name() const override { return name_; }
 
 private:
+    // The name of the statement prepared for `sql` with these parameter types (prepared on
+    // first use: later runs skip parsing and planning).
+    const std::string& prepared(const std::string& sql, const std::vector<unsigned>& types);
+
     pg_conn* connection_ = nullptr;
     std::string name_;
     std::int64_t changes_ = 0;
+    std::unordered_map<std::string, std::string> prepared_;
 };
 
 // `?` placeholders as PostgreSQL's `$1`, `$2`, … (quoted text left alone).
