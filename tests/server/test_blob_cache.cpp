@@ -8,18 +8,13 @@
 #include <thread>
 
 #include "file_io.h"
+#include "free_port.h"
 #include "server_process.h"
 
 using namespace tessera;
 using namespace tessera::testing;
 
 namespace {
-
-std::uint16_t free_port() {
-    boost::asio::io_context io;
-    boost::asio::ip::tcp::acceptor acceptor(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-    return acceptor.local_endpoint().port();
-}
 
 // nginx in the foreground, one process, everything under `dir`.
 void write_nginx_config(const std::filesystem::path& dir, std::uint16_t port, const std::filesystem::path& blobs) {

@@ -5,9 +5,7 @@
 // belongs to the `postgres` user the Debian package creates.
 #pragma once
 
-#include <netinet/in.h>
 #include <pwd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -19,6 +17,7 @@
 #include <vector>
 
 #include "child_process.h"
+#include "free_port.h"
 #include "temp_dir.h"
 
 namespace tessera::testing {
@@ -85,21 +84,6 @@ public:
     }
 
 private:
-    static std::uint16_t free_port() {
-        int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t length = sizeof address;
-        if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-            ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-            if (fd >= 0) ::close(fd);
-            throw std::runtime_error("no free port");
-        }
-        ::close(fd);
-        return ntohs(address.sin_port);
-    }
-
     // Runs a PostgreSQL program to its end (as postgres under root); its messages go to stderr.
     int run(const std::vector<std::string>& command, const std::string& what, bool must_succeed = true) {
         std::vector<std::string> argv = as_user_;
