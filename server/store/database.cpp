@@ -62,6 +62,9 @@ bool is_postgres_url(std::string_view url) {
 
 std::unique_ptr<Database> open_database(std::string_view url, bool create) {
     if (is_postgres_url(url)) return std::make_unique<PostgresDatabase>(url);
+    if (url.find("://") != std::string_view::npos && !url.starts_with("sqlite:"))
+        throw DatabaseError("'" + std::string(url.substr(0, url.find("://"))) +
+                            "' databases are not supported: use sqlite:PATH or postgresql://USER@HOST:PORT/DB");
     if (url.starts_with("sqlite:")) url.remove_prefix(7);
     return std::make_unique<SqliteDatabase>(std::filesystem::path(url), create);
 }

@@ -120,6 +120,7 @@ private:
 
 // Opens a database named by URL: `sqlite:PATH` (or a plain path) or `postgresql://…`
 // (`postgres://…`; libpq's connection URI). `create`: a missing SQLite file is created.
+// Another scheme (mysql://…) is a DatabaseError that names the two supported.
 std::unique_ptr<Database> open_database(std::string_view url, bool create);
 // Whether `url` names a PostgreSQL database.
 bool is_postgres_url(std::string_view url);

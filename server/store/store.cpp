@@ -76,7 +76,8 @@ common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& 
 }
 
 common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bool create) {
-    std::string name = is_postgres_url(url) ? "" : url.substr(url.starts_with("sqlite:") ? 7 : 0);
+    bool sqlite_path = !is_postgres_url(url) && (url.starts_with("sqlite:") || url.find("://") == std::string::npos);
+    std::string name = sqlite_path ? url.substr(url.starts_with("sqlite:") ? 7 : 0) : "";
     if (!name.empty() && !create && !std::filesystem::exists(name))
         return common::make_error("no database at " + name + " (run `tessera-server init` first)");
     try {
@@ -97,7 +98,7 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
         }
         return store;
     } catch (const DatabaseError& error) {
-        return common::make_error("database " + (name.empty() ? "" : name + ": ") + error.what());
+        return common::make_error("database" + (name.empty() ? ": " : " " + name + ": ") + error.what());
     }
 }
 

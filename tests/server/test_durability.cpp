@@ -49,6 +49,20 @@ TEST_CASE("kill -9 during merging loses no acknowledged result") {
     }
 }
 
+TEST_CASE("init --db refuses a shared database another server owns, and keeps its settings") {
+    PostgresCluster cluster;
+    auto url = cluster.create_database("owned");
+    TempDir dir;
+    StateDir first(dir.path() / "first", url), second(dir.path() / "second", url);
+    REQUIRE(initialize_state(first).ok());
+    auto store = Store::connect(url, false).value();
+    auto owner = store->setting("server_key_id").value().value();
+    auto refused = initialize_state(second);
+    REQUIRE(!refused.ok());
+    CHECK(refused.message().find("belongs to the server with key id " + owner) != std::string::npos);
+    CHECK(store->setting("server_key_id").value().value() == owner);
+}
+
 namespace {
 
 void kill_during_merging(const std::string& database_url) {

@@ -314,9 +314,19 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
     });
 }
 
-TEST_CASE("a PostgreSQL URL that reaches no server is a clear error") {
-    auto store = Store::connect("postgresql://tessera@127.0.0.1:1/none?connect_timeout=2", false);
+TEST_CASE("a PostgreSQL URL that reaches no server, and an unsupported one, are clear errors") {
+    auto store = Store::connect("postgresql://tessera:secret@127.0.0.1:1/none?connect_timeout=2", false);
     REQUIRE(!store.ok());
     CHECK(store.message().find("cannot connect") != std::string::npos);
     CHECK(store.message().find("127.0.0.1:1") != std::string::npos);
+    CHECK(store.message().find("secret") == std::string::npos);  // the password stays out of messages
+    for (bool create : {false, true}) {
+        auto other = Store::connect("mysql://root@127.0.0.1/tessera", create);
+        REQUIRE(!other.ok());
+        CHECK(other.message().find("'mysql' databases are not supported") != std::string::npos);
+    }
+    TempDir dir;
+    auto missing = Store::connect("sqlite:" + (dir.path() / "absent.db").string(), false);
+    REQUIRE(!missing.ok());
+    CHECK(missing.message().find("tessera-server init") != std::string::npos);
 }
