@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <random>
 #include <utility>
@@ -19,6 +20,12 @@ Error errno_error(const std::string& what, const std::filesystem::path& path) {
 std::string random_suffix() {
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     return std::to_string(rng());
+}
+
+std::string host_name() {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "host";
+    return host;
 }
 
 Status fsync_directory(const std::filesystem::path& dir) {
@@ -58,7 +65,7 @@ Result<Bytes> read_file(const std::filesystem::path& path, std::uint64_t max_byt
 
 Result<AtomicFileWriter> AtomicFileWriter::create(const std::filesystem::path& path, mode_t mode) {
     auto temp = path;
-    temp += ".tmp-" + random_suffix();
+    temp += ".tmp-" + std::to_string(::getpid()) + "@" + host_name() + "-" + random_suffix();
     int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd < 0) return errno_error("cannot create", temp);
     return AtomicFileWriter(path, temp, fd);
@@ -114,6 +121,27 @@ Status write_file_atomic(const std::filesystem::path& path, ByteView bytes, mode
     if (!writer) return writer.error();
     if (auto appended = writer->append(bytes); !appended) return appended;
     return writer->commit();
+}
+
+std::optional<TempFileWriter> temp_file_writer(const std::string& name) {
+    auto start = name.rfind(".tmp-");
+    auto at = name.find('@', start == std::string::npos ? 0 : start);
+    auto dash = name.rfind('-');
+    if (start == std::string::npos || at == std::string::npos || dash == std::string::npos || dash < at) return {};
+    TempFileWriter writer;
+    try {
+        writer.pid = std::stol(name.substr(start + 5, at - start - 5));
+    } catch (const std::exception&) {
+        return {};
+    }
+    writer.host = name.substr(at + 1, dash - at - 1);
+    return writer;
+}
+
+bool temp_file_abandoned(const std::string& name) {
+    auto writer = temp_file_writer(name);
+    return writer && writer->host == host_name() && writer->pid > 0 && ::kill(static_cast<pid_t>(writer->pid), 0) != 0 &&
+           errno == ESRCH;
 }
 
 }  // namespace tessera::common

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <sys/types.h>
 
 #include "bytes.h"
@@ -38,6 +40,17 @@ private:
     std::filesystem::path temp_;
     int fd_ = -1;
 };
+
+// AtomicFileWriter's temp files are named `<path>.tmp-<pid>@<host>-<random>`: a process that
+// starts after a crash can tell its dead predecessor's from those another live process is
+// writing into a shared directory. The writer of `name`, if it is such a temp file.
+struct TempFileWriter {
+    long pid = 0;
+    std::string host;
+};
+std::optional<TempFileWriter> temp_file_writer(const std::string& name);
+// Whether the temp file `name` was left by a process of this host that is no longer running.
+bool temp_file_abandoned(const std::string& name);
 
 // One-call form of AtomicFileWriter.
 Status write_file_atomic(const std::filesystem::path& path, ByteView bytes, mode_t mode = 0644);

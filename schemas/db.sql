@@ -1,4 +1,4 @@
--- The server's SQLite schema (tessera-server; docs/operations.md). Version 6.
+-- The server's SQLite schema (tessera-server; docs/operations.md). Version 7.
 -- Applied by server/store/store.cpp when PRAGMA user_version is 0; older files are migrated
 -- there. schemas/db_postgres.sql is the same schema for PostgreSQL: change both together.
 -- Times are unix seconds; hashes are SHA-256 in lowercase hex.
@@ -149,4 +149,13 @@ CREATE TABLE events (
   at     INTEGER NOT NULL,
   kind   TEXT NOT NULL,
   detail TEXT NOT NULL                    -- JSON object
+);
+
+-- Roles one server process holds at a time (schema 7): `aggregator:<task id>` is the process
+-- that merges that task's results (docs/scaling.md). A holder renews its row before
+-- `expires_at`; another process may take a row that has expired.
+CREATE TABLE leases (
+  name       TEXT PRIMARY KEY,
+  holder     TEXT NOT NULL,           -- host:pid:random of the process
+  expires_at INTEGER NOT NULL
 );

@@ -1,5 +1,5 @@
 -- The server's PostgreSQL schema (tessera-server --db postgresql://…; docs/scaling.md).
--- Version 6, the same tables as schemas/db.sql (SQLite) with PostgreSQL's types: 64-bit
+-- Version 7, the same tables as schemas/db.sql (SQLite) with PostgreSQL's types: 64-bit
 -- integers, double precision reals, identity ids, and a `rowid` column (insertion order, as
 -- SQLite's implicit rowid, which the queries order by) in tasks, shards, work_units and
 -- assignments. Applied by server/store/store.cpp to an
@@ -156,6 +156,15 @@ CREATE TABLE events (
   at     BIGINT NOT NULL,
   kind   TEXT NOT NULL,
   detail TEXT NOT NULL                    -- JSON object
+);
+
+-- Roles one server process holds at a time (schema 7): `aggregator:<task id>` is the process
+-- that merges that task's results (docs/scaling.md). A holder renews its row before
+-- `expires_at`; another process may take a row that has expired.
+CREATE TABLE leases (
+  name       TEXT PRIMARY KEY,
+  holder     TEXT NOT NULL,           -- host:pid:random of the process
+  expires_at BIGINT NOT NULL
 );
 
 CREATE TABLE schema_version (

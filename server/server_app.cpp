@@ -9,8 +9,10 @@
 #include <iostream>
 #include <thread>
 
+#include "database.h"
 #include "dataset_manifest.h"
 #include "ed25519.h"
+#include "file_io.h"
 #include "model_cache.h"
 #include "result_intake.h"
 #include "scheduler.h"
@@ -32,7 +34,7 @@ struct ServerApp::Parts {
     CopyDetector copies;
     std::unique_ptr<boost::asio::thread_pool> work_pool;
     Executor executor;
-    std::unique_ptr<Aggregator> aggregator;
+    std::unique_ptr<AggregatorElection> aggregator;
     std::unique_ptr<Validator> validator;
     std::unique_ptr<Transitioner> transitioner;
     std::unique_ptr<Scheduler> scheduler;
@@ -108,21 +110,26 @@ RunFacts run_facts(ServerApp::Parts& p, const std::optional<TaskView>& task, std
 
 }  // namespace
 
-common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state) {
+common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state,
+                                                std::chrono::seconds spare_younger_than) {
     auto blobs = store.referenced_blobs();
     if (!blobs) return blobs.error();
     auto deltas = store.pending_delta_ids();
     if (!deltas) return deltas.error();
+    auto cutoff = std::filesystem::file_time_type::clock::now() - spare_younger_than;
     std::size_t removed = 0;
     std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(state.blobs(), error)) {
-        auto name = entry.path().filename().string();
-        if (!blobs->count(name) && std::filesystem::remove(entry.path(), error)) ++removed;
-    }
+    auto remove_old = [&](const std::filesystem::directory_entry& entry) {
+        bool spared = spare_younger_than.count() > 0 && entry.last_write_time(error) > cutoff &&
+                      !common::temp_file_abandoned(entry.path().filename().string());
+        if (!spared && std::filesystem::remove(entry.path(), error)) ++removed;
+    };
+    for (const auto& entry : std::filesystem::directory_iterator(state.blobs(), error))
+        if (!blobs->count(entry.path().filename().string())) remove_old(entry);
     for (const auto& entry : std::filesystem::directory_iterator(state.results(), error)) {
         auto name = entry.path().filename().string();
         auto id = name.ends_with(".delta") ? name.substr(0, name.size() - 6) : std::string();
-        if (!deltas->count(id) && std::filesystem::remove(entry.path(), error)) ++removed;
+        if (!deltas->count(id)) remove_old(entry);
     }
     return removed;
 }
@@ -143,7 +150,9 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     if (!key) return common::with_context("server key", key.error());
     p.key = std::make_unique<common::SigningKey>(std::move(*key));
     std::filesystem::create_directories(state.results());
-    if (auto removed = remove_orphan_files(*p.store, state); !removed)
+    // On a shared database the other processes may be writing files this one cannot see yet.
+    auto spare = is_postgres_url(state.database_url()) ? std::chrono::hours(1) : std::chrono::hours(0);
+    if (auto removed = remove_orphan_files(*p.store, state, spare); !removed)
         return removed.error();
     else if (*removed)
         std::cerr << "tessera-server: removed " << *removed << " orphan files\n";
@@ -198,8 +207,23 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
         raw->copies.note_model(task_id, version, model);
     };
-    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.published, *p.results, *p.probes, p.executor,
-                                                p.options.clock, std::move(hooks));
+    ElectionSettings election;
+    election.holder = p.options.process_name.empty() ? AggregatorElection::process_holder_name()
+                                                     : p.options.process_name;
+    election.lease_s = p.options.aggregator_lease_s;
+    auto make_aggregator = [raw, hooks](const LeaseClaim& fence) {
+        auto fenced = hooks;
+        fenced.fence = fence;
+        return std::make_unique<Aggregator>(*raw->store, *raw->blobs, *raw->published, *raw->results, *raw->probes,
+                                            raw->executor, raw->options.clock, std::move(fenced));
+    };
+    // While another process aggregates, the copy detector still sees each new version.
+    auto follow = [raw](const std::string& task_id, std::int64_t version) {
+        auto model = raw->models->get(task_id, version);
+        if (model) raw->copies.note_model(task_id, version, **model);
+    };
+    p.aggregator = std::make_unique<AggregatorElection>(*p.store, p.options.clock, std::move(make_aggregator),
+                                                        std::move(election), std::move(follow));
     p.validator = std::make_unique<Validator>(
         *p.store, *p.results, *p.models, *p.probes, *p.blobs, p.copies, p.metrics.checks(), p.options.clock,
         [raw](const std::string& id) { raw->aggregator->enqueue(id); }, std::random_device{}());
@@ -265,13 +289,13 @@ void ServerApp::stop() {
     for (auto& thread : p.io_threads) thread.join();
     p.handler_pool->join();          // requests being answered finish (their validations are queued)
     p.work_pool->join();             // queued validations finish; their accepted results reach the aggregator
-    p.aggregator->wait_idle(false);  // a failed commit waiting to retry is replayed at the next start
-    p.aggregator->stop();
+    p.aggregator->stop();  // a failed commit waiting to retry is replayed by the next leader
 }
 
 std::uint16_t ServerApp::port() const { return parts_->http->port(); }
 Store& ServerApp::store() { return *parts_->store; }
 Transitioner& ServerApp::transitioner() { return *parts_->transitioner; }
+bool ServerApp::leading() const { return parts_->aggregator->leading(); }
 
 void ServerApp::wait_idle() {
     auto& p = *parts_;

@@ -4,11 +4,12 @@
 // down in order. Used by `tessera-server run` and by the in-process tests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "aggregator.h"
+#include "aggregator_election.h"
 #include "http_server.h"
 #include "model_probe.h"
 #include "sample_gallery.h"
@@ -47,6 +48,10 @@ struct ServerOptions {
     std::int64_t keep_checkpoints = 3;
     // New volunteers one network address may register per hour (Sybil limit); 0: no limit.
     std::int64_t registrations_per_hour = 20;
+    // Several processes on one database: the task's aggregator runs in the one holding its
+    // lease; another takes over when it has not been renewed for this long (seconds).
+    std::int64_t aggregator_lease_s = 15;
+    std::string process_name;  // in the lease table; empty: host:pid:random
 };
 
 class ServerApp {
@@ -59,6 +64,8 @@ public:
     std::uint16_t port() const;
     Store& store();
     Transitioner& transitioner();
+    // Whether this process runs the task's aggregator now (it holds the lease).
+    bool leading() const;
     // Blocks until no validation or merge is queued or running (tests).
     void wait_idle();
 
@@ -69,7 +76,10 @@ private:
     std::unique_ptr<Parts> parts_;
 };
 
-// Deletes temp files and blobs/results the database does not refer to (after a crash).
-common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state);
+// Deletes temp files and blobs/results the database does not refer to (after a crash), except
+// those written less than `spare_younger_than` ago (another process on a shared database may
+// be writing them) unless they are temp files of a dead process of this host.
+common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state,
+                                                std::chrono::seconds spare_younger_than = {});
 
 }  // namespace tessera::server

@@ -47,7 +47,11 @@ int run_command(int argc, char** argv) {
         "checkpoint-interval", "with downlink patches: a full checkpoint at least every S seconds",
         cxxopts::value<std::int64_t>()->default_value("300"))(
         "keep-checkpoints", "retention: keep the newest N checkpoints and what follows them; 0: keep everything",
-        cxxopts::value<std::int64_t>()->default_value("3"))("h,help", "show this help");
+        cxxopts::value<std::int64_t>()->default_value("3"))(
+        "aggregator-lease",
+        "processes on one database: another runs a task's aggregator when its runner has not renewed its lease "
+        "for S seconds",
+        cxxopts::value<std::int64_t>()->default_value("15"))("h,help", "show this help");
     add_database_option(options);
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
@@ -85,6 +89,8 @@ int run_command(int argc, char** argv) {
     server.keep_checkpoints = args["keep-checkpoints"].as<std::int64_t>();
     if (server.checkpoint_every < 1 || server.checkpoint_interval_s < 0 || server.keep_checkpoints < 0)
         return fail("run", "--checkpoint-every must be >= 1, --checkpoint-interval and --keep-checkpoints >= 0");
+    server.aggregator_lease_s = args["aggregator-lease"].as<std::int64_t>();
+    if (server.aggregator_lease_s < 2) return fail("run", "--aggregator-lease must be >= 2 seconds");
     auto app = ServerApp::start(std::move(server));
     if (!app) return fail("run", app.message());
     bool tls = !args["tls-cert"].as<std::string>().empty();

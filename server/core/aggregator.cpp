@@ -172,7 +172,7 @@ void Aggregator::enqueue(const std::string& assignment_id) {
     changed_.notify_all();
 }
 
-void Aggregator::stop() {
+void Aggregator::stop(bool checkpoint) {
     {
         std::lock_guard lock(mutex_);
         stopping_ = true;
@@ -180,7 +180,7 @@ void Aggregator::stop() {
     changed_.notify_all();
     if (!thread_.joinable()) return;
     thread_.join();
-    if (started_ && hooks_.checkpoint_at_stop && version_ > checkpoint_version_)
+    if (started_ && checkpoint && hooks_.checkpoint_at_stop && version_ > checkpoint_version_)
         if (auto status = checkpoint_current(); !status)
             std::cerr << "aggregator: the checkpoint at stop: " << status.message()
                       << " (the next start replays from the last one)\n";
@@ -302,7 +302,7 @@ common::Status Aggregator::commit(std::vector<std::string> merged) {
     }
     record.created_at = now;
     record.merged_results = static_cast<std::int64_t>(merged.size());
-    if (auto status = store_.commit_version(record, merged); !status) return status;
+    if (auto status = store_.commit_version(record, merged, hooks_.fence); !status) return status;
     version_ = next;
     if (publish) {
         published_version_ = next;

@@ -53,6 +53,8 @@ struct AggregatorHooks {
     // Retention: the files of versions before the newest this many checkpoints are deleted
     // (pinned ones and those live units need are kept); 0 keeps everything.
     std::int64_t keep_checkpoints = 3;
+    // Commits only while this lease is the process's (aggregator_election.h); none: always.
+    std::optional<LeaseClaim> fence;
 };
 
 class Aggregator {
@@ -65,8 +67,8 @@ public:
     common::Status start(const std::string& task_id);
     void enqueue(const std::string& assignment_id);
     // Finishes the queue's current item, writes a checkpoint of the current version if it is
-    // not one, and stops.
-    void stop();
+    // not one (and `checkpoint`: false when another process leads now), and stops.
+    void stop(bool checkpoint = true);
     // Blocks until the queue is empty and nothing is being merged (tests and shutdown). With
     // `through_retries` false it also returns while a failed commit waits for its retry (the
     // results it holds are replayed at the next start).

@@ -16,6 +16,18 @@ struct RegistrationLimit {
     std::int64_t since = 0;
 };
 
+// A process's claim on a lease: its name ("aggregator:<task id>") and the process.
+struct LeaseClaim {
+    std::string name;
+    std::string holder;
+};
+
+struct LeaseRecord {
+    std::string name;
+    std::string holder;
+    std::int64_t expires_at = 0;
+};
+
 struct ClientRecord {
     std::string id;
     std::string public_key;  // base64 raw key

@@ -102,13 +102,22 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
     }
 }
 
-// Schema versions: 0 = empty, 6 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
+// Schema versions: 0 = empty, 7 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
 // files of older servers are migrated: 1 → 2 adds the evaluation's sample size to
 // model_versions, 2 → 3 the indexes of open work units, clients by last seen, nonces by time
 // and assignments by acceptance, 3 → 4 the contribution checks' columns (quarantine,
 // registration address, gain per step) and their indexes, 4 → 5 the downlink patches'
 // columns of model_versions (state, patch) and its index by blob, 5 → 6 the checkpoint and
-// pinned flags. PostgreSQL support began at 6. A database from a newer server is refused.
+// pinned flags, 6 → 7 (both back ends; PostgreSQL support began at 6) the leases table. A
+// database from a newer server is refused.
+namespace {
+
+// Schema 7's table, as in both schema files (its integers are 64-bit on both).
+constexpr const char* kLeasesTableSql =
+    "CREATE TABLE leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL);";
+
+}  // namespace
+
 void Store::migrate() {
     // Server processes starting together on one PostgreSQL database apply the schema once.
     struct MigrationLock {
@@ -134,7 +143,9 @@ void Store::migrate() {
     if (version == 0) {
         db().exec(db().dialect() == Dialect::Postgres ? kPostgresSchemaSql : kDbSchemaSql);
     } else if (db().dialect() == Dialect::Postgres) {
-        throw DatabaseError("schema version " + std::to_string(version) + " has no migration on PostgreSQL");
+        if (version < 6)
+            throw DatabaseError("schema version " + std::to_string(version) + " has no migration on PostgreSQL");
+        db().exec(kLeasesTableSql);
     } else {
         if (version < 2)
             db().exec(
@@ -159,9 +170,11 @@ void Store::migrate() {
                 "ALTER TABLE model_versions ADD COLUMN patch_sha256 TEXT; "
                 "ALTER TABLE model_versions ADD COLUMN patch_bytes INTEGER NOT NULL DEFAULT 0; "
                 "CREATE INDEX IF NOT EXISTS model_versions_by_blob ON model_versions(task_id, blob_sha256);");
-        db().exec(
-            "ALTER TABLE model_versions ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 1; "
-            "ALTER TABLE model_versions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;");
+        if (version < 6)
+            db().exec(
+                "ALTER TABLE model_versions ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 1; "
+                "ALTER TABLE model_versions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;");
+        db().exec(kLeasesTableSql);
     }
     db().set_schema_version(kSchemaVersion);
     transaction.commit();

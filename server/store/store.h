@@ -43,7 +43,7 @@ public:
     static common::Result<std::unique_ptr<Store>> connect(const std::string& url, bool create);
     ~Store();
 
-    static constexpr std::int64_t kSchemaVersion = 6;
+    static constexpr std::int64_t kSchemaVersion = 7;
     common::Result<std::int64_t> schema_version();
 
     // Settings (operator token hash, server key id).
@@ -119,8 +119,10 @@ public:
     common::Result<Retired> retire_versions(const std::string& task_id, std::int64_t keep);
     // Pins or unpins a checkpoint; false when the version is not a checkpoint.
     common::Result<bool> set_pinned(const std::string& task_id, std::int64_t version, bool pinned);
-    // Records a new version, moves the task to it and marks `merged` assignments merged.
-    common::Status commit_version(const VersionRecord& version, const std::vector<std::string>& merged);
+    // Records a new version, moves the task to it and marks `merged` assignments merged. With
+    // a `fence`, only while that lease is still the caller's (a deposed aggregator commits nothing).
+    common::Status commit_version(const VersionRecord& version, const std::vector<std::string>& merged,
+                                  const std::optional<LeaseClaim>& fence = std::nullopt);
     common::Status set_validation_result(const std::string& task_id, std::int64_t version,
                                          const ValidationResult& result);
 
@@ -168,6 +170,14 @@ public:
                                                               std::int64_t min_base_version = 0);
     // Validated results whose twin has not come back within `wait_s` and is not in progress.
     common::Result<std::vector<AssignmentRecord>> lonely_validated(std::int64_t now, std::int64_t wait_s);
+
+    // Leases (store_leases.cpp): a role one server process holds at a time, such as a task's
+    // aggregator. Takes or renews lease `claim.name` for `claim.holder` until `expires_at` when
+    // it is free, expired at `now`, or already the holder's; true when the holder has it now.
+    common::Result<bool> claim_lease(const LeaseClaim& claim, std::int64_t now, std::int64_t expires_at);
+    // Gives it up (at shutdown: another process need not wait for it to expire).
+    common::Status release_lease(const LeaseClaim& claim);
+    common::Result<std::optional<LeaseRecord>> lease(const std::string& name);
 
     // Observation.
     common::Status add_event(const std::string& kind, const std::string& detail_json, std::int64_t now);

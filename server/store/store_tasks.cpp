@@ -308,9 +308,16 @@ common::Result<bool> Store::set_pinned(const std::string& task_id, std::int64_t 
     });
 }
 
-common::Status Store::commit_version(const VersionRecord& version, const std::vector<std::string>& merged) {
+common::Status Store::commit_version(const VersionRecord& version, const std::vector<std::string>& merged,
+                                     const std::optional<LeaseClaim>& fence) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db());
+        if (fence) {
+            Statement holder(db(), "SELECT holder FROM leases WHERE name = ?");
+            holder.bind(1, fence->name);
+            if (!holder.step() || holder.text(0) != fence->holder)
+                return common::make_error("lease '" + fence->name + "' is no longer this process's");
+        }
         Statement current(db(), "SELECT version FROM tasks WHERE id = ?");
         current.bind(1, version.task_id);
         if (!current.step()) return common::make_error("no task '" + version.task_id + "'");

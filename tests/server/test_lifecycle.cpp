@@ -301,7 +301,7 @@ TEST_CASE("the store applies its schema once and refuses a database from a newer
 
 TEST_CASE(
     "a schema-1 database is migrated: versions keep their figures and gain a sample size, indexes, the checks', "
-    "the patches' and the checkpoints' columns") {
+    "the patches' and the checkpoints' columns, the leases") {
     TestServer server;
     server.stop();
     auto path = server.state().database();
@@ -328,7 +328,7 @@ TEST_CASE(
             "DROP INDEX model_versions_by_blob; ALTER TABLE model_versions DROP COLUMN state_sha256; "
             "ALTER TABLE model_versions DROP COLUMN patch_sha256; ALTER TABLE model_versions DROP COLUMN patch_bytes; "
             "ALTER TABLE model_versions DROP COLUMN checkpoint; ALTER TABLE model_versions DROP COLUMN pinned; "
-            "PRAGMA user_version = 1;");
+            "DROP TABLE leases; PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();
@@ -350,6 +350,7 @@ TEST_CASE(
     auto after = store->version(task.id, 0).value().value();
     CHECK(after.validation_samples.value() == 128);
     CHECK(after.validation_full);
+    CHECK(store->claim_lease({"aggregator:" + task.id, "me"}, 100, 115).value());  // schema 7's table
 }
 
 TEST_CASE("start-up removes orphan files: uncommitted checkpoints and stray deltas") {

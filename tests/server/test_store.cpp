@@ -129,6 +129,24 @@ TEST_CASE("the schema is applied once, settings persist, and a newer schema is r
     });
 }
 
+TEST_CASE("a schema-6 database gains the leases table") {
+    on_each_backend([](Backend& b) {
+        REQUIRE(b.store->claim_lease({"aggregator:t", "a"}, 100, 115).value());
+        b.store.reset();
+        {
+            auto db = open_database(b.url, false);
+            db->begin();
+            db->exec("DROP TABLE leases");
+            db->set_schema_version(6);
+            db->exec("COMMIT");
+        }
+        b.store = b.reopen();
+        CHECK(b.store->schema_version().value() == Store::kSchemaVersion);
+        CHECK(!b.store->lease("aggregator:t").value().has_value());
+        CHECK(b.store->claim_lease({"aggregator:t", "b"}, 100, 115).value());
+    });
+}
+
 TEST_CASE("clients: a known key keeps its id, the address limit refuses Sybils, nonces refuse replays") {
     on_each_backend([](Backend& b) {
         auto& store = *b.store;
@@ -213,6 +231,35 @@ TEST_CASE("tasks and versions: the newest unfinished task, version chains, check
         CHECK(referenced.count("blob-t-0") == 1);
         CHECK(referenced.count("patch-t-1") == 0);
         CHECK(referenced.count("shard-b") == 1);
+    });
+}
+
+TEST_CASE("leases: one holder at a time, renewals, takeover after expiry, fenced commits") {
+    on_each_backend([](Backend& b) {
+        auto& store = *b.store;
+        make_task(store, "t", 50);
+        LeaseClaim first{"aggregator:t", "host:1:a"}, second{"aggregator:t", "host:2:b"};
+        CHECK(store.claim_lease(first, 100, 115).value());
+        CHECK(!store.claim_lease(second, 101, 116).value());  // held until 115
+        CHECK(store.claim_lease(first, 110, 125).value());    // renewed
+        CHECK(!store.claim_lease(second, 125, 140).value());  // not expired at 125 itself
+        CHECK(store.lease("aggregator:t").value()->holder == first.holder);
+        REQUIRE(store.commit_version(version_record("t", 1), {}, first));
+        CHECK(store.claim_lease(second, 126, 141).value());  // expired: taken over
+        CHECK(!store.claim_lease(first, 127, 142).value());  // the old holder cannot take it back
+        // The deposed holder's commit is refused; the new holder's goes through.
+        auto deposed = store.commit_version(version_record("t", 2), {}, first);
+        REQUIRE(!deposed.ok());
+        CHECK(deposed.message().find("no longer this process's") != std::string::npos);
+        CHECK(store.task("t").value()->version == 1);
+        REQUIRE(store.commit_version(version_record("t", 2), {}, second));
+        // Releasing someone else's lease does nothing; releasing one's own frees it at once.
+        REQUIRE(store.release_lease(first));
+        CHECK(store.lease("aggregator:t").value()->holder == second.holder);
+        REQUIRE(store.release_lease(second));
+        CHECK(!store.lease("aggregator:t").value().has_value());
+        CHECK(store.claim_lease(first, 128, 143).value());
+        CHECK(store.claim_lease({"aggregator:u", "host:2:b"}, 128, 143).value());  // another name
     });
 }
 

@@ -1,0 +1,179 @@
+// AggregatorElection: the lease's renewal thread and the thread that starts, stops and feeds
+// this process's aggregator as the lease comes and goes.
+#include "aggregator_election.h"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <random>
+
+namespace tessera::server {
+
+AggregatorElection::AggregatorElection(Store& store, Clock clock, AggregatorFactory make, ElectionSettings settings,
+                                       Follower follower)
+    : store_(store), clock_(std::move(clock)), make_(std::move(make)), settings_(std::move(settings)),
+      follower_(std::move(follower)) {}
+
+AggregatorElection::~AggregatorElection() { stop(); }
+
+std::string AggregatorElection::process_holder_name() {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    std::random_device random;
+    char suffix[9];
+    std::snprintf(suffix, sizeof suffix, "%08x", random());
+    return std::string(host[0] ? host : "host") + ":" + std::to_string(::getpid()) + ":" + suffix;
+}
+
+common::Status AggregatorElection::start(const std::string& task_id) {
+    task_id_ = task_id;
+    claim_ = {"aggregator:" + task_id, settings_.holder};
+    auto now = clock_();
+    auto claimed = store_.claim_lease(claim_, now, now + settings_.lease_s);
+    if (!claimed) return claimed.error();
+    if (*claimed) {
+        std::shared_ptr<Aggregator> aggregator = make_(claim_);
+        if (auto status = aggregator->start(task_id); !status) {
+            (void)store_.release_lease(claim_);
+            return status;
+        }
+        std::lock_guard lock(mutex_);
+        held_until_ = now + settings_.lease_s;
+        aggregator_ = std::move(aggregator);
+    } else {
+        std::cerr << "tessera-server: another process runs the aggregator of task " << task_id
+                  << "; this one follows and takes over if that process stops renewing its lease\n";
+    }
+    renewer_ = std::thread([this] { renew_loop(); });
+    manager_ = std::thread([this] { manage_loop(); });
+    return {};
+}
+
+bool AggregatorElection::holding() const { return held_until_ > clock_(); }
+
+bool AggregatorElection::leading() const {
+    std::lock_guard lock(mutex_);
+    return aggregator_ != nullptr;
+}
+
+void AggregatorElection::renew_loop() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+        lock.unlock();
+        auto now = clock_();
+        auto claimed = store_.claim_lease(claim_, now, now + settings_.lease_s);
+        if (!claimed)  // the lease runs out unless a later claim succeeds
+            std::cerr << "tessera-server: renewing the lease " << claim_.name << ": " << claimed.message() << "\n";
+        lock.lock();
+        if (claimed) held_until_ = *claimed ? now + settings_.lease_s : 0;
+        changed_.wait_for(lock, settings_.poll, [this] { return stopping_; });
+    }
+}
+
+void AggregatorElection::manage_loop() {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+        bool lead = holding();
+        bool running = aggregator_ != nullptr;
+        lock.unlock();
+        if (lead && !running)
+            take_over();
+        else if (!lead && running)
+            step_down("its lease ran out or another process took it");
+        else if (running)
+            queue_accepted_elsewhere();
+        else
+            follow();
+        lock.lock();
+        changed_.wait_for(lock, settings_.poll, [this] { return stopping_; });
+    }
+}
+
+void AggregatorElection::take_over() {
+    std::shared_ptr<Aggregator> aggregator = make_(claim_);
+    if (auto status = aggregator->start(task_id_); !status) {
+        std::cerr << "tessera-server: taking over the aggregator of task " << task_id_ << ": " << status.message()
+                  << " (tried again in " << settings_.poll.count() << " ms)\n";
+        return;
+    }
+    std::cerr << "tessera-server: this process now runs the aggregator of task " << task_id_ << " (from version "
+              << aggregator->version() << ")\n";
+    std::lock_guard lock(mutex_);
+    aggregator_ = std::move(aggregator);
+    queued_.clear();
+}
+
+void AggregatorElection::step_down(const std::string& why) {
+    std::shared_ptr<Aggregator> aggregator;
+    {
+        std::lock_guard lock(mutex_);
+        aggregator = std::move(aggregator_);
+        queued_.clear();
+    }
+    std::cerr << "tessera-server: this process no longer runs the aggregator (" << why << ")\n";
+    aggregator->stop(false);  // no checkpoint: the task's files are the new leader's now
+}
+
+// Results accepted by the other processes reach the leader only through the database.
+void AggregatorElection::queue_accepted_elsewhere() {
+    auto pending = store_.accepted_unmerged(task_id_);
+    if (!pending) {
+        std::cerr << "tessera-server: polling accepted results: " << pending.message() << "\n";
+        return;
+    }
+    std::lock_guard lock(mutex_);
+    if (!aggregator_) return;
+    std::set<std::string> now_pending;
+    for (const auto& a : *pending) {
+        now_pending.insert(a.id);
+        if (!queued_.count(a.id)) aggregator_->enqueue(a.id);
+    }
+    queued_ = std::move(now_pending);
+}
+
+void AggregatorElection::follow() {
+    if (!follower_) return;
+    auto task = store_.task(task_id_);
+    if (!task || !*task || (*task)->version == followed_version_) return;
+    followed_version_ = (*task)->version;
+    follower_(task_id_, followed_version_);
+}
+
+void AggregatorElection::enqueue(const std::string& assignment_id) {
+    std::lock_guard lock(mutex_);
+    if (!aggregator_) return;
+    queued_.insert(assignment_id);
+    aggregator_->enqueue(assignment_id);
+}
+
+void AggregatorElection::wait_idle(bool through_retries) {
+    std::shared_ptr<Aggregator> aggregator;
+    {
+        std::lock_guard lock(mutex_);
+        aggregator = aggregator_;
+    }
+    if (aggregator) aggregator->wait_idle(through_retries);
+}
+
+void AggregatorElection::stop() {
+    {
+        std::lock_guard lock(mutex_);
+        if (stopping_) return;
+        stopping_ = true;
+    }
+    changed_.notify_all();
+    if (renewer_.joinable()) renewer_.join();
+    if (manager_.joinable()) manager_.join();
+    std::shared_ptr<Aggregator> aggregator;
+    {
+        std::lock_guard lock(mutex_);
+        aggregator = std::move(aggregator_);
+    }
+    if (!aggregator) return;
+    aggregator->wait_idle(false);  // a failed commit waiting to retry is replayed by the next leader
+    aggregator->stop();
+    if (auto released = store_.release_lease(claim_); !released)
+        std::cerr << "tessera-server: releasing the lease " << claim_.name << ": " << released.message() << "\n";
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,84 @@
+// One aggregator per task among the server processes sharing a database: this process runs
+// the task's aggregator while it holds the lease `aggregator:<task id>` (Store::claim_lease)
+// and follows otherwise. A renewal thread claims the lease every poll (renewing it while held,
+// taking it once the holder let it expire), so when the holder dies another process leads
+// within lease_s plus two polls. A new leader resumes from the last committed version (its
+// checkpoint and the results logged since) with every accepted, unmerged result queued; while
+// leading it polls for results the other processes accepted. Its commits are fenced by the
+// lease, so a process that lost it without noticing (paused, cut off) commits nothing.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "aggregator.h"
+
+namespace tessera::server {
+
+struct ElectionSettings {
+    std::string holder;         // this process: host:pid:random
+    std::int64_t lease_s = 15;  // a lease not renewed for this long may be taken
+    std::chrono::milliseconds poll{1000};
+};
+
+class AggregatorElection {
+public:
+    // Builds a stopped aggregator whose commits carry `fence`.
+    using AggregatorFactory = std::function<std::unique_ptr<Aggregator>(const LeaseClaim& fence)>;
+    // While following: called with the task's committed version whenever it moved.
+    using Follower = std::function<void(const std::string& task_id, std::int64_t version)>;
+
+    AggregatorElection(Store& store, Clock clock, AggregatorFactory make, ElectionSettings settings,
+                       Follower follower = {});
+    ~AggregatorElection();
+
+    // Claims the lease once and, when this process gets it, starts the aggregator at once (its
+    // failure is this call's); then keeps claiming on its own threads.
+    common::Status start(const std::string& task_id);
+    // A result this process accepted; merged when leading (the leader's poll finds it otherwise).
+    void enqueue(const std::string& assignment_id);
+    void wait_idle(bool through_retries = true);
+    // Stops the aggregator (it checkpoints) and gives the lease up for the next process.
+    void stop();
+    bool leading() const;
+    const std::string& holder() const { return settings_.holder; }
+
+    // host:pid:random, unique among the processes on one database.
+    static std::string process_holder_name();
+
+private:
+    void renew_loop();
+    void manage_loop();
+    void take_over();
+    void step_down(const std::string& why);
+    void queue_accepted_elsewhere();
+    void follow();
+    bool holding() const;  // under mutex_
+
+    Store& store_;
+    Clock clock_;
+    AggregatorFactory make_;
+    ElectionSettings settings_;
+    Follower follower_;
+    std::string task_id_;
+    LeaseClaim claim_;  // "aggregator:<task id>", this process
+
+    mutable std::mutex mutex_;
+    std::condition_variable changed_;
+    std::shared_ptr<Aggregator> aggregator_;  // while leading
+    std::int64_t held_until_ = 0;             // clock time the lease is held until; 0: not held
+    std::set<std::string> queued_;            // accepted results handed to the aggregator
+    std::int64_t followed_version_ = -1;
+    bool stopping_ = false;
+    std::thread renewer_;
+    std::thread manager_;
+};
+
+}  // namespace tessera::server
