@@ -4,58 +4,16 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
-#include <fstream>
 #include <thread>
 
 #include "file_io.h"
-#include "free_port.h"
+#include "nginx_process.h"
 #include "server_process.h"
 
 using namespace tessera;
 using namespace tessera::testing;
 
 namespace {
-
-// nginx in the foreground, one process, everything under `dir`.
-void write_nginx_config(const std::filesystem::path& dir, std::uint16_t port, const std::filesystem::path& blobs) {
-    std::filesystem::create_directories(dir / "tmp");
-    std::ofstream config(dir / "nginx.conf");
-    config << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
-           << "pid " << (dir / "nginx.pid").string() << ";\n"
-           << "error_log " << (dir / "error.log").string() << ";\n"
-           << "events { worker_connections 64; }\n"
-           << "http {\n"
-           << "  access_log " << (dir / "access.log").string() << ";\n"
-           << "  client_body_temp_path " << (dir / "tmp").string() << ";\n"
-           << "  proxy_temp_path " << (dir / "tmp").string() << ";\n"
-           << "  fastcgi_temp_path " << (dir / "tmp").string() << ";\n"
-           << "  uwsgi_temp_path " << (dir / "tmp").string() << ";\n"
-           << "  scgi_temp_path " << (dir / "tmp").string() << ";\n"
-           << "  server {\n"
-           << "    listen 127.0.0.1:" << port << ";\n"
-           << "    location /blobs/ { alias " << blobs.string() << "/; }\n"
-           << "  }\n"
-           << "}\n";
-}
-
-// nginx on a port that was free a moment ago. Another process may take it first (tests run in
-// parallel): nginx then exits without writing its pid file, and another port is tried.
-std::pair<std::unique_ptr<ChildProcess>, std::uint16_t> start_nginx(const char* nginx, const std::filesystem::path& dir,
-                                                                    const std::filesystem::path& blobs) {
-    for (int attempt = 0; attempt < 5; ++attempt) {
-        auto port = free_port();
-        std::filesystem::remove(dir / "nginx.pid");
-        write_nginx_config(dir, port, blobs);
-        auto process = std::make_unique<ChildProcess>(
-            std::vector<std::string>{nginx, "-p", dir.string(), "-c", (dir / "nginx.conf").string()});
-        for (int i = 0; i < 200; ++i) {
-            if (std::filesystem::exists(dir / "nginx.pid")) return {std::move(process), port};
-            if (process->exited()) break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(25));
-        }
-    }
-    throw std::runtime_error("nginx did not start; see " + (dir / "error.log").string());
-}
 
 HttpReply get_when_up(std::uint16_t port, const std::string& target,
                       const std::map<std::string, std::string>& headers = {}) {
@@ -77,7 +35,8 @@ TEST_CASE("work units send volunteers to the blob cache, and nginx serves the se
     REQUIRE_MESSAGE(nginx != nullptr, "TESSERA_NGINX is not set (scripts/install-deps installs nginx-light)");
     PreparedState prepared;
     auto cache_dir = prepared.dir() / "nginx";
-    auto [cache, cache_port] = start_nginx(nginx, cache_dir, prepared.state().blobs());
+    NginxProcess cache(nginx, cache_dir, "    location /blobs/ { alias " + prepared.state().blobs().string() + "/; }");
+    auto cache_port = cache.port();
 
     auto base = "http://127.0.0.1:" + std::to_string(cache_port) + "/blobs";
     ServerProcess server(prepared.state(), {"--blob-url-base", base + "/"});
@@ -112,7 +71,7 @@ TEST_CASE("work units send volunteers to the blob cache, and nginx serves the se
     // nginx, not the server, answered those requests (it logs just after answering).
     bool logged = false;
     for (int i = 0; i < 100 && !logged; ++i) {
-        auto log = common::read_file(cache_dir / "access.log", 1 << 20).value();
+        auto log = common::read_file(cache.access_log(), 1 << 20).value();
         logged = common::as_string_view(log).find("/blobs/" + next->model_blob.sha256) != std::string_view::npos;
         if (!logged) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

@@ -62,6 +62,7 @@ public:
     }
 
     void signal(int number) { ::kill(pid_, number); }
+    pid_t pid() const { return pid_; }  // -1 once waited for
 
     // Waits for the child; returns its exit status (128 + signal when killed).
     int wait() {

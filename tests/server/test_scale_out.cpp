@@ -1,0 +1,158 @@
+// A deployment past one machine, for real: three tessera-server processes on one PostgreSQL
+// database (a private cluster) and one shared state directory, behind a real nginx upstream
+// on loopback, with real tessera-client volunteers training through it. kill -9 of the process
+// running the aggregator: another takes over within the lease, the version keeps climbing,
+// and every result a volunteer had acknowledged is merged exactly once.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+#include <thread>
+
+#include "nginx_process.h"
+#include "postgres_cluster.h"
+#include "server_process.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+constexpr std::int64_t kLeaseS = 3;
+
+std::string env(const char* name) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) throw std::runtime_error(std::string(name) + " is not set (meson sets it)");
+    return value;
+}
+
+template <class Condition>
+bool wait_for(Condition&& condition, std::chrono::seconds limit) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (condition()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return condition();
+}
+
+// The pid in a lease holder's name (host:pid:random).
+pid_t holder_pid(const std::string& holder) {
+    auto first = holder.find(':');
+    auto second = holder.find(':', first + 1);
+    return static_cast<pid_t>(std::stol(holder.substr(first + 1, second - first - 1)));
+}
+
+std::string upstream_config(const std::vector<std::unique_ptr<ServerProcess>>& servers) {
+    std::string config = "  upstream tessera {\n";
+    for (const auto& server : servers)
+        config += "    server 127.0.0.1:" + std::to_string(server->port()) + " max_fails=1 fail_timeout=60s;\n";
+    return config + "  }\n";
+}
+
+constexpr const char* kProxy =
+    "    client_max_body_size 0;\n"
+    "    location / {\n"
+    "      proxy_pass http://tessera;\n"
+    "      proxy_http_version 1.1;\n"
+    "      proxy_set_header Connection \"\";\n"
+    "      proxy_next_upstream error timeout;\n"
+    "      proxy_buffering off;\n"
+    "    }";
+
+}  // namespace
+
+TEST_CASE("three processes behind nginx on PostgreSQL: kill -9 of the aggregator's process loses nothing") {
+    const char* nginx = std::getenv("TESSERA_NGINX");
+    REQUIRE_MESSAGE(nginx != nullptr, "TESSERA_NGINX is not set (scripts/install-deps installs nginx-light)");
+    PostgresCluster cluster;
+    PreparedState prepared(
+        [](TaskConfig& config) {
+            config.deadline_s = 30;
+            config.eval_interval_s = 1;
+        },
+        cluster.create_database("scale_out"));
+    auto store = Store::connect(prepared.state().database_url(), false).value();
+    auto task_id = store->current_task().value().value().id;
+    auto lease_name = "aggregator:" + task_id;
+
+    std::vector<std::unique_ptr<ServerProcess>> servers;
+    for (int i = 0; i < 3; ++i)
+        servers.push_back(std::make_unique<ServerProcess>(
+            prepared.state(), std::vector<std::string>{"--aggregator-lease", std::to_string(kLeaseS), "--tick", "1"}));
+    NginxProcess proxy(nginx, prepared.dir() / "nginx", kProxy, upstream_config(servers));
+
+    std::vector<std::unique_ptr<ChildProcess>> volunteers;
+    for (int v = 0; v < 3; ++v)
+        volunteers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+            env("TESSERA_CLIENT"), "--server", "http://127.0.0.1:" + std::to_string(proxy.port()), "--state",
+            (prepared.dir() / ("volunteer" + std::to_string(v))).string(), "--device", "cpu", "--threads", "1",
+            "--name", "v" + std::to_string(v), "--quiet"}));
+
+    auto version = [&] { return store->task(task_id).value().value().version; };
+    auto leader = [&] {
+        auto lease = store->lease(lease_name).value();
+        return lease ? holder_pid(lease->holder) : pid_t{-1};
+    };
+    // Exactly one of the three runs the aggregator.
+    REQUIRE(wait_for([&] { return version() >= 4; }, std::chrono::seconds(240)));
+    auto first_leader = leader();
+    auto running = std::find_if(servers.begin(), servers.end(),
+                                [&](const auto& s) { return s->process().pid() == first_leader; });
+    REQUIRE(running != servers.end());
+
+    // kill -9 the aggregator's process in the middle of the run.
+    auto before_kill = version();
+    (*running)->process().signal(SIGKILL);
+    CHECK((*running)->process().wait() == 128 + SIGKILL);
+    auto killed_at = std::chrono::steady_clock::now();
+    REQUIRE(wait_for([&] { return leader() != first_leader && leader() != -1; }, std::chrono::seconds(kLeaseS + 10)));
+    auto took_over_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+    MESSAGE("another process took the aggregator over " << took_over_s << " s after the kill (lease " << kLeaseS
+                                                         << " s)");
+    CHECK(took_over_s <= kLeaseS + 3);
+    auto second_leader = leader();
+    CHECK(std::any_of(servers.begin(), servers.end(),
+                      [&](const auto& s) { return s->process().pid() == second_leader; }));
+    // The version keeps climbing under the new aggregator, fed through the two survivors.
+    REQUIRE(wait_for([&] { return version() >= before_kill + 4; }, std::chrono::seconds(180)));
+
+    // The volunteers finish their current units and stop; then everything acknowledged settles
+    // (a result the killed process had acknowledged but not validated is validated again by
+    // the survivors' transitioners after a minute).
+    for (auto& volunteer : volunteers) volunteer->signal(SIGINT);
+    for (auto& volunteer : volunteers) CHECK(volunteer->wait() == 0);
+    auto unsettled = [&] {
+        auto counts = store->counts(0).value().assignments;
+        return counts["returned"] + counts["validated"] + counts["accepted"];
+    };
+    CHECK(wait_for([&] { return unsettled() == 0; }, std::chrono::seconds(150)));
+
+    // Every acknowledged result (it has a returned time) was merged once, confirmed or refused;
+    // the merged ones appear exactly once in the versions' merge log, and the versions' counts
+    // add up to them.
+    auto final_version = version();
+    auto log = store->merged_between(task_id, 0, final_version).value();
+    std::set<std::string> logged;
+    for (const auto& entry : log) CHECK_MESSAGE(logged.insert(entry.assignment_id).second, entry.assignment_id);
+    std::int64_t counted = 0;
+    for (const auto& v : store->versions(task_id).value()) counted += v.merged_results;
+    CHECK(counted == static_cast<std::int64_t>(log.size()));
+    auto merged = store->in_state(AssignmentState::Merged).value();
+    CHECK(merged.size() == log.size());
+    for (const auto& a : merged) CHECK(logged.count(a.id) == 1);
+    auto counts = store->counts(0).value().assignments;
+    CHECK(counts["merged"] >= final_version);
+    // The new aggregator keeps the curve: the last version is evaluated once merging pauses.
+    CHECK(wait_for([&] { return store->version(task_id, final_version).value()->validation_loss.has_value(); },
+                   std::chrono::seconds(60)));
+    // Both survivors serve the API from the shared database.
+    for (const auto& server : servers) {
+        if (server->process().pid() == -1) continue;  // the killed one
+        auto reply = http_get(server->port(), "/api/v1/stats");
+        REQUIRE(reply.status == 200);
+        CHECK(boost::json::parse(reply.body).at("version").as_int64() == final_version);
+    }
+    MESSAGE("versions: " << before_kill << " before the kill, " << final_version << " at the end; " << log.size()
+                         << " results merged");
+}
