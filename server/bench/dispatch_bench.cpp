@@ -16,6 +16,7 @@
 #include <pthread.h>
 
 #include "checkpoint.h"
+#include "database.h"
 #include "delta_codec.h"
 #include "file_io.h"
 #include "http_client.h"
@@ -127,8 +128,10 @@ void on_threads(int threads, Body body) {
 }  // namespace
 
 common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& options, std::ostream& out) {
-    if (options.volunteers < 1 || options.connections < 1 || !(options.seconds > 0))
-        return common::make_error("--volunteers, --connections and --seconds must be positive");
+    if (options.volunteers < 1 || options.connections < 1 || !(options.seconds > 0) || options.servers < 1)
+        return common::make_error("--volunteers, --connections, --servers and --seconds must be positive");
+    if (options.servers > 1 && !server::is_postgres_url(options.database_url))
+        return common::make_error("several --servers share a PostgreSQL database: give --db postgresql://…");
     auto dir = std::filesystem::temp_directory_path() / ("tessera-dispatch-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     server::StateDir state(dir, options.database_url);
@@ -163,18 +166,29 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     server_options.sample_renderer = [](const server::TaskConfig&) {
         return std::optional<server::SampleRendererFactory>();
     };
-    auto app = ServerApp::start(std::move(server_options));
-    if (!app) return app.error();
-    auto delta = made_up_delta((*app)->store(), state, {common::DeltaDType::Int8, options.topk_fraction});
+    std::vector<std::unique_ptr<ServerApp>> apps;
+    for (int i = 0; i < options.servers; ++i) {
+        auto app = ServerApp::start(server_options);
+        if (!app) return app.error();
+        apps.push_back(std::move(*app));
+    }
+    auto& first = *apps.front();
+    auto delta = made_up_delta(first.store(), state, {common::DeltaDType::Int8, options.topk_fraction});
     if (!delta) return delta.error();
 
-    auto url = client::parse_url("http://127.0.0.1:" + std::to_string((*app)->port()));
+    std::vector<client::Url> urls;
+    for (const auto& app : apps) {
+        auto url = client::parse_url("http://127.0.0.1:" + std::to_string(app->port()));
+        if (!url) return url.error();
+        urls.push_back(*url);
+    }
     client::HttpClient http;
     std::vector<Volunteer> volunteers;
     volunteers.reserve(static_cast<std::size_t>(options.volunteers));
     for (std::int64_t i = 0; i < options.volunteers; ++i) {
         volunteers.push_back({common::SigningKey::generate(), nullptr});
-        volunteers.back().api = std::make_unique<client::ServerApi>(*url, http, volunteers.back().key);
+        const auto& url = urls[static_cast<std::size_t>(i) % urls.size()];
+        volunteers.back().api = std::make_unique<client::ServerApi>(url, http, volunteers.back().key);
     }
     auto registering = Clock::now();
     std::atomic<int> register_failures{0};
@@ -218,9 +232,9 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
         if (tally.failures > 0 && all.failures == 0) all.first_failure = tally.first_failure;
         all.failures += tally.failures;
     }
-    auto counts = (*app)->store().counts(0);
+    auto counts = first.store().counts(0);
     auto draining = Clock::now();
-    (*app)->stop();
+    for (auto& app : apps) app->stop();
     double drain_s = milliseconds_since(draining) / 1000;
 
     DispatchFigures figures;
@@ -242,13 +256,14 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     char line[512];
     std::snprintf(
         line, sizeof line,
-        "dispatch: %lld volunteers, %d connections, %.1f s: %.1f WU/s (%lld units, %lld no-work answers, "
+        "dispatch: %d server%s, %lld volunteers, %d connections, %.1f s: %.1f WU/s (%lld units, %lld no-work answers, "
         "%lld failures)\n"
         "  work   p50 %.1f ms  p99 %.1f ms\n"
         "  upload p50 %.1f ms  p99 %.1f ms (%zu-byte results)\n"
         "  unit   p50 %.1f ms  p99 %.1f ms (ask + upload)\n"
         "  registered %lld volunteers in %.1f s (%.0f/s); draining validation and merges at stop took %.1f s\n",
-        static_cast<long long>(options.volunteers), options.connections, figures.seconds, figures.units_per_s,
+        options.servers, options.servers > 1 ? "s" : "", static_cast<long long>(options.volunteers),
+        options.connections, figures.seconds, figures.units_per_s,
         static_cast<long long>(figures.units), static_cast<long long>(figures.no_work),
         static_cast<long long>(figures.failures), figures.work_p50_ms, figures.work_p99_ms, figures.upload_p50_ms,
         figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms, figures.unit_p99_ms,
@@ -279,7 +294,9 @@ int run_dispatch_command(int argc, char** argv) {
         "model", "model preset", cxxopts::value<std::string>()->default_value(defaults.model))(
         "handler-threads", "the server's handler threads", cxxopts::value<std::size_t>()->default_value("4"))(
         "db", "the server's database: an empty postgresql://… database (default: SQLite in a temporary directory)",
-        cxxopts::value<std::string>()->default_value(""))("h,help", "show this help");
+        cxxopts::value<std::string>()->default_value(""))(
+        "servers", "server instances on the --db PostgreSQL database, the volunteers spread over them",
+        cxxopts::value<int>()->default_value("1"))("h,help", "show this help");
     try {
         auto args = parser.parse(argc, argv);
         if (args.count("help")) {
@@ -299,6 +316,7 @@ int run_dispatch_command(int argc, char** argv) {
         options.model = args["model"].as<std::string>();
         options.handler_threads = args["handler-threads"].as<std::size_t>();
         options.database_url = args["db"].as<std::string>();
+        options.servers = args["servers"].as<int>();
         auto figures = run_dispatch_bench(options, std::cout);
         if (!figures) {
             std::cerr << "tessera-bench dispatch: " << figures.message() << "\n";

@@ -1,6 +1,6 @@
-// `tessera-bench dispatch`: how many work units per second one server hands out and takes
-// back. A real tessera-server (in this process, on a loopback port, over a fresh state with
-// the task made from `data`) and N simulated volunteers with their own keys; C threads, each
+// `tessera-bench dispatch`: how many work units per second one server (or several on one
+// PostgreSQL database) hands out and takes back. Real tessera-servers (in this process, on
+// loopback ports, over a fresh state with the task made from `data`) and N simulated volunteers with their own keys; C threads, each
 // with its share of the volunteers, ask for work and upload a tiny made-up result (top-k)
 // for every unit, signed, with a new connection per request as the real client does
 // (client/core). Prints WU/s and the p50/p99 latency of each request kind.
@@ -24,6 +24,10 @@ struct DispatchBenchOptions {
     std::string model = "dit-tiny";
     std::size_t handler_threads = 4;  // the server's --handler-threads
     std::string database_url;         // --db: an empty PostgreSQL database; empty: SQLite
+    // Server instances on the database (more than one: PostgreSQL), each with its own
+    // connections and threads, in this process; the volunteers are spread over them evenly,
+    // as an nginx upstream would.
+    int servers = 1;
 };
 
 struct DispatchFigures {

@@ -43,11 +43,11 @@ std::optional<std::int64_t> Statement::optional_integer(int column) const {
 Transaction::Transaction(Database& db) : db_(db) { db_.begin(); }
 
 Transaction::~Transaction() {
-    if (done_) return;
+    if (done_ || !db_.in_transaction()) return;  // a failed COMMIT may have ended it
     try {
         db_.exec("ROLLBACK");
     } catch (const DatabaseError&) {
-        // Already outside a transaction (SQLite rolls back on some errors by itself).
+        // The connection is gone, and the transaction with it.
     }
 }
 

@@ -59,6 +59,8 @@ public:
     virtual std::int64_t changes() const = 0;
     // Starts a transaction that writes (SQLite: BEGIN IMMEDIATE; PostgreSQL: serializable).
     virtual void begin() = 0;
+    // Whether a transaction is open (PostgreSQL ends one whose COMMIT failed; SQLite may not).
+    virtual bool in_transaction() const = 0;
     // The schema version the database holds (0: empty) and setting it inside a transaction.
     virtual std::int64_t schema_version() = 0;
     virtual void set_schema_version(std::int64_t version) = 0;

@@ -163,6 +163,11 @@ const std::string& PostgresDatabase::prepared(const std::string& sql, const std:
     return prepared_.emplace(std::move(key), std::move(name)).first->second;
 }
 
+bool PostgresDatabase::in_transaction() const {
+    auto status = PQtransactionStatus(connection_);
+    return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE;
+}
+
 std::int64_t PostgresDatabase::schema_version() {
     auto exists = query("SELECT to_regclass('schema_version') IS NOT NULL", {});
     exists->next();

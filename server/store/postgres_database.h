@@ -25,6 +25,7 @@ public:
     std::unique_ptr<Rows> query(std::string_view sql, const std::vector<SqlValue>& params) override;
     std::int64_t changes() const override { return changes_; }
     void begin() override { exec("BEGIN ISOLATION LEVEL SERIALIZABLE"); }
+    bool in_transaction() const override;
     std::int64_t schema_version() override;  // the row of table schema_version, 0 without it
     void set_schema_version(std::int64_t version) override;
     std::string name() const override { return name_; }

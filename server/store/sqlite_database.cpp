@@ -89,6 +89,8 @@ std::unique_ptr<Rows> SqliteDatabase::query(std::string_view sql, const std::vec
 
 std::int64_t SqliteDatabase::changes() const { return sqlite3_changes(db_); }
 
+bool SqliteDatabase::in_transaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
 std::int64_t SqliteDatabase::schema_version() {
     SqliteRows rows(db_, "PRAGMA user_version", {});
     rows.next();
