@@ -43,7 +43,8 @@ CREATE TABLE tasks (
   config      TEXT NOT NULL,
   state       TEXT NOT NULL CHECK (state IN ('active', 'paused', 'finished')),
   created_at  INTEGER NOT NULL,
-  version     INTEGER NOT NULL DEFAULT 0   -- the current model version
+  version     INTEGER NOT NULL DEFAULT 0,  -- the current model version
+  weight      REAL NOT NULL DEFAULT 1      -- schema 7: the operator's share of work among running tasks
 );
 
 -- The task's training shards; `uses` counts work units built on each (epoch coverage).

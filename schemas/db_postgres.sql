@@ -47,6 +47,7 @@ CREATE TABLE tasks (
   state       TEXT NOT NULL CHECK (state IN ('active', 'paused', 'finished')),
   created_at  BIGINT NOT NULL,
   version     BIGINT NOT NULL DEFAULT 0,  -- the current model version
+  weight      DOUBLE PRECISION NOT NULL DEFAULT 1,  -- the operator's share of work among running tasks
   rowid         BIGINT GENERATED ALWAYS AS IDENTITY  -- insertion order
 );
 

@@ -13,6 +13,7 @@ constexpr const char* kUsage =
     "usage: tessera-server COMMAND [options]   (COMMAND --help for its options)\n"
     "  init --state DIR                      create the database, server key and operator token\n"
     "  task create --state DIR --data DIR    create a training task from a tessera-data dataset\n"
+    "  task list|pause|resume|finish|weight  the tasks, and the operator's controls over each\n"
     "  run --state DIR --listen ADDR:PORT    serve the API, blobs and work until SIGINT/SIGTERM\n"
     "  export --state DIR --out FILE         write a model version as safetensors\n"
     "  status --state DIR                    print the run's progress\n";

@@ -17,6 +17,7 @@
 #include "result_intake.h"
 #include "scheduler.h"
 #include "task_lookup.h"
+#include "task_runtimes.h"
 #include "torch_model.h"
 #include "validator.h"
 
@@ -30,17 +31,17 @@ struct ServerApp::Parts {
     std::unique_ptr<ResultFiles> results;
     std::unique_ptr<PublishedModels> published;
     std::unique_ptr<ModelCache> models;
-    std::unique_ptr<ProbePool> probes;
+    ProbePools probe_pools;  // the served tasks'
     CopyDetector copies;
     std::unique_ptr<boost::asio::thread_pool> work_pool;
     Executor executor;
-    std::unique_ptr<AggregatorElection> aggregator;
+    std::string process_name;  // in the leases it holds
+    std::unique_ptr<TaskRuntimes> tasks;
     std::unique_ptr<Validator> validator;
     std::unique_ptr<Transitioner> transitioner;
     std::unique_ptr<Scheduler> scheduler;
     std::unique_ptr<ResultIntake> intake;
     ServerMetrics metrics;
-    std::unique_ptr<SampleGallery> gallery;
     std::unique_ptr<Dashboard> dashboard;
     std::unique_ptr<EventHub> events;
     std::unique_ptr<Api> api;
@@ -58,7 +59,7 @@ struct ServerApp::Parts {
 
     // On a failed start: no pool thread may outlive the components its jobs use.
     ~Parts() {
-        if (aggregator) aggregator->stop();
+        if (tasks) tasks->stop();
         if (work_pool) {
             work_pool->stop();
             work_pool->join();
@@ -84,28 +85,85 @@ std::optional<SampleRendererFactory> torch_renderer_for(const TaskConfig& config
     return make_torch_sample_renderer_factory(config, decoder, manifest->scale_factor);
 }
 
-// The overview's fixed facts, and the dashboard's samples: images when the model can draw.
-RunFacts run_facts(ServerApp::Parts& p, const std::optional<TaskView>& task, std::int64_t parameters) {
-    RunFacts facts;
-    facts.started_at = p.options.clock();
-    facts.state = p.options.state;
-    facts.parameters = parameters;
-    if (!task) return facts;
-    const auto& config = task->config;
+// What the dashboard shows of a task, and its samples: images when the model can draw.
+std::shared_ptr<TaskFacts> task_facts(ServerApp::Parts& p, const TaskView& task, std::int64_t parameters) {
+    auto facts = std::make_shared<TaskFacts>();
+    facts->parameters = parameters;
+    const auto& config = task.config;
     auto manifest = common::load_dataset_manifest(std::filesystem::path(config.data_dir) / "dataset.json");
     if (manifest) {
-        facts.classes = manifest->classes;
-        facts.validation_set_samples = manifest->validation.samples;
+        facts->classes = manifest->classes;
+        facts->validation_set_samples = manifest->validation.samples;
     }
     auto renderer =
         p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config, manifest);
     if (renderer) {
-        facts.samples_kind = "images";
-        p.gallery = std::make_unique<SampleGallery>(*p.models, task->record.id, std::move(*renderer), p.executor);
+        facts->samples_kind = "images";
+        facts->gallery = std::make_shared<SampleGallery>(*p.models, task.record.id, std::move(*renderer), p.executor);
     } else {
-        facts.samples_kind = config.model == "cnn" ? "accuracy" : "none";  // the classifier preset
+        facts->samples_kind = config.model == "cnn" ? "accuracy" : "none";  // the classifier preset
     }
     return facts;
+}
+
+AggregatorHooks aggregator_hooks(ServerApp::Parts& p) {
+    auto* raw = &p;
+    AggregatorHooks hooks;
+    hooks.merge_timer = [raw](double seconds) { raw->metrics.observe_merge(seconds); };
+    hooks.commit_failed = [raw] { raw->metrics.count_commit_failure(); };
+    hooks.retry_s = p.options.merge_retry_s;
+    hooks.checkpoint_every = p.options.checkpoint_every;
+    hooks.checkpoint_interval_s = p.options.checkpoint_interval_s;
+    hooks.checkpoint_at_stop = p.options.checkpoint_at_stop;
+    hooks.keep_checkpoints = p.options.keep_checkpoints;
+    hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
+        raw->copies.note_model(task_id, version, model);
+    };
+    return hooks;
+}
+
+// A task this process starts serving: its probes, its facts, and its aggregator when this
+// process gets the task's lease.
+common::Result<std::shared_ptr<TaskRuntime>> start_task(ServerApp::Parts& p, const TaskView& task) {
+    auto* raw = &p;
+    const auto& id = task.record.id;
+    auto runtime = std::make_shared<TaskRuntime>();
+    runtime->task = task;
+    auto factory = p.options.probe_factory ? p.options.probe_factory(task.config) : torch_probes_for(task.config);
+    if (!factory) return factory.error();
+    runtime->probes = std::make_shared<ProbePool>(std::move(*factory), p.options.work_threads);
+    auto model = p.models->get(id, task.record.version);
+    if (!model) return model.error();
+    auto parameters = value_count(**model);
+    runtime->max_delta_bytes = max_delta_bytes_for(parameters);
+    runtime->facts = task_facts(p, task, parameters);
+    ElectionSettings election{p.process_name, p.options.aggregator_lease_s};
+    auto probes = runtime->probes;
+    auto make_aggregator = [raw, probes, hooks = aggregator_hooks(p)](const LeaseClaim& fence) {
+        auto fenced = hooks;
+        fenced.fence = fence;
+        return std::make_unique<Aggregator>(*raw->store, *raw->blobs, *raw->published, *raw->results, probes,
+                                            raw->executor, raw->options.clock, std::move(fenced));
+    };
+    // While another process aggregates, the copy detector still sees each new version.
+    auto follow = [raw](const std::string& task_id, std::int64_t version) {
+        auto model = raw->models->get(task_id, version);
+        if (model) raw->copies.note_model(task_id, version, **model);
+    };
+    runtime->aggregator = std::make_unique<AggregatorElection>(*p.store, p.options.clock, std::move(make_aggregator),
+                                                               std::move(election), std::move(follow));
+    p.probe_pools.add(id, runtime->probes);
+    if (auto status = runtime->aggregator->start(id); !status) {
+        p.probe_pools.remove(id);
+        return status.error();
+    }
+    p.api->raise_max_delta_bytes(runtime->max_delta_bytes);
+    return runtime;
+}
+
+void stop_task(ServerApp::Parts& p, TaskRuntime& runtime) {
+    runtime.aggregator->stop();
+    p.probe_pools.remove(runtime.task.record.id);
 }
 
 }  // namespace
@@ -162,26 +220,10 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     p.results = std::make_unique<ResultFiles>(state, files);
     p.published = std::make_unique<PublishedModels>(*p.store, *p.blobs);
     p.models = std::make_unique<ModelCache>(*p.published);
-    auto task = load_current_task(*p.store);
-    if (!task) return task.error();
-    ModelProbeFactory factory = []() -> common::Result<std::unique_ptr<ModelProbe>> {
-        return common::make_error("no task to evaluate");
-    };
     ApiLimits limits;
     limits.registrations_per_window = p.options.registrations_per_hour;
     limits.registration_window_s = 3600;
-    std::int64_t parameters = 0;
-    if (*task) {
-        const auto& config = (*task)->config;
-        auto made = p.options.probe_factory ? p.options.probe_factory(config) : torch_probes_for(config);
-        if (!made) return made.error();
-        factory = std::move(*made);
-        auto model = p.models->get((*task)->record.id, (*task)->record.version);
-        if (!model) return model.error();
-        parameters = value_count(**model);
-        limits.max_delta_bytes = max_delta_bytes_for(parameters);
-    }
-    p.probes = std::make_unique<ProbePool>(std::move(factory), p.options.work_threads);
+    limits.max_delta_bytes = 0;  // raised to fit each task served
     p.work_pool = std::make_unique<boost::asio::thread_pool>(p.options.work_threads);
     Parts* raw = &p;
     p.executor = [raw](std::function<void()> job) {
@@ -196,47 +238,32 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
             raw->changed.notify_all();
         });
     };
-    AggregatorHooks hooks;
-    hooks.merge_timer = [raw](double seconds) { raw->metrics.observe_merge(seconds); };
-    hooks.commit_failed = [raw] { raw->metrics.count_commit_failure(); };
-    hooks.retry_s = p.options.merge_retry_s;
-    hooks.checkpoint_every = p.options.checkpoint_every;
-    hooks.checkpoint_interval_s = p.options.checkpoint_interval_s;
-    hooks.checkpoint_at_stop = p.options.checkpoint_at_stop;
-    hooks.keep_checkpoints = p.options.keep_checkpoints;
-    hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
-        raw->copies.note_model(task_id, version, model);
-    };
-    ElectionSettings election;
-    election.holder = p.options.process_name.empty() ? AggregatorElection::process_holder_name()
-                                                     : p.options.process_name;
-    election.lease_s = p.options.aggregator_lease_s;
-    auto make_aggregator = [raw, hooks](const LeaseClaim& fence) {
-        auto fenced = hooks;
-        fenced.fence = fence;
-        return std::make_unique<Aggregator>(*raw->store, *raw->blobs, *raw->published, *raw->results, *raw->probes,
-                                            raw->executor, raw->options.clock, std::move(fenced));
-    };
-    // While another process aggregates, the copy detector still sees each new version.
-    auto follow = [raw](const std::string& task_id, std::int64_t version) {
-        auto model = raw->models->get(task_id, version);
-        if (model) raw->copies.note_model(task_id, version, **model);
-    };
-    p.aggregator = std::make_unique<AggregatorElection>(*p.store, p.options.clock, std::move(make_aggregator),
-                                                        std::move(election), std::move(follow));
+    p.process_name = p.options.process_name.empty() ? AggregatorElection::process_holder_name() : p.options.process_name;
+    p.tasks = std::make_unique<TaskRuntimes>(
+        *p.store, [raw](const TaskView& task) { return start_task(*raw, task); },
+        [raw](TaskRuntime& runtime) { stop_task(*raw, runtime); });
     p.validator = std::make_unique<Validator>(
-        *p.store, *p.results, *p.models, *p.probes, *p.blobs, p.copies, p.metrics.checks(), p.options.clock,
-        [raw](const std::string& id) { raw->aggregator->enqueue(id); }, std::random_device{}());
+        *p.store, *p.results, *p.models, p.probe_pools, *p.blobs, p.copies, p.metrics.checks(), p.options.clock,
+        [raw](const std::string& task_id, const std::string& id) {
+            // Merged here when this process leads the task; otherwise the leader's poll finds it.
+            if (auto runtime = raw->tasks->find(task_id)) runtime->aggregator->enqueue(id);
+        },
+        std::random_device{}());
     p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.executor, p.options.clock);
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.options.clock, p.options.blob_base_url,
-                                              std::random_device{}());
+                                              std::random_device{}(),
+                                              [raw](const std::string& id) { return raw->tasks->find(id) != nullptr; });
     p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.options.clock, [raw](const std::string& id) {
         raw->validator->submit(id, raw->executor);
     });
     auto token = p.store->setting("operator_token_sha256");
     if (!token) return token.error();
-    auto facts = run_facts(p, *task, parameters);  // makes the gallery when the model can draw
-    p.dashboard = std::make_unique<Dashboard>(*p.store, p.gallery.get(), std::move(facts), p.options.clock);
+    auto facts_of = [raw](const std::string& id) -> std::shared_ptr<const TaskFacts> {
+        auto runtime = raw->tasks->find(id);
+        return runtime ? runtime->facts : nullptr;
+    };
+    p.dashboard = std::make_unique<Dashboard>(*p.store, facts_of, RunFacts{p.options.clock(), p.options.state},
+                                              p.options.clock);
     p.events = std::make_unique<EventHub>(*p.store, std::chrono::milliseconds(500));
     p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.published, *p.scheduler, *p.intake, *p.dashboard, *p.events,
                                   p.metrics, p.key->verify_key(), token->value_or(""), p.options.clock, limits);
@@ -247,12 +274,11 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     p.http = std::make_unique<HttpServer>(p.io, *p.handler_pool, *p.api, p.options.http);
     if (auto status = p.http->start(); !status) return status.error();
 
-    if (*task) {
-        if (auto status = p.aggregator->start((*task)->record.id); !status) return status.error();
-        auto returned = p.store->in_state(AssignmentState::Returned);
-        if (!returned) return returned.error();
-        for (const auto& a : *returned) p.validator->submit(a.id, p.executor);
-    }
+    if (auto status = p.tasks->refresh(); !status) return status.error();
+    auto returned = p.store->in_state(AssignmentState::Returned);
+    if (!returned) return returned.error();
+    for (const auto& a : *returned) p.validator->submit(a.id, p.executor);
+    if (p.options.task_poll_ms > 0) p.tasks->watch(std::chrono::milliseconds(p.options.task_poll_ms));
 
     for (std::size_t i = 0; i < p.options.io_threads; ++i) p.io_threads.emplace_back([raw] { raw->io.run(); });
     if (p.options.tick_interval_s > 0)
@@ -289,13 +315,18 @@ void ServerApp::stop() {
     for (auto& thread : p.io_threads) thread.join();
     p.handler_pool->join();          // requests being answered finish (their validations are queued)
     p.work_pool->join();             // queued validations finish; their accepted results reach the aggregator
-    p.aggregator->stop();  // a failed commit waiting to retry is replayed by the next leader
+    p.tasks->stop();  // a failed commit waiting to retry is replayed by the next leader
 }
 
 std::uint16_t ServerApp::port() const { return parts_->http->port(); }
 Store& ServerApp::store() { return *parts_->store; }
 Transitioner& ServerApp::transitioner() { return *parts_->transitioner; }
-bool ServerApp::leading() const { return parts_->aggregator->leading(); }
+bool ServerApp::leading(const std::string& task_id) const {
+    auto runtime = parts_->tasks->find(task_id);
+    return runtime && runtime->aggregator->leading();
+}
+
+common::Status ServerApp::refresh_tasks() { return parts_->tasks->refresh(); }
 
 void ServerApp::wait_idle() {
     auto& p = *parts_;
@@ -304,7 +335,7 @@ void ServerApp::wait_idle() {
             std::unique_lock lock(p.mutex);
             p.changed.wait(lock, [&] { return p.pending_jobs == 0; });
         }
-        p.aggregator->wait_idle();
+        for (const auto& runtime : p.tasks->all()) runtime->aggregator->wait_idle();
     }
     std::unique_lock lock(p.mutex);
     p.changed.wait(lock, [&] { return p.pending_jobs == 0; });

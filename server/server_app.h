@@ -1,5 +1,6 @@
 // The running server: wires the store, key, blobs, scheduler, validator (on a work pool),
-// aggregator thread, transitioner timer and HTTP server together, resumes after a crash
+// the served tasks (each with its probes and aggregator: task_runtimes.h), transitioner timer
+// and HTTP server together, resumes after a crash
 // (orphan files removed, stored results revalidated, accepted results re-merged) and shuts
 // down in order. Used by `tessera-server run` and by the in-process tests.
 #pragma once
@@ -52,6 +53,9 @@ struct ServerOptions {
     // lease; another takes over when it has not been renewed for this long (seconds).
     std::int64_t aggregator_lease_s = 15;
     std::string process_name;  // in the lease table; empty: host:pid:random
+    // Tasks created or finished while the server runs are noticed this often; 0: only by
+    // refresh_tasks() (tests).
+    std::int64_t task_poll_ms = 1000;
 };
 
 class ServerApp {
@@ -64,8 +68,11 @@ public:
     std::uint16_t port() const;
     Store& store();
     Transitioner& transitioner();
-    // Whether this process runs the task's aggregator now (it holds the lease).
-    bool leading() const;
+    // Whether this process runs the task's aggregator now (it holds the task's lease).
+    bool leading(const std::string& task_id) const;
+    // Serves tasks created (and drops tasks finished) since the last look; the watcher does
+    // this every task_poll_ms.
+    common::Status refresh_tasks();
     // Blocks until no validation or merge is queued or running (tests).
     void wait_idle();
 

@@ -5,6 +5,7 @@ namespace tessera::server {
 
 int init_command(int argc, char** argv);
 int task_command(int argc, char** argv);
+int task_control_command(int argc, char** argv);  // task list|pause|resume|finish|weight
 int run_command(int argc, char** argv);
 int export_command(int argc, char** argv);
 int status_command(int argc, char** argv);

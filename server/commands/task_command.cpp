@@ -1,8 +1,10 @@
 // `tessera-server task create`: a task from a dataset directory — shards copied into the blob
-// store, version 0 built from the preset's seeded initial weights.
+// store, version 0 built from the preset's seeded initial weights. The other task actions are
+// in task_control_command.cpp.
 #include <cxxopts.hpp>
 
 #include "command_support.h"
+#include "commands.h"
 #include "task_setup.h"
 
 namespace tessera::server {
@@ -63,6 +65,8 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     if (args.count("target-seconds")) c.target_seconds = args["target-seconds"].as<double>();
     if (args.count("max-failures")) c.max_failures = args["max-failures"].as<std::int64_t>();
     if (args.count("max-in-flight")) c.max_in_flight = args["max-in-flight"].as<std::int64_t>();
+    if (args.count("requires-device")) c.requires_device = args["requires-device"].as<std::string>();
+    if (args.count("min-device-memory")) c.min_device_memory_gb = args["min-device-memory"].as<double>();
     if (args.count("eval-samples")) c.eval_samples = args["eval-samples"].as<std::int64_t>();
     if (args.count("eval-interval")) c.eval_interval_s = args["eval-interval"].as<std::int64_t>();
     if (args.count("eval-full-interval")) c.eval_full_interval_s = args["eval-full-interval"].as<std::int64_t>();
@@ -74,6 +78,8 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
 }  // namespace
 
 int task_command(int argc, char** argv) {
+    if (argc > 1 && std::string_view(argv[1]) != "create" && !std::string_view(argv[1]).starts_with("-"))
+        return task_control_command(argc, argv);
     cxxopts::Options options("tessera-server task create", "Create a training task (docs/operations.md)");
     options.add_options()("action", "create", cxxopts::value<std::string>())("state", "state directory",
                                                                              cxxopts::value<std::string>())(
@@ -115,6 +121,9 @@ int task_command(int argc, char** argv) {
         "target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())(
         "max-failures", "failures before a unit is retired (3)", cxxopts::value<std::int64_t>())(
         "max-in-flight", "units one volunteer may hold (2)", cxxopts::value<std::int64_t>())(
+        "requires-device", "volunteers that may take its units: any or cuda (any)", cxxopts::value<std::string>())(
+        "min-device-memory", "GB of device memory a volunteer needs (0)", cxxopts::value<double>())(
+        "weight", "its share of work among the running tasks (1)", cxxopts::value<double>())(
         "eval-samples", "validation samples per evaluation (512)", cxxopts::value<std::int64_t>())(
         "eval-interval", "seconds between validation-curve points (10)", cxxopts::value<std::int64_t>())(
         "eval-full-interval", "seconds between curve points on the whole validation set (300)",
@@ -128,15 +137,20 @@ int task_command(int argc, char** argv) {
         return 0;
     }
     if (!args.count("action") || args["action"].as<std::string>() != "create")
-        return fail("task", "the only action is `task create`");
+        return fail("task", "the actions are create, list, pause, resume, finish and weight");
     if (!args.count("state") || !args.count("data")) return fail("task create", "needs --state DIR and --data DIR");
     StateDir state = state_dir_of(args);
     auto store = Store::connect(state.database_url(), false);
     if (!store) return fail("task create", store.message());
     auto config = config_from_args(args, args["data"].as<std::string>());
     if (!config) return fail("task create", config.message());
+    double weight = args.count("weight") ? args["weight"].as<double>() : 1.0;
+    if (!(weight >= 0)) return fail("task create", "--weight must be >= 0");
     auto task = create_task(state, **store, *config);
     if (!task) return fail("task create", task.message());
+    if (weight != 1.0)
+        if (auto status = (*store)->set_task_weight(task->id, weight); !status)
+            return fail("task create", status.message());
     auto shards = (*store)->shards(task->id);
     auto version0 = (*store)->version(task->id, 0);
     std::cout << "task " << task->id << ": model " << config->model << ", " << (shards ? shards->size() : 0)

@@ -22,8 +22,8 @@ constexpr std::uint64_t kMaxModelBytes = std::uint64_t{8} << 30;
 }  // namespace
 
 Aggregator::Aggregator(Store& store, BlobStore& blobs, PublishedModels& published_models, ResultFiles& results,
-                       ProbePool& probes, Executor executor, Clock clock, AggregatorHooks hooks)
-    : store_(store), blobs_(blobs), published_models_(published_models), results_(results), probes_(probes),
+                       std::shared_ptr<ProbePool> probes, Executor executor, Clock clock, AggregatorHooks hooks)
+    : store_(store), blobs_(blobs), published_models_(published_models), results_(results), probes_(std::move(probes)),
       executor_(std::move(executor)), clock_(std::move(clock)), hooks_(std::move(hooks)) {}
 
 Aggregator::~Aggregator() { stop(); }
@@ -33,7 +33,7 @@ common::Status Aggregator::start(const std::string& task_id) {
     if (!task) return task.error();
     task_ = std::move(*task);
     if (auto status = restore_committed(); !status) return status;
-    curve_ = std::make_unique<CurveEvaluator>(store_, probes_, executor_, clock_, task_id, task_.config.eval_samples,
+    curve_ = std::make_shared<CurveEvaluator>(store_, probes_, executor_, clock_, task_id, task_.config.eval_samples,
                                               task_.config.eval_interval_s, task_.config.eval_full_interval_s);
     auto record = store_.version(task_id, version_);
     if (!record) return record.error();

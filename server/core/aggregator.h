@@ -60,7 +60,7 @@ struct AggregatorHooks {
 class Aggregator {
 public:
     Aggregator(Store& store, BlobStore& blobs, PublishedModels& published_models, ResultFiles& results,
-               ProbePool& probes, Executor executor, Clock clock, AggregatorHooks hooks = {});
+               std::shared_ptr<ProbePool> probes, Executor executor, Clock clock, AggregatorHooks hooks = {});
     ~Aggregator();
 
     // Loads the task's current model and starts the thread; queues unmerged accepted results.
@@ -108,7 +108,7 @@ private:
     BlobStore& blobs_;
     PublishedModels& published_models_;
     ResultFiles& results_;
-    ProbePool& probes_;
+    std::shared_ptr<ProbePool> probes_;
     Executor executor_;
     Clock clock_;
     AggregatorHooks hooks_;
@@ -120,7 +120,7 @@ private:
     common::BlobRef published_blob_;                 // and its checkpoint
     std::unique_ptr<MergePolicy> policy_;
     std::atomic<std::int64_t> version_{0};
-    std::unique_ptr<CurveEvaluator> curve_;
+    std::shared_ptr<CurveEvaluator> curve_;
     std::int64_t checkpoint_version_ = 0;        // the last full checkpoint
     std::int64_t checkpoint_at_ = 0;             // and when it was written (or loaded)
     std::vector<std::string> since_checkpoint_;  // results merged after it: their files are kept

@@ -34,11 +34,13 @@ void CurveEvaluator::launch_locked() {
     if (full) last_full_at_ = last_started_at_;
     auto model = std::move(newest_model_);
     newest_model_.reset();
-    executor_([this, version = launched_, model = std::move(model), full] { evaluate(version, model, full); });
+    executor_([self = shared_from_this(), version = launched_, model = std::move(model), full] {
+        self->evaluate(version, model, full);
+    });
 }
 
 void CurveEvaluator::evaluate(std::int64_t version, const Model& model, bool full) {
-    auto result = probes_.evaluate(*model, full ? kWholeValidationSet : samples_);
+    auto result = probes_->evaluate(*model, full ? kWholeValidationSet : samples_);
     if (result) {
         ValidationResult figures{result->loss, result->accuracy, result->samples, full};
         if (auto status = store_.set_validation_result(task_id_, version, figures); !status)

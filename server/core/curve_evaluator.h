@@ -20,12 +20,13 @@
 
 namespace tessera::server {
 
-class CurveEvaluator {
+// Owned by shared_ptr: an evaluation's job holds it until the job is done.
+class CurveEvaluator : public std::enable_shared_from_this<CurveEvaluator> {
 public:
     using Model = std::shared_ptr<const common::NamedTensors>;
-    CurveEvaluator(Store& store, ProbePool& probes, Executor executor, Clock clock, std::string task_id,
+    CurveEvaluator(Store& store, std::shared_ptr<ProbePool> probes, Executor executor, Clock clock, std::string task_id,
                    std::int64_t samples, std::int64_t interval_s, std::int64_t full_interval_s)
-        : store_(store), probes_(probes), executor_(std::move(executor)), clock_(std::move(clock)),
+        : store_(store), probes_(std::move(probes)), executor_(std::move(executor)), clock_(std::move(clock)),
           task_id_(std::move(task_id)), samples_(samples), interval_s_(interval_s), full_interval_s_(full_interval_s),
           last_full_at_(clock_()) {}
 
@@ -40,7 +41,7 @@ private:
     void evaluate(std::int64_t version, const Model& model, bool full);
 
     Store& store_;
-    ProbePool& probes_;
+    std::shared_ptr<ProbePool> probes_;
     Executor executor_;
     Clock clock_;
     std::string task_id_;

@@ -45,4 +45,21 @@ common::Result<std::vector<double>> ProbePool::losses_on_assigned(
         [&](ModelProbe& probe) { return probe.losses_on_assigned(weights, samples); });
 }
 
+void ProbePools::add(const std::string& task_id, std::shared_ptr<ProbePool> pool) {
+    std::lock_guard lock(mutex_);
+    pools_[task_id] = std::move(pool);
+}
+
+void ProbePools::remove(const std::string& task_id) {
+    std::lock_guard lock(mutex_);
+    pools_.erase(task_id);
+}
+
+common::Result<std::shared_ptr<ProbePool>> ProbePools::of(const std::string& task_id) const {
+    std::lock_guard lock(mutex_);
+    auto found = pools_.find(task_id);
+    if (found == pools_.end()) return common::make_error("task '" + task_id + "' is not served by this process");
+    return found->second;
+}
+
 }  // namespace tessera::server

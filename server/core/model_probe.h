@@ -7,9 +7,11 @@
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "delta_codec.h"
@@ -69,6 +71,20 @@ private:
     std::vector<std::unique_ptr<ModelProbe>> idle_;
     std::mutex mutex_;
     std::condition_variable available_;
+};
+
+// The probe pools of the tasks this process serves, by task id: each task evaluates on its own
+// validation data. Thread-safe.
+class ProbePools {
+public:
+    void add(const std::string& task_id, std::shared_ptr<ProbePool> pool);
+    void remove(const std::string& task_id);
+    // The task's pool; an error while the task is not served here (yet).
+    common::Result<std::shared_ptr<ProbePool>> of(const std::string& task_id) const;
+
+private:
+    mutable std::mutex mutex_;
+    std::map<std::string, std::shared_ptr<ProbePool>> pools_;
 };
 
 }  // namespace tessera::server

@@ -142,7 +142,9 @@ common::Result<Verdict> ResultChecks::loss_checks(const AssignmentRecord& a, con
     auto started = SteadyClock::now();
     auto before = held_out_base_loss(a.task_id, a.base_version, base, task.config.check_samples);
     if (!before) return before.error();
-    auto held_out = probes_.evaluate(after, task.config.check_samples);
+    auto pool = probes_.of(a.task_id);
+    if (!pool) return pool.error();
+    auto held_out = (*pool)->evaluate(after, task.config.check_samples);
     add_seconds(costs_.held_out, started);
     if (!held_out) return held_out.error();
     double limit = *before * (1 + task.config.loss_tolerance);
@@ -161,7 +163,7 @@ common::Result<Verdict> ResultChecks::loss_checks(const AssignmentRecord& a, con
     samples.batch_size = unit.hyper.batch_size;
     samples.steps = unit.hyper.local_steps;
     samples.max_samples = task.config.check_samples;
-    auto own = probes_.losses_on_assigned({&base, &after}, samples);
+    auto own = (*pool)->losses_on_assigned({&base, &after}, samples);
     add_seconds(costs_.own_samples, started);
     if (!own) return own.error();
     double own_before = (*own)[0], own_after = (*own)[1];
@@ -216,7 +218,9 @@ common::Result<double> ResultChecks::held_out_base_loss(const std::string& task_
         std::lock_guard lock(mutex_);
         if (base_loss_key_ == key) return base_loss_value_;
     }
-    auto result = probes_.evaluate(base, samples);
+    auto pool = probes_.of(task_id);
+    if (!pool) return pool.error();
+    auto result = (*pool)->evaluate(base, samples);
     if (!result) return result.error();
     std::lock_guard lock(mutex_);
     base_loss_key_ = key;

@@ -47,7 +47,7 @@ public:
     static constexpr int kHistory = 50;
     static constexpr std::size_t kMinFigures = 5;
 
-    ResultChecks(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes, const BlobStore& blobs,
+    ResultChecks(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
                  CopyDetector& copies, CheckCosts& costs)
         : store_(store), results_(results), models_(models), probes_(probes), blobs_(blobs), copies_(copies),
           costs_(costs) {}
@@ -75,7 +75,7 @@ private:
     Store& store_;
     ResultFiles& results_;
     ModelCache& models_;
-    ProbePool& probes_;
+    ProbePools& probes_;
     const BlobStore& blobs_;
     CopyDetector& copies_;
     CheckCosts& costs_;

@@ -25,7 +25,7 @@ SampleStatus SampleGallery::request(std::int64_t current_version) {
     status.rendering = rendering_;
     status.error = error_;
     lock.unlock();
-    if (start) executor_([this, current_version] { render(current_version); });
+    if (start) executor_([self = shared_from_this(), current_version] { self->render(current_version); });
     return status;
 }
 

@@ -40,10 +40,12 @@ struct SampleStatus {
     std::string error;  // the last render's failure, if it failed
 };
 
-class SampleGallery {
+// Owned by shared_ptr: a render's job holds it until the job is done.
+class SampleGallery : public std::enable_shared_from_this<SampleGallery> {
 public:
     SampleGallery(ModelCache& models, std::string task_id, SampleRendererFactory factory, Executor executor,
                   std::size_t keep = 4);
+
     // Starts rendering `current_version` when it is newer than the last image, nothing is
     // being rendered and the pause after the last drawing is over; returns the state.
     SampleStatus request(std::int64_t current_version);

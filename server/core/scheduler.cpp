@@ -15,9 +15,42 @@
 namespace tessera::server {
 
 Scheduler::Scheduler(Store& store, PublishedModels& published, const common::SigningKey& key, Clock clock,
-                     std::string blob_base_url, std::uint64_t seed)
+                     std::string blob_base_url, std::uint64_t seed, TaskFilter served)
     : store_(store), published_(published), key_(key), clock_(std::move(clock)),
-      blob_base_url_(std::move(blob_base_url)), rng_(seed) {}
+      blob_base_url_(std::move(blob_base_url)), served_(std::move(served)), rng_(seed) {}
+
+bool Scheduler::device_fits(const TaskConfig& config, const common::DeviceInfo& device) {
+    if (config.requires_device == "cuda" && device.kind != "cuda") return false;
+    auto needed = static_cast<std::int64_t>(config.min_device_memory_gb * double(std::int64_t{1} << 30));
+    return device.memory_bytes >= needed;
+}
+
+common::Result<std::optional<TaskView>> Scheduler::choose_task(const common::WorkRequest& request) {
+    auto tasks = store_.tasks();
+    if (!tasks) return tasks.error();
+    std::vector<TaskView> eligible;
+    double total = 0;
+    for (auto& record : *tasks) {
+        if (record.state != TaskState::Active || !(record.weight > 0)) continue;
+        if (served_ && !served_(record.id)) continue;
+        auto config = configs_.find(record.id);
+        if (config == configs_.end()) {
+            auto parsed = parse_task_config(record.config_json);
+            if (!parsed) return common::with_context("task '" + record.id + "' config", parsed.error());
+            config = configs_.emplace(record.id, std::move(*parsed)).first;
+        }
+        if (!device_fits(config->second, request.device)) continue;
+        total += record.weight;
+        eligible.push_back({std::move(record), config->second});
+    }
+    if (eligible.empty()) return std::optional<TaskView>();
+    double draw = uniform() * total;
+    for (auto& task : eligible) {
+        draw -= task.record.weight;
+        if (draw < 0) return std::optional<TaskView>(std::move(task));
+    }
+    return std::optional<TaskView>(std::move(eligible.back()));
+}
 
 std::int64_t Scheduler::scaled_local_steps(const TaskConfig& config, double samples_per_s) {
     if (config.target_seconds <= 0) return config.local_steps;
@@ -48,9 +81,9 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
         return response;
     };
     std::lock_guard lock(mutex_);
-    auto task = load_current_task(store_);
+    auto task = choose_task(request);
     if (!task) return task.error();
-    if (!*task || (*task)->record.state != TaskState::Active) return no_work(kRetryNoTaskS);
+    if (!*task) return no_work(kRetryNoTaskS);
     const auto& view = **task;
     holdings_.note(client.id, request.cached_shards, clock_());  // busy or not, it holds them
     auto in_flight = store_.in_flight(client.id);

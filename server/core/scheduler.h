@@ -1,12 +1,17 @@
 // The scheduler: answers a volunteer's work request with a signed work unit or "no work".
-// It reissues open units first (preferring ones whose shards the volunteer holds), otherwise
+// Among the active tasks this process serves that the volunteer's device can run (CUDA,
+// memory), it draws one with probability proportional to the operator's weights. Within the
+// task it reissues open units first (preferring ones whose shards the volunteer holds), otherwise
 // builds a new unit from the least-used shards so each epoch covers the dataset evenly (among
 // those, shards the volunteer holds, then shards fewest other volunteers hold: locality),
 // scales local steps to the volunteer's measured speed, and decides replication by the
 // volunteer's valid streak (BOINC adaptive replication). Thread-safe.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -22,15 +27,22 @@ namespace tessera::server {
 
 class Scheduler {
 public:
+    // Whether this process serves (can validate) a task; empty: every task.
+    using TaskFilter = std::function<bool(const std::string& task_id)>;
     Scheduler(Store& store, PublishedModels& published, const common::SigningKey& key, Clock clock,
-              std::string blob_base_url, std::uint64_t seed);
+              std::string blob_base_url, std::uint64_t seed, TaskFilter served = {});
     common::Result<common::WorkResponse> assign(const ClientRecord& client, const common::WorkRequest& request);
 
     // Local steps for a volunteer measured at `samples_per_s`, between H/8 and H; 0 (not
     // measured yet) gets a quarter of the task's H as a warm-up unit.
     static std::int64_t scaled_local_steps(const TaskConfig& config, double samples_per_s);
 
+    // Whether a volunteer with `device` can take the task's units.
+    static bool device_fits(const TaskConfig& config, const common::DeviceInfo& device);
+
 private:
+    // The task to work on: drawn by weight among the eligible ones; none when there is none.
+    common::Result<std::optional<TaskView>> choose_task(const common::WorkRequest& request);
     common::Result<common::WorkResponse> issue(const TaskView& task, const ClientRecord& client,
                                                const common::WorkRequest& request, const WorkUnitRecord& unit,
                                                bool new_unit);
@@ -50,6 +62,8 @@ private:
     const common::SigningKey& key_;
     Clock clock_;
     std::string blob_base_url_;
+    TaskFilter served_;
+    std::map<std::string, TaskConfig> configs_;  // parsed once per task (a task's config never changes)
     std::mutex mutex_;  // serialises assignment so two requests never take the same replica slot
     std::mt19937_64 rng_;
     ShardHoldings holdings_;

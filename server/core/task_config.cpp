@@ -56,6 +56,8 @@ common::Status validate_task_config(const TaskConfig& c) {
     if (!(c.target_seconds >= 0)) return fail("target seconds must be >= 0");
     if (c.max_failures < 1) return fail("max failures must be >= 1");
     if (c.max_in_flight < 1) return fail("max in flight must be >= 1");
+    if (c.requires_device != "any" && c.requires_device != "cuda") return fail("requires device must be any or cuda");
+    if (!(c.min_device_memory_gb >= 0)) return fail("min device memory must be >= 0 GB");
     if (!(c.replication >= 0 && c.replication <= 1)) return fail("replication must be in [0, 1]");
     if (!(c.loss_check >= 0 && c.loss_check <= 1)) return fail("loss check fraction must be in [0, 1]");
     if (!(c.replica_tolerance > 0) || !(c.loss_tolerance >= 0) || !(c.norm_bound > 1))
@@ -106,6 +108,8 @@ boost::json::value to_json(const TaskConfig& c) {
             {"target_seconds", c.target_seconds},
             {"max_failures", c.max_failures},
             {"max_in_flight", c.max_in_flight},
+            {"requires_device", c.requires_device},
+            {"min_device_memory_gb", c.min_device_memory_gb},
             {"replication", c.replication},
             {"replica_tolerance", c.replica_tolerance},
             {"loss_check", c.loss_check},
@@ -179,6 +183,9 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     c.target_seconds = r.number("target_seconds", 0, 1e9);
     c.max_failures = r.integer("max_failures", 1, 1000);
     c.max_in_flight = r.integer("max_in_flight", 1, 1000);
+    // Tasks created before several tasks ran at once take any volunteer.
+    if (r.has("requires_device")) c.requires_device = r.one_of("requires_device", {"any", "cuda"});
+    if (r.has("min_device_memory_gb")) c.min_device_memory_gb = r.number("min_device_memory_gb", 0, 1e6);
     c.replication = r.number("replication", 0, 1);
     c.replica_tolerance = r.number("replica_tolerance", 0, 100);
     c.loss_check = r.number("loss_check", 0, 1);

@@ -52,6 +52,10 @@ struct TaskConfig {
     double target_seconds = 120;     // local steps scaled so a unit takes about this long; 0 = off
     std::int64_t max_failures = 3;   // a unit that fails this often is retired
     std::int64_t max_in_flight = 2;  // per volunteer
+    // Which volunteers can take the task's units: a CUDA device ("cuda") or any, and at least
+    // this much device memory (GB; 0: any).
+    std::string requires_device = "any";
+    double min_device_memory_gb = 0;
 
     // Validation.
     double replication = 0.1;                // chance that a unit is computed twice and compared

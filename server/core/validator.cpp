@@ -13,9 +13,9 @@
 
 namespace tessera::server {
 
-Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes, const BlobStore& blobs,
+Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
                      CopyDetector& copies, CheckCosts& costs, Clock clock,
-                     std::function<void(const std::string&)> on_accepted, std::uint64_t seed)
+                     std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted, std::uint64_t seed)
     : store_(store), results_(results), models_(models), copies_(copies),
       checks_(store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)),
       on_accepted_(std::move(on_accepted)), rng_(seed) {}
@@ -147,7 +147,7 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
     if (!accepted) return accepted.error();
     if (!*accepted) return false;
     if (merge) {
-        on_accepted_(a.id);
+        on_accepted_(a.task_id, a.id);
     } else {
         results_.remove(a.id);
     }

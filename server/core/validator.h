@@ -21,8 +21,8 @@ namespace tessera::server {
 
 class Validator {
 public:
-    Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePool& probes, const BlobStore& blobs,
-              CopyDetector& copies, CheckCosts& costs, Clock clock, std::function<void(const std::string&)> on_accepted,
+    Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
+              CopyDetector& copies, CheckCosts& costs, Clock clock, std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted,
               std::uint64_t seed);
 
     // Runs the checks now, on the calling thread.
@@ -53,7 +53,7 @@ private:
     CopyDetector& copies_;
     ResultChecks checks_;
     Clock clock_;
-    std::function<void(const std::string&)> on_accepted_;
+    std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted_;
     std::mutex replica_mutex_;         // one replica pair is settled at a time
     std::mutex mutex_;                 // guards rng_ and in_flight_
     std::set<std::string> in_flight_;  // submitted, verdict not stored yet

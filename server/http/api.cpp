@@ -43,7 +43,13 @@ Api::Api(Store& store, const BlobStore& blobs, PublishedModels& published, Sched
     : store_(store), blobs_(blobs), published_(published), scheduler_(scheduler), intake_(intake),
       dashboard_(dashboard), events_(events), metrics_(metrics), server_key_(server_key),
       operator_token_sha256_(std::move(operator_token_sha256)), clock_(std::move(clock)), limits_(limits),
-      routes_(make_routes()) {}
+      max_delta_bytes_(limits.max_delta_bytes), routes_(make_routes()) {}
+
+void Api::raise_max_delta_bytes(std::int64_t bytes) {
+    auto current = max_delta_bytes_.load();
+    while (bytes > current && !max_delta_bytes_.compare_exchange_weak(current, bytes)) {
+    }
+}
 
 // The whole API. Handlers capture `this`: the table lives and dies with the Api.
 std::vector<Route> Api::make_routes() {
@@ -70,8 +76,10 @@ std::vector<Route> Api::make_routes() {
         {public_get("/api/v1/history"), [&d](const Request& r, const RouteCall&) { return d.history(r); }},
         {public_get("/api/v1/samples"), [&d](const Request& r, const RouteCall&) { return d.samples(r); }},
         {public_get("/api/v1/samples/"),
-         [&d](const Request& r, const RouteCall& c) { return d.sample_image(r, c.rest); }},
-        {public_get("/api/v1/versions"), [this](const Request& r, const RouteCall&) { return versions(r); }},
+         [&d](const Request& r, const RouteCall& c) { return d.sample_image(r, "", c.rest); }},
+        {public_get("/api/v1/versions"), [this](const Request& r, const RouteCall&) { return versions(r, ""); }},
+        {public_get("/api/v1/tasks"), [&d](const Request& r, const RouteCall&) { return d.tasks(r); }},
+        {public_get("/api/v1/tasks/"), [this](const Request& r, const RouteCall& c) { return task_route(r, c.rest); }},
         {public_get("/api/v1/volunteers"), [this](const Request& r, const RouteCall&) { return volunteers(r, false); }},
         {public_get("/api/v1/rejections"), [this](const Request& r, const RouteCall&) { return rejections(r); }},
         {public_get("/api/v1/events", RouteGroup::Events),
@@ -90,9 +98,11 @@ std::vector<Route> Api::make_routes() {
         {admin_route(http::verb::get, "/api/v1/admin/volunteers"),
          [this](const Request& r, const RouteCall&) { return volunteers(r, true); }},
         {admin_route(http::verb::post, "/api/v1/admin/task/pause"),
-         [this](const Request& r, const RouteCall&) { return pause_task(r, TaskState::Paused); }},
+         [this](const Request& r, const RouteCall&) { return task_action(r, "pause"); }},
         {admin_route(http::verb::post, "/api/v1/admin/task/resume"),
-         [this](const Request& r, const RouteCall&) { return pause_task(r, TaskState::Active); }},
+         [this](const Request& r, const RouteCall&) { return task_action(r, "resume"); }},
+        {admin_route(http::verb::post, "/api/v1/admin/tasks/"),
+         [this](const Request& r, const RouteCall& c) { return task_action(r, c.rest); }},
         {admin_route(http::verb::post, "/api/v1/admin/clients/"),
          [this](const Request& r, const RouteCall& c) { return client_action(r, c.rest); }},
     };
@@ -101,7 +111,7 @@ std::vector<Route> Api::make_routes() {
 std::uint64_t Api::body_limit(http::verb method, std::string_view target) const {
     auto found = routes_.find(method, path_of(target));
     if (found.outcome == RouteTable::Outcome::Found && found.route->spec.body == BodySize::Delta)
-        return static_cast<std::uint64_t>(limits_.max_delta_bytes) + 4 + common::kMaxManifestBytes;
+        return static_cast<std::uint64_t>(max_delta_bytes_.load()) + 4 + common::kMaxManifestBytes;
     return limits_.small_body_bytes;
 }
 
@@ -174,7 +184,7 @@ Response Api::request_work(const Request& request, const ClientRecord& client) {
 }
 
 Response Api::upload_result(const Request& request, const ClientRecord& client) {
-    auto outcome = intake_.receive(client.id, request.body(), limits_.max_delta_bytes);
+    auto outcome = intake_.receive(client.id, request.body(), max_delta_bytes_.load());
     if (!outcome) return internal_error(request, outcome.message());
     if (outcome->http_status != 200)
         return error_response(request, static_cast<http::status>(outcome->http_status), outcome->error,

@@ -4,6 +4,7 @@
 // operator token. Thread-safe: called concurrently from the I/O threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -24,7 +25,7 @@ namespace tessera::server {
 
 struct ApiLimits {
     std::uint64_t small_body_bytes = 64 << 10;  // register, work, heartbeat, abandon, admin
-    std::int64_t max_delta_bytes = 64 << 20;    // uploads: set from the model's size
+    std::int64_t max_delta_bytes = 64 << 20;    // uploads: raised to fit the largest model served
     // New volunteers one address may register per window (Sybil limit); 0 = no limit.
     std::int64_t registrations_per_window = 20;
     std::int64_t registration_window_s = 3600;
@@ -49,13 +50,17 @@ public:
     // Events after `after` as SSE text ("id: N\nevent: KIND\ndata: JSON\n\n" each), from
     // the event hub's memory; `after` moves to the last id written. Empty when nothing is new.
     std::string event_stream_chunk(std::int64_t& after) { return events_.chunk_after(after); }
+    // Uploads up to this many delta bytes are taken (the largest model served sets it).
+    void raise_max_delta_bytes(std::int64_t bytes);
     // What the sessions record (latency, bytes) and /metrics shows.
     ServerMetrics& metrics() { return metrics_; }
 
 private:
     std::vector<Route> make_routes();
     Response route(const Request& request, std::string_view path, std::string_view peer);
-    Response versions(const Request& request);
+    Response versions(const Request& request, const std::string& task_id);
+    // GET /api/v1/tasks/<id>/stats, history, samples, samples/<version>.png or versions.
+    Response task_route(const Request& request, std::string_view id_and_route);
     Response volunteers(const Request& request, bool full);
     Response rejections(const Request& request);
     Response events(const Request& request);
@@ -66,7 +71,9 @@ private:
     Response heartbeat(const Request& request, const ClientRecord& client);
     Response abandon(const Request& request, const ClientRecord& client);
     Response result_status(const Request& request, const ClientRecord& client);
-    Response pause_task(const Request& request, TaskState state);
+    // POST /api/v1/admin/tasks/<id>/pause, resume, finish or weight?value=W ("pause" and
+    // "resume" alone: the current task).
+    Response task_action(const Request& request, std::string_view id_and_action);
     Response client_action(const Request& request, std::string_view id_and_action);
     std::variant<AssignmentRecord, Response> own_assignment(const Request& request, const ClientRecord& client);
 
@@ -82,6 +89,7 @@ private:
     std::string operator_token_sha256_;
     Clock clock_;
     ApiLimits limits_;
+    std::atomic<std::int64_t> max_delta_bytes_;
     RouteTable routes_;
 };
 

@@ -20,16 +20,32 @@ boost::json::object version_json(const VersionRecord& v) {
 
 }  // namespace
 
-Response Api::versions(const Request& request) {
-    auto task = load_current_task(store_);
+Response Api::versions(const Request& request, const std::string& task_id) {
+    auto task = task_id.empty() ? store_.current_task() : store_.task(task_id);
     if (!task) return internal_error(request, task.message());
+    if (!*task && !task_id.empty())
+        return error_response(request, http::status::not_found, "not_found", "no task '" + task_id + "'");
     boost::json::array rows;
     if (*task) {
-        auto versions = store_.versions((*task)->record.id);
+        auto versions = store_.versions((*task)->id);
         if (!versions) return internal_error(request, versions.message());
         for (const auto& v : *versions) rows.push_back(version_json(v));
     }
     return json_response(request, http::status::ok, {{"versions", rows}});
+}
+
+Response Api::task_route(const Request& request, std::string_view id_and_route) {
+    auto slash = id_and_route.find('/');
+    std::string id(id_and_route.substr(0, slash));
+    auto route = slash == std::string_view::npos ? std::string_view() : id_and_route.substr(slash + 1);
+    if (route == "stats") return dashboard_.stats(request, id);
+    if (route == "history") return dashboard_.history(request, id);
+    if (route == "samples") return dashboard_.samples(request, id);
+    if (route.starts_with("samples/")) return dashboard_.sample_image(request, id, route.substr(8));
+    if (route == "versions") return versions(request, id);
+    return error_response(request, http::status::not_found, "not_found",
+                          "no route tasks/" + std::string(id_and_route) +
+                              " (stats, history, samples, samples/<version>.png, versions)");
 }
 
 Response Api::volunteers(const Request& request, bool full) {
@@ -108,15 +124,39 @@ Response Api::metrics(const Request& request) {
     return text_response(request, http::status::ok, prometheus_text(stored, metrics_), "text/plain; version=0.0.4");
 }
 
-// Admin routes: GET volunteers (full rows); POST task/pause, task/resume,
-// clients/<id>/ban, clients/<id>/unban, clients/<id>/release (from quarantine).
-Response Api::pause_task(const Request& request, TaskState state) {
-    auto task = store_.current_task();
+// Admin routes: GET volunteers (full rows); POST tasks/<id>/pause, resume, finish, weight;
+// task/pause and task/resume (the current task); clients/<id>/ban, clients/<id>/unban,
+// clients/<id>/release (from quarantine).
+Response Api::task_action(const Request& request, std::string_view id_and_action) {
+    auto slash = id_and_action.find('/');
+    std::string id(slash == std::string_view::npos ? std::string_view() : id_and_action.substr(0, slash));
+    auto action = slash == std::string_view::npos ? id_and_action : id_and_action.substr(slash + 1);
+    auto task = id.empty() ? store_.current_task() : store_.task(id);
     if (!task) return internal_error(request, task.message());
-    if (!*task) return error_response(request, http::status::not_found, "not_found", "no task");
-    if (auto status = store_.set_task_state((*task)->id, state); !status)
+    if (!*task) return error_response(request, http::status::not_found, "not_found", "no task '" + id + "'");
+    id = (*task)->id;
+    if (action == "weight") {
+        double weight = query_number(request.target(), "value", -1);
+        if (!(weight >= 0) || weight > 1e6)
+            return error_response(request, http::status::bad_request, "bad_request",
+                                  "weight needs ?value=W, 0 <= W <= 1e6");
+        if (auto status = store_.set_task_weight(id, weight); !status)
+            return internal_error(request, status.message());
+        return json_response(request, http::status::ok, {{"task", id}, {"weight", weight}});
+    }
+    std::optional<TaskState> state;
+    if (action == "pause") state = TaskState::Paused;
+    if (action == "resume") state = TaskState::Active;
+    if (action == "finish") state = TaskState::Finished;
+    if (!state)
+        return error_response(request, http::status::not_found, "not_found",
+                              "no admin route tasks/" + std::string(id_and_action) +
+                                  " (pause, resume, finish, weight?value=W)");
+    if ((*task)->state == TaskState::Finished && *state != TaskState::Finished)
+        return error_response(request, http::status::conflict, "finished", "task '" + id + "' is finished");
+    if (auto status = store_.set_task_state(id, *state, clock_()); !status)
         return internal_error(request, status.message());
-    return json_response(request, http::status::ok, {{"task", (*task)->id}, {"state", task_state_name(state)}});
+    return json_response(request, http::status::ok, {{"task", id}, {"state", task_state_name(*state)}});
 }
 
 // POST /api/v1/admin/clients/<id>/ban, /unban or /release.

@@ -25,8 +25,51 @@ Response not_found(const Request& request, std::string_view what) {
 
 }  // namespace
 
-Dashboard::Dashboard(Store& store, SampleGallery* gallery, RunFacts facts, Clock clock)
-    : store_(store), gallery_(gallery), facts_(std::move(facts)), clock_(std::move(clock)) {}
+Dashboard::Dashboard(Store& store, TaskFactsLookup task_facts, RunFacts facts, Clock clock)
+    : store_(store), task_facts_(std::move(task_facts)), facts_(std::move(facts)), clock_(std::move(clock)) {}
+
+std::variant<std::optional<TaskView>, Response> Dashboard::task_of(const Request& request, const std::string& task_id) {
+    if (task_id.empty()) {
+        auto current = load_current_task(store_);
+        if (!current) return internal_error(request, current.message());
+        return std::move(*current);
+    }
+    auto record = store_.task(task_id);
+    if (!record) return internal_error(request, record.message());
+    if (!*record) return not_found(request, "task '" + task_id + "'");
+    auto view = load_task(store_, task_id);
+    if (!view) return internal_error(request, view.message());
+    return std::optional<TaskView>(std::move(*view));
+}
+
+// Every task, oldest first: its state, weight and progress, and whether this process serves it.
+Response Dashboard::tasks(const Request& request) {
+    auto records = store_.tasks();
+    if (!records) return internal_error(request, records.message());
+    boost::json::array rows;
+    for (const auto& record : *records) {
+        auto view = load_task(store_, record.id);
+        if (!view) return internal_error(request, view.message());
+        auto versions = store_.versions(record.id);
+        if (!versions) return internal_error(request, versions.message());
+        auto evaluated = std::find_if(versions->rbegin(), versions->rend(),
+                                      [](const VersionRecord& v) { return v.validation_loss.has_value(); });
+        rows.push_back({{"id", record.id},
+                        {"state", task_state_name(record.state)},
+                        {"weight", record.weight},
+                        {"model", view->config.model},
+                        {"policy", policy_name(view->config.merge.kind)},
+                        {"created_at", record.created_at},
+                        {"version", record.version},
+                        {"validation_loss", evaluated == versions->rend() ? boost::json::value(nullptr)
+                                                                          : boost::json::value(*evaluated->validation_loss)},
+                        {"served", task_facts_(record.id) != nullptr}});
+    }
+    auto current = store_.current_task();
+    if (!current) return internal_error(request, current.message());
+    return json_response(request, http::status::ok,
+                         {{"tasks", rows}, {"current", *current ? boost::json::value((*current)->id) : nullptr}});
+}
 
 // Embedded files: revalidated each time (ETag), so a new server build is picked up at once.
 Response Dashboard::page(const Request& request, std::string_view name) {
@@ -50,12 +93,13 @@ Response Dashboard::page(const Request& request, std::string_view name) {
     return response;
 }
 
-Response Dashboard::stats(const Request& request) {
+Response Dashboard::stats(const Request& request, const std::string& task_id) {
     auto now = clock_();
     auto counts = store_.counts(now - kVolunteerActiveWindowS);
     if (!counts) return internal_error(request, counts.message());
-    auto task = load_current_task(store_);
-    if (!task) return internal_error(request, task.message());
+    auto found = task_of(request, task_id);
+    if (auto* response = std::get_if<Response>(&found)) return std::move(*response);
+    auto& task = std::get<std::optional<TaskView>>(found);
     auto last_event = store_.last_event_id();
     if (!last_event) return internal_error(request, last_event.message());
     boost::json::object work_units;
@@ -76,7 +120,7 @@ Response Dashboard::stats(const Request& request) {
                              {"validation_accuracy", nullptr},
                              {"validation_samples", nullptr},
                              {"validation_full", false},
-                             {"validation_set_samples", facts_.validation_set_samples},
+                             {"validation_set_samples", 0},
                              {"full_validation", nullptr},
                              {"samples_trained", 0},
                              {"throughput", {{"samples_per_s", 0.0}, {"work_units_per_hour", 0.0}, {"window_s", 0}}},
@@ -84,15 +128,18 @@ Response Dashboard::stats(const Request& request) {
     auto usage = state_usage();
     body["state_bytes"] = {
         {"blobs", usage.blobs}, {"results", usage.results}, {"database", usage.database}, {"total", usage.total()}};
-    if (!*task) return json_response(request, http::status::ok, body);
+    if (!task) return json_response(request, http::status::ok, body);
 
-    const auto& t = **task;
+    const auto& t = *task;
+    auto facts = task_facts_(t.record.id);
     body["version"] = t.record.version;
+    body["validation_set_samples"] = facts ? facts->validation_set_samples : 0;
     body["task"] = {{"id", t.record.id},
                     {"model", t.config.model},
-                    {"parameters", facts_.parameters},
+                    {"parameters", facts ? facts->parameters : 0},
                     {"policy", policy_name(t.config.merge.kind)},
                     {"state", task_state_name(t.record.state)},
+                    {"weight", t.record.weight},
                     {"created_at", t.record.created_at},
                     {"eval_samples", t.config.eval_samples},
                     {"eval_full_interval_s", t.config.eval_full_interval_s}};
@@ -130,15 +177,16 @@ Response Dashboard::stats(const Request& request) {
 
 // Results per time bucket (?bucket=S seconds, ?buckets=N of them up to now), gaps filled with
 // zeros, and merged results by staleness.
-Response Dashboard::history(const Request& request) {
+Response Dashboard::history(const Request& request, const std::string& task_id) {
     auto bucket_s = query_integer(request.target(), "bucket", 60, 10, 86400);
     auto count = query_integer(request.target(), "buckets", 120, 1, 1000);
-    auto task = load_current_task(store_);
-    if (!task) return internal_error(request, task.message());
+    auto found = task_of(request, task_id);
+    if (auto* response = std::get_if<Response>(&found)) return std::move(*response);
+    auto& task = std::get<std::optional<TaskView>>(found);
     boost::json::array buckets;
     boost::json::array staleness;
-    if (*task) {
-        const auto& id = (*task)->record.id;
+    if (task) {
+        const auto& id = task->record.id;
         auto now = clock_();
         auto current = now / bucket_s * bucket_s;
         auto since = current - (count - 1) * bucket_s;
@@ -150,7 +198,7 @@ Response Dashboard::history(const Request& request) {
             HistoryBucket bucket{start, 0, 0, 0, std::nullopt};
             if (row != rows->end() && row->start == start) bucket = *row++;
             // The rate over the part of the bucket the task has lived through.
-            auto covered = std::min(start + bucket_s, now) - std::max(start, (*task)->record.created_at);
+            auto covered = std::min(start + bucket_s, now) - std::max(start, task->record.created_at);
             auto rate = static_cast<double>(bucket.samples) / static_cast<double>(std::max<std::int64_t>(covered, 1));
             buckets.push_back({{"start", bucket.start},
                                {"accepted", bucket.accepted},
@@ -169,36 +217,44 @@ Response Dashboard::history(const Request& request) {
 
 // What the samples panel shows: a grid image per version ("images"), the classifier's
 // accuracy ("accuracy"), or nothing the model can draw ("none").
-Response Dashboard::samples(const Request& request) {
-    auto task = load_current_task(store_);
-    if (!task) return internal_error(request, task.message());
-    if (!*task) return json_response(request, http::status::ok, {{"kind", "none"}, {"message", "no task"}});
-    if (facts_.samples_kind != "images" || gallery_ == nullptr) {
-        boost::json::object body{{"kind", facts_.samples_kind}};
-        if (facts_.samples_kind == "none") body["message"] = "this model or its dataset cannot draw images";
+Response Dashboard::samples(const Request& request, const std::string& task_id) {
+    auto found = task_of(request, task_id);
+    if (auto* response = std::get_if<Response>(&found)) return std::move(*response);
+    auto& task = std::get<std::optional<TaskView>>(found);
+    if (!task) return json_response(request, http::status::ok, {{"kind", "none"}, {"message", "no task"}});
+    auto facts = task_facts_(task->record.id);
+    if (!facts) return json_response(request, http::status::ok, {{"kind", "none"}, {"message", "task not served"}});
+    if (facts->samples_kind != "images" || facts->gallery == nullptr) {
+        boost::json::object body{{"kind", facts->samples_kind}};
+        if (facts->samples_kind == "none") body["message"] = "this model or its dataset cannot draw images";
         return json_response(request, http::status::ok, body);
     }
-    auto current = (*task)->record.version;
-    auto status = gallery_->request(current);
+    auto current = task->record.version;
+    auto status = facts->gallery->request(current);
     boost::json::array classes;
-    for (const auto& name : facts_.classes) classes.push_back(boost::json::value(name));
+    for (const auto& name : facts->classes) classes.push_back(boost::json::value(name));
     boost::json::object body{{"kind", "images"},   {"current_version", current}, {"rendering", status.rendering},
                              {"classes", classes}, {"version", nullptr},         {"url", nullptr}};
     if (status.version) {
         body["version"] = *status.version;
-        body["url"] = "/api/v1/samples/" + std::to_string(*status.version) + ".png";
+        auto base = task_id.empty() ? std::string("/api/v1/samples/") : "/api/v1/tasks/" + task_id + "/samples/";
+        body["url"] = base + std::to_string(*status.version) + ".png";
     }
     if (!status.error.empty()) body["error"] = status.error;
     return json_response(request, http::status::ok, body);
 }
 
 // /api/v1/samples/<version>.png: immutable once drawn.
-Response Dashboard::sample_image(const Request& request, std::string_view name) {
+Response Dashboard::sample_image(const Request& request, const std::string& task_id, std::string_view name) {
     constexpr std::string_view kPng = ".png";
     auto version = name.ends_with(kPng) ? query_integer("?v=" + std::string(name.substr(0, name.size() - kPng.size())),
                                                         "v", -1, 0, common::kMaxSafeInteger)
                                         : -1;
-    auto png = gallery_ != nullptr && version >= 0 ? gallery_->image(version) : nullptr;
+    auto found = task_of(request, task_id);
+    if (auto* response = std::get_if<Response>(&found)) return std::move(*response);
+    auto& task = std::get<std::optional<TaskView>>(found);
+    auto facts = task ? task_facts_(task->record.id) : nullptr;
+    auto png = facts && facts->gallery && version >= 0 ? facts->gallery->image(version) : nullptr;
     if (!png) return not_found(request, "sample image " + std::string(name) + " (GET /api/v1/samples for the newest)");
     http::response<http::vector_body<std::uint8_t>> response{http::status::ok, request.version()};
     response.set(http::field::server, "tessera-server");

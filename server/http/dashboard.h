@@ -1,49 +1,65 @@
 // The dashboard's routes (docs/dashboard.md): the page and its assets (embedded in the
-// binary at build time), the run overview (/api/v1/stats), the charts' history and the
-// sample images. Read-only and public. Thread-safe, like Api.
+// binary at build time), the list of tasks, and per task the overview (/api/v1/stats), the
+// charts' history and the sample images. Read-only and public. Thread-safe, like Api.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "http_types.h"
 #include "sample_gallery.h"
 #include "state_dir.h"
 #include "store.h"
+#include "task_lookup.h"
 
 namespace tessera::server {
 
-// What the server knows about the run when it starts.
-struct RunFacts {
-    std::int64_t started_at = 0;              // the server process's start
+// What the dashboard shows of a task beside its records, fixed when this process starts
+// serving it.
+struct TaskFacts {
     std::int64_t parameters = 0;              // values in the model
     std::vector<std::string> classes;         // the dataset's class names, for the samples' rows
     std::int64_t validation_set_samples = 0;  // the whole validation set; 0: unknown
     // What the samples panel shows: "images" (a grid per version, from the gallery),
     // "accuracy" (a classifier) or "none" (a generator without a decoder).
     std::string samples_kind = "none";
-    StateDir state{""};  // its size is shown
+    std::shared_ptr<SampleGallery> gallery;  // for "images"
+};
+// The facts of a task this process serves; null for one it does not serve.
+using TaskFactsLookup = std::function<std::shared_ptr<const TaskFacts>(const std::string& task_id)>;
+
+// What the server knows about itself when it starts.
+struct RunFacts {
+    std::int64_t started_at = 0;  // the server process's start
+    StateDir state{""};           // its size is shown
 };
 
 class Dashboard {
 public:
-    // `gallery` is needed for samples_kind "images" only.
-    Dashboard(Store& store, SampleGallery* gallery, RunFacts facts, Clock clock);
+    Dashboard(Store& store, TaskFactsLookup task_facts, RunFacts facts, Clock clock);
     // The dashboard's routes (the API's route table lists them): an embedded file by name
-    // ("index.html" for /), the overview, the charts' history, the samples panel and a
-    // version's sample image.
+    // ("index.html" for /), every task, and per task the overview, the charts' history, the
+    // samples panel and a version's sample image. `task_id` empty: the current task (the
+    // newest unfinished one; the routes without a task id).
     Response page(const Request& request, std::string_view name);
-    Response stats(const Request& request);
+    Response tasks(const Request& request);
+    Response stats(const Request& request, const std::string& task_id = "");
     StateUsage state_usage() const { return server::state_usage(facts_.state); }
-    Response history(const Request& request);
-    Response samples(const Request& request);
-    Response sample_image(const Request& request, std::string_view name);
+    Response history(const Request& request, const std::string& task_id = "");
+    Response samples(const Request& request, const std::string& task_id = "");
+    Response sample_image(const Request& request, const std::string& task_id, std::string_view name);
 
 private:
+    // The task a route names, or the current one (nullopt: none); a 404 for an unknown id.
+    std::variant<std::optional<TaskView>, Response> task_of(const Request& request, const std::string& task_id);
+
     Store& store_;
-    SampleGallery* gallery_;
+    TaskFactsLookup task_facts_;
     RunFacts facts_;
     Clock clock_;
 };

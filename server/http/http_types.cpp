@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <optional>
 
 namespace tessera::server {
 
@@ -42,25 +44,43 @@ Response internal_error(const Request& request, const std::string& message) {
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
-std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback, std::int64_t min,
-                           std::int64_t max) {
+namespace {
+
+// The text of query parameter `name`, if present.
+std::optional<std::string_view> query_value(std::string_view target, std::string_view name) {
     auto query_start = target.find('?');
-    if (query_start == std::string_view::npos) return fallback;
+    if (query_start == std::string_view::npos) return std::nullopt;
     auto query = target.substr(query_start + 1);
     while (!query.empty()) {
         auto amp = query.find('&');
         auto pair = query.substr(0, amp);
-        if (pair.starts_with(name) && pair.size() > name.size() && pair[name.size()] == '=') {
-            auto text = pair.substr(name.size() + 1);
-            std::int64_t value = 0;
-            auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-            if (error != std::errc() || end != text.data() + text.size()) return fallback;
-            return std::clamp(value, min, max);
-        }
+        if (pair.starts_with(name) && pair.size() > name.size() && pair[name.size()] == '=')
+            return pair.substr(name.size() + 1);
         if (amp == std::string_view::npos) break;
         query.remove_prefix(amp + 1);
     }
-    return fallback;
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback, std::int64_t min,
+                           std::int64_t max) {
+    auto text = query_value(target, name);
+    if (!text) return fallback;
+    std::int64_t value = 0;
+    auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+    if (error != std::errc() || end != text->data() + text->size()) return fallback;
+    return std::clamp(value, min, max);
+}
+
+double query_number(std::string_view target, std::string_view name, double fallback) {
+    auto text = query_value(target, name);
+    if (!text) return fallback;
+    double value = 0;
+    auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+    if (error != std::errc() || end != text->data() + text->size() || !std::isfinite(value)) return fallback;
+    return value;
 }
 
 }  // namespace tessera::server

@@ -34,5 +34,7 @@ std::string_view path_of(std::string_view target);
 // Query parameter `name` as an integer in [min, max], or `fallback` when absent or bad.
 std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback, std::int64_t min,
                            std::int64_t max);
+// Query parameter `name` as a finite number, or `fallback` when absent or bad.
+double query_number(std::string_view target, std::string_view name, double fallback);
 
 }  // namespace tessera::server

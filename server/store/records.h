@@ -56,6 +56,7 @@ struct TaskRecord {
     TaskState state = TaskState::Active;
     std::int64_t created_at = 0;
     std::int64_t version = 0;
+    double weight = 1;  // the operator's share of work among the running tasks
 };
 
 struct ShardRecord {

@@ -108,13 +108,15 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
 // and assignments by acceptance, 3 → 4 the contribution checks' columns (quarantine,
 // registration address, gain per step) and their indexes, 4 → 5 the downlink patches'
 // columns of model_versions (state, patch) and its index by blob, 5 → 6 the checkpoint and
-// pinned flags, 6 → 7 (both back ends; PostgreSQL support began at 6) the leases table. A
+// pinned flags, 6 → 7 (both back ends; PostgreSQL support began at 6) the leases table and
+// the tasks' weights. A
 // database from a newer server is refused.
 namespace {
 
-// Schema 7's table, as in both schema files (its integers are 64-bit on both).
-constexpr const char* kLeasesTableSql =
-    "CREATE TABLE leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL);";
+// Schema 7's additions, as in both schema files (BIGINT and REAL are 64-bit on both).
+constexpr const char* kSchema7Sql =
+    "CREATE TABLE leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL); "
+    "ALTER TABLE tasks ADD COLUMN weight REAL NOT NULL DEFAULT 1;";
 
 }  // namespace
 
@@ -145,7 +147,7 @@ void Store::migrate() {
     } else if (db().dialect() == Dialect::Postgres) {
         if (version < 6)
             throw DatabaseError("schema version " + std::to_string(version) + " has no migration on PostgreSQL");
-        db().exec(kLeasesTableSql);
+        db().exec(kSchema7Sql);
     } else {
         if (version < 2)
             db().exec(
@@ -174,7 +176,7 @@ void Store::migrate() {
             db().exec(
                 "ALTER TABLE model_versions ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 1; "
                 "ALTER TABLE model_versions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;");
-        db().exec(kLeasesTableSql);
+        db().exec(kSchema7Sql);
     }
     db().set_schema_version(kSchemaVersion);
     transaction.commit();

@@ -80,7 +80,12 @@ public:
     common::Result<std::optional<TaskRecord>> current_task();  // the newest unfinished task
     common::Result<std::optional<TaskRecord>> task(const std::string& id);
     common::Result<std::vector<TaskRecord>> tasks();
-    common::Status set_task_state(const std::string& id, TaskState state);
+    // Pausing, resuming or finishing a task (an event records it).
+    common::Status set_task_state(const std::string& id, TaskState state, std::int64_t now);
+    // The task's share of work among the running tasks (the scheduler draws by weight).
+    common::Status set_task_weight(const std::string& id, double weight);
+    // The task's assignments not settled yet: issued, or returned and not yet merged or refused.
+    common::Result<std::int64_t> results_in_flight(const std::string& task_id);
     common::Result<std::vector<ShardRecord>> shards(const std::string& task_id);
     common::Result<std::optional<VersionRecord>> version(const std::string& task_id, std::int64_t version);
     common::Result<std::vector<VersionRecord>> versions(const std::string& task_id);

@@ -6,7 +6,7 @@
 namespace tessera::server {
 namespace {
 
-constexpr const char* kTaskColumns = "id, config, state, created_at, version";
+constexpr const char* kTaskColumns = "id, config, state, created_at, version, weight";
 constexpr const char* kVersionColumns =
     "task_id, version, blob_sha256, blob_bytes, optimizer_sha256, created_at, merged_results, "
     "validation_loss, validation_accuracy, validation_samples, validation_full, state_sha256, patch_sha256, "
@@ -21,6 +21,7 @@ TaskRecord read_task(const Statement& row) {
     task.state = *state;
     task.created_at = row.integer(3);
     task.version = row.integer(4);
+    task.weight = row.real(5);
     return task;
 }
 
@@ -74,11 +75,12 @@ common::Status Store::create_task(const TaskRecord& task, const std::vector<Shar
         Statement exists(db(), "SELECT 1 FROM tasks WHERE id = ?");
         exists.bind(1, task.id);
         if (exists.step()) return common::make_error("a task named '" + task.id + "' exists already");
-        Statement(db(), "INSERT INTO tasks(id, config, state, created_at, version) VALUES (?, ?, ?, ?, 0)")
+        Statement(db(), "INSERT INTO tasks(id, config, state, created_at, version, weight) VALUES (?, ?, ?, ?, 0, ?)")
             .bind(1, task.id)
             .bind(2, task.config_json)
             .bind(3, task_state_name(task.state))
             .bind(4, task.created_at)
+            .bind(5, task.weight)
             .run();
         for (const auto& shard : shards)
             Statement(db(), "INSERT INTO shards(task_id, sha256, bytes, samples) VALUES (?, ?, ?, ?)")
@@ -121,13 +123,35 @@ common::Result<std::vector<TaskRecord>> Store::tasks() {
     });
 }
 
-common::Status Store::set_task_state(const std::string& id, TaskState state) {
+common::Status Store::set_task_state(const std::string& id, TaskState state, std::int64_t now) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db());
         Statement(db(), "UPDATE tasks SET state = ? WHERE id = ?").bind(1, task_state_name(state)).bind(2, id).run();
         if (db().changes() != 1) return common::make_error("no task '" + id + "'");
+        insert_event(db(), "task_state", {{"task_id", id}, {"state", task_state_name(state)}}, now);
         transaction.commit();
         return {};
+    });
+}
+
+common::Status Store::set_task_weight(const std::string& id, double weight) {
+    return guarded([&]() -> common::Status {
+        Transaction transaction(db());
+        Statement(db(), "UPDATE tasks SET weight = ? WHERE id = ?").bind(1, weight).bind(2, id).run();
+        if (db().changes() != 1) return common::make_error("no task '" + id + "'");
+        transaction.commit();
+        return {};
+    });
+}
+
+common::Result<std::int64_t> Store::results_in_flight(const std::string& task_id) {
+    return guarded([&]() -> common::Result<std::int64_t> {
+        Statement query(db(),
+                        "SELECT COUNT(*) FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                        "WHERE w.task_id = ? AND a.state IN ('in_progress', 'returned', 'validated', 'accepted')");
+        query.bind(1, task_id);
+        query.step();
+        return query.integer(0);
     });
 }
 

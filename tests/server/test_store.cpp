@@ -129,14 +129,14 @@ TEST_CASE("the schema is applied once, settings persist, and a newer schema is r
     });
 }
 
-TEST_CASE("a schema-6 database gains the leases table") {
+TEST_CASE("a schema-6 database gains the leases table and the tasks' weights") {
     on_each_backend([](Backend& b) {
         REQUIRE(b.store->claim_lease({"aggregator:t", "a"}, 100, 115).value());
         b.store.reset();
         {
             auto db = open_database(b.url, false);
             db->begin();
-            db->exec("DROP TABLE leases");
+            db->exec("DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight");
             db->set_schema_version(6);
             db->exec("COMMIT");
         }
@@ -144,6 +144,8 @@ TEST_CASE("a schema-6 database gains the leases table") {
         CHECK(b.store->schema_version().value() == Store::kSchemaVersion);
         CHECK(!b.store->lease("aggregator:t").value().has_value());
         CHECK(b.store->claim_lease({"aggregator:t", "b"}, 100, 115).value());
+        make_task(*b.store, "t", 50);
+        CHECK(b.store->task("t").value()->weight == 1);
     });
 }
 
@@ -192,11 +194,18 @@ TEST_CASE("tasks and versions: the newest unfinished task, version chains, check
         make_task(store, "u", 50);  // same second: the later insert is newer
         CHECK(!store.create_task({"t", "{}", TaskState::Active, 60, 0}, {}, version_record("t", 0)).ok());
         CHECK(store.current_task().value()->id == "u");
-        REQUIRE(store.set_task_state("u", TaskState::Finished));
+        REQUIRE(store.set_task_state("u", TaskState::Finished, 70));
         CHECK(store.current_task().value()->id == "t");
+        CHECK(!store.set_task_state("absent", TaskState::Paused, 70).ok());
+        auto events = store.events_after(0, 100).value();
+        CHECK(std::any_of(events.begin(), events.end(), [](const auto& e) { return e.kind == "task_state"; }));
+        REQUIRE(store.set_task_weight("t", 2.5));
+        CHECK(!store.set_task_weight("absent", 1).ok());
         auto tasks = store.tasks().value();
         REQUIRE(tasks.size() == 2);
         CHECK(tasks[0].id == "t");
+        CHECK(tasks[0].weight == 2.5);
+        CHECK(tasks[1].weight == 1);  // the default
         auto shards = store.shards("t").value();
         REQUIRE(shards.size() == 2);
         CHECK(shards[0].sha256 == "shard-a");
@@ -272,13 +281,16 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
 
         auto first = issue(store, "w1", alice.id, 1000, 2000);
         CHECK(store.in_flight(alice.id).value() == 1);
+        CHECK(store.results_in_flight("t").value() == 1);  // issued
         CHECK(store.record_return(first.id, "delta-1", 64, R"({"samples":3200,"loss_end":0.5})", 1100).value());
         CHECK(!store.record_return(first.id, "delta-1", 64, "{}", 1100).value());  // not in progress any more
         CHECK(store.pending_delta_ids().value().count(first.id) == 1);
         CHECK(store.accept(first.id, {2.5, 0.01}, 3.0, true, 1110).value());
         CHECK(store.work_unit("w1").value()->state == WorkUnitState::Done);
         CHECK(store.accepted_unmerged("t").value().size() == 1);
+        CHECK(store.results_in_flight("t").value() == 1);  // accepted, not merged yet
         REQUIRE(store.commit_version(version_record("t", 1), {first.id}));
+        CHECK(store.results_in_flight("t").value() == 0);
         auto merged = store.assignment(first.id).value().value();
         CHECK(merged.state == AssignmentState::Merged);
         CHECK(merged.merged_version.value() == 1);

@@ -27,7 +27,8 @@ struct InProcessServer::Parts {
     std::unique_ptr<ResultFiles> results;
     std::unique_ptr<PublishedModels> published;
     std::unique_ptr<ModelCache> models;
-    std::unique_ptr<ProbePool> probes;
+    std::shared_ptr<ProbePool> probes;
+    ProbePools probe_pools;  // the one task's
     CopyDetector copies;
     CheckCosts check_costs;
     std::atomic<double> merge_seconds{0};
@@ -74,7 +75,8 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const S
     if (!manifest) return manifest.error();
     auto factory = make_torch_probe_factory(config, data_dir / manifest->validation.file);
     if (!factory) return factory.error();
-    p.probes = std::make_unique<ProbePool>(std::move(*factory), 1);
+    p.probes = std::make_shared<ProbePool>(std::move(*factory), 1);
+    p.probe_pools.add(p.task_id, p.probes);
     auto version0 = p.models->get(p.task_id, 0);
     if (!version0) return version0.error();
     p.max_delta_bytes = max_delta_bytes_for(value_count(**version0));
@@ -90,11 +92,11 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const S
     hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
         raw->copies.note_model(task_id, version, model);
     };
-    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.published, *p.results, *p.probes, no_curve,
+    p.aggregator = std::make_unique<Aggregator>(*p.store, *p.blobs, *p.published, *p.results, p.probes, no_curve,
                                                 p.clock, std::move(hooks));
     p.validator = std::make_unique<Validator>(
-        *p.store, *p.results, *p.models, *p.probes, *p.blobs, p.copies, p.check_costs, p.clock,
-        [raw](const std::string& id) { raw->aggregator->enqueue(id); }, seed);
+        *p.store, *p.results, *p.models, p.probe_pools, *p.blobs, p.copies, p.check_costs, p.clock,
+        [raw](const std::string&, const std::string& id) { raw->aggregator->enqueue(id); }, seed);
     p.transitioner = std::make_unique<Transitioner>(
         *p.store, *p.validator, [](std::function<void()> job) { job(); }, p.clock);
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.clock, "", seed + 1);

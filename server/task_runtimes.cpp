@@ -1,0 +1,99 @@
+// TaskRuntimes: following the tasks table.
+#include "task_runtimes.h"
+
+#include <iostream>
+
+namespace tessera::server {
+
+TaskRuntimes::TaskRuntimes(Store& store, Starter start, Stopper stop)
+    : store_(store), start_(std::move(start)), stop_(std::move(stop)) {}
+
+TaskRuntimes::~TaskRuntimes() { stop(); }
+
+common::Result<bool> TaskRuntimes::should_serve(const TaskRecord& record) {
+    if (record.state != TaskState::Finished) return true;
+    auto in_flight = store_.results_in_flight(record.id);
+    if (!in_flight) return in_flight.error();
+    return *in_flight > 0;
+}
+
+common::Status TaskRuntimes::refresh() {
+    std::lock_guard serial(refreshing_);
+    auto records = store_.tasks();
+    if (!records) return records.error();
+    std::set<std::string> wanted;
+    common::Status outcome;
+    for (const auto& record : *records) {
+        auto serve = should_serve(record);
+        if (!serve) return serve.error();
+        if (!*serve) continue;
+        wanted.insert(record.id);
+        if (find(record.id)) continue;
+        auto view = load_task(store_, record.id);
+        auto runtime = view ? start_(*view) : common::Result<std::shared_ptr<TaskRuntime>>(view.error());
+        if (!runtime) {
+            outcome = common::with_context("task '" + record.id + "'", runtime.error());
+            continue;
+        }
+        std::lock_guard lock(mutex_);
+        running_[record.id] = std::move(*runtime);
+    }
+    std::vector<std::shared_ptr<TaskRuntime>> dropped;
+    {
+        std::lock_guard lock(mutex_);
+        for (auto it = running_.begin(); it != running_.end();)
+            if (wanted.count(it->first)) {
+                ++it;
+            } else {
+                dropped.push_back(std::move(it->second));
+                it = running_.erase(it);
+            }
+    }
+    for (auto& runtime : dropped) {
+        std::cerr << "tessera-server: task " << runtime->task.record.id << " is finished; no longer served\n";
+        stop_(*runtime);
+    }
+    return outcome;
+}
+
+void TaskRuntimes::watch(std::chrono::milliseconds poll) {
+    watcher_ = std::thread([this, poll] {
+        std::unique_lock lock(mutex_);
+        while (!stopping_) {
+            if (changed_.wait_for(lock, poll, [this] { return stopping_; })) break;
+            lock.unlock();
+            if (auto status = refresh(); !status) std::cerr << "tessera-server: tasks: " << status.message() << "\n";
+            lock.lock();
+        }
+    });
+}
+
+void TaskRuntimes::stop() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    changed_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+    std::map<std::string, std::shared_ptr<TaskRuntime>> running;
+    {
+        std::lock_guard lock(mutex_);
+        running.swap(running_);
+    }
+    for (auto& [id, runtime] : running) stop_(*runtime);
+}
+
+std::shared_ptr<TaskRuntime> TaskRuntimes::find(const std::string& task_id) const {
+    std::lock_guard lock(mutex_);
+    auto found = running_.find(task_id);
+    return found == running_.end() ? nullptr : found->second;
+}
+
+std::vector<std::shared_ptr<TaskRuntime>> TaskRuntimes::all() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::shared_ptr<TaskRuntime>> list;
+    for (const auto& [id, runtime] : running_) list.push_back(runtime);
+    return list;
+}
+
+}  // namespace tessera::server
