@@ -1,8 +1,10 @@
-// A deployment past one machine, for real: three tessera-server processes on one PostgreSQL
-// database (a private cluster) and one shared state directory, behind a real nginx upstream
-// on loopback, with real tessera-client volunteers training through it. kill -9 of the process
+// A deployment past one machine, for real: tessera-server processes on one PostgreSQL database
+// (a private cluster) and one shared state directory, behind a real nginx upstream on
+// loopback, with real tessera-client volunteers training through it. kill -9 of the process
 // running the aggregator: another takes over within the lease, the version keeps climbing,
-// and every result a volunteer had acknowledged is merged exactly once.
+// and every result a volunteer had acknowledged is merged exactly once. Two tasks at once:
+// one created while the servers run is served, each progresses with its own curve, and a
+// finished task is no longer served.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -50,6 +52,27 @@ std::string upstream_config(const std::vector<std::unique_ptr<ServerProcess>>& s
     return config + "  }\n";
 }
 
+// Starts `count` server processes on the prepared state, nginx in front of them, and
+// `volunteers` real clients through nginx.
+struct Deployment {
+    std::vector<std::unique_ptr<ServerProcess>> servers;
+    std::unique_ptr<NginxProcess> proxy;
+    std::vector<std::unique_ptr<ChildProcess>> volunteers;
+
+    Deployment(const PreparedState& prepared, int count, int volunteer_count);
+    void stop_volunteers() {
+        for (auto& volunteer : volunteers) volunteer->signal(SIGINT);
+        for (auto& volunteer : volunteers) CHECK(volunteer->wait() == 0);
+    }
+};
+
+// Runs a tessera-server command to its end; its exit status.
+int server_command(std::vector<std::string> args, const PreparedState& prepared) {
+    args.insert(args.begin(), env("TESSERA_SERVER"));
+    args.insert(args.end(), {"--state", prepared.state().root().string(), "--db", prepared.state().database_url()});
+    return ChildProcess(args).wait();
+}
+
 constexpr const char* kProxy =
     "    client_max_body_size 0;\n"
     "    location / {\n"
@@ -63,8 +86,6 @@ constexpr const char* kProxy =
 }  // namespace
 
 TEST_CASE("three processes behind nginx on PostgreSQL: kill -9 of the aggregator's process loses nothing") {
-    const char* nginx = std::getenv("TESSERA_NGINX");
-    REQUIRE_MESSAGE(nginx != nullptr, "TESSERA_NGINX is not set (scripts/install-deps installs nginx-light)");
     PostgresCluster cluster;
     PreparedState prepared(
         [](TaskConfig& config) {
@@ -75,19 +96,8 @@ TEST_CASE("three processes behind nginx on PostgreSQL: kill -9 of the aggregator
     auto store = Store::connect(prepared.state().database_url(), false).value();
     auto task_id = store->current_task().value().value().id;
     auto lease_name = "aggregator:" + task_id;
-
-    std::vector<std::unique_ptr<ServerProcess>> servers;
-    for (int i = 0; i < 3; ++i)
-        servers.push_back(std::make_unique<ServerProcess>(
-            prepared.state(), std::vector<std::string>{"--aggregator-lease", std::to_string(kLeaseS), "--tick", "1"}));
-    NginxProcess proxy(nginx, prepared.dir() / "nginx", kProxy, upstream_config(servers));
-
-    std::vector<std::unique_ptr<ChildProcess>> volunteers;
-    for (int v = 0; v < 3; ++v)
-        volunteers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
-            env("TESSERA_CLIENT"), "--server", "http://127.0.0.1:" + std::to_string(proxy.port()), "--state",
-            (prepared.dir() / ("volunteer" + std::to_string(v))).string(), "--device", "cpu", "--threads", "1",
-            "--name", "v" + std::to_string(v), "--quiet"}));
+    Deployment deployment(prepared, 3, 3);
+    auto& servers = deployment.servers;
 
     auto version = [&] { return store->task(task_id).value().value().version; };
     auto leader = [&] {
@@ -120,8 +130,7 @@ TEST_CASE("three processes behind nginx on PostgreSQL: kill -9 of the aggregator
     // The volunteers finish their current units and stop; then everything acknowledged settles
     // (a result the killed process had acknowledged but not validated is validated again by
     // the survivors' transitioners after a minute).
-    for (auto& volunteer : volunteers) volunteer->signal(SIGINT);
-    for (auto& volunteer : volunteers) CHECK(volunteer->wait() == 0);
+    deployment.stop_volunteers();
     auto unsettled = [&] {
         auto counts = store->counts(0).value().assignments;
         return counts["returned"] + counts["validated"] + counts["accepted"];
@@ -156,3 +165,76 @@ TEST_CASE("three processes behind nginx on PostgreSQL: kill -9 of the aggregator
     MESSAGE("versions: " << before_kill << " before the kill, " << final_version << " at the end; " << log.size()
                          << " results merged");
 }
+
+TEST_CASE("two tasks at once behind nginx on PostgreSQL: a task created while serving is served, a finished one is not") {
+    PostgresCluster cluster;
+    PreparedState prepared(
+        [](TaskConfig& config) {
+            config.task_id = "first";
+            config.deadline_s = 30;
+            config.eval_interval_s = 1;
+        },
+        cluster.create_database("two_tasks"));
+    auto store = Store::connect(prepared.state().database_url(), false).value();
+    Deployment deployment(prepared, 2, 2);
+    auto version = [&](const std::string& id) { return store->task(id).value().value().version; };
+    REQUIRE(wait_for([&] { return version("first") >= 2; }, std::chrono::seconds(120)));
+
+    // A second task, created with the real command while the servers run (no restart).
+    REQUIRE(server_command({"task", "create", "--data", (prepared.dir() / "data").string(), "--id", "second",
+                            "--local-steps", "4", "--batch", "8", "--target-seconds", "0", "--replication", "0",
+                            "--loss-check", "0", "--trust-streak", "0", "--min-alignment", "-1", "--eval-samples", "64",
+                            "--eval-interval", "1", "--deadline", "30s"},
+                           prepared) == 0);
+    // Both progress, each through its own aggregator and with its own curve.
+    auto first_then = version("first");
+    REQUIRE(wait_for([&] { return version("second") >= 3 && version("first") >= first_then + 3; },
+                     std::chrono::seconds(180)));
+    for (const std::string id : {"first", "second"}) {
+        CHECK(store->lease("aggregator:" + id).value().has_value());
+        auto versions = store->versions(id).value();
+        CHECK(std::count_if(versions.begin(), versions.end(),
+                            [](const auto& v) { return v.version > 0 && v.validation_loss; }) >= 1);
+        auto stats = http_get(deployment.servers[1]->port(), "/api/v1/tasks/" + id + "/stats");
+        REQUIRE(stats.status == 200);
+        CHECK(boost::json::parse(stats.body).at("task").at("id").as_string() == id);
+    }
+    auto listed = boost::json::parse(http_get(deployment.proxy->port(), "/api/v1/tasks").body).at("tasks").as_array();
+    CHECK(listed.size() == 2);
+    CHECK(http_get(deployment.proxy->port(), "/api/v1/tasks/absent/stats").status == 404);
+
+    // Finishing the first: no new units of it; its results in flight settle, its aggregator
+    // stops and lets go of the lease; the second goes on.
+    REQUIRE(server_command({"task", "finish", "first"}, prepared) == 0);
+    REQUIRE(wait_for([&] { return store->results_in_flight("first").value() == 0; }, std::chrono::seconds(90)));
+    REQUIRE(wait_for([&] { return !store->lease("aggregator:first").value().has_value(); }, std::chrono::seconds(30)));
+    auto units_of_first = [&] {
+        std::int64_t units = 0;
+        for (const auto& a : store->in_state(AssignmentState::Merged).value()) units += a.task_id == "first";
+        return units + store->results_in_flight("first").value();
+    };
+    auto first_units = units_of_first();
+    auto second_then = version("second");
+    REQUIRE(wait_for([&] { return version("second") >= second_then + 3; }, std::chrono::seconds(120)));
+    CHECK(units_of_first() == first_units);
+    CHECK(store->results_in_flight("first").value() == 0);
+    deployment.stop_volunteers();
+}
+
+namespace {
+
+Deployment::Deployment(const PreparedState& prepared, int count, int volunteer_count) {
+    const char* nginx = std::getenv("TESSERA_NGINX");
+    REQUIRE_MESSAGE(nginx != nullptr, "TESSERA_NGINX is not set (scripts/install-deps installs nginx-light)");
+    for (int i = 0; i < count; ++i)
+        servers.push_back(std::make_unique<ServerProcess>(
+            prepared.state(), std::vector<std::string>{"--aggregator-lease", std::to_string(kLeaseS), "--tick", "1"}));
+    proxy = std::make_unique<NginxProcess>(nginx, prepared.dir() / "nginx", kProxy, upstream_config(servers));
+    for (int v = 0; v < volunteer_count; ++v)
+        volunteers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+            env("TESSERA_CLIENT"), "--server", "http://127.0.0.1:" + std::to_string(proxy->port()), "--state",
+            (prepared.dir() / ("volunteer" + std::to_string(v))).string(), "--device", "cpu", "--threads", "1",
+            "--name", "v" + std::to_string(v), "--quiet"}));
+}
+
+}  // namespace
