@@ -5,8 +5,12 @@
 (() => {
   const $ = (id) => document.getElementById(id);
   // The browser test reads the charts' data from here.
-  const dashboard = { charts: {}, data: {}, lastEventId: 0, refreshes: 0, samplesVersion: null };
+  // The task shown: ?task=ID (each task's page), else the current one (the newest unfinished).
+  const dashboard = { charts: {}, data: {}, lastEventId: 0, refreshes: 0, samplesVersion: null,
+    taskId: new URLSearchParams(location.search).get('task') };
   window.tesseraDashboard = dashboard;
+  // The task's API routes, or the current task's.
+  const taskApi = () => dashboard.taskId ? `/api/v1/tasks/${encodeURIComponent(dashboard.taskId)}` : '/api/v1';
   let clockOffset = 0;  // server time − local time, seconds
 
   // ---- formatting ----
@@ -135,7 +139,8 @@
     clockOffset = s.server_time - Date.now() / 1000;
     dashboard.lastEventId = Math.max(dashboard.lastEventId, s.last_event_id);
     const t = s.task;
-    setText('task', t ? `task ${t.id} · ${t.state}` : 'no task yet');
+    dashboard.shownTask = t ? t.id : null;
+    setText('task', t ? `${t.state} · weight ${t.weight}` : 'no task yet');
     showVersion(s.version);
     setText('loss', s.validation_loss === null ? 'not yet' : s.validation_loss.toFixed(4));
     setText('loss-note', s.validation_loss === null ? '' :
@@ -224,7 +229,7 @@
 
   let samplesTimer = null;
   async function showSamples(stats) {
-    const s = await getJson('/api/v1/samples');
+    const s = await getJson(`${taskApi()}/samples`);
     const box = $('samples');
     if (s.kind === 'accuracy') {
       setText('samples-title', 'Classifier accuracy');
@@ -255,6 +260,21 @@
     if (drawing) samplesTimer = setTimeout(() => showSamples(stats).catch(offline), 2000);
   }
 
+  // The task selector: every task, the one shown selected; choosing one opens its page.
+  function showTasks(list, stats) {
+    const shown = stats.task ? stats.task.id : null;
+    const options = list.tasks.map((t) => el('option', { value: t.id, textContent: `${t.id} (${t.state})`,
+      selected: t.id === shown }));
+    if (!options.length) options.push(el('option', { value: '', textContent: 'none yet' }));
+    $('task-select').replaceChildren(...options);
+  }
+  $('task-select').addEventListener('change', (event) => {
+    dashboard.taskId = event.target.value || null;
+    history.replaceState(null, '', dashboard.taskId ? `?task=${encodeURIComponent(dashboard.taskId)}` : '/');
+    dashboard.samplesVersion = null;
+    refresh();
+  });
+
   // ---- refreshing ----
   function offline(error) {
     $('live').classList.remove('on');
@@ -267,10 +287,12 @@
     if (refreshing) { again = true; return; }
     refreshing = true;
     try {
-      const [stats, versions, minutes, hours, volunteers, rejections] = await Promise.all([
-        getJson('/api/v1/stats'), getJson('/api/v1/versions'), getJson('/api/v1/history?bucket=60&buckets=120'),
-        getJson('/api/v1/history?bucket=3600&buckets=48'), getJson('/api/v1/volunteers'),
-        getJson('/api/v1/rejections?limit=15')]);
+      const api = taskApi();
+      const [tasks, stats, versions, minutes, hours, volunteers, rejections] = await Promise.all([
+        getJson('/api/v1/tasks'), getJson(`${api}/stats`), getJson(`${api}/versions`),
+        getJson(`${api}/history?bucket=60&buckets=120`), getJson(`${api}/history?bucket=3600&buckets=48`),
+        getJson('/api/v1/volunteers'), getJson('/api/v1/rejections?limit=15')]);
+      showTasks(tasks, stats);
       showStats(stats);
       showCharts(versions, minutes, hours);
       showRejections(rejections, showVolunteers(volunteers));
@@ -292,7 +314,7 @@
 
   const eventKinds = ['version_merged', 'evaluated', 'result_received', 'result_accepted', 'result_rejected',
     'work_issued', 'work_timed_out', 'work_abandoned', 'work_unit_retired', 'client_registered', 'client_banned',
-    'client_unbanned', 'client_quarantined', 'client_released', 'task_created'];
+    'client_unbanned', 'client_quarantined', 'client_released', 'task_created', 'task_state'];
   function listen() {
     const stream = new EventSource(`/api/v1/events/stream?after=${dashboard.lastEventId}`);
     stream.onopen = () => { $('live').classList.add('on'); setText('live', 'live'); };
@@ -301,7 +323,7 @@
       stream.addEventListener(kind, (message) => {
         const event = JSON.parse(message.data);
         dashboard.lastEventId = Math.max(dashboard.lastEventId, event.id);
-        if (kind === 'version_merged') showVersion(event.detail.version);
+        if (kind === 'version_merged' && event.detail.task_id === dashboard.shownTask) showVersion(event.detail.version);
         soon();
       });
   }

@@ -189,6 +189,28 @@ async function main() {
   assert.ok(overflow <= 390, `the page fits 390 px (scroll width ${overflow})`);
   await page.screenshot({ path: join(screenshots, 'dashboard-phone.png'), fullPage: true });
 
+  // A second task, created while the server runs, appears in the task selector; choosing it
+  // opens its page (?task=ID) with its own overview and curve, then back to the first.
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await run(env('TESSERA_SERVER'), ['task', 'create', '--state', state, '--data', data, '--id', 'second',
+    '--local-steps', '20', '--batch', '32', '--target-seconds', '0', '--eval-interval', '1', '--eval-samples', '256',
+    '--replication', '0', '--loss-check', '0']);
+  await page.waitForFunction(() => document.querySelectorAll('#task-select option').length === 2, null,
+    { timeout: 60_000 });
+  const first = await page.evaluate(() => window.tesseraDashboard.shownTask);
+  await page.selectOption('#task-select', 'second');
+  await page.waitForFunction(() => window.tesseraDashboard.shownTask === 'second', null, { timeout: 30_000 });
+  assert.match(page.url(), /\?task=second$/);
+  assert.equal(await page.evaluate(() => performance.getEntriesByType('navigation').length), 1, 'no reload');
+  await waitFor('a curve of the second task', async () =>
+    (await (await fetch(`${base}/api/v1/tasks/second/versions`)).json()).versions.some((v) => v.validation_loss !== null), 120);
+  await page.waitForFunction(() => document.getElementById('loss').textContent !== 'not yet', null,
+    { timeout: 60_000 });
+  assert.doesNotMatch(await page.textContent('#model'), / 0 params/, 'the second task is served by the server');
+  await page.screenshot({ path: join(screenshots, 'dashboard-second-task.png'), fullPage: true });
+  await page.selectOption('#task-select', first);
+  await page.waitForFunction((id) => window.tesseraDashboard.shownTask === id, first, { timeout: 30_000 });
+
   assert.deepEqual(consoleErrors, [], 'no console errors');
   console.log(`dashboard browser test passed; screenshots in ${screenshots}`);
 }
