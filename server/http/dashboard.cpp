@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "dashboard_assets.h"
+#include "database.h"
 #include "task_lookup.h"
 
 namespace tessera::server {
@@ -27,6 +28,13 @@ Response not_found(const Request& request, std::string_view what) {
 
 Dashboard::Dashboard(Store& store, TaskFactsLookup task_facts, RunFacts facts, Clock clock)
     : store_(store), task_facts_(std::move(task_facts)), facts_(std::move(facts)), clock_(std::move(clock)) {}
+
+StateUsage Dashboard::state_usage() const {
+    auto usage = server::state_usage(facts_.state);
+    if (is_postgres_url(facts_.state.database_url()))
+        if (auto bytes = store_.database_bytes()) usage.database = *bytes;
+    return usage;
+}
 
 std::variant<std::optional<TaskView>, Response> Dashboard::task_of(const Request& request, const std::string& task_id) {
     if (task_id.empty()) {

@@ -49,7 +49,8 @@ public:
     Response page(const Request& request, std::string_view name);
     Response tasks(const Request& request);
     Response stats(const Request& request, const std::string& task_id = "");
-    StateUsage state_usage() const { return server::state_usage(facts_.state); }
+    // The state directory's parts; with a PostgreSQL database, that database's size.
+    StateUsage state_usage() const;
     Response history(const Request& request, const std::string& task_id = "");
     Response samples(const Request& request, const std::string& task_id = "");
     Response sample_image(const Request& request, const std::string& task_id, std::string_view name);

@@ -40,7 +40,7 @@ std::optional<std::int64_t> Statement::optional_integer(int column) const {
     return integer(column);
 }
 
-Transaction::Transaction(Database& db) : db_(db) { db_.begin(); }
+Transaction::Transaction(Database& db, Isolation isolation) : db_(db) { db_.begin(isolation); }
 
 Transaction::~Transaction() {
     if (done_ || !db_.in_transaction()) return;  // a failed COMMIT may have ended it

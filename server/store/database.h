@@ -47,6 +47,9 @@ public:
     virtual std::string text(int column) const = 0;
 };
 
+// How a PostgreSQL transaction is isolated (SQLite's write transactions are serial anyway).
+enum class Isolation { Serializable, ReadCommitted };
+
 class Database {
 public:
     virtual ~Database() = default;
@@ -57,8 +60,9 @@ public:
     virtual std::unique_ptr<Rows> query(std::string_view sql, const std::vector<SqlValue>& params) = 0;
     // Rows changed by the last statement once it has run to its end.
     virtual std::int64_t changes() const = 0;
-    // Starts a transaction that writes (SQLite: BEGIN IMMEDIATE; PostgreSQL: serializable).
-    virtual void begin() = 0;
+    // Starts a transaction that writes (SQLite: BEGIN IMMEDIATE; PostgreSQL: serializable, or
+    // read committed where the statements lock the rows they depend on themselves).
+    virtual void begin(Isolation isolation = Isolation::Serializable) = 0;
     // Whether a transaction is open (PostgreSQL ends one whose COMMIT failed; SQLite may not).
     virtual bool in_transaction() const = 0;
     // The schema version the database holds (0: empty) and setting it inside a transaction.
@@ -109,7 +113,7 @@ private:
 // A writing transaction from construction; rolled back in the destructor unless committed.
 class Transaction {
 public:
-    explicit Transaction(Database& db);
+    explicit Transaction(Database& db, Isolation isolation = Isolation::Serializable);
     ~Transaction();
     Transaction(const Transaction&) = delete;
     Transaction& operator=(const Transaction&) = delete;

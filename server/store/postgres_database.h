@@ -24,7 +24,10 @@ public:
     void exec(std::string_view sql) override;
     std::unique_ptr<Rows> query(std::string_view sql, const std::vector<SqlValue>& params) override;
     std::int64_t changes() const override { return changes_; }
-    void begin() override { exec("BEGIN ISOLATION LEVEL SERIALIZABLE"); }
+    void begin(Isolation isolation) override {
+        exec(isolation == Isolation::Serializable ? "BEGIN ISOLATION LEVEL SERIALIZABLE"
+                                                  : "BEGIN ISOLATION LEVEL READ COMMITTED");
+    }
     bool in_transaction() const override;
     std::int64_t schema_version() override;  // the row of table schema_version, 0 without it
     void set_schema_version(std::int64_t version) override;

@@ -21,7 +21,7 @@ public:
     void exec(std::string_view sql) override;
     std::unique_ptr<Rows> query(std::string_view sql, const std::vector<SqlValue>& params) override;
     std::int64_t changes() const override;
-    void begin() override { exec("BEGIN IMMEDIATE"); }
+    void begin(Isolation) override { exec("BEGIN IMMEDIATE"); }
     bool in_transaction() const override;
     std::int64_t schema_version() override;  // PRAGMA user_version
     void set_schema_version(std::int64_t version) override;

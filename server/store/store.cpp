@@ -182,6 +182,16 @@ void Store::migrate() {
     transaction.commit();
 }
 
+common::Result<std::int64_t> Store::database_bytes() {
+    return guarded([&]() -> common::Result<std::int64_t> {
+        Statement size(db(), db().dialect() == Dialect::Postgres
+                                 ? "SELECT pg_database_size(current_database())"
+                                 : "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()");
+        size.step();
+        return size.integer(0);
+    });
+}
+
 common::Result<std::int64_t> Store::schema_version() {
     return guarded([&]() -> common::Result<std::int64_t> { return db().schema_version(); });
 }

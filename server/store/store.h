@@ -45,6 +45,9 @@ public:
 
     static constexpr std::int64_t kSchemaVersion = 7;
     common::Result<std::int64_t> schema_version();
+    // The database's size on disk: PostgreSQL's for the whole database; SQLite's pages (its
+    // WAL not counted).
+    common::Result<std::int64_t> database_bytes();
 
     // Settings (operator token hash, server key id).
     common::Status set_setting(const std::string& key, const std::string& value);

@@ -332,22 +332,27 @@ common::Result<bool> Store::set_pinned(const std::string& task_id, std::int64_t 
     });
 }
 
+// Read committed on PostgreSQL: the task's row is locked first (two commits of one task run one
+// after the other, the second sees the first's version), and each result's update re-checks
+// its state. Serializable, its predicate locks over a whole batch of results would conflict
+// with every acceptance running beside it (docs/scaling.md).
 common::Status Store::commit_version(const VersionRecord& version, const std::vector<std::string>& merged,
                                      const std::optional<LeaseClaim>& fence) {
     return guarded([&]() -> common::Status {
-        Transaction transaction(db());
-        if (fence) {
-            Statement holder(db(), "SELECT holder FROM leases WHERE name = ?");
-            holder.bind(1, fence->name);
-            if (!holder.step() || holder.text(0) != fence->holder)
-                return common::make_error("lease '" + fence->name + "' is no longer this process's");
-        }
-        Statement current(db(), "SELECT version FROM tasks WHERE id = ?");
+        Transaction transaction(db(), Isolation::ReadCommitted);
+        bool postgres = db().dialect() == Dialect::Postgres;
+        Statement current(db(), std::string("SELECT version FROM tasks WHERE id = ?") + (postgres ? " FOR UPDATE" : ""));
         current.bind(1, version.task_id);
         if (!current.step()) return common::make_error("no task '" + version.task_id + "'");
         if (current.integer(0) + 1 != version.version)
             return common::make_error("version " + std::to_string(version.version) + " does not follow " +
                                       std::to_string(current.integer(0)));
+        if (fence) {
+            Statement holder(db(), std::string("SELECT holder FROM leases WHERE name = ?") + (postgres ? " FOR SHARE" : ""));
+            holder.bind(1, fence->name);
+            if (!holder.step() || holder.text(0) != fence->holder)
+                return common::make_error("lease '" + fence->name + "' is no longer this process's");
+        }
         insert_version(db(), version);
         Statement(db(), "UPDATE tasks SET version = ? WHERE id = ?")
             .bind(1, version.version)

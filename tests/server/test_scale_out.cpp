@@ -160,7 +160,9 @@ TEST_CASE("three processes behind nginx on PostgreSQL: kill -9 of the aggregator
         if (server->process().pid() == -1) continue;  // the killed one
         auto reply = http_get(server->port(), "/api/v1/stats");
         REQUIRE(reply.status == 200);
-        CHECK(boost::json::parse(reply.body).at("version").as_int64() == final_version);
+        auto stats = boost::json::parse(reply.body);
+        CHECK(stats.at("version").as_int64() == final_version);
+        CHECK(stats.at("state_bytes").at("database").as_int64() > 0);  // PostgreSQL's own size
     }
     MESSAGE("versions: " << before_kill << " before the kill, " << final_version << " at the end; " << log.size()
                          << " results merged");

@@ -110,6 +110,7 @@ AssignmentRecord issue(Store& store, const std::string& unit_id, const std::stri
 TEST_CASE("the schema is applied once, settings persist, and a newer schema is refused") {
     on_each_backend([](Backend& b) {
         CHECK(b.store->schema_version().value() == Store::kSchemaVersion);
+        CHECK(b.store->database_bytes().value() > 0);
         REQUIRE(b.store->set_setting("k", "v"));
         REQUIRE(b.store->set_setting("k", "w"));  // replaced, not duplicated
         b.store.reset();
