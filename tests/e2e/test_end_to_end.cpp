@@ -15,6 +15,7 @@
 #include "ed25519.h"
 #include "file_io.h"
 #include "http_client.h"
+#include "polling.h"
 #include "store.h"
 #include "temp_dir.h"
 #include "text_encoding.h"
@@ -24,31 +25,15 @@ using namespace tessera::testing;
 
 namespace {
 
-std::string env(const char* name) {
-    const char* value = std::getenv(name);
-    if (value == nullptr) throw std::runtime_error(std::string(name) + " is not set (meson sets it)");
-    return value;
-}
-
 boost::json::object stats_of(std::uint16_t port) {
     auto reply = http_get(port, "/api/v1/stats");
     return reply.status == 200 ? boost::json::parse(reply.body).as_object() : boost::json::object{};
 }
 
-template <class Condition>
-bool wait_for(Condition&& condition, std::chrono::seconds limit) {
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (condition()) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-    return condition();
-}
-
 // tessera-server on `port` (0: one the kernel picks); the port it listens on.
 std::unique_ptr<ChildProcess> start_server(const std::filesystem::path& state, std::uint16_t& port) {
     auto server = std::make_unique<ChildProcess>(
-        std::vector<std::string>{env("TESSERA_SERVER"), "run", "--state", state.string(), "--listen",
+        std::vector<std::string>{required_env("TESSERA_SERVER"), "run", "--state", state.string(), "--listen",
                                  "127.0.0.1:" + std::to_string(port), "--tick", "1"});
     auto line = server->read_line();  // "tessera-server listening on http://127.0.0.1:PORT"
     auto colon = line.rfind(':');
@@ -60,7 +45,7 @@ std::unique_ptr<ChildProcess> start_server(const std::filesystem::path& state, s
 
 std::vector<std::string> client_command(std::uint16_t port, const std::filesystem::path& state,
                                         const std::string& name) {
-    return {env("TESSERA_CLIENT"),
+    return {required_env("TESSERA_CLIENT"),
             "--server",
             "http://127.0.0.1:" + std::to_string(port),
             "--state",
@@ -80,12 +65,12 @@ TEST_CASE("three volunteers train a model over the network") {
     TempDir dir;
     auto data = dir / "data";
     auto state = dir / "server";
-    ChildProcess prepare({env("TESSERA_DATA"), "prepare", "fashion-mnist", "--out", data.string(), "--limit", "4000",
+    ChildProcess prepare({required_env("TESSERA_DATA"), "prepare", "fashion-mnist", "--out", data.string(), "--limit", "4000",
                           "--shard-size", "1000", "--autoencoder-steps", "150", "--threads", "2"});
     REQUIRE(prepare.wait() == 0);
-    ChildProcess init({env("TESSERA_SERVER"), "init", "--state", state.string()});
+    ChildProcess init({required_env("TESSERA_SERVER"), "init", "--state", state.string()});
     REQUIRE(init.wait() == 0);
-    ChildProcess create({env("TESSERA_SERVER"),
+    ChildProcess create({required_env("TESSERA_SERVER"),
                          "task",
                          "create",
                          "--state",
@@ -231,9 +216,9 @@ namespace {
 std::pair<double, double> train_with(const std::filesystem::path& dir, const std::filesystem::path& data,
                                      const std::vector<std::string>& codec_flags, std::int64_t versions) {
     auto state = dir / "server";
-    ChildProcess init({env("TESSERA_SERVER"), "init", "--state", state.string()});
+    ChildProcess init({required_env("TESSERA_SERVER"), "init", "--state", state.string()});
     REQUIRE(init.wait() == 0);
-    std::vector<std::string> create{env("TESSERA_SERVER"), "task", "create", "--state", state.string(), "--data",
+    std::vector<std::string> create{required_env("TESSERA_SERVER"), "task", "create", "--state", state.string(), "--data",
                                     data.string(), "--local-steps", "25", "--batch", "32", "--target-seconds", "0",
                                     "--eval-interval", "1", "--eval-samples", "512", "--replication", "0",
                                     "--loss-check", "0.5"};
@@ -270,7 +255,7 @@ std::pair<double, double> train_with(const std::filesystem::path& dir, const std
 TEST_CASE("sparse low-bit deltas and int2 patches: real clients lower the loss as dense deltas do") {
     TempDir dir;
     auto data = dir / "data";
-    ChildProcess prepare({env("TESSERA_DATA"), "prepare", "fashion-mnist", "--out", data.string(), "--limit", "4000",
+    ChildProcess prepare({required_env("TESSERA_DATA"), "prepare", "fashion-mnist", "--out", data.string(), "--limit", "4000",
                           "--shard-size", "1000", "--autoencoder-steps", "150", "--threads", "2"});
     REQUIRE(prepare.wait() == 0);
     auto [dense0, dense] = train_with(dir / "dense", data, {"--codec", "int4"}, 16);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "nginx_process.h"
+#include "polling.h"
 #include "postgres_cluster.h"
 #include "server_process.h"
 
@@ -21,22 +22,6 @@ using namespace tessera::testing;
 namespace {
 
 constexpr std::int64_t kLeaseS = 3;
-
-std::string env(const char* name) {
-    const char* value = std::getenv(name);
-    if (value == nullptr) throw std::runtime_error(std::string(name) + " is not set (meson sets it)");
-    return value;
-}
-
-template <class Condition>
-bool wait_for(Condition&& condition, std::chrono::seconds limit) {
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (condition()) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    return condition();
-}
 
 // The pid in a lease holder's name (host:pid:random).
 pid_t holder_pid(const std::string& holder) {
@@ -68,7 +53,7 @@ struct Deployment {
 
 // Runs a tessera-server command to its end; its exit status.
 int server_command(std::vector<std::string> args, const PreparedState& prepared) {
-    args.insert(args.begin(), env("TESSERA_SERVER"));
+    args.insert(args.begin(), required_env("TESSERA_SERVER"));
     args.insert(args.end(), {"--state", prepared.state().root().string(), "--db", prepared.state().database_url()});
     return ChildProcess(args).wait();
 }
@@ -234,7 +219,7 @@ Deployment::Deployment(const PreparedState& prepared, int count, int volunteer_c
     proxy = std::make_unique<NginxProcess>(nginx, prepared.dir() / "nginx", kProxy, upstream_config(servers));
     for (int v = 0; v < volunteer_count; ++v)
         volunteers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
-            env("TESSERA_CLIENT"), "--server", "http://127.0.0.1:" + std::to_string(proxy->port()), "--state",
+            required_env("TESSERA_CLIENT"), "--server", "http://127.0.0.1:" + std::to_string(proxy->port()), "--state",
             (prepared.dir() / ("volunteer" + std::to_string(v))).string(), "--device", "cpu", "--threads", "1",
             "--name", "v" + std::to_string(v), "--quiet"}));
 }
