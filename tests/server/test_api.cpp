@@ -321,6 +321,47 @@ TEST_CASE("admin routes need the operator token; pause stops work, bans refuse a
     CHECK(http_post(server.port(), "/api/v1/admin/nothing", "", operator_auth).status == 404);
 }
 
+TEST_CASE("admin routes per task: weight, pause, resume, finish; the task routes; device fit") {
+    TestServer server([](TaskConfig& config) { config.max_in_flight = 100; });
+    TestVolunteer volunteer(server);
+    std::map<std::string, std::string> auth{{"Authorization", "Bearer " + server.token()}};
+    auto id = server.store().current_task().value().value().id;
+    auto admin = [&](const std::string& action) {
+        return http_post(server.port(), "/api/v1/admin/tasks/" + id + "/" + action, "", auth);
+    };
+    CHECK(admin("weight?value=0").status == 200);  // no share: no units
+    CHECK(!volunteer.request_work().has_value());
+    CHECK(admin("weight?value=2").status == 200);
+    CHECK(volunteer.request_work().has_value());
+    CHECK(admin("weight?value=-1").status == 400);
+    CHECK(admin("weight").status == 400);
+    CHECK(admin("pause").status == 200);
+    CHECK(!volunteer.request_work().has_value());
+    CHECK(admin("resume").status == 200);
+    CHECK(volunteer.request_work().has_value());
+    CHECK(http_post(server.port(), "/api/v1/admin/tasks/absent/pause", "", auth).status == 404);
+    CHECK(admin("nonsense").status == 404);
+    CHECK(admin("finish").status == 200);
+    CHECK(!volunteer.request_work().has_value());
+    CHECK(admin("resume").status == 409);  // finished is final
+
+    auto tasks = boost::json::parse(http_get(server.port(), "/api/v1/tasks").body).at("tasks").as_array();
+    REQUIRE(tasks.size() == 1);
+    CHECK(tasks[0].at("state").as_string() == "finished");
+    CHECK(tasks[0].at("weight").as_double() == 2);
+    CHECK(http_get(server.port(), "/api/v1/tasks/" + id + "/versions").status == 200);
+    CHECK(http_get(server.port(), "/api/v1/tasks/" + id + "/nonsense").status == 404);
+    CHECK(http_get(server.port(), "/api/v1/tasks/absent/history").status == 404);
+
+    TaskConfig cuda_task = server.config();
+    cuda_task.requires_device = "cuda";
+    cuda_task.min_device_memory_gb = 8;
+    CHECK(!Scheduler::device_fits(cuda_task, {"cpu", "a CPU", std::int64_t{64} << 30, 8}));
+    CHECK(!Scheduler::device_fits(cuda_task, {"cuda", "a small GPU", std::int64_t{4} << 30, 1}));
+    CHECK(Scheduler::device_fits(cuda_task, {"cuda", "a GPU", std::int64_t{24} << 30, 1}));
+    CHECK(Scheduler::device_fits(server.config(), {"cpu", "a CPU", 0, 1}));
+}
+
 namespace {
 
 // Reads until the server closes the connection; what it sent before closing.

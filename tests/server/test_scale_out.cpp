@@ -205,6 +205,14 @@ TEST_CASE("two tasks at once behind nginx on PostgreSQL: a task created while se
     REQUIRE(wait_for([&] { return version("second") >= second_then + 3; }, std::chrono::seconds(120)));
     CHECK(units_of_first() == first_units);
     CHECK(store->results_in_flight("first").value() == 0);
+    // The other task commands: a finished task cannot be resumed; weights and the list.
+    CHECK(server_command({"task", "resume", "first"}, prepared) != 0);
+    CHECK(store->task("first").value()->state == TaskState::Finished);
+    CHECK(server_command({"task", "weight", "second", "3"}, prepared) == 0);
+    CHECK(store->task("second").value()->weight == 3);
+    CHECK(server_command({"task", "weight", "second"}, prepared) != 0);  // no weight given
+    CHECK(server_command({"task", "list"}, prepared) == 0);
+    CHECK(server_command({"task", "pause", "absent"}, prepared) != 0);
     deployment.stop_volunteers();
 }
 
