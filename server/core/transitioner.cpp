@@ -1,26 +1,30 @@
-// Transitioner: deadlines, lonely replicas and validations to try again.
+// Transitioner: deadlines, lonely replicas and validations to try again, task by task.
 #include "transitioner.h"
 
 namespace tessera::server {
 
 common::Result<TickReport> Transitioner::tick() {
     TickReport report;
-    auto task = load_current_task(store_);
-    if (!task) return task.error();
-    if (!*task) return report;
-    const auto& config = (*task)->config;
+    auto tasks = store_.tasks();
+    if (!tasks) return tasks.error();
     auto now = clock_();
-    auto ended = store_.expire_overdue(now, config.max_failures);
-    if (!ended) return ended.error();
-    for (const auto& e : *ended) {
-        ++report.timed_out;
-        if (e.work_unit_retired) ++report.retired;
-    }
-    auto lonely = store_.lonely_validated(now, config.deadline_s);
-    if (!lonely) return lonely.error();
-    for (const auto& a : *lonely) {
-        if (auto status = validator_.accept_alone(a); !status) return status.error();
-        ++report.accepted_alone;
+    // Every task, finished ones included: units issued before a task finished still time out.
+    for (const auto& record : *tasks) {
+        auto task = load_task(store_, record.id);
+        if (!task) return task.error();
+        const auto& config = task->config;
+        auto ended = store_.expire_overdue(record.id, now, config.max_failures);
+        if (!ended) return ended.error();
+        for (const auto& e : *ended) {
+            ++report.timed_out;
+            if (e.work_unit_retired) ++report.retired;
+        }
+        auto lonely = store_.lonely_validated(record.id, now, config.deadline_s);
+        if (!lonely) return lonely.error();
+        for (const auto& a : *lonely) {
+            if (auto status = validator_.accept_alone(a); !status) return status.error();
+            ++report.accepted_alone;
+        }
     }
     auto returned = store_.in_state(AssignmentState::Returned);
     if (!returned) return returned.error();

@@ -1,6 +1,6 @@
-// The transitioner (BOINC's name): moves work along by time. Overdue assignments time out
-// (their unit is reissued, or retired after too many failures), a validated replica whose
-// twin never came back is accepted alone, and a result whose validation failed (an error, not
+// The transitioner (BOINC's name): moves work along by time, task by task with each task's
+// settings. Overdue assignments time out (their unit is reissued, or retired after too many
+// failures), a validated replica whose twin never came back is accepted alone, and a result whose validation failed (an error, not
 // a verdict) is validated again. Run periodically; tests call tick() with their clock.
 #pragma once
 

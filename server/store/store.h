@@ -162,7 +162,9 @@ public:
     common::Result<bool> reject(const std::string& id, const std::string& reason, const std::string& detail,
                                 std::int64_t now, std::int64_t max_failures,
                                 std::optional<double> gain_per_step = std::nullopt);
-    common::Result<std::vector<EndedAssignment>> expire_overdue(std::int64_t now, std::int64_t max_failures);
+    // The task's in-progress assignments past their deadline time out.
+    common::Result<std::vector<EndedAssignment>> expire_overdue(const std::string& task_id, std::int64_t now,
+                                                                std::int64_t max_failures);
     common::Result<std::optional<EndedAssignment>> abandon(const std::string& id, std::int64_t now,
                                                            std::int64_t max_failures);
 
@@ -177,7 +179,8 @@ public:
     common::Result<std::vector<double>> recent_gains_per_step(const std::string& task_id, int limit,
                                                               std::int64_t min_base_version = 0);
     // Validated results whose twin has not come back within `wait_s` and is not in progress.
-    common::Result<std::vector<AssignmentRecord>> lonely_validated(std::int64_t now, std::int64_t wait_s);
+    common::Result<std::vector<AssignmentRecord>> lonely_validated(const std::string& task_id, std::int64_t now,
+                                                                   std::int64_t wait_s);
 
     // Leases (store_leases.cpp): a role one server process holds at a time, such as a task's
     // aggregator. Takes or renews lease `claim.name` for `claim.holder` until `expires_at` when

@@ -316,12 +316,14 @@ common::Result<bool> Store::reject(const std::string& id, const std::string& rea
     });
 }
 
-common::Result<std::vector<EndedAssignment>> Store::expire_overdue(std::int64_t now, std::int64_t max_failures) {
+common::Result<std::vector<EndedAssignment>> Store::expire_overdue(const std::string& task_id, std::int64_t now,
+                                                                   std::int64_t max_failures) {
     return guarded([&]() -> common::Result<std::vector<EndedAssignment>> {
         Transaction transaction(db());
         Statement overdue(db(),
-                          "SELECT id, work_unit_id FROM assignments WHERE state = 'in_progress' AND deadline < ?");
-        overdue.bind(1, now);
+                          "SELECT a.id, a.work_unit_id FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                          "WHERE a.state = 'in_progress' AND a.deadline < ? AND w.task_id = ?");
+        overdue.bind(1, now).bind(2, task_id);
         std::vector<EndedAssignment> ended;
         while (overdue.step()) ended.push_back({overdue.text(0), overdue.text(1), false});
         for (auto& e : ended) {
@@ -409,14 +411,15 @@ common::Result<std::vector<double>> Store::recent_gains_per_step(const std::stri
     });
 }
 
-common::Result<std::vector<AssignmentRecord>> Store::lonely_validated(std::int64_t now, std::int64_t wait_s) {
+common::Result<std::vector<AssignmentRecord>> Store::lonely_validated(const std::string& task_id, std::int64_t now,
+                                                                      std::int64_t wait_s) {
     return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                                  "WHERE a.state = 'validated' AND a.returned_at < ? AND NOT EXISTS "
+                                  "WHERE a.state = 'validated' AND a.returned_at < ? AND w.task_id = ? AND NOT EXISTS "
                                   "(SELECT 1 FROM assignments b WHERE b.work_unit_id = a.work_unit_id "
                                   "AND b.id != a.id AND b.state IN ('in_progress', 'returned'))");
-        query.bind(1, now - wait_s);
+        query.bind(1, now - wait_s).bind(2, task_id);
         std::vector<AssignmentRecord> rows;
         while (query.step()) rows.push_back(read_assignment(query));
         return rows;

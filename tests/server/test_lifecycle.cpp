@@ -189,6 +189,46 @@ TEST_CASE("local steps follow the volunteer's speed within bounds") {
     CHECK(request_with(slow, 8.0)->hyper.local_steps == 60);
 }
 
+TEST_CASE("two tasks in one server: a task created while it runs, weights, each task's deadline, each its own merges") {
+    TestServer server([](TaskConfig& c) { c.max_in_flight = 100; });
+    TestVolunteer volunteer(server);
+    auto first = server.store().current_task().value().value().id;
+    auto second_config = server.config();
+    second_config.task_id = "second";
+    second_config.deadline_s = 100;  // the first's is 1800
+    REQUIRE(create_task(server.state(), server.store(), second_config).ok());
+    REQUIRE(server.app().refresh_tasks().ok());  // the watcher would within a second
+    CHECK(server.app().leading("second"));
+
+    // Weight 0 for the first: every unit is the second's, and merges into the second alone.
+    REQUIRE(server.store().set_task_weight(first, 0).ok());
+    auto unit = volunteer.request_work().value();
+    CHECK(unit.task_id == "second");
+    REQUIRE(volunteer.upload(unit, volunteer.made_up_delta(unit, 1e-3f)).status == 200);
+    server.app().wait_idle();
+    CHECK(server.store().task("second").value()->version == 1);
+    CHECK(server.store().task(first).value()->version == 0);
+
+    // One unit of each; past the second's deadline only the second's times out.
+    auto of_second = volunteer.request_work().value();
+    REQUIRE(server.store().set_task_weight(first, 1).ok());
+    REQUIRE(server.store().set_task_weight("second", 0).ok());
+    auto of_first = volunteer.request_work().value();
+    CHECK(of_first.task_id == first);
+    server.advance(second_config.deadline_s + 1);
+    auto report = server.app().transitioner().tick().value();
+    CHECK(report.timed_out == 1);
+    CHECK(state_of(server, of_second.wu_id) == "timed_out");
+    CHECK(state_of(server, of_first.wu_id) == "in_progress");
+
+    // Finished and settled: the second is no longer served here (its lease is let go).
+    REQUIRE(server.store().set_task_state("second", TaskState::Finished, server.now()).ok());
+    REQUIRE(server.app().refresh_tasks().ok());
+    CHECK(!server.app().leading("second"));
+    CHECK(!server.store().lease("aggregator:second").value().has_value());
+    CHECK(server.app().leading(first));
+}
+
 TEST_CASE("the in-flight limit holds back work until a unit is returned") {
     TestServer server([](TaskConfig& c) { c.max_in_flight = 2; });
     TestVolunteer volunteer(server);

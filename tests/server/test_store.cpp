@@ -309,7 +309,9 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(store.client(bob.id).value()->rejected == 1);
 
         auto third = issue(store, "w3", bob.id, 1300, 1400);
-        auto ended = store.expire_overdue(1500, 1).value();
+        make_task(store, "u", 60);
+        CHECK(store.expire_overdue("u", 1500, 1).value().empty());  // another task's units are not its
+        auto ended = store.expire_overdue("t", 1500, 1).value();
         REQUIRE(ended.size() == 1);
         CHECK(ended[0].assignment_id == third.id);
         CHECK(ended[0].work_unit_retired);
@@ -325,13 +327,13 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         REQUIRE(store.record_return(fifth.id, "delta-5", 64, "{}", 2010).value());
         CHECK(store.mark_validated(fifth.id, {1.0, std::nullopt}, 2020).value());
         CHECK(store.in_state(AssignmentState::Validated).value().size() == 1);
-        CHECK(store.lonely_validated(2100, 60).value().size() == 1);
+        CHECK(store.lonely_validated("t", 2100, 60).value().size() == 1);
         AssignmentRecord twin = fifth;
         twin.id = "w5-b";
         twin.client_id = bob.id;
         twin.issued_at = 2030;
         REQUIRE(store.add_assignment(twin, std::nullopt));
-        CHECK(store.lonely_validated(2100, 60).value().empty());  // its twin is in progress
+        CHECK(store.lonely_validated("t", 2100, 60).value().empty());  // its twin is in progress
         CHECK(store.live_assignments("w5").value() == 2);
         auto replicas = store.assignments_of("w5").value();
         REQUIRE(replicas.size() == 2);
