@@ -1,4 +1,5 @@
-// `tessera-server status`: the run's progress from the database (works while the server runs).
+// `tessera-server status`: every task's progress from the database, and the volunteers' (works
+// while the server runs).
 #include <cxxopts.hpp>
 
 #include <iomanip>
@@ -21,25 +22,26 @@ int status_command(int argc, char** argv) {
     StateDir state = state_dir_of(args);
     auto store = Store::connect(state.database_url(), false);
     if (!store) return fail("status", store.message());
-    auto task = load_current_task(**store);
-    if (!task) return fail("status", task.message());
-    if (!*task) {
-        std::cout << "no task (create one with `tessera-server task create`)\n";
-        return 0;
+    auto tasks = (*store)->tasks();
+    if (!tasks) return fail("status", tasks.message());
+    if (tasks->empty()) std::cout << "no task (create one with `tessera-server task create`)\n";
+    for (const auto& record : *tasks) {
+        auto t = load_task(**store, record.id);
+        if (!t) return fail("status", t.message());
+        std::cout << "task " << record.id << " (" << task_state_name(record.state) << ", weight " << record.weight
+                  << "): model " << t->config.model << ", policy " << policy_name(t->config.merge.kind) << ", version "
+                  << record.version;
+        auto versions = (*store)->versions(record.id);
+        if (!versions) return fail("status", versions.message());
+        for (auto it = versions->rbegin(); it != versions->rend(); ++it)
+            if (it->validation_loss) {
+                std::cout << "; validation loss " << std::setprecision(5) << *it->validation_loss << " at version "
+                          << it->version;
+                if (it->validation_accuracy) std::cout << ", accuracy " << *it->validation_accuracy;
+                break;
+            }
+        std::cout << "\n";
     }
-    const auto& t = **task;
-    std::cout << "task " << t.record.id << " (" << task_state_name(t.record.state) << "): model " << t.config.model
-              << ", policy " << policy_name(t.config.merge.kind) << ", version " << t.record.version << "\n";
-    auto versions = (*store)->versions(t.record.id);
-    if (!versions) return fail("status", versions.message());
-    for (auto it = versions->rbegin(); it != versions->rend(); ++it)
-        if (it->validation_loss) {
-            std::cout << "validation loss " << std::setprecision(5) << *it->validation_loss << " at version "
-                      << it->version;
-            if (it->validation_accuracy) std::cout << ", accuracy " << *it->validation_accuracy;
-            std::cout << "\n";
-            break;
-        }
     auto counts = (*store)->counts(0);
     if (!counts) return fail("status", counts.message());
     std::cout << "work units:";

@@ -212,6 +212,7 @@ TEST_CASE("two tasks at once behind nginx on PostgreSQL: a task created while se
     CHECK(store->task("second").value()->weight == 3);
     CHECK(server_command({"task", "weight", "second"}, prepared) != 0);  // no weight given
     CHECK(server_command({"task", "list"}, prepared) == 0);
+    CHECK(server_command({"status"}, prepared) == 0);
     CHECK(server_command({"task", "pause", "absent"}, prepared) != 0);
     deployment.stop_volunteers();
 }
