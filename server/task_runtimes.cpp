@@ -29,7 +29,7 @@ common::Status TaskRuntimes::refresh() {
         if (!*serve) continue;
         wanted.insert(record.id);
         if (find(record.id)) continue;
-        auto view = load_task(store_, record.id);
+        auto view = task_view(record);
         auto runtime = view ? start_(*view) : common::Result<std::shared_ptr<TaskRuntime>>(view.error());
         if (!runtime) {
             outcome = common::with_context("task '" + record.id + "'", runtime.error());

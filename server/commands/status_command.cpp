@@ -26,7 +26,7 @@ int status_command(int argc, char** argv) {
     if (!tasks) return fail("status", tasks.message());
     if (tasks->empty()) std::cout << "no task (create one with `tessera-server task create`)\n";
     for (const auto& record : *tasks) {
-        auto t = load_task(**store, record.id);
+        auto t = task_view(record);
         if (!t) return fail("status", t.message());
         std::cout << "task " << record.id << " (" << task_state_name(record.state) << ", weight " << record.weight
                   << "): model " << t->config.model << ", policy " << policy_name(t->config.merge.kind) << ", version "

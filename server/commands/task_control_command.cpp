@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "command_support.h"
+#include "task_lookup.h"
 
 namespace tessera::server {
 namespace {
@@ -54,10 +55,7 @@ int task_control_command(int argc, char** argv) {
         std::cout << "task " << id << ": weight " << args["value"].as<double>() << "\n";
         return 0;
     }
-    std::optional<TaskState> state;
-    if (action == "pause") state = TaskState::Paused;
-    if (action == "resume") state = TaskState::Active;
-    if (action == "finish") state = TaskState::Finished;
+    auto state = state_for_action(action);
     if (!state) return fail("task", "unknown action '" + action + "' (create, list, pause, resume, finish, weight)");
     if ((*task)->state == TaskState::Finished)
         return fail("task " + action, "task '" + id + "' is finished already");

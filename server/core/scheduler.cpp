@@ -35,9 +35,9 @@ common::Result<std::optional<TaskView>> Scheduler::choose_task(const common::Wor
         if (served_ && !served_(record.id)) continue;
         auto config = configs_.find(record.id);
         if (config == configs_.end()) {
-            auto parsed = parse_task_config(record.config_json);
-            if (!parsed) return common::with_context("task '" + record.id + "' config", parsed.error());
-            config = configs_.emplace(record.id, std::move(*parsed)).first;
+            auto parsed = task_view(record);
+            if (!parsed) return parsed.error();
+            config = configs_.emplace(record.id, std::move(parsed->config)).first;
         }
         if (!device_fits(config->second, request.device)) continue;
         total += record.weight;

@@ -2,30 +2,33 @@
 #include "task_lookup.h"
 
 namespace tessera::server {
-namespace {
-
-common::Result<TaskView> view_of(TaskRecord record) {
+common::Result<TaskView> task_view(TaskRecord record) {
     auto config = parse_task_config(record.config_json);
     if (!config) return common::with_context("task '" + record.id + "' config", config.error());
     return TaskView{std::move(record), std::move(*config)};
 }
 
-}  // namespace
-
 common::Result<TaskView> load_task(Store& store, const std::string& task_id) {
     auto record = store.task(task_id);
     if (!record) return record.error();
     if (!*record) return common::make_error("no task '" + task_id + "'");
-    return view_of(std::move(**record));
+    return task_view(std::move(**record));
 }
 
 common::Result<std::optional<TaskView>> load_current_task(Store& store) {
     auto record = store.current_task();
     if (!record) return record.error();
     if (!*record) return std::optional<TaskView>();
-    auto view = view_of(std::move(**record));
+    auto view = task_view(std::move(**record));
     if (!view) return view.error();
     return std::optional<TaskView>(std::move(*view));
+}
+
+std::optional<TaskState> state_for_action(std::string_view action) {
+    if (action == "pause") return TaskState::Paused;
+    if (action == "resume") return TaskState::Active;
+    if (action == "finish") return TaskState::Finished;
+    return std::nullopt;
 }
 
 }  // namespace tessera::server

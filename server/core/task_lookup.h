@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
 
 #include "store.h"
 #include "task_config.h"
@@ -13,8 +14,12 @@ struct TaskView {
     TaskConfig config;
 };
 
+// A task record with its parsed configuration (the task named in errors).
+common::Result<TaskView> task_view(TaskRecord record);
 common::Result<TaskView> load_task(Store& store, const std::string& task_id);
 // The newest unfinished task, if any.
 common::Result<std::optional<TaskView>> load_current_task(Store& store);
+// The state an operator's action moves a task to: "pause", "resume", "finish"; none for others.
+std::optional<TaskState> state_for_action(std::string_view action);
 
 }  // namespace tessera::server

@@ -10,7 +10,7 @@ common::Result<TickReport> Transitioner::tick() {
     auto now = clock_();
     // Every task, finished ones included: units issued before a task finished still time out.
     for (const auto& record : *tasks) {
-        auto task = load_task(store_, record.id);
+        auto task = task_view(record);
         if (!task) return task.error();
         const auto& config = task->config;
         auto ended = store_.expire_overdue(record.id, now, config.max_failures);

@@ -144,10 +144,7 @@ Response Api::task_action(const Request& request, std::string_view id_and_action
             return internal_error(request, status.message());
         return json_response(request, http::status::ok, {{"task", id}, {"weight", weight}});
     }
-    std::optional<TaskState> state;
-    if (action == "pause") state = TaskState::Paused;
-    if (action == "resume") state = TaskState::Active;
-    if (action == "finish") state = TaskState::Finished;
+    auto state = state_for_action(action);
     if (!state)
         return error_response(request, http::status::not_found, "not_found",
                               "no admin route tasks/" + std::string(id_and_action) +

@@ -45,7 +45,7 @@ std::variant<std::optional<TaskView>, Response> Dashboard::task_of(const Request
     auto record = store_.task(task_id);
     if (!record) return internal_error(request, record.message());
     if (!*record) return not_found(request, "task '" + task_id + "'");
-    auto view = load_task(store_, task_id);
+    auto view = task_view(std::move(**record));
     if (!view) return internal_error(request, view.message());
     return std::optional<TaskView>(std::move(*view));
 }
@@ -56,7 +56,7 @@ Response Dashboard::tasks(const Request& request) {
     if (!records) return internal_error(request, records.message());
     boost::json::array rows;
     for (const auto& record : *records) {
-        auto view = load_task(store_, record.id);
+        auto view = task_view(record);
         if (!view) return internal_error(request, view.message());
         auto versions = store_.versions(record.id);
         if (!versions) return internal_error(request, versions.message());
