@@ -214,6 +214,15 @@ TEST_CASE("two tasks at once behind nginx on PostgreSQL: a task created while se
     CHECK(server_command({"task", "list"}, prepared) == 0);
     CHECK(server_command({"status"}, prepared) == 0);
     CHECK(server_command({"task", "pause", "absent"}, prepared) != 0);
+    // Bad settings are refused with nothing created or started.
+    CHECK(server_command({"task", "create", "--data", (prepared.dir() / "data").string(), "--id", "third",
+                          "--requires-device", "gpu"},
+                         prepared) != 0);
+    CHECK(server_command({"task", "create", "--data", (prepared.dir() / "data").string(), "--id", "third",
+                          "--min-device-memory", "-1"},
+                         prepared) != 0);
+    CHECK(!store->task("third").value().has_value());
+    CHECK_THROWS(ServerProcess(prepared.state(), {"--aggregator-lease", "1"}));
     deployment.stop_volunteers();
 }
 
