@@ -179,6 +179,7 @@ boost::json::value to_json(const WorkUnit& m) {
               {"weight_decay", h.weight_decay},
               {"grad_clip", h.grad_clip},
               {"seed", h.seed}}},
+            {"random", m.random},
             {"encoding", encoding_to_json(m.encoding)},
             {"issued_at", m.issued_at},
             {"deadline", m.deadline}};
@@ -208,6 +209,7 @@ Result<WorkUnit> work_unit_from_json(const boost::json::value& json) {
     }
     m.blob_base_url = read_blob_base_url(reader);
     m.hyper = read_hyper(reader, "hyper");
+    m.random = reader.one_of("random", {kUnitRandomSpec});
     m.encoding = read_encoding(reader, "encoding");
     m.issued_at = reader.integer("issued_at", 0, kMaxSafeInteger);
     m.deadline = reader.integer("deadline", 0, kMaxSafeInteger);

@@ -12,6 +12,7 @@
 #include "delta_codec.h"
 #include "result.h"
 #include "signed_envelope.h"
+#include "unit_random.h"
 
 namespace tessera::common {
 
@@ -53,6 +54,9 @@ struct WorkUnit {
     // Where to fetch blobs: "<base>/<sha256>". Empty: the server's own /blobs.
     std::string blob_base_url;
     Hyperparameters hyper;
+    // How every random draw of the unit is made (docs/protocol.md, "Randomness"); a client
+    // refuses a unit whose specification it does not implement.
+    std::string random = kUnitRandomSpec;
     DeltaEncoding encoding;
     std::int64_t issued_at = 0;  // unix seconds
     std::int64_t deadline = 0;   // unix seconds

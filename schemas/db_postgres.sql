@@ -122,6 +122,7 @@ CREATE TABLE assignments (
   delta_bytes   BIGINT,
   delta_norm    DOUBLE PRECISION,
   gain_per_step DOUBLE PRECISION,                     -- proof of training: relative loss drop per step on its own samples
+  alignment     DOUBLE PRECISION,                     -- cosine with the consensus of other units' results, when checked (schema 8)
   metrics       TEXT,                     -- JSON from the result manifest
   credit        DOUBLE PRECISION NOT NULL DEFAULT 0,
   merged_version BIGINT,

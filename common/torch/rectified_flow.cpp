@@ -4,17 +4,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "unit_draws.h"
+
 namespace tessera::common {
 namespace {
 
 torch::Tensor cpu_randn(at::IntArrayRef shape, at::Generator& generator) {
     return torch::randn(shape, generator, torch::kFloat32);
-}
-
-// Draws come from a CPU generator so that every device sees the same numbers. A copy to a GPU
-// from pinned memory does not wait for the GPU; one from pageable memory would, every step.
-torch::Tensor to_device(const torch::Tensor& drawn, torch::Device device) {
-    return device.is_cuda() ? drawn.pin_memory().to(device, /*non_blocking=*/true) : drawn.to(device);
 }
 
 }  // namespace
@@ -27,13 +23,22 @@ torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const t
     return torch::mse_loss(velocity.to(torch::kFloat32), noise - x0);
 }
 
-FlowDraws draw_flow(const torch::Tensor& x0, at::Generator& generator) {
+torch::Tensor flow_matching_sample_losses_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
+                                             const torch::Tensor& text_emb, const torch::Tensor& t,
+                                             const torch::Tensor& noise) {
+    auto t4 = t.view({-1, 1, 1, 1});
+    auto xt = (1 - t4) * x0 + t4 * noise;
+    auto velocity = model->forward(xt, t, labels, text_emb);
+    return (velocity.to(torch::kFloat32) - (noise - x0)).square().flatten(1).mean(1);
+}
+
+FlowDraws draw_flow(const torch::Tensor& x0, std::uint64_t seed, std::int64_t step) {
     auto b = x0.size(0);
     auto device = x0.device();
     FlowDraws draws;
-    draws.t = to_device(torch::sigmoid(cpu_randn({b}, generator)), device);
-    draws.noise = to_device(cpu_randn(x0.sizes(), generator), device);
-    draws.drop = to_device(torch::rand({b}, generator, torch::kFloat32) < kLabelDropout, device);
+    draws.t = to_device(torch::sigmoid(unit_normal_tensor(seed, DrawPurpose::Timestep, step, {b})), device);
+    draws.noise = to_device(unit_normal_tensor(seed, DrawPurpose::Noise, step, x0.sizes()), device);
+    draws.drop = to_device(unit_below_tensor(seed, DrawPurpose::LabelDrop, step, {b}, kLabelDropout), device);
     return draws;
 }
 

@@ -3,7 +3,6 @@
 // them would double the traffic; DiLoCo's inner optimiser is reset the same way.
 #include "trainer.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -12,6 +11,7 @@
 
 #include "adamw.h"
 #include "model_state.h"
+#include "unit_draws.h"
 
 namespace tessera::common {
 namespace {
@@ -71,18 +71,13 @@ void clip_gradients(const std::vector<torch::Tensor>& parameters, double max_nor
         if (p.grad().defined()) p.grad().mul_(coefficient);
 }
 
-// An epoch's order of `size` rows. Its first draw from the unit's generator is the first
-// epoch's, which first_epoch_rows repeats.
-torch::Tensor epoch_permutation(std::int64_t size, at::Generator& generator) {
-    return torch::randperm(size, generator, torch::kInt64);
-}
-
 // The batch's rows: the data lives on the training device, the order comes from the unit's
-// CPU generator (so every device trains on the same samples), one index copy per epoch.
+// BatchOrder stream, epoch by epoch (so every device trains on the same samples), one index
+// copy per epoch.
 class BatchOrder {
 public:
-    BatchOrder(std::int64_t size, std::int64_t batch, torch::Device device, at::Generator& generator)
-        : size_(size), batch_(batch), device_(device), generator_(generator) {
+    BatchOrder(std::int64_t size, std::int64_t batch, torch::Device device, std::uint64_t seed)
+        : size_(size), batch_(batch), device_(device), seed_(seed) {
         shuffle();
     }
     torch::Tensor next() {
@@ -94,12 +89,13 @@ public:
 
 private:
     void shuffle() {
-        order_ = epoch_permutation(size_, generator_).to(device_);
+        order_ = unit_permutation_tensor(seed_, epoch_++, size_).to(device_);
         cursor_ = 0;
     }
     std::int64_t size_, batch_;
     torch::Device device_;
-    at::Generator& generator_;
+    std::uint64_t seed_;
+    std::int64_t epoch_ = 0;
     torch::Tensor order_;
     std::int64_t cursor_ = 0;
 };
@@ -127,14 +123,13 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     auto labels = data.labels.to(*device);
     auto text = data.text_emb.defined() ? data.text_emb.to(*device) : data.text_emb;
 
-    auto generator = at::detail::createCPUGenerator(config.seed);
     auto parameters = module->parameters();
     MultiTensorAdamW optimizer(parameters, config.weight_decay);
     auto micro = config.micro_batch > 0 ? std::min(config.micro_batch, config.batch_size) : config.batch_size;
 
     std::vector<double> losses;
     std::vector<torch::Tensor> pending;  // step losses not yet read
-    BatchOrder order(data.size(), config.batch_size, *device, generator);
+    BatchOrder order(data.size(), config.batch_size, *device, config.seed);
     std::int64_t rows = std::min(config.batch_size, data.size());
     auto started = std::chrono::steady_clock::now();
     for (std::int64_t step = 0; step < config.steps; ++step) {
@@ -145,7 +140,7 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
                     labels.index_select(0, index),
                     text.defined() ? text.index_select(0, index) : torch::Tensor(),
                     {}};
-        (*workload)->draw(batch, generator);
+        (*workload)->draw(batch, config.seed, step);
 
         optimizer.zero_grad();
         torch::Tensor step_loss;
@@ -217,8 +212,7 @@ TrainConfig train_config_for(const Hyperparameters& hyper) {
 
 torch::Tensor first_epoch_rows(std::int64_t size, std::int64_t batch_size, std::int64_t steps, std::uint64_t seed,
                                std::int64_t max_rows) {
-    auto generator = at::detail::createCPUGenerator(seed);
-    auto order = epoch_permutation(size, generator);
+    auto order = unit_permutation_tensor(seed, 0, size);
     // A batch larger than the data takes every row at each step; otherwise the epoch ends
     // before a batch would run past the end (BatchOrder::next).
     auto visited = batch_size >= size ? size : std::min(steps, size / batch_size) * batch_size;

@@ -60,10 +60,10 @@ TrainConfig train_config_for(const Hyperparameters& hyper);
 // "auto" picks cuda:0 when LibTorch sees a GPU, else the CPU.
 Result<torch::Device> parse_device(const std::string& text);
 
-// Rows of a unit's data (`size` rows) that train() visits in its first epoch: the first
-// permutation of a CPU generator seeded with `seed`, cut to the steps that epoch covers, and
-// of those the last `max_rows`. A validator re-derives them to measure a delta's effect on
-// the samples it was trained on.
+// Rows of a unit's data (`size` rows) that train() visits in its first epoch: the permutation
+// of the unit's BatchOrder stream for epoch 0 (unit_random.h), cut to the steps that epoch
+// covers, and of those the last `max_rows`. A validator re-derives them to measure a delta's
+// effect on the samples it was trained on.
 torch::Tensor first_epoch_rows(std::int64_t size, std::int64_t batch_size, std::int64_t steps, std::uint64_t seed,
                                std::int64_t max_rows);
 

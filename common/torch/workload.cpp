@@ -8,6 +8,7 @@
 
 #include "models/cnn.h"
 #include "rectified_flow.h"
+#include "unit_draws.h"
 
 namespace tessera::common {
 namespace {
@@ -46,14 +47,24 @@ void for_each_eval_batch(const ShardData& data, torch::Device device, std::int64
     }
 }
 
+// Per-sample losses of every batch → the evaluation's result (no samples: loss 0).
+EvalResult summarised(const std::vector<torch::Tensor>& per_batch, double accuracy) {
+    EvalResult result;
+    result.accuracy = accuracy;
+    result.sample_losses = per_batch.empty() ? torch::zeros({0}, torch::kFloat64) : torch::cat(per_batch);
+    result.samples = result.sample_losses.size(0);
+    if (result.samples > 0) result.loss = result.sample_losses.mean().item<double>();
+    return result;
+}
+
 class DitWorkload : public Workload {
 public:
     DitWorkload(ModelPreset preset, const DitConfig& config) : Workload(std::move(preset)), model_(config) {}
     std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
     Dit& dit() { return model_; }
 
-    void draw(Batch& batch, at::Generator& generator) override {
-        auto draws = draw_flow(batch.inputs, generator);
+    void draw(Batch& batch, std::uint64_t seed, std::int64_t step) override {
+        auto draws = draw_flow(batch.inputs, seed, step);
         batch.draws = {draws.t, draws.noise, draws.drop};
     }
 
@@ -65,20 +76,20 @@ public:
     EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) override {
         model_->eval();
         auto generator = at::detail::createCPUGenerator(kEvalNoiseSeed);
-        double total = 0;
-        std::int64_t count = 0;
+        std::vector<torch::Tensor> per_batch;
         for_each_eval_batch(data, device, max_samples, [&](const Batch& batch, std::int64_t) {
+            auto b = batch.inputs.size(0);
+            auto total = torch::zeros({b}, torch::kFloat64);
             for (std::int64_t i = 0; i < kEvalGrid; ++i) {
-                auto b = batch.inputs.size(0);
                 auto t = torch::full({b}, (static_cast<double>(i) + 0.5) / kEvalGrid, torch::kFloat32).to(device);
                 auto noise = torch::randn(batch.inputs.sizes(), generator, torch::kFloat32).to(device);
-                auto loss = flow_matching_loss_at(model_, batch.inputs, batch.labels, batch.text_emb, t, noise);
-                total += loss.item<double>() * static_cast<double>(b);
-                count += b;
+                total += flow_matching_sample_losses_at(model_, batch.inputs, batch.labels, batch.text_emb, t, noise)
+                             .to(torch::kCPU, torch::kFloat64);
             }
+            per_batch.push_back(total / static_cast<double>(kEvalGrid));
         });
         model_->train();
-        return {count > 0 ? total / static_cast<double>(count) : 0.0, -1, count / kEvalGrid};
+        return summarised(per_batch, -1);
     }
 
 private:
@@ -90,25 +101,31 @@ public:
     explicit CnnWorkload(ModelPreset preset) : Workload(std::move(preset)) {}
     std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
 
-    void draw(Batch&, at::Generator&) override {}
+    void draw(Batch& batch, std::uint64_t seed, std::int64_t step) override {
+        auto dropped = unit_below_tensor(seed, DrawPurpose::DropoutMask, step,
+                                         {batch.inputs.size(0), CnnImpl::kFlatFeatures}, CnnImpl::kDropout);
+        auto scale = (~dropped).to(torch::kFloat32) * static_cast<float>(1.0 / (1.0 - CnnImpl::kDropout));
+        batch.draws = {to_device(scale, batch.inputs.device())};
+    }
 
     torch::Tensor loss(const Batch& batch) override {
-        return torch::cross_entropy_loss(model_->forward(batch.inputs), batch.labels);
+        return torch::cross_entropy_loss(model_->forward(batch.inputs, batch.draws.at(0)), batch.labels);
     }
 
     EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) override {
         model_->eval();
-        double total = 0;
-        std::int64_t correct = 0, count = 0;
+        std::vector<torch::Tensor> per_batch;
+        std::int64_t correct = 0;
         for_each_eval_batch(data, device, max_samples, [&](const Batch& batch, std::int64_t) {
             auto logits = model_->forward(batch.inputs);
-            total += torch::cross_entropy_loss(logits, batch.labels, {}, at::Reduction::Sum).item<double>();
+            per_batch.push_back(torch::cross_entropy_loss(logits, batch.labels, {}, at::Reduction::None)
+                                    .to(torch::kCPU, torch::kFloat64));
             correct += logits.argmax(1).eq(batch.labels).sum().item<std::int64_t>();
-            count += batch.inputs.size(0);
         });
         model_->train();
-        if (count == 0) return {};
-        return {total / static_cast<double>(count), static_cast<double>(correct) / static_cast<double>(count), count};
+        auto result = summarised(per_batch, -1);
+        if (result.samples > 0) result.accuracy = static_cast<double>(correct) / static_cast<double>(result.samples);
+        return result;
     }
 
 private:

@@ -3,7 +3,6 @@
 // written against this interface. Not thread-safe: one workload per thread.
 #pragma once
 
-#include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
 
 #include <memory>
@@ -48,9 +47,12 @@ struct Batch {
 };
 
 struct EvalResult {
-    double loss = 0;
+    double loss = 0;       // the mean of sample_losses
     double accuracy = -1;  // classifiers only
     std::int64_t samples = 0;
+    // (samples,) f64 on the CPU: each sample's loss (DiT: its mean over the t grid), so two
+    // weight sets can be compared sample by sample.
+    torch::Tensor sample_losses;
 };
 
 class Workload {
@@ -58,9 +60,10 @@ public:
     virtual ~Workload() = default;
     const ModelPreset& preset() const { return preset_; }
     virtual std::shared_ptr<torch::nn::Module> module() = 0;
-    // Fills batch.draws (noise, t, label dropout) from `generator`, a CPU generator, so
-    // training is reproducible on any device and micro-batches see the batch's draws.
-    virtual void draw(Batch& batch, at::Generator& generator) = 0;
+    // Fills batch.draws (DiT: t, noise, label drops; cnn: the dropout mask) for training step
+    // `step` of the unit seeded `seed`, from its specified streams (unit_random.h), so training
+    // is reproducible on any device and in any language, and micro-batches see the batch's draws.
+    virtual void draw(Batch& batch, std::uint64_t seed, std::int64_t step) = 0;
     // The training loss of a batch (or a slice of one) with its draws.
     virtual torch::Tensor loss(const Batch& batch) = 0;
     // Deterministic: a fixed t grid and noise seed for DiT, so versions are comparable.

@@ -30,14 +30,21 @@ void CopyDetector::note_update(const std::string& task_id, std::int64_t version,
     if (update.empty()) return;
     std::lock_guard lock(mutex_);
     push_bounded(tasks_[task_id].updates,
-                 Entry{"the update to version " + std::to_string(version), "", std::move(update)}, kUpdatesKept);
+                 Entry{"the update to version " + std::to_string(version), "", std::move(update), {}, false}, kUpdatesKept);
 }
 
-void CopyDetector::note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta) {
+void CopyDetector::note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta,
+                               ResultPlace place, bool forms_consensus) {
     if (delta.empty()) return;
     std::lock_guard lock(mutex_);
-    push_bounded(tasks_[task_id].results, Entry{"the result for unit " + work_unit_id, work_unit_id, std::move(delta)},
+    push_bounded(tasks_[task_id].results,
+                 Entry{"the result for unit " + work_unit_id, work_unit_id, std::move(delta), place, forms_consensus},
                  kResultsKept);
+}
+
+void CopyDetector::restart_consensus(const std::string& task_id, std::int64_t at) {
+    std::lock_guard lock(mutex_);
+    tasks_[task_id].consensus_since = at;
 }
 
 SimilarMatch CopyDetector::most_similar(const std::string& task_id, const std::string& work_unit_id,
@@ -57,15 +64,18 @@ SimilarMatch CopyDetector::most_similar(const std::string& task_id, const std::s
 }
 
 std::optional<double> CopyDetector::consensus_alignment(const std::string& task_id, const std::string& work_unit_id,
-                                                        const DeltaSketch& delta) const {
+                                                        const DeltaSketch& delta, ResultPlace place) const {
     std::lock_guard lock(mutex_);
     auto found = tasks_.find(task_id);
     if (found == tasks_.end()) return std::nullopt;
     DeltaSketch consensus;
     consensus.buckets.assign(kSketchSize, 0.0);
     std::size_t counted = 0;
-    for (const auto& entry : found->second.results) {
-        if (entry.work_unit_id == work_unit_id) continue;
+    const auto& task = found->second;
+    for (const auto& entry : task.results) {
+        bool current = entry.place.at >= task.consensus_since && place.at - entry.place.at <= kConsensusSeconds &&
+                       place.base_version - entry.place.base_version <= kConsensusVersions;
+        if (entry.work_unit_id == work_unit_id || !entry.forms_consensus || !current) continue;
         double norm = sketch_norm(entry.sketch);
         if (!(norm > 0)) continue;
         for (std::size_t i = 0; i < kSketchSize; ++i) consensus.buckets[i] += entry.sketch.buckets[i] / norm;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,12 @@
 #include "delta_sketch.h"
 
 namespace tessera::server {
+
+// Where a result stands: the version its unit was based on and when it came back.
+struct ResultPlace {
+    std::int64_t base_version = 0;
+    std::int64_t at = 0;  // seconds
+};
 
 struct SimilarMatch {
     double similarity = 0;  // cosine; 0 when nothing was compared
@@ -34,29 +41,43 @@ public:
     // linear, so no model is kept).
     void note_model(const std::string& task_id, std::int64_t version, const common::NamedTensors& model);
     void note_update(const std::string& task_id, std::int64_t version, DeltaSketch update);
-    void note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta);
+    // `forms_consensus`: false for results too short to show the current descent direction
+    // (warm-up units), which are still compared for copies.
+    void note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta,
+                     ResultPlace place, bool forms_consensus = true);
     // The kept update or result (of a unit other than `work_unit_id`: replicas of one unit
     // agree by design) most similar to `delta`.
     SimilarMatch most_similar(const std::string& task_id, const std::string& work_unit_id,
                               const DeltaSketch& delta) const;
 
     // Cosine of `delta` with the consensus of the kept results of other units (the sum of their
-    // sketches, each scaled to norm 1); none while fewer than kConsensusMinimum are kept.
+    // sketches, each scaled to norm 1); none while fewer than kConsensusMinimum are kept. A
+    // consensus ages: it is formed only of results based at most kConsensusVersions before
+    // `place`'s version and returned at most kConsensusSeconds before it, after the last
+    // restart_consensus.
     std::optional<double> consensus_alignment(const std::string& task_id, const std::string& work_unit_id,
-                                              const DeltaSketch& delta) const;
+                                              const DeltaSketch& delta, ResultPlace place) const;
+    // Results noted before `at` no longer form the task's consensus (the stall guard found it
+    // stale); they are still compared for copies.
+    void restart_consensus(const std::string& task_id, std::int64_t at);
     static constexpr std::size_t kConsensusMinimum = 5;
+    static constexpr std::int64_t kConsensusVersions = 32;
+    static constexpr std::int64_t kConsensusSeconds = 600;
 
 private:
     struct Entry {
         std::string what;
         std::string work_unit_id;  // results only
         DeltaSketch sketch;
+        ResultPlace place;             // results only
+        bool forms_consensus = false;  // results only
     };
     struct TaskSketches {
         std::deque<Entry> updates;
         std::deque<Entry> results;
         std::int64_t model_version = -1;
-        DeltaSketch model;  // of version model_version
+        DeltaSketch model;              // of version model_version
+        std::int64_t consensus_since = std::numeric_limits<std::int64_t>::min();
     };
     mutable std::mutex mutex_;
     std::map<std::string, TaskSketches> tasks_;

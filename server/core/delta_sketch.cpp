@@ -5,16 +5,13 @@
 #include <cmath>
 #include <cstdint>
 
+#include "unit_random.h"
+
 namespace tessera::server {
 namespace {
 
-// SplitMix64's finaliser: a fast, well-mixed hash of the position.
-std::uint64_t mix(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
+// A fast, well-mixed hash of the position (SplitMix64's output for it).
+std::uint64_t mix(std::uint64_t x) { return common::splitmix64_mix(x + 0x9e3779b97f4a7c15ULL); }
 
 }  // namespace
 

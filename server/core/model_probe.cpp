@@ -39,9 +39,9 @@ common::Result<ProbeResult> ProbePool::evaluate(const common::NamedTensors& weig
     return with_probe<ProbeResult>([&](ModelProbe& probe) { return probe.evaluate(weights, max_samples); });
 }
 
-common::Result<std::vector<double>> ProbePool::losses_on_assigned(
+common::Result<std::vector<SampleLosses>> ProbePool::losses_on_assigned(
     const std::vector<const common::NamedTensors*>& weights, const AssignedSamples& samples) {
-    return with_probe<std::vector<double>>(
+    return with_probe<std::vector<SampleLosses>>(
         [&](ModelProbe& probe) { return probe.losses_on_assigned(weights, samples); });
 }
 

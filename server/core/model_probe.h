@@ -23,7 +23,11 @@ struct ProbeResult {
     double loss = 0;
     std::optional<double> accuracy;  // classifiers only
     std::int64_t samples = 0;        // how many validation samples were evaluated
+    std::vector<double> sample_losses;  // each sample's loss, in order (loss is their mean)
 };
+
+// Each sample's loss, in order, for one weight set.
+using SampleLosses = std::vector<double>;
 
 // Asks a probe for every validation sample it holds.
 constexpr std::int64_t kWholeValidationSet = std::int64_t{1} << 40;
@@ -45,8 +49,8 @@ public:
     // Loss on the first `max_samples` validation samples (all of them for
     // kWholeValidationSet), deterministic for given weights.
     virtual common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples) = 0;
-    // The loss of each weight set on the same assigned samples, deterministic.
-    virtual common::Result<std::vector<double>> losses_on_assigned(
+    // Each weight set's per-sample losses on the same assigned samples, deterministic.
+    virtual common::Result<std::vector<SampleLosses>> losses_on_assigned(
         const std::vector<const common::NamedTensors*>& weights, const AssignedSamples& samples) = 0;
 };
 
@@ -57,8 +61,8 @@ class ProbePool {
 public:
     ProbePool(ModelProbeFactory factory, std::size_t size) : factory_(std::move(factory)), size_(size) {}
     common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples);
-    common::Result<std::vector<double>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
-                                                           const AssignedSamples& samples);
+    common::Result<std::vector<SampleLosses>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
+                                                                 const AssignedSamples& samples);
 
 private:
     // Runs `use` with a probe of its own.

@@ -24,6 +24,9 @@ constexpr std::string_view kMisaligned = "misaligned";
 constexpr std::string_view kNoImprovement = "no_improvement";
 constexpr std::string_view kLossIncrease = "loss_increase";
 constexpr std::string_view kReplicaMismatch = "replica_mismatch";
+// Not a judgement of the delta (neither counts towards quarantine): a disagreeing pair whose
+// tie-break replica never came back, and a unit retired before this result was validated.
+constexpr std::string_view kReplicaUnresolved = "replica_unresolved";
 constexpr std::string_view kWorkUnitRetired = "work_unit_retired";
 
 }  // namespace tessera::server::reason

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "paired_losses.h"
 #include "rejection_reasons.h"
 #include "tensor_math.h"
 
@@ -50,6 +51,11 @@ double median_of(std::vector<double> values) {
     return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+double alignment_threshold(const std::vector<double>& recent, double min_alignment) {
+    if (recent.size() < ResultChecks::kMinFigures) return min_alignment;
+    return std::min(min_alignment, std::max(0.0, kAlignmentShare * median_of(recent)));
+}
+
 double gain_margin(const std::vector<double>& gains, const std::vector<double>& current, double min_gain) {
     double median = median_of(gains);
     std::vector<double> deviations;
@@ -60,7 +66,7 @@ double gain_margin(const std::vector<double>& gains, const std::vector<double>& 
 }
 
 common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
-                                          bool loss_check) {
+                                          bool loss_check, const std::set<std::string>& suspended) {
     ++costs_.results;
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
@@ -87,8 +93,36 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     Verdict verdict;
     verdict.figures.norm = l2_norm(delta);
     if (verdict.figures.norm == 0) return refuse(reason::kEmptyDelta, "the delta is all zeros", verdict);
+    add_seconds(costs_.cheap, started);
 
+    auto refused = cheap_checks(a, task, unit, delta, suspended, verdict);
+    if (!refused) return refused.error();
+    if (*refused || !loss_check) return verdict;
+    ++costs_.loss_checked;
+    if (auto status = loss_checks(a, task, unit, model, delta, suspended, verdict); !status) return status.error();
+    return verdict;
+}
+
+namespace {
+
+// Sets the verdict's refusal, or notes it when the check is suspended; true when refused.
+bool judge(Verdict& verdict, const std::set<std::string>& suspended, std::string_view why, std::string detail) {
+    if (suspended.count(std::string(why)) > 0) {
+        verdict.waived.push_back(std::string(why) + ": " + detail);
+        return false;
+    }
+    verdict.reason = std::string(why);
+    verdict.detail = std::move(detail);
+    return true;
+}
+
+}  // namespace
+
+common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const TaskView& task,
+                                                const common::WorkUnit& unit, const common::NamedTensors& delta,
+                                                const std::set<std::string>& suspended, Verdict& verdict) {
     // Per local step, since units are sized to each volunteer's speed (and warm-ups are short).
+    auto started = SteadyClock::now();
     auto steps = static_cast<double>(unit.hyper.local_steps);
     auto norms = store_.recent_norms_per_step(a.task_id, kHistory);
     if (!norms) return norms.error();
@@ -103,57 +137,65 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
                    " steps is " + relation + " " + std::to_string(factor) + " x the typical norm per step (" +
                    std::to_string(factor * typical * steps) + ")";
         };
-        if (per_step > task.config.norm_bound * typical)
-            return refuse(reason::kNormTooLarge, describe_norm("above", task.config.norm_bound), verdict);
-        if (per_step < task.config.norm_floor * typical)
-            return refuse(reason::kNormTooSmall, describe_norm("below", task.config.norm_floor), verdict);
+        if (per_step > task.config.norm_bound * typical &&
+            judge(verdict, suspended, reason::kNormTooLarge, describe_norm("above", task.config.norm_bound)))
+            return true;
+        if (per_step < task.config.norm_floor * typical &&
+            judge(verdict, suspended, reason::kNormTooSmall, describe_norm("below", task.config.norm_floor)))
+            return true;
     }
 
     started = SteadyClock::now();
     verdict.sketch = sketch_of(delta);
     auto match = copies_.most_similar(a.task_id, a.work_unit_id, verdict.sketch);
-    auto alignment = copies_.consensus_alignment(a.task_id, a.work_unit_id, verdict.sketch);
+    auto alignment = copies_.consensus_alignment(a.task_id, a.work_unit_id, verdict.sketch,
+                                                 {a.base_version, a.returned_at.value_or(0)});
+    verdict.figures.alignment = alignment;
     add_seconds(costs_.copy, started);
-    if (match.similarity > task.config.copy_similarity)
-        return refuse(reason::kCopied,
-                      "cosine similarity " + std::to_string(match.similarity) + " with " + match.what + " exceeds " +
-                          std::to_string(task.config.copy_similarity),
-                      verdict);
-    if (alignment && *alignment < task.config.min_alignment)
-        return refuse(reason::kMisaligned,
-                      "cosine similarity " + std::to_string(*alignment) +
-                          " with the consensus of recent results of other units is below " +
-                          std::to_string(task.config.min_alignment),
-                      verdict);
-
-    if (!loss_check) return verdict;
-    ++costs_.loss_checked;
-    return loss_checks(a, task, unit, model, delta, std::move(verdict));
+    auto recent_alignments = store_.recent_alignments(a.task_id, kHistory);
+    if (!recent_alignments) return recent_alignments.error();
+    auto threshold = alignment_threshold(*recent_alignments, task.config.min_alignment);
+    if (match.similarity > task.config.copy_similarity) {
+        verdict.reason = std::string(reason::kCopied);
+        verdict.detail = "cosine similarity " + std::to_string(match.similarity) + " with " + match.what +
+                         " exceeds " + std::to_string(task.config.copy_similarity);
+        return true;
+    }
+    return alignment && *alignment < threshold &&
+           judge(verdict, suspended, reason::kMisaligned,
+                 "cosine similarity " + std::to_string(*alignment) +
+                     " with the consensus of recent results of other units is below " + std::to_string(threshold) +
+                     (threshold < task.config.min_alignment ? " (half the median of recent valid results)" : ""));
 }
 
-common::Result<Verdict> ResultChecks::loss_checks(const AssignmentRecord& a, const TaskView& task,
-                                                  const common::WorkUnit& unit, const common::NamedTensors& base,
-                                                  const common::NamedTensors& delta, Verdict verdict) {
+common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
+                                         const common::NamedTensors& base, const common::NamedTensors& delta,
+                                         const std::set<std::string>& suspended, Verdict& verdict) {
     verdict.loss_checked = true;
     auto after = applied(base, delta);
     auto steps = static_cast<double>(unit.hyper.local_steps);
 
-    // Held-out data first: the base model's loss is cached per version, so it costs one evaluation.
+    // Held-out data first: the base model's losses are cached per version, so it costs one evaluation.
     auto started = SteadyClock::now();
-    auto before = held_out_base_loss(a.task_id, a.base_version, base, task.config.check_samples);
+    auto before = held_out_base_losses(a.task_id, a.base_version, base, task.config.check_samples);
     if (!before) return before.error();
     auto pool = probes_.of(a.task_id);
     if (!pool) return pool.error();
     auto held_out = (*pool)->evaluate(after, task.config.check_samples);
     add_seconds(costs_.held_out, started);
     if (!held_out) return held_out.error();
-    double limit = *before * (1 + task.config.loss_tolerance);
-    if (!(held_out->loss <= limit))
-        return refuse(reason::kLossIncrease,
-                      "held-out loss " + std::to_string(held_out->loss) + " after the delta exceeds " +
-                          std::to_string(limit) + " (base " + std::to_string(*before) + ")",
-                      verdict);
-    verdict.held_out_gain = *before > 0 ? (*before - held_out->loss) / *before : 0;
+    auto change = paired_change(*before, held_out->sample_losses);
+    if (!change) return change.error();
+    // Refused only when the increase is above the tolerance with kRefusalZ confidence.
+    double allowed = change->before * task.config.loss_tolerance;
+    if (!(change->low() <= allowed) &&
+        judge(verdict, suspended, reason::kLossIncrease,
+              "held-out loss went from " + std::to_string(change->before) + " to " + std::to_string(change->after) +
+                  " on " + std::to_string(change->samples) + " samples: an increase of at least " +
+                  std::to_string(change->low()) + " (" + std::to_string(kRefusalZ) +
+                  " standard errors below the mean), above the tolerance " + std::to_string(allowed)))
+        return {};
+    verdict.held_out_gain = change->before > 0 ? -change->change() / change->before : 0;
 
     // Proof of training: the loss on the samples the unit trained on first, before and after.
     started = SteadyClock::now();
@@ -166,19 +208,23 @@ common::Result<Verdict> ResultChecks::loss_checks(const AssignmentRecord& a, con
     auto own = (*pool)->losses_on_assigned({&base, &after}, samples);
     add_seconds(costs_.own_samples, started);
     if (!own) return own.error();
-    double own_before = (*own)[0], own_after = (*own)[1];
-    double gain = own_before > 0 ? (own_before - own_after) / own_before : 0;
-    verdict.figures.gain_per_step = gain / steps;
+    auto own_change = paired_change((*own)[0], (*own)[1]);
+    if (!own_change) return own_change.error();
+    // Relative to the loss before, per step: the gain, and the most the data allow it to be.
+    double scale = own_change->before > 0 ? own_change->before * steps : 0;
+    double gain = scale > 0 ? -own_change->change() / scale : 0;
+    double gain_bound = scale > 0 ? -own_change->low() / scale : 0;
+    verdict.figures.gain_per_step = gain;
     auto threshold = gain_threshold(a.task_id, task.config, a.base_version);
     if (!threshold) return threshold.error();
-    if (!(*verdict.figures.gain_per_step > *threshold))
-        return refuse(reason::kNoImprovement,
-                      "loss on the unit's own samples went from " + std::to_string(own_before) + " to " +
-                          std::to_string(own_after) + ": a gain of " + std::to_string(*verdict.figures.gain_per_step) +
-                          " per step, not above " + std::to_string(*threshold),
-                      verdict);
-    verdict.flagged = verdict.held_out_gain >= gain;
-    return verdict;
+    if (!(gain_bound > *threshold) &&
+        judge(verdict, suspended, reason::kNoImprovement,
+              "loss on the unit's own samples went from " + std::to_string(own_change->before) + " to " +
+                  std::to_string(own_change->after) + ": a gain of " + std::to_string(gain) + " per step (at most " +
+                  std::to_string(gain_bound) + "), not above " + std::to_string(*threshold)))
+        return {};
+    verdict.flagged = verdict.held_out_gain >= gain * steps;
+    return {};
 }
 
 common::Result<double> ResultChecks::gain_threshold(const std::string& task_id, const TaskConfig& config,
@@ -211,12 +257,14 @@ common::Result<std::optional<double>> ResultChecks::typical(const std::string& t
     return std::optional<double>((*found->second).*figure);
 }
 
-common::Result<double> ResultChecks::held_out_base_loss(const std::string& task_id, std::int64_t version,
-                                                        const common::NamedTensors& base, std::int64_t samples) {
-    auto key = task_id + "/" + std::to_string(version);
+common::Result<std::vector<double>> ResultChecks::held_out_base_losses(const std::string& task_id,
+                                                                       std::int64_t version,
+                                                                       const common::NamedTensors& base,
+                                                                       std::int64_t samples) {
+    auto key = task_id + "/" + std::to_string(version) + "/" + std::to_string(samples);
     {
         std::lock_guard lock(mutex_);
-        if (base_loss_key_ == key) return base_loss_value_;
+        if (base_loss_key_ == key) return base_losses_;
     }
     auto pool = probes_.of(task_id);
     if (!pool) return pool.error();
@@ -224,8 +272,8 @@ common::Result<double> ResultChecks::held_out_base_loss(const std::string& task_
     if (!result) return result.error();
     std::lock_guard lock(mutex_);
     base_loss_key_ = key;
-    base_loss_value_ = result->loss;
-    return result->loss;
+    base_losses_ = result->sample_losses;
+    return std::move(result->sample_losses);
 }
 
 }  // namespace tessera::server

@@ -5,7 +5,9 @@
 // recent version update or of another unit's result; it points the way recent results of
 // other units point (not noise, not reversed). A result chosen for the loss checks must then
 // not raise the held-out loss beyond the tolerance, and must lower the loss on the samples
-// its unit trained on by a margin recent results set (proof of training).
+// its unit trained on by a margin recent results set (proof of training); both compare
+// per-sample losses before and after the delta (paired_losses.h). A check the stall guard
+// suspended for the task does not refuse: the verdict notes what it would have said.
 // Thread-safe: results are checked concurrently on the work pool.
 #pragma once
 
@@ -13,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "blob_store.h"
@@ -38,6 +41,8 @@ struct Verdict {
     // not trained on the unit's samples (a replay) looks like. Young models show it too.
     bool flagged = false;
     double held_out_gain = 0;
+    // "<reason>: <detail>" of each suspended check the result failed (and was not refused for).
+    std::vector<std::string> waived;
 };
 
 class ResultChecks {
@@ -52,17 +57,23 @@ public:
         : store_(store), results_(results), models_(models), probes_(probes), blobs_(blobs), copies_(copies),
           costs_(costs) {}
 
-    // `unit` is the work unit as sent; `loss_check` says whether the loss checks run.
+    // `unit` is the work unit as sent; `loss_check` says whether the loss checks run; the
+    // checks named in `suspended` note their refusals instead of refusing.
     // An error is the server's (disk, database, probe), not the result's: no verdict yet.
     common::Result<Verdict> run(const AssignmentRecord& assignment, const TaskView& task, const common::WorkUnit& unit,
-                                bool loss_check);
+                                bool loss_check, const std::set<std::string>& suspended = {});
 
 private:
-    common::Result<Verdict> loss_checks(const AssignmentRecord& assignment, const TaskView& task,
-                                        const common::WorkUnit& unit, const common::NamedTensors& base,
-                                        const common::NamedTensors& delta, Verdict verdict);
-    common::Result<double> held_out_base_loss(const std::string& task_id, std::int64_t version,
-                                              const common::NamedTensors& base, std::int64_t samples);
+    // The norm bounds, copies and alignment; true when the verdict is a refusal.
+    common::Result<bool> cheap_checks(const AssignmentRecord& assignment, const TaskView& task,
+                                      const common::WorkUnit& unit, const common::NamedTensors& delta,
+                                      const std::set<std::string>& suspended, Verdict& verdict);
+    common::Status loss_checks(const AssignmentRecord& assignment, const TaskView& task, const common::WorkUnit& unit,
+                               const common::NamedTensors& base, const common::NamedTensors& delta,
+                               const std::set<std::string>& suspended, Verdict& verdict);
+    // The base version's per-sample held-out losses (cached for the newest version asked).
+    common::Result<std::vector<double>> held_out_base_losses(const std::string& task_id, std::int64_t version,
+                                                             const common::NamedTensors& base, std::int64_t samples);
     // The gain per step a result on `base_version` must exceed: gain_margin of recent gains and
     // of those within kGainVersions before it; before there are kMinFigures, min_gain × the
     // calibration's gain.
@@ -81,7 +92,7 @@ private:
     CheckCosts& costs_;
     std::mutex mutex_;  // guards the held-out base-loss cache and the calibrations
     std::string base_loss_key_;
-    double base_loss_value_ = 0;
+    std::vector<double> base_losses_;
     std::map<std::string, std::optional<Calibration>> calibrations_;
 };
 
@@ -96,6 +107,12 @@ constexpr double kMadToSigma = 1.4826;
 // and a median of them needs kMinGains.
 constexpr std::int64_t kGainVersions = 10;
 constexpr std::size_t kMinGains = 5;
+
+// The alignment a result must reach: `min_alignment`, or, when recent passing results align
+// less (a model near its plateau, where honest deltas share little of their direction),
+// kAlignmentShare × their median (none below 0); `recent` may be empty (then min_alignment).
+constexpr double kAlignmentShare = 0.5;
+double alignment_threshold(const std::vector<double>& recent, double min_alignment);
 
 // The gain per step a result must exceed: the lower of min_gain × the median of `current`
 // gains (a young model: large, alike gains) and the median of the recent `gains` (not empty)

@@ -53,9 +53,8 @@ common::Result<std::optional<TaskView>> Scheduler::choose_task(const common::Wor
 }
 
 std::int64_t Scheduler::scaled_local_steps(const TaskConfig& config, double samples_per_s) {
-    if (config.target_seconds <= 0) return config.local_steps;
     // A volunteer that has not measured itself yet gets a short unit: its warm-up.
-    if (!(samples_per_s > 0)) return std::max<std::int64_t>(1, config.local_steps / 4);
+    if (config.target_seconds <= 0 || !(samples_per_s > 0)) return warm_up_unit_steps(config);
     double steps = config.target_seconds * samples_per_s / static_cast<double>(config.batch_size);
     auto low = std::max<std::int64_t>(1, config.local_steps / 8);
     // Never above H: the merge weighs every result alike, so a fast volunteer's long unit

@@ -3,6 +3,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -10,6 +11,15 @@
 #include "protocol.h"
 
 namespace tessera::server {
+
+std::int64_t warm_up_unit_steps(const TaskConfig& config) {
+    if (config.target_seconds <= 0) return config.local_steps;
+    return std::max<std::int64_t>(1, config.local_steps / 4);
+}
+
+bool is_warm_up_unit(const TaskConfig& config, std::int64_t steps) {
+    return config.target_seconds > 0 && steps <= warm_up_unit_steps(config);
+}
 
 void apply_policy_defaults(TaskConfig& config) {
     switch (config.merge.kind) {
@@ -71,7 +81,9 @@ common::Status validate_task_config(const TaskConfig& c) {
         return fail("quarantine rejections and window must be >= 1");
     if (c.eval_samples < 1 || c.eval_interval_s < 0 || c.eval_full_interval_s < 0)
         return fail("eval samples must be >= 1, intervals >= 0");
-    if (c.check_samples < 1) return fail("check samples must be >= 1");
+    // The paired loss checks estimate their spread from the samples (paired_losses.h).
+    if (c.check_samples < kMinCheckSamples)
+        return fail("check samples must be >= " + std::to_string(kMinCheckSamples));
     return {};
 }
 

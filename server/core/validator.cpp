@@ -1,13 +1,16 @@
 // Validator: verdicts, the replica comparison and each volunteer's standing.
 #include "validator.h"
 
+#include <algorithm>
 #include <iostream>
+#include <map>
 
 #include <boost/json.hpp>
 
 #include "assignment_unit.h"
 #include "rejection_reasons.h"
 #include "replica_comparison.h"
+#include "replica_quorum.h"
 #include "tensor_math.h"
 #include "trust.h"
 
@@ -17,7 +20,7 @@ Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, Pro
                      CopyDetector& copies, CheckCosts& costs, Clock clock,
                      std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted, std::uint64_t seed)
     : store_(store), results_(results), models_(models), copies_(copies),
-      checks_(store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)),
+      checks_(store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)), guard_(store, clock_),
       on_accepted_(std::move(on_accepted)), rng_(seed) {}
 
 double Validator::credit_for(const TaskConfig& config, std::int64_t local_steps) {
@@ -62,13 +65,19 @@ common::Status Validator::validate(const std::string& assignment_id) {
     if (!client) return client.error();
     if (!*client) return common::make_error("no client '" + a.client_id + "'");
 
-    auto verdict = checks_.run(a, *task, *sent, draw(loss_check_chance(task->config, **client)));
+    auto suspended = guard_.suspended(*task);
+    if (!suspended) return suspended.error();
+    auto verdict = checks_.run(a, *task, *sent, draw(loss_check_chance(task->config, **client)), *suspended);
     if (!verdict) return verdict.error();
     if (!verdict->reason.empty())
-        return reject(a, *task, verdict->reason, verdict->detail, verdict->figures.gain_per_step);
-    copies_.note_result(a.task_id, a.work_unit_id, std::move(verdict->sketch));
+        return reject(a, *task, verdict->reason, verdict->detail, verdict->figures);
+    copies_.note_result(a.task_id, a.work_unit_id, std::move(verdict->sketch),
+                        {a.base_version, a.returned_at.value_or(clock_())},
+                        !is_warm_up_unit(task->config, sent->hyper.local_steps));
     if (verdict->flagged)
         if (auto status = note_flagged(a, *verdict); !status) return status;
+    if (!verdict->waived.empty())
+        if (auto status = note_waived(a, *verdict); !status) return status;
     if (*unit && (*unit)->replicas > 1) return settle_replicas(a, *task, verdict->figures);
     auto accepted = accept(a, *task, verdict->figures, true);
     return accepted ? common::Status() : common::Status(accepted.error());
@@ -82,7 +91,14 @@ common::Status Validator::note_flagged(const AssignmentRecord& a, const Verdict&
     return store_.add_event("result_flagged", boost::json::serialize(detail), clock_());
 }
 
-// A replicated unit: wait for the twin, then compare the two deltas.
+common::Status Validator::note_waived(const AssignmentRecord& a, const Verdict& verdict) {
+    boost::json::array waived;
+    for (const auto& note : verdict.waived) waived.emplace_back(note);
+    boost::json::object detail{{"assignment_id", a.id}, {"client_id", a.client_id}, {"waived", std::move(waived)}};
+    return store_.add_event("check_waived", boost::json::serialize(detail), clock_());
+}
+
+// A replicated unit: wait for the others, compare every pair, and let the quorum decide.
 common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskView& task,
                                           const CheckFigures& figures) {
     std::lock_guard lock(replica_mutex_);
@@ -90,45 +106,99 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
     if (!marked) return marked.error();
     auto siblings = store_.assignments_of(a.work_unit_id);
     if (!siblings) return siblings.error();
-    const AssignmentRecord* twin = nullptr;
+    std::vector<AssignmentRecord> validated;
     for (const auto& s : *siblings)
-        if (s.id != a.id && s.state == AssignmentState::Validated) twin = &s;
-    if (!twin) return {};  // the twin validates later and settles both
+        if (s.state == AssignmentState::Validated) validated.push_back(s);
+    if (validated.size() < 2) return {};  // the others validate later and settle the unit
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
-    auto mine = results_.read_decoded(a.id, value_count(**base) + 1);
-    auto theirs = results_.read_decoded(twin->id, value_count(**base) + 1);
-    if (!mine) return mine.error();
-    if (!theirs) return theirs.error();
-    auto compared = compare_replicas(*mine, *theirs, task.config.replica_tolerance);
-    if (!compared) return compared.error();
-    // The distance of every comparison, agreed or not, so the tolerance can be judged.
-    boost::json::object event{{"wu_id", a.work_unit_id},
-                              {"assignments", boost::json::array{twin->id, a.id}},
-                              {"relative_l2", compared->relative_l2},
-                              {"tolerance", task.config.replica_tolerance},
-                              {"allowance", compared->allowance}};
-    if (auto status = store_.add_event("replicas_compared", boost::json::serialize(event), clock_()); !status)
-        return status;
-    if (compared->agree()) {
-        // One of the twins is merged: the first whose volunteer is not quarantined.
-        auto twin_merged = accept(*twin, task, {twin->delta_norm.value_or(0), twin->gain_per_step}, true);
-        if (!twin_merged) return twin_merged.error();
-        auto merged = accept(a, task, figures, !*twin_merged);
-        return merged ? common::Status() : common::Status(merged.error());
+    std::vector<common::DecodedDelta> deltas;
+    for (const auto& v : validated) {
+        auto decoded = results_.read_decoded(v.id, value_count(**base) + 1);
+        if (!decoded) return decoded.error();
+        deltas.push_back(std::move(*decoded));
     }
-    auto detail = "relative L2 distance " + std::to_string(compared->relative_l2) + " between replicas " + twin->id +
-                  " and " + a.id + " exceeds " + std::to_string(compared->limit) + " (tolerance " +
-                  std::to_string(task.config.replica_tolerance) + " + error-feedback allowance " +
-                  std::to_string(compared->allowance) + ")";
-    if (auto status = reject(*twin, task, reason::kReplicaMismatch, detail); !status) return status;
-    return reject(a, task, reason::kReplicaMismatch, detail);
+    std::map<std::pair<std::size_t, std::size_t>, ReplicaComparison> compared;
+    for (std::size_t i = 0; i < deltas.size(); ++i)
+        for (std::size_t j = i + 1; j < deltas.size(); ++j) {
+            auto comparison = compare_replicas(deltas[i], deltas[j], task.config.replica_tolerance);
+            if (!comparison) return comparison.error();
+            compared.emplace(std::pair(i, j), *comparison);
+            if (validated[i].id != a.id && validated[j].id != a.id) continue;  // reported when it was new
+            // The distance of every comparison, agreed or not, so the tolerance can be judged.
+            boost::json::object event{{"wu_id", a.work_unit_id},
+                                      {"assignments", boost::json::array{validated[i].id, validated[j].id}},
+                                      {"relative_l2", comparison->relative_l2},
+                                      {"tolerance", task.config.replica_tolerance},
+                                      {"allowance", comparison->allowance}};
+            if (auto status = store_.add_event("replicas_compared", boost::json::serialize(event), clock_()); !status)
+                return status;
+        }
+    auto unit = store_.work_unit(a.work_unit_id);
+    if (!unit) return unit.error();
+    auto replicas = *unit ? (*unit)->replicas : std::int64_t{2};
+    auto decision = decide_quorum(validated.size(), replicas,
+                                  [&](std::size_t i, std::size_t j) { return compared.at({i, j}).agree(); });
+    switch (decision.kind) {
+        case QuorumDecision::Kind::Wait:
+            return {};
+        case QuorumDecision::Kind::Tiebreak: {
+            if (auto status = store_.set_replicas(a.work_unit_id, replicas + 1); !status) return status;
+            boost::json::array ids;
+            for (const auto& v : validated) ids.emplace_back(v.id);
+            boost::json::object event{{"wu_id", a.work_unit_id}, {"assignments", std::move(ids)}};
+            return store_.add_event("replica_tiebreak", boost::json::serialize(event), clock_());
+        }
+        case QuorumDecision::Kind::Settle:
+            break;
+    }
+    // A unit none of whose results agree is computed again, by as many as it first asked for.
+    auto settled = decision.agreeing.empty() ? std::int64_t{2} : static_cast<std::int64_t>(decision.agreeing.size());
+    if (auto status = store_.set_replicas(a.work_unit_id, settled); !status) return status;
+    for (auto i : decision.outliers) {
+        std::string distances;
+        for (std::size_t j = 0; j < validated.size(); ++j) {
+            if (j == i) continue;
+            const auto& c = compared.at({std::min(i, j), std::max(i, j)});
+            distances += (distances.empty() ? "" : "; ") + std::to_string(c.relative_l2) + " to " + validated[j].id +
+                         " (limit " + std::to_string(c.limit) + ")";
+        }
+        auto detail = "relative L2 distance beyond the replica tolerance " +
+                      std::to_string(task.config.replica_tolerance) + " plus the error-feedback allowance from every "
+                      "other replica: " + distances;
+        if (auto status = reject(validated[i], task, reason::kReplicaMismatch, detail); !status) return status;
+    }
+    // One of the agreeing results is merged: the first whose volunteer is not quarantined.
+    bool merged = false;
+    for (auto i : decision.agreeing) {
+        const auto& v = validated[i];
+        auto accepted = accept(v, task, v.id == a.id ? figures : v.figures(), !merged);
+        if (!accepted) return accepted.error();
+        merged = merged || *accepted;
+    }
+    return {};
 }
 
 common::Status Validator::accept_alone(const AssignmentRecord& a) {
     auto task = load_task(store_, a.task_id);
     if (!task) return task.error();
-    auto accepted = accept(a, *task, {a.delta_norm.value_or(0), a.gain_per_step}, true);
+    std::lock_guard lock(replica_mutex_);
+    auto siblings = store_.assignments_of(a.work_unit_id);
+    if (!siblings) return siblings.error();
+    std::vector<const AssignmentRecord*> waiting;
+    for (const auto& s : *siblings)
+        if (s.state == AssignmentState::Validated) waiting.push_back(&s);
+    if (waiting.size() > 1) {
+        // A pair that disagreed and whose tie-break never came back: neither is merged, and
+        // neither counts against its volunteer.
+        for (const auto* s : waiting)
+            if (auto status = reject(*s, *task, reason::kReplicaUnresolved,
+                                     "the replicas disagreed and no tie-break replica came back");
+                !status)
+                return status;
+        return {};
+    }
+    auto accepted = accept(a, *task, a.figures(), true);
     return accepted ? common::Status() : common::Status(accepted.error());
 }
 
@@ -137,7 +207,13 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
     auto client = store_.client(a.client_id);
     if (!client) return client.error();
     bool quarantined = *client && (*client)->quarantined;
-    merge = merge && !quarantined;
+    bool fallback = false;  // merged although quarantined: nothing else has been for a while
+    if (merge && quarantined) {
+        auto starved = guard_.starved(task);
+        if (!starved) return starved.error();
+        fallback = *starved;
+    }
+    merge = merge && (!quarantined || fallback);
     auto unit = store_.work_unit(a.work_unit_id);
     if (!unit) return unit.error();
     std::int64_t steps = *unit ? (*unit)->local_steps : task.config.local_steps;
@@ -146,6 +222,11 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
     auto accepted = store_.accept(a.id, figures, credit, merge, clock_());
     if (!accepted) return accepted.error();
     if (!*accepted) return false;
+    if (fallback) {
+        boost::json::object event{{"assignment_id", a.id}, {"client_id", a.client_id}, {"task_id", a.task_id}};
+        if (auto status = store_.add_event("quarantine_fallback", boost::json::serialize(event), clock_()); !status)
+            return status.error();
+    }
     if (merge) {
         on_accepted_(a.task_id, a.id);
     } else {
@@ -160,11 +241,15 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
 }
 
 common::Status Validator::reject(const AssignmentRecord& a, const TaskView& task, std::string_view why,
-                                 const std::string& detail, std::optional<double> gain_per_step) {
-    auto rejected = store_.reject(a.id, std::string(why), detail, clock_(), task.config.max_failures, gain_per_step);
+                                 const std::string& detail, const CheckFigures& figures) {
+    auto rejected = store_.reject(a.id, std::string(why), detail, clock_(), task.config.max_failures, figures);
     if (!rejected) return rejected.error();
     results_.remove(a.id);
     if (!*rejected) return {};
+    auto suspended = guard_.note_refusal(task, why);
+    if (!suspended) return suspended.error();
+    // A stale consensus is what stalls the alignment check: the next one forms from new results.
+    if (*suspended && why == reason::kMisaligned) copies_.restart_consensus(a.task_id, clock_());
     const auto& c = task.config;
     auto recent = store_.rejections_since(a.client_id, clock_() - c.quarantine_window_s);
     if (!recent) return recent.error();

@@ -3,7 +3,10 @@
 // trusted volunteer's at the task's rate — then through the replica comparison, and accepts
 // it (handing it to the aggregator) or rejects it with a reason. It keeps each volunteer's
 // standing: R refusals within the window quarantine it (its valid results are then kept but
-// neither merged nor credited), a new streak of valid results lifts the quarantine.
+// neither merged nor credited), a new streak of valid results lifts the quarantine. Its stall
+// guard keeps any check from stalling a task (stall_guard.h), and when nothing has been merged
+// for a while a quarantined volunteer's results that pass every check are merged (the
+// quarantine fallback: quarantine never takes every volunteer out of a task).
 // Thread-safe: checks of different results run concurrently on the work pool.
 #pragma once
 
@@ -14,6 +17,7 @@
 #include <string>
 
 #include "result_checks.h"
+#include "stall_guard.h"
 #include "store.h"
 #include "task_lookup.h"
 
@@ -43,8 +47,9 @@ private:
     common::Result<bool> accept(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
                                 bool merge);
     common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,
-                          const std::string& detail, std::optional<double> gain_per_step = std::nullopt);
+                          const std::string& detail, const CheckFigures& figures = {});
     common::Status note_flagged(const AssignmentRecord& assignment, const Verdict& verdict);
+    common::Status note_waived(const AssignmentRecord& assignment, const Verdict& verdict);
     bool draw(double chance);
 
     Store& store_;
@@ -53,6 +58,7 @@ private:
     CopyDetector& copies_;
     ResultChecks checks_;
     Clock clock_;
+    StallGuard guard_;
     std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted_;
     std::mutex replica_mutex_;         // one replica pair is settled at a time
     std::mutex mutex_;                 // guards rng_ and in_flight_

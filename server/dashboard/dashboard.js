@@ -140,7 +140,8 @@
     dashboard.lastEventId = Math.max(dashboard.lastEventId, s.last_event_id);
     const t = s.task;
     dashboard.shownTask = t ? t.id : null;
-    setText('task', t ? `${t.state} · weight ${t.weight}` : 'no task yet');
+    setText('task', t ? `${t.state} · weight ${t.weight}` +
+      (t.suspended_checks.length ? ` · checks suspended (a stall): ${t.suspended_checks.join(', ')}` : '') : 'no task yet');
     showVersion(s.version);
     setText('loss', s.validation_loss === null ? 'not yet' : s.validation_loss.toFixed(4));
     setText('loss-note', s.validation_loss === null ? '' :
@@ -314,7 +315,8 @@
 
   const eventKinds = ['version_merged', 'evaluated', 'result_received', 'result_accepted', 'result_rejected',
     'work_issued', 'work_timed_out', 'work_abandoned', 'work_unit_retired', 'client_registered', 'client_banned',
-    'client_unbanned', 'client_quarantined', 'client_released', 'task_created', 'task_state'];
+    'client_unbanned', 'client_quarantined', 'client_released', 'task_created', 'task_state', 'check_suspended',
+    'check_restored', 'quarantine_fallback'];
   function listen() {
     const stream = new EventSource(`/api/v1/events/stream?after=${dashboard.lastEventId}`);
     stream.onopen = () => { $('live').classList.add('on'); setText('live', 'live'); };

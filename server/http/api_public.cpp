@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "api.h"
+#include "stall_guard.h"
 #include "task_lookup.h"
 
 namespace tessera::server {
@@ -120,6 +121,9 @@ Response Api::metrics(const Request& request) {
     auto reasons = store_.rejection_counts();
     if (!reasons) return internal_error(request, reasons.message());
     stored.rejections_by_reason = std::move(*reasons);
+    auto suspended = suspended_checks(store_);
+    if (!suspended) return internal_error(request, suspended.message());
+    for (const auto& check : *suspended) ++stored.suspended_checks[check.reason];
     stored.state = dashboard_.state_usage();
     return text_response(request, http::status::ok, prometheus_text(stored, metrics_), "text/plain; version=0.0.4");
 }

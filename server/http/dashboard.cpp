@@ -7,6 +7,7 @@
 
 #include "dashboard_assets.h"
 #include "database.h"
+#include "stall_guard.h"
 #include "task_lookup.h"
 
 namespace tessera::server {
@@ -151,6 +152,11 @@ Response Dashboard::stats(const Request& request, const std::string& task_id) {
                     {"created_at", t.record.created_at},
                     {"eval_samples", t.config.eval_samples},
                     {"eval_full_interval_s", t.config.eval_full_interval_s}};
+    auto suspended = suspended_checks(store_, t.record.id);
+    if (!suspended) return internal_error(request, suspended.message());
+    boost::json::array suspended_reasons;
+    for (const auto& check : *suspended) suspended_reasons.emplace_back(check.reason);
+    body["task"].as_object()["suspended_checks"] = std::move(suspended_reasons);
     auto versions = store_.versions(t.record.id);
     if (!versions) return internal_error(request, versions.message());
     auto newest_evaluated = std::find_if(versions->rbegin(), versions->rend(),

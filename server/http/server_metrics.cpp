@@ -14,12 +14,12 @@ void family(std::ostream& out, std::string_view name, std::string_view type, std
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
 }
 
-constexpr std::array<std::string_view, 17> kReasons = {
+constexpr std::array<std::string_view, 18> kReasons = {
     reason::kDeadlinePassed, reason::kWrongBaseVersion, reason::kEncodingMismatch, reason::kTooLarge,
     reason::kHashMismatch,   reason::kUndecodable,      reason::kShapeMismatch,    reason::kNonFinite,
     reason::kEmptyDelta,     reason::kNormTooLarge,     reason::kNormTooSmall,     reason::kCopied,
     reason::kMisaligned,     reason::kNoImprovement,    reason::kLossIncrease,     reason::kReplicaMismatch,
-    reason::kWorkUnitRetired};
+    reason::kReplicaUnresolved, reason::kWorkUnitRetired};
 
 }  // namespace
 
@@ -102,6 +102,14 @@ std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& me
     for (auto known : kReasons) reasons.try_emplace(std::string(known), 0);
     for (const auto& [name, count] : reasons)
         out << "tessera_rejections_total{reason=\"" << name << "\"} " << count << '\n';
+    family(out, "tessera_checks_suspended", "gauge",
+           "Tasks where a contribution check is suspended because it refused every result for a while, by check.");
+    auto suspended = stored.suspended_checks;
+    for (auto known : {reason::kNormTooLarge, reason::kNormTooSmall, reason::kMisaligned, reason::kNoImprovement,
+                       reason::kLossIncrease})
+        suspended.try_emplace(std::string(known), 0);
+    for (const auto& [name, count] : suspended)
+        out << "tessera_checks_suspended{reason=\"" << name << "\"} " << count << '\n';
     metrics.write(out);
     return out.str();
 }

@@ -74,6 +74,7 @@ struct StoredMetrics {
     std::int64_t model_version = 0;
     StoreCounts counts;
     std::map<std::string, std::int64_t> rejections_by_reason;
+    std::map<std::string, std::int64_t> suspended_checks;  // tasks where each check is suspended, by reason
     StateUsage state;
 };
 

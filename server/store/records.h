@@ -127,6 +127,13 @@ std::string_view assignment_state_name(AssignmentState state);
 std::optional<AssignmentState> assignment_state_from_name(std::string_view name);
 std::vector<AssignmentState> all_assignment_states();
 
+// What the validator measured of a result that passed its checks.
+struct CheckFigures {
+    double norm = 0;                      // ‖Δ‖
+    std::optional<double> gain_per_step;  // relative loss drop on its own samples per step, when checked
+    std::optional<double> alignment;      // cosine with the consensus of other units' results, when checked
+};
+
 struct AssignmentRecord {
     std::string id;
     std::string work_unit_id;
@@ -146,12 +153,18 @@ struct AssignmentRecord {
     std::string task_id;
     std::int64_t base_version = 0;
     std::optional<double> gain_per_step;  // proof of training, when it was checked
+    std::optional<double> alignment;      // the alignment check's cosine, when it ran
+
+    CheckFigures figures() const { return {delta_norm.value_or(0), gain_per_step, alignment}; }
 };
 
-// What the validator measured of a result that passed its checks.
-struct CheckFigures {
-    double norm = 0;                      // ‖Δ‖
-    std::optional<double> gain_per_step;  // relative loss drop on its own samples per step, when checked
+// A task's merges and one check's refusals since the last merge (the stall guard's figures).
+struct StallFigures {
+    std::optional<std::int64_t> last_merge_at;  // return time of the newest result accepted for merging
+    std::int64_t refusals = 0;                  // on the reason asked, since then
+    std::int64_t volunteers = 0;                // distinct volunteers among those refusals
+    std::optional<std::int64_t> first_refusal_at;
+    std::optional<std::int64_t> first_return_at;  // the earliest result returned since then, whatever its fate
 };
 
 struct RejectionRecord {

@@ -43,7 +43,7 @@ public:
     static common::Result<std::unique_ptr<Store>> connect(const std::string& url, bool create);
     ~Store();
 
-    static constexpr std::int64_t kSchemaVersion = 7;
+    static constexpr std::int64_t kSchemaVersion = 8;
     common::Result<std::int64_t> schema_version();
     // The database's size on disk: PostgreSQL's for the whole database; SQLite's pages (its
     // WAL not counted).
@@ -52,6 +52,9 @@ public:
     // Settings (operator token hash, server key id).
     common::Status set_setting(const std::string& key, const std::string& value);
     common::Result<std::optional<std::string>> setting(const std::string& key);
+    // Every setting whose key starts with `prefix`, by key.
+    common::Result<std::vector<std::pair<std::string, std::string>>> settings_with_prefix(const std::string& prefix);
+    common::Status remove_setting(const std::string& key);
 
     // Clients. Registering a known key returns the existing client (its name and version
     // updated, its first address kept). A new key is refused (nullopt) when `limit.max` (> 0)
@@ -71,7 +74,8 @@ public:
     common::Result<std::vector<ClientRecord>> clients();  // by credit, highest first
     // New volunteers registered from `address` since `since` (the Sybil limit).
     common::Result<std::int64_t> registrations_from(const std::string& address, std::int64_t since);
-    // Results of the volunteer refused since `since` (the quarantine rule).
+    // Results of the volunteer refused since `since` (the quarantine rule), not counting
+    // refusals that judge no delta (work_unit_retired, replica_unresolved).
     common::Result<std::int64_t> rejections_since(const std::string& client_id, std::int64_t since);
     // False when it already was (or was not); entering quarantine resets the valid streak.
     common::Result<bool> set_client_quarantined(const std::string& id, bool quarantined, const std::string& why,
@@ -158,10 +162,10 @@ public:
     // enough accepted replicas.
     common::Result<bool> accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
                                 std::int64_t now);
-    // `gain_per_step`: the proof of training's figure, when the result got that far.
+    // `figures`: the gain per step and alignment the checks measured before refusing (the
+    // norm is not kept for refused results).
     common::Result<bool> reject(const std::string& id, const std::string& reason, const std::string& detail,
-                                std::int64_t now, std::int64_t max_failures,
-                                std::optional<double> gain_per_step = std::nullopt);
+                                std::int64_t now, std::int64_t max_failures, const CheckFigures& figures = {});
     // The task's in-progress assignments past their deadline time out.
     common::Result<std::vector<EndedAssignment>> expire_overdue(const std::string& task_id, std::int64_t now,
                                                                 std::int64_t max_failures);
@@ -178,6 +182,18 @@ public:
     // units based on `min_base_version` or later.
     common::Result<std::vector<double>> recent_gains_per_step(const std::string& task_id, int limit,
                                                               std::int64_t min_base_version = 0);
+    // What the stall guard judges a check by (store_checks.cpp): when the task last merged a
+    // result, and the refusals on `reason` since then.
+    common::Result<StallFigures> stall_figures(const std::string& task_id, const std::string& reason);
+    // Alignments (cosines with the consensus) of the most recent results that passed the
+    // checks, newest first: what honest results show now (refused ones are left out, so that
+    // refused noise cannot lower the bar).
+    common::Result<std::vector<double>> recent_alignments(const std::string& task_id, int limit);
+    // Results of the task accepted for merging (accepted or merged) that returned at `since` or later.
+    common::Result<std::int64_t> merges_since(const std::string& task_id, std::int64_t since);
+    // How many results a replicated unit needs (a tie-break raises it; a settled quorum sets it
+    // to the results accepted, so the unit is done).
+    common::Status set_replicas(const std::string& work_unit_id, std::int64_t replicas);
     // Validated results whose twin has not come back within `wait_s` and is not in progress.
     common::Result<std::vector<AssignmentRecord>> lonely_validated(const std::string& task_id, std::int64_t now,
                                                                    std::int64_t wait_s);

@@ -148,7 +148,9 @@ common::Result<std::int64_t> Store::registrations_from(const std::string& addres
 
 common::Result<std::int64_t> Store::rejections_since(const std::string& client_id, std::int64_t since) {
     return guarded([&]() -> common::Result<std::int64_t> {
-        Statement query(db(), "SELECT COUNT(*) FROM rejections WHERE client_id = ? AND at >= ?");
+        Statement query(db(),
+                        "SELECT COUNT(*) FROM rejections WHERE client_id = ? AND at >= ? "
+                        "AND reason NOT IN ('work_unit_retired', 'replica_unresolved')");
         query.bind(1, client_id).bind(2, since).step();
         return query.integer(0);
     });

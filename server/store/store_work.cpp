@@ -84,6 +84,7 @@ AssignmentRecord read_assignment(const Statement& row) {
     a.task_id = row.text(14);
     a.base_version = row.integer(15);
     a.gain_per_step = row.optional_real(16);
+    a.alignment = row.optional_real(17);
     return a;
 }
 
@@ -236,11 +237,13 @@ common::Result<bool> Store::mark_validated(const std::string& id, const CheckFig
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (!transition(db(), id, "('returned')", "validated")) return false;
-        Statement(db(), "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, returned_at = ? WHERE id = ?")
+        Statement(db(),
+                  "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, returned_at = ? WHERE id = ?")
             .bind(1, figures.norm)
             .bind(2, figures.gain_per_step)
-            .bind(3, now)
-            .bind(4, id)
+            .bind(3, figures.alignment)
+            .bind(4, now)
+            .bind(5, id)
             .run();
         transaction.commit();
         return true;
@@ -255,12 +258,14 @@ common::Result<bool> Store::accept(const std::string& id, const CheckFigures& fi
         Statement next_seq(db(), "SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments");
         next_seq.step();
         Statement(db(),
-                  "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, credit = ?, accepted_seq = ? WHERE id = ?")
+                  "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, credit = ?, accepted_seq = ? "
+                  "WHERE id = ?")
             .bind(1, figures.norm)
             .bind(2, figures.gain_per_step)
-            .bind(3, credit)
-            .bind(4, next_seq.integer(0))
-            .bind(5, id)
+            .bind(3, figures.alignment)
+            .bind(4, credit)
+            .bind(5, next_seq.integer(0))
+            .bind(6, id)
             .run();
         Statement client(db(), "SELECT client_id FROM assignments WHERE id = ?");
         client.bind(1, id).step();
@@ -286,14 +291,15 @@ common::Result<bool> Store::accept(const std::string& id, const CheckFigures& fi
 }
 
 common::Result<bool> Store::reject(const std::string& id, const std::string& reason, const std::string& detail,
-                                   std::int64_t now, std::int64_t max_failures, std::optional<double> gain_per_step) {
+                                   std::int64_t now, std::int64_t max_failures, const CheckFigures& figures) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (!transition(db(), id, "('in_progress', 'returned', 'validated')", "rejected")) return false;
-        if (gain_per_step)
-            Statement(db(), "UPDATE assignments SET gain_per_step = ? WHERE id = ?")
-                .bind(1, *gain_per_step)
-                .bind(2, id)
+        if (figures.gain_per_step || figures.alignment)
+            Statement(db(), "UPDATE assignments SET gain_per_step = ?, alignment = ? WHERE id = ?")
+                .bind(1, figures.gain_per_step)
+                .bind(2, figures.alignment)
+                .bind(3, id)
                 .run();
         Statement client(db(), "SELECT client_id FROM assignments WHERE id = ?");
         client.bind(1, id).step();
@@ -408,6 +414,13 @@ common::Result<std::vector<double>> Store::recent_gains_per_step(const std::stri
         std::vector<double> gains;
         while (query.step()) gains.push_back(query.real(0));
         return gains;
+    });
+}
+
+common::Status Store::set_replicas(const std::string& work_unit_id, std::int64_t replicas) {
+    return guarded([&]() -> common::Status {
+        Statement(db(), "UPDATE work_units SET replicas = ? WHERE id = ?").bind(1, replicas).bind(2, work_unit_id).run();
+        return {};
     });
 }
 

@@ -34,12 +34,18 @@ common::ShardData rows_of(const common::ShardData& data, const torch::Tensor& ro
     return chosen;
 }
 
-// The workload's evaluation loss on all of `data` with `weights` loaded.
-common::Result<double> loss_with(common::Workload& workload, const common::TorchTensorMap& weights,
-                                 const common::ShardData& data) {
+std::vector<double> to_vector(const torch::Tensor& values) {
+    auto contiguous = values.to(torch::kFloat64).contiguous();
+    const auto* data = contiguous.data_ptr<double>();
+    return std::vector<double>(data, data + contiguous.numel());
+}
+
+// The workload's per-sample evaluation losses on all of `data` with `weights` loaded.
+common::Result<SampleLosses> losses_with(common::Workload& workload, const common::TorchTensorMap& weights,
+                                         const common::ShardData& data) {
     auto status = common::load_state(*workload.module(), weights);
     if (!status) return status.error();
-    return workload.evaluate(data, torch::kCPU, data.size()).loss;
+    return to_vector(workload.evaluate(data, torch::kCPU, data.size()).sample_losses);
 }
 
 class TorchProbe : public ModelProbe {
@@ -53,7 +59,7 @@ public:
             auto status = common::load_state(*workload_->module(), common::from_named_f32(weights));
             if (!status) return status.error();
             auto result = workload_->evaluate(*data_, torch::kCPU, max_samples);
-            ProbeResult probe{result.loss, std::nullopt, result.samples};
+            ProbeResult probe{result.loss, std::nullopt, result.samples, to_vector(result.sample_losses)};
             if (result.accuracy >= 0) probe.accuracy = result.accuracy;
             return probe;
         } catch (const c10::Error& error) {
@@ -61,8 +67,8 @@ public:
         }
     }
 
-    common::Result<std::vector<double>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
-                                                           const AssignedSamples& samples) override {
+    common::Result<std::vector<SampleLosses>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
+                                                                 const AssignedSamples& samples) override {
         try {
             torch::NoGradGuard no_grad;
             auto data = unit_data(samples.shard_files);
@@ -70,11 +76,11 @@ public:
             auto rows = common::first_epoch_rows((*data)->size(), samples.batch_size, samples.steps, samples.seed,
                                                  samples.max_samples);
             auto chosen = rows_of(**data, rows);
-            std::vector<double> losses;
+            std::vector<SampleLosses> losses;
             for (const auto* w : weights) {
-                auto loss = loss_with(*workload_, common::from_named_f32(*w), chosen);
+                auto loss = losses_with(*workload_, common::from_named_f32(*w), chosen);
                 if (!loss) return loss.error();
-                losses.push_back(*loss);
+                losses.push_back(std::move(*loss));
             }
             return losses;
         } catch (const c10::Error& error) {
@@ -187,15 +193,21 @@ common::Result<Calibration> calibrate(const TaskConfig& config, const common::Na
         auto chosen = rows_of(*data, rows);
         auto workload = common::make_workload(config.model, shape_of(config), 0);
         if (!workload) return workload.error();
-        auto before_loss = loss_with(**workload, theta0, chosen);
-        if (!before_loss) return before_loss.error();
-        auto after_loss = loss_with(**workload, after, chosen);
-        if (!after_loss) return after_loss.error();
+        auto before = losses_with(**workload, theta0, chosen);
+        if (!before) return before.error();
+        auto after_losses = losses_with(**workload, after, chosen);
+        if (!after_losses) return after_losses.error();
+        auto mean = [](const SampleLosses& losses) {
+            double total = 0;
+            for (double loss : losses) total += loss;
+            return losses.empty() ? 0.0 : total / static_cast<double>(losses.size());
+        };
+        double before_loss = mean(*before), after_loss = mean(*after_losses);
         Calibration calibration;
         calibration.steps = train.steps;
         calibration.norm_per_step = std::sqrt(squares) / static_cast<double>(train.steps);
         calibration.gain_per_step =
-            *before_loss > 0 ? (*before_loss - *after_loss) / *before_loss / static_cast<double>(train.steps) : 0.0;
+            before_loss > 0 ? (before_loss - after_loss) / before_loss / static_cast<double>(train.steps) : 0.0;
         return calibration;
     } catch (const c10::Error& error) {
         return common::make_error(std::string("calibration: ") + error.what_without_backtrace());

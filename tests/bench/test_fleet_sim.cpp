@@ -293,7 +293,7 @@ TEST_CASE("hostile volunteers' poison is returned, and the validator refuses wha
     std::ifstream csv(task.dir.path() / "checks.csv");
     std::string header, line;
     std::getline(csv, header);
-    CHECK(header == "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,outcome,detail");
+    CHECK(header == "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,alignment,outcome,detail");
     std::size_t lines = 0;
     while (std::getline(csv, line)) lines += line.rfind("fedasync,a-", 0) == 0;
     CHECK(lines == result->checked.size());

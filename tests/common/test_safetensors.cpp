@@ -1,9 +1,12 @@
 // Safetensors: round trips, and a reader that refuses every kind of damaged or lying file.
 #include <doctest/doctest.h>
 
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
+#include "checkpoint.h"
 #include "corrupt.h"
 #include "half.h"
 #include "mapped_file.h"
@@ -203,4 +206,30 @@ TEST_CASE("a zero-element tensor with huge other dimensions is fine and cannot o
     auto file = parse_safetensors(bytes);
     REQUIRE(file.ok());
     CHECK(file->find("a")->numel() == 0);
+}
+
+TEST_CASE("a checkpoint's bytes are exactly those docs/tensor_format.md specifies") {
+    auto bytes = write_checkpoint({{"w", {2}, {1.5f, -2.0f}}}, {"t", "dit-tiny", 3}).value();
+    std::string header =
+        R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"format":"tessera.checkpoint",)"
+        R"("model":"dit-tiny","task":"t","version":"3"}})";
+    REQUIRE(header.size() == 145);
+    header.append(7, ' ');
+    std::uint64_t length = 0;
+    std::memcpy(&length, bytes.data(), 8);
+    CHECK(length == 152);
+    CHECK(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, 152) == header);
+    REQUIRE(bytes.size() == 8 + 152 + 8);
+    float values[2];
+    std::memcpy(values, bytes.data() + 160, 8);
+    CHECK(values[0] == 1.5f);
+    CHECK(values[1] == -2.0f);
+}
+
+TEST_CASE("bf16 rounds to nearest, ties to even, and keeps NaN a NaN") {
+    CHECK(f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(f32_to_bf16(std::bit_cast<float>(0x3f808000u)) == 0x3f80);  // a tie: to the even 0x3f80
+    CHECK(f32_to_bf16(std::bit_cast<float>(0x3f818000u)) == 0x3f82);  // a tie: to the even 0x3f82
+    CHECK(f32_to_bf16(std::bit_cast<float>(0x3f808001u)) == 0x3f81);  // above the tie: up
+    CHECK(std::isnan(bf16_to_f32(f32_to_bf16(std::nanf("")))));
 }

@@ -13,10 +13,9 @@
 #include "calibration.h"
 #include "rejection_reasons.h"
 #include "server_fixture.h"
+#include "trained_deltas.h"
 #include "tensor_math.h"
 #include "transitioner.h"
-#include "torch/shard_data.h"
-#include "torch/trainer.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -24,71 +23,11 @@ namespace reason = tessera::server::reason;
 
 namespace {
 
-// The cnn on random images with arbitrary labels: training can only memorise, so it lowers
-// the loss on the unit's own samples and not on held-out ones (DiT on the synthetic random
-// latents learns too little in a few steps to tell). Every result of a new volunteer gets
-// the loss checks.
-void checked_task(TaskConfig& c) {
-    c.local_steps = 12;
-    c.batch_size = 16;
-    c.lr = 2e-3;
-    c.warmup_steps = 1;
-    c.codec = {common::DeltaDType::F32, 1.0};
-    c.loss_check = 1.0;
-    c.trust_streak = 5;
-    c.min_alignment = TaskConfig{}.min_alignment;
-    c.max_in_flight = 4;
-}
-
-// What an honest volunteer sends: the unit's training on its own shards, fetched from /blobs.
-common::NamedTensors trained_delta(TestServer& server, TestVolunteer& volunteer, const common::WorkUnit& wu) {
-    std::vector<common::ShardData> shards;
-    for (const auto& shard : wu.shards) {
-        auto reply = http_get(server.port(), "/blobs/" + shard.sha256);
-        REQUIRE(reply.status == 200);
-        shards.push_back(common::load_shard(common::as_bytes(reply.body)).value());
-    }
-    auto data = common::concat_shards(shards).value();
-    auto config = common::train_config_for(wu.hyper);
-    config.num_classes = server.config().num_classes;
-    auto theta0 = common::from_named_f32(volunteer.base_model(wu));
-    auto outcome = common::train(wu.model, theta0, data, config).value();
-    return common::to_named_f32(outcome.delta);
-}
-
-std::string uploaded(TestServer& server, TestVolunteer& volunteer, const common::WorkUnit& wu,
-                     const common::NamedTensors& delta) {
-    auto reply = volunteer.upload(wu, delta);
-    REQUIRE_MESSAGE(reply.status == 200, reply.body);
-    server.app().wait_idle();
-    return state_of(server, wu.wu_id);
-}
-
-common::NamedTensors scaled(common::NamedTensors delta, double factor) {
-    server::scale_in_place(delta, factor);
-    return delta;
-}
-
-// Gaussian noise with the norm of `like`.
-common::NamedTensors noise_like(const common::NamedTensors& like, std::uint32_t seed) {
-    auto noise = like;
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal;
-    for (auto& t : noise)
-        for (auto& v : t.values) v = normal(rng);
-    server::scale_in_place(noise, server::l2_norm(like) / server::l2_norm(noise));
-    return noise;
-}
-
 common::NamedTensors difference(const common::NamedTensors& after, const common::NamedTensors& before) {
     auto d = after;
     for (std::size_t i = 0; i < d.size(); ++i)
         for (std::size_t j = 0; j < d[i].values.size(); ++j) d[i].values[j] -= before[i].values[j];
     return d;
-}
-
-ClientRecord client_of(TestServer& server, const TestVolunteer& volunteer) {
-    return server.store().client(volunteer.id()).value().value();
 }
 
 }  // namespace
@@ -319,7 +258,7 @@ TEST_CASE("the checks' task settings out of range are refused, each naming its s
           "quarantine rejections and window must be >= 1");
     CHECK(error_after([](TaskConfig& c) { c.quarantine_window_s = 0; }) ==
           "quarantine rejections and window must be >= 1");
-    CHECK(error_after([](TaskConfig& c) { c.check_samples = 0; }) == "check samples must be >= 1");
+    CHECK(error_after([](TaskConfig& c) { c.check_samples = 15; }) == "check samples must be >= 16");
 }
 
 TEST_CASE("a malformed stored calibration is a clear error; the result waits, unjudged, until it is repaired") {

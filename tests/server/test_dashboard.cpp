@@ -219,11 +219,11 @@ public:
     explicit CountingProbe(std::shared_ptr<std::atomic<int>> calls) : calls_(std::move(calls)) {}
     common::Result<ProbeResult> evaluate(const common::NamedTensors&, std::int64_t) override {
         ++*calls_;
-        return ProbeResult{1.0, std::nullopt, 64};
+        return ProbeResult{1.0, std::nullopt, 64, SampleLosses(64, 1.0)};
     }
-    common::Result<std::vector<double>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
-                                                           const AssignedSamples&) override {
-        return std::vector<double>(weights.size(), 1.0);  // the loss checks are off in these tests
+    common::Result<std::vector<SampleLosses>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
+                                                                 const AssignedSamples&) override {
+        return std::vector<SampleLosses>(weights.size(), SampleLosses{1.0});  // the loss checks are off in these tests
     }
 
 private:

@@ -368,7 +368,8 @@ TEST_CASE(
             "DROP INDEX model_versions_by_blob; ALTER TABLE model_versions DROP COLUMN state_sha256; "
             "ALTER TABLE model_versions DROP COLUMN patch_sha256; ALTER TABLE model_versions DROP COLUMN patch_bytes; "
             "ALTER TABLE model_versions DROP COLUMN checkpoint; ALTER TABLE model_versions DROP COLUMN pinned; "
-            "DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; PRAGMA user_version = 1;");
+            "DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment; "
+            "PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();

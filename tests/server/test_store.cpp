@@ -137,7 +137,7 @@ TEST_CASE("a schema-6 database gains the leases table and the tasks' weights") {
         {
             auto db = open_database(b.url, false);
             db->begin();
-            db->exec("DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight");
+            db->exec("DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment");
             db->set_schema_version(6);
             db->exec("COMMIT");
         }
@@ -147,6 +147,50 @@ TEST_CASE("a schema-6 database gains the leases table and the tasks' weights") {
         CHECK(b.store->claim_lease({"aggregator:t", "b"}, 100, 115).value());
         make_task(*b.store, "t", 50);
         CHECK(b.store->task("t").value()->weight == 1);
+    });
+}
+
+TEST_CASE("settings by prefix; the stall guard's figures: the last merge, refusals since, merges since") {
+    on_each_backend([](Backend& b) {
+        auto& store = *b.store;
+        REQUIRE(store.set_setting("suspended_check/t_1/misaligned", "100"));
+        REQUIRE(store.set_setting("suspended_check/tx1/misaligned", "101"));  // '_' is no wildcard
+        REQUIRE(store.set_setting("other", "x"));
+        auto rows = store.settings_with_prefix("suspended_check/t_1/").value();
+        REQUIRE(rows.size() == 1);
+        CHECK(rows[0].first == "suspended_check/t_1/misaligned");
+        CHECK(store.settings_with_prefix("suspended_check/").value().size() == 2);
+        REQUIRE(store.remove_setting("suspended_check/t_1/misaligned"));
+        CHECK(store.settings_with_prefix("suspended_check/t_1/").value().empty());
+
+        make_task(store, "t", 50);
+        auto alice = make_client(store, "key-a");
+        auto bob = make_client(store, "key-b");
+        auto none = store.stall_figures("t", "misaligned").value();
+        CHECK(!none.last_merge_at.has_value());
+        CHECK(none.refusals == 0);
+        CHECK(!none.first_return_at.has_value());
+
+        auto merged = issue(store, "w1", alice.id, 1000, 9000);
+        REQUIRE(store.record_return(merged.id, "d1", 8, "{}", 1100).value());
+        REQUIRE(store.accept(merged.id, {1.0, std::nullopt, 0.5}, 1.0, true, 1100).value());
+        std::int64_t at = 1200;
+        for (const auto* client : {&alice, &bob, &bob}) {
+            auto a = issue(store, "w" + std::to_string(at), client->id, at, 9000);
+            REQUIRE(store.record_return(a.id, "d", 8, "{}", at).value());
+            REQUIRE(store.reject(a.id, "misaligned", "x", at, 3).value());
+            at += 100;
+        }
+        auto figures = store.stall_figures("t", "misaligned").value();
+        CHECK(figures.last_merge_at == 1100);
+        CHECK(figures.refusals == 3);
+        CHECK(figures.volunteers == 2);
+        CHECK(figures.first_refusal_at == 1200);
+        CHECK(figures.first_return_at == 1100);  // the merged result's own return
+        CHECK(store.stall_figures("t", "no_improvement").value().refusals == 0);
+        CHECK(store.merges_since("t", 1100).value() == 1);
+        CHECK(store.merges_since("t", 1101).value() == 0);
+        CHECK(store.recent_alignments("t", 10).value() == std::vector<double>{0.5});
     });
 }
 
@@ -286,8 +330,10 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(store.record_return(first.id, "delta-1", 64, R"({"samples":3200,"loss_end":0.5})", 1100).value());
         CHECK(!store.record_return(first.id, "delta-1", 64, "{}", 1100).value());  // not in progress any more
         CHECK(store.pending_delta_ids().value().count(first.id) == 1);
-        CHECK(store.accept(first.id, {2.5, 0.01}, 3.0, true, 1110).value());
+        CHECK(store.accept(first.id, {2.5, 0.01, 0.42}, 3.0, true, 1110).value());
         CHECK(store.work_unit("w1").value()->state == WorkUnitState::Done);
+        CHECK(store.assignment(first.id).value()->alignment == 0.42);
+        CHECK(store.recent_alignments("t", 10).value() == std::vector<double>{0.42});
         CHECK(store.accepted_unmerged("t").value().size() == 1);
         CHECK(store.results_in_flight("t").value() == 1);  // accepted, not merged yet
         REQUIRE(store.commit_version(version_record("t", 1), {first.id}));
@@ -325,7 +371,7 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         // A replicated unit: one replica validated, its twin not back yet, then issued.
         auto fifth = issue(store, "w5", alice.id, 2000, 9000, 2);
         REQUIRE(store.record_return(fifth.id, "delta-5", 64, "{}", 2010).value());
-        CHECK(store.mark_validated(fifth.id, {1.0, std::nullopt}, 2020).value());
+        CHECK(store.mark_validated(fifth.id, {1.0, std::nullopt, std::nullopt}, 2020).value());
         CHECK(store.in_state(AssignmentState::Validated).value().size() == 1);
         CHECK(store.lonely_validated("t", 2100, 60).value().size() == 1);
         AssignmentRecord twin = fifth;

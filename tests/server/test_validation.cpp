@@ -142,10 +142,13 @@ TEST_CASE("a delta that raises the held-out loss is rejected by the loss check")
     CHECK(rejection_of(server, wu.wu_id) == reason::kLossIncrease);
 }
 
-TEST_CASE("replicas are compared: agreeing twins are accepted once, disagreeing ones rejected") {
+TEST_CASE(
+    "replicas are compared: agreeing twins are accepted once; a disagreeing pair gets a third replica and the "
+    "majority stands") {
     TestServer server([](TaskConfig& c) { c.replication = 1.0; });
     TestVolunteer alice(server, "alice");
     TestVolunteer bob(server, "bob");
+    TestVolunteer carol(server, "carol");
     auto wu_a = alice.request_work().value();
     auto wu_b = bob.request_work().value();
     CHECK(wu_a.hyper.seed == wu_b.hyper.seed);
@@ -161,14 +164,62 @@ TEST_CASE("replicas are compared: agreeing twins are accepted once, disagreeing 
     CHECK(server.version() == 1);
     CHECK(credit_of(server, bob.id()) > 0);
 
+    // A pair that disagrees is not refused: the unit asks for a third replica.
     auto next_a = alice.request_work().value();
     auto next_b = bob.request_work().value();
     REQUIRE(alice.upload(next_a, alice.made_up_delta(next_a, 1e-3f, 7)).status == 200);
     REQUIRE(bob.upload(next_b, bob.made_up_delta(next_b, 1e-3f, 8)).status == 200);
     server.app().wait_idle();
-    CHECK(rejection_of(server, next_a.wu_id) == reason::kReplicaMismatch);
+    CHECK(state_of(server, next_a.wu_id) == "validated");
+    CHECK(state_of(server, next_b.wu_id) == "validated");
+    auto unit = server.store().assignment(next_a.wu_id).value()->work_unit_id;
+    CHECK(server.store().work_unit(unit).value()->replicas == 3);
+    // The tie-break goes to a third volunteer, and agrees with alice: she and carol stand.
+    auto next_c = carol.request_work().value();
+    CHECK(server.store().assignment(next_c.wu_id).value()->work_unit_id == unit);
+    REQUIRE(carol.upload(next_c, carol.made_up_delta(next_c, 1e-3f, 7)).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, next_a.wu_id) == "merged");
+    CHECK(state_of(server, next_c.wu_id) == "confirmed");
     CHECK(rejection_of(server, next_b.wu_id) == reason::kReplicaMismatch);
-    CHECK(server.version() == 1);
+    CHECK(server.store().work_unit(unit).value()->state == WorkUnitState::Done);
+    CHECK(server.version() == 2);
+
+    // Three results, no two agreeing: all refused (three failures retire the unit here).
+    auto third_a = alice.request_work().value();
+    auto third_b = bob.request_work().value();
+    REQUIRE(alice.upload(third_a, alice.made_up_delta(third_a, 1e-3f, 21)).status == 200);
+    REQUIRE(bob.upload(third_b, bob.made_up_delta(third_b, 1e-3f, 22)).status == 200);
+    server.app().wait_idle();
+    auto third_c = carol.request_work().value();
+    REQUIRE(carol.upload(third_c, carol.made_up_delta(third_c, 1e-3f, 23)).status == 200);
+    server.app().wait_idle();
+    for (const auto& wu : {third_a, third_b, third_c}) CHECK(rejection_of(server, wu.wu_id) == reason::kReplicaMismatch);
+    auto third_unit = server.store().work_unit(server.store().assignment(third_a.wu_id).value()->work_unit_id).value();
+    CHECK(third_unit->state == WorkUnitState::Retired);
+    CHECK(server.version() == 2);
+}
+
+TEST_CASE("a disagreeing pair whose tie-break never comes back is unresolved: neither merged nor counted against") {
+    TestServer server([](TaskConfig& c) {
+        c.replication = 1.0;
+        c.quarantine_rejections = 2;
+    });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    auto wu_a = alice.request_work().value();
+    auto wu_b = bob.request_work().value();
+    REQUIRE(alice.upload(wu_a, alice.made_up_delta(wu_a, 1e-3f, 7)).status == 200);
+    REQUIRE(bob.upload(wu_b, bob.made_up_delta(wu_b, 1e-3f, 8)).status == 200);
+    server.app().wait_idle();
+    REQUIRE(state_of(server, wu_b.wu_id) == "validated");
+    server.advance(server.config().deadline_s + 1);
+    REQUIRE(server.app().transitioner().tick());
+    CHECK(rejection_of(server, wu_a.wu_id) == reason::kReplicaUnresolved);
+    CHECK(rejection_of(server, wu_b.wu_id) == reason::kReplicaUnresolved);
+    CHECK(server.version() == 0);
+    CHECK(server.store().rejections_since(alice.id(), 0).value() == 0);
+    CHECK(!server.store().client(alice.id()).value()->quarantined);
 }
 
 TEST_CASE("int4 replicas that differ by their error-feedback residuals agree; noise against an honest twin does "
@@ -213,8 +264,19 @@ TEST_CASE("int4 replicas that differ by their error-feedback residuals agree; no
     REQUIRE(alice.upload(next_a, carrying(alice, next_a, 13)).status == 200);
     REQUIRE(bob.upload(next_b, bob.made_up_delta(next_b, 1e-3f, 99)).status == 200);
     server.app().wait_idle();
-    CHECK(rejection_of(server, next_a.wu_id) == reason::kReplicaMismatch);
-    CHECK(rejection_of(server, next_b.wu_id) == reason::kReplicaMismatch);
+    CHECK(state_of(server, next_a.wu_id) == "validated");  // a tie-break decides
+    CHECK(state_of(server, next_b.wu_id) == "validated");
+    bool distance_reported = false;
+    for (const auto& e : server.store().events_after(0, 10000).value())
+        if (e.kind == "replicas_compared") {
+            auto detail = boost::json::parse(e.detail_json).as_object();
+            auto ids = detail.at("assignments").as_array();
+            if (ids.at(0).as_string() != next_a.wu_id && ids.at(1).as_string() != next_a.wu_id) continue;
+            distance_reported = true;
+            CHECK(detail.at("relative_l2").to_number<double>() >
+                  server.config().replica_tolerance + detail.at("allowance").to_number<double>());
+        }
+    CHECK(distance_reported);
 }
 
 TEST_CASE("cheap checks at upload: deadline, base version, encoding, size and hash") {

@@ -51,6 +51,7 @@ struct CheckedResult {
     std::int64_t base_version = 0;
     std::int64_t local_steps = 0;
     std::optional<double> gain_per_step;  // absent: refused before the proof of training
+    std::optional<double> alignment;      // absent: no consensus to compare with (or refused before)
     std::string outcome;                  // as in UnitOutcomes
     std::int64_t returned_at = 0;         // virtual seconds
     std::string detail;                   // a refusal's message (it states the margin), else empty

@@ -536,7 +536,7 @@ private:
                 auto record = server_->store().assignment(id);
                 if (record && *record && (*record)->returned_at)
                     result_.checked.push_back({id, issued.attack, issued.base_version, issued.local_steps,
-                                               (*record)->gain_per_step, outcome,
+                                               (*record)->gain_per_step, (*record)->alignment, outcome,
                                                *(*record)->returned_at - VirtualClock::kEpoch, refusal_detail[id]});
             }
             result_.outcomes.seconds[outcome] += issued.seconds;
