@@ -1,5 +1,6 @@
 // Copy and replay detection: sketches of the task's recent version updates (θ_v − θ_{v−1},
-// from the aggregator) and of recently accepted results (from the validator), and the most
+// from the aggregator) and of recent results (from the validator: accepted ones, and those
+// refused only for their direction, which form the consensus too), and the most
 // similar of them to a new result. A volunteer that uploads a published update, or another
 // volunteer's result, without training shows a cosine similarity near 1; honest deltas of
 // different units stay well below (docs/operations.md, "Validation"). Held in memory: after

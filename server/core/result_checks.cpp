@@ -53,7 +53,10 @@ double median_of(std::vector<double> values) {
 
 double alignment_threshold(const std::vector<double>& recent, double min_alignment) {
     if (recent.size() < ResultChecks::kMinFigures) return min_alignment;
-    return std::min(min_alignment, std::max(0.0, kAlignmentShare * median_of(recent)));
+    double median = median_of(recent);
+    std::vector<double> deviations;
+    for (double alignment : recent) deviations.push_back(std::abs(alignment - median));
+    return std::min(min_alignment, median - kAlignmentSpreads * kMadToSigma * median_of(std::move(deviations)));
 }
 
 double gain_margin(const std::vector<double>& gains, const std::vector<double>& current, double min_gain) {
@@ -165,7 +168,8 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
            judge(verdict, suspended, reason::kMisaligned,
                  "cosine similarity " + std::to_string(*alignment) +
                      " with the consensus of recent results of other units is below " + std::to_string(threshold) +
-                     (threshold < task.config.min_alignment ? " (half the median of recent valid results)" : ""));
+                     (threshold < task.config.min_alignment ? " (4 spreads below the median of recent valid results)"
+                                                            : ""));
 }
 
 common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,

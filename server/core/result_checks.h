@@ -108,10 +108,11 @@ constexpr double kMadToSigma = 1.4826;
 constexpr std::int64_t kGainVersions = 10;
 constexpr std::size_t kMinGains = 5;
 
-// The alignment a result must reach: `min_alignment`, or, when recent passing results align
-// less (a model near its plateau, where honest deltas share little of their direction),
-// kAlignmentShare × their median (none below 0); `recent` may be empty (then min_alignment).
-constexpr double kAlignmentShare = 0.5;
+// The alignment a result must reach: the lower of `min_alignment` and the median of recent
+// passing results' alignments less kAlignmentSpreads robust spreads (a model near its plateau,
+// where honest deltas share little of their direction, scatter widely around a small
+// median); `min_alignment` while fewer than kMinFigures are known.
+constexpr double kAlignmentSpreads = 4;
 double alignment_threshold(const std::vector<double>& recent, double min_alignment);
 
 // The gain per step a result must exceed: the lower of min_gain × the median of `current`

@@ -69,11 +69,19 @@ common::Status Validator::validate(const std::string& assignment_id) {
     if (!suspended) return suspended.error();
     auto verdict = checks_.run(a, *task, *sent, draw(loss_check_chance(task->config, **client)), *suspended);
     if (!verdict) return verdict.error();
-    if (!verdict->reason.empty())
+    auto note_direction = [&] {
+        copies_.note_result(a.task_id, a.work_unit_id, std::move(verdict->sketch),
+                            {a.base_version, a.returned_at.value_or(clock_())},
+                            !is_warm_up_unit(task->config, sent->hyper.local_steps));
+    };
+    if (!verdict->reason.empty()) {
+        // Refused for its direction alone, a result still says where the model descends now: it
+        // joins the consensus, so that one formed before the model turned gives way to the
+        // results that agree with each other now (the majority's direction).
+        if (verdict->reason == reason::kMisaligned) note_direction();
         return reject(a, *task, verdict->reason, verdict->detail, verdict->figures);
-    copies_.note_result(a.task_id, a.work_unit_id, std::move(verdict->sketch),
-                        {a.base_version, a.returned_at.value_or(clock_())},
-                        !is_warm_up_unit(task->config, sent->hyper.local_steps));
+    }
+    note_direction();
     if (verdict->flagged)
         if (auto status = note_flagged(a, *verdict); !status) return status;
     if (!verdict->waived.empty())

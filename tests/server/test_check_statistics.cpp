@@ -123,11 +123,13 @@ TEST_CASE("the consensus ages: by versions, by time, and from a restart") {
     CHECK(copies.most_similar("t", "wu-x", direction(0, 1.0)).similarity > 0.999);
 }
 
-TEST_CASE("the alignment threshold: the task's setting, or half of what recent valid results show near a plateau") {
+TEST_CASE("the alignment threshold: the task's setting, or well below what recent valid results show near a plateau") {
     CHECK(alignment_threshold({}, 0.1) == 0.1);
     CHECK(alignment_threshold({0.7, 0.8, 0.75, 0.72, 0.9}, 0.1) == 0.1);  // a young model: the setting
-    CHECK(alignment_threshold({0.05, 0.06, 0.04, 0.05, 0.07}, 0.1) == doctest::Approx(0.025));
+    // A cnn near its plateau (two volunteers, docs/benchmarks.md): honest cosines scatter around
+    // 0.1; median 0.10, median absolute deviation 0.04, so 4 robust spreads reach below 0.
+    std::vector<double> plateau{0.10, 0.14, 0.06, 0.18, 0.02, 0.10, 0.13, 0.07, 0.21, 0.05, 0.11};
+    CHECK(alignment_threshold(plateau, 0.1) == doctest::Approx(0.10 - 4 * 1.4826 * 0.04));
     CHECK(alignment_threshold({0.05, 0.06, 0.04, 0.05}, 0.1) == 0.1);  // too few to go by
-    CHECK(alignment_threshold({-0.01, 0.0, -0.02, 0.01, 0.0}, 0.1) == 0);  // never below 0: reversals refused
-    CHECK(alignment_threshold({0.05, 0.06, 0.04, 0.05, 0.07}, -1) == -1);  // the check turned off stays off
+    CHECK(alignment_threshold(plateau, -1) == -1);  // the check turned off stays off
 }
