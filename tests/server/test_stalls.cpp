@@ -14,6 +14,7 @@
 #include "server_fixture.h"
 #include "stall_guard.h"
 #include "trained_deltas.h"
+#include "transitioner.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -192,4 +193,27 @@ TEST_CASE(
     // Having just merged, the task is not starved: the next pair is kept, not merged.
     CHECK(round() == std::pair<std::string, std::string>("confirmed", "confirmed"));
     CHECK(server.version() == 1);
+}
+
+TEST_CASE(
+    "a suspension setting that is not a time stops validation with an error naming it, and loses no result: once "
+    "the operator mends it, the waiting result is validated") {
+    TestServer server(cheap_checks_only, PolicyKind::FedAsync, long_lease, SyntheticKind::Pixels);
+    TestVolunteer volunteer(server, "a");
+    auto key = std::string(server::StallGuard::kSettingPrefix) + server.config().task_id + "/misaligned";
+    REQUIRE(server.store().set_setting(key, "yesterday"));
+
+    CHECK(honest_result(server, volunteer) == "returned");  // kept for another try, not refused
+    auto metrics = http_get(server.port(), "/metrics");
+    CHECK(metrics.status == 500);
+    CHECK(metrics.body.find(key) != std::string::npos);
+    CHECK(metrics.body.find("is not a time") != std::string::npos);
+    CHECK(server.version() == 0);
+
+    REQUIRE(server.store().remove_setting(key));
+    server.advance(server::kRevalidateAfterS + 1);
+    REQUIRE(server.app().transitioner().tick());
+    server.app().wait_idle();
+    CHECK(server.version() == 1);
+    CHECK(http_get(server.port(), "/metrics").status == 200);
 }
