@@ -115,6 +115,20 @@ std::uint64_t Api::body_limit(http::verb method, std::string_view target) const 
     return limits_.small_body_bytes;
 }
 
+bool Api::checks_header_first(const http::request_header<>& header) const {
+    auto found = routes_.find(header.method(), path_of(header.target()));
+    return found.outcome == RouteTable::Outcome::Found && found.route->spec.access == Access::Signed &&
+           found.route->spec.body == BodySize::Delta;
+}
+
+std::optional<AuthFailure> Api::refusal_before_body(const http::request_header<>& header) {
+    try {
+        return check_signing_headers(header, store_, clock_());
+    } catch (const std::exception& error) {
+        return AuthFailure{http::status::internal_server_error, "internal", error.what()};
+    }
+}
+
 RouteGroup Api::route_group(std::string_view target) const { return routes_.group_of(path_of(target)); }
 
 bool Api::is_event_stream(const http::request_header<>& header) const {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -14,6 +15,7 @@
 #include "ed25519.h"
 #include "event_hub.h"
 #include "http_types.h"
+#include "request_auth.h"
 #include "result_intake.h"
 #include "route_table.h"
 #include "scheduler.h"
@@ -41,6 +43,13 @@ public:
     Response handle(Request request, std::string peer = {});
     // The largest body a route accepts: the session reads no more.
     std::uint64_t body_limit(http::verb method, std::string_view target) const;
+    // Signed routes that take an upload check their header before the body is read: an
+    // unknown, banned or out-of-window signer is refused without the server reading (or
+    // holding) what it sends (request_auth.h, check_signing_headers).
+    bool checks_header_first(const http::request_header<>& header) const;
+    // Why such a request is refused on its header alone (the status, code and message of
+    // the error response), or nothing. Queries the store: the session runs it on the handler pool.
+    std::optional<AuthFailure> refusal_before_body(const http::request_header<>& header);
     // The /metrics group a request's latency is counted in.
     RouteGroup route_group(std::string_view target) const;
     // GET /api/v1/events/stream is server-sent events: the session streams it (no single

@@ -142,6 +142,30 @@ asio::awaitable<std::optional<Response>> answer(asio::thread_pool& handlers, Api
     co_return response;
 }
 
+asio::awaitable<std::optional<AuthFailure>> header_refusal(Api& api, const http::request_header<>& header) {
+    co_return api.refusal_before_body(header);
+}
+
+// A signed upload's header checked on the handler pool (it queries the store) before the
+// body is read; the same care with temporaries as `answer`.
+asio::awaitable<std::optional<AuthFailure>> refused_on_header(asio::thread_pool& handlers, Api& api,
+                                                              const http::request_header<>& header) {
+    auto work = header_refusal(api, header);
+    auto on_pool = asio::co_spawn(handlers.get_executor(), std::move(work), asio::use_awaitable);
+    auto refusal = co_await std::move(on_pool);
+    co_return refusal;
+}
+
+// An error answered before the request's body was read: the connection closes after it, since
+// the unread body stands between this request and the next.
+Response closing_error(const http::request_header<>& header, http::status status, const std::string& code,
+                       const std::string& message) {
+    Request stub;
+    stub.version(header.version());
+    stub.keep_alive(false);
+    return error_response(stub, status, code, message);
+}
+
 // Bytes of a next request already here: in the session's buffer or in the socket.
 inline bool request_started(beast::tcp_stream& socket, const beast::flat_buffer& buffer) {
     beast::error_code ignored;
@@ -205,23 +229,27 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         }
         auto limit = api.body_limit(header.method(), header.target());
         parser.body_limit(limit);  // enforced per chunk for chunked bodies
-        beast::error_code body_error;
+        auto too_large = [&] {
+            return closing_error(header, http::status::payload_too_large, "too_large",
+                                 "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
+        };
+        std::optional<Response> refusal;
         if (auto length = parser.content_length(); length && *length > limit) {
-            body_error = http::error::body_limit;
-        } else {
+            refusal = too_large();
+        } else if (api.checks_header_first(header)) {
+            if (auto failure = co_await refused_on_header(context->handlers, api, header))
+                refusal = closing_error(header, failure->status, failure->code, failure->message);
+        }
+        beast::error_code body_error;
+        if (!refusal) {
             beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
             auto [read_error, body_bytes] = co_await http::async_read(stream, buffer, parser, kTuple);
             metrics.add_bytes_in(body_bytes);
             body_error = read_error;
+            if (body_error == http::error::body_limit) refusal = too_large();  // a chunked body past it
         }
-        if (body_error == http::error::body_limit) {
-            Request stub;
-            stub.version(header.version());
-            stub.keep_alive(false);
-            auto response =
-                error_response(stub, http::status::payload_too_large, "too_large",
-                               "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
-            auto [error, written] = co_await beast::async_write(stream, std::move(response), kTuple);
+        if (refusal) {
+            auto [error, written] = co_await beast::async_write(stream, std::move(*refusal), kTuple);
             record(written);
             co_return;
         }

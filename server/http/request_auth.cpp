@@ -15,18 +15,25 @@ AuthFailure unauthorized(std::string message) {
     return {http::status::unauthorized, "unauthorized", std::move(message)};
 }
 
-std::string header(const Request& request, std::string_view name) {
+std::string header(const http::request_header<>& request, std::string_view name) {
     auto it = request.find(boost::beast::string_view(name.data(), name.size()));
     return it == request.end() ? std::string() : std::string(it->value());
 }
 
-}  // namespace
+AuthFailure banned() { return {http::status::forbidden, "banned", "this volunteer is banned"}; }
 
-std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Store& store, std::int64_t now) {
+// The signing headers' claims, checked against the clock, and the client they name.
+struct Signer {
+    common::RequestClaims claims;
+    common::Ed25519Signature signature{};
+    ClientRecord client;
+};
+
+std::variant<Signer, AuthFailure> signer_of(const http::request_header<>& request, Store& store, std::int64_t now) {
     common::SignedHeaders headers{header(request, common::kHeaderClient), header(request, common::kHeaderTimestamp),
                                   header(request, common::kHeaderNonce), header(request, common::kHeaderSignature)};
-    common::Ed25519Signature signature{};
-    auto claims = common::parse_signed_headers(headers, signature);
+    Signer signer;
+    auto claims = common::parse_signed_headers(headers, signer.signature);
     if (!claims) return unauthorized(claims.message());
     if (claims->timestamp < now - kRequestWindowS || claims->timestamp > now + kRequestWindowS)
         return unauthorized("Tessera-Timestamp is more than " + std::to_string(kRequestWindowS) +
@@ -34,19 +41,38 @@ std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Sto
     auto client = store.client(claims->client_id);
     if (!client) return AuthFailure{http::status::internal_server_error, "internal", client.message()};
     if (!*client) return unauthorized("unknown client '" + claims->client_id + "'; register first");
-    auto raw = common::from_base64((*client)->public_key);
+    signer.claims = std::move(*claims);
+    signer.client = std::move(**client);
+    return signer;
+}
+
+}  // namespace
+
+std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Store& store, std::int64_t now) {
+    auto found = signer_of(request, store, now);
+    if (auto* failure = std::get_if<AuthFailure>(&found)) return std::move(*failure);
+    auto& [claims, signature, client] = std::get<Signer>(found);
+    auto raw = common::from_base64(client.public_key);
     auto key = raw ? common::VerifyKey::from_raw(*raw) : common::Result<common::VerifyKey>(raw.error());
     if (!key) return AuthFailure{http::status::internal_server_error, "internal", "stored key unreadable"};
-    claims->method = std::string(request.method_string());
-    claims->target = std::string(request.target());
-    claims->body_sha256 = common::sha256_hex(request.body());
-    if (!key->verify(common::as_bytes(common::request_signing_message(*claims)), signature))
+    claims.method = std::string(request.method_string());
+    claims.target = std::string(request.target());
+    claims.body_sha256 = common::sha256_hex(request.body());
+    if (!key->verify(common::as_bytes(common::request_signing_message(claims)), signature))
         return unauthorized("the request signature does not verify");
-    if ((*client)->banned) return AuthFailure{http::status::forbidden, "banned", "this volunteer is banned"};
-    auto fresh = store.claim_nonce(claims->client_id, claims->nonce, now, kRequestWindowS);
+    if (client.banned) return banned();
+    auto fresh = store.claim_nonce(claims.client_id, claims.nonce, now, kRequestWindowS);
     if (!fresh) return AuthFailure{http::status::internal_server_error, "internal", fresh.message()};
     if (!*fresh) return unauthorized("replayed request (nonce already used)");
-    return std::move(**client);
+    return std::move(client);
+}
+
+std::optional<AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store,
+                                                 std::int64_t now) {
+    auto found = signer_of(header, store, now);
+    if (auto* failure = std::get_if<AuthFailure>(&found)) return std::move(*failure);
+    if (std::get<Signer>(found).client.banned) return banned();
+    return std::nullopt;
 }
 
 bool is_operator(const Request& request, const std::string& token_sha256) {

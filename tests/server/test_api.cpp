@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include "request_auth.h"
 #include "server_fixture.h"
 
 using namespace tessera;
@@ -232,12 +233,14 @@ TEST_CASE("work, heartbeat, abandon and results guard their work units") {
 }
 
 // Sends only a request header that announces `length` body bytes, and reads the answer.
-std::string answer_to_header(std::uint16_t port, const std::string& target, std::size_t length) {
+std::string answer_to_header(std::uint16_t port, const std::string& target, std::size_t length,
+                             const std::map<std::string, std::string>& fields = {}) {
     boost::asio::io_context io;
     boost::asio::ip::tcp::socket socket(io);
     socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
-    std::string header =
-        "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(length) + "\r\n\r\n";
+    std::string header = "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(length) + "\r\n";
+    for (const auto& [name, value] : fields) header += name + ": " + value + "\r\n";
+    header += "\r\n";
     boost::asio::write(socket, boost::asio::buffer(header));
     std::string answer;
     boost::system::error_code error;
@@ -273,6 +276,34 @@ TEST_CASE("oversized bodies get 413 before they are read") {
     // Within the limit, a body that is too long for a small route is still refused in full.
     auto reply = http_post(server.port(), "/api/v1/register", std::string(100 << 10, ' '));
     CHECK(reply.status == 413);
+    CHECK(http_get(server.port(), "/api/v1/stats").status == 200);  // still serving
+}
+
+TEST_CASE(
+    "an upload from an unknown, banned or out-of-window signer is refused on its header, before its body is read") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    constexpr std::size_t kLarge = 100 << 10;  // within the upload limit; never sent
+    auto nobody = common::SigningKey::generate();
+    auto unknown = answer_to_header(server.port(), "/api/v1/results", kLarge,
+                                    signed_headers("/api/v1/results", "", "c-nobody", nobody, server.now()));
+    CHECK(unknown.starts_with("HTTP/1.1 401"));
+    CHECK(unknown.find("unknown client 'c-nobody'") != std::string::npos);
+    CHECK(unknown.find("Connection: close") != std::string::npos);
+    auto unsigned_upload = answer_to_header(server.port(), "/api/v1/results", kLarge);
+    CHECK(unsigned_upload.starts_with("HTTP/1.1 401"));
+    auto stale = answer_to_header(server.port(), "/api/v1/results", kLarge,
+                                  signed_headers("/api/v1/results", "", volunteer.id(), volunteer.key(),
+                                                 server.now() - 2 * server::kRequestWindowS));
+    CHECK(stale.starts_with("HTTP/1.1 401"));
+
+    std::map<std::string, std::string> operator_auth{{"Authorization", "Bearer " + server.token()}};
+    REQUIRE(http_post(server.port(), "/api/v1/admin/clients/" + volunteer.id() + "/ban", "", operator_auth).status ==
+            200);
+    auto banned = answer_to_header(server.port(), "/api/v1/results", kLarge,
+                                   signed_headers("/api/v1/results", "", volunteer.id(), volunteer.key(), server.now()));
+    CHECK(banned.starts_with("HTTP/1.1 403"));
+    CHECK(banned.find("\"banned\"") != std::string::npos);
     CHECK(http_get(server.port(), "/api/v1/stats").status == 200);  // still serving
 }
 
