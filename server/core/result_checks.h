@@ -111,8 +111,11 @@ constexpr std::size_t kMinGains = 5;
 // The alignment a result must reach: the lower of `min_alignment` and the median of recent
 // passing results' alignments less kAlignmentSpreads robust spreads (a model near its plateau,
 // where honest deltas share little of their direction, scatter widely around a small
-// median); `min_alignment` while fewer than kMinFigures are known.
+// median); `min_alignment` while fewer than kMinFigures are known. Never below
+// −kAlignmentFloor × that median: a sign-flipped copy of a typical honest result (cosine about
+// −median) is refused however widely honest results scatter.
 constexpr double kAlignmentSpreads = 4;
+constexpr double kAlignmentFloor = 0.5;
 double alignment_threshold(const std::vector<double>& recent, double min_alignment);
 
 // The gain per step a result must exceed: the lower of min_gain × the median of `current`

@@ -19,6 +19,9 @@
 #include <thread>
 #include <tuple>
 
+#include "request_signing.h"
+#include "upload_slots.h"
+
 namespace tessera::server {
 
 namespace asio = boost::asio;
@@ -61,11 +64,15 @@ private:
 // What every session shares; kept alive by each session, so it outlives the HttpServer object.
 struct SessionContext {
     SessionContext(asio::thread_pool& pool, Api& the_api, HttpSettings the_settings)
-        : handlers(pool), api(the_api), settings(std::move(the_settings)) {}
+        : handlers(pool),
+          api(the_api),
+          settings(std::move(the_settings)),
+          uploads(settings.upload_memory_bytes, settings.max_uploads_per_client, the_api.metrics()) {}
     asio::thread_pool& handlers;
     Api& api;
     HttpSettings settings;
     ConnectionDrain drain;
+    UploadSlots uploads;
 };
 
 namespace {
@@ -75,6 +82,7 @@ using Context = std::shared_ptr<SessionContext>;
 namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
+constexpr int kUploadRetryAfterS = 10;
 
 // A coroutine's escaping exception is a bug: say so instead of losing it silently.
 void report_exception(const char* where, std::exception_ptr error) {
@@ -156,14 +164,23 @@ asio::awaitable<std::optional<AuthFailure>> refused_on_header(asio::thread_pool&
     co_return refusal;
 }
 
+std::string signer_of(const http::request_header<>& header) {
+    auto name = beast::string_view(common::kHeaderClient.data(), common::kHeaderClient.size());
+    return std::string(header[name]);
+}
+
 // An error answered before the request's body was read: the connection closes after it, since
 // the unread body stands between this request and the next.
-Response closing_error(const http::request_header<>& header, http::status status, const std::string& code,
-                       const std::string& message) {
+Request closing_stub(const http::request_header<>& header) {
     Request stub;
     stub.version(header.version());
     stub.keep_alive(false);
-    return error_response(stub, status, code, message);
+    return stub;
+}
+
+Response closing_error(const http::request_header<>& header, http::status status, const std::string& code,
+                       const std::string& message) {
+    return error_response(closing_stub(header), status, code, message);
 }
 
 // Bytes of a next request already here: in the session's buffer or in the socket.
@@ -234,11 +251,21 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
                                  "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
         };
         std::optional<Response> refusal;
+        std::optional<UploadSlots::Slot> upload;  // held until this upload is answered
         if (auto length = parser.content_length(); length && *length > limit) {
             refusal = too_large();
         } else if (api.checks_header_first(header)) {
-            if (auto failure = co_await refused_on_header(context->handlers, api, header))
+            if (auto failure = co_await refused_on_header(context->handlers, api, header)) {
                 refusal = closing_error(header, failure->status, failure->code, failure->message);
+            } else if (upload = context->uploads.take(signer_of(header), parser.content_length().value_or(limit));
+                       !upload) {
+                refusal = busy_response(closing_stub(header),
+                                        "the server is receiving as many uploads as it holds (" +
+                                            std::to_string(settings.upload_memory_bytes >> 20) + " MiB in all, " +
+                                            std::to_string(settings.max_uploads_per_client) +
+                                            " per volunteer); retry later",
+                                        kUploadRetryAfterS);
+            }
         }
         beast::error_code body_error;
         if (!refusal) {

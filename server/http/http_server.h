@@ -32,6 +32,10 @@ struct HttpSettings {
     std::chrono::seconds header_timeout{30};
     std::chrono::seconds body_timeout{300};  // uploads of large deltas on slow links
     std::size_t max_connections = 256;
+    // Upload bodies being read at once: their bytes (Content-Length, or the upload cap when
+    // chunked) in all, and their count per volunteer (beyond either: 503 with Retry-After).
+    std::uint64_t upload_memory_bytes = std::uint64_t{2} << 30;
+    std::size_t max_uploads_per_client = 2;
     std::filesystem::path tls_cert;  // both set: HTTPS
     std::filesystem::path tls_key;
 };

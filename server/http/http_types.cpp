@@ -10,7 +10,10 @@
 
 namespace tessera::server {
 
-Response text_response(const Request& request, http::status status, std::string body, const std::string& type) {
+namespace {
+
+http::response<http::string_body> string_response(const Request& request, http::status status, std::string body,
+                                                  const std::string& type) {
     http::response<http::string_body> response{status, request.version()};
     response.set(http::field::server, "tessera-server");
     response.set(http::field::content_type, type);
@@ -21,13 +24,30 @@ Response text_response(const Request& request, http::status status, std::string 
     return response;
 }
 
+std::string error_body(const std::string& code, const std::string& message) {
+    return boost::json::serialize(boost::json::object{{"error", code}, {"message", message}}) + "\n";
+}
+
+}  // namespace
+
+Response text_response(const Request& request, http::status status, std::string body, const std::string& type) {
+    return string_response(request, status, std::move(body), type);
+}
+
+Response busy_response(const Request& request, const std::string& message, int retry_after_s) {
+    auto response = string_response(request, http::status::service_unavailable, error_body("busy", message),
+                                    "application/json");
+    response.set(http::field::retry_after, std::to_string(retry_after_s));
+    return response;
+}
+
 Response json_response(const Request& request, http::status status, const boost::json::value& body) {
     return text_response(request, status, boost::json::serialize(body) + "\n", "application/json");
 }
 
 Response error_response(const Request& request, http::status status, const std::string& code,
                         const std::string& message) {
-    return json_response(request, status, {{"error", code}, {"message", message}});
+    return text_response(request, status, error_body(code, message), "application/json");
 }
 
 boost::json::value number_or_null(const std::optional<double>& value) {

@@ -23,6 +23,8 @@ Response json_response(const Request& request, http::status status, const boost:
 Response error_response(const Request& request, http::status status, const std::string& code,
                         const std::string& message);
 // 500 {"error": "internal", …}: a server-side failure (database, disk).
+// 503 `busy`: the server cannot take this request now; `Retry-After` says when to try again.
+Response busy_response(const Request& request, const std::string& message, int retry_after_s);
 Response internal_error(const Request& request, const std::string& message);
 Response text_response(const Request& request, http::status status, std::string body, const std::string& type);
 // A JSON number, or null when absent (losses not evaluated yet).

@@ -61,6 +61,12 @@ void ServerMetrics::write(std::ostream& out) const {
     out << "tessera_http_received_bytes_total " << bytes_in() << '\n';
     family(out, "tessera_http_sent_bytes_total", "counter", "Bytes written to HTTP connections.");
     out << "tessera_http_sent_bytes_total " << bytes_out() << '\n';
+    family(out, "tessera_upload_bytes_in_flight", "gauge",
+           "Bytes the upload bodies being received may hold (their Content-Length), against --upload-memory.");
+    out << "tessera_upload_bytes_in_flight " << upload_bytes_in_flight() << '\n';
+    family(out, "tessera_uploads_turned_away_total", "counter",
+           "Uploads answered 503 busy: the upload memory or the volunteer's share was taken.");
+    out << "tessera_uploads_turned_away_total " << uploads_turned_away_.load() << '\n';
     family(out, "tessera_merge_duration_seconds", "histogram",
            "Time the aggregator spent on one accepted result (merge, checkpoint, commit).");
     merge_.write(out, "tessera_merge_duration_seconds", "");

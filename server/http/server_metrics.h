@@ -46,6 +46,9 @@ public:
     }
     void add_bytes_in(std::uint64_t bytes) { bytes_in_ += bytes; }
     void add_bytes_out(std::uint64_t bytes) { bytes_out_ += bytes; }
+    void set_upload_bytes_in_flight(std::uint64_t bytes) { upload_bytes_in_flight_ = bytes; }
+    std::uint64_t upload_bytes_in_flight() const { return upload_bytes_in_flight_.load(); }
+    void count_upload_turned_away() { ++uploads_turned_away_; }
     void observe_merge(double seconds) { merge_.observe(seconds); }
     void count_commit_failure() { ++commit_failures_; }
     std::uint64_t commit_failures() const { return commit_failures_.load(); }
@@ -64,6 +67,8 @@ private:
     Histogram merge_;
     std::atomic<std::uint64_t> bytes_in_{0};
     std::atomic<std::uint64_t> bytes_out_{0};
+    std::atomic<std::uint64_t> upload_bytes_in_flight_{0};
+    std::atomic<std::uint64_t> uploads_turned_away_{0};
     std::atomic<std::uint64_t> requests_{0};
     std::atomic<std::uint64_t> commit_failures_{0};
     CheckCosts checks_;

@@ -7,6 +7,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include <functional>
 #include <thread>
 
 #include "request_auth.h"
@@ -501,4 +502,62 @@ TEST_CASE("events stream as server-sent events, resuming after Last-Event-ID") {
     CHECK(received.find(second.id()) != std::string::npos);
     CHECK(received.find(first.id()) == std::string::npos);  // before Last-Event-ID: not repeated
     CHECK(received.find("id: " + std::to_string(last_id + 1) + "\n") != std::string::npos);
+}
+
+namespace {
+
+std::uint64_t metric_value(TestServer& server, const std::string& name) {
+    auto body = http_get(server.port(), "/metrics").body;
+    auto at = body.find("\n" + name + " ");
+    REQUIRE(at != std::string::npos);
+    return std::stoull(body.substr(at + name.size() + 2));
+}
+
+bool waited_for(const std::function<bool()>& condition) {
+    for (int i = 0; i < 500; ++i) {
+        if (condition()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "upload bodies being received are bounded by the upload memory and per volunteer: beyond either, 503 with "
+    "Retry-After, and honest uploads go on") {
+    constexpr std::size_t kBody = 100 << 10;
+    TestServer server({}, PolicyKind::FedAsync, [](ServerOptions& options) {
+        options.http.upload_memory_bytes = 150 << 10;
+        options.http.max_uploads_per_client = 1;
+    });
+    TestVolunteer a(server, "a"), b(server, "b");
+    const std::string target = "/api/v1/results";
+
+    // a's upload announces 100 KiB and sends nothing more: it holds its place while it is read.
+    boost::asio::io_context io;
+    auto held = connect_to(io, server.port());
+    std::string header = "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(kBody) + "\r\n";
+    for (const auto& [name, value] : signed_headers(target, "", a.id(), a.key(), server.now()))
+        header += name + ": " + value + "\r\n";
+    boost::asio::write(held, boost::asio::buffer(header + "\r\n"));
+    REQUIRE(waited_for([&] { return metric_value(server, "tessera_upload_bytes_in_flight") == kBody; }));
+
+    // Over the memory: b's 100 KiB upload waits its turn. Over a's share: a's second upload.
+    auto over_memory = answer_to_header(server.port(), target, kBody,
+                                        signed_headers(target, "", b.id(), b.key(), server.now()));
+    CHECK(over_memory.starts_with("HTTP/1.1 503"));
+    CHECK(over_memory.find("Retry-After: 10") != std::string::npos);
+    CHECK(over_memory.find("\"busy\"") != std::string::npos);
+    auto over_share = answer_to_header(server.port(), target, 1 << 10,
+                                       signed_headers(target, "", a.id(), a.key(), server.now()));
+    CHECK(over_share.starts_with("HTTP/1.1 503"));
+    CHECK(metric_value(server, "tessera_uploads_turned_away_total") == 2);
+    // Within both, b's upload is read and judged (a malformed body here).
+    CHECK(b.post(target, "xy").status == 400);
+
+    // a's connection closes: its place is free, and b's large upload is read.
+    held.close();
+    REQUIRE(waited_for([&] { return metric_value(server, "tessera_upload_bytes_in_flight") == 0; }));
+    CHECK(b.post(target, std::string(kBody, 'x')).status == 400);
 }

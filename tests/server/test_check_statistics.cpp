@@ -127,9 +127,15 @@ TEST_CASE("the alignment threshold: the task's setting, or well below what recen
     CHECK(alignment_threshold({}, 0.1) == 0.1);
     CHECK(alignment_threshold({0.7, 0.8, 0.75, 0.72, 0.9}, 0.1) == 0.1);  // a young model: the setting
     // A cnn near its plateau (two volunteers, docs/benchmarks.md): honest cosines scatter around
-    // 0.1; median 0.10, median absolute deviation 0.04, so 4 robust spreads reach below 0.
-    std::vector<double> plateau{0.10, 0.14, 0.06, 0.18, 0.02, 0.10, 0.13, 0.07, 0.21, 0.05, 0.11};
-    CHECK(alignment_threshold(plateau, 0.1) == doctest::Approx(0.10 - 4 * 1.4826 * 0.04));
+    // 0.1; median 0.10, median absolute deviation 0.015, so 4 robust spreads reach 0.011.
+    std::vector<double> plateau{0.10, 0.115, 0.085, 0.12, 0.08, 0.10, 0.13, 0.07, 0.09, 0.11, 0.10};
+    CHECK(alignment_threshold(plateau, 0.1) == doctest::Approx(0.10 - 4 * 1.4826 * 0.015));
+    // Scattered more widely (absolute deviation 0.04), 4 spreads would reach −0.137, where a
+    // sign-flipped typical result (−0.10) passes: the threshold stops at −½ × the median.
+    std::vector<double> scattered{0.10, 0.14, 0.06, 0.18, 0.02, 0.10, 0.13, 0.07, 0.21, 0.05, 0.11};
+    CHECK(alignment_threshold(scattered, 0.1) == doctest::Approx(-0.05));
     CHECK(alignment_threshold({0.05, 0.06, 0.04, 0.05}, 0.1) == 0.1);  // too few to go by
     CHECK(alignment_threshold(plateau, -1) == -1);  // the check turned off stays off
+    // Recent valid results that point away from the consensus: nothing below 0 passes.
+    CHECK(alignment_threshold({-0.2, -0.1, -0.3, -0.15, -0.25}, 0.1) == 0.0);
 }
