@@ -92,15 +92,24 @@ TEST_CASE(
     CHECK(suspended_on_dashboard(server) == std::vector<std::string>{"misaligned"});
 
     // The task merges again: honest results pass, those the check would refuse say so in an event.
-    for (std::int64_t i = 0; i < StallGuard::kRearmMerges; ++i)
+    auto first = a.request_work().value();
+    auto model_then = a.base_model(first);
+    CHECK(uploaded(server, a, first, trained_delta(server, a, first)) == "merged");
+    for (std::int64_t i = 1; i < StallGuard::kRearmMerges; ++i)
         CHECK(honest_result(server, i % 2 == 0 ? a : b) == "merged");
     CHECK(server.version() == locked_at + StallGuard::kRearmMerges);
     CHECK(events_of(server, "check_waived") > 0);  // once the new consensus held 5 results
 
     // 20 merges later the check judges again, against a consensus of results since the
-    // suspension and the alignments they showed: honest work passes, a reversed delta does not.
+    // suspension and the alignments they showed: honest work passes, a delta that undoes those
+    // merges (at an honest delta's norm) does not.
     auto flipped = a.request_work().value();
-    CHECK(uploaded(server, a, flipped, scaled(trained_delta(server, a, flipped), -1)) == "rejected");
+    auto undo = model_then;
+    auto model_now = a.base_model(flipped);
+    for (std::size_t t = 0; t < undo.size(); ++t)
+        for (std::size_t i = 0; i < undo[t].values.size(); ++i) undo[t].values[i] -= model_now[t].values[i];
+    auto honest_norm = server::l2_norm(trained_delta(server, a, flipped));
+    CHECK(uploaded(server, a, flipped, scaled(undo, honest_norm / server::l2_norm(undo))) == "rejected");
     CHECK(rejection_of(server, flipped.wu_id) == reason::kMisaligned);
     CHECK(honest_result(server, b) == "merged");
     CHECK(events_of(server, "check_restored") == 1);
