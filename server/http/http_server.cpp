@@ -139,14 +139,20 @@ asio::awaitable<std::optional<Response>> respond(Api& api, Request request, std:
     co_return api.handle(std::move(request), std::move(peer));
 }
 
-// The API's answer, computed on the handler pool while this connection's coroutine waits.
-// Named locals, not temporaries, in the co_await: GCC 12 can destroy a coroutine's temporaries
-// twice.
+// Runs `work` on the handler pool while this connection's coroutine waits. Named locals, not
+// temporaries, in the co_await: GCC 12 can destroy a coroutine's temporaries twice.
+template <class T>
+asio::awaitable<T> on_handler_pool(asio::thread_pool& handlers, asio::awaitable<T> work) {
+    auto on_pool = asio::co_spawn(handlers.get_executor(), std::move(work), asio::use_awaitable);
+    auto result = co_await std::move(on_pool);
+    co_return result;
+}
+
+// The API's answer, computed on the handler pool.
 asio::awaitable<std::optional<Response>> answer(asio::thread_pool& handlers, Api& api, Request request,
                                                 std::string peer) {
     auto work = respond(api, std::move(request), std::move(peer));
-    auto on_pool = asio::co_spawn(handlers.get_executor(), std::move(work), asio::use_awaitable);
-    auto response = co_await std::move(on_pool);
+    auto response = co_await on_handler_pool(handlers, std::move(work));
     co_return response;
 }
 
@@ -155,16 +161,16 @@ asio::awaitable<std::optional<AuthFailure>> header_refusal(Api& api, const http:
 }
 
 // A signed upload's header checked on the handler pool (it queries the store) before the
-// body is read; the same care with temporaries as `answer`.
+// body is read.
 asio::awaitable<std::optional<AuthFailure>> refused_on_header(asio::thread_pool& handlers, Api& api,
                                                               const http::request_header<>& header) {
     auto work = header_refusal(api, header);
-    auto on_pool = asio::co_spawn(handlers.get_executor(), std::move(work), asio::use_awaitable);
-    auto refusal = co_await std::move(on_pool);
+    auto refusal = co_await on_handler_pool(handlers, std::move(work));
     co_return refusal;
 }
 
-std::string signer_of(const http::request_header<>& header) {
+// The client an upload's signing headers name (checked by then).
+std::string signing_client_id(const http::request_header<>& header) {
     auto name = beast::string_view(common::kHeaderClient.data(), common::kHeaderClient.size());
     return std::string(header[name]);
 }
@@ -257,7 +263,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         } else if (api.checks_header_first(header)) {
             if (auto failure = co_await refused_on_header(context->handlers, api, header)) {
                 refusal = closing_error(header, failure->status, failure->code, failure->message);
-            } else if (upload = context->uploads.take(signer_of(header), parser.content_length().value_or(limit));
+            } else if (upload = context->uploads.take(signing_client_id(header), parser.content_length().value_or(limit));
                        !upload) {
                 refusal = busy_response(closing_stub(header),
                                         "the server is receiving as many uploads as it holds (" +
