@@ -167,6 +167,7 @@ def main():
     parser.add_argument("--model", default="dit-s", choices=sorted(PRESETS))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--latent-size", type=int, default=8)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup-steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
@@ -177,9 +178,9 @@ def main():
     torch.manual_seed(0)
     device = torch.device(args.device)
     hidden, depth, heads = PRESETS[args.model]
-    model = Dit(hidden, depth, heads).to(device)
+    model = Dit(hidden, depth, heads, input_size=args.latent_size).to(device)
     generator = torch.Generator().manual_seed(0)
-    inputs = torch.randn(args.samples, 4, 8, 8, generator=generator)
+    inputs = torch.randn(args.samples, 4, args.latent_size, args.latent_size, generator=generator)
     labels = torch.randint(0, 10, (args.samples,), generator=generator)
     if device.type == "cuda":
         inputs, labels = inputs.pin_memory(), labels.pin_memory()

@@ -1,4 +1,5 @@
-// The three merge policies. Arithmetic runs in double per coordinate and is stored as f32.
+// The fedasync, fedbuff and diloco policies (diloco-dn is in delayed_nesterov.cpp), and the
+// settings' names and ranges.
 #include "merge_policy.h"
 
 #include <algorithm>
@@ -6,12 +7,16 @@
 #include <cmath>
 #include <utility>
 
+#include "delayed_nesterov.h"
+#include "policy_math.h"
 #include "tensor_math.h"
 
 namespace tessera::server {
 namespace {
 
 using common::NamedTensors;
+using policy_math::add_scaled;
+using policy_math::refuse_state;
 
 std::string format_number(double value) {
     char buffer[64];
@@ -21,54 +26,6 @@ std::string format_number(double value) {
 
 common::Error out_of_range(std::string_view field, std::string_view wanted, double value) {
     return common::make_error(std::string(field) + " must be " + std::string(wanted) + ", got " + format_number(value));
-}
-
-// The norm is accumulated in double, so it is finite exactly when every value is.
-bool all_finite(const NamedTensors& tensors) { return std::isfinite(l2_norm(tensors)); }
-
-// Checks one arrival against the model and turns Δ into s(τ)·clip(Δ).
-common::Result<NamedTensors> weigh(const MergeSettings& settings, const NamedTensors& model, IncomingDelta& in) {
-    if (auto status = check_same_layout(model, in.delta); !status)
-        return common::with_context("delta '" + in.id + "'", status.error());
-    if (!all_finite(in.delta)) return common::make_error("delta '" + in.id + "': non-finite values");
-    clip_norm_in_place(in.delta, settings.clip_norm);
-    scale_in_place(in.delta, settings.staleness.weight(in.staleness));
-    return std::move(in.delta);
-}
-
-// Coordinate-wise mean of the buffered deltas after dropping `drop` highest and lowest
-// values of each coordinate (drop = 0: the plain mean).
-NamedTensors trimmed_mean(const std::vector<NamedTensors>& deltas, std::size_t drop) {
-    NamedTensors mean = deltas.front();
-    const std::size_t kept = deltas.size() - 2 * drop;
-    std::vector<double> column(deltas.size());
-    for (std::size_t t = 0; t < mean.size(); ++t)
-        for (std::size_t j = 0; j < mean[t].values.size(); ++j) {
-            for (std::size_t k = 0; k < deltas.size(); ++k) column[k] = deltas[k][t].values[j];
-            if (drop > 0) std::sort(column.begin(), column.end());
-            double sum = 0;
-            for (std::size_t k = drop; k < drop + kept; ++k) sum += column[k];
-            mean[t].values[j] = static_cast<float>(sum / static_cast<double>(kept));
-        }
-    return mean;
-}
-
-common::Status refuse_state(PolicyKind kind, const NamedTensors& state) {
-    if (state.empty()) return {};
-    return common::make_error(std::string(policy_name(kind)) + " keeps no optimizer state, got " +
-                              std::to_string(state.size()) + " tensors");
-}
-
-// θ ← θ + factor·step, coordinate by coordinate, in float (the values are floats; float
-// arithmetic lets the loop run at memory speed).
-void add_scaled(NamedTensors& model, const NamedTensors& step, double factor) {
-    const auto f = static_cast<float>(factor);
-    for (std::size_t t = 0; t < model.size(); ++t) {
-        float* m = model[t].values.data();
-        const float* s = step[t].values.data();
-        const std::size_t n = model[t].values.size();
-        for (std::size_t j = 0; j < n; ++j) m[j] += f * s[j];
-    }
 }
 
 class FedAsyncPolicy final : public MergePolicy {
@@ -83,7 +40,10 @@ public:
         const double norm = l2_norm(delta.delta);
         if (!std::isfinite(norm)) return common::make_error("delta '" + delta.id + "': non-finite values");
         const double clip = settings_.clip_norm > 0 && norm > settings_.clip_norm ? settings_.clip_norm / norm : 1.0;
-        add_scaled(model, delta.delta, settings_.server_lr * settings_.staleness.weight(delta.staleness) * clip);
+        // One result per version: C_v is the concurrency itself.
+        const std::int64_t c = policy_math::concurrency_versions(delta.concurrency, 1);
+        const double share = settings_.per_concurrency ? 1.0 / static_cast<double>(c) : 1.0;
+        add_scaled(model, delta.delta, settings_.server_lr * settings_.staleness.weight(delta.staleness, c) * clip * share);
         return MergeOutcome{true, {std::move(delta.id)}};
     }
     std::vector<std::string> pending_ids() const override { return {}; }
@@ -102,7 +62,8 @@ public:
     explicit BufferedPolicy(const MergeSettings& settings) : settings_(settings) {}
 
     common::Result<MergeOutcome> add(NamedTensors& model, IncomingDelta delta) override {
-        auto weighted = weigh(settings_, model, delta);
+        auto weighted = policy_math::weigh(
+            settings_, model, delta, policy_math::concurrency_versions(delta.concurrency, settings_.buffer_size));
         if (!weighted) return weighted.error();
         if (static_cast<std::int64_t>(deltas_.size()) + 1 < settings_.buffer_size) {
             ids_.push_back(std::move(delta.id));
@@ -154,7 +115,7 @@ private:
         const std::size_t k = deltas.size();
         const double exact = settings_.trim_fraction * static_cast<double>(k);
         const auto drop = std::min(static_cast<std::size_t>(std::floor(exact + 1e-9)), (k - 1) / 2);
-        add_scaled(model, trimmed_mean(deltas, drop), settings_.server_lr);
+        add_scaled(model, policy_math::trimmed_mean(deltas, drop), settings_.server_lr);
     }
 };
 
@@ -167,7 +128,7 @@ public:
         if (!state.empty()) {
             if (auto status = check_same_layout(model, state); !status)
                 return common::with_context("diloco momentum", status.error());
-            if (!all_finite(state)) return common::make_error("diloco momentum: non-finite values");
+            if (!policy_math::all_finite(state)) return common::make_error("diloco momentum: non-finite values");
         }
         momentum_ = state;
         return {};
@@ -182,12 +143,9 @@ private:
     }
 
     void step(NamedTensors& model, const std::vector<NamedTensors>& deltas) override {
-        if (momentum_.empty()) {
-            momentum_ = model;
-            for (auto& t : momentum_) std::fill(t.values.begin(), t.values.end(), 0.0f);
-        }
+        if (momentum_.empty()) momentum_ = policy_math::zeros_like(model);
         // The buffer holds s_i·Δ_i, so the mean pseudo-gradient ḡ is minus their mean.
-        const NamedTensors mean_delta = trimmed_mean(deltas, 0);
+        const NamedTensors mean_delta = policy_math::trimmed_mean(deltas, 0);
         const double mu = settings_.momentum;
         const double lr = settings_.server_lr;
         for (std::size_t t = 0; t < model.size(); ++t)
@@ -209,12 +167,13 @@ std::string_view policy_name(PolicyKind kind) {
         case PolicyKind::FedAsync: return "fedasync";
         case PolicyKind::FedBuff: return "fedbuff";
         case PolicyKind::DiLoCo: return "diloco";
+        case PolicyKind::DiLoCoDN: return "diloco-dn";
     }
     return "fedasync";
 }
 
 std::optional<PolicyKind> policy_from_name(std::string_view name) {
-    for (auto kind : {PolicyKind::FedAsync, PolicyKind::FedBuff, PolicyKind::DiLoCo})
+    for (auto kind : {PolicyKind::FedAsync, PolicyKind::FedBuff, PolicyKind::DiLoCo, PolicyKind::DiLoCoDN})
         if (policy_name(kind) == name) return kind;
     return std::nullopt;
 }
@@ -239,6 +198,7 @@ common::Result<std::unique_ptr<MergePolicy>> make_merge_policy(const MergeSettin
         case PolicyKind::FedAsync: policy = std::make_unique<FedAsyncPolicy>(settings); break;
         case PolicyKind::FedBuff: policy = std::make_unique<FedBuffPolicy>(settings); break;
         case PolicyKind::DiLoCo: policy = std::make_unique<DiLoCoPolicy>(settings); break;
+        case PolicyKind::DiLoCoDN: policy = make_delayed_nesterov(settings); break;
     }
     if (!policy) return common::make_error("unknown merge policy kind");
     return policy;

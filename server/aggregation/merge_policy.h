@@ -1,4 +1,5 @@
-// Merge policies (fedasync, fedbuff, diloco): the only code that changes the server's model.
+// Merge policies (fedasync, fedbuff, diloco, diloco-dn): the only code that changes the
+// server's model.
 #pragma once
 
 #include <cstdint>
@@ -14,18 +15,19 @@
 
 namespace tessera::server {
 
-enum class PolicyKind { FedAsync, FedBuff, DiLoCo };
-std::string_view policy_name(PolicyKind kind);  // "fedasync", "fedbuff", "diloco"
+enum class PolicyKind { FedAsync, FedBuff, DiLoCo, DiLoCoDN };
+std::string_view policy_name(PolicyKind kind);  // "fedasync", "fedbuff", "diloco", "diloco-dn"
 std::optional<PolicyKind> policy_from_name(std::string_view name);
 
 struct MergeSettings {
     PolicyKind kind = PolicyKind::FedAsync;
     Staleness staleness;
-    double server_lr = 1.0;        // η (fedasync/fedbuff); diloco outer lr (DiLoCo uses ~0.7)
+    double server_lr = 1.0;        // η (fedasync/fedbuff); diloco and diloco-dn outer lr ε (~0.7)
     double clip_norm = 0;          // each incoming delta is clipped to this L2 norm first; 0 = off
-    std::int64_t buffer_size = 1;  // fedbuff: K deltas per merge; diloco: N arrivals per outer step
+    std::int64_t buffer_size = 1;  // fedbuff: K deltas per merge; diloco, diloco-dn: N arrivals per momentum step
     double trim_fraction = 0;      // fedbuff: drop floor(trim·K) highest and lowest per coordinate; < 0.5
-    double momentum = 0.9;         // diloco μ
+    double momentum = 0.9;         // diloco μ, diloco-dn β
+    bool per_concurrency = false;  // fedasync: θ ← θ + η·s·Δ/C, C the arrival's concurrency
 };
 
 // Named errors for out-of-range values: server_lr finite > 0, clip_norm finite ≥ 0,
@@ -37,6 +39,9 @@ struct IncomingDelta {
     std::string id;              // result id, reported back when merged
     std::int64_t staleness = 0;  // τ
     common::NamedTensors delta;  // Δ = θ_local − θ_base, same layout as the model
+    // C: volunteers computing for the task when the result was accepted (≥ 1). The staleness
+    // kind `conc` measures τ against it; fedasync with per_concurrency divides by it.
+    std::int64_t concurrency = 1;
 };
 
 // The outcome of adding a delta: the model changed (a new version) or the delta was buffered.
@@ -45,10 +50,12 @@ struct MergeOutcome {
     std::vector<std::string> merged_ids;  // ids folded into the model by this step (empty when buffered)
 };
 
-// A merge policy. Each incoming Δ is clipped to clip_norm, then weighted by s(τ):
-//   fedasync: θ ← θ + η·s·Δ on every arrival.
-//   fedbuff:  after K arrivals θ ← θ + η·mean(s_i·Δ_i), or their coordinate-wise trimmed mean.
-//   diloco:   g_i = −s_i·Δ_i; after N arrivals ḡ = mean(g_i), m ← μ·m + ḡ, θ ← θ − η·(ḡ + μ·m).
+// A merge policy. Each incoming Δ is clipped to clip_norm, then weighted by s(τ, C_v), where
+// C_v is the arrival's concurrency in versions: ⌈C / results folded into one version⌉.
+//   fedasync:  θ ← θ + η·s·Δ on every arrival (÷ C with per_concurrency).
+//   fedbuff:   after K arrivals θ ← θ + η·mean(s_i·Δ_i), or their coordinate-wise trimmed mean.
+//   diloco:    g_i = −s_i·Δ_i; after N arrivals ḡ = mean(g_i), m ← μ·m + ḡ, θ ← θ − η·(ḡ + μ·m).
+//   diloco-dn: delayed Nesterov, every arrival applied at once (delayed_nesterov.h).
 // `model` must be the same model (same layout) on every call. Not thread-safe: the
 // aggregator thread owns it.
 class MergePolicy {
@@ -60,7 +67,8 @@ public:
     // Ids buffered but not yet merged (in arrival order).
     virtual std::vector<std::string> pending_ids() const = 0;
     // State that must survive a restart together with the model: diloco's momentum (tensors
-    // named like the model's; empty before the first outer step), empty for the others.
+    // named like the model's; empty before the first outer step), diloco-dn's momentum and
+    // gathered sum (delayed_nesterov.h), empty for the others.
     virtual common::NamedTensors optimizer_state() const = 0;
     // Loads what optimizer_state returned, checked against `model`; empty = fresh state.
     // The buffer is left as it is.

@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
                           cxxopts::value<std::string>()->default_value("dit-s"))(
         "device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("cpu"))(
         "batch", "batch size", cxxopts::value<std::int64_t>()->default_value("32"))(
+        "latent-size", "synthetic latents are 4 x N x N (patch 2: N²/4 tokens per sample)",
+        cxxopts::value<std::int64_t>()->default_value("8"))(
         "steps", "measured steps", cxxopts::value<std::int64_t>()->default_value("20"))(
         "warmup", "warm-up steps before measuring", cxxopts::value<std::int64_t>()->default_value("3"))(
         "threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))(
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
         bench.model = args["model"].as<std::string>();
         bench.device = args["device"].as<std::string>();
         bench.batch = args["batch"].as<std::int64_t>();
+        bench.latent_size = args["latent-size"].as<std::int64_t>();
         bench.steps = args["steps"].as<std::int64_t>();
         bench.warmup_steps = args["warmup"].as<std::int64_t>();
         bench.threads = args["threads"].as<int>();

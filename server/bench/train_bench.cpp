@@ -33,7 +33,8 @@ double training_flops_per_sample(const common::DitConfig& c) {
 common::Result<double> python_samples_per_s(const TrainBenchOptions& o) {
     std::string command = o.python + " " + o.python_script + " --model " + o.model + " --device " +
                           (o.device == "auto" ? std::string(torch::cuda::is_available() ? "cuda" : "cpu") : o.device) +
-                          " --batch " + std::to_string(o.batch) + " --steps " + std::to_string(o.steps) +
+                          " --batch " + std::to_string(o.batch) +
+                          " --latent-size " + std::to_string(o.latent_size) + " --steps " + std::to_string(o.steps) +
                           " --warmup-steps " + std::to_string(o.warmup_steps) + " --threads " +
                           std::to_string(o.threads) + " --samples " + std::to_string(kSyntheticSamples);
     FILE* pipe = popen(command.c_str(), "r");
@@ -65,7 +66,7 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
     torch::set_num_threads(o.threads);
     common::ShardData data;
     auto generator = at::detail::createCPUGenerator(0);
-    data.inputs = torch::randn({kSyntheticSamples, 4, 8, 8}, generator, torch::kFloat32);
+    data.inputs = torch::randn({kSyntheticSamples, 4, o.latent_size, o.latent_size}, generator, torch::kFloat32);
     data.labels = torch::randint(0, 10, {kSyntheticSamples}, generator, torch::kInt64);
     auto workload = common::make_workload(o.model, common::data_shape_of(data, 10));
     if (!workload) return workload.error();
@@ -77,7 +78,8 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
     config.lr = 3e-4;
     config.warmup_steps = 10;
     std::cout << "model " << o.model << " (" << common::parameter_count(*(*workload)->module())
-              << " parameters), device " << o.device << ", batch " << o.batch << ", threads " << o.threads << ", "
+              << " parameters), device " << o.device << ", batch " << o.batch << ", latents 4×" << o.latent_size << "×"
+              << o.latent_size << ", threads " << o.threads << ", "
               << o.steps << " measured steps after " << o.warmup_steps << " warm-up, " << o.repeats
               << " alternating runs each\n";
 

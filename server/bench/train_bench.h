@@ -14,6 +14,7 @@ struct TrainBenchOptions {
     std::string model = "dit-s";
     std::string device = "cpu";
     std::int64_t batch = 32;
+    std::int64_t latent_size = 8;  // synthetic latents are 4 × size × size: (size / 2)² tokens per sample
     std::int64_t steps = 20;
     std::int64_t warmup_steps = 3;
     int threads = 2;

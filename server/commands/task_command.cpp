@@ -12,7 +12,7 @@ namespace {
 
 common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, const std::filesystem::path& data_dir) {
     auto policy = policy_from_name(args["policy"].as<std::string>());
-    if (!policy) return common::make_error("--policy must be fedasync, fedbuff or diloco");
+    if (!policy) return common::make_error("--policy must be fedasync, fedbuff, diloco or diloco-dn");
     auto defaults = default_task_config(data_dir, *policy, args.count("model") ? args["model"].as<std::string>() : "");
     if (!defaults) return defaults.error();
     TaskConfig c = std::move(*defaults);
@@ -86,14 +86,14 @@ int task_command(int argc, char** argv) {
         "data", "dataset directory (tessera-data prepare --out)", cxxopts::value<std::string>())(
         "id", "task id (default: <dataset>-<model>)", cxxopts::value<std::string>())(
         "model", "preset: dit-tiny, dit-s, dit-b, cnn (default: dit-tiny, cnn for pixels)",
-        cxxopts::value<std::string>())("policy", "fedasync, fedbuff or diloco",
+        cxxopts::value<std::string>())("policy", "fedasync, fedbuff, diloco or diloco-dn",
                                        cxxopts::value<std::string>()->default_value("fedasync"))(
-        "staleness", "const, poly:A or hinge:A,B (default: fedasync poly:1, others poly:0.5)",
-        cxxopts::value<std::string>())("server-lr", "merge step size eta (fedasync 0.5, fedbuff 1.0, diloco 0.7)",
+        "staleness", "const, poly:A, hinge:A,B or conc:M,A[,R] (default: fedasync poly:1, others poly:0.5)",
+        cxxopts::value<std::string>())("server-lr", "merge step size eta (fedasync 1.0, fedbuff 1.0, diloco and diloco-dn 0.7)",
                                        cxxopts::value<double>())(
-        "buffer", "fedbuff K / diloco N: deltas per merge (fedbuff 2, diloco 4)", cxxopts::value<std::int64_t>())(
+        "buffer", "fedbuff K / diloco N: deltas per merge; diloco-dn N: arrivals per momentum step (4)", cxxopts::value<std::int64_t>())(
         "trim", "fedbuff trimmed-mean fraction per side, < 0.5 (0)", cxxopts::value<double>())(
-        "momentum", "diloco outer Nesterov momentum (0.9)", cxxopts::value<double>())(
+        "momentum", "diloco / diloco-dn outer Nesterov momentum (0.9)", cxxopts::value<double>())(
         "clip-norm", "clip each delta to this L2 norm (0: off)", cxxopts::value<double>())(
         "local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
         "batch", "batch size (64)", cxxopts::value<std::int64_t>())("lr", "inner AdamW learning rate (3e-4)",

@@ -44,6 +44,14 @@ void apply_policy_defaults(TaskConfig& config) {
             config.merge.buffer_size = 4;
             config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
             break;
+        case PolicyKind::DiLoCoDN:
+            // Delayed Nesterov takes one momentum step per N arrivals and applies each arrival
+            // at once, scaled by ε/N: the outer settings of diloco carry over (Liu et al. 2024).
+            config.merge.server_lr = 0.7;
+            config.merge.momentum = 0.9;
+            config.merge.buffer_size = 4;
+            config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
+            break;
     }
 }
 
@@ -157,7 +165,7 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     c.num_classes = r.integer("num_classes", 0, 100000);
     c.text_dim = r.integer("text_dim", 0, 100000);
     c.init_seed = r.integer("init_seed", 0, kBig);
-    auto policy = policy_from_name(r.one_of("policy", {"fedasync", "fedbuff", "diloco"}));
+    auto policy = policy_from_name(r.one_of("policy", {"fedasync", "fedbuff", "diloco", "diloco-dn"}));
     if (policy) c.merge.kind = *policy;
     auto staleness_text = r.string("staleness", 1, 64);
     if (!r.failed()) {

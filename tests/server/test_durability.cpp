@@ -93,14 +93,21 @@ void kill_during_merging(const std::string& database_url) {
                     // The server was killed under this volunteer.
                 }
             });
-        // Let results flow and merges happen, then kill the server in the middle of it.
-        for (int i = 0; i < 200; ++i) {
+        // Let results flow and merges happen, then kill the server in the middle of it. Merging
+        // follows acknowledgement asynchronously: on a loaded machine twelve results can be
+        // acknowledged before the first merge, so wait for both.
+        for (int i = 0; i < 600; ++i) {
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            std::lock_guard lock(mutex);
-            if (acknowledged.size() >= 12) break;
+            std::size_t acknowledged_now;
+            {
+                std::lock_guard lock(mutex);
+                acknowledged_now = acknowledged.size();
+            }
+            if (acknowledged_now < 12) continue;
+            auto stats = stats_of(port);
+            version_before_kill = stats.empty() ? 0 : stats.at("version").as_int64();
+            if (version_before_kill > 0) break;
         }
-        auto stats = stats_of(port);
-        version_before_kill = stats.empty() ? 0 : stats.at("version").as_int64();
         server.process().signal(SIGKILL);
         CHECK(server.process().wait() == 128 + SIGKILL);
         stop = true;

@@ -3,7 +3,10 @@
 // and restarts that resume where the database says.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "checkpoint.h"
+#include "file_io.h"
 #include "model_patch.h"
 #include "server_fixture.h"
 #include "sha256.h"
@@ -298,6 +301,33 @@ TEST_CASE("diloco keeps its momentum with each version and reloads it on restart
     REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f, 3)).status == 200);
     server.app().wait_idle();
     CHECK(server.version() == 3);
+}
+
+TEST_CASE("diloco-dn saves its momentum, gathered sum and count mid-period and continues after a restart") {
+    TestServer server([](TaskConfig& c) { c.merge.buffer_size = 2; }, PolicyKind::DiLoCoDN);
+    TestVolunteer volunteer(server);
+    for (std::uint32_t i = 0; i < 3; ++i) {
+        auto wu = volunteer.request_work().value();
+        REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f, i + 1)).status == 200);
+        server.app().wait_idle();
+    }
+    REQUIRE(server.version() == 3);  // every arrival is a version, the momentum stepped at the second
+    server.stop();
+    auto store = Store::open(server.state().database(), false).value();
+    auto v3 = store->version(server.config().task_id, 3).value();
+    REQUIRE(v3->optimizer_sha256.has_value());
+    auto bytes = common::read_file(server.state().blobs() / *v3->optimizer_sha256, 1 << 30).value();
+    auto state = common::read_checkpoint(bytes).value();
+    const auto count = std::find_if(state.begin(), state.end(), [](const auto& t) { return t.name == "pending_count"; });
+    REQUIRE(count != state.end());
+    CHECK(count->values == std::vector<float>{1.0f});  // one arrival gathered towards the next step
+    store.reset();
+    server.start();
+    auto wu = volunteer.request_work().value();
+    CHECK(wu.base_version == 3);
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f, 4)).status == 200);
+    server.app().wait_idle();
+    CHECK(server.version() == 4);
 }
 
 TEST_CASE("the transitioner ticks on its period, not whenever the work pool finishes a job") {

@@ -170,12 +170,13 @@ TEST_CASE("scale and clip") {
 }
 
 TEST_CASE("policy names") {
-    for (auto kind : {PolicyKind::FedAsync, PolicyKind::FedBuff, PolicyKind::DiLoCo}) {
+    for (auto kind : {PolicyKind::FedAsync, PolicyKind::FedBuff, PolicyKind::DiLoCo, PolicyKind::DiLoCoDN}) {
         auto back = policy_from_name(policy_name(kind));
         REQUIRE(back.has_value());
         CHECK(*back == kind);
     }
     CHECK(policy_name(PolicyKind::DiLoCo) == "diloco");
+    CHECK(policy_name(PolicyKind::DiLoCoDN) == "diloco-dn");
     CHECK_FALSE(policy_from_name("FedAsync").has_value());
     CHECK_FALSE(policy_from_name("").has_value());
 }

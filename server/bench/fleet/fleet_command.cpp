@@ -94,7 +94,7 @@ common::Result<server::TaskConfig> config_for(const CommandOptions& o, const std
     auto policy = server::policy_from_name(policy_name);
     if (!policy)
         return common::make_error("unknown run '" + run +
-                                  "' (central, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco)");
+                                  "' (central, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco, diloco-dn)");
     auto config = base_config(o, *policy);
     if (!config) return config.error();
     auto& merge = config->merge;
@@ -267,7 +267,7 @@ int run_fleet_command(int argc, char** argv) {
         "fleet", "preset (uniform, home, churn, hostile) or a fleet JSON file",
         cxxopts::value<std::string>()->default_value("home"))("volunteers", "volunteers of a preset fleet (K)",
                                                               cxxopts::value<std::int64_t>()->default_value("8"))(
-        "runs", "comma-separated: central, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco",
+        "runs", "comma-separated: central, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco, diloco-dn",
         cxxopts::value<std::string>()->default_value("central,sync-fedavg,fedasync,fedbuff,diloco"))(
         "samples", "samples budget of every run", cxxopts::value<std::int64_t>()->default_value("100000"))(
         "points", "validation evaluations per run", cxxopts::value<std::int64_t>()->default_value("10"))(
