@@ -326,6 +326,60 @@ TEST_CASE("sync FedAvg with K = 1 and fedasync with K = 1, η = 1, constant stal
     }
 }
 
+TEST_CASE("with equal speeds, asynchronous delayed Nesterov trains the model synchronous DiLoCo does") {
+    // Liu et al. 2024 (footnote 5): when every worker takes as long, delayed Nesterov over N = K
+    // arrivals is synchronous DiLoCo. Here four equal volunteers take their units at t = 0,
+    // and their Finish events share one virtual time and were queued before any re-request
+    // (Simulation::finish schedules the next Request at the current time, after them), so all
+    // four merge before anyone asks again: each round of diloco-dn is based on the version
+    // sync-diloco's round is. Reordering the event loop breaks this test, on purpose.
+    // Everything else that could tell the runs apart is off: patches (a volunteer would train
+    // from a lossy published model), replication and the checks that depend on history.
+    SmallTask sync_task(server::PolicyKind::DiLoCo);
+    auto& config = sync_task.config;
+    config.merge.buffer_size = 4;
+    config.merge.server_lr = 0.7;
+    config.merge.momentum = 0.9;
+    config.merge.staleness = {};
+    config.patches = std::nullopt;
+    config.publish_every = 1;
+    config.loss_check = 0;
+    config.trust_streak = 0;
+    config.norm_bound = 1e9;
+    config.norm_floor = 0;
+    config.copy_similarity = 1;
+    config.min_alignment = -1;
+    config.lr = 1e-2;  // four rounds of four steps move the loss visibly
+    const std::int64_t round_samples = 4 * config.local_steps * config.batch_size;  // 128
+    auto fleet = fleet_of(4, 20);
+    // Links without a transfer time: upload times follow the compressed deltas' sizes, and a
+    // byte more would let the first volunteer ask again before the last one's result merged.
+    for (auto& volunteer : fleet) volunteer.down_mbit = volunteer.up_mbit = 0;
+    auto sync_settings = small_settings("sync-diloco", 4 * round_samples);
+    sync_settings.synchronous = true;
+    auto sync = simulate_fleet(config, fleet, sync_settings, sync_task.dir.path() / "sync");
+    REQUIRE_MESSAGE(sync.ok(), sync.message());
+
+    auto dn_config = config;
+    dn_config.merge.kind = server::PolicyKind::DiLoCoDN;
+    auto dn = simulate_fleet(dn_config, fleet, small_settings("diloco-dn", 4 * round_samples),
+                             sync_task.dir.path() / "dn");
+    REQUIRE_MESSAGE(dn.ok(), dn.message());
+
+    // Not bit for bit: diloco-dn rounds θ to f32 after each arrival, diloco once per round.
+    CHECK(dn->final_loss == doctest::Approx(sync->final_loss).epsilon(1e-4));
+    REQUIRE(sync->curve.size() == dn->curve.size());
+    for (std::size_t i = 1; i < sync->curve.size(); ++i) {
+        CAPTURE(i);
+        CHECK(dn->curve[i].samples == sync->curve[i].samples);
+        CHECK(dn->curve[i].version == 4 * sync->curve[i].version);
+        CHECK(dn->curve[i].virtual_s == sync->curve[i].virtual_s);
+        CHECK(dn->curve[i].loss == doctest::Approx(sync->curve[i].loss).epsilon(1e-4));
+    }
+    // And the runs did train: the loss fell.
+    CHECK(sync->curve.back().loss < sync->curve.front().loss);
+}
+
 TEST_CASE("the central baseline trains past the budget and reports the budget's loss on the whole set") {
     SmallTask task;
     auto settings = small_settings("central", 320);
