@@ -398,3 +398,42 @@ TEST_CASE("the central baseline trains past the budget and reports the budget's 
     CHECK(target == central->curve.at(central->budget_point).loss);
     CHECK(rows[0].loss_vs_central == doctest::Approx(1.0));
 }
+
+TEST_CASE("ddp: one worker at the fleet's combined batch and speed, the square-root learning rate") {
+    SmallTask task;
+    auto fleet = fleet_of(4, 20);
+    fleet[0].samples_per_s = 40;  // combined speed 100 samples/s
+    auto ddp = run_ddp(task.config, fleet, 0, small_settings("ddp", 320));
+    REQUIRE_MESSAGE(ddp.ok(), ddp.message());
+    CHECK(ddp->name == "ddp");
+    CHECK(ddp->volunteers == 4);
+    for (const auto& point : ddp->curve) {
+        CHECK(point.samples % (4 * task.config.batch_size) == 0);  // steps of the combined batch
+        CHECK(point.virtual_s == doctest::Approx(point.samples / 100.0));
+    }
+    CHECK(ddp->curve.at(ddp->budget_point).samples == 320);
+    CHECK(ddp->final_loss < ddp->curve.front().loss);
+
+    // With one volunteer ddp is central: the same batch, learning rate and speed.
+    auto one = fleet_of(1, 20);
+    auto single = run_ddp(task.config, one, 0, small_settings("ddp", 320));
+    auto central = run_central(task.config, 20, small_settings("central", 320));
+    REQUIRE(single.ok());
+    REQUIRE(central.ok());
+    CHECK(single->final_loss == central->final_loss);
+    REQUIRE(single->curve.size() == central->curve.size());
+    for (std::size_t i = 0; i < single->curve.size(); ++i) CHECK(single->curve[i].loss == central->curve[i].loss);
+
+    // The learning rate given is the one used: a different one trains a different model.
+    auto other_lr = run_ddp(task.config, fleet, 4 * task.config.lr, small_settings("ddp", 320));
+    REQUIRE(other_lr.ok());
+    CHECK(other_lr->final_loss != ddp->final_loss);
+
+    double target = 0;
+    auto rows = summarize({*central, *ddp}, 0, target);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[1].loss_vs_ddp == doctest::Approx(1.0));
+    // central against ddp, at central's budget point (a point of ddp's curve too).
+    CHECK(rows[0].loss_vs_ddp == doctest::Approx(central->curve.at(central->budget_point).loss /
+                                                 ddp->curve.at(ddp->budget_point).loss));
+}

@@ -1,8 +1,9 @@
-// The central baseline: the trainer itself over all shards, evaluated at evenly spaced steps.
+// The central and ddp baselines: the trainer itself over all shards, evaluated at evenly spaced steps.
 #include "central_run.h"
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <iostream>
 #include <limits>
 
@@ -95,6 +96,22 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
     double budget_s = static_cast<double>(budget_steps * config.batch_size) / samples_per_s;
     result.outcomes.seconds["merged"] = budget_s;
     result.online_s = budget_s;
+    return result;
+}
+
+common::Result<RunResult> run_ddp(const server::TaskConfig& config, const std::vector<SimVolunteer>& fleet, double lr,
+                                  const SimSettings& settings) {
+    if (fleet.empty()) return common::make_error("the ddp baseline needs a fleet");
+    const auto k = static_cast<std::int64_t>(fleet.size());
+    double combined_speed = 0;
+    for (const auto& volunteer : fleet) combined_speed += volunteer.samples_per_s;
+    auto ddp = config;
+    ddp.batch_size = config.batch_size * k;
+    ddp.lr = lr > 0 ? lr : std::sqrt(static_cast<double>(k)) * config.lr;
+    auto named = settings;
+    if (named.run_name.empty()) named.run_name = "ddp";
+    auto result = run_central(ddp, combined_speed, named);
+    if (result) result->volunteers = k;
     return result;
 }
 

@@ -33,6 +33,7 @@ struct CommandOptions {
     double overrun = 3;
     double eta = 0;
     std::int64_t buffer = 0;
+    double ddp_lr = 0;
     SimSettings sim;
     cxxopts::ParseResult args;
 };
@@ -94,7 +95,7 @@ common::Result<server::TaskConfig> config_for(const CommandOptions& o, const std
     auto policy = server::policy_from_name(policy_name);
     if (!policy)
         return common::make_error("unknown run '" + run +
-                                  "' (central, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco, diloco-dn)");
+                                  "' (central, ddp, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco, diloco-dn)");
     auto config = base_config(o, *policy);
     if (!config) return config.error();
     auto& merge = config->merge;
@@ -199,13 +200,14 @@ int run_campaign(CommandOptions& o) {
         settings.overrun = o.overrun;
         std::cerr << run << ":\n";
         common::Result<RunResult> result = common::make_error("not run");
-        if (run == "central") {
+        if (run == "central" || run == "ddp") {
             auto config = base_config(o, server::PolicyKind::FedAsync);
             if (!config) {
                 std::cerr << "tessera-bench fleet: " << config.message() << "\n";
                 return 2;
             }
-            result = run_central(*config, median_speed(*fleet), settings);
+            result = run == "central" ? run_central(*config, median_speed(*fleet), settings)
+                                      : run_ddp(*config, *fleet, o.ddp_lr, settings);
         } else {
             auto config = config_for(o, run, k, settings.synchronous);
             if (!config) {
@@ -262,13 +264,13 @@ int run_campaign(CommandOptions& o) {
 int run_fleet_command(int argc, char** argv) {
     cxxopts::Options options("tessera-bench fleet",
                              "Asynchronous training by a simulated volunteer fleet on a virtual clock, against the "
-                             "central and sync baselines");
+                             "central, ddp and sync baselines");
     options.add_options()("data", "dataset directory (tessera-data prepare)", cxxopts::value<std::string>())(
         "fleet", "preset (uniform, home, churn, hostile) or a fleet JSON file",
         cxxopts::value<std::string>()->default_value("home"))("volunteers", "volunteers of a preset fleet (K)",
                                                               cxxopts::value<std::int64_t>()->default_value("8"))(
-        "runs", "comma-separated: central, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco, diloco-dn",
-        cxxopts::value<std::string>()->default_value("central,sync-fedavg,fedasync,fedbuff,diloco"))(
+        "runs", "comma-separated: central, ddp, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco, diloco-dn",
+        cxxopts::value<std::string>()->default_value("central,ddp,sync-fedavg,fedasync,fedbuff,diloco-dn"))(
         "samples", "samples budget of every run", cxxopts::value<std::int64_t>()->default_value("100000"))(
         "points", "validation evaluations per run", cxxopts::value<std::int64_t>()->default_value("10"))(
         "eval-samples", "validation samples per curve point (0: all; final figures use all)",
@@ -297,8 +299,10 @@ int run_fleet_command(int argc, char** argv) {
         "publish-every", "with patches: publish the model every N versions (1)", cxxopts::value<std::int64_t>())(
         "no-checks",
         "no replication, loss checks, norm bounds, copy or alignment checks (the codec and merging alone)")(
-        "staleness", "async runs' staleness function (const, poly:A, hinge:A,B)",
+        "staleness", "async runs' staleness function (const, poly:A, hinge:A,B, conc:M,A[,R])",
         cxxopts::value<std::string>()->default_value(""))(
+        "ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
+        cxxopts::value<double>()->default_value("0"))(
         "eta", "async runs' server learning rate (0: the policy's default)",
         cxxopts::value<double>()->default_value("0"))("buffer", "fedbuff/diloco buffer (0: the policy's default)",
                                                       cxxopts::value<std::int64_t>()->default_value("0"))(
@@ -336,6 +340,7 @@ int run_fleet_command(int argc, char** argv) {
         o.overrun = a["overrun"].as<double>();
         o.eta = a["eta"].as<double>();
         o.buffer = a["buffer"].as<std::int64_t>();
+        o.ddp_lr = a["ddp-lr"].as<double>();
         o.judge_data = a["judge"].as<std::string>();
         o.judge_cache = a["judge-cache"].as<std::string>();
         o.judge_per_class = a["judge-samples"].as<std::int64_t>();

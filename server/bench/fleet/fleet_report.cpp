@@ -15,6 +15,15 @@ const RunResult* find_run(const std::vector<RunResult>& runs, std::string_view p
     return nullptr;
 }
 
+// The run's curve loss at its budget point over the baseline's at the same samples; 0 when
+// there is no baseline or it does not reach that far.
+double loss_ratio(const RunResult& run, const RunResult* baseline) {
+    if (baseline == nullptr || run.curve.empty()) return 0;
+    const auto& at_budget = run.curve.at(run.budget_point);
+    auto reference = loss_at_samples(baseline->curve, at_budget.samples);
+    return reference && *reference > 0 ? at_budget.loss / *reference : 0;
+}
+
 std::string format(const char* pattern, double value) {
     char text[64];
     std::snprintf(text, sizeof text, pattern, value);
@@ -50,6 +59,7 @@ std::optional<double> loss_at_samples(const std::vector<CurvePoint>& curve, std:
 
 std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double target_loss, double& target_used) {
     const auto* central = find_run(runs, "central");
+    const auto* ddp = find_run(runs, "ddp");
     const auto* sync = find_run(runs, "sync-");
     target_used = target_loss;
     // The target is read off the curves (one validation sample for all runs), not the final figures.
@@ -76,11 +86,8 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
         row.final_accuracy = run.final_accuracy;
         row.sample_accuracy = run.sample_accuracy;
         // Paired on the curves' validation sample, at this run's own sample count.
-        if (central && !run.curve.empty()) {
-            const auto& at_budget = run.curve.at(run.budget_point);
-            auto reference = loss_at_samples(central->curve, at_budget.samples);
-            if (reference && *reference > 0) row.loss_vs_central = at_budget.loss / *reference;
-        }
+        row.loss_vs_central = loss_ratio(run, central);
+        row.loss_vs_ddp = loss_ratio(run, ddp);
         row.time_to_target = time_to_loss(run.curve, target_used);
         if (sync_time && row.time_to_target && *row.time_to_target > 0)
             row.speedup_vs_sync = *sync_time / *row.time_to_target;
@@ -190,7 +197,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
            "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy,refused_of_returned,honest_refused,"
            "check_ms_per_result,loss_checked_share,check_share,check_vs_training,gain_p10,gain_median,gain_p90,"
-           "calibration_gain,mb_shards_per_unit,transfer_share,patched_share,state_mb_max,state_mb_end\n";
+           "calibration_gain,mb_shards_per_unit,transfer_share,patched_share,state_mb_max,state_mb_end,loss_vs_ddp\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
@@ -207,7 +214,8 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << format("%.6f", r.gain_median) << "," << format("%.6f", r.gain_p90) << ","
             << format("%.6f", r.calibration_gain) << "," << format("%.4f", r.mb_shards_per_unit) << ","
             << format("%.4f", r.transfer_share) << "," << format("%.4f", r.patched_share) << ","
-            << format("%.3f", r.state_mb_max) << "," << format("%.3f", r.state_mb_end) << "\n";
+            << format("%.3f", r.state_mb_max) << "," << format("%.3f", r.state_mb_end) << ","
+            << format("%.4f", r.loss_vs_ddp) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -216,18 +224,19 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
 void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, double target_loss) {
     out << "target loss " << format("%.4f", target_loss) << " (time to target: first virtual second at or below it)\n";
     char line[512];
-    std::snprintf(line, sizeof line, "%-14s %-8s %4s %9s %8s %7s %6s %8s %9s %7s %6s %6s %5s %8s %8s  %s\n", "run",
-                  "fleet", "K", "samples", "loss", "acc", "cas", "vs-cent", "t-target", "vs-sync", "util", "stale",
-                  "units", "MB-down", "MB-up", "other outcomes");
+    std::snprintf(line, sizeof line, "%-14s %-8s %4s %9s %8s %7s %6s %8s %7s %9s %7s %6s %6s %5s %8s %8s  %s\n",
+                  "run", "fleet", "K", "samples", "loss", "acc", "cas", "vs-cent", "vs-ddp", "t-target", "vs-sync",
+                  "util", "stale", "units", "MB-down", "MB-up", "other outcomes");
     out << line;
     for (const auto& r : rows) {
         std::snprintf(
-            line, sizeof line, "%-14s %-8s %4lld %9lld %8.4f %7s %6s %8s %9s %7s %6.2f %6.1f %5lld %8.3f %8.3f  %s%s\n",
+            line, sizeof line,
+            "%-14s %-8s %4lld %9lld %8.4f %7s %6s %8s %7s %9s %7s %6.2f %6.1f %5lld %8.3f %8.3f  %s%s\n",
             r.name.c_str(), r.fleet.c_str(), static_cast<long long>(r.volunteers), static_cast<long long>(r.samples),
             r.final_loss, r.final_accuracy >= 0 ? format("%.4f", r.final_accuracy).c_str() : "-",
             r.sample_accuracy >= 0 ? format("%.3f", r.sample_accuracy).c_str() : "-",
             r.loss_vs_central > 0 ? format("%.3f", r.loss_vs_central).c_str() : "-",
-            optional_seconds(r.time_to_target).c_str(),
+            r.loss_vs_ddp > 0 ? format("%.3f", r.loss_vs_ddp).c_str() : "-", optional_seconds(r.time_to_target).c_str(),
             r.speedup_vs_sync ? format("%.2f", *r.speedup_vs_sync).c_str() : "-", r.utilisation, r.mean_staleness,
             static_cast<long long>(r.units), r.mb_down_per_unit, r.mb_up_per_unit,
             r.budget_reached ? "" : "[budget not reached] ", r.wasted.c_str());

@@ -1,5 +1,5 @@
 // A campaign's report: the curves of its runs as one CSV, and a summary per run against the
-// baselines of the same invocation (loss at equal samples vs `central`, virtual time to a
+// baselines of the same invocation (loss at equal samples vs `central` and `ddp`, virtual time to a
 // target loss vs `sync`, utilisation, wasted work by cause, bytes per unit).
 #pragma once
 
@@ -23,6 +23,7 @@ struct RunSummary {
     double final_accuracy = -1;
     double sample_accuracy = -1;            // the DiT's samples classified as asked; -1: not scored
     double loss_vs_central = 0;             // curve loss at the budget point / central's at the same samples
+    double loss_vs_ddp = 0;                 // the same against ddp's curve
     double virtual_s = 0;                   // when the budget was reached
     std::optional<double> time_to_target;   // first virtual second at the target loss
     std::optional<double> speedup_vs_sync;  // sync's time to target / this run's
