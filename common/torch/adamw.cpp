@@ -53,4 +53,34 @@ void MultiTensorAdamW::step(double lr) {
     }
 }
 
+std::vector<AdamWMoments> MultiTensorAdamW::moments() const {
+    std::vector<AdamWMoments> copies;
+    copies.reserve(moments_.size());
+    for (const auto& m : moments_)
+        copies.push_back({m.exp_avg.defined() ? m.exp_avg.clone() : torch::Tensor(),
+                          m.exp_avg_sq.defined() ? m.exp_avg_sq.clone() : torch::Tensor(), m.steps});
+    return copies;
+}
+
+Status MultiTensorAdamW::load_moments(std::vector<AdamWMoments> moments) {
+    if (moments.size() != parameters_.size())
+        return make_error("optimizer state for " + std::to_string(moments.size()) + " parameters, the model has " +
+                          std::to_string(parameters_.size()));
+    for (std::size_t i = 0; i < moments.size(); ++i) {
+        auto& m = moments[i];
+        const auto& p = parameters_[i];
+        const bool fresh = !m.exp_avg.defined() && !m.exp_avg_sq.defined() && m.steps == 0;
+        if (fresh) continue;
+        if (!m.exp_avg.defined() || !m.exp_avg_sq.defined() || m.steps < 1 || m.exp_avg.sizes() != p.sizes() ||
+            m.exp_avg_sq.sizes() != p.sizes())
+            return make_error("optimizer state of parameter " + std::to_string(i) +
+                              ": moments of the parameter's shape and a step count >= 1 expected");
+        // Copies: the optimizer updates its moments in place, and the caller's stay as they were.
+        m.exp_avg = m.exp_avg.to(p.device(), p.scalar_type(), false, true).contiguous();
+        m.exp_avg_sq = m.exp_avg_sq.to(p.device(), p.scalar_type(), false, true).contiguous();
+    }
+    moments_ = std::move(moments);
+    return {};
+}
+
 }  // namespace tessera::common

@@ -2,7 +2,8 @@
 // handful of kernel launches per step where torch::optim::AdamW launches about ten for every
 // parameter tensor — on a GPU, launches rather than arithmetic bound a small model's step.
 // The update is torch::optim::AdamW's (decoupled weight decay, bias correction, no amsgrad);
-// on the CPU it gives the same bits. Not thread-safe; one per training run.
+// on the CPU it gives the same bits. Its moments can be taken out and put back, so that a
+// volunteer's optimizer carries on across work units. Not thread-safe; one per training run.
 #pragma once
 
 #include <torch/types.h>
@@ -10,7 +11,15 @@
 #include <map>
 #include <vector>
 
+#include "../result.h"
+
 namespace tessera::common {
+
+// One parameter's moments: undefined tensors and 0 steps before its first step.
+struct AdamWMoments {
+    torch::Tensor exp_avg, exp_avg_sq;
+    std::int64_t steps = 0;
+};
 
 class MultiTensorAdamW {
 public:
@@ -22,13 +31,16 @@ public:
     // One step at learning rate `lr`; a parameter without a gradient is left as it is.
     void step(double lr);
 
+    // Copies of every parameter's moments, in the constructor's order.
+    std::vector<AdamWMoments> moments() const;
+    // Continues from `moments`, one per parameter in the constructor's order, each of its
+    // parameter's shape (copied to its device and dtype). A mismatch is an error naming the
+    // parameter's index, and leaves the optimizer as it was.
+    Status load_moments(std::vector<AdamWMoments> moments);
+
 private:
-    struct Moments {
-        torch::Tensor exp_avg, exp_avg_sq;
-        std::int64_t steps = 0;
-    };
     std::vector<torch::Tensor> parameters_;
-    std::vector<Moments> moments_;
+    std::vector<AdamWMoments> moments_;
     double weight_decay_, beta1_, beta2_, eps_;
 };
 

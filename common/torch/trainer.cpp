@@ -1,6 +1,6 @@
-// The training loop. AdamW state starts fresh for every work unit: the moments from the
-// previous unit belong to an older base model (and often to another volunteer), and shipping
-// them would double the traffic; DiLoCo's inner optimiser is reset the same way.
+// The training loop. AdamW starts fresh for a unit unless the caller keeps the optimizer
+// between units (TrainConfig::resume_optimizer): DiLoCo's workers keep theirs across rounds,
+// although each round starts from a new outer model (arXiv 2311.08105).
 #include "trainer.h"
 
 #include <ATen/autocast_mode.h>
@@ -46,6 +46,50 @@ public:
 private:
     bool enabled_;
 };
+
+// Step `step`'s learning rate: the run's schedule when the unit carries one, else the task's
+// lr after a linear warm-up of warmup_steps within the unit.
+double learning_rate(const TrainConfig& config, std::int64_t step) {
+    if (config.schedule) {
+        auto position = unit_position(config.schedule_from, config.schedule_to, step, config.steps);
+        return config.lr * lr_factor(*config.schedule, position, config.batch_size);
+    }
+    double warm = config.warmup_steps > 0 ? std::min(1.0, static_cast<double>(step + 1) / config.warmup_steps) : 1.0;
+    return config.lr * warm;
+}
+
+// The kept moments in the optimizer's parameter order (the module's named_parameters order).
+Status resume_optimizer(MultiTensorAdamW& optimizer, torch::nn::Module& module, const InnerOptimizerState& state) {
+    std::vector<AdamWMoments> moments;
+    for (const auto& item : module.named_parameters()) {
+        auto avg = state.exp_avg.find(item.key());
+        auto avg_sq = state.exp_avg_sq.find(item.key());
+        if (avg == state.exp_avg.end() || avg_sq == state.exp_avg_sq.end())
+            return make_error("the kept optimizer state has no moments for parameter '" + item.key() + "'");
+        if (avg->second.sizes() != item.value().sizes() || avg_sq->second.sizes() != item.value().sizes())
+            return make_error("the kept optimizer state's moments of '" + item.key() + "' have another shape");
+        moments.push_back({avg->second, avg_sq->second, state.steps});
+    }
+    if (moments.size() != state.exp_avg.size() || moments.size() != state.exp_avg_sq.size())
+        return make_error("the kept optimizer state has moments of parameters the model does not have");
+    return optimizer.load_moments(std::move(moments));
+}
+
+Result<InnerOptimizerState> kept_optimizer(const MultiTensorAdamW& optimizer, torch::nn::Module& module) {
+    InnerOptimizerState state;
+    auto moments = optimizer.moments();
+    std::size_t i = 0;
+    for (const auto& item : module.named_parameters()) {
+        const auto& m = moments.at(i++);
+        if (i == 1) state.steps = m.steps;
+        if (m.steps != state.steps || !m.exp_avg.defined())
+            return make_error("parameter '" + item.key() + "' took " + std::to_string(m.steps) + " optimizer steps, " +
+                              "the others " + std::to_string(state.steps) + ": no shared state to keep");
+        state.exp_avg.emplace(item.key(), m.exp_avg.to(torch::kCPU, torch::kFloat32));
+        state.exp_avg_sq.emplace(item.key(), m.exp_avg_sq.to(torch::kCPU, torch::kFloat32));
+    }
+    return state;
+}
 
 double mean(const std::vector<double>& values, std::size_t begin, std::size_t end) {
     double total = 0;
@@ -125,6 +169,9 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
 
     auto parameters = module->parameters();
     MultiTensorAdamW optimizer(parameters, config.weight_decay);
+    if (config.resume_optimizer != nullptr && !config.resume_optimizer->empty())
+        if (auto resumed = resume_optimizer(optimizer, *module, *config.resume_optimizer); !resumed)
+            return resumed.error();
     auto micro = config.micro_batch > 0 ? std::min(config.micro_batch, config.batch_size) : config.batch_size;
 
     std::vector<double> losses;
@@ -133,8 +180,8 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     std::int64_t rows = std::min(config.batch_size, data.size());
     auto started = std::chrono::steady_clock::now();
     for (std::int64_t step = 0; step < config.steps; ++step) {
-        double warm =
-            config.warmup_steps > 0 ? std::min(1.0, static_cast<double>(step + 1) / config.warmup_steps) : 1.0;
+        const double lr = learning_rate(config, step);
+        if (config.on_lr) config.on_lr(step, lr);
         auto index = order.next();
         Batch batch{inputs.index_select(0, index),
                     labels.index_select(0, index),
@@ -157,7 +204,7 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
             step_loss = step_loss.defined() ? step_loss + weighted : weighted;
         }
         if (config.grad_clip > 0) clip_gradients(parameters, config.grad_clip);
-        optimizer.step(config.lr * warm);
+        optimizer.step(lr);
         pending.push_back(step_loss);
         if (config.snapshot && config.snapshot_every > 0 && (step + 1) % config.snapshot_every == 0) {
             torch::NoGradGuard no_grad;
@@ -193,6 +240,11 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     outcome.stats.samples_per_s = seconds > 0 ? static_cast<double>(outcome.stats.samples) / seconds : 0.0;
     for (double loss : losses)
         if (!std::isfinite(loss)) return make_error("training diverged: the loss became non-finite");
+    if (config.return_optimizer) {
+        auto kept = kept_optimizer(optimizer, *module);
+        if (!kept) return kept.error();
+        outcome.optimizer = std::move(*kept);
+    }
     return outcome;
 }
 

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "../lr_schedule.h"
 #include "../protocol.h"
 #include "../result.h"
 #include "shard_data.h"
@@ -13,6 +15,14 @@
 #include "workload.h"
 
 namespace tessera::common {
+
+// An inner optimizer kept from one work unit to the next (as DiLoCo's workers keep theirs):
+// the AdamW moments of every parameter by name, f32, and the step count they share.
+struct InnerOptimizerState {
+    TorchTensorMap exp_avg, exp_avg_sq;
+    std::int64_t steps = 0;
+    bool empty() const { return exp_avg.empty(); }
+};
 
 struct TrainConfig {
     std::int64_t steps = 100;  // H
@@ -29,6 +39,18 @@ struct TrainConfig {
     // steps; the fleet simulator's central baseline draws its curve from them.
     std::int64_t snapshot_every = 0;
     std::function<void(std::int64_t step, const TorchTensorMap& weights)> snapshot;
+    // Kept optimizer: the unit starts from these moments (nullptr or empty: fresh), which are
+    // left as they are, and with return_optimizer its own end up in TrainOutcome::optimizer.
+    const InnerOptimizerState* resume_optimizer = nullptr;
+    bool return_optimizer = false;
+    // One schedule over the whole run (lr_schedule.h): step s trains at
+    // lr·lr_factor(schedule, unit_position(schedule_from, schedule_to, s, steps), batch), in
+    // place of the per-unit warm-up.
+    std::optional<LrSchedule> schedule;
+    std::int64_t schedule_from = 0;
+    std::int64_t schedule_to = 0;
+    // Shown every step's learning rate (0-based step).
+    std::function<void(std::int64_t step, double lr)> on_lr;
 };
 
 struct TrainStats {
@@ -42,6 +64,7 @@ struct TrainStats {
 struct TrainOutcome {
     TorchTensorMap delta;  // θ_H − θ0, f32, on the training device
     TrainStats stats;
+    InnerOptimizerState optimizer;  // with return_optimizer: the moments after the last step, on the CPU
 };
 
 // Reported every few steps (losses are read from the device in groups) and after the last.

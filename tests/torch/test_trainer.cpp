@@ -5,6 +5,7 @@
 #include "dataset_manifest.h"
 #include "doctest_after_torch.h"
 #include "small_dataset.h"
+#include "trainer_fixtures.h"
 #include "torch/adamw.h"
 #include "torch/model_state.h"
 #include "torch/sampling.h"
@@ -12,6 +13,8 @@
 #include "file_io.h"
 
 using namespace tessera::common;
+using tessera::testing::apply_delta;
+using tessera::testing::first_shard_and_weights;
 
 namespace {
 
@@ -19,21 +22,6 @@ ShardData load_train_shards(const std::filesystem::path& dir, const DatasetManif
     std::vector<ShardData> shards;
     for (const auto& f : manifest.train) shards.push_back(load_shard_file(dir / f.file).value());
     return concat_shards(shards).value();
-}
-
-// One shard of the small dataset and seeded dit-tiny weights for it.
-std::pair<ShardData, TorchTensorMap> first_shard_and_weights() {
-    const auto& dir = tessera::testing::small_latent_dataset();
-    auto manifest = load_dataset_manifest(dir / "dataset.json").value();
-    auto data = load_shard_file(dir / manifest.train[0].file).value();
-    auto theta0 = state_of(*make_workload("dit-tiny", data_shape_of(data, 10), 3).value()->module());
-    return {data, theta0};
-}
-
-TorchTensorMap apply_delta(const TorchTensorMap& theta, const TorchTensorMap& delta) {
-    TorchTensorMap out;
-    for (const auto& [name, tensor] : theta) out.emplace(name, tensor + delta.at(name));
-    return out;
 }
 
 }  // namespace
