@@ -174,6 +174,18 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
 
     // The micro-batch that fitted this model and batch in the GPU's memory before is used
     // again, so only the first unit of a kind pays for finding it.
+    common::InnerOptimizerState resumed;
+    std::string resumed_note;
+    if (options.optimizer != nullptr) {
+        config.return_optimizer = true;
+        const auto& kept = *options.optimizer;
+        if (!kept.empty() && kept.task_id == unit.task_id && kept.model == unit.model) {
+            resumed = {common::from_named_f32(kept.exp_avg), common::from_named_f32(kept.exp_avg_sq), kept.steps};
+            config.resume_optimizer = &resumed;
+            config.warmup_steps = 0;  // the warm-up protects fresh moments; these are not
+        }
+    }
+
     auto fitted_key = unit.model + "/" + std::to_string(config.batch_size);
     config.micro_batch = fitted_micro_batch(fitted_key);
     auto outcome = common::train(unit.model, *theta0, *data, config, progress);
@@ -184,9 +196,22 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
             std::max<std::int64_t>(1, (config.micro_batch > 0 ? config.micro_batch : config.batch_size) / 2);
         outcome = common::train(unit.model, *theta0, *data, config, progress);
     }
+    if (!outcome && config.resume_optimizer != nullptr && !is_out_of_memory(outcome.message())) {
+        // Moments that do not fit the unit's model: train from fresh ones, and say why.
+        auto why = outcome.message();
+        config.resume_optimizer = nullptr;
+        config.warmup_steps = unit.hyper.warmup_steps;
+        outcome = common::train(unit.model, *theta0, *data, config, progress);
+        if (outcome) resumed_note = "dropped the kept optimizer state: " + why;
+    }
     if (!outcome) return outcome.error();
     remember_micro_batch(fitted_key, config.micro_batch);
     RunOutput output;
+    output.optimizer_note = resumed_note;
+    if (options.optimizer != nullptr)
+        *options.optimizer = {unit.task_id, unit.model, outcome->optimizer.steps,
+                              common::to_named_f32(outcome->optimizer.exp_avg),
+                              common::to_named_f32(outcome->optimizer.exp_avg_sq)};
     auto encoded = encode_with_feedback(unit, outcome->delta, options.feedback, output.feedback_note);
     if (!encoded) return encoded.error();
     auto framed = common::zstd_compress(*encoded);

@@ -13,6 +13,7 @@
 
 #include "bytes.h"
 #include "error_feedback.h"
+#include "optimizer_state.h"
 #include "protocol.h"
 
 namespace tessera::client {
@@ -25,11 +26,16 @@ struct RunOptions {
     // When set: added to a lossy codec's input if it fits the unit, and replaced by what this
     // unit's encoding left out (cleared for a lossless codec).
     ErrorFeedback* feedback = nullptr;
+    // When set: a unit of the same task and model continues from these moments without the
+    // unit's warm-up (another task's or an empty state: fresh AdamW and the warm-up), and
+    // once it has trained they are replaced by its own. Left as they were on failure.
+    KeptOptimizerState* optimizer = nullptr;
 };
 
 struct RunOutput {
     common::Bytes delta;  // encoded delta file in a zstd frame
-    std::string feedback_note;  // why a carried residual was dropped, if it was
+    std::string feedback_note;   // why a carried residual was dropped, if it was
+    std::string optimizer_note;  // why a kept optimizer state was not used, if it was not
     common::TrainMetrics metrics;
     std::string device;  // "cpu" or the GPU's name
 };

@@ -437,3 +437,19 @@ TEST_CASE("ddp: one worker at the fleet's combined batch and speed, the square-r
     CHECK(rows[0].loss_vs_ddp == doctest::Approx(central->curve.at(central->budget_point).loss /
                                                  ddp->curve.at(ddp->budget_point).loss));
 }
+
+TEST_CASE("volunteers that keep their inner optimizer train another model than fresh ones, reproducibly") {
+    SmallTask task;
+    auto fleet = fleet_of(2, 20);
+    auto fresh = simulate_fleet(task.config, fleet, small_settings("fresh"), task.dir.path() / "fresh");
+    REQUIRE_MESSAGE(fresh.ok(), fresh.message());
+    auto kept_settings = small_settings("kept");
+    kept_settings.keep_optimizer = true;
+    auto kept = simulate_fleet(task.config, fleet, kept_settings, task.dir.path() / "kept");
+    REQUIRE_MESSAGE(kept.ok(), kept.message());
+    auto again = simulate_fleet(task.config, fleet, kept_settings, task.dir.path() / "again");
+    REQUIRE_MESSAGE(again.ok(), again.message());
+    CHECK(kept->final_loss == again->final_loss);
+    CHECK(kept->final_loss != fresh->final_loss);
+    CHECK(kept->units_issued == fresh->units_issued);  // the same units, trained differently
+}

@@ -322,6 +322,48 @@ TEST_CASE(
     CHECK(!std::filesystem::exists(dir / "feedback"));
 }
 
+TEST_CASE("a kept optimizer carries its moments from unit to unit, and another task's is dropped with a note") {
+    TestServer server;
+    TestVolunteer asking(server);
+    auto wu = asking.request_work().value();
+    server::BlobStore blobs(server.state().blobs());
+    std::vector<std::filesystem::path> shards;
+    for (const auto& shard : wu.shards) shards.push_back(blobs.path_of(shard.sha256));
+    client::KeptOptimizerState kept;
+    client::RunOptions run;
+    run.device = "cpu";
+    run.threads = 1;
+    run.optimizer = &kept;
+    auto train = [&] { return client::run_work_unit(wu, blobs.path_of(wu.model_blob.sha256), shards, run).value(); };
+    const auto steps = wu.hyper.local_steps;
+
+    auto first = train();
+    CHECK(first.optimizer_note.empty());
+    CHECK(kept.task_id == wu.task_id);
+    CHECK(kept.model == wu.model);
+    CHECK(kept.steps == steps);
+    REQUIRE(!kept.exp_avg.empty());
+    CHECK(kept.exp_avg.size() == kept.exp_avg_sq.size());
+
+    auto second = train();  // the same unit again, continuing the moments
+    CHECK(kept.steps == 2 * steps);
+    CHECK(second.delta != first.delta);
+
+    // Another task's moments are not used: the unit trains from fresh ones, as the first did.
+    kept.task_id = "t-another";
+    auto third = train();
+    CHECK(kept.steps == steps);
+    CHECK(kept.task_id == wu.task_id);
+    CHECK(third.delta == first.delta);
+
+    // Moments that do not fit the model are dropped with a note, and fresh ones trained.
+    kept.exp_avg.pop_back();
+    auto fourth = train();
+    CHECK(fourth.optimizer_note.find("dropped the kept optimizer state") != std::string::npos);
+    CHECK(fourth.delta == first.delta);
+    CHECK(kept.steps == steps);
+}
+
 TEST_CASE(
     "a volunteer that holds an older model builds the next one from patches; a corrupt patch sends it to the "
     "whole model") {

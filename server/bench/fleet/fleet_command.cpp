@@ -301,6 +301,8 @@ int run_fleet_command(int argc, char** argv) {
         "no replication, loss checks, norm bounds, copy or alignment checks (the codec and merging alone)")(
         "staleness", "async runs' staleness function (const, poly:A, hinge:A,B, conc:M,A[,R])",
         cxxopts::value<std::string>()->default_value(""))(
+        "inner-state", "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units",
+        cxxopts::value<std::string>()->default_value("fresh"))(
         "ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
         cxxopts::value<double>()->default_value("0"))(
         "eta", "async runs' server learning rate (0: the policy's default)",
@@ -341,6 +343,12 @@ int run_fleet_command(int argc, char** argv) {
         o.eta = a["eta"].as<double>();
         o.buffer = a["buffer"].as<std::int64_t>();
         o.ddp_lr = a["ddp-lr"].as<double>();
+        const auto inner_state = a["inner-state"].as<std::string>();
+        if (inner_state != "fresh" && inner_state != "kept") {
+            std::cerr << "tessera-bench fleet: --inner-state must be fresh or kept\n";
+            return 2;
+        }
+        o.sim.keep_optimizer = inner_state == "kept";
         o.judge_data = a["judge"].as<std::string>();
         o.judge_cache = a["judge-cache"].as<std::string>();
         o.judge_per_class = a["judge-samples"].as<std::int64_t>();
