@@ -39,14 +39,9 @@ void apply_policy_defaults(TaskConfig& config) {
         case PolicyKind::DiLoCo:
             // Outer Nesterov (η 0.7, μ 0.9) multiplies a steady pseudo-gradient about 7×: one
             // outer step per arrival diverged, one per 4 arrivals converged (docs/operations.md).
-            config.merge.server_lr = 0.7;
-            config.merge.momentum = 0.9;
-            config.merge.buffer_size = 4;
-            config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
-            break;
         case PolicyKind::DiLoCoDN:
-            // Delayed Nesterov takes one momentum step per N arrivals and applies each arrival
-            // at once, scaled by ε/N: the outer settings of diloco carry over (Liu et al. 2024).
+            // Delayed Nesterov also takes one momentum step per N arrivals (and applies each
+            // arrival at once, scaled by ε/N): diloco's outer settings carry over (Liu et al. 2024).
             config.merge.server_lr = 0.7;
             config.merge.momentum = 0.9;
             config.merge.buffer_size = 4;

@@ -28,6 +28,22 @@ using client::StopReason;
 
 namespace {
 
+// A unit of the server's task, with its model and shards where the server keeps them.
+struct UnitToTrain {
+    common::WorkUnit wu;
+    std::filesystem::path model;
+    std::vector<std::filesystem::path> shards;
+};
+
+UnitToTrain unit_to_train(TestServer& server) {
+    TestVolunteer asking(server);
+    UnitToTrain unit{asking.request_work().value(), {}, {}};
+    server::BlobStore blobs(server.state().blobs());
+    unit.model = blobs.path_of(unit.wu.model_blob.sha256);
+    for (const auto& shard : unit.wu.shards) unit.shards.push_back(blobs.path_of(shard.sha256));
+    return unit;
+}
+
 client::VolunteerOptions options_for(std::uint16_t port, const std::filesystem::path& state) {
     client::VolunteerOptions options;
     options.server = "http://127.0.0.1:" + std::to_string(port);
@@ -271,17 +287,13 @@ TEST_CASE(
     "error feedback: the residual is added to the next delta, survives a save and load, and is dropped for "
     "another task") {
     TestServer server([](TaskConfig& config) { config.codec = {common::DeltaDType::Int4, 0.05}; });
-    TestVolunteer asking(server);
-    auto wu = asking.request_work().value();
-    server::BlobStore blobs(server.state().blobs());
-    std::vector<std::filesystem::path> shards;
-    for (const auto& shard : wu.shards) shards.push_back(blobs.path_of(shard.sha256));
+    auto [wu, model, shards] = unit_to_train(server);
     client::ErrorFeedback feedback;
     client::RunOptions run;
     run.device = "cpu";
     run.threads = 1;
     run.feedback = &feedback;
-    auto train = [&] { return client::run_work_unit(wu, blobs.path_of(wu.model_blob.sha256), shards, run).value(); };
+    auto train = [&] { return client::run_work_unit(wu, model, shards, run).value(); };
     auto first = train();
     CHECK(common::is_zstd_frame(first.delta));  // as uploaded
     CHECK(first.feedback_note.empty());
@@ -324,17 +336,13 @@ TEST_CASE(
 
 TEST_CASE("a kept optimizer carries its moments from unit to unit, and another task's is dropped with a note") {
     TestServer server;
-    TestVolunteer asking(server);
-    auto wu = asking.request_work().value();
-    server::BlobStore blobs(server.state().blobs());
-    std::vector<std::filesystem::path> shards;
-    for (const auto& shard : wu.shards) shards.push_back(blobs.path_of(shard.sha256));
+    auto [wu, model, shards] = unit_to_train(server);
     client::KeptOptimizerState kept;
     client::RunOptions run;
     run.device = "cpu";
     run.threads = 1;
     run.optimizer = &kept;
-    auto train = [&] { return client::run_work_unit(wu, blobs.path_of(wu.model_blob.sha256), shards, run).value(); };
+    auto train = [&] { return client::run_work_unit(wu, model, shards, run).value(); };
     const auto steps = wu.hyper.local_steps;
 
     auto first = train();
