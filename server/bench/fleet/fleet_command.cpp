@@ -46,6 +46,12 @@ std::vector<std::string> split(const std::string& text) {
     return parts;
 }
 
+common::Status write_curves_and_summary(const std::filesystem::path& out, const std::vector<RunResult>& results,
+                                        const std::vector<RunSummary>& rows, double target) {
+    if (auto status = write_curves_csv(out / "curves.csv", results); !status) return status;
+    return write_summary_csv(out / "summary.csv", rows, target);
+}
+
 // The task every run shares, from the dataset and the flags.
 common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::PolicyKind policy) {
     auto config = server::default_task_config(o.data, policy, o.model);
@@ -230,6 +236,13 @@ int run_campaign(CommandOptions& o) {
         // Later runs go on past the budget until they reach sync's loss (time to target).
         if (target <= 0 && settings.synchronous) target = result->curve.at(result->budget_point).loss;
         results.push_back(std::move(*result));
+        // Every finished run is on disk at once: a campaign stopped midway keeps what it measured.
+        double so_far = target;
+        if (auto status = write_curves_and_summary(o.out, results, summarize(results, o.target_loss, so_far), so_far);
+            !status) {
+            std::cerr << "tessera-bench fleet: " << status.message() << "\n";
+            return 1;
+        }
     }
     auto rows = summarize(results, o.target_loss, target);
     print_summary(std::cout, rows, target);
@@ -244,11 +257,7 @@ int run_campaign(CommandOptions& o) {
         ceilings << "real_images,decoded_test_latents,samples_per_class\n"
                  << c.real_images << "," << c.reconstructed << "," << o.judge_per_class << "\n";
     }
-    if (auto status = write_curves_csv(out / "curves.csv", results); !status) {
-        std::cerr << "tessera-bench fleet: " << status.message() << "\n";
-        return 1;
-    }
-    if (auto status = write_summary_csv(out / "summary.csv", rows, target); !status) {
+    if (auto status = write_curves_and_summary(out, results, rows, target); !status) {
         std::cerr << "tessera-bench fleet: " << status.message() << "\n";
         return 1;
     }
