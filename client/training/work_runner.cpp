@@ -172,8 +172,6 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
     if (options.progress)
         progress = [&](const common::StepProgress& p) { options.progress(p.step, p.steps, p.loss, p.samples_per_s); };
 
-    // The micro-batch that fitted this model and batch in the GPU's memory before is used
-    // again, so only the first unit of a kind pays for finding it.
     common::InnerOptimizerState resumed;
     std::string resumed_note;
     if (options.optimizer != nullptr) {
@@ -186,6 +184,8 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
         }
     }
 
+    // The micro-batch that fitted this model and batch in the GPU's memory before is used
+    // again, so only the first unit of a kind pays for finding it.
     auto fitted_key = unit.model + "/" + std::to_string(config.batch_size);
     config.micro_batch = fitted_micro_batch(fitted_key);
     auto outcome = common::train(unit.model, *theta0, *data, config, progress);

@@ -56,6 +56,10 @@ int main(int argc, char** argv) {
         bench.device = args["device"].as<std::string>();
         bench.batch = args["batch"].as<std::int64_t>();
         bench.latent_size = args["latent-size"].as<std::int64_t>();
+        if (bench.latent_size < 2 || bench.latent_size > 256 || bench.latent_size % 2 != 0) {
+            std::cerr << "tessera-bench: --latent-size must be even, 2 to 256 (patch 2)\n";
+            return 2;
+        }
         bench.steps = args["steps"].as<std::int64_t>();
         bench.warmup_steps = args["warmup"].as<std::int64_t>();
         bench.threads = args["threads"].as<int>();

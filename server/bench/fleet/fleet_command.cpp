@@ -352,6 +352,10 @@ int run_fleet_command(int argc, char** argv) {
         o.eta = a["eta"].as<double>();
         o.buffer = a["buffer"].as<std::int64_t>();
         o.ddp_lr = a["ddp-lr"].as<double>();
+        if (!(o.ddp_lr >= 0 && o.ddp_lr <= 10)) {
+            std::cerr << "tessera-bench fleet: --ddp-lr must be in [0, 10] (0: sqrt(K) x the task's lr)\n";
+            return 2;
+        }
         const auto inner_state = a["inner-state"].as<std::string>();
         if (inner_state != "fresh" && inner_state != "kept") {
             std::cerr << "tessera-bench fleet: --inner-state must be fresh or kept\n";
