@@ -10,6 +10,7 @@
 
 #include "backoff.h"
 #include "blob_cache.h"
+#include "carried_state.h"
 #include "client_state.h"
 #include "file_io.h"
 #include "heartbeat.h"
@@ -128,11 +129,9 @@ private:
             samples_per_s_ = remembered->samples_per_s;
             held_model_ = remembered->model;
         }
-        auto feedback = load_error_feedback(state_.feedback_file());
-        if (!feedback)
-            log_.error(feedback.message() + "; starting without the error-feedback residual");
-        else
-            feedback_ = std::move(*feedback);
+        std::vector<std::string> problems;
+        carried_ = load_carried_state(state_, problems);
+        for (const auto& problem : problems) log_.error(problem);
         return Phase::Connect;
     }
 
@@ -335,7 +334,8 @@ private:
             run.device = options_.device;
             run.threads = options_.threads;
             run.max_gpu_memory_gb = options_.max_gpu_memory_gb;
-            run.feedback = &feedback_;
+            run.feedback = &carried_.feedback;
+            run.optimizer = &carried_.optimizer;
             common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
             run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
                 if (control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
@@ -388,8 +388,8 @@ private:
             return give_back(Stop{StopReason::Error, saved.message()});
         // After the delta it belongs with is safe: a crash in between carries it twice, once.
         if (!output.feedback_note.empty()) log_.info("feedback", output.feedback_note);
-        if (auto saved = save_error_feedback(state_.feedback_file(), feedback_); !saved)
-            log_.error(saved.message() + "; the next unit starts without the residual if the client restarts");
+        if (!output.optimizer_note.empty()) log_.info("optimizer", output.optimizer_note);
+        for (const auto& problem : save_carried_state(state_, carried_)) log_.error(problem);
         unit_->upload.assign(body.begin(), body.end());
         unit_->metrics = output.metrics;
         unit_->device = output.device;
@@ -510,7 +510,7 @@ private:
     std::set<std::string> known_shards_;  // blobs that came as shards (the rest are model versions)
     double samples_per_s_ = 0;            // last measured; 0 until the first unit
     std::string held_model_;              // the model blob last trained from (patches start there)
-    ErrorFeedback feedback_;              // what the codec left out of earlier deltas
+    CarriedState carried_;                // error feedback and optimizer moments between units
     Backoff training_failures_{std::chrono::seconds(5), std::chrono::minutes(5)};
     std::optional<UnitInHand> unit_;
 };

@@ -3,6 +3,7 @@
 #include "protocol.h"
 
 #include "json_strict.h"
+#include "lr_schedule_json.h"
 #include "sha256.h"
 #include "text_encoding.h"
 
@@ -117,6 +118,33 @@ DeltaEncoding read_encoding(JsonObjectReader& parent, std::string_view key) {
     return encoding;
 }
 
+// The optional fields are written only when set, so a unit without them keeps the bytes
+// older clients sign and read.
+boost::json::object hyper_to_json(const Hyperparameters& h) {
+    boost::json::object json{{"local_steps", h.local_steps},   {"batch_size", h.batch_size},
+                             {"lr", h.lr},                     {"warmup_steps", h.warmup_steps},
+                             {"weight_decay", h.weight_decay}, {"grad_clip", h.grad_clip},
+                             {"seed", h.seed}};
+    if (h.optimizer != InnerOptimizer::Fresh) json["optimizer"] = inner_optimizer_name(h.optimizer);
+    if (h.schedule) {
+        json["schedule"] = lr_schedule_to_json(*h.schedule);
+        json["schedule_from"] = h.schedule_from;
+        json["schedule_to"] = h.schedule_to;
+    }
+    return json;
+}
+
+// The run-wide schedule and the span the unit covers: all three fields or none.
+void read_schedule(JsonObjectReader& reader, Hyperparameters& hyper) {
+    const bool any = reader.has("schedule") || reader.has("schedule_from") || reader.has("schedule_to");
+    if (!any) return;
+    hyper.schedule = read_lr_schedule(reader, "schedule");
+    hyper.schedule_from = reader.integer("schedule_from", 0, kMaxSafeInteger);
+    hyper.schedule_to = reader.integer("schedule_to", 0, kMaxSafeInteger);
+    if (!reader.failed() && hyper.schedule_to < hyper.schedule_from)
+        reader.fail("field \"schedule_to\": must not be below schedule_from");
+}
+
 Hyperparameters read_hyper(JsonObjectReader& parent, std::string_view key) {
     Hyperparameters hyper;
     const auto* json = parent.field(key);
@@ -129,6 +157,10 @@ Hyperparameters read_hyper(JsonObjectReader& parent, std::string_view key) {
     hyper.weight_decay = reader.number("weight_decay", 0.0, 10.0);
     hyper.grad_clip = reader.number("grad_clip", 0.0, 1e6);
     hyper.seed = reader.integer("seed", 0, kMaxSafeInteger);
+    if (reader.has("optimizer"))
+        hyper.optimizer = inner_optimizer_from_name(reader.one_of("optimizer", {"fresh", "kept"}))
+                              .value_or(InnerOptimizer::Fresh);
+    read_schedule(reader, hyper);
     parent.absorb(reader.finish());
     return hyper;
 }
@@ -155,12 +187,21 @@ Result<T> finish(JsonObjectReader& reader, T message) {
 
 }  // namespace
 
+std::string_view inner_optimizer_name(InnerOptimizer optimizer) {
+    return optimizer == InnerOptimizer::Kept ? "kept" : "fresh";
+}
+
+std::optional<InnerOptimizer> inner_optimizer_from_name(std::string_view name) {
+    if (name == "fresh") return InnerOptimizer::Fresh;
+    if (name == "kept") return InnerOptimizer::Kept;
+    return std::nullopt;
+}
+
 boost::json::value to_json(const WorkUnit& m) {
     boost::json::array shards;
     for (const auto& shard : m.shards) shards.push_back(blob_to_json(shard));
     boost::json::array patches;
     for (const auto& patch : m.patches) patches.push_back(blob_to_json(patch));
-    const auto& h = m.hyper;
     return {{"wu_id", m.wu_id},
             {"task_id", m.task_id},
             {"client_id", m.client_id},
@@ -171,14 +212,7 @@ boost::json::value to_json(const WorkUnit& m) {
             {"patches", std::move(patches)},
             {"shards", std::move(shards)},
             {"blob_base_url", m.blob_base_url},
-            {"hyper",
-             {{"local_steps", h.local_steps},
-              {"batch_size", h.batch_size},
-              {"lr", h.lr},
-              {"warmup_steps", h.warmup_steps},
-              {"weight_decay", h.weight_decay},
-              {"grad_clip", h.grad_clip},
-              {"seed", h.seed}}},
+            {"hyper", hyper_to_json(m.hyper)},
             {"random", m.random},
             {"encoding", encoding_to_json(m.encoding)},
             {"issued_at", m.issued_at},

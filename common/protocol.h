@@ -5,11 +5,13 @@
 #include <boost/json/value.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "delta_codec.h"
+#include "lr_schedule.h"
 #include "result.h"
 #include "signed_envelope.h"
 #include "unit_random.h"
@@ -27,6 +29,11 @@ struct BlobRef {
     std::int64_t bytes = 0;
 };
 
+// Whether a unit's inner AdamW starts afresh or from the volunteer's kept moments.
+enum class InnerOptimizer { Fresh, Kept };
+std::string_view inner_optimizer_name(InnerOptimizer optimizer);  // "fresh", "kept"
+std::optional<InnerOptimizer> inner_optimizer_from_name(std::string_view name);
+
 struct Hyperparameters {
     std::int64_t local_steps = 0;
     std::int64_t batch_size = 0;
@@ -35,6 +42,15 @@ struct Hyperparameters {
     double weight_decay = 0;
     double grad_clip = 0;  // 0: no clipping
     std::int64_t seed = 0;
+    // Optional on the wire (absent: fresh, and the per-unit warm-up above).
+    // kept: the volunteer starts from the AdamW moments its last unit of the task left (and
+    // skips the warm-up when it has them); fresh: from zero moments, its kept ones untouched.
+    InnerOptimizer optimizer = InnerOptimizer::Fresh;
+    // One learning-rate schedule over the task's run (lr_schedule.h) in place of the warm-up:
+    // the unit spans positions schedule_from → schedule_to (samples merged).
+    std::optional<LrSchedule> schedule{};
+    std::int64_t schedule_from = 0;
+    std::int64_t schedule_to = 0;
 };
 
 // What a volunteer is asked to compute. Travels inside a SignedEnvelope.

@@ -117,6 +117,7 @@ CREATE TABLE assignments (
   delta_norm    REAL,
   gain_per_step REAL,                     -- proof of training: relative loss drop per step on its own samples
   alignment     DOUBLE PRECISION,         -- cosine with the consensus of other units' results, when checked (schema 8)
+  concurrency   BIGINT,                   -- the task's volunteers when it was accepted for merging (schema 9)
   metrics       TEXT,                     -- JSON from the result manifest
   credit        REAL NOT NULL DEFAULT 0,
   merged_version INTEGER,

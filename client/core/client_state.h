@@ -1,7 +1,7 @@
 // The volunteer's state directory: its Ed25519 key (mode 0600), the identity it got at
 // registration with the server key it pinned, the current work unit (so a restart resumes
 // or abandons it), what it remembers between runs (the shards it holds, its speed), the
-// error-feedback residual, and the blob cache.
+// error-feedback residual, the kept optimizer state, and the blob cache.
 #pragma once
 
 #include <filesystem>
@@ -47,6 +47,8 @@ public:
     std::filesystem::path delta_file() const { return root_ / "current.delta"; }
     // The error-feedback residual (client/training/error_feedback.h).
     std::filesystem::path feedback_file() const { return root_ / "error_feedback.safetensors"; }
+    // The kept inner optimizer state (client/training/optimizer_state.h).
+    std::filesystem::path optimizer_file() const { return root_ / "optimizer_state.safetensors"; }
 
     // Loads the key, or creates it (0600) on first run.
     common::Result<common::SigningKey> load_or_create_key() const;

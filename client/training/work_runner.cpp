@@ -34,6 +34,13 @@ std::int64_t classes_of(const common::TorchTensorMap& theta0) {
 
 bool is_out_of_memory(const std::string& message) { return message.find("out of memory") != std::string::npos; }
 
+// AdamW's two moments of every parameter, in f32.
+std::uint64_t moments_bytes(const common::TorchTensorMap& weights) {
+    std::uint64_t values = 0;
+    for (const auto& [name, tensor] : weights) values += static_cast<std::uint64_t>(tensor.numel());
+    return 2 * values * sizeof(float);
+}
+
 // Caps the CUDA caching allocator of `device` at `gigabytes` (a fraction of the GPU's memory);
 // beyond it LibTorch reports out-of-memory, which the retry with micro-batches handles.
 common::Status limit_gpu_memory(const torch::Device& device, double gigabytes) {
@@ -174,13 +181,25 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
 
     common::InnerOptimizerState resumed;
     std::string resumed_note;
-    if (options.optimizer != nullptr) {
+    // A fresh unit (a replica, or a task that does not keep state) neither reads nor
+    // replaces the kept moments.
+    bool keeps_state = options.optimizer != nullptr && unit.hyper.optimizer == common::InnerOptimizer::Kept;
+    if (keeps_state && moments_bytes(*theta0) > kMaxOptimizerStateBytes) {
+        keeps_state = false;
+        resumed_note = "the model's optimizer state (" + std::to_string(moments_bytes(*theta0) >> 20) +
+                       " MiB) is larger than the client keeps: fresh moments for every unit";
+        *options.optimizer = {};
+    }
+    if (keeps_state) {
         config.return_optimizer = true;
         const auto& kept = *options.optimizer;
         if (!kept.empty() && kept.task_id == unit.task_id && kept.model == unit.model) {
             resumed = {common::from_named_f32(kept.exp_avg), common::from_named_f32(kept.exp_avg_sq), kept.steps};
             config.resume_optimizer = &resumed;
             config.warmup_steps = 0;  // the warm-up protects fresh moments; these are not
+        } else if (!kept.empty()) {
+            resumed_note = "dropped the kept optimizer state: it belongs to task " + kept.task_id + " (" + kept.model +
+                           "), this unit to task " + unit.task_id + " (" + unit.model + ")";
         }
     }
 
@@ -208,7 +227,7 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
     remember_micro_batch(fitted_key, config.micro_batch);
     RunOutput output;
     output.optimizer_note = resumed_note;
-    if (options.optimizer != nullptr)
+    if (keeps_state)
         *options.optimizer = {unit.task_id, unit.model, outcome->optimizer.steps,
                               common::to_named_f32(outcome->optimizer.exp_avg),
                               common::to_named_f32(outcome->optimizer.exp_avg_sq)};

@@ -26,9 +26,10 @@ struct RunOptions {
     // When set: added to a lossy codec's input if it fits the unit, and replaced by what this
     // unit's encoding left out (cleared for a lossless codec).
     ErrorFeedback* feedback = nullptr;
-    // When set: a unit of the same task and model continues from these moments without the
-    // unit's warm-up (another task's or an empty state: fresh AdamW and the warm-up), and
-    // once it has trained they are replaced by its own. Left as they were on failure.
+    // When set and the unit asks for kept state (`optimizer: kept`): a unit of the same task
+    // and model continues from these moments without the unit's warm-up (another task's or an
+    // empty state: fresh AdamW and the warm-up), and once it has trained they are replaced by
+    // its own. Left as they were on failure and by fresh units.
     KeptOptimizerState* optimizer = nullptr;
 };
 

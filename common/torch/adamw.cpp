@@ -49,6 +49,15 @@ void MultiTensorAdamW::step(double lr) {
         auto denom = at::_foreach_sqrt(g.exp_avg_sqs);
         at::_foreach_div_(denom, std::sqrt(bias_correction2));
         at::_foreach_add_(denom, eps_);
+        if (update_clipping_) {
+            // On the device, without a host sync: a 0-d divisor per tensor.
+            for (std::size_t j = 0; j < g.params.size(); ++j) {
+                auto v_hat = (g.exp_avg_sqs[j] / bias_correction2).clamp_min(eps_ * eps_);
+                auto rms = (g.grads[j].square() / v_hat).mean().sqrt().clamp_min(1.0);
+                g.params[j].sub_(g.exp_avgs[j] / denom[j] / rms, lr / bias_correction1);
+            }
+            continue;
+        }
         at::_foreach_addcdiv_(g.params, g.exp_avgs, denom, -lr / bias_correction1);
     }
 }

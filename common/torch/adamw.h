@@ -26,6 +26,13 @@ public:
     explicit MultiTensorAdamW(std::vector<torch::Tensor> parameters, double weight_decay = 0.0, double beta1 = 0.9,
                               double beta2 = 0.999, double eps = 1e-8);
 
+    // Update clipping (StableAdamW, Wortsman et al. 2023, arXiv 2304.13013): each tensor's
+    // step is divided by max(1, RMS(g² / max(v̂, ε²))), the RMS over its elements of the
+    // squared gradient against the bias-corrected second moment. It binds only when the
+    // gradients outgrow what the second moment has seen — as when moments kept from an
+    // earlier work unit meet a model the server has moved — and costs launches per tensor.
+    void set_update_clipping(bool on) { update_clipping_ = on; }
+
     // Drops the gradients (the next backward allocates them afresh).
     void zero_grad();
     // One step at learning rate `lr`; a parameter without a gradient is left as it is.
@@ -42,6 +49,7 @@ private:
     std::vector<torch::Tensor> parameters_;
     std::vector<AdamWMoments> moments_;
     double weight_decay_, beta1_, beta2_, eps_;
+    bool update_clipping_ = false;
 };
 
 }  // namespace tessera::common

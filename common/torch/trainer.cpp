@@ -169,6 +169,7 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
 
     auto parameters = module->parameters();
     MultiTensorAdamW optimizer(parameters, config.weight_decay);
+    optimizer.set_update_clipping(config.clip_updates);
     if (config.resume_optimizer != nullptr && !config.resume_optimizer->empty())
         if (auto resumed = resume_optimizer(optimizer, *module, *config.resume_optimizer); !resumed)
             return resumed.error();
@@ -259,6 +260,10 @@ TrainConfig train_config_for(const Hyperparameters& hyper) {
     config.weight_decay = hyper.weight_decay;
     config.grad_clip = hyper.grad_clip;
     config.seed = static_cast<std::uint64_t>(hyper.seed);
+    config.clip_updates = hyper.optimizer == InnerOptimizer::Kept;
+    config.schedule = hyper.schedule;
+    config.schedule_from = hyper.schedule_from;
+    config.schedule_to = hyper.schedule_to;
     return config;
 }
 

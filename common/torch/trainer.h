@@ -43,6 +43,10 @@ struct TrainConfig {
     // left as they are, and with return_optimizer its own end up in TrainOutcome::optimizer.
     const InnerOptimizerState* resume_optimizer = nullptr;
     bool return_optimizer = false;
+    // Update clipping (MultiTensorAdamW::set_update_clipping): units that keep the optimizer
+    // (`optimizer: kept`) use it, since kept second moments can be stale for the model a unit
+    // starts from.
+    bool clip_updates = false;
     // One schedule over the whole run (lr_schedule.h): step s trains at
     // lr·lr_factor(schedule, unit_position(schedule_from, schedule_to, s, steps), batch), in
     // place of the per-unit warm-up.

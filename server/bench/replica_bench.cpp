@@ -21,7 +21,8 @@ struct ReplicaOptions {
     std::string data;
     std::string model = "cnn";
     int units = 20;
-    common::Hyperparameters hyper{50, 64, 3e-4, 5, 0.01, 1.0, 0};
+    common::Hyperparameters hyper{
+        .local_steps = 50, .batch_size = 64, .lr = 3e-4, .warmup_steps = 5, .weight_decay = 0.01, .grad_clip = 1.0};
     std::int64_t base_steps = 300;  // the base model: this many steps of one worker first
 };
 
@@ -59,8 +60,10 @@ common::Status run(const ReplicaOptions& o) {
     if (!workload) return workload.error();
     auto base = common::state_of(*(*workload)->module());
     if (o.base_steps > 0) {
-        auto warm = common::train_config_for({o.base_steps, o.hyper.batch_size, o.hyper.lr, o.hyper.warmup_steps,
-                                               o.hyper.weight_decay, o.hyper.grad_clip, 99});
+        auto warm_hyper = o.hyper;
+        warm_hyper.local_steps = o.base_steps;
+        warm_hyper.seed = 99;
+        auto warm = common::train_config_for(warm_hyper);
         warm.num_classes = classes;
         auto trained = common::train(o.model, base, shards[0], warm);
         if (!trained) return trained.error();

@@ -3,12 +3,35 @@
 // in task_control_command.cpp.
 #include <cxxopts.hpp>
 
+#include <optional>
+
 #include "command_support.h"
 #include "commands.h"
 #include "task_setup.h"
 
 namespace tessera::server {
 namespace {
+
+// --lr-schedule constant|cosine with --schedule-samples, --warmup-samples, --final-lr-ratio;
+// none without --lr-schedule.
+common::Result<std::optional<common::LrSchedule>> schedule_from_args(const cxxopts::ParseResult& args) {
+    const bool any = args.count("lr-schedule") || args.count("schedule-samples") || args.count("warmup-samples") ||
+                     args.count("final-lr-ratio");
+    if (!any) return std::optional<common::LrSchedule>();
+    if (!args.count("lr-schedule"))
+        return common::make_error("--schedule-samples, --warmup-samples and --final-lr-ratio need --lr-schedule");
+    auto kind = common::lr_schedule_kind_from_name(args["lr-schedule"].as<std::string>());
+    if (!kind) return common::make_error("--lr-schedule must be constant or cosine");
+    common::LrSchedule schedule;
+    schedule.kind = *kind;
+    if (args.count("warmup-samples")) schedule.warmup_samples = args["warmup-samples"].as<std::int64_t>();
+    if (args.count("schedule-samples")) schedule.total_samples = args["schedule-samples"].as<std::int64_t>();
+    if (args.count("final-lr-ratio")) schedule.final_lr_ratio = args["final-lr-ratio"].as<double>();
+    if (*kind == common::LrSchedule::Kind::Cosine && !args.count("schedule-samples"))
+        return common::make_error("--lr-schedule cosine needs --schedule-samples (the samples the decay spans)");
+    if (auto status = common::validate_lr_schedule(schedule); !status) return common::with_context("--lr-schedule", status.error());
+    return std::optional<common::LrSchedule>(schedule);
+}
 
 common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, const std::filesystem::path& data_dir) {
     auto policy = policy_from_name(args["policy"].as<std::string>());
@@ -30,6 +53,15 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     if (args.count("local-steps")) c.local_steps = args["local-steps"].as<std::int64_t>();
     if (args.count("batch")) c.batch_size = args["batch"].as<std::int64_t>();
     if (args.count("lr")) c.lr = args["lr"].as<double>();
+    if (args.count("inner-optimizer")) {
+        auto kind = common::inner_optimizer_from_name(args["inner-optimizer"].as<std::string>());
+        if (!kind) return common::make_error("--inner-optimizer must be fresh or kept");
+        c.inner_optimizer = *kind;
+    }
+    if (auto schedule = schedule_from_args(args); !schedule)
+        return schedule.error();
+    else if (*schedule)
+        c.lr_schedule = **schedule;
     if (args.count("deadline")) {
         auto seconds = parse_duration(args["deadline"].as<std::string>());
         if (!seconds) return seconds.error();
@@ -98,6 +130,14 @@ int task_command(int argc, char** argv) {
         "local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
         "batch", "batch size (64)", cxxopts::value<std::int64_t>())("lr", "inner AdamW learning rate (3e-4)",
                                                                     cxxopts::value<double>())(
+        "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (fresh)",
+        cxxopts::value<std::string>())(
+        "lr-schedule", "one learning-rate schedule over the run: constant or cosine (none: warm-up per unit)",
+        cxxopts::value<std::string>())("schedule-samples", "cosine: samples merged at the end of the decay",
+                                       cxxopts::value<std::int64_t>())(
+        "warmup-samples", "with --lr-schedule: samples merged over which the lr warms up (0)",
+        cxxopts::value<std::int64_t>())("final-lr-ratio", "cosine: the lr at the end, as a fraction of --lr (0.1)",
+                                        cxxopts::value<double>())(
         "deadline", "time a volunteer has per unit, e.g. 30m (30m)", cxxopts::value<std::string>())(
         "replication", "chance a unit is computed twice and compared (0.1)", cxxopts::value<double>())(
         "loss-check", "fraction of a trusted volunteer's results given the loss checks (0.1)",

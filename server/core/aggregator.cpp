@@ -119,7 +119,8 @@ common::Status Aggregator::replay(std::int64_t after, std::int64_t through) {
             auto delta = results_.read(id, value_count(model_) + 1);
             if (!delta)
                 return common::with_context("result " + id + " of version " + std::to_string(v.version), delta.error());
-            auto added = policy_->add(model_, {id, version_ - (*found)->base_version, std::move(*delta)});
+            auto added = policy_->add(model_, {id, version_ - (*found)->base_version, std::move(*delta),
+                                               (*found)->concurrency.value_or(1)});
             if (!added) return added.error();
             outcome = std::move(*added);
         }
@@ -242,7 +243,9 @@ common::Status Aggregator::merge_one(const std::string& assignment_id) {
         if (pending == assignment_id) return {};  // replayed twice
     auto delta = results_.read(assignment_id, value_count(model_) + 1);
     if (!delta) return delta.error();
-    IncomingDelta incoming{assignment_id, version_ - (*found)->base_version, std::move(*delta)};
+    // The concurrency stamped at acceptance, so that a replay merges as the first time did.
+    IncomingDelta incoming{assignment_id, version_ - (*found)->base_version, std::move(*delta),
+                           (*found)->concurrency.value_or(1)};
     auto outcome = policy_->add(model_, std::move(incoming));
     if (!outcome) return outcome.error();
     if (!outcome->model_changed) return {};

@@ -8,6 +8,7 @@
 
 #include <boost/json.hpp>
 
+#include "assignment_unit.h"
 #include "signed_envelope.h"
 #include "text_encoding.h"
 #include "trust.h"
@@ -17,7 +18,7 @@ namespace tessera::server {
 Scheduler::Scheduler(Store& store, PublishedModels& published, const common::SigningKey& key, Clock clock,
                      std::string blob_base_url, std::uint64_t seed, TaskFilter served)
     : store_(store), published_(published), key_(key), clock_(std::move(clock)),
-      blob_base_url_(std::move(blob_base_url)), served_(std::move(served)), rng_(seed) {}
+      blob_base_url_(std::move(blob_base_url)), served_(std::move(served)), rng_(seed), pace_(store) {}
 
 bool Scheduler::device_fits(const TaskConfig& config, const common::DeviceInfo& device) {
     if (config.requires_device == "cuda" && device.kind != "cuda") return false;
@@ -132,6 +133,30 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     return issue(view, client, request, unit, true);
 }
 
+// A unit sent again on its old base (a replica's twin, or a retry) keeps the schedule span
+// of its first assignment, so that replicas train alike; a new or rebased unit starts where
+// the run stands now.
+common::Status Scheduler::stamp_schedule_of(const TaskView& task, const WorkUnitRecord& unit, bool same_base,
+                                            std::int64_t now, common::Hyperparameters& hyper) {
+    if (!task.config.lr_schedule) return {};
+    if (same_base) {
+        auto earlier = store_.assignments_of(unit.id);
+        if (!earlier) return earlier.error();
+        if (!earlier->empty()) {
+            auto first = sent_work_unit(earlier->front());
+            if (!first) return common::with_context("the schedule of unit " + unit.id, first.error());
+            hyper.schedule = first->hyper.schedule;
+            hyper.schedule_from = first->hyper.schedule_from;
+            hyper.schedule_to = first->hyper.schedule_to;
+            return {};
+        }
+    }
+    auto pace = pace_.pace(task.config, now);
+    if (!pace) return pace.error();
+    stamp_schedule(task.config, *pace, hyper);
+    return {};
+}
+
 common::Result<common::WorkResponse> Scheduler::issue(const TaskView& task, const ClientRecord& client,
                                                       const common::WorkRequest& request, const WorkUnitRecord& unit,
                                                       bool new_unit) {
@@ -166,8 +191,11 @@ common::Result<common::WorkResponse> Scheduler::issue(const TaskView& task, cons
         for (const auto& shard : *shards)
             if (shard.sha256 == hash) wu.shards.push_back({shard.sha256, shard.bytes});
     wu.blob_base_url = blob_base_url_;
-    wu.hyper = {unit.local_steps,         task.config.batch_size, task.config.lr, task.config.warmup_steps,
-                task.config.weight_decay, task.config.grad_clip,  unit.seed};
+    wu.hyper = inner_loop_of(task.config, unit.local_steps, unit.seed);
+    if (auto status = stamp_schedule_of(task, unit, !new_unit && !rebase, now, wu.hyper); !status)
+        return status.error();
+    // Replicas must be comparable: both start AdamW afresh, whatever the volunteers keep.
+    wu.hyper.optimizer = unit.replicas > 1 ? common::InnerOptimizer::Fresh : task.config.inner_optimizer;
     wu.encoding = task.config.codec;
     wu.issued_at = now;
     wu.deadline = now + task.config.deadline_s;

@@ -19,6 +19,7 @@
 #include "state_dir.h"
 #include "protocol.h"
 #include "published_models.h"
+#include "run_pace.h"
 #include "shard_holdings.h"
 #include "store.h"
 #include "task_lookup.h"
@@ -54,6 +55,8 @@ private:
     // written now if it is not stored: a version between checkpoints).
     common::Status offer_patches(const TaskView& task, const std::string& held_model, const VersionRecord& base,
                                  common::WorkUnit& wu);
+    common::Status stamp_schedule_of(const TaskView& task, const WorkUnitRecord& unit, bool same_base,
+                                     std::int64_t now, common::Hyperparameters& hyper);
     std::string random_id(const char* prefix);
     double uniform();
 
@@ -67,6 +70,7 @@ private:
     std::mutex mutex_;  // serialises assignment so two requests never take the same replica slot
     std::mt19937_64 rng_;
     ShardHoldings holdings_;
+    RunPaceCache pace_;  // where each task's run stands, for the units' schedule
 };
 
 constexpr std::int64_t kRetryNoTaskS = 60;

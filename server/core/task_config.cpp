@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "json_strict.h"
+#include "lr_schedule_json.h"
 #include "protocol.h"
 
 namespace tessera::server {
@@ -71,6 +72,9 @@ common::Status validate_task_config(const TaskConfig& c) {
     if (c.max_in_flight < 1) return fail("max in flight must be >= 1");
     if (c.requires_device != "any" && c.requires_device != "cuda") return fail("requires device must be any or cuda");
     if (!(c.min_device_memory_gb >= 0)) return fail("min device memory must be >= 0 GB");
+    if (c.lr_schedule)
+        if (auto status = common::validate_lr_schedule(*c.lr_schedule); !status)
+            return fail("lr schedule: " + status.message());
     if (!(c.replication >= 0 && c.replication <= 1)) return fail("replication must be in [0, 1]");
     if (!(c.loss_check >= 0 && c.loss_check <= 1)) return fail("loss check fraction must be in [0, 1]");
     if (!(c.replica_tolerance > 0) || !(c.loss_tolerance >= 0) || !(c.norm_bound > 1))
@@ -113,6 +117,9 @@ boost::json::value to_json(const TaskConfig& c) {
             {"warmup_steps", c.warmup_steps},
             {"weight_decay", c.weight_decay},
             {"grad_clip", c.grad_clip},
+            {"inner_optimizer", common::inner_optimizer_name(c.inner_optimizer)},
+            {"lr_schedule", c.lr_schedule ? boost::json::value(common::lr_schedule_to_json(*c.lr_schedule))
+                                          : boost::json::value(nullptr)},
             {"codec", common::delta_dtype_name(c.codec.dtype)},
             {"topk_fraction", c.codec.topk_fraction},
             {"patch_codec", c.patches ? common::delta_dtype_name(c.patches->dtype) : std::string_view("off")},
@@ -181,6 +188,13 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     c.warmup_steps = r.integer("warmup_steps", 0, 100000);
     c.weight_decay = r.number("weight_decay", 0, 10);
     c.grad_clip = r.number("grad_clip", 0, 1e6);
+    // Tasks created before volunteers kept their optimizer state start it afresh.
+    if (r.has("inner_optimizer"))
+        c.inner_optimizer = common::inner_optimizer_from_name(r.one_of("inner_optimizer", {"fresh", "kept"}))
+                                .value_or(common::InnerOptimizer::Fresh);
+    // null or absent (tasks from before it existed): no run-wide schedule.
+    if (const auto* schedule = r.has("lr_schedule") ? r.field("lr_schedule") : nullptr; schedule && !schedule->is_null())
+        c.lr_schedule = common::read_lr_schedule(r, "lr_schedule");
     auto dtype = common::delta_dtype_from_name(r.one_of("codec", {"f32", "bf16", "int8", "int4", "int2"}));
     if (dtype) c.codec.dtype = *dtype;
     c.codec.topk_fraction = r.number("topk_fraction", 0, 1);
@@ -264,6 +278,16 @@ common::Result<std::int64_t> parse_duration(std::string_view text) {
         value > 1'000'000'000)
         return common::make_error("bad duration '" + std::string(text) + "': expected e.g. 90s, 30m, 2h");
     return value * unit;
+}
+
+common::Hyperparameters inner_loop_of(const TaskConfig& config, std::int64_t local_steps, std::int64_t seed) {
+    return {.local_steps = local_steps,
+            .batch_size = config.batch_size,
+            .lr = config.lr,
+            .warmup_steps = config.warmup_steps,
+            .weight_decay = config.weight_decay,
+            .grad_clip = config.grad_clip,
+            .seed = seed};
 }
 
 }  // namespace tessera::server

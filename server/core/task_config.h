@@ -13,6 +13,7 @@
 
 #include "delta_codec.h"
 #include "merge_policy.h"
+#include "protocol.h"
 #include "result.h"
 
 namespace tessera::server {
@@ -39,6 +40,12 @@ struct TaskConfig {
     std::int64_t warmup_steps = 5;
     double weight_decay = 0.01;
     double grad_clip = 1.0;
+    // kept: volunteers carry their AdamW moments from unit to unit (replicated units stay
+    // fresh, so that replicas stay comparable); fresh: every unit starts AdamW afresh.
+    common::InnerOptimizer inner_optimizer = common::InnerOptimizer::Fresh;
+    // One learning-rate schedule over the run, indexed by samples merged (common/lr_schedule.h),
+    // in place of warmup_steps; none: the per-unit warm-up at a constant lr.
+    std::optional<common::LrSchedule> lr_schedule;
     common::DeltaEncoding codec{common::DeltaDType::Int4, 1.0};  // dense int4 (docs/benchmarks.md, "Bandwidth")
     // Downlink: each version is also published as a patch from the previous one, in this
     // encoding, with error feedback on the server (common/model_patch.h); none: volunteers
@@ -98,5 +105,10 @@ common::Result<TaskConfig> parse_task_config(std::string_view text);
 common::Result<std::optional<common::DeltaEncoding>> parse_patch_codec(std::string_view name);
 // "30m", "90s", "2h", "45" (seconds) → seconds.
 common::Result<std::int64_t> parse_duration(std::string_view text);
+
+// The task's inner loop for a unit of `local_steps` steps and `seed`: batch, learning rate,
+// warm-up, weight decay, clipping, fresh optimizer state and no run-wide schedule (the
+// scheduler adds those a unit carries).
+common::Hyperparameters inner_loop_of(const TaskConfig& config, std::int64_t local_steps, std::int64_t seed);
 
 }  // namespace tessera::server

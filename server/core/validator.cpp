@@ -227,7 +227,9 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
     std::int64_t steps = *unit ? (*unit)->local_steps : task.config.local_steps;
     // A confirming twin earns credit as the merged one does; a quarantined volunteer none.
     double credit = quarantined ? 0.0 : credit_for(task.config, steps);
-    auto accepted = store_.accept(a.id, figures, credit, merge, clock_());
+    auto concurrency = store_.task_volunteers(a.task_id, clock_() - kVolunteerActiveWindowS);
+    if (!concurrency) return concurrency.error();
+    auto accepted = store_.accept(a.id, figures, credit, merge, clock_(), std::max<std::int64_t>(1, *concurrency));
     if (!accepted) return accepted.error();
     if (!*accepted) return false;
     if (fallback) {

@@ -154,6 +154,9 @@ struct AssignmentRecord {
     std::int64_t base_version = 0;
     std::optional<double> gain_per_step;  // proof of training, when it was checked
     std::optional<double> alignment;      // the alignment check's cosine, when it ran
+    // Volunteers working on the task when it was accepted for merging (schema 9; none before):
+    // the concurrency the `conc` staleness and fedasync's per_concurrency measure against.
+    std::optional<std::int64_t> concurrency;
 
     CheckFigures figures() const { return {delta_norm.value_or(0), gain_per_step, alignment}; }
 };
@@ -192,6 +195,14 @@ struct HistoryBucket {
     std::int64_t rejected = 0;
     std::int64_t samples = 0;          // samples trained by results accepted for merging
     std::optional<double> train_loss;  // mean of the final training loss volunteers reported
+};
+
+// Where a task's run stands (the scheduler's run-wide schedule and concurrency): the local
+// steps of its results accepted for merging — from the work units, never the volunteers'
+// reports — and the distinct volunteers issued one of its units recently.
+struct RunProgress {
+    std::int64_t steps_merged = 0;
+    std::int64_t volunteers = 0;
 };
 
 // A task's results since some time: totals for the overview and the throughput figures.

@@ -102,15 +102,15 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
     }
 }
 
-// Schema versions: 0 = empty, 8 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
+// Schema versions: 0 = empty, 9 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
 // files of older servers are migrated: 1 → 2 adds the evaluation's sample size to
 // model_versions, 2 → 3 the indexes of open work units, clients by last seen, nonces by time
 // and assignments by acceptance, 3 → 4 the contribution checks' columns (quarantine,
 // registration address, gain per step) and their indexes, 4 → 5 the downlink patches'
 // columns of model_versions (state, patch) and its index by blob, 5 → 6 the checkpoint and
 // pinned flags, 6 → 7 (both back ends; PostgreSQL support began at 6) the leases table and
-// the tasks' weights, 7 → 8 (both) the alignment figure of assignments. A database from a
-// newer server is refused.
+// the tasks' weights, 7 → 8 (both) the alignment figure of assignments, 8 → 9 (both) the
+// concurrency stamped on accepted results. A database from a newer server is refused.
 namespace {
 
 // Schema 7's additions, as in both schema files (BIGINT and REAL are 64-bit on both).
@@ -118,6 +118,7 @@ constexpr const char* kSchema7Sql =
     "CREATE TABLE leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL); "
     "ALTER TABLE tasks ADD COLUMN weight REAL NOT NULL DEFAULT 1;";
 constexpr const char* kSchema8Sql = "ALTER TABLE assignments ADD COLUMN alignment DOUBLE PRECISION;";
+constexpr const char* kSchema9Sql = "ALTER TABLE assignments ADD COLUMN concurrency BIGINT;";
 
 }  // namespace
 
@@ -149,7 +150,8 @@ void Store::migrate() {
         if (version < 6)
             throw DatabaseError("schema version " + std::to_string(version) + " has no migration on PostgreSQL");
         if (version < 7) db().exec(kSchema7Sql);
-        db().exec(kSchema8Sql);
+        if (version < 8) db().exec(kSchema8Sql);
+        db().exec(kSchema9Sql);
     } else {
         if (version < 2)
             db().exec(
@@ -179,7 +181,8 @@ void Store::migrate() {
                 "ALTER TABLE model_versions ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 1; "
                 "ALTER TABLE model_versions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;");
         if (version < 7) db().exec(kSchema7Sql);
-        db().exec(kSchema8Sql);
+        if (version < 8) db().exec(kSchema8Sql);
+        db().exec(kSchema9Sql);
     }
     db().set_schema_version(kSchemaVersion);
     transaction.commit();

@@ -43,7 +43,7 @@ public:
     static common::Result<std::unique_ptr<Store>> connect(const std::string& url, bool create);
     ~Store();
 
-    static constexpr std::int64_t kSchemaVersion = 8;
+    static constexpr std::int64_t kSchemaVersion = 9;
     common::Result<std::int64_t> schema_version();
     // The database's size on disk: PostgreSQL's for the whole database; SQLite's pages (its
     // WAL not counted).
@@ -159,9 +159,9 @@ public:
     common::Result<bool> mark_validated(const std::string& id, const CheckFigures& figures, std::int64_t now);
     // Accepted results are merged (`merge`) or confirm a twin that is (state confirmed).
     // Grants credit, extends the volunteer's valid streak, closes the unit when it has
-    // enough accepted replicas.
+    // enough accepted replicas. `concurrency`: the task's volunteers now, stored with it.
     common::Result<bool> accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
-                                std::int64_t now);
+                                std::int64_t now, std::int64_t concurrency = 1);
     // `figures`: the gain per step and alignment the checks measured before refusing (the
     // norm is not kept for refused results).
     common::Result<bool> reject(const std::string& id, const std::string& reason, const std::string& detail,
@@ -220,6 +220,10 @@ public:
     common::Result<std::vector<HistoryBucket>> history(const std::string& task_id, std::int64_t since,
                                                        std::int64_t bucket_s);
     common::Result<ActivityTotals> activity_since(const std::string& task_id, std::int64_t since);
+    // Volunteers counted among those issued one of the task's units since `issued_since`.
+    common::Result<RunProgress> run_progress(const std::string& task_id, std::int64_t issued_since);
+    // Those volunteers alone (a result's concurrency when it is accepted).
+    common::Result<std::int64_t> task_volunteers(const std::string& task_id, std::int64_t issued_since);
     // Merged results by staleness (the versions merged between a result's base and its merge).
     common::Result<std::map<std::int64_t, std::int64_t>> staleness_counts(const std::string& task_id);
     // All rejections by reason.

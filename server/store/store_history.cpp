@@ -72,6 +72,28 @@ common::Result<ActivityTotals> Store::activity_since(const std::string& task_id,
     });
 }
 
+common::Result<RunProgress> Store::run_progress(const std::string& task_id, std::int64_t issued_since) {
+    auto volunteers = task_volunteers(task_id, issued_since);
+    if (!volunteers) return volunteers.error();
+    return guarded([&]() -> common::Result<RunProgress> {
+        Statement steps(db(), std::string("SELECT COALESCE(SUM(w.local_steps), 0) ") + kTaskResults +
+                                  "AND a.state IN ('accepted', 'merged')");
+        steps.bind(1, task_id);
+        steps.step();
+        return RunProgress{steps.integer(0), *volunteers};
+    });
+}
+
+common::Result<std::int64_t> Store::task_volunteers(const std::string& task_id, std::int64_t issued_since) {
+    return guarded([&]() -> common::Result<std::int64_t> {
+        Statement volunteers(db(), std::string("SELECT COUNT(DISTINCT a.client_id) ") + kTaskResults +
+                                       "AND a.issued_at >= ?");
+        volunteers.bind(1, task_id).bind(2, issued_since);
+        volunteers.step();
+        return volunteers.integer(0);
+    });
+}
+
 common::Result<std::map<std::int64_t, std::int64_t>> Store::staleness_counts(const std::string& task_id) {
     return guarded([&]() -> common::Result<std::map<std::int64_t, std::int64_t>> {
         // A result merged into version v was added to the model at version v - 1: the

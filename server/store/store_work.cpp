@@ -85,6 +85,7 @@ AssignmentRecord read_assignment(const Statement& row) {
     a.base_version = row.integer(15);
     a.gain_per_step = row.optional_real(16);
     a.alignment = row.optional_real(17);
+    a.concurrency = row.optional_integer(18);
     return a;
 }
 
@@ -251,21 +252,22 @@ common::Result<bool> Store::mark_validated(const std::string& id, const CheckFig
 }
 
 common::Result<bool> Store::accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
-                                   std::int64_t now) {
+                                   std::int64_t now, std::int64_t concurrency) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (!transition(db(), id, "('returned', 'validated')", merge ? "accepted" : "confirmed")) return false;
         Statement next_seq(db(), "SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments");
         next_seq.step();
         Statement(db(),
-                  "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, credit = ?, accepted_seq = ? "
-                  "WHERE id = ?")
+                  "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, credit = ?, accepted_seq = ?, "
+                  "concurrency = ? WHERE id = ?")
             .bind(1, figures.norm)
             .bind(2, figures.gain_per_step)
             .bind(3, figures.alignment)
             .bind(4, credit)
             .bind(5, next_seq.integer(0))
-            .bind(6, id)
+            .bind(6, concurrency)
+            .bind(7, id)
             .run();
         Statement client(db(), "SELECT client_id FROM assignments WHERE id = ?");
         client.bind(1, id).step();

@@ -175,9 +175,8 @@ common::Result<Calibration> calibrate(const TaskConfig& config, const common::Na
     try {
         auto data = common::load_shard_file(validation_shard);
         if (!data) return common::with_context("validation shard", data.error());
-        auto train = common::train_config_for({std::min(config.local_steps, kMaxCalibrationSteps), config.batch_size,
-                                               config.lr, config.warmup_steps, config.weight_decay, config.grad_clip,
-                                               static_cast<std::int64_t>(kCalibrationSeed)});
+        auto train = common::train_config_for(inner_loop_of(config, std::min(config.local_steps, kMaxCalibrationSteps),
+                                                             static_cast<std::int64_t>(kCalibrationSeed)));
         train.num_classes = config.num_classes;
         auto theta0 = common::from_named_f32(weights);
         auto outcome = common::train(config.model, theta0, *data, train);

@@ -443,11 +443,12 @@ TEST_CASE("volunteers that keep their inner optimizer train another model than f
     auto fleet = fleet_of(2, 20);
     auto fresh = simulate_fleet(task.config, fleet, small_settings("fresh"), task.dir.path() / "fresh");
     REQUIRE_MESSAGE(fresh.ok(), fresh.message());
+    auto kept_config = task.config;
+    kept_config.inner_optimizer = common::InnerOptimizer::Kept;  // the task asks for it in every unit
     auto kept_settings = small_settings("kept");
-    kept_settings.keep_optimizer = true;
-    auto kept = simulate_fleet(task.config, fleet, kept_settings, task.dir.path() / "kept");
+    auto kept = simulate_fleet(kept_config, fleet, kept_settings, task.dir.path() / "kept");
     REQUIRE_MESSAGE(kept.ok(), kept.message());
-    auto again = simulate_fleet(task.config, fleet, kept_settings, task.dir.path() / "again");
+    auto again = simulate_fleet(kept_config, fleet, kept_settings, task.dir.path() / "again");
     REQUIRE_MESSAGE(again.ok(), again.message());
     CHECK(kept->final_loss == again->final_loss);
     CHECK(kept->final_loss != fresh->final_loss);

@@ -4,12 +4,15 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cmath>
 #include <fstream>
 #include <vector>
 
 #include "backoff.h"
 #include "blob_cache.h"
 #include "client_state.h"
+#include "named_tensor_file.h"
+#include "training/optimizer_state.h"
 #include "server_fixture.h"
 #include "url.h"
 
@@ -101,6 +104,54 @@ TEST_CASE("client state: the key is created once with mode 0600; identity and cu
     CHECK(!state.load_current().value().has_value());
     REQUIRE(common::write_file_atomic(dir / "volunteer" / "current.json", common::as_bytes("{\"wu_id\": 3}")));
     CHECK(!state.load_current().ok());  // a damaged state file is an error, not a crash
+}
+
+TEST_CASE("the kept optimizer state file round-trips, an empty state removes it, and a bad one is a named error") {
+    TempDir dir;
+    const auto file = client::ClientState(dir.path()).optimizer_file();
+    CHECK(client::load_optimizer_state(file).value().empty());  // none yet: fresh
+    client::KeptOptimizerState state{"t-1", "dit-tiny", 150, {}, {}};
+    state.exp_avg = {{"a.weight", {2, 2}, {0.1f, -0.2f, 0.3f, 0.0f}}, {"b", {1}, {1e-8f}}};
+    state.exp_avg_sq = {{"a.weight", {2, 2}, {0.01f, 0.04f, 0.09f, 0.0f}}, {"b", {1}, {1e-16f}}};
+    CHECK(client::optimizer_state_bytes(state) == 40);
+    REQUIRE(client::save_optimizer_state(file, state));
+    auto loaded = client::load_optimizer_state(file).value();
+    CHECK(loaded.task_id == "t-1");
+    CHECK(loaded.model == "dit-tiny");
+    CHECK(loaded.steps == 150);
+    REQUIRE(loaded.exp_avg.size() == 2);
+    CHECK(loaded.exp_avg[0].name == "a.weight");
+    CHECK(loaded.exp_avg[0].values == state.exp_avg[0].values);
+    CHECK(loaded.exp_avg_sq[1].values == state.exp_avg_sq[1].values);
+
+    // Files a volunteer must not train from: each refused with what is wrong.
+    auto error_for = [&](const common::NamedTensors& tensors, const common::TensorMetadata& metadata) {
+        REQUIRE(common::write_file_atomic(file, common::write_named_tensors(tensors, metadata).value()));
+        auto bad = client::load_optimizer_state(file);
+        return bad.ok() ? std::string() : bad.message();
+    };
+    const common::TensorMetadata good{{"format", "tessera.optimizer_state"}, {"task", "t-1"}, {"model", "m"},
+                                      {"steps", "3"}};
+    const common::NamedTensors pair{{"exp_avg/w", {1}, {0.5f}}, {"exp_avg_sq/w", {1}, {0.25f}}};
+    CHECK(error_for(pair, good).empty());
+    auto no_steps = good;
+    no_steps["steps"] = "3x";
+    CHECK(error_for(pair, no_steps).find("metadata 'steps' must be a whole number above 0") != std::string::npos);
+    auto other_format = good;
+    other_format["format"] = "tessera.error_feedback";
+    CHECK(error_for(pair, other_format).find("not an optimizer-state file") != std::string::npos);
+    CHECK(error_for({{"exp_avg/w", {1}, {0.5f}}, {"exp_avg_sq/v", {1}, {0.25f}}}, good).find("no exp_avg_sq") !=
+          std::string::npos);
+    CHECK(error_for({pair[0], pair[1], {"extra", {1}, {1.0f}}}, good).find("exp_avg/<parameter>") !=
+          std::string::npos);
+    CHECK(error_for({pair[0], {"exp_avg_sq/w", {1}, {-1.0f}}}, good).find("not finite and non-negative") !=
+          std::string::npos);
+    CHECK(error_for({{"exp_avg/w", {1}, {std::nanf("")}}, pair[1]}, good).find("is not finite") != std::string::npos);
+    REQUIRE(common::write_file_atomic(file, common::as_bytes("not safetensors")));
+    CHECK(!client::load_optimizer_state(file).ok());
+
+    REQUIRE(client::save_optimizer_state(file, {}));  // an empty state removes the file
+    CHECK(!std::filesystem::exists(file));
 }
 
 TEST_CASE("backoff grows exponentially, stays under the cap, and resets") {

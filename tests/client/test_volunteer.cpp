@@ -18,6 +18,7 @@
 #include "server_fixture.h"
 #include "sha256.h"
 #include "training/error_feedback.h"
+#include "training/optimizer_state.h"
 #include "training/work_runner.h"
 #include "zstd_codec.h"
 #include "volunteer.h"
@@ -334,7 +335,9 @@ TEST_CASE(
     CHECK(!std::filesystem::exists(dir / "feedback"));
 }
 
-TEST_CASE("a kept optimizer carries its moments from unit to unit, and another task's is dropped with a note") {
+TEST_CASE(
+    "a kept optimizer carries its moments from unit to unit of a kept-state task, a fresh unit leaves them, and "
+    "another task's are dropped with a note") {
     TestServer server;
     auto [wu, model, shards] = unit_to_train(server);
     client::KeptOptimizerState kept;
@@ -342,6 +345,7 @@ TEST_CASE("a kept optimizer carries its moments from unit to unit, and another t
     run.device = "cpu";
     run.threads = 1;
     run.optimizer = &kept;
+    wu.hyper.optimizer = common::InnerOptimizer::Kept;
     auto train = [&] { return client::run_work_unit(wu, model, shards, run).value(); };
     const auto steps = wu.hyper.local_steps;
 
@@ -353,6 +357,17 @@ TEST_CASE("a kept optimizer carries its moments from unit to unit, and another t
     REQUIRE(!kept.exp_avg.empty());
     CHECK(kept.exp_avg.size() == kept.exp_avg_sq.size());
 
+    // A fresh unit (a replica) trains from zero moments and leaves the kept ones alone.
+    auto kept_before = kept.exp_avg;
+    wu.hyper.optimizer = common::InnerOptimizer::Fresh;
+    auto replica = train();
+    run.optimizer = nullptr;
+    CHECK(replica.delta == train().delta);  // as a client that keeps nothing trains it
+    run.optimizer = &kept;
+    CHECK(kept.steps == steps);
+    CHECK(kept.exp_avg[0].values == kept_before[0].values);
+    wu.hyper.optimizer = common::InnerOptimizer::Kept;
+
     auto second = train();  // the same unit again, continuing the moments
     CHECK(kept.steps == 2 * steps);
     CHECK(second.delta != first.delta);
@@ -360,6 +375,7 @@ TEST_CASE("a kept optimizer carries its moments from unit to unit, and another t
     // Another task's moments are not used: the unit trains from fresh ones, as the first did.
     kept.task_id = "t-another";
     auto third = train();
+    CHECK(third.optimizer_note.find("dropped the kept optimizer state: it belongs to task t-another") == 0);
     CHECK(kept.steps == steps);
     CHECK(kept.task_id == wu.task_id);
     CHECK(third.delta == first.delta);
@@ -370,6 +386,40 @@ TEST_CASE("a kept optimizer carries its moments from unit to unit, and another t
     CHECK(fourth.optimizer_note.find("dropped the kept optimizer state") != std::string::npos);
     CHECK(fourth.delta == first.delta);
     CHECK(kept.steps == steps);
+}
+
+TEST_CASE("a volunteer of a kept-state task keeps its optimizer moments in its state directory across restarts") {
+    TestServer server([](TaskConfig& config) {
+        config.inner_optimizer = common::InnerOptimizer::Kept;
+        config.replication = 0;     // replicated units train afresh
+        config.target_seconds = 0;  // every unit H steps
+    });
+    set_to_wall_clock(server);
+    const auto steps = server.config().local_steps;
+    TempDir dir;
+    client::ClientState state(dir / "volunteer");
+    // A damaged state file is reported, and the volunteer starts with fresh moments.
+    std::filesystem::create_directories(state.root());
+    { std::ofstream(state.optimizer_file()) << "not a safetensors file"; }
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.once = true;
+    client::VolunteerControl control;
+    auto stop = client::run_volunteer(options, control);
+    INFO(stop.message);
+    REQUIRE(stop.reason == StopReason::OnceDone);
+    auto first = client::load_optimizer_state(state.optimizer_file()).value();
+    CHECK(first.task_id == server.config().task_id);
+    CHECK(first.model == server.config().model);
+    CHECK(first.steps == steps);
+
+    server.app().wait_idle();
+    client::VolunteerControl restarted;  // a new process: the moments come from the file
+    stop = client::run_volunteer(options, restarted);
+    REQUIRE(stop.reason == StopReason::OnceDone);
+    auto second = client::load_optimizer_state(state.optimizer_file()).value();
+    CHECK(second.steps == 2 * steps);
+    REQUIRE(second.exp_avg.size() == first.exp_avg.size());
+    CHECK(second.exp_avg[0].values != first.exp_avg[0].values);
 }
 
 TEST_CASE(

@@ -30,6 +30,16 @@ inline common::WorkUnit example_work_unit() {
     return wu;
 }
 
+// A unit that keeps the volunteer's optimizer state and follows the run's schedule.
+inline common::WorkUnit example_scheduled_work_unit() {
+    auto wu = example_work_unit();
+    wu.hyper.optimizer = common::InnerOptimizer::Kept;
+    wu.hyper.schedule = common::LrSchedule{common::LrSchedule::Kind::Cosine, 20000, 2000000, 0.1};
+    wu.hyper.schedule_from = 640000;
+    wu.hyper.schedule_to = 665600;
+    return wu;
+}
+
 inline common::ResultManifest example_result_manifest() {
     common::ResultManifest m;
     m.wu_id = "wu-000042";

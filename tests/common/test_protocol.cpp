@@ -48,6 +48,51 @@ TEST_CASE("every message survives a JSON round trip") {
           text_of(example_no_work_response()));
 }
 
+TEST_CASE("a unit's optimizer and schedule fields are optional and round-trip") {
+    auto plain = text_of(example_work_unit());
+    CHECK(plain.find("optimizer") == std::string::npos);  // a unit without them keeps its old bytes
+    CHECK(plain.find("schedule") == std::string::npos);
+    auto old = parse_message<WorkUnit>(plain);
+    REQUIRE(old.ok());
+    CHECK(old->hyper.optimizer == InnerOptimizer::Fresh);
+    CHECK_FALSE(old->hyper.schedule.has_value());
+
+    auto scheduled = parse_message<WorkUnit>(text_of(example_scheduled_work_unit()));
+    REQUIRE(scheduled.ok());
+    CHECK(text_of(*scheduled) == text_of(example_scheduled_work_unit()));
+    CHECK(scheduled->hyper.optimizer == InnerOptimizer::Kept);
+    REQUIRE(scheduled->hyper.schedule.has_value());
+    CHECK(*scheduled->hyper.schedule == *example_scheduled_work_unit().hyper.schedule);
+    CHECK(scheduled->hyper.schedule_from == 640000);
+    CHECK(scheduled->hyper.schedule_to == 665600);
+
+    auto wu = example_scheduled_work_unit();
+    auto hyper_error = [&](const std::function<void(boost::json::object&)>& edit) {
+        return error_after(wu, [&](auto& o) { edit(o["hyper"].as_object()); });
+    };
+    CHECK(hyper_error([](auto& h) { h["optimizer"] = "warm"; }).find("field \"optimizer\": expected one of fresh, kept") !=
+          std::string::npos);
+    CHECK(hyper_error([](auto& h) { h.erase("schedule_to"); }).find("missing field \"schedule_to\"") !=
+          std::string::npos);
+    CHECK(hyper_error([](auto& h) { h.erase("schedule"); }).find("missing field \"schedule\"") != std::string::npos);
+    CHECK(hyper_error([](auto& h) { h["schedule_to"] = 1; }).find("must not be below schedule_from") !=
+          std::string::npos);
+    CHECK(hyper_error([](auto& h) {
+              h["schedule"].as_object()["kind"] = "linear";
+          }).find("work_unit.hyper.schedule: field \"kind\"") == 0);
+    CHECK(hyper_error([](auto& h) {
+              h["schedule"].as_object()["total_samples"] = 10;
+          }).find("total_samples must exceed warmup_samples") != std::string::npos);
+    CHECK(hyper_error([](auto& h) {
+              h["schedule"].as_object()["final_lr_ratio"] = 1.5;
+          }).find("field \"final_lr_ratio\"") != std::string::npos);
+    CHECK(hyper_error([](auto& h) {
+              h.erase("schedule");
+              h.erase("schedule_from");
+              h.erase("schedule_to");
+          }).empty());
+}
+
 TEST_CASE("a work response carries a signed work unit that verifies after parsing") {
     auto key = SigningKey::generate();
     WorkResponse response;

@@ -243,6 +243,93 @@ TEST_CASE("the in-flight limit holds back work until a unit is returned") {
     (void)b;
 }
 
+TEST_CASE(
+    "a task's run-wide schedule: each unit carries where the run stands and the span to where it should be, a "
+    "replica's twin carries its first copy's, and both train afresh") {
+    TestServer server([](TaskConfig& c) {
+        c.replication = 1.0;
+        c.target_seconds = 0;  // every unit H steps
+        c.inner_optimizer = common::InnerOptimizer::Kept;
+        c.lr_schedule = common::LrSchedule{common::LrSchedule::Kind::Cosine, 1000, 100000, 0.1};
+    });
+    const auto hb = server.config().local_steps * server.config().batch_size;
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    auto wu_a = alice.request_work().value();
+    REQUIRE(wu_a.hyper.schedule.has_value());
+    CHECK(*wu_a.hyper.schedule == *server.config().lr_schedule);
+    CHECK(wu_a.hyper.schedule_from == 0);
+    CHECK(wu_a.hyper.schedule_to == hb);  // one volunteer issued units so far
+    CHECK(wu_a.hyper.optimizer == common::InnerOptimizer::Fresh);  // a replicated unit
+    server.advance(10);                                            // past the cached figures
+    auto wu_b = bob.request_work().value();
+    CHECK(server.store().assignment(wu_b.wu_id).value()->work_unit_id ==
+          server.store().assignment(wu_a.wu_id).value()->work_unit_id);
+    CHECK(wu_b.hyper.schedule_from == wu_a.hyper.schedule_from);  // not the two volunteers' span now
+    CHECK(wu_b.hyper.schedule_to == wu_a.hyper.schedule_to);
+    auto delta = alice.made_up_delta(wu_a, 1e-3f);
+    REQUIRE(alice.upload(wu_a, delta).status == 200);
+    REQUIRE(bob.upload(wu_b, delta).status == 200);
+    server.app().wait_idle();
+    REQUIRE(server.version() == 1);
+
+    // One result merged (its confirming twin not counted); two volunteers work on the task.
+    server.advance(10);
+    auto next = alice.request_work().value();
+    CHECK(next.hyper.schedule_from == hb);
+    CHECK(next.hyper.schedule_to == hb + 2 * hb);
+}
+
+TEST_CASE("a task's optimizer and schedule settings survive its stored JSON; older tasks have neither; bad ones are named") {
+    TestServer server;
+    auto config = server.config();
+    config.inner_optimizer = common::InnerOptimizer::Kept;
+    config.lr_schedule = common::LrSchedule{common::LrSchedule::Kind::Cosine, 500, 90000, 0.05};
+    auto back = task_config_from_json(to_json(config)).value();
+    CHECK(back.inner_optimizer == common::InnerOptimizer::Kept);
+    REQUIRE(back.lr_schedule.has_value());
+    CHECK(*back.lr_schedule == *config.lr_schedule);
+
+    auto older = to_json(config);
+    older.as_object().erase("inner_optimizer");
+    older.as_object().erase("lr_schedule");
+    auto old_task = task_config_from_json(older).value();
+    CHECK(old_task.inner_optimizer == common::InnerOptimizer::Fresh);
+    CHECK_FALSE(old_task.lr_schedule.has_value());
+    older.as_object()["lr_schedule"] = nullptr;
+    CHECK_FALSE(task_config_from_json(older).value().lr_schedule.has_value());
+
+    auto bad = to_json(config);
+    bad.as_object()["lr_schedule"].as_object()["total_samples"] = 100;
+    auto refused = task_config_from_json(bad);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.message().find("task.lr_schedule: a cosine schedule's total_samples must exceed warmup_samples") ==
+          0);
+    config.lr_schedule->final_lr_ratio = 2;
+    CHECK(validate_task_config(config).message().find("lr schedule: final_lr_ratio must be in [0, 1]") == 0);
+}
+
+TEST_CASE("an accepted result carries the task's concurrency: the volunteers issued its units in the last ten minutes") {
+    TestServer server([](TaskConfig& c) { c.replication = 0; });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    TestVolunteer carol(server, "carol");
+    auto wu_a = alice.request_work().value();
+    auto wu_b = bob.request_work().value();
+    REQUIRE(alice.upload(wu_a, alice.made_up_delta(wu_a, 1e-3f)).status == 200);
+    server.app().wait_idle();
+    auto merged = server.store().assignment(wu_a.wu_id).value();
+    CHECK(merged->state == AssignmentState::Merged);
+    CHECK(merged->concurrency == 2);  // alice and bob; carol asked for nothing
+
+    server.advance(kVolunteerActiveWindowS + 1);
+    auto wu_c = carol.request_work().value();
+    REQUIRE(carol.upload(wu_c, carol.made_up_delta(wu_c, 1e-3f, 9)).status == 200);
+    server.app().wait_idle();
+    CHECK(server.store().assignment(wu_c.wu_id).value()->concurrency == 1);  // the others' units are old
+    CHECK(server.store().assignment(wu_b.wu_id).value()->concurrency == std::nullopt);  // not accepted
+}
+
 TEST_CASE("a replica whose twin never comes back is accepted alone after the deadline") {
     TestServer server([](TaskConfig& c) { c.replication = 1.0; });
     TestVolunteer alice(server, "alice");
@@ -399,7 +486,7 @@ TEST_CASE(
             "ALTER TABLE model_versions DROP COLUMN patch_sha256; ALTER TABLE model_versions DROP COLUMN patch_bytes; "
             "ALTER TABLE model_versions DROP COLUMN checkpoint; ALTER TABLE model_versions DROP COLUMN pinned; "
             "DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment; "
-            "PRAGMA user_version = 1;");
+            "ALTER TABLE assignments DROP COLUMN concurrency; PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();

@@ -130,14 +130,15 @@ TEST_CASE("the schema is applied once, settings persist, and a newer schema is r
     });
 }
 
-TEST_CASE("a schema-6 database gains the leases table and the tasks' weights") {
+TEST_CASE("a schema-6 database gains the leases table, the tasks' weights and the results' alignment and concurrency") {
     on_each_backend([](Backend& b) {
         REQUIRE(b.store->claim_lease({"aggregator:t", "a"}, 100, 115).value());
         b.store.reset();
         {
             auto db = open_database(b.url, false);
             db->begin();
-            db->exec("DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment");
+            db->exec("DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment; "
+                     "ALTER TABLE assignments DROP COLUMN concurrency");
             db->set_schema_version(6);
             db->exec("COMMIT");
         }

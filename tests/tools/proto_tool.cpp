@@ -44,6 +44,7 @@ int emit(const std::filesystem::path& dir) {
     with_work.work_unit = seal_envelope(boost::json::serialize(to_json(example_work_unit())), kWorkUnitPurpose, key);
     const std::map<std::string, boost::json::value> examples{
         {"work_unit", to_json(example_work_unit())},
+        {"work_unit.scheduled", to_json(example_scheduled_work_unit())},
         {"result_manifest", to_json(example_result_manifest())},
         {"register_request", to_json(example_register_request())},
         {"register_response", to_json(example_register_response())},

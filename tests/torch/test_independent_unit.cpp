@@ -70,7 +70,13 @@ TEST_CASE("a cnn unit trained by a second implementation written from the docs m
     for (const auto& p : workload->module()->named_parameters()) theta0.emplace(p.key(), p.value().detach().clone());
 
     // Two epochs of six batches (a second permutation), warm-up, weight decay and clipping.
-    common::Hyperparameters hyper{12, 16, 2e-3, 3, 0.01, 1.0, 1234567};
+    common::Hyperparameters hyper{.local_steps = 12,
+                                  .batch_size = 16,
+                                  .lr = 2e-3,
+                                  .warmup_steps = 3,
+                                  .weight_decay = 0.01,
+                                  .grad_clip = 1.0,
+                                  .seed = 1234567};
     auto outcome = common::train("cnn", theta0, data, common::train_config_for(hyper)).value();
     auto reference = common::to_named_f32(outcome.delta);
 

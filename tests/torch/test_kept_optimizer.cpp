@@ -2,6 +2,7 @@
 // back, a unit resumed from the last one's moments, and the run's learning-rate schedule.
 #include <torch/torch.h>
 
+#include <cmath>
 #include <vector>
 
 #include "doctest_after_torch.h"
@@ -57,6 +58,35 @@ TEST_CASE("MultiTensorAdamW's moments taken out and put back continue bit for bi
     CHECK(after.moments()[1].steps == 6);
 }
 
+TEST_CASE("update clipping shrinks a step whose gradient outgrew the kept second moment, and only that") {
+    // One step from moments that saw gradients of 1e-2 while the new gradient is 1 (a model
+    // the server moved); the other tensor's gradient is as its moments expect.
+    auto step_from = [](bool clipping) {
+        std::vector<torch::Tensor> params{torch::zeros({8}).set_requires_grad(true),
+                                          torch::zeros({8}).set_requires_grad(true)};
+        MultiTensorAdamW optimizer(params, 0.0);
+        optimizer.set_update_clipping(clipping);
+        std::vector<AdamWMoments> kept(2);
+        for (auto& m : kept) {
+            m.exp_avg = torch::full({8}, 1e-2);
+            m.exp_avg_sq = torch::full({8}, 1e-4);
+            m.steps = 5000;  // bias corrections ≈ 1
+        }
+        REQUIRE(optimizer.load_moments(kept).ok());
+        params[0].mutable_grad() = torch::ones({8});
+        params[1].mutable_grad() = torch::full({8}, 1e-2);
+        optimizer.step(1e-3);
+        return std::vector<double>{-params[0][0].item<double>(), -params[1][0].item<double>()};
+    };
+    auto plain = step_from(false);
+    auto clipped = step_from(true);
+    // v = 0.999e-4 + 0.001 = 1.0999e-3: RMS(g²/v̂) = 1/√1.0999e-3 ≈ 30.2 for the first tensor.
+    const double rms = 1.0 / std::sqrt((0.999e-4 + 1e-3) / (1 - std::pow(0.999, 5001)));
+    CHECK(plain[0] > 2 * 1e-3);  // the stale moment lets the step grow past the learning rate
+    CHECK(clipped[0] == doctest::Approx(plain[0] / rms).epsilon(1e-4));
+    CHECK(clipped[1] == doctest::Approx(plain[1]).epsilon(1e-6));  // RMS below 1: unchanged
+}
+
 TEST_CASE("a unit that keeps the inner optimizer starts from the last unit's moments and returns its own") {
     auto [data, theta0] = first_shard_and_weights();
     TrainConfig config;
@@ -102,6 +132,15 @@ TEST_CASE("a unit's learning rate follows the task's schedule over the span it c
     config.schedule = LrSchedule{LrSchedule::Kind::Cosine, 1000, 100000, 0.1};
     config.schedule_from = 600;
     config.schedule_to = 60600;
+    // A signed unit's fields reach the trainer unchanged.
+    Hyperparameters hyper{.local_steps = 6, .batch_size = 16, .lr = 1e-3, .warmup_steps = 5};
+    hyper.schedule = config.schedule;
+    hyper.schedule_from = 600;
+    hyper.schedule_to = 60600;
+    auto from_unit = train_config_for(hyper);
+    CHECK(from_unit.schedule == config.schedule);
+    CHECK(from_unit.schedule_from == 600);
+    CHECK(from_unit.schedule_to == 60600);
     std::vector<double> seen;
     config.on_lr = [&](std::int64_t step, double lr) {
         CHECK(step == static_cast<std::int64_t>(seen.size()));

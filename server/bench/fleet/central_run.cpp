@@ -60,11 +60,16 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
     // indivisible) is compared with central at its own sample count; the final figures on the
     // whole validation set are taken at the budget itself.
     std::int64_t budget_steps = (settings.sample_budget + config.batch_size - 1) / config.batch_size;
-    auto train = common::train_config_for({budget_steps + budget_steps / 4, config.batch_size, config.lr,
-                                           config.warmup_steps, config.weight_decay, config.grad_clip,
-                                           static_cast<std::int64_t>(settings.seed)});
+    auto train = common::train_config_for(
+        server::inner_loop_of(config, budget_steps + budget_steps / 4, static_cast<std::int64_t>(settings.seed)));
     train.device = "cpu";
     train.num_classes = config.num_classes;
+    if (config.lr_schedule) {
+        // The task's run-wide schedule at step s's position s·B, as the fleet's units follow it.
+        train.schedule = config.lr_schedule;
+        train.schedule_from = 0;
+        train.schedule_to = train.steps * config.batch_size;
+    }
     auto every = std::max<std::int64_t>(1, budget_steps / std::max<std::int64_t>(1, settings.curve_points));
     train.snapshot_every = 1;
     train.snapshot = [&](std::int64_t step, const common::TorchTensorMap& weights) {

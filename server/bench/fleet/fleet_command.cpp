@@ -33,6 +33,7 @@ struct CommandOptions {
     double overrun = 3;
     double eta = 0;
     std::int64_t buffer = 0;
+    double momentum = -1;  // < 0: the policy's
     double ddp_lr = 0;
     SimSettings sim;
     cxxopts::ParseResult args;
@@ -76,6 +77,18 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
         config->patches = *patches;
     }
     if (a.count("publish-every")) config->publish_every = a["publish-every"].as<std::int64_t>();
+    config->inner_optimizer = common::inner_optimizer_from_name(a["inner-state"].as<std::string>())
+                                  .value_or(common::InnerOptimizer::Fresh);
+    if (a.count("lr-schedule")) {
+        // One schedule over the run; a cosine decays over the samples budget (runs that go on
+        // towards the target stay at the final ratio).
+        auto kind = common::lr_schedule_kind_from_name(a["lr-schedule"].as<std::string>());
+        if (!kind) return common::make_error("--lr-schedule: constant or cosine");
+        config->lr_schedule = common::LrSchedule{*kind, a["warmup-samples"].as<std::int64_t>(),
+                                                 a["samples"].as<std::int64_t>(), a["final-lr-ratio"].as<double>()};
+        if (auto status = common::validate_lr_schedule(*config->lr_schedule); !status)
+            return common::with_context("--lr-schedule", status.error());
+    }
     if (a.count("no-checks")) {
         // The merging and the codec alone: nothing replicated, loss-checked, bounded or compared.
         config->replication = 0;
@@ -114,6 +127,7 @@ common::Result<server::TaskConfig> config_for(const CommandOptions& o, const std
     } else {
         if (o.eta > 0) merge.server_lr = o.eta;
         if (o.buffer > 0 && *policy != server::PolicyKind::FedAsync) merge.buffer_size = o.buffer;
+        if (o.momentum >= 0) merge.momentum = o.momentum;
         if (!o.staleness.empty()) {
             auto staleness = server::parse_staleness(o.staleness);
             if (!staleness) return staleness.error();
@@ -310,10 +324,16 @@ int run_fleet_command(int argc, char** argv) {
         "no replication, loss checks, norm bounds, copy or alignment checks (the codec and merging alone)")(
         "staleness", "async runs' staleness function (const, poly:A, hinge:A,B, conc:M,A[,R])",
         cxxopts::value<std::string>()->default_value(""))(
+        "lr-schedule", "one inner lr schedule over the run, indexed by samples merged: constant or cosine (none: "
+        "warm-up per unit)", cxxopts::value<std::string>())(
+        "warmup-samples", "with --lr-schedule: warm-up, samples", cxxopts::value<std::int64_t>()->default_value("0"))(
+        "final-lr-ratio", "cosine: final lr / lr at the samples budget", cxxopts::value<double>()->default_value("0.1"))(
         "inner-state", "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units",
         cxxopts::value<std::string>()->default_value("fresh"))(
         "ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
         cxxopts::value<double>()->default_value("0"))(
+        "momentum", "async diloco / diloco-dn outer momentum (negative: the policy's default)",
+        cxxopts::value<double>()->default_value("-1"))(
         "eta", "async runs' server learning rate (0: the policy's default)",
         cxxopts::value<double>()->default_value("0"))("buffer", "fedbuff/diloco buffer (0: the policy's default)",
                                                       cxxopts::value<std::int64_t>()->default_value("0"))(
@@ -351,17 +371,21 @@ int run_fleet_command(int argc, char** argv) {
         o.overrun = a["overrun"].as<double>();
         o.eta = a["eta"].as<double>();
         o.buffer = a["buffer"].as<std::int64_t>();
+        o.momentum = a["momentum"].as<double>();
+        if (!(o.momentum < 1)) {
+            std::cerr << "tessera-bench fleet: --momentum must be below 1 (negative: the policy's default)\n";
+            return 2;
+        }
         o.ddp_lr = a["ddp-lr"].as<double>();
         if (!(o.ddp_lr >= 0 && o.ddp_lr <= 10)) {
             std::cerr << "tessera-bench fleet: --ddp-lr must be in [0, 10] (0: sqrt(K) x the task's lr)\n";
             return 2;
         }
         const auto inner_state = a["inner-state"].as<std::string>();
-        if (inner_state != "fresh" && inner_state != "kept") {
+        if (!common::inner_optimizer_from_name(inner_state)) {
             std::cerr << "tessera-bench fleet: --inner-state must be fresh or kept\n";
             return 2;
         }
-        o.sim.keep_optimizer = inner_state == "kept";
         o.judge_data = a["judge"].as<std::string>();
         o.judge_cache = a["judge-cache"].as<std::string>();
         o.judge_per_class = a["judge-samples"].as<std::int64_t>();

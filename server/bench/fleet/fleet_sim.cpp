@@ -72,7 +72,7 @@ struct VolunteerState {
     std::optional<HeldUnit> held;
     std::mt19937_64 rng;
     client::ErrorFeedback feedback;  // carried across units, as the client keeps it on disk
-    client::KeptOptimizerState optimizer;  // with SimSettings::keep_optimizer
+    client::KeptOptimizerState optimizer;  // used by units that ask for kept state
 };
 
 // An issued assignment, tracked until its fate is known.
@@ -299,7 +299,7 @@ private:
             options.device = "cpu";
             options.threads = settings_.threads;
             options.feedback = &v.feedback;
-            if (settings_.keep_optimizer) options.optimizer = &v.optimizer;
+            options.optimizer = &v.optimizer;
             std::vector<std::filesystem::path> shards;
             for (const auto& s : unit.shards) shards.push_back(server_->blob_path(s.sha256));
             auto model = server_->model_file(unit);

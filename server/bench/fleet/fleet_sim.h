@@ -39,9 +39,6 @@ struct SimSettings {
     // Model, patch and delta bytes are counted × this (shards and manifests as they are): the
     // transfers of a larger model on this model's training (`--transfer-as`).
     double payload_scale = 1;
-    // Each volunteer keeps its inner AdamW state from one unit to the next (client::RunOptions::
-    // optimizer), as DiLoCo's workers do; otherwise every unit starts AdamW afresh.
-    bool keep_optimizer = false;
     bool quiet = false;            // no progress lines on stderr
     SampleJudge* judge = nullptr;  // set: score the DiT's samples at the budget point
 };
