@@ -204,4 +204,13 @@ common::Result<std::unique_ptr<MergePolicy>> make_merge_policy(const MergeSettin
     return policy;
 }
 
+std::optional<double> staleness_limit(const MergeSettings& settings, std::int64_t concurrency) {
+    const auto& s = settings.staleness;
+    if (s.kind != Staleness::Kind::Concurrency || s.c <= 0) return std::nullopt;
+    // One version per result for fedasync and diloco-dn, one per buffer for fedbuff and diloco.
+    const bool buffered = settings.kind == PolicyKind::FedBuff || settings.kind == PolicyKind::DiLoCo;
+    const auto versions = policy_math::concurrency_versions(concurrency, buffered ? settings.buffer_size : 1);
+    return s.c * static_cast<double>(std::max<std::int64_t>(versions, 1));
+}
+
 }  // namespace tessera::server

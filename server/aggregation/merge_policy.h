@@ -78,4 +78,9 @@ public:
 
 common::Result<std::unique_ptr<MergePolicy>> make_merge_policy(const MergeSettings& settings);
 
+// The staleness limit, in versions, beyond which a result is too stale to merge (`conc:M,A,R`
+// with R > 0: R × the concurrency in versions), for a result accepted with `concurrency`
+// volunteers at work; none for the other staleness kinds.
+std::optional<double> staleness_limit(const MergeSettings& settings, std::int64_t concurrency);
+
 }  // namespace tessera::server

@@ -24,9 +24,11 @@ constexpr std::string_view kMisaligned = "misaligned";
 constexpr std::string_view kNoImprovement = "no_improvement";
 constexpr std::string_view kLossIncrease = "loss_increase";
 constexpr std::string_view kReplicaMismatch = "replica_mismatch";
-// Not a judgement of the delta (neither counts towards quarantine): a disagreeing pair whose
-// tie-break replica never came back, and a unit retired before this result was validated.
+// Not a judgement of the delta (none counts towards quarantine): a disagreeing pair whose
+// tie-break replica never came back, a unit retired before this result was validated, and a
+// result older than the task's staleness function merges (`conc:M,A,R`).
 constexpr std::string_view kReplicaUnresolved = "replica_unresolved";
 constexpr std::string_view kWorkUnitRetired = "work_unit_retired";
+constexpr std::string_view kTooStale = "too_stale";
 
 }  // namespace tessera::server::reason

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include <boost/json.hpp>
 
@@ -59,6 +60,9 @@ common::Status Validator::validate(const std::string& assignment_id) {
     if (!unit) return unit.error();
     if (*unit && (*unit)->state == WorkUnitState::Retired)
         return reject(a, *task, reason::kWorkUnitRetired, "the work unit failed too often and was retired");
+    auto stale = too_stale(a, *task);
+    if (!stale) return stale.error();
+    if (!stale->empty()) return reject(a, *task, reason::kTooStale, *stale);
     auto sent = sent_work_unit(a);
     if (!sent) return sent.error();
     auto client = store_.client(a.client_id);
@@ -89,6 +93,20 @@ common::Status Validator::validate(const std::string& assignment_id) {
     if (*unit && (*unit)->replicas > 1) return settle_replicas(a, *task, verdict->figures);
     auto accepted = accept(a, *task, verdict->figures, true);
     return accepted ? common::Status() : common::Status(accepted.error());
+}
+
+common::Result<std::string> Validator::too_stale(const AssignmentRecord& a, const TaskView& task) {
+    if (!staleness_limit(task.config.merge, 1)) return std::string();
+    auto concurrency = store_.task_volunteers(a.task_id, clock_() - kVolunteerActiveWindowS);
+    if (!concurrency) return concurrency.error();
+    const auto c = std::max<std::int64_t>(1, *concurrency);
+    const auto limit = *staleness_limit(task.config.merge, c);
+    const auto tau = task.record.version - a.base_version;
+    if (static_cast<double>(tau) <= limit) return std::string();
+    std::ostringstream detail;
+    detail << "τ = " << tau << " versions, beyond the " << limit << " the task merges with " << c
+           << " volunteer(s) active (staleness " << task.config.merge.staleness.to_string() << ")";
+    return detail.str();
 }
 
 common::Status Validator::note_flagged(const AssignmentRecord& a, const Verdict& verdict) {

@@ -49,6 +49,9 @@ private:
     common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,
                           const std::string& detail, const CheckFigures& figures = {});
     common::Status note_flagged(const AssignmentRecord& assignment, const Verdict& verdict);
+    // Why the result is too stale to merge under the task's staleness function (its age in
+    // versions now, against R × the concurrency), or "" when it is not.
+    common::Result<std::string> too_stale(const AssignmentRecord& assignment, const TaskView& task);
     common::Status note_waived(const AssignmentRecord& assignment, const Verdict& verdict);
     bool draw(double chance);
 

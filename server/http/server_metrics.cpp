@@ -14,12 +14,12 @@ void family(std::ostream& out, std::string_view name, std::string_view type, std
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
 }
 
-constexpr std::array<std::string_view, 18> kReasons = {
+constexpr std::array<std::string_view, 19> kReasons = {
     reason::kDeadlinePassed, reason::kWrongBaseVersion, reason::kEncodingMismatch, reason::kTooLarge,
     reason::kHashMismatch,   reason::kUndecodable,      reason::kShapeMismatch,    reason::kNonFinite,
     reason::kEmptyDelta,     reason::kNormTooLarge,     reason::kNormTooSmall,     reason::kCopied,
     reason::kMisaligned,     reason::kNoImprovement,    reason::kLossIncrease,     reason::kReplicaMismatch,
-    reason::kReplicaUnresolved, reason::kWorkUnitRetired};
+    reason::kReplicaUnresolved, reason::kWorkUnitRetired, reason::kTooStale};
 
 }  // namespace
 

@@ -150,7 +150,7 @@ common::Result<std::int64_t> Store::rejections_since(const std::string& client_i
     return guarded([&]() -> common::Result<std::int64_t> {
         Statement query(db(),
                         "SELECT COUNT(*) FROM rejections WHERE client_id = ? AND at >= ? "
-                        "AND reason NOT IN ('work_unit_retired', 'replica_unresolved')");
+                        "AND reason NOT IN ('work_unit_retired', 'replica_unresolved', 'too_stale')");
         query.bind(1, client_id).bind(2, since).step();
         return query.integer(0);
     });

@@ -330,6 +330,35 @@ TEST_CASE("an accepted result carries the task's concurrency: the volunteers iss
     CHECK(server.store().assignment(wu_b.wu_id).value()->concurrency == std::nullopt);  // not accepted
 }
 
+TEST_CASE("with conc:M,A,R a result older than R x the concurrency is refused as too stale, not held against its volunteer") {
+    TestServer server([](TaskConfig& c) {
+        c.replication = 0;
+        c.merge.staleness = parse_staleness("conc:1,1,1").value();  // refused beyond 1 × C versions
+    });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    auto old = alice.request_work().value();  // base version 0; two volunteers active: C = 2
+    for (std::uint32_t seed = 30; seed < 33; ++seed) {
+        auto wu = bob.request_work().value();
+        REQUIRE(bob.upload(wu, bob.made_up_delta(wu, 1e-3f, seed)).status == 200);
+        server.app().wait_idle();
+    }
+    REQUIRE(server.version() == 3);
+    REQUIRE(alice.upload(old, alice.made_up_delta(old, 1e-3f, 40)).status == 200);
+    server.app().wait_idle();
+    CHECK(rejection_of(server, old.wu_id) == "too_stale");
+    auto detail = server.store().rejection_of(old.wu_id).value()->detail;
+    CHECK(detail.find("τ = 3 versions, beyond the 2 the task merges with 2 volunteer(s) active") == 0);
+    CHECK(server.store().rejections_since(alice.id(), 0).value() == 0);  // not a judgement of her work
+    CHECK(server.version() == 3);
+
+    // Within R × C it merges.
+    auto fresh = alice.request_work().value();
+    REQUIRE(alice.upload(fresh, alice.made_up_delta(fresh, 1e-3f, 41)).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, fresh.wu_id) == "merged");
+}
+
 TEST_CASE("a replica whose twin never comes back is accepted alone after the deadline") {
     TestServer server([](TaskConfig& c) { c.replication = 1.0; });
     TestVolunteer alice(server, "alice");
