@@ -2,7 +2,7 @@
 #include "error_feedback.h"
 
 #include "file_io.h"
-#include "named_tensor_file.h"
+#include "state_file.h"
 
 namespace tessera::client {
 namespace {
@@ -12,18 +12,12 @@ constexpr std::string_view kFormat = "tessera.error_feedback";
 }  // namespace
 
 common::Result<ErrorFeedback> load_error_feedback(const std::filesystem::path& file) {
-    std::error_code missing;
-    if (!std::filesystem::exists(file, missing)) return ErrorFeedback{};
-    auto bytes = common::read_file(file, std::uint64_t{16} << 30);
-    if (!bytes) return bytes.error();
-    auto read = common::read_named_tensors(*bytes);
-    if (!read) return common::with_context(file.string(), read.error());
-    auto field = [&](const char* key) {
-        auto found = read->metadata.find(key);
-        return found == read->metadata.end() ? std::string() : found->second;
-    };
-    if (field("format") != kFormat) return common::make_error(file.string() + ": not an error-feedback file");
-    return ErrorFeedback{field("task"), field("model"), std::move(read->tensors)};
+    auto read = read_state_file(file, kFormat, std::uint64_t{16} << 30, "an error-feedback file");
+    if (!read) return read.error();
+    if (!*read) return ErrorFeedback{};
+    const auto& metadata = (*read)->metadata;
+    return ErrorFeedback{metadata_field(metadata, "task"), metadata_field(metadata, "model"),
+                         std::move((*read)->tensors)};
 }
 
 common::Status save_error_feedback(const std::filesystem::path& file, const ErrorFeedback& feedback) {

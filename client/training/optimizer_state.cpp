@@ -6,6 +6,7 @@
 
 #include "file_io.h"
 #include "named_tensor_file.h"
+#include "state_file.h"
 
 namespace tessera::client {
 namespace {
@@ -46,26 +47,21 @@ common::Status check_moments(const common::NamedTensors& first, const common::Na
 }  // namespace
 
 common::Result<KeptOptimizerState> load_optimizer_state(const std::filesystem::path& file) {
-    std::error_code missing;
-    if (!std::filesystem::exists(file, missing)) return KeptOptimizerState{};
-    auto bytes = common::read_file(file, kMaxOptimizerStateBytes + (std::uint64_t{1} << 24));
-    if (!bytes) return bytes.error();
-    auto read = common::read_named_tensors(*bytes);
-    if (!read) return common::with_context(file.string(), read.error());
-    auto field = [&](const char* key) {
-        auto found = read->metadata.find(key);
-        return found == read->metadata.end() ? std::string() : found->second;
-    };
-    if (field("format") != kFormat) return common::make_error(file.string() + ": not an optimizer-state file");
-    KeptOptimizerState state{field("task"), field("model"), 0, {}, {}};
-    const auto steps = field("steps");
+    auto read = read_state_file(file, kFormat, kMaxOptimizerStateBytes + (std::uint64_t{1} << 24),
+                                "an optimizer-state file");
+    if (!read) return read.error();
+    if (!*read) return KeptOptimizerState{};
+    auto& tensors = (*read)->tensors;
+    const auto& metadata = (*read)->metadata;
+    KeptOptimizerState state{metadata_field(metadata, "task"), metadata_field(metadata, "model"), 0, {}, {}};
+    const auto steps = metadata_field(metadata, "steps");
     auto [end, error] = std::from_chars(steps.data(), steps.data() + steps.size(), state.steps);
     if (error != std::errc() || end != steps.data() + steps.size() || state.steps < 1)
         return common::make_error(file.string() + ": metadata 'steps' must be a whole number above 0, got '" + steps +
                                   "'");
-    const auto total = read->tensors.size();
-    state.exp_avg = take_prefixed(read->tensors, kFirst);
-    state.exp_avg_sq = take_prefixed(read->tensors, kSecond);
+    const auto total = tensors.size();
+    state.exp_avg = take_prefixed(tensors, kFirst);
+    state.exp_avg_sq = take_prefixed(tensors, kSecond);
     if (auto status = check_moments(state.exp_avg, state.exp_avg_sq, total); !status)
         return common::with_context(file.string(), status.error());
     return state;
