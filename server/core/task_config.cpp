@@ -111,6 +111,7 @@ boost::json::value to_json(const TaskConfig& c) {
             {"buffer_size", c.merge.buffer_size},
             {"trim_fraction", c.merge.trim_fraction},
             {"momentum", c.merge.momentum},
+            {"per_concurrency", c.merge.per_concurrency},
             {"local_steps", c.local_steps},
             {"batch_size", c.batch_size},
             {"lr", c.lr},
@@ -182,6 +183,8 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     c.merge.buffer_size = r.integer("buffer_size", 1, 100000);
     c.merge.trim_fraction = r.number("trim_fraction", 0, 0.5);
     c.merge.momentum = r.number("momentum", 0, 1);
+    // Tasks created before it existed: fedasync applies each result whole.
+    if (r.has("per_concurrency")) c.merge.per_concurrency = r.boolean("per_concurrency");
     c.local_steps = r.integer("local_steps", 1, 100000);
     c.batch_size = r.integer("batch_size", 1, 65536);
     c.lr = r.number("lr", 0, 10);

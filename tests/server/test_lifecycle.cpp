@@ -280,21 +280,27 @@ TEST_CASE(
     CHECK(next.hyper.schedule_to == hb + 2 * hb);
 }
 
-TEST_CASE("a task's optimizer and schedule settings survive its stored JSON; older tasks have neither; bad ones are named") {
+TEST_CASE(
+    "a task's optimizer, schedule and per-concurrency settings survive its stored JSON; older tasks have none; bad "
+    "ones are named") {
     TestServer server;
     auto config = server.config();
     config.inner_optimizer = common::InnerOptimizer::Kept;
     config.lr_schedule = common::LrSchedule{common::LrSchedule::Kind::Cosine, 500, 90000, 0.05};
+    config.merge.per_concurrency = true;
     auto back = task_config_from_json(to_json(config)).value();
     CHECK(back.inner_optimizer == common::InnerOptimizer::Kept);
+    CHECK(back.merge.per_concurrency);
     REQUIRE(back.lr_schedule.has_value());
     CHECK(*back.lr_schedule == *config.lr_schedule);
 
     auto older = to_json(config);
     older.as_object().erase("inner_optimizer");
     older.as_object().erase("lr_schedule");
+    older.as_object().erase("per_concurrency");
     auto old_task = task_config_from_json(older).value();
     CHECK(old_task.inner_optimizer == common::InnerOptimizer::Fresh);
+    CHECK_FALSE(old_task.merge.per_concurrency);
     CHECK_FALSE(old_task.lr_schedule.has_value());
     older.as_object()["lr_schedule"] = nullptr;
     CHECK_FALSE(task_config_from_json(older).value().lr_schedule.has_value());

@@ -128,6 +128,7 @@ common::Result<server::TaskConfig> config_for(const CommandOptions& o, const std
         if (o.eta > 0) merge.server_lr = o.eta;
         if (o.buffer > 0 && *policy != server::PolicyKind::FedAsync) merge.buffer_size = o.buffer;
         if (o.momentum >= 0) merge.momentum = o.momentum;
+        if (o.args.count("per-concurrency")) merge.per_concurrency = true;
         if (!o.staleness.empty()) {
             auto staleness = server::parse_staleness(o.staleness);
             if (!staleness) return staleness.error();
@@ -332,6 +333,7 @@ int run_fleet_command(int argc, char** argv) {
         cxxopts::value<std::string>()->default_value("fresh"))(
         "ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
         cxxopts::value<double>()->default_value("0"))(
+        "per-concurrency", "async fedasync: each result divided by its stamped concurrency (with conc:M,A)")(
         "momentum", "async diloco / diloco-dn outer momentum (negative: the policy's default)",
         cxxopts::value<double>()->default_value("-1"))(
         "eta", "async runs' server learning rate (0: the policy's default)",
