@@ -16,6 +16,16 @@
 #include "trust.h"
 
 namespace tessera::server {
+namespace {
+
+// The task's concurrency now: the volunteers issued one of its units recently, at least 1.
+common::Result<std::int64_t> concurrency_now(Store& store, const std::string& task_id, std::int64_t now) {
+    auto volunteers = store.task_volunteers(task_id, now - kVolunteerActiveWindowS);
+    if (!volunteers) return volunteers.error();
+    return std::max<std::int64_t>(1, *volunteers);
+}
+
+}  // namespace
 
 Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
                      CopyDetector& copies, CheckCosts& costs, Clock clock,
@@ -97,9 +107,9 @@ common::Status Validator::validate(const std::string& assignment_id) {
 
 common::Result<std::string> Validator::too_stale(const AssignmentRecord& a, const TaskView& task) {
     if (!staleness_limit(task.config.merge, 1)) return std::string();
-    auto concurrency = store_.task_volunteers(a.task_id, clock_() - kVolunteerActiveWindowS);
+    auto concurrency = concurrency_now(store_, a.task_id, clock_());
     if (!concurrency) return concurrency.error();
-    const auto c = std::max<std::int64_t>(1, *concurrency);
+    const auto c = *concurrency;
     const auto limit = *staleness_limit(task.config.merge, c);
     const auto tau = task.record.version - a.base_version;
     if (static_cast<double>(tau) <= limit) return std::string();
@@ -245,9 +255,9 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
     std::int64_t steps = *unit ? (*unit)->local_steps : task.config.local_steps;
     // A confirming twin earns credit as the merged one does; a quarantined volunteer none.
     double credit = quarantined ? 0.0 : credit_for(task.config, steps);
-    auto concurrency = store_.task_volunteers(a.task_id, clock_() - kVolunteerActiveWindowS);
+    auto concurrency = concurrency_now(store_, a.task_id, clock_());
     if (!concurrency) return concurrency.error();
-    auto accepted = store_.accept(a.id, figures, credit, merge, clock_(), std::max<std::int64_t>(1, *concurrency));
+    auto accepted = store_.accept(a.id, figures, credit, merge, clock_(), *concurrency);
     if (!accepted) return accepted.error();
     if (!*accepted) return false;
     if (fallback) {
