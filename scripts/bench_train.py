@@ -19,6 +19,9 @@ def modulate(x, shift, scale):
 
 
 def attention(q, k, v):
+    # As models/dit.cpp: the fused kernel on a GPU with PyTorch 2, the plain product elsewhere.
+    if q.is_cuda and hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v)
     return torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1)), -1).matmul(v)
 
 

@@ -14,10 +14,10 @@
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
 #include "torch/trainer.h"
+#include "training/gpu_memory.h"
 #include "zstd_codec.h"
 
 #ifdef TESSERA_TORCH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -41,23 +41,6 @@ std::uint64_t moments_bytes(const common::TorchTensorMap& weights) {
     return 2 * values * sizeof(float);
 }
 
-// Caps the CUDA caching allocator of `device` at `gigabytes` (a fraction of the GPU's memory);
-// beyond it LibTorch reports out-of-memory, which the retry with micro-batches handles.
-common::Status limit_gpu_memory(const torch::Device& device, double gigabytes) {
-    if (gigabytes <= 0 || !device.is_cuda()) return {};
-#ifdef TESSERA_TORCH_CUDA
-    int index = device.has_index() ? device.index() : 0;
-    std::size_t free_bytes = 0, total_bytes = 0;
-    if (cudaSetDevice(index) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
-        return common::make_error("cannot read the memory of " + device.str());
-    double fraction = std::min(1.0, gigabytes * double(1 << 30) / double(total_bytes));
-    c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, index);
-    return {};
-#else
-    return common::make_error("--max-gpu-mem needs a CUDA build of LibTorch");
-#endif
-}
-
 // Micro-batches that trained without running out of memory, by model and batch size.
 std::mutex fitted_mutex;
 std::map<std::string, std::int64_t> fitted;
@@ -71,14 +54,6 @@ std::int64_t fitted_micro_batch(const std::string& key) {
 void remember_micro_batch(const std::string& key, std::int64_t micro_batch) {
     std::lock_guard lock(fitted_mutex);
     fitted[key] = micro_batch;
-}
-
-// After an out-of-memory error, the blocks the failed attempt cached go back to the GPU, so
-// the retry is not refused for fragments.
-void release_gpu_cache() {
-#ifdef TESSERA_TORCH_CUDA
-    c10::cuda::CUDACachingAllocator::emptyCache();
-#endif
 }
 
 // The delta encoded as the unit asks (on a GPU the codec runs there and only the encoded

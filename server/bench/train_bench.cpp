@@ -13,6 +13,7 @@
 #include "json_strict.h"
 #include "torch/model_state.h"
 #include "torch/trainer.h"
+#include "training/gpu_memory.h"
 
 namespace tessera::bench {
 namespace {
@@ -95,6 +96,7 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
         cpp.push_back(measured->stats.samples_per_s);
         std::printf("  run %d: C++ %.2f samples/s", run + 1, cpp.back());
         if (o.run_python) {
+            client::release_gpu_cache();  // the reference is another process: it needs the GPU's memory
             auto sample = python_samples_per_s(o);
             if (!sample) return sample.error();
             python.push_back(*sample);

@@ -2,6 +2,7 @@
 #include "dit.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cmath>
 
@@ -18,7 +19,13 @@ torch::Tensor modulate(const torch::Tensor& x, const torch::Tensor& shift, const
     return x * (1 + scale) + shift;
 }
 
+// softmax(q·kᵀ/√d)·v. On a GPU with LibTorch 2 it is one fused kernel (flash or memory-efficient
+// attention), which never holds the tokens × tokens scores; on the CPU it stays the plain
+// product, so CPU results are the same on every LibTorch version.
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+    if (q.is_cuda()) return at::scaled_dot_product_attention(q, k, v);
+#endif
     auto scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
     return torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * scale, -1).matmul(v);
 }
