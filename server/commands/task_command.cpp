@@ -96,6 +96,8 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     if (args.count("publish-every")) c.publish_every = args["publish-every"].as<std::int64_t>();
     if (args.count("shards-per-unit")) c.shards_per_unit = args["shards-per-unit"].as<std::int64_t>();
     if (args.count("target-seconds")) c.target_seconds = args["target-seconds"].as<double>();
+    if (args.count("min-rounds")) c.min_rounds = args["min-rounds"].as<std::int64_t>();
+    if (args.count("units-end-together")) c.units_end_together = true;
     if (args.count("max-failures")) c.max_failures = args["max-failures"].as<std::int64_t>();
     if (args.count("max-in-flight")) c.max_in_flight = args["max-in-flight"].as<std::int64_t>();
     if (args.count("requires-device")) c.requires_device = args["requires-device"].as<std::string>();
@@ -161,6 +163,9 @@ int task_command(int argc, char** argv) {
                                        cxxopts::value<std::int64_t>())("shards-per-unit", "shards in one work unit (1)",
                                                                        cxxopts::value<std::int64_t>())(
         "target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())(
+        "min-rounds", "lower H so each volunteer gets this many units over --schedule-samples; 0 = off (0)",
+        cxxopts::value<std::int64_t>())(
+        "units-end-together", "size units as a share of the fastest volunteer's, steps proportional to speed")(
         "max-failures", "failures before a unit is retired (3)", cxxopts::value<std::int64_t>())(
         "max-in-flight", "units one volunteer may hold (2)", cxxopts::value<std::int64_t>())(
         "requires-device", "volunteers that may take its units: any or cuda (any)", cxxopts::value<std::string>())(

@@ -11,7 +11,8 @@ common::Result<RunPace> RunPaceCache::pace(const TaskConfig& config, std::int64_
         return found->second.pace;
     auto progress = store_.run_progress(config.task_id, now - kVolunteerActiveWindowS);
     if (!progress) return progress.error();
-    RunPace pace{progress->steps_merged * config.batch_size, std::max<std::int64_t>(1, progress->volunteers)};
+    RunPace pace{progress->steps_merged * config.batch_size, std::max<std::int64_t>(1, progress->volunteers),
+                 progress->fastest_samples_per_s};
     entries_[config.task_id] = {pace, now};
     return pace;
 }

@@ -17,6 +17,7 @@ namespace tessera::server {
 struct RunPace {
     std::int64_t samples_merged = 0;  // local steps × batch of the results accepted for merging
     std::int64_t concurrency = 1;     // distinct volunteers issued a unit recently (at least 1)
+    double fastest_samples_per_s = 0;  // the fastest of them, as last reported (0: none known)
 };
 
 class RunPaceCache {

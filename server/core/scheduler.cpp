@@ -53,15 +53,11 @@ common::Result<std::optional<TaskView>> Scheduler::choose_task(const common::Wor
     return std::optional<TaskView>(std::move(eligible.back()));
 }
 
-std::int64_t Scheduler::scaled_local_steps(const TaskConfig& config, double samples_per_s) {
-    // A volunteer that has not measured itself yet gets a short unit: its warm-up.
-    if (config.target_seconds <= 0 || !(samples_per_s > 0)) return warm_up_unit_steps(config);
-    double steps = config.target_seconds * samples_per_s / static_cast<double>(config.batch_size);
-    auto low = std::max<std::int64_t>(1, config.local_steps / 8);
-    // Never above H: the merge weighs every result alike, so a fast volunteer's long unit
-    // would outweigh the others (the fleet simulator measured it, docs/benchmarks.md).
-    auto high = config.local_steps;
-    return std::clamp(static_cast<std::int64_t>(std::llround(steps)), low, high);
+common::Result<FleetNow> Scheduler::fleet_now(const TaskConfig& config) {
+    if (!sizing_reads_fleet(config)) return FleetNow{};
+    auto pace = pace_.pace(config, clock_());
+    if (!pace) return pace.error();
+    return FleetNow{pace->concurrency, pace->fastest_samples_per_s};
 }
 
 std::string Scheduler::random_id(const char* prefix) {
@@ -123,7 +119,9 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     unit.base_version = *published;
     auto count = std::min<std::size_t>(shards->size(), static_cast<std::size_t>(view.config.shards_per_unit));
     for (std::size_t i = 0; i < count; ++i) unit.shards.push_back((*shards)[i].sha256);
-    unit.local_steps = scaled_local_steps(view.config, request.samples_per_s);
+    auto fleet = fleet_now(view.config);
+    if (!fleet) return fleet.error();
+    unit.local_steps = unit_local_steps(view.config, *fleet, request.samples_per_s);
     unit.seed = static_cast<std::int64_t>(rng_() >> 11);  // 53 bits: exact in JSON
     auto active = store_.active_clients(clock_() - 600, 2);
     if (!active) return active.error();

@@ -23,6 +23,7 @@
 #include "shard_holdings.h"
 #include "store.h"
 #include "task_lookup.h"
+#include "unit_sizing.h"
 
 namespace tessera::server {
 
@@ -34,14 +35,12 @@ public:
               std::string blob_base_url, std::uint64_t seed, TaskFilter served = {});
     common::Result<common::WorkResponse> assign(const ClientRecord& client, const common::WorkRequest& request);
 
-    // Local steps for a volunteer measured at `samples_per_s`, between H/8 and H; 0 (not
-    // measured yet) gets a quarter of the task's H as a warm-up unit.
-    static std::int64_t scaled_local_steps(const TaskConfig& config, double samples_per_s);
-
     // Whether a volunteer with `device` can take the task's units.
     static bool device_fits(const TaskConfig& config, const common::DeviceInfo& device);
 
 private:
+    // The fleet at work on the task, read only when its units are sized by it (unit_sizing.h).
+    common::Result<FleetNow> fleet_now(const TaskConfig& config);
     // The task to work on: drawn by weight among the eligible ones; none when there is none.
     common::Result<std::optional<TaskView>> choose_task(const common::WorkRequest& request);
     common::Result<common::WorkResponse> issue(const TaskView& task, const ClientRecord& client,

@@ -68,6 +68,9 @@ common::Status validate_task_config(const TaskConfig& c) {
     if (c.deadline_s < 10) return fail("the deadline must be at least 10 s");
     if (c.shards_per_unit < 1 || c.shards_per_unit > 256) return fail("shards per unit must be in 1..256");
     if (!(c.target_seconds >= 0)) return fail("target seconds must be >= 0");
+    if (c.min_rounds < 0 || c.min_rounds > 1000000) return fail("min rounds must be in 0..1000000");
+    if (c.min_rounds > 0 && !(c.lr_schedule && c.lr_schedule->total_samples > 0))
+        return fail("min rounds needs an lr schedule with its total samples (the run the rounds divide)");
     if (c.max_failures < 1) return fail("max failures must be >= 1");
     if (c.max_in_flight < 1) return fail("max in flight must be >= 1");
     if (c.requires_device != "any" && c.requires_device != "cuda") return fail("requires device must be any or cuda");
@@ -129,6 +132,8 @@ boost::json::value to_json(const TaskConfig& c) {
             {"deadline_s", c.deadline_s},
             {"shards_per_unit", c.shards_per_unit},
             {"target_seconds", c.target_seconds},
+            {"min_rounds", c.min_rounds},
+            {"units_end_together", c.units_end_together},
             {"max_failures", c.max_failures},
             {"max_in_flight", c.max_in_flight},
             {"requires_device", c.requires_device},
@@ -213,6 +218,9 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     c.deadline_s = r.integer("deadline_s", 1, kBig);
     c.shards_per_unit = r.integer("shards_per_unit", 1, 256);
     c.target_seconds = r.number("target_seconds", 0, 1e9);
+    // Tasks created before units were sized to the fleet keep H and the time-based sizing.
+    if (r.has("min_rounds")) c.min_rounds = r.integer("min_rounds", 0, 1000000);
+    if (r.has("units_end_together")) c.units_end_together = r.boolean("units_end_together");
     c.max_failures = r.integer("max_failures", 1, 1000);
     c.max_in_flight = r.integer("max_in_flight", 1, 1000);
     // Tasks created before several tasks ran at once take any volunteer.

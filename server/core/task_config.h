@@ -60,6 +60,12 @@ struct TaskConfig {
     std::int64_t deadline_s = 1800;
     std::int64_t shards_per_unit = 1;
     double target_seconds = 120;     // local steps scaled so a unit takes about this long; 0 = off
+    // With a schedule's total: H lowered so each volunteer gets at least this many units over
+    // the run, however many volunteers work (unit_sizing.h); 0 = off.
+    std::int64_t min_rounds = 0;
+    // Units sized as a share of the fastest volunteer's (steps ∝ speed), so that they end
+    // together (DyLU); otherwise by target_seconds alone, at least H/8.
+    bool units_end_together = false;
     std::int64_t max_failures = 3;   // a unit that fails this often is retired
     std::int64_t max_in_flight = 2;  // per volunteer
     // Which volunteers can take the task's units: a CUDA device ("cuda") or any, and at least

@@ -203,6 +203,7 @@ struct HistoryBucket {
 struct RunProgress {
     std::int64_t steps_merged = 0;
     std::int64_t volunteers = 0;
+    double fastest_samples_per_s = 0;  // the fastest of those volunteers, as last reported
 };
 
 // A task's results since some time: totals for the overview and the throughput figures.

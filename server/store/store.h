@@ -220,7 +220,8 @@ public:
     common::Result<std::vector<HistoryBucket>> history(const std::string& task_id, std::int64_t since,
                                                        std::int64_t bucket_s);
     common::Result<ActivityTotals> activity_since(const std::string& task_id, std::int64_t since);
-    // Volunteers counted among those issued one of the task's units since `issued_since`.
+    // Steps merged so far, and the volunteers issued one of the task's units since
+    // `issued_since`: how many, and the fastest one's last reported speed.
     common::Result<RunProgress> run_progress(const std::string& task_id, std::int64_t issued_since);
     // Those volunteers alone (a result's concurrency when it is accepted).
     common::Result<std::int64_t> task_volunteers(const std::string& task_id, std::int64_t issued_since);

@@ -80,7 +80,12 @@ common::Result<RunProgress> Store::run_progress(const std::string& task_id, std:
                                   "AND a.state IN ('accepted', 'merged')");
         steps.bind(1, task_id);
         steps.step();
-        return RunProgress{steps.integer(0), *volunteers};
+        Statement fastest(db(), std::string("SELECT COALESCE(MAX(c.samples_per_s), 0) FROM clients c WHERE c.id IN "
+                                            "(SELECT a.client_id ") +
+                                    kTaskResults + "AND a.issued_at >= ?)");
+        fastest.bind(1, task_id).bind(2, issued_since);
+        fastest.step();
+        return RunProgress{steps.integer(0), *volunteers, fastest.real(0)};
     });
 }
 

@@ -12,6 +12,7 @@
 #include "sha256.h"
 #include "sqlite_database.h"
 #include "trust.h"
+#include "unit_sizing.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -160,14 +161,15 @@ TEST_CASE("local steps follow the volunteer's speed within bounds") {
     config.local_steps = 50;
     config.batch_size = 64;
     config.target_seconds = 120;
-    CHECK(Scheduler::scaled_local_steps(config, 0) == 12);   // not measured: a warm-up unit
-    CHECK(Scheduler::scaled_local_steps(config, 16) == 30);  // 0.25 steps/s for 120 s
-    CHECK(Scheduler::scaled_local_steps(config, 6.4) == 12);
-    CHECK(Scheduler::scaled_local_steps(config, 1) == 6);    // floor: H/8
-    CHECK(Scheduler::scaled_local_steps(config, 64) == 50);  // ceiling: H
-    CHECK(Scheduler::scaled_local_steps(config, 1e6) == 50);
+    const FleetNow fleet;
+    CHECK(unit_local_steps(config, fleet, 0) == 12);   // not measured: a warm-up unit
+    CHECK(unit_local_steps(config, fleet, 16) == 30);  // 0.25 steps/s for 120 s
+    CHECK(unit_local_steps(config, fleet, 6.4) == 12);
+    CHECK(unit_local_steps(config, fleet, 1) == 6);    // floor: H/8
+    CHECK(unit_local_steps(config, fleet, 64) == 50);  // ceiling: H
+    CHECK(unit_local_steps(config, fleet, 1e6) == 50);
     config.target_seconds = 0;
-    CHECK(Scheduler::scaled_local_steps(config, 64) == 50);
+    CHECK(unit_local_steps(config, fleet, 64) == 50);
     config.replication = 0.1;
     config.trust_streak = 5;
     ClientRecord client;
@@ -190,6 +192,22 @@ TEST_CASE("local steps follow the volunteer's speed within bounds") {
     TestVolunteer slow(server, "slow");
     CHECK(request_with(fast, 40.0)->hyper.local_steps == 100);  // 60 s · 40/s / batch 8 = 300, capped at H
     CHECK(request_with(slow, 8.0)->hyper.local_steps == 60);
+}
+
+TEST_CASE("units that end together: a slower volunteer's unit is its share of the fastest one's") {
+    TestServer server([](TaskConfig& c) {
+        c.target_seconds = 60;
+        c.local_steps = 100;
+        c.max_in_flight = 5;
+        c.units_end_together = true;
+    });
+    TestVolunteer fast(server, "fast");
+    TestVolunteer slow(server, "slow");
+    CHECK(request_with(fast, 40.0)->hyper.local_steps == 100);
+    // The scheduler reads the fleet at most every few seconds: past that, it knows the fast one.
+    server.advance(10);
+    CHECK(request_with(slow, 8.0)->hyper.local_steps == 20);  // 100 × 8/40, where 60 s alone gives 60
+    CHECK(request_with(fast, 40.0)->hyper.local_steps == 100);
 }
 
 TEST_CASE("two tasks in one server: a task created while it runs, weights, each task's deadline, each its own merges") {

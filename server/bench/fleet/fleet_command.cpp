@@ -62,6 +62,8 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     if (a.count("batch")) config->batch_size = a["batch"].as<std::int64_t>();
     if (a.count("lr")) config->lr = a["lr"].as<double>();
     if (a.count("target-seconds")) config->target_seconds = a["target-seconds"].as<double>();
+    if (a.count("min-rounds")) config->min_rounds = a["min-rounds"].as<std::int64_t>();
+    if (a.count("units-end-together")) config->units_end_together = true;
     if (a.count("deadline")) config->deadline_s = a["deadline"].as<std::int64_t>();
     if (a.count("replication")) config->replication = a["replication"].as<double>();
     if (a.count("loss-check")) config->loss_check = a["loss-check"].as<double>();
@@ -314,6 +316,9 @@ int run_fleet_command(int argc, char** argv) {
         "local-steps", "H", cxxopts::value<std::int64_t>())("batch", "batch size", cxxopts::value<std::int64_t>())(
         "lr", "inner learning rate", cxxopts::value<double>())(
         "target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())(
+        "min-rounds", "with --lr-schedule: lower H so each volunteer gets this many units (0: off)",
+        cxxopts::value<std::int64_t>())(
+        "units-end-together", "units sized as a share of the fastest volunteer's (steps proportional to speed)")(
         "deadline", "unit deadline, seconds", cxxopts::value<std::int64_t>())(
         "replication", "replicated share of units", cxxopts::value<double>())(
         "loss-check", "share of results given the held-out loss check", cxxopts::value<double>())(
