@@ -5,9 +5,11 @@
 
 #include <cxxopts.hpp>
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "central_run.h"
@@ -35,6 +37,7 @@ struct CommandOptions {
     std::int64_t buffer = 0;
     double momentum = -1;  // < 0: the policy's
     double ddp_lr = 0;
+    std::map<std::string, double> run_lr;  // --run-lr: a run's own inner learning rate
     SimSettings sim;
     cxxopts::ParseResult args;
 };
@@ -45,6 +48,22 @@ std::vector<std::string> split(const std::string& text) {
     for (std::string part; std::getline(stream, part, ',');)
         if (!part.empty()) parts.push_back(part);
     return parts;
+}
+
+// "central=4e-3,fedasync=8e-3" → {central: 4e-3, fedasync: 8e-3}; each rate in (0, 10].
+common::Result<std::map<std::string, double>> parse_run_lrs(const std::string& text) {
+    std::map<std::string, double> rates;
+    for (const auto& part : split(text)) {
+        auto equals = part.find('=');
+        if (equals == std::string::npos || equals == 0) return common::make_error("expected RUN=LR, got '" + part + "'");
+        double lr = 0;
+        auto value = std::string_view(part).substr(equals + 1);
+        auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), lr);
+        if (error != std::errc() || end != value.data() + value.size() || !(lr > 0 && lr <= 10))
+            return common::make_error("'" + part + "': the rate must be a number in (0, 10]");
+        rates[part.substr(0, equals)] = lr;
+    }
+    return rates;
 }
 
 common::Status write_curves_and_summary(const std::filesystem::path& out, const std::vector<RunResult>& results,
@@ -229,14 +248,18 @@ int run_campaign(CommandOptions& o) {
                 std::cerr << "tessera-bench fleet: " << config.message() << "\n";
                 return 2;
             }
+            auto own_lr = o.run_lr.find(run);
+            if (run == "central" && own_lr != o.run_lr.end()) config->lr = own_lr->second;
+            double ddp_lr = run == "ddp" && own_lr != o.run_lr.end() ? own_lr->second : o.ddp_lr;
             result = run == "central" ? run_central(*config, median_speed(*fleet), settings)
-                                      : run_ddp(*config, *fleet, o.ddp_lr, settings);
+                                      : run_ddp(*config, *fleet, ddp_lr, settings);
         } else {
             auto config = config_for(o, run, k, settings.synchronous);
             if (!config) {
                 std::cerr << "tessera-bench fleet: " << config.message() << "\n";
                 return 2;
             }
+            if (auto own_lr = o.run_lr.find(run); own_lr != o.run_lr.end()) config->lr = own_lr->second;
             if (settings.synchronous && !honest_and_steady(*fleet)) {
                 std::cerr << "tessera-bench fleet: " << run << " needs a fleet without churn or hostile volunteers\n";
                 return 2;
@@ -338,6 +361,8 @@ int run_fleet_command(int argc, char** argv) {
         cxxopts::value<std::string>()->default_value("fresh"))(
         "ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
         cxxopts::value<double>()->default_value("0"))(
+        "run-lr", "runs' own inner learning rates, e.g. central=4e-3,ddp=1.36e-2,fedasync=8e-3 (others: --lr)",
+        cxxopts::value<std::string>()->default_value(""))(
         "per-concurrency", "async fedasync: each result divided by its stamped concurrency (with conc:M,A)")(
         "momentum", "async diloco / diloco-dn outer momentum (negative: the policy's default)",
         cxxopts::value<double>()->default_value("-1"))(
@@ -388,6 +413,12 @@ int run_fleet_command(int argc, char** argv) {
             std::cerr << "tessera-bench fleet: --ddp-lr must be in [0, 10] (0: sqrt(K) x the task's lr)\n";
             return 2;
         }
+        auto run_lr = parse_run_lrs(a["run-lr"].as<std::string>());
+        if (!run_lr) {
+            std::cerr << "tessera-bench fleet: --run-lr: " << run_lr.message() << "\n";
+            return 2;
+        }
+        o.run_lr = std::move(*run_lr);
         const auto inner_state = a["inner-state"].as<std::string>();
         if (!common::inner_optimizer_from_name(inner_state)) {
             std::cerr << "tessera-bench fleet: --inner-state must be fresh or kept\n";
