@@ -347,6 +347,15 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(store.recent_norms_per_step("t", 10).value().at(0) == doctest::Approx(2.5 / 50));
         CHECK(store.recent_gains_per_step("t", 10).value().at(0) == doctest::Approx(0.01));
 
+        // The run's progress: steps merged; the volunteers issued a unit since, and the fastest.
+        REQUIRE(store.note_client_seen(alice.id, "cpu", 40.0, 1150));
+        REQUIRE(store.note_client_seen(bob.id, "cuda", 900.0, 1150));  // bob has no unit of the task yet
+        auto progress = store.run_progress("t", 900).value();
+        CHECK(progress.steps_merged == 50);
+        CHECK(progress.volunteers == 1);
+        CHECK(progress.fastest_samples_per_s == doctest::Approx(40.0));
+        CHECK(store.run_progress("t", 1001).value().fastest_samples_per_s == 0);  // nobody issued one since
+
         auto second = issue(store, "w2", bob.id, 1200, 1300);
         CHECK(store.record_return(second.id, "delta-2", 64, R"({"samples":100})", 1250).value());
         CHECK(store.reject(second.id, "norm_too_large", "x10", 1260, 3).value());
