@@ -51,7 +51,11 @@ void apply_policy_defaults(TaskConfig& config) {
     }
 }
 
-common::Status validate_task_config(const TaskConfig& c) {
+namespace {
+
+// The settings' relations and the ranges with their own messages; the stored form's bounds
+// (read_task_config) apply too.
+common::Status check_settings(const TaskConfig& c) {
     auto fail = [](const std::string& what) { return common::Status(common::make_error(what)); };
     if (auto status = validate_settings(c.merge); !status) return status;
     if (c.sample_shape.size() != 3) return fail("sample_shape must be [C, H, W]");
@@ -96,6 +100,8 @@ common::Status validate_task_config(const TaskConfig& c) {
         return fail("check samples must be >= " + std::to_string(kMinCheckSamples));
     return {};
 }
+
+}  // namespace
 
 boost::json::value to_json(const TaskConfig& c) {
     boost::json::array shape(c.sample_shape.begin(), c.sample_shape.end());
@@ -156,7 +162,10 @@ boost::json::value to_json(const TaskConfig& c) {
             {"eval_full_interval_s", c.eval_full_interval_s}};
 }
 
-common::Result<TaskConfig> task_config_from_json(const boost::json::value& json) {
+namespace {
+
+// The stored form with its bounds, without check_settings.
+common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
     common::JsonObjectReader r(json, "task");
     TaskConfig c;
     constexpr std::int64_t kBig = common::kMaxSafeInteger;
@@ -245,7 +254,24 @@ common::Result<TaskConfig> task_config_from_json(const boost::json::value& json)
     // Tasks created before whole-set evaluations existed keep the default.
     if (r.has("eval_full_interval_s")) c.eval_full_interval_s = r.integer("eval_full_interval_s", 0, kBig);
     if (auto status = r.finish(); !status) return status.error();
-    if (auto status = validate_task_config(c); !status) return status.error();
+    return c;
+}
+
+}  // namespace
+
+common::Status validate_task_config(const TaskConfig& c) {
+    if (auto status = check_settings(c); !status) return status;
+    // One set of bounds: a task must load from the form it is stored in, or it could be created
+    // and never served again.
+    if (auto stored = read_task_config(to_json(c)); !stored)
+        return common::with_context("out of the bounds a task is stored with", stored.error());
+    return {};
+}
+
+common::Result<TaskConfig> task_config_from_json(const boost::json::value& json) {
+    auto c = read_task_config(json);
+    if (!c) return c.error();
+    if (auto status = check_settings(*c); !status) return status.error();
     return c;
 }
 

@@ -3,8 +3,6 @@
 // task settings that turn both on.
 #include <doctest/doctest.h>
 
-#include <boost/json.hpp>
-
 #include "task_config.h"
 #include "unit_sizing.h"
 
@@ -96,36 +94,4 @@ TEST_CASE("the scheduler reads the fleet only for a task sized by it") {
     // With no schedule a min_rounds changes nothing.
     config.lr_schedule.reset();
     CHECK(most_local_steps(config, FleetNow{64, 0}) == 50);
-}
-
-TEST_CASE("min_rounds and units_end_together: checked, stored, absent in older tasks") {
-    auto config = sized_task();
-    config.task_id = "t";
-    config.model = "dit-tiny";
-    config.data_dir = "/data";
-    config.data_kind = "latents";
-    config.sample_shape = {4, 8, 8};
-    config.min_rounds = 20;
-    auto refused = validate_task_config(config);
-    REQUIRE_FALSE(refused.ok());
-    CHECK(refused.message().find("min rounds needs an lr schedule") != std::string::npos);
-    config.lr_schedule = constant_over(240000);
-    config.units_end_together = true;
-    REQUIRE(validate_task_config(config).ok());
-
-    auto json = to_json(config);
-    auto back = task_config_from_json(json);
-    REQUIRE(back.ok());
-    CHECK(back->min_rounds == 20);
-    CHECK(back->units_end_together);
-
-    json.as_object().erase("min_rounds");
-    json.as_object().erase("units_end_together");
-    auto older = task_config_from_json(json);
-    REQUIRE(older.ok());
-    CHECK(older->min_rounds == 0);
-    CHECK_FALSE(older->units_end_together);
-
-    json.as_object()["min_rounds"] = -1;
-    CHECK_FALSE(task_config_from_json(json).ok());
 }

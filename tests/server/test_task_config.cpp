@@ -1,0 +1,107 @@
+// A task's settings: every bound is checked when the task is created, and is the bound it is
+// stored and loaded with, so a task that was created can always be served again; settings
+// that tasks created before them lack get their defaults.
+#include <doctest/doctest.h>
+
+#include <boost/json.hpp>
+
+#include <functional>
+
+#include "task_config.h"
+
+using namespace tessera;
+using namespace tessera::server;
+
+namespace {
+
+TaskConfig valid_task() {
+    TaskConfig config;
+    config.task_id = "t";
+    config.model = "dit-tiny";
+    config.data_dir = "/data";
+    config.data_kind = "latents";
+    config.sample_shape = {4, 8, 8};
+    return config;
+}
+
+common::LrSchedule constant_over(std::int64_t samples) {
+    common::LrSchedule schedule;
+    schedule.total_samples = samples;
+    return schedule;
+}
+
+}  // namespace
+
+TEST_CASE("a setting past the bound it is stored with is refused at creation, not when the task is loaded") {
+    // Each was once accepted by `task create` and then refused by every load of the task.
+    const std::vector<std::pair<const char*, std::function<void(TaskConfig&)>>> past_bounds = {
+        {"max_failures", [](TaskConfig& c) { c.max_failures = 5000; }},
+        {"max_in_flight", [](TaskConfig& c) { c.max_in_flight = 1001; }},
+        {"norm_bound", [](TaskConfig& c) { c.norm_bound = 2e9; }},
+        {"quarantine_rejections", [](TaskConfig& c) { c.quarantine_rejections = 100001; }},
+        {"warmup_steps", [](TaskConfig& c) { c.warmup_steps = 100001; }},
+        {"grad_clip", [](TaskConfig& c) { c.grad_clip = 2e6; }},
+        {"target_seconds", [](TaskConfig& c) { c.target_seconds = 2e9; }},
+        {"replica_tolerance", [](TaskConfig& c) { c.replica_tolerance = 101; }},
+        {"loss_tolerance", [](TaskConfig& c) { c.loss_tolerance = 101; }},
+        {"check_samples", [](TaskConfig& c) { c.check_samples = (1 << 24) + 1; }},
+        {"eval_samples", [](TaskConfig& c) { c.eval_samples = (1 << 24) + 1; }},
+        {"num_classes", [](TaskConfig& c) { c.num_classes = 100001; }},
+        {"min_device_memory_gb", [](TaskConfig& c) { c.min_device_memory_gb = 2e6; }},
+    };
+    REQUIRE(validate_task_config(valid_task()).ok());
+    for (const auto& [name, change] : past_bounds) {
+        CAPTURE(name);
+        auto config = valid_task();
+        change(config);
+        auto status = validate_task_config(config);
+        REQUIRE_FALSE(status.ok());
+        CHECK(status.message().find(std::string("field \"") + name + "\"") != std::string::npos);
+        CHECK(status.message().find("out of the bounds a task is stored with") == 0);
+    }
+}
+
+TEST_CASE("a task at the top of every bound is created and loads back unchanged") {
+    auto config = valid_task();
+    config.max_failures = 1000;
+    config.max_in_flight = 1000;
+    config.norm_bound = 1e9;
+    config.quarantine_rejections = 100000;
+    config.warmup_steps = 100000;
+    config.check_samples = 1 << 24;
+    config.eval_samples = 1 << 24;
+    REQUIRE(validate_task_config(config).ok());
+    auto back = task_config_from_json(to_json(config));
+    REQUIRE_MESSAGE(back.ok(), back.message());
+    CHECK(back->max_failures == 1000);
+    CHECK(back->max_in_flight == 1000);
+    CHECK(back->quarantine_rejections == 100000);
+    CHECK(back->eval_samples == (1 << 24));
+}
+
+TEST_CASE("min_rounds and units_end_together: checked, stored, absent in older tasks") {
+    auto config = valid_task();
+    config.min_rounds = 20;
+    auto refused = validate_task_config(config);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.message().find("min rounds needs an lr schedule") != std::string::npos);
+    config.lr_schedule = constant_over(240000);
+    config.units_end_together = true;
+    REQUIRE(validate_task_config(config).ok());
+
+    auto json = to_json(config);
+    auto back = task_config_from_json(json);
+    REQUIRE(back.ok());
+    CHECK(back->min_rounds == 20);
+    CHECK(back->units_end_together);
+
+    json.as_object().erase("min_rounds");
+    json.as_object().erase("units_end_together");
+    auto older = task_config_from_json(json);
+    REQUIRE(older.ok());
+    CHECK(older->min_rounds == 0);
+    CHECK_FALSE(older->units_end_together);
+
+    json.as_object()["min_rounds"] = -1;
+    CHECK_FALSE(task_config_from_json(json).ok());
+}
