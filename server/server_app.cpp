@@ -294,6 +294,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
                 lock.unlock();
                 if (auto report = raw->transitioner->tick(); !report)
                     std::cerr << "transitioner: " << report.message() << "\n";
+                else
+                    for (const auto& error : report->task_errors) std::cerr << "transitioner: " << error << "\n";
                 lock.lock();
             }
         });

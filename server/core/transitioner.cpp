@@ -3,29 +3,36 @@
 
 namespace tessera::server {
 
+common::Status Transitioner::tick_task(const TaskRecord& record, std::int64_t now, TickReport& report) {
+    auto task = task_view(record);
+    if (!task) return task.error();
+    const auto& config = task->config;
+    auto ended = store_.expire_overdue(record.id, now, config.max_failures);
+    if (!ended) return ended.error();
+    for (const auto& e : *ended) {
+        ++report.timed_out;
+        if (e.work_unit_retired) ++report.retired;
+    }
+    auto lonely = store_.lonely_validated(record.id, now, config.deadline_s);
+    if (!lonely) return lonely.error();
+    for (const auto& a : *lonely) {
+        if (auto status = validator_.accept_alone(a); !status) return status.error();
+        ++report.accepted_alone;
+    }
+    return {};
+}
+
 common::Result<TickReport> Transitioner::tick() {
     TickReport report;
     auto tasks = store_.tasks();
     if (!tasks) return tasks.error();
     auto now = clock_();
     // Every task, finished ones included: units issued before a task finished still time out.
-    for (const auto& record : *tasks) {
-        auto task = task_view(record);
-        if (!task) return task.error();
-        const auto& config = task->config;
-        auto ended = store_.expire_overdue(record.id, now, config.max_failures);
-        if (!ended) return ended.error();
-        for (const auto& e : *ended) {
-            ++report.timed_out;
-            if (e.work_unit_retired) ++report.retired;
-        }
-        auto lonely = store_.lonely_validated(record.id, now, config.deadline_s);
-        if (!lonely) return lonely.error();
-        for (const auto& a : *lonely) {
-            if (auto status = validator_.accept_alone(a); !status) return status.error();
-            ++report.accepted_alone;
-        }
-    }
+    // One task's failure (a config no longer readable, a result that cannot be accepted) is
+    // reported; the other tasks' deadlines still pass.
+    for (const auto& record : *tasks)
+        if (auto status = tick_task(record, now, report); !status)
+            report.task_errors.push_back("task " + record.id + ": " + status.message());
     auto returned = store_.in_state(AssignmentState::Returned);
     if (!returned) return returned.error();
     for (const auto& a : *returned) {

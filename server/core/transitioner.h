@@ -4,6 +4,9 @@
 // a verdict) is validated again. Run periodically; tests call tick() with their clock.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "store.h"
 #include "validator.h"
 
@@ -14,6 +17,7 @@ struct TickReport {
     std::size_t retired = 0;
     std::size_t accepted_alone = 0;
     std::size_t revalidated = 0;
+    std::vector<std::string> task_errors;  // "task ID: what failed", one per task whose tick failed
 };
 
 // A returned result still without a verdict this long after its upload is validated again.
@@ -27,6 +31,8 @@ public:
     common::Result<TickReport> tick();
 
 private:
+    common::Status tick_task(const TaskRecord& record, std::int64_t now, TickReport& report);
+
     Store& store_;
     Validator& validator_;
     Executor executor_;

@@ -68,6 +68,29 @@ TEST_CASE("an overdue unit times out, is reissued on the current model, and reti
     CHECK(server.store().assignment(next.wu_id).value()->work_unit_id != unit);
 }
 
+TEST_CASE("one task the transitioner cannot read does not stop the other tasks' deadlines") {
+    TestServer server;
+    TestVolunteer alice(server, "alice");
+    auto unit = alice.request_work().value();
+    // A task whose stored settings no longer parse (written by hand, or by a newer version).
+    VersionRecord version;
+    version.task_id = "broken";
+    version.blob_sha256 = "b";
+    version.blob_bytes = 1;
+    version.checkpoint = true;
+    version.created_at = server.now();
+    REQUIRE(server.store().create_task({"broken", "{not json", TaskState::Active, server.now(), 0},
+                                       {{"shard-x", 10, 5, 0}}, version));
+
+    server.advance(server.config().deadline_s + 1);
+    auto report = server.app().transitioner().tick();
+    REQUIRE(report.ok());
+    CHECK(report->timed_out == 1);
+    CHECK(state_of(server, unit.wu_id) == "timed_out");
+    REQUIRE(report->task_errors.size() == 1);
+    CHECK(report->task_errors[0].find("task broken: ") == 0);
+}
+
 TEST_CASE("each epoch covers every shard before any repeats, preferring shards a volunteer holds") {
     TestServer server([](TaskConfig& c) { c.max_in_flight = 10; });
     TestVolunteer volunteer(server);

@@ -136,6 +136,7 @@ common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_
 common::Result<TickReport> InProcessServer::tick() {
     auto report = parts_->transitioner->tick();
     parts_->aggregator->wait_idle();
+    if (report && !report->task_errors.empty()) return common::make_error("transitioner: " + report->task_errors.front());
     return report;
 }
 
