@@ -47,15 +47,15 @@ private:
     bool enabled_;
 };
 
-// Step `step`'s learning rate: the run's schedule when the unit carries one, else the task's
-// lr after a linear warm-up of warmup_steps within the unit.
+// Step `step`'s learning rate: the task's lr, times the run's schedule when the unit carries
+// one, times a linear warm-up over warmup_steps within the unit. The warm-up protects AdamW's
+// first steps from zero moments (full-size whatever the gradient), so it applies under a
+// schedule too; a unit that resumes kept moments has warmup_steps 0.
 double learning_rate(const TrainConfig& config, std::int64_t step) {
-    if (config.schedule) {
-        auto position = unit_position(config.schedule_from, config.schedule_to, step, config.steps);
-        return config.lr * lr_factor(*config.schedule, position, config.batch_size);
-    }
     double warm = config.warmup_steps > 0 ? std::min(1.0, static_cast<double>(step + 1) / config.warmup_steps) : 1.0;
-    return config.lr * warm;
+    if (!config.schedule) return config.lr * warm;
+    auto position = unit_position(config.schedule_from, config.schedule_to, step, config.steps);
+    return config.lr * lr_factor(*config.schedule, position, config.batch_size) * warm;
 }
 
 // The kept moments in the optimizer's parameter order (the module's named_parameters order).

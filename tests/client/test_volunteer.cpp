@@ -130,6 +130,9 @@ TEST_CASE(
     CHECK(!kept.residual.empty());
     auto remembered = state.load_remembered().value();
     CHECK(remembered.samples_per_s > 0);
+    // The result's validation runs on the server's pool: settled first, so that it is not
+    // counted once as returned and again as accepted by queries either side of its verdict.
+    server.app().wait_idle();
     auto units = server.store().in_state(AssignmentState::Returned).value();
     auto accepted = server.store().in_state(AssignmentState::Accepted).value();
     auto merged = server.store().in_state(AssignmentState::Merged).value();

@@ -2,6 +2,7 @@
 // back, a unit resumed from the last one's moments, and the run's learning-rate schedule.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -128,7 +129,7 @@ TEST_CASE("a unit's learning rate follows the task's schedule over the span it c
     config.steps = 6;
     config.batch_size = 16;
     config.lr = 1e-3;
-    config.warmup_steps = 5;  // ignored when a schedule is given
+    config.warmup_steps = 5;  // fresh moments: the per-unit warm-up applies under the schedule too
     config.schedule = LrSchedule{LrSchedule::Kind::Cosine, 1000, 100000, 0.1};
     config.schedule_from = 600;
     config.schedule_to = 60600;
@@ -149,9 +150,20 @@ TEST_CASE("a unit's learning rate follows the task's schedule over the span it c
     REQUIRE(train("dit-tiny", theta0, data, config).ok());
     REQUIRE(seen.size() == 6);
     for (std::int64_t s = 0; s < 6; ++s)
+        CHECK(seen[s] == doctest::Approx(1e-3 * lr_factor(*config.schedule, 600 + 10000.0 * s, 16) *
+                                         std::min(1.0, (s + 1) / 5.0)));
+    CHECK(seen[0] < seen[1]);
+
+    // Resumed kept moments (the client sets no per-unit warm-up): the schedule alone.
+    config.warmup_steps = 0;
+    seen.clear();
+    REQUIRE(train("dit-tiny", theta0, data, config).ok());
+    REQUIRE(seen.size() == 6);
+    for (std::int64_t s = 0; s < 6; ++s)
         CHECK(seen[s] == doctest::Approx(1e-3 * lr_factor(*config.schedule, 600 + 10000.0 * s, 16)));
     CHECK(seen[0] < seen[1]);  // still warming up at 600 + 16 of 1000 samples
     CHECK(seen[5] < seen[2]);  // decaying
+    config.warmup_steps = 5;
 
     // Without a schedule: the per-unit warm-up.
     config.schedule.reset();
