@@ -24,12 +24,6 @@ TaskConfig valid_task() {
     return config;
 }
 
-common::LrSchedule constant_over(std::int64_t samples) {
-    common::LrSchedule schedule;
-    schedule.total_samples = samples;
-    return schedule;
-}
-
 }  // namespace
 
 TEST_CASE("a setting past the bound it is stored with is refused at creation, not when the task is loaded") {
@@ -85,7 +79,7 @@ TEST_CASE("min_rounds and units_end_together: checked, stored, absent in older t
     auto refused = validate_task_config(config);
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.message().find("min rounds needs an lr schedule") != std::string::npos);
-    config.lr_schedule = constant_over(240000);
+    config.lr_schedule = common::LrSchedule{common::LrSchedule::Kind::Constant, 0, 240000, 0.1};
     config.units_end_together = true;
     REQUIRE(validate_task_config(config).ok());
 
