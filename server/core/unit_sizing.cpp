@@ -26,6 +26,8 @@ std::int64_t most_local_steps(const TaskConfig& config, const FleetNow& fleet) {
     return std::clamp<std::int64_t>(static_cast<std::int64_t>(std::min(steps, 1e15)), 1, config.local_steps);
 }
 
+// Never above the most: the merge weighs every result alike, so a fast volunteer's long unit
+// would outweigh the others (the fleet simulator measured it, docs/benchmarks.md).
 std::int64_t unit_local_steps(const TaskConfig& config, const FleetNow& fleet, double samples_per_s) {
     const auto most = most_local_steps(config, fleet);
     if (config.target_seconds <= 0) return most;
