@@ -158,7 +158,7 @@ Hyperparameters read_hyper(JsonObjectReader& parent, std::string_view key) {
     hyper.grad_clip = reader.number("grad_clip", 0.0, 1e6);
     hyper.seed = reader.integer("seed", 0, kMaxSafeInteger);
     if (reader.has("optimizer"))
-        hyper.optimizer = inner_optimizer_from_name(reader.one_of("optimizer", kInnerOptimizerNames))
+        hyper.optimizer = inner_optimizer_from_name(reader.one_of("optimizer", {"fresh", "kept"}))
                               .value_or(InnerOptimizer::Fresh);
     read_schedule(reader, hyper);
     parent.absorb(reader.finish());
@@ -188,18 +188,12 @@ Result<T> finish(JsonObjectReader& reader, T message) {
 }  // namespace
 
 std::string_view inner_optimizer_name(InnerOptimizer optimizer) {
-    switch (optimizer) {
-    case InnerOptimizer::Kept: return "kept";
-    case InnerOptimizer::KeptSecondMoment: return "kept-second-moment";
-    case InnerOptimizer::Fresh: break;
-    }
-    return "fresh";
+    return optimizer == InnerOptimizer::Kept ? "kept" : "fresh";
 }
 
 std::optional<InnerOptimizer> inner_optimizer_from_name(std::string_view name) {
     if (name == "fresh") return InnerOptimizer::Fresh;
     if (name == "kept") return InnerOptimizer::Kept;
-    if (name == "kept-second-moment") return InnerOptimizer::KeptSecondMoment;
     return std::nullopt;
 }
 

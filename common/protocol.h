@@ -5,7 +5,6 @@
 #include <boost/json/value.hpp>
 
 #include <cstdint>
-#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,15 +29,10 @@ struct BlobRef {
     std::int64_t bytes = 0;
 };
 
-// Whether a unit's inner AdamW starts afresh or from the volunteer's kept moments: both of
-// them (kept), or the second moment and step count with the first moment started at zero
-// (kept-second-moment: the unit does not re-apply its previous, already merged, direction).
-enum class InnerOptimizer { Fresh, Kept, KeptSecondMoment };
-std::string_view inner_optimizer_name(InnerOptimizer optimizer);  // "fresh", "kept", "kept-second-moment"
+// Whether a unit's inner AdamW starts afresh or from the volunteer's kept moments.
+enum class InnerOptimizer { Fresh, Kept };
+std::string_view inner_optimizer_name(InnerOptimizer optimizer);  // "fresh", "kept"
 std::optional<InnerOptimizer> inner_optimizer_from_name(std::string_view name);
-inline const std::initializer_list<std::string_view> kInnerOptimizerNames{"fresh", "kept", "kept-second-moment"};
-// Whether the volunteer keeps moments between the task's units.
-inline bool keeps_moments(InnerOptimizer optimizer) { return optimizer != InnerOptimizer::Fresh; }
 
 struct Hyperparameters {
     std::int64_t local_steps = 0;

@@ -158,7 +158,7 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
     std::string resumed_note;
     // A fresh unit (a replica, or a task that does not keep state) neither reads nor
     // replaces the kept moments.
-    bool keeps_state = options.optimizer != nullptr && common::keeps_moments(unit.hyper.optimizer);
+    bool keeps_state = options.optimizer != nullptr && unit.hyper.optimizer == common::InnerOptimizer::Kept;
     if (keeps_state && moments_bytes(*theta0) > kMaxOptimizerStateBytes) {
         keeps_state = false;
         resumed_note = "the model's optimizer state (" + std::to_string(moments_bytes(*theta0) >> 20) +

@@ -59,8 +59,7 @@ double learning_rate(const TrainConfig& config, std::int64_t step) {
 }
 
 // The kept moments in the optimizer's parameter order (the module's named_parameters order).
-Status resume_optimizer(MultiTensorAdamW& optimizer, torch::nn::Module& module, const InnerOptimizerState& state,
-                        bool reset_first_moment) {
+Status resume_optimizer(MultiTensorAdamW& optimizer, torch::nn::Module& module, const InnerOptimizerState& state) {
     std::vector<AdamWMoments> moments;
     for (const auto& item : module.named_parameters()) {
         auto avg = state.exp_avg.find(item.key());
@@ -69,8 +68,7 @@ Status resume_optimizer(MultiTensorAdamW& optimizer, torch::nn::Module& module, 
             return make_error("the kept optimizer state has no moments for parameter '" + item.key() + "'");
         if (avg->second.sizes() != item.value().sizes() || avg_sq->second.sizes() != item.value().sizes())
             return make_error("the kept optimizer state's moments of '" + item.key() + "' have another shape");
-        auto first = reset_first_moment ? torch::zeros_like(avg->second) : avg->second;
-        moments.push_back({first, avg_sq->second, state.steps});
+        moments.push_back({avg->second, avg_sq->second, state.steps});
     }
     if (moments.size() != state.exp_avg.size() || moments.size() != state.exp_avg_sq.size())
         return make_error("the kept optimizer state has moments of parameters the model does not have");
@@ -173,8 +171,7 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     MultiTensorAdamW optimizer(parameters, config.weight_decay);
     optimizer.set_update_clipping(config.clip_updates);
     if (config.resume_optimizer != nullptr && !config.resume_optimizer->empty())
-        if (auto resumed = resume_optimizer(optimizer, *module, *config.resume_optimizer, config.reset_first_moment);
-            !resumed)
+        if (auto resumed = resume_optimizer(optimizer, *module, *config.resume_optimizer); !resumed)
             return resumed.error();
     auto micro = config.micro_batch > 0 ? std::min(config.micro_batch, config.batch_size) : config.batch_size;
 
@@ -263,8 +260,7 @@ TrainConfig train_config_for(const Hyperparameters& hyper) {
     config.weight_decay = hyper.weight_decay;
     config.grad_clip = hyper.grad_clip;
     config.seed = static_cast<std::uint64_t>(hyper.seed);
-    config.clip_updates = keeps_moments(hyper.optimizer);
-    config.reset_first_moment = hyper.optimizer == InnerOptimizer::KeptSecondMoment;
+    config.clip_updates = hyper.optimizer == InnerOptimizer::Kept;
     config.schedule = hyper.schedule;
     config.schedule_from = hyper.schedule_from;
     config.schedule_to = hyper.schedule_to;

@@ -47,9 +47,6 @@ struct TrainConfig {
     // (`optimizer: kept`) use it, since kept second moments can be stale for the model a unit
     // starts from.
     bool clip_updates = false;
-    // With resume_optimizer: the first moment starts at zero, the second moment and the step
-    // count are resumed (`optimizer: kept-second-moment`).
-    bool reset_first_moment = false;
     // One schedule over the whole run (lr_schedule.h): step s trains at
     // lr·lr_factor(schedule, unit_position(schedule_from, schedule_to, s, steps), batch), in
     // place of the per-unit warm-up.

@@ -56,7 +56,7 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     if (args.count("lr")) c.lr = args["lr"].as<double>();
     if (args.count("inner-optimizer")) {
         auto kind = common::inner_optimizer_from_name(args["inner-optimizer"].as<std::string>());
-        if (!kind) return common::make_error("--inner-optimizer must be fresh, kept or kept-second-moment");
+        if (!kind) return common::make_error("--inner-optimizer must be fresh or kept");
         c.inner_optimizer = *kind;
     }
     if (auto schedule = schedule_from_args(args); !schedule)
@@ -134,8 +134,7 @@ int task_command(int argc, char** argv) {
         "local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
         "batch", "batch size (64)", cxxopts::value<std::int64_t>())("lr", "inner AdamW learning rate (3e-4)",
                                                                     cxxopts::value<double>())(
-        "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments; kept-second-moment: "
-        "their second moments, the first starting at zero (fresh)",
+        "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (fresh)",
         cxxopts::value<std::string>())(
         "lr-schedule", "one learning-rate schedule over the run: constant or cosine (none: warm-up per unit)",
         cxxopts::value<std::string>())("schedule-samples", "cosine: samples merged at the end of the decay",

@@ -207,7 +207,7 @@ common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
     c.grad_clip = r.number("grad_clip", 0, 1e6);
     // Tasks created before volunteers kept their optimizer state start it afresh.
     if (r.has("inner_optimizer"))
-        c.inner_optimizer = common::inner_optimizer_from_name(r.one_of("inner_optimizer", common::kInnerOptimizerNames))
+        c.inner_optimizer = common::inner_optimizer_from_name(r.one_of("inner_optimizer", {"fresh", "kept"}))
                                 .value_or(common::InnerOptimizer::Fresh);
     // null or absent (tasks from before it existed): no run-wide schedule.
     if (const auto* schedule = r.has("lr_schedule") ? r.field("lr_schedule") : nullptr; schedule && !schedule->is_null())

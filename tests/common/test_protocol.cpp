@@ -66,13 +66,6 @@ TEST_CASE("a unit's optimizer and schedule fields are optional and round-trip") 
     CHECK(scheduled->hyper.schedule_from == 640000);
     CHECK(scheduled->hyper.schedule_to == 665600);
 
-    auto second_moment = example_scheduled_work_unit();
-    second_moment.hyper.optimizer = InnerOptimizer::KeptSecondMoment;
-    CHECK(text_of(second_moment).find("\"optimizer\":\"kept-second-moment\"") != std::string::npos);
-    auto back = parse_message<WorkUnit>(text_of(second_moment));
-    REQUIRE(back.ok());
-    CHECK(back->hyper.optimizer == InnerOptimizer::KeptSecondMoment);
-
     auto wu = example_scheduled_work_unit();
     auto hyper_error = [&](const std::function<void(boost::json::object&)>& edit) {
         return error_after(wu, [&](auto& o) { edit(o["hyper"].as_object()); });

@@ -357,8 +357,7 @@ int run_fleet_command(int argc, char** argv) {
         "warm-up per unit)", cxxopts::value<std::string>())(
         "warmup-samples", "with --lr-schedule: warm-up, samples", cxxopts::value<std::int64_t>()->default_value("0"))(
         "final-lr-ratio", "cosine: final lr / lr at the samples budget", cxxopts::value<double>()->default_value("0.1"))(
-        "inner-state", "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units; "
-        "kept-second-moment: keeps the second moment, the first starts at zero",
+        "inner-state", "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units",
         cxxopts::value<std::string>()->default_value("fresh"))(
         "ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
         cxxopts::value<double>()->default_value("0"))(
@@ -422,7 +421,7 @@ int run_fleet_command(int argc, char** argv) {
         o.run_lr = std::move(*run_lr);
         const auto inner_state = a["inner-state"].as<std::string>();
         if (!common::inner_optimizer_from_name(inner_state)) {
-            std::cerr << "tessera-bench fleet: --inner-state must be fresh, kept or kept-second-moment\n";
+            std::cerr << "tessera-bench fleet: --inner-state must be fresh or kept\n";
             return 2;
         }
         o.judge_data = a["judge"].as<std::string>();
