@@ -2,6 +2,7 @@
 // dit-tiny on a synthetic dataset through the server's real components.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -453,4 +454,37 @@ TEST_CASE("volunteers that keep their inner optimizer train another model than f
     CHECK(kept->final_loss == again->final_loss);
     CHECK(kept->final_loss != fresh->final_loss);
     CHECK(kept->units_issued == fresh->units_issued);  // the same units, trained differently
+}
+
+TEST_CASE("probed runs record every honest delta's modules without changing the run") {
+    SmallTask task;
+    auto fleet = fleet_of(3, 20);
+    auto plain = simulate_fleet(task.config, fleet, small_settings("fedasync"), task.dir.path() / "plain");
+    REQUIRE_MESSAGE(plain.ok(), plain.message());
+    CHECK(plain->probes.empty());
+    auto settings = small_settings("fedasync");
+    settings.probe_deltas = true;
+    auto probed = simulate_fleet(task.config, fleet, settings, task.dir.path() / "probed");
+    REQUIRE_MESSAGE(probed.ok(), probed.message());
+    CHECK(probed->final_loss == plain->final_loss);
+    // Every unit trained: those merged or still in flight (the probe sees them when trained).
+    REQUIRE(probed->probes.size() >= static_cast<std::size_t>(probed->outcomes.count["merged"]));
+    std::size_t aligned = 0;
+    for (const auto& delta : probed->probes) {
+        double shares = 0;
+        bool has_classes = false, has_null = false;
+        for (const auto& m : delta.modules) {
+            shares += m.share;
+            has_classes = has_classes || m.group == "class_embed.classes";
+            has_null = has_null || m.group == "class_embed.null";
+            if (m.alignment) {
+                ++aligned;
+                CHECK(std::abs(*m.alignment) <= 1.0 + 1e-9);
+            }
+        }
+        CHECK(shares == doctest::Approx(1.0));
+        CHECK(has_classes);
+        CHECK(has_null);
+    }
+    CHECK(aligned > 0);
 }

@@ -65,6 +65,12 @@ TEST_CASE("the judge is trained once, cached, and scores a DiT's samples determi
     CHECK(is_share(*first));
     CHECK(*first * 30 == doctest::Approx(std::round(*first * 30)));  // a share of 10 classes × 3 samples
     CHECK((*judge)->score("dit-tiny", weights).value() == *first);
+    auto by_guidance = score_by_guidance(**judge, "dit-tiny", weights, {1.0, 3.0});
+    REQUIRE_MESSAGE(by_guidance.ok(), by_guidance.message());
+    REQUIRE(by_guidance->size() == 2);
+    CHECK(is_share(by_guidance->front()));
+    CHECK(by_guidance->back() == *first);  // 3 is score()'s default
+    CHECK(by_guidance->front() == (*judge)->score("dit-tiny", weights, 1.0).value());
 
     auto again = SampleJudge::make(data.options);  // reused, not trained again
     REQUIRE(again.ok());

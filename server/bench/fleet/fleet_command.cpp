@@ -27,7 +27,6 @@ namespace {
 struct CommandOptions {
     std::string data, fleet, runs, out, model, staleness, judge_data, judge_cache, transfer_as;
     std::int64_t judge_per_class = 100;
-    double judge_guidance = 3;
     std::int64_t judge_steps = 20;
     std::int64_t volunteers = 8;
     double base_speed = 100;
@@ -48,6 +47,20 @@ std::vector<std::string> split(const std::string& text) {
     for (std::string part; std::getline(stream, part, ',');)
         if (!part.empty()) parts.push_back(part);
     return parts;
+}
+
+// "1,3,5" → {1, 3, 5}; each scale in [0, 100].
+common::Result<std::vector<double>> parse_guidances(const std::string& text) {
+    std::vector<double> scales;
+    for (const auto& part : split(text)) {
+        double scale = -1;
+        auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), scale);
+        if (error != std::errc{} || end != part.data() + part.size() || !(scale >= 0 && scale <= 100))
+            return common::make_error("expected guidance scales in [0, 100], got '" + part + "'");
+        scales.push_back(scale);
+    }
+    if (scales.empty()) return common::make_error("no guidance scale");
+    return scales;
 }
 
 // "central=4e-3,fedasync=8e-3" → {central: 4e-3, fedasync: 8e-3}; each rate in (0, 10].
@@ -220,7 +233,6 @@ int run_campaign(CommandOptions& o) {
         options.cache = o.judge_cache.empty() ? std::filesystem::path(o.judge_data) / "judge-cnn.safetensors"
                                               : std::filesystem::path(o.judge_cache);
         options.per_class = o.judge_per_class;
-        options.guidance = o.judge_guidance;
         options.sampling_steps = o.judge_steps;
         options.quiet = o.sim.quiet;
         auto made = SampleJudge::make(options);
@@ -289,13 +301,20 @@ int run_campaign(CommandOptions& o) {
     auto out = std::filesystem::path(o.out);
     if (judge) {
         const auto& c = judge->ceilings();
-        std::cout << "cas: share of " << o.judge_per_class << " samples per class (guidance " << o.judge_guidance
-                  << ", " << o.judge_steps << " steps) that a cnn trained on the real images classifies as asked; "
+        std::cout << "cas: share of " << o.judge_per_class << " samples per class (guidance "
+                  << o.sim.judge_guidances.front() << ", " << o.judge_steps << " steps) that a cnn trained on the real images classifies as asked; "
                   << "ceilings: real test images " << format_share(c.real_images) << ", decoded test latents "
                   << format_share(c.reconstructed) << "\n";
         std::ofstream ceilings(out / "judge.csv");
         ceilings << "real_images,decoded_test_latents,samples_per_class\n"
                  << c.real_images << "," << c.reconstructed << "," << o.judge_per_class << "\n";
+        if (o.sim.judge_guidances.size() > 1) {
+            print_guidance(std::cout, results, o.sim.judge_guidances);
+            if (auto status = write_guidance_csv(out / "guidance.csv", results, o.sim.judge_guidances); !status) {
+                std::cerr << "tessera-bench fleet: " << status.message() << "\n";
+                return 1;
+            }
+        }
     }
     if (auto status = write_curves_and_summary(out, results, rows, target); !status) {
         std::cerr << "tessera-bench fleet: " << status.message() << "\n";
@@ -304,6 +323,13 @@ int run_campaign(CommandOptions& o) {
     if (auto status = write_checks_csv(out / "checks.csv", results); !status) {
         std::cerr << "tessera-bench fleet: " << status.message() << "\n";
         return 1;
+    }
+    if (o.sim.probe_deltas) {
+        print_probes(std::cout, results);
+        if (auto status = write_probes_csv(out / "probes.csv", results); !status) {
+            std::cerr << "tessera-bench fleet: " << status.message() << "\n";
+            return 1;
+        }
     }
     return 0;
 }
@@ -374,11 +400,14 @@ int run_fleet_command(int argc, char** argv) {
         "judge-cache", "the judge's weights (default: <judge>/judge-cnn.safetensors; trained when absent)",
         cxxopts::value<std::string>()->default_value(""))("judge-samples", "samples per class the judge scores",
                                                           cxxopts::value<std::int64_t>()->default_value("100"))(
-        "judge-guidance", "classifier-free guidance of the judged samples",
-        cxxopts::value<double>()->default_value("3"))("judge-steps", "Euler steps of the judged samples",
+        "judge-guidance", "classifier-free guidance of the judged samples; a list (e.g. 0,1,3,5) scores each, the "
+        "first in the summary (guidance.csv)",
+        cxxopts::value<std::string>()->default_value("3"))("judge-steps", "Euler steps of the judged samples",
                                                       cxxopts::value<std::int64_t>()->default_value("20"))(
         "transfer-as", "count model, patch and delta bytes as this preset's (e.g. dit-b), training the task's model",
-        cxxopts::value<std::string>()->default_value(""))("quiet", "no progress lines")("h,help", "show this help");
+        cxxopts::value<std::string>()->default_value(""))(
+        "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")("quiet", "no progress lines")(
+        "h,help", "show this help");
     try {
         CommandOptions o;
         o.args = options.parse(argc, argv);
@@ -427,10 +456,16 @@ int run_fleet_command(int argc, char** argv) {
         o.judge_data = a["judge"].as<std::string>();
         o.judge_cache = a["judge-cache"].as<std::string>();
         o.judge_per_class = a["judge-samples"].as<std::int64_t>();
-        o.judge_guidance = a["judge-guidance"].as<double>();
+        auto guidances = parse_guidances(a["judge-guidance"].as<std::string>());
+        if (!guidances) {
+            std::cerr << "tessera-bench fleet: --judge-guidance: " << guidances.message() << "\n";
+            return 2;
+        }
+        o.sim.judge_guidances = std::move(*guidances);
+        o.sim.probe_deltas = a.count("probe-deltas") > 0;
         o.judge_steps = a["judge-steps"].as<std::int64_t>();
-        if (o.judge_per_class < 1 || o.judge_steps < 1 || !(o.judge_guidance >= 1)) {
-            std::cerr << "tessera-bench fleet: --judge-samples and --judge-steps must be >= 1, --judge-guidance >= 1\n";
+        if (o.judge_per_class < 1 || o.judge_steps < 1) {
+            std::cerr << "tessera-bench fleet: --judge-samples and --judge-steps must be >= 1\n";
             return 2;
         }
         o.sim.sample_budget = a["samples"].as<std::int64_t>();

@@ -189,6 +189,56 @@ common::Status write_checks_csv(const std::filesystem::path& path, const std::ve
     return {};
 }
 
+common::Status write_probes_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs) {
+    std::ofstream out(path);
+    out << "run,delta,base_version,local_steps,group,share,alignment\n";
+    for (const auto& run : runs)
+        for (std::size_t i = 0; i < run.probes.size(); ++i)
+            for (const auto& m : run.probes[i].modules)
+                out << run.name << "," << i << "," << run.probes[i].base_version << "," << run.probes[i].local_steps << ","
+                    << m.group << "," << format("%.6f", m.share) << ","
+                    << (m.alignment ? format("%.4f", *m.alignment) : "") << "\n";
+    out.close();
+    if (!out) return common::make_error("cannot write " + path.string());
+    return {};
+}
+
+void print_probes(std::ostream& out, const std::vector<RunResult>& runs) {
+    for (const auto& run : runs) {
+        if (run.probes.empty()) continue;
+        out << "modules of " << run.name << "'s " << run.probes.size()
+            << " honest deltas (median share of the squared norm, median cosine with the recent deltas' sum):\n";
+        for (const auto& g : summarize_probes(run.probes))
+            out << "    " << g.group << std::string(g.group.size() < 22 ? 22 - g.group.size() : 1, ' ')
+                << format("%8.4f", g.median_share) << "  "
+                << (g.median_alignment ? format("%7.3f", *g.median_alignment) : "      -") << "\n";
+    }
+}
+
+common::Status write_guidance_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs,
+                                  const std::vector<double>& guidances) {
+    std::ofstream out(path);
+    out << "run,guidance,sample_accuracy\n";
+    for (const auto& run : runs)
+        for (std::size_t i = 0; i < run.sample_accuracy_by_guidance.size() && i < guidances.size(); ++i)
+            out << run.name << "," << guidances[i] << "," << format("%.4f", run.sample_accuracy_by_guidance[i]) << "\n";
+    out.close();
+    if (!out) return common::make_error("cannot write " + path.string());
+    return {};
+}
+
+void print_guidance(std::ostream& out, const std::vector<RunResult>& runs, const std::vector<double>& guidances) {
+    out << "cas by guidance scale:";
+    for (double g : guidances) out << format("  %5.1f", g);
+    out << "\n";
+    for (const auto& run : runs) {
+        if (run.sample_accuracy_by_guidance.empty()) continue;
+        out << "    " << run.name << std::string(run.name.size() < 17 ? 17 - run.name.size() : 1, ' ');
+        for (double share : run.sample_accuracy_by_guidance) out << format("  %5.3f", share);
+        out << "\n";
+    }
+}
+
 common::Status write_summary_csv(const std::filesystem::path& path, const std::vector<RunSummary>& rows,
                                  double target_loss) {
     std::ofstream out(path);

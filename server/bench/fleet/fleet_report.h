@@ -61,6 +61,14 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
 common::Status write_curves_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs);
 // Every result given the proof of training: its attack, base version, gain per step, outcome.
 common::Status write_checks_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs);
+// Every probed honest delta's module groups (delta_probe.h): share of the squared norm, alignment.
+common::Status write_probes_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs);
+// Per run and module group: the median share and alignment over its probed deltas.
+void print_probes(std::ostream& out, const std::vector<RunResult>& runs);
+// The DiT runs' sample quality at each guidance scale (SimSettings::judge_guidances).
+common::Status write_guidance_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs,
+                                  const std::vector<double>& guidances);
+void print_guidance(std::ostream& out, const std::vector<RunResult>& runs, const std::vector<double>& guidances);
 common::Status write_summary_csv(const std::filesystem::path& path, const std::vector<RunSummary>& rows,
                                  double target_loss);
 void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, double target_loss);

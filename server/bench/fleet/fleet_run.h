@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "delta_probe.h"
+
 namespace tessera::bench {
 
 struct CurvePoint {
@@ -66,6 +68,7 @@ struct RunResult {
     double final_loss = 0;          // the model at the budget point, on the whole validation set
     double final_accuracy = -1;
     double sample_accuracy = -1;  // the DiT's samples classified as asked (SampleJudge); -1: not scored
+    std::vector<double> sample_accuracy_by_guidance;  // at each SimSettings::judge_guidances scale
     bool budget_reached = false;
     std::int64_t units_issued = 0;
     std::int64_t reissued_after_timeout = 0;  // timed-out assignments whose unit went to another
@@ -80,6 +83,7 @@ struct RunResult {
     std::map<std::string, AttackOutcome> attacks;  // by attack name ("none": honest volunteers)
     ServerCost server_cost;
     std::vector<CheckedResult> checked;  // in the order they were returned
+    std::vector<ProbedDelta> probes;     // with SimSettings::probe_deltas, in the order they were trained
 };
 
 }  // namespace tessera::bench

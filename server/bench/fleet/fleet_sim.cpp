@@ -131,7 +131,7 @@ common::Result<common::Bytes> nan_delta_file(const common::NamedTensors& layout)
 class Simulation {
 public:
     Simulation(const server::TaskConfig& config, const std::vector<SimVolunteer>& fleet, const SimSettings& settings)
-        : config_(config), settings_(settings) {
+        : config_(config), settings_(settings), probe_(std::max<std::size_t>(1, fleet.size() - 1)) {
         for (std::size_t i = 0; i < fleet.size(); ++i) {
             VolunteerState v;
             v.spec = fleet[i];
@@ -174,6 +174,7 @@ public:
             if (auto status = evaluate_budget_point(); !status) return status.error();
         }
         if (auto status = account(); !status) return status.error();
+        result_.probes = probe_.deltas();
         const auto& costs = server_->check_costs();
         result_.server_cost.check_s = costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples;
         result_.server_cost.merge_s = server_->merge_seconds();
@@ -308,6 +309,8 @@ private:
             if (!output) return common::with_context("training " + unit.wu_id, output.error());
             delta = std::move(output->delta);
             metrics = output->metrics;
+            if (settings_.probe_deltas && attack == Attack::None)
+                if (auto status = probe(delta, unit); !status) return status.error();
             result_.server_cost.training_s += metrics.seconds;  // real seconds, before the virtual ones below
         }
         if (attack != Attack::None) {
@@ -330,6 +333,14 @@ private:
         manifest.device = v.spec.group;
         auto body = common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), delta);
         return Upload{std::move(body), delta.size()};
+    }
+
+    // The honest delta as the server will decode it, into the module probe.
+    common::Status probe(const common::Bytes& delta, const common::WorkUnit& unit) {
+        auto decoded = common::decode_delta(delta);
+        if (!decoded) return decoded.error();
+        probe_.record(decoded->tensors, unit.base_version, unit.hyper.local_steps);
+        return {};
     }
 
     common::Result<common::Bytes> poisoned_delta(const common::WorkUnit& unit, Attack attack,
@@ -432,9 +443,11 @@ private:
         result_.final_loss = full->loss;
         result_.final_accuracy = full->accuracy.value_or(-1);
         if (settings_.judge == nullptr) return {};
-        auto quality = settings_.judge->score(config_.model, *server_->true_model());
+        auto quality =
+            score_by_guidance(*settings_.judge, config_.model, *server_->true_model(), settings_.judge_guidances);
         if (!quality) return quality.error();
-        result_.sample_accuracy = *quality;
+        result_.sample_accuracy_by_guidance = *quality;
+        result_.sample_accuracy = quality->empty() ? -1 : quality->front();
         return {};
     }
 
@@ -575,6 +588,7 @@ private:
     bool budget_reached_ = false;
     bool done_ = false;
     RunResult result_;
+    DeltaProbe probe_;
 };
 
 }  // namespace

@@ -41,6 +41,8 @@ struct SimSettings {
     double payload_scale = 1;
     bool quiet = false;            // no progress lines on stderr
     SampleJudge* judge = nullptr;  // set: score the DiT's samples at the budget point
+    std::vector<double> judge_guidances{3.0};  // at these guidance scales (the first is the headline)
+    bool probe_deltas = false;     // RunResult::probes: every honest delta's modules (delta_probe.h)
 };
 
 // Runs one simulation in `work_dir` (a fresh server state directory is made inside it).

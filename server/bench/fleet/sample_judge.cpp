@@ -165,7 +165,8 @@ common::Result<std::unique_ptr<SampleJudge>> SampleJudge::make(const JudgeOption
     return std::unique_ptr<SampleJudge>(new SampleJudge(std::move(impl)));
 }
 
-common::Result<double> SampleJudge::score(const std::string& model, const common::NamedTensors& weights) {
+common::Result<double> SampleJudge::score(const std::string& model, const common::NamedTensors& weights,
+                                          double guidance) {
     auto& o = impl_->options;
     try {
         torch::NoGradGuard no_grad;
@@ -180,7 +181,7 @@ common::Result<double> SampleJudge::score(const std::string& model, const common
         auto labels = torch::arange(classes, torch::kInt64).repeat_interleave(o.per_class);
         common::SampleOptions sampling;
         sampling.steps = o.sampling_steps;
-        sampling.guidance = o.guidance;
+        sampling.guidance = guidance;
         std::int64_t correct = 0;
         for (std::int64_t begin = 0; begin < labels.size(0); begin += kBatch) {
             auto end = std::min(begin + kBatch, labels.size(0));
@@ -194,6 +195,18 @@ common::Result<double> SampleJudge::score(const std::string& model, const common
     } catch (const c10::Error& error) {
         return common::make_error(std::string("scoring samples: ") + error.what_without_backtrace());
     }
+}
+
+common::Result<std::vector<double>> score_by_guidance(SampleJudge& judge, const std::string& model,
+                                                      const common::NamedTensors& weights,
+                                                      const std::vector<double>& guidances) {
+    std::vector<double> shares;
+    for (double guidance : guidances) {
+        auto share = judge.score(model, weights, guidance);
+        if (!share) return share.error();
+        shares.push_back(*share);
+    }
+    return shares;
 }
 
 }  // namespace tessera::bench

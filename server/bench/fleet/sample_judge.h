@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "delta_codec.h"
 #include "result.h"
@@ -21,7 +22,6 @@ struct JudgeOptions {
     std::int64_t epochs = 10;
     std::int64_t per_class = 100;  // samples drawn per class for a score
     std::int64_t sampling_steps = 20;
-    double guidance = 3.0;   // classifier-free guidance scale, as the dashboard's gallery
     std::uint64_t seed = 1;  // the judge's initialisation and the samples' noise
     bool quiet = false;
 };
@@ -38,14 +38,21 @@ public:
     ~SampleJudge();
 
     const JudgeCeilings& ceilings() const;
-    // The share of `per_class` samples per class of the DiT preset `model` with `weights` that
-    // the judge classifies as the class asked for. Deterministic for given weights.
-    common::Result<double> score(const std::string& model, const common::NamedTensors& weights);
+    // The share of `per_class` samples per class of the DiT preset `model` with `weights`, drawn
+    // at classifier-free guidance `guidance` (1: the conditional model alone; 0: unconditional),
+    // that the judge classifies as the class asked for. Deterministic for given weights.
+    common::Result<double> score(const std::string& model, const common::NamedTensors& weights,
+                                 double guidance = 3.0);
 
 private:
     struct Impl;
     explicit SampleJudge(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// score() at each guidance scale, in order.
+common::Result<std::vector<double>> score_by_guidance(SampleJudge& judge, const std::string& model,
+                                                      const common::NamedTensors& weights,
+                                                      const std::vector<double>& guidances);
 
 }  // namespace tessera::bench
