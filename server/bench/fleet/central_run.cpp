@@ -86,13 +86,8 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
         result.final_loss = full->loss;
         result.final_accuracy = full->accuracy.value_or(-1);
         if (settings.judge == nullptr) return;
-        auto quality = score_by_guidance(*settings.judge, config.model, named, settings.judge_guidances);
-        if (!quality) {
-            failure = quality.error();
-        } else {
-            result.sample_accuracy_by_guidance = *quality;
-            result.sample_accuracy = quality->empty() ? -1 : quality->front();
-        }
+        if (auto scored = score_run(*settings.judge, config.model, named, settings.judge_guidances, result); !scored)
+            failure = scored.error();
     };
     auto outcome = common::train(config.model, common::from_named_f32(*theta0), *data, train);
     if (!outcome) return outcome.error();

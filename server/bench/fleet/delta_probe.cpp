@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "result_checks.h"
+
 namespace tessera::bench {
 namespace {
 
@@ -21,14 +23,6 @@ double dot(const std::vector<float>& a, const std::vector<float>& b) {
     double total = 0;
     for (std::size_t i = 0; i < a.size(); ++i) total += static_cast<double>(a[i]) * b[i];
     return total;
-}
-
-double median(std::vector<double> values) {
-    if (values.empty()) return 0;
-    auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
-    std::nth_element(values.begin(), middle, values.end());
-    if (values.size() % 2 == 1) return *middle;
-    return 0.5 * (*middle + *std::max_element(values.begin(), middle));
 }
 
 }  // namespace
@@ -88,8 +82,8 @@ std::vector<GroupSummary> summarize_probes(const std::vector<ProbedDelta>& delta
     std::vector<GroupSummary> rows;
     for (auto& [group, values] : by_group) {
         auto& [shares, alignments] = values;
-        GroupSummary row{group, median(shares), std::nullopt, shares.size()};
-        if (!alignments.empty()) row.median_alignment = median(alignments);
+        GroupSummary row{group, server::median_of(shares), std::nullopt, shares.size()};
+        if (!alignments.empty()) row.median_alignment = server::median_of(alignments);
         rows.push_back(std::move(row));
     }
     return rows;

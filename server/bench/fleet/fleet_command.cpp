@@ -68,7 +68,8 @@ common::Result<std::map<std::string, double>> parse_run_lrs(const std::string& t
     std::map<std::string, double> rates;
     for (const auto& part : split(text)) {
         auto equals = part.find('=');
-        if (equals == std::string::npos || equals == 0) return common::make_error("expected RUN=LR, got '" + part + "'");
+        if (equals == std::string::npos || equals == 0)
+            return common::make_error("expected RUN=LR, got '" + part + "'");
         double lr = 0;
         auto value = std::string_view(part).substr(equals + 1);
         auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), lr);
@@ -111,8 +112,8 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
         config->patches = *patches;
     }
     if (a.count("publish-every")) config->publish_every = a["publish-every"].as<std::int64_t>();
-    config->inner_optimizer = common::inner_optimizer_from_name(a["inner-state"].as<std::string>())
-                                  .value_or(common::InnerOptimizer::Fresh);
+    config->inner_optimizer =
+        common::inner_optimizer_from_name(a["inner-state"].as<std::string>()).value_or(common::InnerOptimizer::Fresh);
     if (a.count("lr-schedule")) {
         // One schedule over the run; a cosine decays over the samples budget (runs that go on
         // towards the target stay at the final ratio).
@@ -218,7 +219,8 @@ int run_campaign(CommandOptions& o) {
     }
     o.sim.payload_scale = *scale;
     if (!o.transfer_as.empty())
-        std::cerr << "transfers counted as " << o.transfer_as << "'s: model, patch and delta bytes x " << *scale << "\n";
+        std::cerr << "transfers counted as " << o.transfer_as << "'s: model, patch and delta bytes x " << *scale
+                  << "\n";
     auto k = static_cast<std::int64_t>(fleet->size());
     std::filesystem::create_directories(o.out);
     auto fleet_label = std::filesystem::exists(o.fleet) ? std::filesystem::path(o.fleet).stem().string() : o.fleet;
@@ -302,7 +304,8 @@ int run_campaign(CommandOptions& o) {
     if (judge) {
         const auto& c = judge->ceilings();
         std::cout << "cas: share of " << o.judge_per_class << " samples per class (guidance "
-                  << o.sim.judge_guidances.front() << ", " << o.judge_steps << " steps) that a cnn trained on the real images classifies as asked; "
+                  << o.sim.judge_guidances.front() << ", " << o.judge_steps
+                  << " steps) that a cnn trained on the real images classifies as asked; "
                   << "ceilings: real test images " << format_share(c.real_images) << ", decoded test latents "
                   << format_share(c.reconstructed) << "\n";
         std::ofstream ceilings(out / "judge.csv");
@@ -379,10 +382,13 @@ int run_fleet_command(int argc, char** argv) {
         "no replication, loss checks, norm bounds, copy or alignment checks (the codec and merging alone)")(
         "staleness", "async runs' staleness function (const, poly:A, hinge:A,B, conc:M,A[,R])",
         cxxopts::value<std::string>()->default_value(""))(
-        "lr-schedule", "one inner lr schedule over the run, indexed by samples merged: constant or cosine (none: "
-        "warm-up per unit)", cxxopts::value<std::string>())(
-        "warmup-samples", "with --lr-schedule: warm-up, samples", cxxopts::value<std::int64_t>()->default_value("0"))(
-        "final-lr-ratio", "cosine: final lr / lr at the samples budget", cxxopts::value<double>()->default_value("0.1"))(
+        "lr-schedule",
+        "one inner lr schedule over the run, indexed by samples merged: constant or cosine (none: "
+        "warm-up per unit)",
+        cxxopts::value<std::string>())("warmup-samples", "with --lr-schedule: warm-up, samples",
+                                       cxxopts::value<std::int64_t>()->default_value("0"))(
+        "final-lr-ratio", "cosine: final lr / lr at the samples budget",
+        cxxopts::value<double>()->default_value("0.1"))(
         "inner-state", "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units",
         cxxopts::value<std::string>()->default_value("fresh"))(
         "ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
@@ -400,14 +406,15 @@ int run_fleet_command(int argc, char** argv) {
         "judge-cache", "the judge's weights (default: <judge>/judge-cnn.safetensors; trained when absent)",
         cxxopts::value<std::string>()->default_value(""))("judge-samples", "samples per class the judge scores",
                                                           cxxopts::value<std::int64_t>()->default_value("100"))(
-        "judge-guidance", "classifier-free guidance of the judged samples; a list (e.g. 0,1,3,5) scores each, the "
+        "judge-guidance",
+        "classifier-free guidance of the judged samples; a list (e.g. 0,1,3,5) scores each, the "
         "first in the summary (guidance.csv)",
         cxxopts::value<std::string>()->default_value("3"))("judge-steps", "Euler steps of the judged samples",
-                                                      cxxopts::value<std::int64_t>()->default_value("20"))(
+                                                           cxxopts::value<std::int64_t>()->default_value("20"))(
         "transfer-as", "count model, patch and delta bytes as this preset's (e.g. dit-b), training the task's model",
         cxxopts::value<std::string>()->default_value(""))(
-        "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")("quiet", "no progress lines")(
-        "h,help", "show this help");
+        "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")(
+        "quiet", "no progress lines")("h,help", "show this help");
     try {
         CommandOptions o;
         o.args = options.parse(argc, argv);

@@ -195,8 +195,8 @@ common::Status write_probes_csv(const std::filesystem::path& path, const std::ve
     for (const auto& run : runs)
         for (std::size_t i = 0; i < run.probes.size(); ++i)
             for (const auto& m : run.probes[i].modules)
-                out << run.name << "," << i << "," << run.probes[i].base_version << "," << run.probes[i].local_steps << ","
-                    << m.group << "," << format("%.6f", m.share) << ","
+                out << run.name << "," << i << "," << run.probes[i].base_version << "," << run.probes[i].local_steps
+                    << "," << m.group << "," << format("%.6f", m.share) << ","
                     << (m.alignment ? format("%.4f", *m.alignment) : "") << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
@@ -274,9 +274,9 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
 void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, double target_loss) {
     out << "target loss " << format("%.4f", target_loss) << " (time to target: first virtual second at or below it)\n";
     char line[512];
-    std::snprintf(line, sizeof line, "%-14s %-8s %4s %9s %8s %7s %6s %8s %7s %9s %7s %6s %6s %5s %8s %8s  %s\n",
-                  "run", "fleet", "K", "samples", "loss", "acc", "cas", "vs-cent", "vs-ddp", "t-target", "vs-sync",
-                  "util", "stale", "units", "MB-down", "MB-up", "other outcomes");
+    std::snprintf(line, sizeof line, "%-14s %-8s %4s %9s %8s %7s %6s %8s %7s %9s %7s %6s %6s %5s %8s %8s  %s\n", "run",
+                  "fleet", "K", "samples", "loss", "acc", "cas", "vs-cent", "vs-ddp", "t-target", "vs-sync", "util",
+                  "stale", "units", "MB-down", "MB-up", "other outcomes");
     out << line;
     for (const auto& r : rows) {
         std::snprintf(

@@ -71,7 +71,7 @@ struct VolunteerState {
     std::string cached_model;  // the model blob of its last unit
     std::optional<HeldUnit> held;
     std::mt19937_64 rng;
-    client::ErrorFeedback feedback;  // carried across units, as the client keeps it on disk
+    client::ErrorFeedback feedback;        // carried across units, as the client keeps it on disk
     client::KeptOptimizerState optimizer;  // used by units that ask for kept state
 };
 
@@ -144,7 +144,8 @@ public:
     }
 
     common::Result<RunResult> run(const std::filesystem::path& work_dir) {
-        auto server = server::InProcessServer::create(server::StateDir(work_dir / "server"), config_, clock_.as_clock(), settings_.seed);
+        auto server = server::InProcessServer::create(server::StateDir(work_dir / "server"), config_, clock_.as_clock(),
+                                                      settings_.seed);
         if (!server) return server.error();
         server_ = std::move(*server);
         for (std::size_t i = 0; i < volunteers_.size(); ++i) {
@@ -443,12 +444,7 @@ private:
         result_.final_loss = full->loss;
         result_.final_accuracy = full->accuracy.value_or(-1);
         if (settings_.judge == nullptr) return {};
-        auto quality =
-            score_by_guidance(*settings_.judge, config_.model, *server_->true_model(), settings_.judge_guidances);
-        if (!quality) return quality.error();
-        result_.sample_accuracy_by_guidance = *quality;
-        result_.sample_accuracy = quality->empty() ? -1 : quality->front();
-        return {};
+        return score_run(*settings_.judge, config_.model, *server_->true_model(), settings_.judge_guidances, result_);
     }
 
     common::Status evaluate_point() {

@@ -209,4 +209,13 @@ common::Result<std::vector<double>> score_by_guidance(SampleJudge& judge, const 
     return shares;
 }
 
+common::Status score_run(SampleJudge& judge, const std::string& model, const common::NamedTensors& weights,
+                         const std::vector<double>& guidances, RunResult& run) {
+    auto shares = score_by_guidance(judge, model, weights, guidances);
+    if (!shares) return shares.error();
+    run.sample_accuracy_by_guidance = *shares;
+    run.sample_accuracy = shares->empty() ? -1 : shares->front();
+    return {};
+}
+
 }  // namespace tessera::bench

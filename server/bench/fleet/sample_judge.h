@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "delta_codec.h"
+#include "fleet_run.h"
 #include "result.h"
 
 namespace tessera::bench {
@@ -41,8 +42,7 @@ public:
     // The share of `per_class` samples per class of the DiT preset `model` with `weights`, drawn
     // at classifier-free guidance `guidance` (1: the conditional model alone; 0: unconditional),
     // that the judge classifies as the class asked for. Deterministic for given weights.
-    common::Result<double> score(const std::string& model, const common::NamedTensors& weights,
-                                 double guidance = 3.0);
+    common::Result<double> score(const std::string& model, const common::NamedTensors& weights, double guidance = 3.0);
 
 private:
     struct Impl;
@@ -54,5 +54,8 @@ private:
 common::Result<std::vector<double>> score_by_guidance(SampleJudge& judge, const std::string& model,
                                                       const common::NamedTensors& weights,
                                                       const std::vector<double>& guidances);
+// A run's sample quality: score_by_guidance into `run` (the first scale is its headline figure).
+common::Status score_run(SampleJudge& judge, const std::string& model, const common::NamedTensors& weights,
+                         const std::vector<double>& guidances, RunResult& run);
 
 }  // namespace tessera::bench
