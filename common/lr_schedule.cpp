@@ -55,4 +55,18 @@ double unit_position(std::int64_t from, std::int64_t to, std::int64_t step, std:
            static_cast<double>(to - from) * static_cast<double>(step) / static_cast<double>(steps);
 }
 
+double step_lr_share(const UnitRate& unit, std::int64_t step) {
+    double warm = unit.warmup_steps > 0
+                      ? std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(unit.warmup_steps))
+                      : 1.0;
+    if (!unit.schedule) return warm;
+    return lr_factor(*unit.schedule, unit_position(unit.from, unit.to, step, unit.steps), unit.batch_size) * warm;
+}
+
+double full_rate_steps(const UnitRate& unit) {
+    double total = 0;
+    for (std::int64_t step = 0; step < unit.steps; ++step) total += step_lr_share(unit, step);
+    return total;
+}
+
 }  // namespace tessera::common

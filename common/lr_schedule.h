@@ -45,4 +45,25 @@ double lr_factor(const LrSchedule& schedule, double position, std::int64_t batch
 // p_s of step `step` of a unit of `steps` steps spanning from → to (from when steps ≤ 0).
 double unit_position(std::int64_t from, std::int64_t to, std::int64_t step, std::int64_t steps);
 
+// Where a unit stands on the run's schedule and on its own warm-up: what its steps' learning
+// rates are as shares of the task's.
+struct UnitRate {
+    std::optional<LrSchedule> schedule;  // none: the task's rate throughout
+    std::int64_t from = 0;               // the unit's span of the schedule
+    std::int64_t to = 0;
+    std::int64_t steps = 0;
+    std::int64_t batch_size = 1;
+    std::int64_t warmup_steps = 0;  // the unit's own linear warm-up (kept moments: none)
+};
+
+// Step `step`'s learning rate as a share of the task's: f(p_step) (1 without a schedule) times
+// min(1, (step + 1)/warmup_steps).
+double step_lr_share(const UnitRate& unit, std::int64_t step);
+
+// The sum of the shares over the unit's steps: the steps it trains at the task's full rate.
+// An AdamW step moves the weights in proportion to its rate, so the contribution checks judge
+// norms and gains per such step: a unit in the run's warm-up and one at the full rate are then
+// comparable (docs/operations.md, "Validation").
+double full_rate_steps(const UnitRate& unit);
+
 }  // namespace tessera::common

@@ -124,6 +124,7 @@ CREATE TABLE assignments (
   gain_per_step DOUBLE PRECISION,                     -- proof of training: relative loss drop per step on its own samples
   alignment     DOUBLE PRECISION,                     -- cosine with the consensus of other units' results, when checked (schema 8)
   concurrency   BIGINT,                               -- the task's volunteers when it was accepted for merging (schema 9)
+  full_rate_steps DOUBLE PRECISION,        -- its steps weighted by their share of the task's learning rate, when checked (schema 10)
   metrics       TEXT,                     -- JSON from the result manifest
   credit        DOUBLE PRECISION NOT NULL DEFAULT 0,
   merged_version BIGINT,

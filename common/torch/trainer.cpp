@@ -51,11 +51,13 @@ private:
 // one, times a linear warm-up over warmup_steps within the unit. The warm-up protects AdamW's
 // first steps from zero moments (full-size whatever the gradient), so it applies under a
 // schedule too; a unit that resumes kept moments has warmup_steps 0.
+UnitRate unit_rate_of(const TrainConfig& config) {
+    return {config.schedule, config.schedule_from, config.schedule_to, config.steps, config.batch_size,
+            config.warmup_steps};
+}
+
 double learning_rate(const TrainConfig& config, std::int64_t step) {
-    double warm = config.warmup_steps > 0 ? std::min(1.0, static_cast<double>(step + 1) / config.warmup_steps) : 1.0;
-    if (!config.schedule) return config.lr * warm;
-    auto position = unit_position(config.schedule_from, config.schedule_to, step, config.steps);
-    return config.lr * lr_factor(*config.schedule, position, config.batch_size) * warm;
+    return config.lr * step_lr_share(unit_rate_of(config), step);
 }
 
 // The kept moments in the optimizer's parameter order (the module's named_parameters order).

@@ -13,6 +13,7 @@
 namespace tessera::server {
 
 struct Calibration {
+    // Per step at the full rate (common::full_rate_steps: its warm-up counts in part).
     double norm_per_step = 0;  // ‖Δ‖ / steps of the server's own unit
     double gain_per_step = 0;  // relative loss drop on the samples it trained on, per step
     std::int64_t steps = 0;

@@ -109,6 +109,11 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
 
 namespace {
 
+// The unit's steps at the full rate (common::full_rate_steps), never zero.
+double full_rate_steps_of(const common::WorkUnit& unit) {
+    return std::max(1e-6, common::full_rate_steps(unit_rate_of(unit.hyper)));
+}
+
 // Sets the verdict's refusal, or notes it when the check is suspended; true when refused.
 bool judge(Verdict& verdict, const std::set<std::string>& suspended, std::string_view why, std::string detail) {
     if (suspended.count(std::string(why)) > 0) {
@@ -125,9 +130,11 @@ bool judge(Verdict& verdict, const std::set<std::string>& suspended, std::string
 common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const TaskView& task,
                                                 const common::WorkUnit& unit, const common::NamedTensors& delta,
                                                 const std::set<std::string>& suspended, Verdict& verdict) {
-    // Per local step, since units are sized to each volunteer's speed (and warm-ups are short).
+    // Per step at the full rate: units are sized to each volunteer's speed, and a unit early in
+    // the run's warm-up moves the weights less in proportion to its lower rates.
     auto started = SteadyClock::now();
-    auto steps = static_cast<double>(unit.hyper.local_steps);
+    auto steps = full_rate_steps_of(unit);
+    verdict.figures.full_rate_steps = steps;
     auto norms = store_.recent_norms_per_step(a.task_id, kHistory);
     if (!norms) return norms.error();
     add_seconds(costs_.cheap, started);
@@ -138,8 +145,9 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
         double per_step = verdict.figures.norm / steps;
         auto describe_norm = [&](const char* relation, double factor) {
             return "norm " + std::to_string(verdict.figures.norm) + " over " + std::to_string(unit.hyper.local_steps) +
-                   " steps is " + relation + " " + std::to_string(factor) + " x the typical norm per step (" +
-                   std::to_string(factor * typical * steps) + ")";
+                   " steps (" + std::to_string(steps) + " at the full rate) is " + relation + " " +
+                   std::to_string(factor) + " x the typical norm per step (" + std::to_string(factor * typical * steps) +
+                   ")";
         };
         if (per_step > task.config.norm_bound * typical &&
             judge(verdict, suspended, reason::kNormTooLarge, describe_norm("above", task.config.norm_bound)))
@@ -179,7 +187,7 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
                                          const std::set<std::string>& suspended, Verdict& verdict) {
     verdict.loss_checked = true;
     auto after = applied(base, delta);
-    auto steps = static_cast<double>(unit.hyper.local_steps);
+    auto steps = full_rate_steps_of(unit);
 
     // Held-out data first: the base model's losses are cached per version, so it costs one evaluation.
     auto started = SteadyClock::now();

@@ -327,4 +327,9 @@ common::Hyperparameters inner_loop_of(const TaskConfig& config, std::int64_t loc
             .seed = seed};
 }
 
+common::UnitRate unit_rate_of(const common::Hyperparameters& hyper) {
+    auto warmup = hyper.optimizer == common::InnerOptimizer::Kept ? 0 : hyper.warmup_steps;
+    return {hyper.schedule, hyper.schedule_from, hyper.schedule_to, hyper.local_steps, hyper.batch_size, warmup};
+}
+
 }  // namespace tessera::server

@@ -116,5 +116,8 @@ common::Result<std::int64_t> parse_duration(std::string_view text);
 // warm-up, weight decay, clipping, fresh optimizer state and no run-wide schedule (the
 // scheduler adds those a unit carries).
 common::Hyperparameters inner_loop_of(const TaskConfig& config, std::int64_t local_steps, std::int64_t seed);
+// A unit's learning rates as the checks count them (common::full_rate_steps): a kept unit
+// without its warm-up, which a volunteer resuming its moments skips (all but its first unit).
+common::UnitRate unit_rate_of(const common::Hyperparameters& hyper);
 
 }  // namespace tessera::server

@@ -132,6 +132,9 @@ struct CheckFigures {
     double norm = 0;                      // ‖Δ‖
     std::optional<double> gain_per_step;  // relative loss drop on its own samples per step, when checked
     std::optional<double> alignment;      // cosine with the consensus of other units' results, when checked
+    // The unit's steps weighted by their share of the task's learning rate (common::full_rate_steps):
+    // what the norm and the gain are "per step" of. None: its plain steps.
+    std::optional<double> full_rate_steps;
 };
 
 struct AssignmentRecord {
@@ -157,8 +160,9 @@ struct AssignmentRecord {
     // Volunteers working on the task when it was accepted for merging (schema 9; none before):
     // the concurrency the `conc` staleness and fedasync's per_concurrency measure against.
     std::optional<std::int64_t> concurrency;
+    std::optional<double> full_rate_steps;  // when checked (schema 10)
 
-    CheckFigures figures() const { return {delta_norm.value_or(0), gain_per_step, alignment}; }
+    CheckFigures figures() const { return {delta_norm.value_or(0), gain_per_step, alignment, full_rate_steps}; }
 };
 
 // A task's merges and one check's refusals since the last merge (the stall guard's figures).

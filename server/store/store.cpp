@@ -102,7 +102,7 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
     }
 }
 
-// Schema versions: 0 = empty, 9 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
+// Schema versions: 0 = empty, 10 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
 // files of older servers are migrated: 1 → 2 adds the evaluation's sample size to
 // model_versions, 2 → 3 the indexes of open work units, clients by last seen, nonces by time
 // and assignments by acceptance, 3 → 4 the contribution checks' columns (quarantine,
@@ -110,7 +110,8 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
 // columns of model_versions (state, patch) and its index by blob, 5 → 6 the checkpoint and
 // pinned flags, 6 → 7 (both back ends; PostgreSQL support began at 6) the leases table and
 // the tasks' weights, 7 → 8 (both) the alignment figure of assignments, 8 → 9 (both) the
-// concurrency stamped on accepted results. A database from a newer server is refused.
+// concurrency stamped on accepted results, 9 → 10 (both) the results' steps at the full learning
+// rate (the checks' per-step figures). A database from a newer server is refused.
 namespace {
 
 // Schema 7's additions, as in both schema files (BIGINT and REAL are 64-bit on both).
@@ -119,6 +120,7 @@ constexpr const char* kSchema7Sql =
     "ALTER TABLE tasks ADD COLUMN weight REAL NOT NULL DEFAULT 1;";
 constexpr const char* kSchema8Sql = "ALTER TABLE assignments ADD COLUMN alignment DOUBLE PRECISION;";
 constexpr const char* kSchema9Sql = "ALTER TABLE assignments ADD COLUMN concurrency BIGINT;";
+constexpr const char* kSchema10Sql = "ALTER TABLE assignments ADD COLUMN full_rate_steps DOUBLE PRECISION;";
 
 }  // namespace
 
@@ -151,7 +153,8 @@ void Store::migrate() {
             throw DatabaseError("schema version " + std::to_string(version) + " has no migration on PostgreSQL");
         if (version < 7) db().exec(kSchema7Sql);
         if (version < 8) db().exec(kSchema8Sql);
-        db().exec(kSchema9Sql);
+        if (version < 9) db().exec(kSchema9Sql);
+        db().exec(kSchema10Sql);
     } else {
         if (version < 2)
             db().exec(
@@ -182,7 +185,8 @@ void Store::migrate() {
                 "ALTER TABLE model_versions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;");
         if (version < 7) db().exec(kSchema7Sql);
         if (version < 8) db().exec(kSchema8Sql);
-        db().exec(kSchema9Sql);
+        if (version < 9) db().exec(kSchema9Sql);
+        db().exec(kSchema10Sql);
     }
     db().set_schema_version(kSchemaVersion);
     transaction.commit();

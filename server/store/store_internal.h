@@ -64,7 +64,7 @@ WorkUnitState work_unit_state_from_name(std::string_view name);
 inline constexpr const char* kAssignmentColumns =
     "a.id, a.work_unit_id, a.client_id, a.state, a.issued_at, a.deadline, a.envelope, "
     "a.returned_at, a.delta_sha256, a.delta_bytes, a.delta_norm, a.metrics, a.credit, "
-    "a.merged_version, w.task_id, w.base_version, a.gain_per_step, a.alignment, a.concurrency";
+    "a.merged_version, w.task_id, w.base_version, a.gain_per_step, a.alignment, a.concurrency, a.full_rate_steps";
 AssignmentRecord read_assignment(const Statement& row);
 
 inline constexpr const char* kWorkUnitColumns =

@@ -86,6 +86,7 @@ AssignmentRecord read_assignment(const Statement& row) {
     a.gain_per_step = row.optional_real(16);
     a.alignment = row.optional_real(17);
     a.concurrency = row.optional_integer(18);
+    a.full_rate_steps = row.optional_real(19);
     return a;
 }
 
@@ -239,12 +240,14 @@ common::Result<bool> Store::mark_validated(const std::string& id, const CheckFig
         Transaction transaction(db());
         if (!transition(db(), id, "('returned')", "validated")) return false;
         Statement(db(),
-                  "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, returned_at = ? WHERE id = ?")
+                  "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, full_rate_steps = ?, "
+                  "returned_at = ? WHERE id = ?")
             .bind(1, figures.norm)
             .bind(2, figures.gain_per_step)
             .bind(3, figures.alignment)
-            .bind(4, now)
-            .bind(5, id)
+            .bind(4, figures.full_rate_steps)
+            .bind(5, now)
+            .bind(6, id)
             .run();
         transaction.commit();
         return true;
@@ -260,14 +263,15 @@ common::Result<bool> Store::accept(const std::string& id, const CheckFigures& fi
         next_seq.step();
         Statement(db(),
                   "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, credit = ?, accepted_seq = ?, "
-                  "concurrency = ? WHERE id = ?")
+                  "concurrency = ?, full_rate_steps = ? WHERE id = ?")
             .bind(1, figures.norm)
             .bind(2, figures.gain_per_step)
             .bind(3, figures.alignment)
             .bind(4, credit)
             .bind(5, next_seq.integer(0))
             .bind(6, concurrency)
-            .bind(7, id)
+            .bind(7, figures.full_rate_steps)
+            .bind(8, id)
             .run();
         Statement client(db(), "SELECT client_id FROM assignments WHERE id = ?");
         client.bind(1, id).step();
@@ -391,7 +395,7 @@ common::Result<std::vector<double>> Store::recent_norms_per_step(const std::stri
         // Walks the acceptance index from the newest (on SQLite, CROSS JOIN and the unary + keep
         // its planner from scanning every accepted row of the task and sorting them).
         bool sqlite = db().dialect() == Dialect::Sqlite;
-        Statement query(db(), std::string("SELECT a.delta_norm / w.local_steps FROM assignments a ") +
+        Statement query(db(), std::string("SELECT a.delta_norm / COALESCE(a.full_rate_steps, w.local_steps) FROM assignments a ") +
                                   (sqlite ? "CROSS JOIN" : "JOIN") +
                                   " work_units w ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND "
                                   "w.task_id = ? AND " +

@@ -175,8 +175,9 @@ common::Result<Calibration> calibrate(const TaskConfig& config, const common::Na
     try {
         auto data = common::load_shard_file(validation_shard);
         if (!data) return common::with_context("validation shard", data.error());
-        auto train = common::train_config_for(inner_loop_of(config, std::min(config.local_steps, kMaxCalibrationSteps),
-                                                             static_cast<std::int64_t>(kCalibrationSeed)));
+        auto hyper = inner_loop_of(config, std::min(config.local_steps, kMaxCalibrationSteps),
+                                   static_cast<std::int64_t>(kCalibrationSeed));
+        auto train = common::train_config_for(hyper);
         train.num_classes = config.num_classes;
         auto theta0 = common::from_named_f32(weights);
         auto outcome = common::train(config.model, theta0, *data, train);
@@ -202,11 +203,12 @@ common::Result<Calibration> calibrate(const TaskConfig& config, const common::Na
             return losses.empty() ? 0.0 : total / static_cast<double>(losses.size());
         };
         double before_loss = mean(*before), after_loss = mean(*after_losses);
+        // Per step at the full rate, as the checks count a volunteer's steps.
+        double steps = common::full_rate_steps(unit_rate_of(hyper));
         Calibration calibration;
         calibration.steps = train.steps;
-        calibration.norm_per_step = std::sqrt(squares) / static_cast<double>(train.steps);
-        calibration.gain_per_step =
-            before_loss > 0 ? (before_loss - after_loss) / before_loss / static_cast<double>(train.steps) : 0.0;
+        calibration.norm_per_step = std::sqrt(squares) / steps;
+        calibration.gain_per_step = before_loss > 0 ? (before_loss - after_loss) / before_loss / steps : 0.0;
         return calibration;
     } catch (const c10::Error& error) {
         return common::make_error(std::string("calibration: ") + error.what_without_backtrace());

@@ -1,5 +1,5 @@
 // The run-wide learning-rate schedule: warm-up, cosine decay and its floor, positions within
-// a unit, and the named errors of a bad schedule.
+// a unit, a unit's steps at the full rate, and the named errors of a bad schedule.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -83,4 +83,20 @@ TEST_CASE("a bad schedule is a named error") {
     auto huge = validate_lr_schedule(cosine(0, (std::int64_t{1} << 53) + 1, 0.1));
     REQUIRE(!huge.ok());
     CHECK(contains(huge.message(), "2^53"));
+}
+
+TEST_CASE("a unit's steps at the full rate: its warm-up and the run's schedule over its span") {
+    // No schedule, no warm-up: every step at the task's rate.
+    CHECK(full_rate_steps({std::nullopt, 0, 0, 10, 32, 0}) == doctest::Approx(10));
+    // A 4-step warm-up: 0.25 + 0.5 + 0.75 + 1 + 6 × 1.
+    CHECK(full_rate_steps({std::nullopt, 0, 0, 10, 32, 4}) == doctest::Approx(8.5));
+    CHECK(step_lr_share({std::nullopt, 0, 0, 10, 32, 4}, 1) == doctest::Approx(0.5));
+    // The run's warm-up of 6 400 samples: a unit spanning 0 → 320 at batch 32 runs step s at
+    // (32 s + 32)/6400, a unit past the warm-up at the full rate.
+    LrSchedule warm{LrSchedule::Kind::Constant, 6400, 0, 0.1};
+    CHECK(full_rate_steps({warm, 0, 320, 10, 32, 0}) == doctest::Approx(55.0 / 200));
+    CHECK(full_rate_steps({warm, 6400, 6720, 10, 32, 0}) == doctest::Approx(10));
+    // Both: the unit's warm-up times the schedule.
+    CHECK(step_lr_share({warm, 0, 320, 10, 32, 2}, 0) == doctest::Approx(0.5 * 32 / 6400));
+    CHECK(full_rate_steps({warm, 0, 0, 0, 32, 0}) == 0);
 }

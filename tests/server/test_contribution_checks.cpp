@@ -2,7 +2,8 @@
 // check; its poisoned variants (noise at its norm, sign flip, near zero, a replayed update, a
 // copied result, a file in another encoding) are refused with their reasons; noise and a sign
 // flip point away from the consensus of kept results (misaligned); a fresh task's
-// first result is judged by the server's calibration; quarantine and its lifting; the
+// first result is judged by the server's calibration, per step at the full rate (a unit in
+// the run's warm-up is not too small); quarantine and its lifting; the
 // registration limit per address.
 #include <torch/torch.h>
 
@@ -164,6 +165,33 @@ TEST_CASE("a fresh task's first results are judged by the server's own calibrati
     REQUIRE(uploaded(server, attacker, wu, noise_like(scaled(honest, 35), 3)) == "rejected");
     CHECK(rejection_of(server, wu.wu_id) == reason::kNormTooLarge);
     CHECK(server.version() == 0);
+}
+
+TEST_CASE("a unit early in the run's warm-up is judged per step at the full rate, not refused as too small") {
+    // A run-wide warm-up of 50 units' samples: the first unit trains at about 1 % of the rate.
+    TestServer server(
+        [](TaskConfig& c) {
+            checked_task(c);
+            c.lr_schedule = common::LrSchedule{common::LrSchedule::Kind::Constant, 50 * 12 * 16, 0, 0.1};
+        },
+        PolicyKind::FedAsync, {}, SyntheticKind::Pixels);
+    TestVolunteer volunteer(server, "early");
+    auto wu = volunteer.request_work().value();
+    REQUIRE(wu.hyper.schedule.has_value());
+    REQUIRE(wu.hyper.schedule_to - wu.hyper.schedule_from == 12 * 16);
+    auto rate = common::full_rate_steps(unit_rate_of(wu.hyper));
+    CHECK(rate < 0.2);  // 12 steps at 1–13 % of the rate, the first also in the unit's warm-up
+
+    auto delta = trained_delta(server, volunteer, wu);
+    auto calibration = load_calibration(server.store(), server.config().task_id).value().value();
+    // Per plain step the delta is far below the calibration's floor; per step at the full rate
+    // it is the calibration's size (AdamW moves the weights in proportion to the rate).
+    double norm = server::l2_norm(delta);
+    CHECK(norm / 12 < server.config().norm_floor * calibration.norm_per_step);
+    CHECK(norm / rate > 0.3 * calibration.norm_per_step);
+    CHECK(norm / rate < 3 * calibration.norm_per_step);
+    CHECK_MESSAGE(uploaded(server, volunteer, wu, delta) == "merged", rejection_of(server, wu.wu_id));
+    CHECK(server.store().assignment(wu.wu_id).value()->full_rate_steps == doctest::Approx(rate));
 }
 
 TEST_CASE(

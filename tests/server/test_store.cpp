@@ -130,7 +130,9 @@ TEST_CASE("the schema is applied once, settings persist, and a newer schema is r
     });
 }
 
-TEST_CASE("a schema-6 database gains the leases table, the tasks' weights and the results' alignment and concurrency") {
+TEST_CASE(
+    "a schema-6 database gains the leases table, the tasks' weights and the results' alignment, concurrency and "
+    "steps at the full rate") {
     on_each_backend([](Backend& b) {
         REQUIRE(b.store->claim_lease({"aggregator:t", "a"}, 100, 115).value());
         b.store.reset();
@@ -138,7 +140,7 @@ TEST_CASE("a schema-6 database gains the leases table, the tasks' weights and th
             auto db = open_database(b.url, false);
             db->begin();
             db->exec("DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment; "
-                     "ALTER TABLE assignments DROP COLUMN concurrency");
+                     "ALTER TABLE assignments DROP COLUMN concurrency; ALTER TABLE assignments DROP COLUMN full_rate_steps");
             db->set_schema_version(6);
             db->exec("COMMIT");
         }
@@ -148,6 +150,7 @@ TEST_CASE("a schema-6 database gains the leases table, the tasks' weights and th
         CHECK(b.store->claim_lease({"aggregator:t", "b"}, 100, 115).value());
         make_task(*b.store, "t", 50);
         CHECK(b.store->task("t").value()->weight == 1);
+        CHECK(b.store->recent_norms_per_step("t", 10).value().empty());  // reads full_rate_steps
     });
 }
 
@@ -174,7 +177,9 @@ TEST_CASE("settings by prefix; the stall guard's figures: the last merge, refusa
 
         auto merged = issue(store, "w1", alice.id, 1000, 9000);
         REQUIRE(store.record_return(merged.id, "d1", 8, "{}", 1100).value());
-        REQUIRE(store.accept(merged.id, {1.0, std::nullopt, 0.5}, 1.0, true, 1100).value());
+        REQUIRE(store.accept(merged.id, {1.0, std::nullopt, 0.5, std::nullopt}, 1.0, true, 1100).value());
+        // Without steps at the full rate (results before schema 10), its plain steps.
+        CHECK(store.recent_norms_per_step("t", 10).value().at(0) == doctest::Approx(1.0 / 50));
         std::int64_t at = 1200;
         for (const auto* client : {&alice, &bob, &bob}) {
             auto a = issue(store, "w" + std::to_string(at), client->id, at, 9000);
@@ -331,7 +336,7 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(store.record_return(first.id, "delta-1", 64, R"({"samples":3200,"loss_end":0.5})", 1100).value());
         CHECK(!store.record_return(first.id, "delta-1", 64, "{}", 1100).value());  // not in progress any more
         CHECK(store.pending_delta_ids().value().count(first.id) == 1);
-        CHECK(store.accept(first.id, {2.5, 0.01, 0.42}, 3.0, true, 1110).value());
+        CHECK(store.accept(first.id, {2.5, 0.01, 0.42, 12.5}, 3.0, true, 1110).value());
         CHECK(store.work_unit("w1").value()->state == WorkUnitState::Done);
         CHECK(store.assignment(first.id).value()->alignment == 0.42);
         CHECK(store.recent_alignments("t", 10).value() == std::vector<double>{0.42});
@@ -344,7 +349,8 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(merged.merged_version.value() == 1);
         CHECK(store.merged_between("t", 0, 1).value().size() == 1);
         CHECK(store.client(alice.id).value()->credit == doctest::Approx(3.0));
-        CHECK(store.recent_norms_per_step("t", 10).value().at(0) == doctest::Approx(2.5 / 50));
+        CHECK(store.recent_norms_per_step("t", 10).value().at(0) == doctest::Approx(2.5 / 12.5));
+        CHECK(merged.full_rate_steps == 12.5);
         CHECK(store.recent_gains_per_step("t", 10).value().at(0) == doctest::Approx(0.01));
 
         // The run's progress: steps merged; the volunteers issued a unit since, and the fastest.
@@ -381,7 +387,8 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         // A replicated unit: one replica validated, its twin not back yet, then issued.
         auto fifth = issue(store, "w5", alice.id, 2000, 9000, 2);
         REQUIRE(store.record_return(fifth.id, "delta-5", 64, "{}", 2010).value());
-        CHECK(store.mark_validated(fifth.id, {1.0, std::nullopt, std::nullopt}, 2020).value());
+        CHECK(store.mark_validated(fifth.id, {1.0, std::nullopt, std::nullopt, 7.0}, 2020).value());
+        CHECK(store.assignment(fifth.id).value()->full_rate_steps == 7.0);
         CHECK(store.in_state(AssignmentState::Validated).value().size() == 1);
         CHECK(store.lonely_validated("t", 2100, 60).value().size() == 1);
         AssignmentRecord twin = fifth;

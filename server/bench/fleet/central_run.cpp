@@ -70,10 +70,17 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
         train.schedule_from = 0;
         train.schedule_to = train.steps * config.batch_size;
     }
-    auto every = std::max<std::int64_t>(1, budget_steps / std::max<std::int64_t>(1, settings.curve_points));
+    // A point at the first step whose samples reach the next milestone, however many it passed.
+    std::int64_t milestones_passed = 0;
+    auto milestone_steps = [&] {
+        auto samples = curve_milestone(settings.sample_budget, settings.curve_points, milestones_passed + 1,
+                                       settings.curve_spacing);
+        return std::max<std::int64_t>(1, (samples + config.batch_size - 1) / config.batch_size);
+    };
     train.snapshot_every = 1;
     train.snapshot = [&](std::int64_t step, const common::TorchTensorMap& weights) {
-        if (!failure || (step % every != 0 && step != budget_steps)) return;
+        if (!failure || (step < milestone_steps() && step != budget_steps)) return;
+        while (step >= milestone_steps()) ++milestones_passed;
         auto named = common::to_named_f32(weights);
         add_point(step, named);
         if (step != budget_steps || !failure) return;

@@ -5,6 +5,7 @@
 
 #include <cxxopts.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -351,6 +352,8 @@ int run_fleet_command(int argc, char** argv) {
         cxxopts::value<std::string>()->default_value("central,ddp,sync-fedavg,fedasync,fedbuff,diloco-dn"))(
         "samples", "samples budget of every run", cxxopts::value<std::int64_t>()->default_value("100000"))(
         "points", "validation evaluations per run", cxxopts::value<std::int64_t>()->default_value("10"))(
+        "spacing", "curve points spaced in samples: even, or geometric from budget/1000",
+        cxxopts::value<std::string>()->default_value("even"))(
         "eval-samples", "validation samples per curve point (0: all; final figures use all)",
         cxxopts::value<std::int64_t>()->default_value("2000"))(
         "target-loss", "loss for time-to-target (0: sync's final loss, else central's)",
@@ -455,6 +458,12 @@ int run_fleet_command(int argc, char** argv) {
             return 2;
         }
         o.run_lr = std::move(*run_lr);
+        auto runs = split(o.runs);
+        for (const auto& [run, lr] : o.run_lr) {
+            if (std::find(runs.begin(), runs.end(), run) != runs.end()) continue;
+            std::cerr << "tessera-bench fleet: --run-lr names '" << run << "', which --runs does not run\n";
+            return 2;
+        }
         const auto inner_state = a["inner-state"].as<std::string>();
         if (!common::inner_optimizer_from_name(inner_state)) {
             std::cerr << "tessera-bench fleet: --inner-state must be fresh or kept\n";
@@ -477,6 +486,12 @@ int run_fleet_command(int argc, char** argv) {
         }
         o.sim.sample_budget = a["samples"].as<std::int64_t>();
         o.sim.curve_points = a["points"].as<std::int64_t>();
+        auto spacing = parse_curve_spacing(a["spacing"].as<std::string>());
+        if (!spacing) {
+            std::cerr << "tessera-bench fleet: --spacing must be even or geometric\n";
+            return 2;
+        }
+        o.sim.curve_spacing = *spacing;
         o.sim.eval_samples = a["eval-samples"].as<std::int64_t>();
         o.sim.seed = a["seed"].as<std::uint64_t>();
         o.sim.threads = a["threads"].as<int>();

@@ -432,8 +432,8 @@ private:
     }
 
     std::int64_t next_milestone() const {
-        auto points = std::max<std::int64_t>(1, settings_.curve_points);
-        return settings_.sample_budget * (milestones_passed_ + 1) / points;
+        return curve_milestone(settings_.sample_budget, settings_.curve_points, milestones_passed_ + 1,
+                               settings_.curve_spacing);
     }
 
     // The equal-samples figures: this point of the curve, and the model on the whole set.

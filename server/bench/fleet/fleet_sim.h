@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "curve_points.h"
 #include "fleet_run.h"
 #include "fleet_spec.h"
 #include "result.h"
@@ -29,7 +30,8 @@ struct SimSettings {
     // `overrun` × the budget (time to a target is measured even when it takes more samples).
     double target_loss = 0;
     double overrun = 1;
-    std::int64_t curve_points = 10;  // validation evaluations, evenly spaced in samples
+    std::int64_t curve_points = 10;  // validation evaluations up to the budget
+    CurveSpacing curve_spacing = CurveSpacing::even;  // ...spaced in samples merged (curve_points.h)
     // Validation samples per curve point (0: all); the final figures use the whole set.
     std::int64_t eval_samples = 2000;
     double tick_s = 10;  // transitioner period, virtual seconds
