@@ -13,15 +13,6 @@
 
 namespace tessera::server {
 
-std::int64_t warm_up_unit_steps(const TaskConfig& config) {
-    if (config.target_seconds <= 0) return config.local_steps;
-    return std::max<std::int64_t>(1, config.local_steps / 4);
-}
-
-bool is_warm_up_unit(const TaskConfig& config, std::int64_t steps) {
-    return config.target_seconds > 0 && steps <= warm_up_unit_steps(config);
-}
-
 void apply_policy_defaults(TaskConfig& config) {
     switch (config.merge.kind) {
         case PolicyKind::FedAsync:

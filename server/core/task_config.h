@@ -92,11 +92,6 @@ struct TaskConfig {
     std::int64_t eval_full_interval_s = 300;  // a curve point on the whole validation set this often
 };
 
-// Local steps of a volunteer's first unit, before its speed is measured: a short warm-up
-// (a quarter of H when units are sized to volunteers' speeds; otherwise every unit has H).
-std::int64_t warm_up_unit_steps(const TaskConfig& config);
-// Whether a unit of `steps` local steps is that short (never when every unit has H).
-bool is_warm_up_unit(const TaskConfig& config, std::int64_t steps);
 
 // Defaults that depend on the policy (η, buffer size), applied before flags override them.
 void apply_policy_defaults(TaskConfig& config);

@@ -93,6 +93,8 @@ public:
     common::Status set_task_weight(const std::string& id, double weight);
     // The task's assignments not settled yet: issued, or returned and not yet merged or refused.
     common::Result<std::int64_t> results_in_flight(const std::string& task_id);
+    // Whether the assignment's volunteer returned a result of the same task before this one.
+    common::Result<bool> returned_before(const AssignmentRecord& a);
     common::Result<std::vector<ShardRecord>> shards(const std::string& task_id);
     common::Result<std::optional<VersionRecord>> version(const std::string& task_id, std::int64_t version);
     common::Result<std::vector<VersionRecord>> versions(const std::string& task_id);

@@ -2,6 +2,7 @@
 #include "store_internal.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace tessera::server {
 namespace {
@@ -152,6 +153,18 @@ common::Result<std::int64_t> Store::results_in_flight(const std::string& task_id
         query.bind(1, task_id);
         query.step();
         return query.integer(0);
+    });
+}
+
+common::Result<bool> Store::returned_before(const AssignmentRecord& a) {
+    return guarded([&]() -> common::Result<bool> {
+        auto at = a.returned_at.value_or(std::numeric_limits<std::int64_t>::max());
+        Statement query(db(),
+                        "SELECT 1 FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                        "WHERE a.client_id = ? AND w.task_id = ? AND a.id != ? AND a.returned_at IS NOT NULL "
+                        "AND (a.returned_at < ? OR (a.returned_at = ? AND a.id < ?)) LIMIT 1");
+        query.bind(1, a.client_id).bind(2, a.task_id).bind(3, a.id).bind(4, at).bind(5, at).bind(6, a.id);
+        return query.step();
     });
 }
 

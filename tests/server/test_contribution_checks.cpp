@@ -127,6 +127,32 @@ TEST_CASE(
     CHECK(!checked.gain_per_step.has_value());  // no loss check ran
 }
 
+TEST_CASE("units sized to speeds: a volunteer's results after its first form the consensus, however short") {
+    // Units sized to speeds; the test volunteers report none, so each unit has a quarter of H:
+    // as short as a first (warm-up) unit, yet only the first of each volunteer stays out.
+    TestServer server(
+        [](TaskConfig& c) {
+            checked_task(c);
+            c.local_steps = 48;
+            c.target_seconds = 120;
+            c.loss_check = 0;
+            c.trust_streak = 0;
+            c.replication = 0;
+        },
+        PolicyKind::FedAsync, {}, SyntheticKind::Pixels);
+    TestVolunteer honest(server, "honest");
+    for (std::size_t i = 0; i <= server::CopyDetector::kConsensusMinimum; ++i) {
+        auto wu = honest.request_work().value();
+        REQUIRE(wu.hyper.local_steps == 12);
+        REQUIRE(uploaded(server, honest, wu, trained_delta(server, honest, wu)) == "merged");
+    }
+    TestVolunteer hostile(server, "hostile");
+    auto noise_unit = hostile.request_work().value();
+    auto noise = noise_like(trained_delta(server, hostile, noise_unit), 7);
+    CHECK(uploaded(server, hostile, noise_unit, noise) == "rejected");
+    CHECK(rejection_of(server, noise_unit.wu_id) == reason::kMisaligned);
+}
+
 TEST_CASE("the gain margin: a quarter of a young model's alike gains; below the scatter at a plateau") {
     // A young model: gains alike, so a quarter of their median is the lower figure.
     std::vector<double> young{0.0050, 0.0052, 0.0053, 0.0054, 0.0056, 0.0051, 0.0055};

@@ -389,6 +389,13 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         REQUIRE(store.record_return(fifth.id, "delta-5", 64, "{}", 2010).value());
         CHECK(store.mark_validated(fifth.id, {1.0, std::nullopt, std::nullopt, 7.0}, 2020).value());
         CHECK(store.assignment(fifth.id).value()->full_rate_steps == 7.0);
+        // A volunteer's first result of the task, or a later one (the consensus's warm-up rule).
+        auto returned_before = [&](const AssignmentRecord& a) {
+            return store.returned_before(store.assignment(a.id).value().value()).value();
+        };
+        CHECK(!returned_before(first));
+        CHECK(!returned_before(second));  // Bob's first, though it came back after Alice's
+        CHECK(returned_before(fifth));
         CHECK(store.in_state(AssignmentState::Validated).value().size() == 1);
         CHECK(store.lonely_validated("t", 2100, 60).value().size() == 1);
         AssignmentRecord twin = fifth;
