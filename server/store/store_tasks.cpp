@@ -156,14 +156,14 @@ common::Result<std::int64_t> Store::results_in_flight(const std::string& task_id
     });
 }
 
+// Another result returned in the same second counts as before: ids carry no order.
 common::Result<bool> Store::returned_before(const AssignmentRecord& a) {
     return guarded([&]() -> common::Result<bool> {
         auto at = a.returned_at.value_or(std::numeric_limits<std::int64_t>::max());
         Statement query(db(),
                         "SELECT 1 FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                        "WHERE a.client_id = ? AND w.task_id = ? AND a.id != ? AND a.returned_at IS NOT NULL "
-                        "AND (a.returned_at < ? OR (a.returned_at = ? AND a.id < ?)) LIMIT 1");
-        query.bind(1, a.client_id).bind(2, a.task_id).bind(3, a.id).bind(4, at).bind(5, at).bind(6, a.id);
+                        "WHERE a.client_id = ? AND w.task_id = ? AND a.id != ? AND a.returned_at <= ? LIMIT 1");
+        query.bind(1, a.client_id).bind(2, a.task_id).bind(3, a.id).bind(4, at);
         return query.step();
     });
 }
@@ -354,14 +354,16 @@ common::Status Store::commit_version(const VersionRecord& version, const std::ve
     return guarded([&]() -> common::Status {
         Transaction transaction(db(), Isolation::ReadCommitted);
         bool postgres = db().dialect() == Dialect::Postgres;
-        Statement current(db(), std::string("SELECT version FROM tasks WHERE id = ?") + (postgres ? " FOR UPDATE" : ""));
+        Statement current(db(),
+                          std::string("SELECT version FROM tasks WHERE id = ?") + (postgres ? " FOR UPDATE" : ""));
         current.bind(1, version.task_id);
         if (!current.step()) return common::make_error("no task '" + version.task_id + "'");
         if (current.integer(0) + 1 != version.version)
             return common::make_error("version " + std::to_string(version.version) + " does not follow " +
                                       std::to_string(current.integer(0)));
         if (fence) {
-            Statement holder(db(), std::string("SELECT holder FROM leases WHERE name = ?") + (postgres ? " FOR SHARE" : ""));
+            Statement holder(db(),
+                             std::string("SELECT holder FROM leases WHERE name = ?") + (postgres ? " FOR SHARE" : ""));
             holder.bind(1, fence->name);
             if (!holder.step() || holder.text(0) != fence->holder)
                 return common::make_error("lease '" + fence->name + "' is no longer this process's");

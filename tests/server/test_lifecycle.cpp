@@ -300,7 +300,7 @@ TEST_CASE(
     REQUIRE(wu_a.hyper.schedule.has_value());
     CHECK(*wu_a.hyper.schedule == *server.config().lr_schedule);
     CHECK(wu_a.hyper.schedule_from == 0);
-    CHECK(wu_a.hyper.schedule_to == hb);  // one volunteer issued units so far
+    CHECK(wu_a.hyper.schedule_to == hb);                           // one volunteer issued units so far
     CHECK(wu_a.hyper.optimizer == common::InnerOptimizer::Fresh);  // a replicated unit
     server.advance(10);                                            // past the cached figures
     auto wu_b = bob.request_work().value();
@@ -308,11 +308,13 @@ TEST_CASE(
           server.store().assignment(wu_a.wu_id).value()->work_unit_id);
     CHECK(wu_b.hyper.schedule_from == wu_a.hyper.schedule_from);  // not the two volunteers' span now
     CHECK(wu_b.hyper.schedule_to == wu_a.hyper.schedule_to);
-    auto delta = alice.made_up_delta(wu_a, 1e-3f);
+    // Sized for a unit in the run's warm-up: its norm is judged per step at the full rate.
+    auto rate_share = common::full_rate_steps(unit_rate_of(wu_a.hyper)) / static_cast<double>(wu_a.hyper.local_steps);
+    auto delta = alice.made_up_delta(wu_a, static_cast<float>(1e-3 * rate_share));
     REQUIRE(alice.upload(wu_a, delta).status == 200);
     REQUIRE(bob.upload(wu_b, delta).status == 200);
     server.app().wait_idle();
-    REQUIRE(server.version() == 1);
+    REQUIRE_MESSAGE(server.version() == 1, rejection_of(server, wu_a.wu_id));
 
     // One result merged (its confirming twin not counted); two volunteers work on the task.
     server.advance(10);
@@ -356,7 +358,8 @@ TEST_CASE(
     CHECK(validate_task_config(config).message().find("lr schedule: final_lr_ratio must be in [0, 1]") == 0);
 }
 
-TEST_CASE("an accepted result carries the task's concurrency: the volunteers issued its units in the last ten minutes") {
+TEST_CASE(
+    "an accepted result carries the task's concurrency: the volunteers issued its units in the last ten minutes") {
     TestServer server([](TaskConfig& c) { c.replication = 0; });
     TestVolunteer alice(server, "alice");
     TestVolunteer bob(server, "bob");
@@ -373,11 +376,12 @@ TEST_CASE("an accepted result carries the task's concurrency: the volunteers iss
     auto wu_c = carol.request_work().value();
     REQUIRE(carol.upload(wu_c, carol.made_up_delta(wu_c, 1e-3f, 9)).status == 200);
     server.app().wait_idle();
-    CHECK(server.store().assignment(wu_c.wu_id).value()->concurrency == 1);  // the others' units are old
+    CHECK(server.store().assignment(wu_c.wu_id).value()->concurrency == 1);             // the others' units are old
     CHECK(server.store().assignment(wu_b.wu_id).value()->concurrency == std::nullopt);  // not accepted
 }
 
-TEST_CASE("with conc:M,A,R a result older than R x the concurrency is refused as too stale, not held against its volunteer") {
+TEST_CASE(
+    "with conc:M,A,R a result older than R x the concurrency is refused as too stale, not held against its volunteer") {
     TestServer server([](TaskConfig& c) {
         c.replication = 0;
         c.merge.staleness = parse_staleness("conc:1,1,1").value();  // refused beyond 1 × C versions
@@ -481,7 +485,8 @@ TEST_CASE("diloco-dn saves its momentum, gathered sum and count mid-period and c
     REQUIRE(v3->optimizer_sha256.has_value());
     auto bytes = common::read_file(server.state().blobs() / *v3->optimizer_sha256, 1 << 30).value();
     auto state = common::read_checkpoint(bytes).value();
-    const auto count = std::find_if(state.begin(), state.end(), [](const auto& t) { return t.name == "pending_count"; });
+    const auto count =
+        std::find_if(state.begin(), state.end(), [](const auto& t) { return t.name == "pending_count"; });
     REQUIRE(count != state.end());
     CHECK(count->values == std::vector<float>{1.0f});  // one arrival gathered towards the next step
     store.reset();
@@ -550,7 +555,8 @@ TEST_CASE(
     };
     CHECK(indexes() == 7);
     {
-        SqliteDatabase db(path, false);  // back to schema 1: no sample size, no indexes of schemas 3 and 4, no check columns
+        SqliteDatabase db(path,
+                          false);  // back to schema 1: no sample size, no indexes of schemas 3 and 4, no check columns
         db.exec(
             "DROP INDEX clients_by_address; DROP INDEX rejections_by_client; "
             "ALTER TABLE clients DROP COLUMN quarantined; ALTER TABLE clients DROP COLUMN address; "
@@ -562,7 +568,8 @@ TEST_CASE(
             "ALTER TABLE model_versions DROP COLUMN patch_sha256; ALTER TABLE model_versions DROP COLUMN patch_bytes; "
             "ALTER TABLE model_versions DROP COLUMN checkpoint; ALTER TABLE model_versions DROP COLUMN pinned; "
             "DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment; "
-            "ALTER TABLE assignments DROP COLUMN concurrency; PRAGMA user_version = 1;");
+            "ALTER TABLE assignments DROP COLUMN concurrency; ALTER TABLE assignments DROP COLUMN full_rate_steps; "
+            "PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();
