@@ -1,6 +1,6 @@
 // Where a run's validation curve is evaluated, in samples merged: evenly, or geometrically so
 // that a run which reaches a target loss within its first few units is measured there, not
-// interpolated from t = 0 to its first even point (docs/fleet_simulator.md, "Time to a target").
+// interpolated from t = 0 to its first even point (docs/fleet_simulator.md, "Output").
 #pragma once
 
 #include <cstdint>
