@@ -165,6 +165,24 @@ def run(model, inputs, labels, steps, batch, lr, warmup, device, generator):
     return time.perf_counter() - start
 
 
+def profiled(path, steps):
+    """Runs `steps` under torch.profiler; writes the operators and kernels by their own time on
+    the device (the CPU's where there is no GPU), so the step's largest costs can be read."""
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
+        seconds = steps()
+    events = prof.key_averages()
+    with open(path, "w") as out:
+        for key in ("self_device_time_total", "self_cuda_time_total", "self_cpu_time_total"):
+            try:
+                out.write(events.table(sort_by=key, row_limit=45, max_name_column_width=70))
+                break
+            except (AttributeError, KeyError, ValueError):
+                continue
+    return seconds
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="dit-s", choices=sorted(PRESETS))
@@ -175,6 +193,8 @@ def main():
     parser.add_argument("--warmup-steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--samples", type=int, default=4096)
+    parser.add_argument("--profile", metavar="FILE",
+                        help="profile the timed steps with torch.profiler; the kernel table goes to FILE")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -188,7 +208,11 @@ def main():
     if device.type == "cuda":
         inputs, labels = inputs.pin_memory(), labels.pin_memory()
     run(model, inputs, labels, args.warmup_steps, args.batch, 3e-4, 10, device, generator)
-    seconds = run(model, inputs, labels, args.steps, args.batch, 3e-4, 10, device, generator)
+    if args.profile:
+        seconds = profiled(args.profile, lambda: run(model, inputs, labels, args.steps, args.batch, 3e-4, 10, device,
+                                                     generator))
+    else:
+        seconds = run(model, inputs, labels, args.steps, args.batch, 3e-4, 10, device, generator)
     print(json.dumps({"torch": torch.__version__, "samples_per_s": args.steps * args.batch / seconds,
                       "seconds": seconds, "parameters": sum(p.numel() for p in model.parameters())}))
 

@@ -2,6 +2,7 @@
 #include "adamw.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cmath>
 
@@ -12,12 +13,52 @@ MultiTensorAdamW::MultiTensorAdamW(std::vector<torch::Tensor> parameters, double
     : parameters_(std::move(parameters)), moments_(parameters_.size()), weight_decay_(weight_decay), beta1_(beta1),
       beta2_(beta2), eps_(eps) {}
 
+// LibTorch 2.x's fused kernel, for float parameters on a CUDA device. It reads each
+// parameter's step count from a device tensor, so parameters that went without a gradient
+// need no group of their own. False (nothing done) where the kernel does not apply.
+bool MultiTensorAdamW::step_fused(double lr) {
+#if TORCH_VERSION_MAJOR >= 2
+    if (!fused_ || update_clipping_ || parameters_.empty()) return false;
+    for (const auto& p : parameters_)
+        if (!p.is_cuda() || p.scalar_type() != torch::kFloat) return false;
+    device_steps_.resize(parameters_.size());
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+        const auto& p = parameters_[i];
+        if (!p.grad().defined()) continue;
+        auto& m = moments_[i];
+        if (!m.exp_avg.defined()) {
+            m.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Preserve);
+            m.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Preserve);
+        }
+        if (!device_steps_[i].defined())
+            device_steps_[i] = torch::full({}, static_cast<double>(m.steps), p.options().dtype(torch::kFloat));
+        ++m.steps;
+        params.push_back(p);
+        grads.push_back(p.grad());
+        exp_avgs.push_back(m.exp_avg);
+        exp_avg_sqs.push_back(m.exp_avg_sq);
+        steps.push_back(device_steps_[i]);
+    }
+    if (params.empty()) return true;
+    at::_foreach_add_(steps, 1);
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1_, beta2_, weight_decay_, eps_,
+                      /*amsgrad=*/false, /*maximize=*/false);
+    return true;
+#else
+    (void)lr;
+    return false;
+#endif
+}
+
 void MultiTensorAdamW::zero_grad() {
     for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();
 }
 
 void MultiTensorAdamW::step(double lr) {
     torch::NoGradGuard no_grad;
+    if (step_fused(lr)) return;
+    device_steps_.clear();  // host counts lead from here; a later fused step starts from them
     // Parameters are grouped by their step count (the same for all unless some went without
     // a gradient), since the bias correction depends on it.
     struct Group {
@@ -89,6 +130,7 @@ Status MultiTensorAdamW::load_moments(std::vector<AdamWMoments> moments) {
         m.exp_avg_sq = m.exp_avg_sq.to(p.device(), p.scalar_type(), false, true).contiguous();
     }
     moments_ = std::move(moments);
+    device_steps_.clear();
     return {};
 }
 

@@ -2,7 +2,8 @@
 // handful of kernel launches per step where torch::optim::AdamW launches about ten for every
 // parameter tensor — on a GPU, launches rather than arithmetic bound a small model's step.
 // The update is torch::optim::AdamW's (decoupled weight decay, bias correction, no amsgrad);
-// on the CPU it gives the same bits. Its moments can be taken out and put back, so that a
+// on the CPU it gives the same bits. On a CUDA device with LibTorch 2.x it is LibTorch's fused
+// kernel (_fused_adamw_: one launch for the whole update), the same update to float rounding. Its moments can be taken out and put back, so that a
 // volunteer's optimizer carries on across work units. Not thread-safe; one per training run.
 #pragma once
 
@@ -32,6 +33,8 @@ public:
     // gradients outgrow what the second moment has seen — as when moments kept from an
     // earlier work unit meet a model the server has moved — and costs launches per tensor.
     void set_update_clipping(bool on) { update_clipping_ = on; }
+    // Whether a CUDA step may use the fused kernel (on by default; off: the _foreach steps).
+    void set_fused(bool on) { fused_ = on; }
 
     // Drops the gradients (the next backward allocates them afresh).
     void zero_grad();
@@ -46,10 +49,16 @@ public:
     Status load_moments(std::vector<AdamWMoments> moments);
 
 private:
+    bool step_fused(double lr);
+
     std::vector<torch::Tensor> parameters_;
     std::vector<AdamWMoments> moments_;
+    // The fused kernel's step counts, one float on each parameter's device (made from
+    // moments_[i].steps when first needed, dropped when moments are loaded).
+    std::vector<torch::Tensor> device_steps_;
     double weight_decay_, beta1_, beta2_, eps_;
     bool update_clipping_ = false;
+    bool fused_ = true;
 };
 
 }  // namespace tessera::common

@@ -172,6 +172,7 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     auto parameters = module->parameters();
     MultiTensorAdamW optimizer(parameters, config.weight_decay);
     optimizer.set_update_clipping(config.clip_updates);
+    optimizer.set_fused(config.fused_adamw);
     if (config.resume_optimizer != nullptr && !config.resume_optimizer->empty())
         if (auto resumed = resume_optimizer(optimizer, *module, *config.resume_optimizer); !resumed)
             return resumed.error();

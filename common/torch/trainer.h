@@ -47,6 +47,9 @@ struct TrainConfig {
     // (`optimizer: kept`) use it, since kept second moments can be stale for the model a unit
     // starts from.
     bool clip_updates = false;
+    // On a CUDA device with LibTorch 2.x, AdamW's fused kernel (MultiTensorAdamW::set_fused);
+    // false: the _foreach steps, for the benchmark's comparison.
+    bool fused_adamw = true;
     // One schedule over the whole run (lr_schedule.h): step s trains at
     // lr·lr_factor(schedule, unit_position(schedule_from, schedule_to, s, steps), batch), in
     // place of the per-unit warm-up.

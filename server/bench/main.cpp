@@ -35,16 +35,17 @@ int main(int argc, char** argv) {
         "device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("cpu"))(
         "batch", "batch size", cxxopts::value<std::int64_t>()->default_value("32"))(
         "latent-size", "synthetic latents are 4 x N x N (patch 2: N²/4 tokens per sample)",
-        cxxopts::value<std::int64_t>()->default_value("8"))(
-        "steps", "measured steps", cxxopts::value<std::int64_t>()->default_value("20"))(
+        cxxopts::value<std::int64_t>()->default_value("8"))("steps", "measured steps",
+                                                            cxxopts::value<std::int64_t>()->default_value("20"))(
         "warmup", "warm-up steps before measuring", cxxopts::value<std::int64_t>()->default_value("3"))(
         "threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))(
         "repeats", "alternating C++/Python runs (medians are reported)", cxxopts::value<int>()->default_value("3"))(
         "python", "Python with PyTorch", cxxopts::value<std::string>()->default_value("/usr/bin/python3"))(
         "python-script", "the Python reference", cxxopts::value<std::string>()->default_value(TESSERA_BENCH_SCRIPT))(
-        "no-python", "measure the C++ trainer only")("peak-tflops", "the device's peak TFLOP/s, to print MFU",
-                                                     cxxopts::value<double>()->default_value("0"))("h,help",
-                                                                                                   "show this help");
+        "no-python", "measure the C++ trainer only")(
+        "foreach-adamw-too", "also time the C++ trainer with the _foreach AdamW in place of the fused kernel (CUDA)")(
+        "peak-tflops", "the device's peak TFLOP/s, to print MFU", cxxopts::value<double>()->default_value("0"))(
+        "h,help", "show this help");
     try {
         auto args = options.parse(argc - 1, argv + 1);
         if (args.count("help")) {
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
         bench.python = args["python"].as<std::string>();
         bench.python_script = args["python-script"].as<std::string>();
         bench.run_python = args.count("no-python") == 0;
+        bench.foreach_adamw_too = args.count("foreach-adamw-too") > 0;
         bench.peak_tflops = args["peak-tflops"].as<double>();
         if (auto status = tessera::bench::run_train_bench(bench); !status) {
             std::cerr << "tessera-bench: " << status.message() << "\n";

@@ -34,10 +34,9 @@ double training_flops_per_sample(const common::DitConfig& c) {
 common::Result<double> python_samples_per_s(const TrainBenchOptions& o) {
     std::string command = o.python + " " + o.python_script + " --model " + o.model + " --device " +
                           (o.device == "auto" ? std::string(torch::cuda::is_available() ? "cuda" : "cpu") : o.device) +
-                          " --batch " + std::to_string(o.batch) +
-                          " --latent-size " + std::to_string(o.latent_size) + " --steps " + std::to_string(o.steps) +
-                          " --warmup-steps " + std::to_string(o.warmup_steps) + " --threads " +
-                          std::to_string(o.threads) + " --samples " + std::to_string(kSyntheticSamples);
+                          " --batch " + std::to_string(o.batch) + " --latent-size " + std::to_string(o.latent_size) +
+                          " --steps " + std::to_string(o.steps) + " --warmup-steps " + std::to_string(o.warmup_steps) +
+                          " --threads " + std::to_string(o.threads) + " --samples " + std::to_string(kSyntheticSamples);
     FILE* pipe = popen(command.c_str(), "r");
     if (pipe == nullptr) return common::make_error("cannot run " + command);
     std::string output;
@@ -80,21 +79,32 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
     config.warmup_steps = 10;
     std::cout << "model " << o.model << " (" << common::parameter_count(*(*workload)->module())
               << " parameters), device " << o.device << ", batch " << o.batch << ", latents 4×" << o.latent_size << "×"
-              << o.latent_size << ", threads " << o.threads << ", "
-              << o.steps << " measured steps after " << o.warmup_steps << " warm-up, " << o.repeats
-              << " alternating runs each\n";
+              << o.latent_size << ", threads " << o.threads << ", " << o.steps << " measured steps after "
+              << o.warmup_steps << " warm-up, " << o.repeats << " alternating runs each\n";
 
     // Runs alternate between the two sides, so drift in the machine's speed hits both.
-    std::vector<double> cpp, python;
-    for (int run = 0; run < std::max(o.repeats, 1); ++run) {
+    auto time_cpp = [&](bool fused_adamw) -> common::Result<double> {
+        config.fused_adamw = fused_adamw;
         config.steps = o.warmup_steps;
         if (o.warmup_steps > 0)
             if (auto warm = common::train(o.model, theta0, data, config); !warm) return warm.error();
         config.steps = o.steps;
         auto measured = common::train(o.model, theta0, data, config);
         if (!measured) return measured.error();
-        cpp.push_back(measured->stats.samples_per_s);
+        return measured->stats.samples_per_s;
+    };
+    std::vector<double> cpp, cpp_foreach, python;
+    for (int run = 0; run < std::max(o.repeats, 1); ++run) {
+        auto fused = time_cpp(true);
+        if (!fused) return fused.error();
+        cpp.push_back(*fused);
         std::printf("  run %d: C++ %.2f samples/s", run + 1, cpp.back());
+        if (o.foreach_adamw_too) {
+            auto foreach = time_cpp(false);
+            if (!foreach) return foreach.error();
+            cpp_foreach.push_back(*foreach);
+            std::printf(", C++ with _foreach AdamW %.2f samples/s", cpp_foreach.back());
+        }
         if (o.run_python) {
             client::release_gpu_cache();  // the reference is another process: it needs the GPU's memory
             auto sample = python_samples_per_s(o);
@@ -107,6 +117,9 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
     }
     double cpp_median = median(cpp);
     std::printf("C++ (LibTorch %s): %.2f samples/s (median)\n", TORCH_VERSION, cpp_median);
+    if (!cpp_foreach.empty())
+        std::printf("C++ with _foreach AdamW: %.2f samples/s (median); fused/_foreach ratio %.3f\n",
+                    median(cpp_foreach), cpp_median / median(cpp_foreach));
     if (auto* dit = common::dit_of(**workload); dit != nullptr && o.peak_tflops > 0) {
         double flops = training_flops_per_sample((*dit)->config()) * cpp_median;
         std::printf("C++ model FLOPs: %.1f TFLOP/s, MFU %.1f%% of %.0f TFLOP/s\n", flops / 1e12,

@@ -22,6 +22,7 @@ struct TrainBenchOptions {
     std::string python = "/usr/bin/python3";
     std::string python_script;  // scripts/bench_train.py
     bool run_python = true;
+    bool foreach_adamw_too = false;  // also time the C++ trainer with the _foreach AdamW, not the fused one
     double peak_tflops = 0;  // > 0: print model FLOPs utilisation against this peak
 };
 

@@ -176,3 +176,41 @@ TEST_CASE("MultiTensorAdamW takes torch::optim::AdamW's steps, bit for bit on th
         for (std::size_t i = 0; i < ours.size(); ++i) CHECK(torch::equal(ours[i], theirs[i]));
     }
 }
+
+// LibTorch 2.x's fused kernel (one launch per step); the step counts it keeps on the device
+// must also come back out with the moments, so that a kept optimizer carries on.
+TEST_CASE("MultiTensorAdamW on a CUDA device follows torch::optim::AdamW to float rounding" *
+          doctest::skip(!torch::cuda::is_available())) {
+    torch::manual_seed(12);
+    std::vector<torch::Tensor> ours, theirs;
+    for (auto shape : {std::vector<std::int64_t>{64, 33}, {33}, {}}) {
+        auto p = torch::randn(shape);
+        theirs.push_back(p.clone().set_requires_grad(true));
+        ours.push_back(p.to(torch::kCUDA).set_requires_grad(true));
+    }
+    tessera::common::MultiTensorAdamW optimizer(ours, 0.01);
+    torch::optim::AdamW reference(theirs, torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
+    for (int step = 0; step < 6; ++step) {
+        double lr = 1e-2 * (step + 1) / 6.0;
+        for (auto& group : reference.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+        optimizer.zero_grad();
+        reference.zero_grad();
+        for (std::size_t i = 0; i < ours.size(); ++i) {
+            if (step == 2 && i == 1) {
+                theirs[i].mutable_grad() = torch::Tensor();
+                continue;
+            }
+            auto grad = torch::randn_like(theirs[i]);
+            ours[i].mutable_grad() = grad.to(torch::kCUDA);
+            theirs[i].mutable_grad() = grad.clone();
+        }
+        optimizer.step(lr);
+        reference.step();
+        for (std::size_t i = 0; i < ours.size(); ++i)
+            CHECK(torch::allclose(ours[i].cpu(), theirs[i].detach(), 1e-5, 1e-6));
+    }
+    auto moments = optimizer.moments();
+    CHECK(moments[0].steps == 6);
+    CHECK(moments[1].steps == 5);
+    CHECK(moments[2].steps == 6);
+}
