@@ -63,9 +63,23 @@ Result<Bytes> read_file(const std::filesystem::path& path, std::uint64_t max_byt
     return out;
 }
 
+std::string temp_file_suffix() {
+    return ".tmp-" + std::to_string(::getpid()) + "@" + host_name() + "-" + random_suffix();
+}
+
+Status move_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to) {
+    int fd = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno_error("cannot open", from);
+    int rc = ::fsync(fd);
+    ::close(fd);
+    if (rc != 0) return errno_error("cannot fsync", from);
+    if (::rename(from.c_str(), to.c_str()) != 0) return errno_error("cannot rename into", to);
+    return fsync_directory(to.has_parent_path() ? to.parent_path() : ".");
+}
+
 Result<AtomicFileWriter> AtomicFileWriter::create(const std::filesystem::path& path, mode_t mode) {
     auto temp = path;
-    temp += ".tmp-" + std::to_string(::getpid()) + "@" + host_name() + "-" + random_suffix();
+    temp += temp_file_suffix();
     int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd < 0) return errno_error("cannot create", temp);
     return AtomicFileWriter(path, temp, fd);
@@ -140,8 +154,8 @@ std::optional<TempFileWriter> temp_file_writer(const std::string& name) {
 
 bool temp_file_abandoned(const std::string& name) {
     auto writer = temp_file_writer(name);
-    return writer && writer->host == host_name() && writer->pid > 0 && ::kill(static_cast<pid_t>(writer->pid), 0) != 0 &&
-           errno == ESRCH;
+    return writer && writer->host == host_name() && writer->pid > 0 &&
+           ::kill(static_cast<pid_t>(writer->pid), 0) != 0 && errno == ESRCH;
 }
 
 }  // namespace tessera::common

@@ -55,4 +55,12 @@ bool temp_file_abandoned(const std::string& name);
 // One-call form of AtomicFileWriter.
 Status write_file_atomic(const std::filesystem::path& path, ByteView bytes, mode_t mode = 0644);
 
+// The suffix AtomicFileWriter gives its temp files (".tmp-<pid>@<host>-<random>"), for other
+// files written in pieces that a later start must tell apart (temp_file_abandoned).
+std::string temp_file_suffix();
+// Moves a complete file into place so that `to` holds its old content or all of the file's, even
+// across a crash: fsyncs `from`, renames it over `to` (the same file system) and fsyncs the
+// directory. On an error before the rename `from` is left where it was.
+Status move_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to);
+
 }  // namespace tessera::common

@@ -271,6 +271,7 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     // Bind first: a busy port or a bad certificate fails before any work starts. Requests
     // wait until the I/O threads run.
     p.handler_pool = std::make_unique<boost::asio::thread_pool>(p.options.handler_threads);
+    p.options.http.upload_spool_directory = state.results();  // received deltas are moved, not copied
     p.http = std::make_unique<HttpServer>(p.io, *p.handler_pool, *p.api, p.options.http);
     if (auto status = p.http->start(); !status) return status.error();
 

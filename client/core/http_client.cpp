@@ -89,17 +89,65 @@ ApiStatus with_stream(const Url& origin, const HttpOptions& options, Use&& use) 
     }
 }
 
-template <class Stream>
-void send(Stream& stream, const Url& origin, const std::string& method, const std::string& target,
-          const std::string& body, const std::map<std::string, std::string>& headers, const HttpOptions& options) {
+http::request<http::string_body> make_request(const Url& origin, const std::string& method, const std::string& target,
+                                              const std::string& body,
+                                              const std::map<std::string, std::string>& headers) {
     http::request<http::string_body> request{http::string_to_verb(method), target, 11};
     request.set(http::field::host, origin.host);
     request.set(http::field::user_agent, "tessera-client");
     for (const auto& [name, value] : headers) request.set(name, value);
     request.body() = body;
     request.prepare_payload();
+    return request;
+}
+
+template <class Stream>
+void send(Stream& stream, const Url& origin, const std::string& method, const std::string& target,
+          const std::string& body, const std::map<std::string, std::string>& headers, const HttpOptions& options) {
+    auto request = make_request(origin, method, target, body, headers);
     beast::get_lowest_layer(stream).expires_after(options.timeout);
     http::write(stream, request);
+}
+
+template <class Stream>
+http::response<http::string_body> read_answer(Stream& stream, beast::flat_buffer& buffer, const HttpOptions& options) {
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(options.max_body_bytes);
+    beast::get_lowest_layer(stream).expires_after(options.timeout);
+    http::read(stream, buffer, parser);
+    return parser.release();
+}
+
+// Sends the request and reads the answer. With "Expect: 100-continue" the header goes first and
+// the body only once the server answers 100 Continue: a server that refuses on the header (an
+// upload from a volunteer with nothing in progress) answers in its place, and the body is never
+// sent into a connection the server is closing.
+template <class Stream>
+http::response<http::string_body> exchange(Stream& stream, const Url& origin, const std::string& method,
+                                           const std::string& target, const std::string& body,
+                                           const std::map<std::string, std::string>& headers,
+                                           const HttpOptions& options) {
+    auto request = make_request(origin, method, target, body, headers);
+    beast::flat_buffer buffer;
+    if (request[http::field::expect] != "100-continue") {
+        beast::get_lowest_layer(stream).expires_after(options.timeout);
+        http::write(stream, request);
+        return read_answer(stream, buffer, options);
+    }
+    http::request_serializer<http::string_body> serializer(request);
+    beast::get_lowest_layer(stream).expires_after(options.timeout);
+    http::write_header(stream, serializer);
+    http::response_parser<http::string_body> interim;
+    interim.body_limit(options.max_body_bytes);
+    beast::get_lowest_layer(stream).expires_after(options.timeout);
+    http::read_header(stream, buffer, interim);
+    if (interim.get().result() != http::status::continue_) {
+        http::read(stream, buffer, interim);
+        return interim.release();
+    }
+    beast::get_lowest_layer(stream).expires_after(options.timeout);
+    http::write(stream, serializer);
+    return read_answer(stream, buffer, options);
 }
 
 }  // namespace
@@ -109,13 +157,7 @@ ApiResult<HttpResponse> HttpClient::request(const Url& origin, const std::string
                                             const std::map<std::string, std::string>& headers) const {
     HttpResponse reply;
     auto status = with_stream(origin, options_, [&](auto& stream) -> ApiStatus {
-        send(stream, origin, method, target, body, headers, options_);
-        beast::flat_buffer buffer;
-        http::response_parser<http::string_body> parser;
-        parser.body_limit(options_.max_body_bytes);
-        beast::get_lowest_layer(stream).expires_after(options_.timeout);
-        http::read(stream, buffer, parser);
-        auto response = parser.release();
+        auto response = exchange(stream, origin, method, target, body, headers, options_);
         reply.status = static_cast<int>(response.result_int());
         reply.body = std::move(response.body());
         for (const auto& field : response)

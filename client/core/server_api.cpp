@@ -72,7 +72,9 @@ ApiStatus ServerApi::abandon(const std::string& wu_id) {
 }
 
 ApiStatus ServerApi::upload_result(const std::string& packed) {
-    auto reply = post("results", packed, "application/octet-stream");
+    // The server checks an upload's header before its body (docs/protocol.md): the body waits
+    // for its 100 Continue.
+    auto reply = post("results", packed, "application/octet-stream", {{"Expect", "100-continue"}});
     if (!reply) return reply.failure();
     return std::monostate{};
 }
@@ -87,7 +89,8 @@ ApiResult<std::string> ServerApi::post_json(const std::string& route, const boos
 }
 
 ApiResult<std::string> ServerApi::post(const std::string& route, const std::string& body,
-                                       const std::string& content_type) {
+                                       const std::string& content_type,
+                                       const std::map<std::string, std::string>& extra_headers) {
     auto target = server_.path + "/api/v1/" + route;
     auto signed_headers = common::sign_request("POST", target, common::as_bytes(body), client_id_, key_, unix_now());
     std::map<std::string, std::string> headers{{"Content-Type", content_type},
@@ -95,6 +98,7 @@ ApiResult<std::string> ServerApi::post(const std::string& route, const std::stri
                                                {std::string(common::kHeaderTimestamp), signed_headers.timestamp},
                                                {std::string(common::kHeaderNonce), signed_headers.nonce},
                                                {std::string(common::kHeaderSignature), signed_headers.signature}};
+    headers.insert(extra_headers.begin(), extra_headers.end());
     auto reply = http_.request(server_, "POST", target, body, headers);
     if (!reply) return reply.failure();
     if (reply->status != 200) return refusal(route, *reply);

@@ -41,7 +41,8 @@ public:
 
 private:
     // POST `route` (under /api/v1/) signed with the volunteer's key; the body of a 200 answer.
-    ApiResult<std::string> post(const std::string& route, const std::string& body, const std::string& content_type);
+    ApiResult<std::string> post(const std::string& route, const std::string& body, const std::string& content_type,
+                                const std::map<std::string, std::string>& extra_headers = {});
     ApiResult<std::string> post_json(const std::string& route, const boost::json::value& body);
 
     Url server_;

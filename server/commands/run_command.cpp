@@ -39,10 +39,10 @@ int run_command(int argc, char** argv) {
         cxxopts::value<std::size_t>()->default_value("4"))("work-threads", "threads for loss checks and evaluation",
                                                            cxxopts::value<std::size_t>()->default_value("2"))(
         "max-connections", "open connections at most", cxxopts::value<std::size_t>()->default_value("256"))(
-        "upload-memory", "MiB that upload bodies being received may hold in all (one is always let in)",
-        cxxopts::value<std::uint64_t>()->default_value("2048"))(
-        "uploads-per-volunteer", "upload bodies of one volunteer received at once",
-        cxxopts::value<std::size_t>()->default_value("2"))(
+        "upload-spool", "MiB of upload bodies being received at once, spooled to disk (one is always let in)",
+        cxxopts::value<std::uint64_t>()->default_value("2048"))("uploads-per-volunteer",
+                                                                "upload bodies of one volunteer received at once",
+                                                                cxxopts::value<std::size_t>()->default_value("2"))(
         "tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))(
         "registrations-per-hour", "new volunteers one address may register per hour; 0: no limit",
         cxxopts::value<std::int64_t>()->default_value("20"))(
@@ -81,7 +81,7 @@ int run_command(int argc, char** argv) {
     server.http.tls_cert = args["tls-cert"].as<std::string>();
     server.http.tls_key = args["tls-key"].as<std::string>();
     server.http.max_connections = args["max-connections"].as<std::size_t>();
-    server.http.upload_memory_bytes = args["upload-memory"].as<std::uint64_t>() << 20;
+    server.http.upload_spool_bytes = args["upload-spool"].as<std::uint64_t>() << 20;
     server.http.max_uploads_per_client = args["uploads-per-volunteer"].as<std::size_t>();
     if (server.http.max_uploads_per_client < 1) return fail("run", "--uploads-per-volunteer must be >= 1");
     server.blob_base_url = base;

@@ -11,6 +11,9 @@ public:
     common::Status write_atomic(const std::filesystem::path& path, common::ByteView bytes) override {
         return common::write_file_atomic(path, bytes);
     }
+    common::Status adopt(const std::filesystem::path& written, const std::filesystem::path& path) override {
+        return common::move_file_atomic(written, path);
+    }
     common::Result<common::Bytes> read(const std::filesystem::path& path, std::uint64_t max_bytes) override {
         return common::read_file(path, max_bytes);
     }

@@ -19,6 +19,9 @@ public:
     // may come after the rename (the directory's fsync): the new content is then in place but
     // not known to be durable.
     virtual common::Status write_atomic(const std::filesystem::path& path, common::ByteView bytes) = 0;
+    // The same for a file already written beside `path` (an upload spooled to disk): moved into
+    // place with common::move_file_atomic's guarantees.
+    virtual common::Status adopt(const std::filesystem::path& written, const std::filesystem::path& path) = 0;
     // The whole file; larger than `max_bytes` is an error.
     virtual common::Result<common::Bytes> read(const std::filesystem::path& path, std::uint64_t max_bytes) = 0;
     virtual bool exists(const std::filesystem::path& path) = 0;

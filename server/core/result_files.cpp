@@ -9,6 +9,10 @@ common::Status ResultFiles::write(const std::string& assignment_id, common::Byte
     return files_.write_atomic(state_.result_file(assignment_id), delta);
 }
 
+common::Status ResultFiles::adopt(const std::string& assignment_id, const std::filesystem::path& spooled) {
+    return files_.adopt(spooled, state_.result_file(assignment_id));
+}
+
 common::Result<common::Bytes> ResultFiles::read_bytes(const std::string& assignment_id) const {
     return files_.read(state_.result_file(assignment_id), std::uint64_t{8} << 30);
 }

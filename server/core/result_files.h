@@ -18,6 +18,9 @@ public:
         : state_(std::move(state)), files_(files) {}
 
     common::Status write(const std::string& assignment_id, common::ByteView delta);
+    // The same for a delta already on disk in the results directory (an upload's spool file),
+    // moved into place.
+    common::Status adopt(const std::string& assignment_id, const std::filesystem::path& spooled);
     // The stored file; an error here is the server's (the disk), not the volunteer's.
     common::Result<common::Bytes> read_bytes(const std::string& assignment_id) const;
     // The delta, with at most `max_values` values over all tensors (read_bytes, then decode).

@@ -32,7 +32,15 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
                                                     std::int64_t max_delta_bytes) {
     auto upload = common::unpack_result_upload(body);
     if (!upload) return outcome(400, "bad_request", upload.message());
-    auto manifest = common::parse_message<common::ResultManifest>(upload->manifest_json);
+    auto bytes = upload->delta;
+    ReceivedDelta delta{bytes.size(), common::sha256_hex(bytes),
+                        [bytes](ResultFiles& files, const std::string& id) { return files.write(id, bytes); }};
+    return receive(client_id, upload->manifest_json, delta, max_delta_bytes);
+}
+
+common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id, std::string_view manifest_json,
+                                                    const ReceivedDelta& delta, std::int64_t max_delta_bytes) {
+    auto manifest = common::parse_message<common::ResultManifest>(manifest_json);
     if (!manifest) return outcome(400, "bad_request", manifest.message());
     if (manifest->client_id != client_id)
         return outcome(403, "forbidden", "the manifest's client_id is not the signer");
@@ -59,17 +67,16 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
     const auto& encoding = unit->encoding;
     if (manifest->encoding.dtype != encoding.dtype || manifest->encoding.topk_fraction != encoding.topk_fraction)
         return refuse(a, reason::kEncodingMismatch, "the delta is not encoded as the work unit asked");
-    auto delta = upload->delta;
-    if (static_cast<std::int64_t>(delta.size()) > max_delta_bytes)
+    auto size = static_cast<std::int64_t>(delta.bytes);
+    if (size > max_delta_bytes)
         return refuse(a, reason::kTooLarge,
-                      std::to_string(delta.size()) + " bytes exceed the cap of " + std::to_string(max_delta_bytes));
-    auto actual = common::sha256_hex(delta);
-    if (static_cast<std::int64_t>(delta.size()) != manifest->delta_blob.bytes || actual != manifest->delta_blob.sha256)
+                      std::to_string(size) + " bytes exceed the cap of " + std::to_string(max_delta_bytes));
+    if (size != manifest->delta_blob.bytes || delta.sha256 != manifest->delta_blob.sha256)
         return refuse(a, reason::kHashMismatch, "the delta's size or SHA-256 differs from the manifest's");
 
-    if (auto status = results_.write(a.id, delta); !status) return status.error();
+    if (auto status = delta.store(results_, a.id); !status) return status.error();
     auto metrics = boost::json::serialize(common::to_json(*manifest).at("metrics"));
-    auto recorded = store_.record_return(a.id, actual, manifest->delta_blob.bytes, metrics, now);
+    auto recorded = store_.record_return(a.id, delta.sha256, manifest->delta_blob.bytes, metrics, now);
     if (!recorded || !*recorded) {
         results_.remove(a.id);
         if (!recorded) return recorded.error();

@@ -4,7 +4,9 @@
 // volunteer's own assignment are stored as rejections. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "bytes.h"
 #include "result_files.h"
@@ -12,6 +14,15 @@
 #include "validator.h"
 
 namespace tessera::server {
+
+// An upload's delta as the intake needs it: its size and SHA-256 (computed once, where it was
+// read), and how to store it under an assignment's id — written from memory, or a spooled file
+// moved into place.
+struct ReceivedDelta {
+    std::uint64_t bytes = 0;
+    std::string sha256;
+    std::function<common::Status(ResultFiles&, const std::string& assignment_id)> store;
+};
 
 struct IntakeOutcome {
     int http_status = 200;
@@ -27,6 +38,9 @@ public:
     // is the task's cap on the delta.
     common::Result<IntakeOutcome> receive(const std::string& client_id, common::ByteView body,
                                           std::int64_t max_delta_bytes);
+    // The same for an upload already split into its manifest and its delta.
+    common::Result<IntakeOutcome> receive(const std::string& client_id, std::string_view manifest_json,
+                                          const ReceivedDelta& delta, std::int64_t max_delta_bytes);
 
 private:
     common::Result<IntakeOutcome> refuse(const AssignmentRecord& assignment, std::string_view reason,

@@ -9,6 +9,7 @@
 #include "protocol.h"
 #include "request_auth.h"
 #include "result_upload.h"
+#include "sha256.h"
 #include "task_lookup.h"
 #include "text_encoding.h"
 
@@ -198,7 +199,39 @@ Response Api::request_work(const Request& request, const ClientRecord& client) {
 }
 
 Response Api::upload_result(const Request& request, const ClientRecord& client) {
-    auto outcome = intake_.receive(client.id, request.body(), max_delta_bytes_.load());
+    return intake_answer(request, intake_.receive(client.id, request.body(), max_delta_bytes_.load()));
+}
+
+Response Api::handle_upload(UploadRequest request) {
+    metrics_.count_request();
+    Request reply_to;  // the answer's HTTP version and keep-alive
+    reply_to.version(request.version());
+    reply_to.keep_alive(request.keep_alive());
+    try {
+        auto& upload = request.body();
+        bool empty = upload.delta_file().empty() && upload.error.empty();  // the spool never opened
+        auto body_sha256 = empty ? common::sha256_hex({}) : upload.body_sha256;
+        auto auth = authenticate(request.base(), body_sha256, store_, clock_());
+        if (auto* failure = std::get_if<AuthFailure>(&auth))
+            return error_response(reply_to, failure->status, failure->code, failure->message);
+        if (empty) return bad_request(reply_to, "result upload: shorter than its 4-byte length prefix");
+        if (!upload.error.empty())
+            return upload.disk_error ? internal_error(reply_to, upload.error) : bad_request(reply_to, upload.error);
+        ReceivedDelta delta{upload.delta_bytes, upload.delta_sha256,
+                            [&upload](ResultFiles& files, const std::string& id) {
+                                auto moved = files.adopt(id, upload.delta_file());
+                                if (moved) upload.take_delta_file();
+                                return moved;
+                            }};
+        const auto& client = std::get<ClientRecord>(auth);
+        return intake_answer(reply_to,
+                             intake_.receive(client.id, upload.manifest_json, delta, max_delta_bytes_.load()));
+    } catch (const std::exception& error) {
+        return internal_error(reply_to, error.what());
+    }
+}
+
+Response Api::intake_answer(const Request& request, const common::Result<IntakeOutcome>& outcome) {
     if (!outcome) return internal_error(request, outcome.message());
     if (outcome->http_status != 200)
         return error_response(request, static_cast<http::status>(outcome->http_status), outcome->error,

@@ -22,8 +22,12 @@
 #include "server_metrics.h"
 #include "state_dir.h"
 #include "store.h"
+#include "upload_spool.h"
 
 namespace tessera::server {
+
+// A result upload whose body was spooled to disk as it arrived (upload_spool.h).
+using UploadRequest = http::request<SpooledUploadBody>;
 
 struct ApiLimits {
     std::uint64_t small_body_bytes = 64 << 10;  // register, work, heartbeat, abandon, admin
@@ -41,6 +45,9 @@ public:
 
     // `peer`: the connection's remote address (the registration limit counts per address).
     Response handle(Request request, std::string peer = {});
+    // A result upload read by the session into a spool file (the routes checks_header_first
+    // names): authenticated against the body's hash, then taken by the intake.
+    Response handle_upload(UploadRequest request);
     // The largest body a route accepts: the session reads no more.
     std::uint64_t body_limit(http::verb method, std::string_view target) const;
     // Signed routes that take an upload check their header before the body is read: an
@@ -77,6 +84,7 @@ private:
     Response register_client(const Request& request, std::string_view peer);
     Response request_work(const Request& request, const ClientRecord& client);
     Response upload_result(const Request& request, const ClientRecord& client);
+    Response intake_answer(const Request& request, const common::Result<IntakeOutcome>& outcome);
     Response heartbeat(const Request& request, const ClientRecord& client);
     Response abandon(const Request& request, const ClientRecord& client);
     Response result_status(const Request& request, const ClientRecord& client);

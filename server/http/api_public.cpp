@@ -44,9 +44,9 @@ Response Api::task_route(const Request& request, std::string_view id_and_route) 
     if (route == "samples") return dashboard_.samples(request, id);
     if (route.starts_with("samples/")) return dashboard_.sample_image(request, id, route.substr(8));
     if (route == "versions") return versions(request, id);
-    return error_response(request, http::status::not_found, "not_found",
-                          "no route tasks/" + std::string(id_and_route) +
-                              " (stats, history, samples, samples/<version>.png, versions)");
+    return error_response(
+        request, http::status::not_found, "not_found",
+        "no route tasks/" + std::string(id_and_route) + " (stats, history, samples, samples/<version>.png, versions)");
 }
 
 Response Api::volunteers(const Request& request, bool full) {
@@ -144,15 +144,14 @@ Response Api::task_action(const Request& request, std::string_view id_and_action
         if (!(weight >= 0) || weight > 1e6)
             return error_response(request, http::status::bad_request, "bad_request",
                                   "weight needs ?value=W, 0 <= W <= 1e6");
-        if (auto status = store_.set_task_weight(id, weight); !status)
-            return internal_error(request, status.message());
+        if (auto status = store_.set_task_weight(id, weight); !status) return internal_error(request, status.message());
         return json_response(request, http::status::ok, {{"task", id}, {"weight", weight}});
     }
     auto state = state_for_action(action);
     if (!state)
-        return error_response(request, http::status::not_found, "not_found",
-                              "no admin route tasks/" + std::string(id_and_action) +
-                                  " (pause, resume, finish, weight?value=W)");
+        return error_response(
+            request, http::status::not_found, "not_found",
+            "no admin route tasks/" + std::string(id_and_action) + " (pause, resume, finish, weight?value=W)");
     if ((*task)->state == TaskState::Finished && *state != TaskState::Finished)
         return error_response(request, http::status::conflict, "finished", "task '" + id + "' is finished");
     if (auto status = store_.set_task_state(id, *state, clock_()); !status)

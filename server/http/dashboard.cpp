@@ -63,16 +63,17 @@ Response Dashboard::tasks(const Request& request) {
         if (!versions) return internal_error(request, versions.message());
         auto evaluated = std::find_if(versions->rbegin(), versions->rend(),
                                       [](const VersionRecord& v) { return v.validation_loss.has_value(); });
-        rows.push_back({{"id", record.id},
-                        {"state", task_state_name(record.state)},
-                        {"weight", record.weight},
-                        {"model", view->config.model},
-                        {"policy", policy_name(view->config.merge.kind)},
-                        {"created_at", record.created_at},
-                        {"version", record.version},
-                        {"validation_loss", evaluated == versions->rend() ? boost::json::value(nullptr)
-                                                                          : boost::json::value(*evaluated->validation_loss)},
-                        {"served", task_facts_(record.id) != nullptr}});
+        rows.push_back(
+            {{"id", record.id},
+             {"state", task_state_name(record.state)},
+             {"weight", record.weight},
+             {"model", view->config.model},
+             {"policy", policy_name(view->config.merge.kind)},
+             {"created_at", record.created_at},
+             {"version", record.version},
+             {"validation_loss", evaluated == versions->rend() ? boost::json::value(nullptr)
+                                                               : boost::json::value(*evaluated->validation_loss)},
+             {"served", task_facts_(record.id) != nullptr}});
     }
     auto current = store_.current_task();
     if (!current) return internal_error(request, current.message());

@@ -64,10 +64,8 @@ private:
 // What every session shares; kept alive by each session, so it outlives the HttpServer object.
 struct SessionContext {
     SessionContext(asio::thread_pool& pool, Api& the_api, HttpSettings the_settings)
-        : handlers(pool),
-          api(the_api),
-          settings(std::move(the_settings)),
-          uploads(settings.upload_memory_bytes, settings.max_uploads_per_client, the_api.metrics()) {}
+        : handlers(pool), api(the_api), settings(std::move(the_settings)),
+          uploads(settings.upload_spool_bytes, settings.max_uploads_per_client, the_api.metrics()) {}
     asio::thread_pool& handlers;
     Api& api;
     HttpSettings settings;
@@ -156,6 +154,18 @@ asio::awaitable<std::optional<Response>> answer(asio::thread_pool& handlers, Api
     co_return response;
 }
 
+asio::awaitable<std::optional<Response>> respond_to_upload(Api& api, UploadRequest request) {
+    co_return api.handle_upload(std::move(request));
+}
+
+// The API's answer to a spooled upload, computed on the handler pool (it hashes nothing more,
+// but fsyncs and queries the store).
+asio::awaitable<std::optional<Response>> answer_upload(asio::thread_pool& handlers, Api& api, UploadRequest request) {
+    auto work = respond_to_upload(api, std::move(request));
+    auto response = co_await on_handler_pool(handlers, std::move(work));
+    co_return response;
+}
+
 asio::awaitable<std::optional<AuthFailure>> header_refusal(Api& api, const http::request_header<>& header) {
     co_return api.refusal_before_body(header);
 }
@@ -219,6 +229,42 @@ asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_next_header(
     co_return result;
 }
 
+// Reads an upload's body into a spool file (upload_spool.h) and answers it; false when the
+// connection is to close.
+template <class Stream, class Record>
+asio::awaitable<bool> serve_upload(Stream& stream, beast::flat_buffer& buffer,
+                                   http::request_parser<http::vector_body<std::uint8_t>>&& header_parser,
+                                   std::uint64_t limit, SessionContext& context, Record& record) {
+    http::request_parser<SpooledUploadBody> parser(std::move(header_parser));
+    parser.body_limit(limit);
+    parser.get().body().directory = context.settings.upload_spool_directory;
+    beast::get_lowest_layer(stream).expires_after(context.settings.body_timeout);
+    if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+        // The header passed its checks: the client may send the body now.
+        http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
+        auto [error, written] = co_await http::async_write(stream, go_on, kTuple);
+        context.api.metrics().add_bytes_out(written);
+        if (error) co_return false;
+    }
+    auto [read_error, body_bytes] = co_await http::async_read(stream, buffer, parser, kTuple);
+    context.api.metrics().add_bytes_in(body_bytes);
+    if (read_error == http::error::body_limit) {
+        auto refusal = closing_error(parser.get(), http::status::payload_too_large, "too_large",
+                                     "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
+        auto [error, written] = co_await beast::async_write(stream, std::move(refusal), kTuple);
+        record(written);
+        co_return false;
+    }
+    if (read_error) co_return false;  // closed or timed out mid-body
+    auto request = parser.release();
+    bool keep_alive = request.keep_alive();
+    auto response = co_await answer_upload(context.handlers, context.api, std::move(request));
+    beast::get_lowest_layer(stream).expires_after(context.settings.body_timeout);
+    auto [write_error, written] = co_await beast::async_write(stream, std::move(*response), kTuple);
+    record(written);
+    co_return !write_error && keep_alive && !context.drain.draining();
+}
+
 template <class Stream>
 asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer, Context context) {
     auto& api = context->api;
@@ -263,15 +309,22 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         } else if (api.checks_header_first(header)) {
             if (auto failure = co_await refused_on_header(context->handlers, api, header)) {
                 refusal = closing_error(header, failure->status, failure->code, failure->message);
-            } else if (upload = context->uploads.take(signing_client_id(header), parser.content_length().value_or(limit));
+            } else if (upload =
+                           context->uploads.take(signing_client_id(header), parser.content_length().value_or(limit));
                        !upload) {
-                refusal = busy_response(closing_stub(header),
-                                        "the server is receiving as many uploads as it holds (" +
-                                            std::to_string(settings.upload_memory_bytes >> 20) + " MiB in all, " +
-                                            std::to_string(settings.max_uploads_per_client) +
-                                            " per volunteer); retry later",
-                                        kUploadRetryAfterS);
+                refusal =
+                    busy_response(closing_stub(header),
+                                  "the server is receiving as many uploads as it holds (" +
+                                      std::to_string(settings.upload_spool_bytes >> 20) + " MiB in all, " +
+                                      std::to_string(settings.max_uploads_per_client) + " per volunteer); retry later",
+                                  kUploadRetryAfterS);
             }
+        }
+        if (upload && !refusal) {
+            // `header` belongs to the parser, which the upload takes over.
+            bool more = co_await serve_upload(stream, buffer, std::move(parser), limit, *context, record);
+            if (!more) co_return;
+            continue;  // the upload's slot is given back here
         }
         beast::error_code body_error;
         if (!refusal) {

@@ -1,6 +1,7 @@
 // The HTTP(S) server: an acceptor and one coroutine per connection (as Beast's
 // server-flex-awaitable example). A session reads the header first, asks the API how large a
-// body the route may send, then reads the body under a deadline; it serves requests in order
+// body the route may send, then reads the body under a deadline (an upload's into a spool file,
+// once its header has passed the cheap checks); it serves requests in order
 // (keep-alive, one response in flight). Connections beyond the cap are closed on accept. The
 // I/O threads only move bytes: every request is answered by the API on the handler pool
 // (database, hashing, fsync, signing), and the session awaits the response.
@@ -34,8 +35,12 @@ struct HttpSettings {
     std::size_t max_connections = 256;
     // Upload bodies being read at once: their bytes (Content-Length, or the upload cap when
     // chunked) in all, and their count per volunteer (beyond either: 503 with Retry-After).
-    std::uint64_t upload_memory_bytes = std::uint64_t{2} << 30;
+    // Bodies go to disk as they arrive, so this bounds the spool's disk, not memory.
+    std::uint64_t upload_spool_bytes = std::uint64_t{2} << 30;
     std::size_t max_uploads_per_client = 2;
+    // Where upload bodies are spooled: the results directory, so that a received delta is moved
+    // into place, not copied (ServerApp sets it).
+    std::filesystem::path upload_spool_directory = ".";
     std::filesystem::path tls_cert;  // both set: HTTPS
     std::filesystem::path tls_key;
 };

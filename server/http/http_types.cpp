@@ -35,8 +35,8 @@ Response text_response(const Request& request, http::status status, std::string 
 }
 
 Response busy_response(const Request& request, const std::string& message, int retry_after_s) {
-    auto response = string_response(request, http::status::service_unavailable, error_body("busy", message),
-                                    "application/json");
+    auto response =
+        string_response(request, http::status::service_unavailable, error_body("busy", message), "application/json");
     response.set(http::field::retry_after, std::to_string(retry_after_s));
     return response;
 }

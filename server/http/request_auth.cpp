@@ -49,6 +49,11 @@ std::variant<Signer, AuthFailure> signer_of(const http::request_header<>& reques
 }  // namespace
 
 std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Store& store, std::int64_t now) {
+    return authenticate(request.base(), common::sha256_hex(request.body()), store, now);
+}
+
+std::variant<ClientRecord, AuthFailure> authenticate(const http::request_header<>& request,
+                                                     const std::string& body_sha256, Store& store, std::int64_t now) {
     auto found = signer_of(request, store, now);
     if (auto* failure = std::get_if<AuthFailure>(&found)) return std::move(*failure);
     auto& [claims, signature, client] = std::get<Signer>(found);
@@ -57,7 +62,7 @@ std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Sto
     if (!key) return AuthFailure{http::status::internal_server_error, "internal", "stored key unreadable"};
     claims.method = std::string(request.method_string());
     claims.target = std::string(request.target());
-    claims.body_sha256 = common::sha256_hex(request.body());
+    claims.body_sha256 = body_sha256;
     if (!key->verify(common::as_bytes(common::request_signing_message(claims)), signature))
         return unauthorized("the request signature does not verify");
     if (client.banned) return banned();
@@ -67,11 +72,15 @@ std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Sto
     return std::move(client);
 }
 
-std::optional<AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store,
-                                                 std::int64_t now) {
+std::optional<AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store, std::int64_t now) {
     auto found = signer_of(header, store, now);
     if (auto* failure = std::get_if<AuthFailure>(&found)) return std::move(*failure);
-    if (std::get<Signer>(found).client.banned) return banned();
+    const auto& client = std::get<Signer>(found).client;
+    if (client.banned) return banned();
+    auto in_flight = store.in_flight(client.id);
+    if (!in_flight) return AuthFailure{http::status::internal_server_error, "internal", in_flight.message()};
+    if (*in_flight == 0)
+        return AuthFailure{http::status::conflict, "conflict", "this volunteer has no work unit in progress"};
     return std::nullopt;
 }
 

@@ -23,12 +23,15 @@ struct AuthFailure {
 
 // The client, or why the request is refused (401 unauthenticated, 403 banned).
 std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Store& store, std::int64_t now);
+// The same for a request whose body was hashed as it arrived (an upload spooled to disk).
+std::variant<ClientRecord, AuthFailure> authenticate(const http::request_header<>& header,
+                                                     const std::string& body_sha256, Store& store, std::int64_t now);
 
 // What a signed request's header alone can show, checked before its body is read (an upload's
 // body is large): well-formed signing headers, a timestamp within the window, a known, unbanned
-// client. The signature and the nonce cover the body: `authenticate` checks them after it.
-std::optional<AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store,
-                                                 std::int64_t now);
+// client with a work unit in progress (nothing else may be uploaded). The signature and the nonce
+// cover the body: `authenticate` checks them after it.
+std::optional<AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store, std::int64_t now);
 
 // Operator routes: `Authorization: Bearer <token>` whose SHA-256 matches the stored hash.
 bool is_operator(const Request& request, const std::string& token_sha256);

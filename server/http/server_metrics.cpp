@@ -15,11 +15,11 @@ void family(std::ostream& out, std::string_view name, std::string_view type, std
 }
 
 constexpr std::array<std::string_view, 19> kReasons = {
-    reason::kDeadlinePassed, reason::kWrongBaseVersion, reason::kEncodingMismatch, reason::kTooLarge,
-    reason::kHashMismatch,   reason::kUndecodable,      reason::kShapeMismatch,    reason::kNonFinite,
-    reason::kEmptyDelta,     reason::kNormTooLarge,     reason::kNormTooSmall,     reason::kCopied,
-    reason::kMisaligned,     reason::kNoImprovement,    reason::kLossIncrease,     reason::kReplicaMismatch,
-    reason::kReplicaUnresolved, reason::kWorkUnitRetired, reason::kTooStale};
+    reason::kDeadlinePassed,    reason::kWrongBaseVersion, reason::kEncodingMismatch, reason::kTooLarge,
+    reason::kHashMismatch,      reason::kUndecodable,      reason::kShapeMismatch,    reason::kNonFinite,
+    reason::kEmptyDelta,        reason::kNormTooLarge,     reason::kNormTooSmall,     reason::kCopied,
+    reason::kMisaligned,        reason::kNoImprovement,    reason::kLossIncrease,     reason::kReplicaMismatch,
+    reason::kReplicaUnresolved, reason::kWorkUnitRetired,  reason::kTooStale};
 
 }  // namespace
 
@@ -62,7 +62,7 @@ void ServerMetrics::write(std::ostream& out) const {
     family(out, "tessera_http_sent_bytes_total", "counter", "Bytes written to HTTP connections.");
     out << "tessera_http_sent_bytes_total " << bytes_out() << '\n';
     family(out, "tessera_upload_bytes_in_flight", "gauge",
-           "Bytes the upload bodies being received may hold (their Content-Length), against --upload-memory.");
+           "Bytes of the upload bodies being received (their Content-Length), against --upload-spool.");
     out << "tessera_upload_bytes_in_flight " << upload_bytes_in_flight() << '\n';
     family(out, "tessera_uploads_turned_away_total", "counter",
            "Uploads answered 503 busy: the upload memory or the volunteer's share was taken.");

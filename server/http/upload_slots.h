@@ -28,7 +28,8 @@ public:
         Slot(UploadSlots& slots, std::string client_id, std::uint64_t bytes)
             : slots_(&slots), client_id_(std::move(client_id)), bytes_(bytes) {}
         Slot(Slot&& other) noexcept
-            : slots_(std::exchange(other.slots_, nullptr)), client_id_(std::move(other.client_id_)), bytes_(other.bytes_) {}
+            : slots_(std::exchange(other.slots_, nullptr)), client_id_(std::move(other.client_id_)),
+              bytes_(other.bytes_) {}
         Slot(const Slot&) = delete;
         Slot& operator=(const Slot&) = delete;
         Slot& operator=(Slot&& other) noexcept {

@@ -487,3 +487,33 @@ TEST_CASE(
     auto rebuilt = common::read_file(state.cache_dir() / newest.blob_sha256, 1 << 30).value();
     CHECK(common::sha256_hex(rebuilt) == newest.blob_sha256);  // the whole model, verified
 }
+
+TEST_CASE("an upload with nothing in progress is refused on its header: the body is never sent, the answer is final") {
+    TestServer server;
+    set_to_wall_clock(server);
+    TestVolunteer volunteer(server);
+    auto unit = volunteer.request_work().value();
+    client::HttpClient http;
+    auto url = client::parse_url("http://127.0.0.1:" + std::to_string(server.port())).value();
+    client::ServerApi api(url, http, volunteer.key());
+    api.set_client_id(volunteer.id());
+    REQUIRE(api.abandon(unit.wu_id));  // the unit is gone: nothing of this volunteer's is in progress
+
+    // A large body: sent at once into a connection the server closes, its write could fail
+    // before the answer is read. Sent after 100 Continue, it is never sent.
+    auto bytes_in = [&] {
+        auto page = http_get(server.port(), "/metrics").body;
+        constexpr std::string_view kName = "\ntessera_http_received_bytes_total ";
+        auto at = page.find(kName);
+        REQUIRE(at != std::string::npos);
+        return std::stoull(page.substr(at + kName.size()));
+    };
+    auto before = bytes_in();
+    std::string packed(8 << 20, '\x01');
+    auto uploaded = api.upload_result(packed);
+    REQUIRE_FALSE(uploaded);
+    CHECK(uploaded.failure().kind == client::FailureKind::Refused);
+    CHECK(uploaded.failure().http_status == 409);
+    CHECK(uploaded.failure().message.find("no work unit in progress") != std::string::npos);
+    CHECK(bytes_in() - before < (1 << 20));  // the header, not the 8 MiB body
+}

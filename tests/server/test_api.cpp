@@ -239,7 +239,8 @@ std::string answer_to_header(std::uint16_t port, const std::string& target, std:
     boost::asio::io_context io;
     boost::asio::ip::tcp::socket socket(io);
     socket.connect({boost::asio::ip::make_address("127.0.0.1"), port});
-    std::string header = "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(length) + "\r\n";
+    std::string header =
+        "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(length) + "\r\n";
     for (const auto& [name, value] : fields) header += name + ": " + value + "\r\n";
     header += "\r\n";
     boost::asio::write(socket, boost::asio::buffer(header));
@@ -301,8 +302,9 @@ TEST_CASE(
     std::map<std::string, std::string> operator_auth{{"Authorization", "Bearer " + server.token()}};
     REQUIRE(http_post(server.port(), "/api/v1/admin/clients/" + volunteer.id() + "/ban", "", operator_auth).status ==
             200);
-    auto banned = answer_to_header(server.port(), "/api/v1/results", kLarge,
-                                   signed_headers("/api/v1/results", "", volunteer.id(), volunteer.key(), server.now()));
+    auto banned =
+        answer_to_header(server.port(), "/api/v1/results", kLarge,
+                         signed_headers("/api/v1/results", "", volunteer.id(), volunteer.key(), server.now()));
     CHECK(banned.starts_with("HTTP/1.1 403"));
     CHECK(banned.find("\"banned\"") != std::string::npos);
     CHECK(http_get(server.port(), "/api/v1/stats").status == 200);  // still serving
@@ -464,7 +466,7 @@ TEST_CASE("stopping closes idle connections at once and lets an upload in flight
     boost::asio::write(uploading, boost::asio::buffer(head + body.substr(0, body.size() / 2)));
     auto idle = answered_connection(io, server.port());
     std::jthread stopper([&] { server.stop(); });  // joined on the way out if a read throws
-    CHECK(read_until_closed(idle).empty());  // the stop has begun: the idle connection is gone
+    CHECK(read_until_closed(idle).empty());        // the stop has begun: the idle connection is gone
     boost::asio::write(uploading, boost::asio::buffer(body.substr(body.size() / 2)));
     boost::beast::flat_buffer buffer;
     boost::beast::http::response<boost::beast::http::string_body> response;
@@ -528,10 +530,12 @@ TEST_CASE(
     "Retry-After, and honest uploads go on") {
     constexpr std::size_t kBody = 100 << 10;
     TestServer server({}, PolicyKind::FedAsync, [](ServerOptions& options) {
-        options.http.upload_memory_bytes = 150 << 10;
+        options.http.upload_spool_bytes = 150 << 10;
         options.http.max_uploads_per_client = 1;
     });
     TestVolunteer a(server, "a"), b(server, "b");
+    REQUIRE(a.request_work().has_value());  // only a volunteer with a unit in progress may upload
+    REQUIRE(b.request_work().has_value());
     const std::string target = "/api/v1/results";
 
     // a's upload announces 100 KiB and sends nothing more: it holds its place while it is read.
@@ -544,13 +548,13 @@ TEST_CASE(
     REQUIRE(waited_for([&] { return metric_value(server, "tessera_upload_bytes_in_flight") == kBody; }));
 
     // Over the memory: b's 100 KiB upload waits its turn. Over a's share: a's second upload.
-    auto over_memory = answer_to_header(server.port(), target, kBody,
-                                        signed_headers(target, "", b.id(), b.key(), server.now()));
+    auto over_memory =
+        answer_to_header(server.port(), target, kBody, signed_headers(target, "", b.id(), b.key(), server.now()));
     CHECK(over_memory.starts_with("HTTP/1.1 503"));
     CHECK(over_memory.find("Retry-After: 10") != std::string::npos);
     CHECK(over_memory.find("\"busy\"") != std::string::npos);
-    auto over_share = answer_to_header(server.port(), target, 1 << 10,
-                                       signed_headers(target, "", a.id(), a.key(), server.now()));
+    auto over_share =
+        answer_to_header(server.port(), target, 1 << 10, signed_headers(target, "", a.id(), a.key(), server.now()));
     CHECK(over_share.starts_with("HTTP/1.1 503"));
     CHECK(metric_value(server, "tessera_uploads_turned_away_total") == 2);
     // Within both, b's upload is read and judged (a malformed body here).

@@ -48,18 +48,19 @@ public:
     }
 
     common::Status write_atomic(const std::filesystem::path& path, common::ByteView bytes) override {
-        std::optional<WriteStep> fault;
-        {
-            std::lock_guard lock(mutex_);
-            if (left_ > 0 && matches_ && matches_(path)) {
-                --left_;
-                ++injected_;
-                fault = step_;
-            }
-        }
+        auto fault = take_write_fault(path);
         if (!fault) return real_.write_atomic(path, bytes);
         if (*fault == WriteStep::SyncDirectory)
             if (auto written = real_.write_atomic(path, bytes); !written) return written;
+        return common::make_error(std::string("injected fault: ") + write_step_name(*fault) + " of " + path.string());
+    }
+    // Faults at the create and write steps are the writer's (the spool's), so here they fail
+    // before anything moves, as fsync and rename do.
+    common::Status adopt(const std::filesystem::path& written, const std::filesystem::path& path) override {
+        auto fault = take_write_fault(path);
+        if (!fault) return real_.adopt(written, path);
+        if (*fault == WriteStep::SyncDirectory)
+            if (auto moved = real_.adopt(written, path); !moved) return moved;
         return common::make_error(std::string("injected fault: ") + write_step_name(*fault) + " of " + path.string());
     }
     common::Result<common::Bytes> read(const std::filesystem::path& path, std::uint64_t max_bytes) override {
@@ -77,6 +78,15 @@ public:
     common::Status remove(const std::filesystem::path& path) override { return real_.remove(path); }
 
 private:
+    // The step at which this write of `path` is to fail, if it is one of those asked for.
+    std::optional<WriteStep> take_write_fault(const std::filesystem::path& path) {
+        std::lock_guard lock(mutex_);
+        if (left_ <= 0 || !matches_ || !matches_(path)) return std::nullopt;
+        --left_;
+        ++injected_;
+        return step_;
+    }
+
     server::FileSystem& real_ = server::posix_file_system();
     mutable std::mutex mutex_;
     PathMatch matches_;

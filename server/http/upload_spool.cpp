@@ -1,0 +1,113 @@
+// Result upload bodies spooled to disk as they arrive.
+#include "upload_spool.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "file_io.h"
+#include "result_upload.h"
+#include "text_encoding.h"
+
+namespace tessera::server {
+
+SpooledUpload::SpooledUpload(SpooledUpload&& other) noexcept { *this = std::move(other); }
+
+SpooledUpload& SpooledUpload::operator=(SpooledUpload&& other) noexcept {
+    if (this == &other) return *this;
+    remove_file();
+    directory = std::move(other.directory);
+    manifest_json = std::move(other.manifest_json);
+    delta_bytes = other.delta_bytes;
+    body_sha256 = std::move(other.body_sha256);
+    delta_sha256 = std::move(other.delta_sha256);
+    error = std::move(other.error);
+    disk_error = other.disk_error;
+    delta_file_ = other.take_delta_file();
+    return *this;
+}
+
+SpooledUpload::~SpooledUpload() { remove_file(); }
+
+std::filesystem::path SpooledUpload::take_delta_file() { return std::exchange(delta_file_, {}); }
+
+void SpooledUpload::remove_file() {
+    if (delta_file_.empty()) return;
+    std::error_code ignored;
+    std::filesystem::remove(delta_file_, ignored);
+    delta_file_.clear();
+}
+
+SpoolWriter::~SpoolWriter() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void SpoolWriter::fail(std::string message, bool disk) {
+    if (!upload_.error.empty()) return;  // the first reason stands
+    upload_.error = std::move(message);
+    upload_.disk_error = disk;
+    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+void SpoolWriter::open() {
+    // Named as AtomicFileWriter's temp files, and without ".delta": a start after a crash
+    // removes it as an orphan.
+    auto path = upload_.directory / ("upload" + common::temp_file_suffix());
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0) return fail("cannot create " + path.string() + ": " + std::strerror(errno), true);
+    upload_.delta_file_ = std::move(path);
+}
+
+void SpoolWriter::write(const std::uint8_t* data, std::size_t size) {
+    body_hash_.update({data, size});
+    if (upload_.error.empty()) take(data, size);
+}
+
+// Splits the bytes into the 4-byte little-endian manifest length, the manifest and the delta
+// (as unpack_result_upload), the delta to the spool file.
+void SpoolWriter::take(const std::uint8_t* data, std::size_t size) {
+    while (prefix_read_ < prefix_.size() && size > 0) {
+        prefix_[prefix_read_++] = *data++;
+        --size;
+        if (prefix_read_ < prefix_.size()) continue;
+        for (int i = 0; i < 4; ++i) manifest_length_ |= std::uint32_t{prefix_[static_cast<std::size_t>(i)]} << (8 * i);
+        if (manifest_length_ == 0 || manifest_length_ > common::kMaxManifestBytes)
+            return fail("result upload: manifest length " + std::to_string(manifest_length_) + " is outside 1.." +
+                            std::to_string(common::kMaxManifestBytes),
+                        false);
+    }
+    auto& manifest = upload_.manifest_json;
+    if (manifest.size() < manifest_length_ && size > 0) {
+        auto part = std::min<std::size_t>(size, manifest_length_ - manifest.size());
+        manifest.append(reinterpret_cast<const char*>(data), part);
+        data += part;
+        size -= part;
+    }
+    if (size == 0) return;
+    delta_hash_.update({data, size});
+    upload_.delta_bytes += size;
+    while (size > 0) {
+        auto n = ::write(fd_, data, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return fail("cannot write " + upload_.delta_file_.string() + ": " + std::strerror(errno), true);
+        data += n;
+        size -= static_cast<std::size_t>(n);
+    }
+}
+
+void SpoolWriter::finish() {
+    upload_.body_sha256 = common::to_hex(body_hash_.finish());  // the signature is checked first, whatever else
+    if (!upload_.error.empty()) return;
+    if (prefix_read_ < prefix_.size()) return fail("result upload: shorter than its 4-byte length prefix", false);
+    if (upload_.manifest_json.size() < manifest_length_)
+        return fail("result upload: manifest length " + std::to_string(manifest_length_) + " exceeds the body", false);
+    upload_.delta_sha256 = common::to_hex(delta_hash_.finish());
+    // Durability comes when the intake moves the file into place (it fsyncs it then).
+    if (::close(std::exchange(fd_, -1)) != 0)
+        fail("cannot close " + upload_.delta_file_.string() + ": " + std::strerror(errno), true);
+}
+
+}  // namespace tessera::server

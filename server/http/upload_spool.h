@@ -1,0 +1,116 @@
+// A result upload's body read straight to disk (docs/protocol.md, "Uploading a result"): the
+// manifest (at most 64 KiB) stays in memory, the delta goes to a spool file in the results
+// directory while the SHA-256 of the whole body (the signature covers it) and of the delta (the
+// manifest names it) are computed. An upload then holds a read buffer of memory, however large
+// it is; the intake moves the spooled file into place instead of writing the delta again.
+// A Beast body type: the session converts its parser to it once the header has passed its checks.
+#pragma once
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/optional.hpp>
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "sha256.h"
+
+namespace tessera::server {
+
+// What an upload's body became. Owns its spool file: removed when this is destroyed, unless
+// taken (take_delta_file) to be moved into place.
+class SpooledUpload {
+public:
+    SpooledUpload() = default;
+    SpooledUpload(SpooledUpload&& other) noexcept;
+    SpooledUpload& operator=(SpooledUpload&& other) noexcept;
+    SpooledUpload(const SpooledUpload&) = delete;
+    SpooledUpload& operator=(const SpooledUpload&) = delete;
+    ~SpooledUpload();
+
+    std::filesystem::path directory;  // set before the body is read: where the spool file goes
+    std::string manifest_json;
+    std::uint64_t delta_bytes = 0;
+    std::string body_sha256;   // hex, of every byte of the body
+    std::string delta_sha256;  // hex, of the bytes after the manifest
+    // Why the body could not be taken: its framing (the volunteer's fault) or the disk (the
+    // server's: disk_error). Empty when it was. The rest of such a body is read and dropped, so
+    // that the answer reaches a sender still writing it.
+    std::string error;
+    bool disk_error = false;
+
+    const std::filesystem::path& delta_file() const { return delta_file_; }
+    // The spool file, now the caller's to move or remove.
+    std::filesystem::path take_delta_file();
+
+private:
+    friend class SpoolWriter;
+    void remove_file();
+    std::filesystem::path delta_file_;
+};
+
+// Splits the body into manifest and delta as it arrives, and writes the delta to the spool
+// file. Not thread-safe (one per body).
+class SpoolWriter {
+public:
+    explicit SpoolWriter(SpooledUpload& upload) : upload_(upload) {}
+    SpoolWriter(const SpoolWriter&) = delete;
+    SpoolWriter& operator=(const SpoolWriter&) = delete;
+    ~SpoolWriter();
+
+    // Each records in upload.error why the body cannot be taken; bytes after that are dropped.
+    void open();
+    void write(const std::uint8_t* data, std::size_t size);
+    void finish();
+
+private:
+    void fail(std::string message, bool disk);
+    void take(const std::uint8_t* data, std::size_t size);
+
+    SpooledUpload& upload_;
+    int fd_ = -1;
+    std::array<std::uint8_t, 4> prefix_{};
+    std::size_t prefix_read_ = 0;
+    std::uint32_t manifest_length_ = 0;
+    common::Sha256 body_hash_, delta_hash_;
+};
+
+struct SpooledUploadBody {
+    using value_type = SpooledUpload;
+
+    class reader {
+    public:
+        template <bool isRequest, class Fields>
+        reader(boost::beast::http::header<isRequest, Fields>&, value_type& body) : writer_(body) {}
+
+        // Never an error for Beast: what went wrong is in the body's `error`, answered once the
+        // whole body has arrived.
+        void init(const boost::optional<std::uint64_t>&, boost::system::error_code& error) {
+            error = {};
+            writer_.open();
+        }
+        template <class ConstBufferSequence>
+        std::size_t put(const ConstBufferSequence& buffers, boost::system::error_code& error) {
+            error = {};
+            std::size_t taken = 0;
+            for (auto it = boost::asio::buffer_sequence_begin(buffers); it != boost::asio::buffer_sequence_end(buffers);
+                 ++it) {
+                boost::asio::const_buffer buffer = *it;
+                writer_.write(static_cast<const std::uint8_t*>(buffer.data()), buffer.size());
+                taken += buffer.size();
+            }
+            return taken;
+        }
+        void finish(boost::system::error_code& error) {
+            error = {};
+            writer_.finish();
+        }
+
+    private:
+        SpoolWriter writer_;
+    };
+};
+
+}  // namespace tessera::server
