@@ -13,6 +13,19 @@ MultiTensorAdamW::MultiTensorAdamW(std::vector<torch::Tensor> parameters, double
     : parameters_(std::move(parameters)), moments_(parameters_.size()), weight_decay_(weight_decay), beta1_(beta1),
       beta2_(beta2), eps_(eps) {}
 
+namespace {
+
+// `m`, with zero moments of `p`'s shape before its parameter's first step.
+AdamWMoments& started(AdamWMoments& m, const torch::Tensor& p) {
+    if (!m.exp_avg.defined()) {
+        m.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Preserve);
+        m.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Preserve);
+    }
+    return m;
+}
+
+}  // namespace
+
 // LibTorch 2.x's fused kernel, for float parameters on a CUDA device. It reads each
 // parameter's step count from a device tensor, so parameters that went without a gradient
 // need no group of their own. False (nothing done) where the kernel does not apply.
@@ -26,11 +39,7 @@ bool MultiTensorAdamW::step_fused(double lr) {
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
         const auto& p = parameters_[i];
         if (!p.grad().defined()) continue;
-        auto& m = moments_[i];
-        if (!m.exp_avg.defined()) {
-            m.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Preserve);
-            m.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Preserve);
-        }
+        auto& m = started(moments_[i], p);
         if (!device_steps_[i].defined())
             device_steps_[i] = torch::full({}, static_cast<double>(m.steps), p.options().dtype(torch::kFloat));
         ++m.steps;
@@ -68,11 +77,7 @@ void MultiTensorAdamW::step(double lr) {
     for (std::size_t i = 0; i < parameters_.size(); ++i) {
         const auto& p = parameters_[i];
         if (!p.grad().defined()) continue;
-        auto& m = moments_[i];
-        if (!m.exp_avg.defined()) {
-            m.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Preserve);
-            m.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Preserve);
-        }
+        auto& m = started(moments_[i], p);
         auto& group = groups[++m.steps];
         group.params.push_back(p);
         group.grads.push_back(p.grad());
