@@ -1,0 +1,17 @@
+// One fuzz target: libFuzzer's entry point over bytes a peer controls, and the seed inputs it
+// starts from (real files and messages, made by the code that writes them). Built two ways
+// (fuzz/meson.build): with libFuzzer under clang, ASan and UBSan (scripts/fuzz), and with
+// replay_main.cpp for the test suite, which runs the seeds and mutations of them for a few
+// seconds. A target must not crash, hang or allocate without bound on any input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "bytes.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+
+// Inputs worth starting from: what the real writers produce.
+std::vector<tessera::common::Bytes> fuzz_seeds();
