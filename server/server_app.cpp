@@ -168,6 +168,17 @@ void stop_task(ServerApp::Parts& p, TaskRuntime& runtime) {
 
 }  // namespace
 
+namespace {
+
+// What a transitioner tick found that an operator must hear about.
+void log_tick(const TickReport& report) {
+    for (const auto& error : report.task_errors) std::cerr << "transitioner: " << error << "\n";
+    for (const auto& stall : report.stalls) std::cerr << "tessera-server: " << stall << "\n";
+    for (const auto& task : report.merging_again) std::cerr << "tessera-server: task " << task << " merges again\n";
+}
+
+}  // namespace
+
 common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state,
                                                 std::chrono::seconds spare_younger_than) {
     auto blobs = store.referenced_blobs();
@@ -238,7 +249,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
             raw->changed.notify_all();
         });
     };
-    p.process_name = p.options.process_name.empty() ? AggregatorElection::process_holder_name() : p.options.process_name;
+    p.process_name =
+        p.options.process_name.empty() ? AggregatorElection::process_holder_name() : p.options.process_name;
     p.tasks = std::make_unique<TaskRuntimes>(
         *p.store, [raw](const TaskView& task) { return start_task(*raw, task); },
         [raw](TaskRuntime& runtime) { stop_task(*raw, runtime); });
@@ -262,8 +274,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
         auto runtime = raw->tasks->find(id);
         return runtime ? runtime->facts : nullptr;
     };
-    p.dashboard = std::make_unique<Dashboard>(*p.store, facts_of, RunFacts{p.options.clock(), p.options.state},
-                                              p.options.clock);
+    p.dashboard =
+        std::make_unique<Dashboard>(*p.store, facts_of, RunFacts{p.options.clock(), p.options.state}, p.options.clock);
     p.events = std::make_unique<EventHub>(*p.store, std::chrono::milliseconds(500));
     p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.published, *p.scheduler, *p.intake, *p.dashboard, *p.events,
                                   p.metrics, p.key->verify_key(), token->value_or(""), p.options.clock, limits);
@@ -296,7 +308,7 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
                 if (auto report = raw->transitioner->tick(); !report)
                     std::cerr << "transitioner: " << report.message() << "\n";
                 else
-                    for (const auto& error : report->task_errors) std::cerr << "transitioner: " << error << "\n";
+                    log_tick(*report);
                 lock.lock();
             }
         });
@@ -316,9 +328,9 @@ void ServerApp::stop() {
     p.http->drain(std::chrono::seconds(10));  // responses in flight are sent
     p.io.stop();
     for (auto& thread : p.io_threads) thread.join();
-    p.handler_pool->join();          // requests being answered finish (their validations are queued)
-    p.work_pool->join();             // queued validations finish; their accepted results reach the aggregator
-    p.tasks->stop();  // a failed commit waiting to retry is replayed by the next leader
+    p.handler_pool->join();  // requests being answered finish (their validations are queued)
+    p.work_pool->join();     // queued validations finish; their accepted results reach the aggregator
+    p.tasks->stop();         // a failed commit waiting to retry is replayed by the next leader
 }
 
 std::uint16_t ServerApp::port() const { return parts_->http->port(); }

@@ -2,6 +2,7 @@
 // dashboard, cheapest check first (docs/operations.md, "Validation").
 #pragma once
 
+#include <array>
 #include <string_view>
 
 namespace tessera::server::reason {
@@ -30,5 +31,12 @@ constexpr std::string_view kReplicaMismatch = "replica_mismatch";
 constexpr std::string_view kReplicaUnresolved = "replica_unresolved";
 constexpr std::string_view kWorkUnitRetired = "work_unit_retired";
 constexpr std::string_view kTooStale = "too_stale";
+
+// Every reason, in the order above.
+constexpr std::array<std::string_view, 19> kAll = {
+    kDeadlinePassed, kWrongBaseVersion, kEncodingMismatch, kTooLarge,        kHashMismatch,      kUndecodable,
+    kShapeMismatch,  kNonFinite,        kEmptyDelta,       kNormTooLarge,    kNormTooSmall,      kCopied,
+    kMisaligned,     kNoImprovement,    kLossIncrease,     kReplicaMismatch, kReplicaUnresolved, kWorkUnitRetired,
+    kTooStale};
 
 }  // namespace tessera::server::reason

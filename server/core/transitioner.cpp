@@ -1,6 +1,8 @@
 // Transitioner: deadlines, lonely replicas and validations to try again, task by task.
 #include "transitioner.h"
 
+#include "liveness.h"
+
 namespace tessera::server {
 
 common::Status Transitioner::tick_task(const TaskRecord& record, std::int64_t now, TickReport& report) {
@@ -18,6 +20,24 @@ common::Status Transitioner::tick_task(const TaskRecord& record, std::int64_t no
     for (const auto& a : *lonely) {
         if (auto status = validator_.accept_alone(a); !status) return status.error();
         ++report.accepted_alone;
+    }
+    return note_liveness(record, now, report);
+}
+
+common::Status Transitioner::note_liveness(const TaskRecord& record, std::int64_t now, TickReport& report) {
+    if (record.state == TaskState::Finished) {
+        stalled_.erase(record.id);
+        return {};
+    }
+    auto liveness = task_liveness(store_, record.id, now);
+    if (!liveness) return liveness.error();
+    bool known = stalled_.count(record.id) > 0;
+    if (liveness->stalled && !known) {
+        stalled_.insert(record.id);
+        report.stalls.push_back(describe_stall(record.id, *liveness));
+    } else if (!liveness->stalled && known) {
+        stalled_.erase(record.id);
+        report.merging_again.push_back(record.id);
     }
     return {};
 }

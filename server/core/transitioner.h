@@ -1,9 +1,12 @@
 // The transitioner (BOINC's name): moves work along by time, task by task with each task's
 // settings. Overdue assignments time out (their unit is reissued, or retired after too many
 // failures), a validated replica whose twin never came back is accepted alone, and a result whose validation failed (an error, not
-// a verdict) is validated again. Run periodically; tests call tick() with their clock.
+// a verdict) is validated again; a task that merges nothing while results come back is
+// reported once, when it begins and when it ends (liveness.h). Run periodically from one
+// thread; tests call tick() with their clock.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,10 @@ struct TickReport {
     std::size_t accepted_alone = 0;
     std::size_t revalidated = 0;
     std::vector<std::string> task_errors;  // "task ID: what failed", one per task whose tick failed
+    // Tasks that began to merge nothing while results come back (liveness.h: describe_stall),
+    // and tasks that merged again, since the last tick.
+    std::vector<std::string> stalls;
+    std::vector<std::string> merging_again;
 };
 
 // A returned result still without a verdict this long after its upload is validated again.
@@ -32,11 +39,13 @@ public:
 
 private:
     common::Status tick_task(const TaskRecord& record, std::int64_t now, TickReport& report);
+    common::Status note_liveness(const TaskRecord& record, std::int64_t now, TickReport& report);
 
     Store& store_;
     Validator& validator_;
     Executor executor_;
     Clock clock_;
+    std::set<std::string> stalled_;  // tasks reported as merging nothing
 };
 
 }  // namespace tessera::server

@@ -141,7 +141,10 @@
     const t = s.task;
     dashboard.shownTask = t ? t.id : null;
     setText('task', t ? `${t.state} · weight ${t.weight}` +
-      (t.suspended_checks.length ? ` · checks suspended (a stall): ${t.suspended_checks.join(', ')}` : '') : 'no task yet');
+      (t.suspended_checks.length ? ` · checks suspended (a stall): ${t.suspended_checks.join(', ')}` : '') +
+      (t.liveness.stalled ? ` · MERGING NOTHING for ${Math.round(t.liveness.seconds_without_merge / 60)} min; refused: ` +
+        (Object.entries(t.liveness.refusals_since_merge).map(([why, n]) => `${why} ${n}`).join(', ') || 'none') : '')
+      : 'no task yet');
     showVersion(s.version);
     setText('loss', s.validation_loss === null ? 'not yet' : s.validation_loss.toFixed(4));
     setText('loss-note', s.validation_loss === null ? '' :

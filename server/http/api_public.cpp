@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "api.h"
+#include "liveness.h"
 #include "stall_guard.h"
 #include "task_lookup.h"
 
@@ -117,7 +118,13 @@ Response Api::metrics(const Request& request) {
     stored.counts = std::move(*counts);
     auto task = load_current_task(store_);
     if (!task) return internal_error(request, task.message());
-    if (*task) stored.model_version = (*task)->record.version;
+    if (*task) {
+        stored.model_version = (*task)->record.version;
+        auto liveness = task_liveness(store_, (*task)->record.id, clock_());
+        if (!liveness) return internal_error(request, liveness.message());
+        stored.seconds_without_merge = liveness->seconds_without_merge;
+        stored.stalled = liveness->stalled;
+    }
     auto reasons = store_.rejection_counts();
     if (!reasons) return internal_error(request, reasons.message());
     stored.rejections_by_reason = std::move(*reasons);

@@ -7,6 +7,7 @@
 
 #include "dashboard_assets.h"
 #include "database.h"
+#include "liveness.h"
 #include "stall_guard.h"
 #include "task_lookup.h"
 
@@ -158,6 +159,14 @@ Response Dashboard::stats(const Request& request, const std::string& task_id) {
     boost::json::array suspended_reasons;
     for (const auto& check : *suspended) suspended_reasons.emplace_back(check.reason);
     body["task"].as_object()["suspended_checks"] = std::move(suspended_reasons);
+    auto liveness = task_liveness(store_, t.record.id, clock_());
+    if (!liveness) return internal_error(request, liveness.message());
+    boost::json::object refusals;
+    for (const auto& [why, count] : liveness->refusals) refusals[why] = count;
+    body["task"].as_object()["liveness"] = {{"stalled", liveness->stalled},
+                                            {"seconds_without_merge", liveness->seconds_without_merge},
+                                            {"last_merge_at", number_or_null(liveness->last_merge_at)},
+                                            {"refusals_since_merge", std::move(refusals)}};
     auto versions = store_.versions(t.record.id);
     if (!versions) return internal_error(request, versions.message());
     auto newest_evaluated = std::find_if(versions->rbegin(), versions->rend(),

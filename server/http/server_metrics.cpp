@@ -116,6 +116,12 @@ std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& me
         suspended.try_emplace(std::string(known), 0);
     for (const auto& [name, count] : suspended)
         out << "tessera_checks_suspended{reason=\"" << name << "\"} " << count << '\n';
+    family(out, "tessera_task_seconds_without_merge", "gauge",
+           "Seconds since the current task's first result returned after its last merge (0 when none waits).");
+    out << "tessera_task_seconds_without_merge " << stored.seconds_without_merge << '\n';
+    family(out, "tessera_task_stalled", "gauge",
+           "1 when the current task has merged nothing for 300 s while results came back.");
+    out << "tessera_task_stalled " << (stored.stalled ? 1 : 0) << '\n';
     metrics.write(out);
     return out.str();
 }

@@ -80,6 +80,8 @@ struct StoredMetrics {
     StoreCounts counts;
     std::map<std::string, std::int64_t> rejections_by_reason;
     std::map<std::string, std::int64_t> suspended_checks;  // tasks where each check is suspended, by reason
+    std::int64_t seconds_without_merge = 0;                // the current task's, while results come back (liveness.h)
+    bool stalled = false;
     StateUsage state;
 };
 

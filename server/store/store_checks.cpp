@@ -29,8 +29,8 @@ common::Result<StallFigures> Store::stall_figures(const std::string& task_id, co
         figures.first_refusal_at = refused.optional_integer(2);
         Statement returned(db(),
                            "SELECT MIN(a.returned_at) FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                           "WHERE w.task_id = ? AND a.returned_at >= ?");
-        returned.bind(1, task_id).bind(2, figures.last_merge_at.value_or(0)).step();
+                           "WHERE w.task_id = ? AND a.returned_at > ?");
+        returned.bind(1, task_id).bind(2, figures.last_merge_at.value_or(-1)).step();
         figures.first_return_at = returned.optional_integer(0);
         return figures;
     });

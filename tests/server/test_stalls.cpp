@@ -69,7 +69,7 @@ TEST_CASE(
     TestServer server(
         [](TaskConfig& c) {
             cheap_checks_only(c);
-            c.min_alignment = 0.999;  // no honest result agrees this well with a consensus: the lock-out
+            c.min_alignment = 0.999;        // no honest result agrees this well with a consensus: the lock-out
             c.quarantine_rejections = 100;  // this test is about the check; quarantine has its own
         },
         PolicyKind::FedAsync, long_lease, SyntheticKind::Pixels);
@@ -225,4 +225,49 @@ TEST_CASE(
     server.app().wait_idle();
     CHECK(server.version() == 1);
     CHECK(http_get(server.port(), "/metrics").status == 200);
+}
+
+TEST_CASE(
+    "a task that merges nothing while results come back is reported on the dashboard, in /metrics and by the "
+    "transitioner, with the refusals by reason; an idle task is not") {
+    TestServer server(cheap_checks_only, PolicyKind::FedAsync, long_lease, SyntheticKind::Pixels);
+    TestVolunteer honest(server, "honest"), hostile(server, "hostile");
+    for (std::size_t i = 0; i < server::CopyDetector::kConsensusMinimum; ++i)
+        REQUIRE(honest_result(server, honest) == "merged");
+    auto liveness = [&] {
+        auto reply = http_get(server.port(), "/api/v1/stats");
+        REQUIRE(reply.status == 200);
+        return boost::json::parse(reply.body).at("task").at("liveness").as_object();
+    };
+    auto& transitioner = server.app().transitioner();
+    CHECK(transitioner.tick().value().stalls.empty());
+
+    // Only the hostile volunteer's results come back, every one refused, for eight minutes
+    // (within the consensus's ten).
+    for (int i = 0; i < server::StallGuard::kStallRefusals + 3; ++i) {
+        server.advance(kBetweenResults);
+        auto wu = hostile.request_work().value();
+        auto noise = noise_like(trained_delta(server, hostile, wu), static_cast<std::uint32_t>(i));
+        REQUIRE(uploaded(server, hostile, wu, noise) == "rejected");
+    }
+    auto stalled = liveness();
+    CHECK(stalled.at("stalled").as_bool());
+    CHECK(stalled.at("seconds_without_merge").as_int64() >= server::StallGuard::kStallSeconds);
+    CHECK(stalled.at("refusals_since_merge").at("misaligned").as_int64() == server::StallGuard::kStallRefusals + 3);
+    CHECK(metrics_say(server, "tessera_task_stalled 1"));
+    auto report = transitioner.tick().value();
+    REQUIRE(report.stalls.size() == 1);
+    CHECK(report.stalls[0].find("merged nothing for") != std::string::npos);
+    CHECK(report.stalls[0].find("misaligned 9") != std::string::npos);
+    CHECK(transitioner.tick().value().stalls.empty());  // reported once
+
+    REQUIRE(honest_result(server, honest) == "merged");
+    CHECK_FALSE(liveness().at("stalled").as_bool());
+    CHECK(metrics_say(server, "tessera_task_stalled 0"));
+    CHECK(transitioner.tick().value().merging_again.size() == 1);
+
+    server.advance(2 * server::StallGuard::kStallSeconds);  // idle since that merge: nothing came back
+    CHECK_FALSE(liveness().at("stalled").as_bool());
+    CHECK(liveness().at("seconds_without_merge").as_int64() == 0);
+    CHECK(transitioner.tick().value().stalls.empty());
 }
