@@ -192,7 +192,7 @@ TEST_CASE("settings by prefix; the stall guard's figures: the last merge, refusa
         CHECK(figures.refusals == 3);
         CHECK(figures.volunteers == 2);
         CHECK(figures.first_refusal_at == 1200);
-        CHECK(figures.first_return_at == 1100);  // the merged result's own return
+        CHECK(figures.first_return_at == 1200);  // the first result after the merge, not the merged one
         CHECK(store.stall_figures("t", "no_improvement").value().refusals == 0);
         CHECK(store.merges_since("t", 1100).value() == 1);
         CHECK(store.merges_since("t", 1101).value() == 0);
