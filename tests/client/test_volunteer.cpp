@@ -92,8 +92,9 @@ private:
     std::thread thread_;
 };
 
-// The reference client's API calls as `volunteer` (its key and id) makes them.
-client::ServerApi api_of(const TestVolunteer& volunteer, const client::Url& url, const client::HttpClient& http) {
+// The reference client's API calls to `server` as `volunteer` (its key and id) makes them.
+client::ServerApi api_of(const TestVolunteer& volunteer, TestServer& server, const client::HttpClient& http) {
+    auto url = client::parse_url("http://127.0.0.1:" + std::to_string(server.port())).value();
     client::ServerApi api(url, http, volunteer.key());
     api.set_client_id(volunteer.id());
     return api;
@@ -215,8 +216,7 @@ TEST_CASE("heartbeats: keep working while the unit is ours, stop once it has tim
     TestVolunteer volunteer(server);
     auto unit = volunteer.request_work().value();
     client::HttpClient http;
-    auto url = client::parse_url("http://127.0.0.1:" + std::to_string(server.port())).value();
-    auto api = api_of(volunteer, url, http);
+    auto api = api_of(volunteer, server, http);
     client::Logger log(true, false);
     {
         client::HeartbeatSender heartbeat(api, {}, unit.wu_id, std::chrono::milliseconds(20), log);
@@ -229,7 +229,7 @@ TEST_CASE("heartbeats: keep working while the unit is ours, stop once it has tim
     }
     {
         auto other_key = common::SigningKey::generate();
-        client::ServerApi stranger(url, http, other_key);  // signatures the server refuses (401)
+        client::ServerApi stranger(api.server(), http, other_key);  // signatures the server refuses (401)
         stranger.set_client_id(volunteer.id());
         client::HeartbeatSender refused(stranger, {}, unit.wu_id, std::chrono::milliseconds(20), log);
         REQUIRE(eventually([&] { return refused.sent() >= 3; }));
@@ -500,8 +500,7 @@ TEST_CASE("an upload with nothing in progress is refused on its header: the body
     TestVolunteer volunteer(server);
     auto unit = volunteer.request_work().value();
     client::HttpClient http;
-    auto url = client::parse_url("http://127.0.0.1:" + std::to_string(server.port())).value();
-    auto api = api_of(volunteer, url, http);
+    auto api = api_of(volunteer, server, http);
     REQUIRE(api.abandon(unit.wu_id));  // the unit is gone: nothing of this volunteer's is in progress
 
     // A large body: sent at once into a connection the server closes, its write could fail
