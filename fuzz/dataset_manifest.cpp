@@ -12,11 +12,20 @@ using namespace tessera::common;
 
 namespace {
 
-// One file per process, rewritten for every input: the manifest is read from a path.
-const std::filesystem::path& manifest_path() {
-    static const std::filesystem::path path =
+// One file per process, rewritten for every input (the manifest is read from a path), removed
+// when the process exits.
+struct ScratchFile {
+    std::filesystem::path path =
         std::filesystem::temp_directory_path() / ("tessera-fuzz-dataset-" + std::to_string(::getpid()) + ".json");
-    return path;
+    ~ScratchFile() {
+        std::error_code ignored;
+        std::filesystem::remove(path, ignored);
+    }
+};
+
+const std::filesystem::path& manifest_path() {
+    static const ScratchFile file;
+    return file.path;
 }
 
 }  // namespace

@@ -13,13 +13,20 @@ using namespace tessera;
 
 namespace {
 
+// A directory of this process's, removed when it exits.
+struct ScratchDirectory {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("tessera-fuzz-spool-" + std::to_string(::getpid()));
+    ScratchDirectory() { std::filesystem::create_directories(path); }
+    ~ScratchDirectory() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+};
+
 const std::filesystem::path& spool_directory() {
-    static const std::filesystem::path dir = [] {
-        auto path = std::filesystem::temp_directory_path() / ("tessera-fuzz-spool-" + std::to_string(::getpid()));
-        std::filesystem::create_directories(path);
-        return path;
-    }();
-    return dir;
+    static const ScratchDirectory dir;
+    return dir.path;
 }
 
 }  // namespace
