@@ -1,6 +1,4 @@
 // dataset.json as an operator receives it with a dataset (the server reads it to create a task).
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 
@@ -12,21 +10,8 @@ using namespace tessera::common;
 
 namespace {
 
-// One file per process, rewritten for every input (the manifest is read from a path), removed
-// when the process exits.
-struct ScratchFile {
-    std::filesystem::path path =
-        std::filesystem::temp_directory_path() / ("tessera-fuzz-dataset-" + std::to_string(::getpid()) + ".json");
-    ~ScratchFile() {
-        std::error_code ignored;
-        std::filesystem::remove(path, ignored);
-    }
-};
-
-const std::filesystem::path& manifest_path() {
-    static const ScratchFile file;
-    return file.path;
-}
+// Rewritten for every input: the manifest is read from a path.
+std::filesystem::path manifest_path() { return fuzz_scratch_directory() / "dataset.json"; }
 
 }  // namespace
 
@@ -50,10 +35,9 @@ std::vector<Bytes> fuzz_seeds() {
     manifest.validation = {"validation.safetensors", std::string(64, 'b'), 500, 5};
     manifest.encoder = {"encoder.safetensors", std::string(64, 'c'), 300, 0};
     manifest.decoder = {"decoder.safetensors", std::string(64, 'd'), 300, 0};
-    auto path = std::filesystem::temp_directory_path() / ("tessera-fuzz-seed-" + std::to_string(::getpid()) + ".json");
+    auto path = fuzz_scratch_directory() / "seed.json";
     if (!save_dataset_manifest(path, manifest)) return {};
     auto bytes = read_file(path, 1 << 20);
-    std::filesystem::remove(path);
     if (!bytes) return {};
     return {*bytes};
 }

@@ -1,7 +1,5 @@
 // A result upload's body: split as the intake does from memory (unpack_result_upload), and as
 // the server reads it from the socket, in pieces, into a spool file (server/http/upload_spool.h).
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 
@@ -11,30 +9,10 @@
 
 using namespace tessera;
 
-namespace {
-
-// A directory of this process's, removed when it exits.
-struct ScratchDirectory {
-    std::filesystem::path path =
-        std::filesystem::temp_directory_path() / ("tessera-fuzz-spool-" + std::to_string(::getpid()));
-    ScratchDirectory() { std::filesystem::create_directories(path); }
-    ~ScratchDirectory() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-    }
-};
-
-const std::filesystem::path& spool_directory() {
-    static const ScratchDirectory dir;
-    return dir.path;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     (void)common::unpack_result_upload({data, size});
     server::SpooledUpload upload;  // removes its spool file when it goes
-    upload.directory = spool_directory();
+    upload.directory = fuzz_scratch_directory();
     {
         server::SpoolWriter writer(upload);
         writer.open();
