@@ -20,6 +20,7 @@
 #include "delta_codec.h"
 #include "file_io.h"
 #include "http_client.h"
+#include "percentile.h"
 #include "result_upload.h"
 #include "server_api.h"
 #include "server_app.h"
@@ -34,13 +35,6 @@ using server::ServerApp;
 
 double milliseconds_since(Clock::time_point start) {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-double percentile(std::vector<double> values, double p) {
-    if (values.empty()) return 0;
-    std::sort(values.begin(), values.end());
-    auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
-    return values[std::min(index, values.size() - 1)];
 }
 
 struct Volunteer {

@@ -2,7 +2,8 @@
 // PyTorch Python running the same model and loop; `fleet` simulates a volunteer fleet
 // training through the server's components on a virtual clock (docs/fleet_simulator.md);
 // `dispatch` and `ingest` measure one server's front end and result pipeline; `replicas` how
-// far apart honest replicas of a unit are.
+// far apart honest replicas of a unit are; `soak` loads running servers for hours and
+// `soak-check` checks what they did with it.
 #include <cxxopts.hpp>
 #include <iostream>
 
@@ -11,6 +12,7 @@
 #include "fleet/fleet_command.h"
 #include "ingest_bench.h"
 #include "replica_bench.h"
+#include "soak/soak_command.h"
 #include "train_bench.h"
 
 int main(int argc, char** argv) {
@@ -20,12 +22,16 @@ int main(int argc, char** argv) {
     if (command == "dispatch") return tessera::bench::run_dispatch_command(argc - 1, argv + 1);
     if (command == "ingest") return tessera::bench::run_ingest_command(argc - 1, argv + 1);
     if (command == "replicas") return tessera::bench::run_replica_command(argc - 1, argv + 1);
+    if (command == "soak") return tessera::bench::run_soak_command(argc - 1, argv + 1);
+    if (command == "soak-check") return tessera::bench::run_soak_check_command(argc - 1, argv + 1);
     if (command != "train") {
         std::cerr << "usage: tessera-bench train --model PRESET --device cpu|cuda [options]\n"
                      "       tessera-bench fleet --data DIR [--fleet home] [--volunteers K] [options]\n"
                      "       tessera-bench dispatch --data DIR [--volunteers N] [--connections C] [options]\n"
                      "       tessera-bench ingest --data DIR [--model dit-s] [--results R] [options]\n"
                      "       tessera-bench replicas --data DIR [--model cnn] [--units N] [options]\n"
+                     "       tessera-bench soak --server URL --out DIR [--volunteers N] [--minutes M] [options]\n"
+                     "       tessera-bench soak-check --db URL --acks FILE\n"
                      "Run `tessera-bench COMMAND --help` for the options.\n";
         return 2;
     }

@@ -58,7 +58,20 @@ boost::json::value number_or_null(const std::optional<std::int64_t>& value) {
     return value ? boost::json::value(*value) : boost::json::value(nullptr);
 }
 
+bool is_out_of_space(std::string_view message) {
+    // The C library's words for ENOSPC (also in PostgreSQL's "could not extend file" errors) and SQLite's for SQLITE_FULL.
+    return message.find("No space left on device") != std::string_view::npos ||
+           message.find("database or disk is full") != std::string_view::npos;
+}
+
 Response internal_error(const Request& request, const std::string& message) {
+    if (is_out_of_space(message)) {
+        auto response = string_response(request, http::status::service_unavailable,
+                                        error_body("storage_full", "the server is out of disk space: " + message),
+                                        "application/json");
+        response.set(http::field::retry_after, "60");
+        return response;
+    }
     return error_response(request, http::status::internal_server_error, "internal", message);
 }
 

@@ -25,7 +25,10 @@ Response error_response(const Request& request, http::status status, const std::
 // 500 {"error": "internal", …}: a server-side failure (database, disk).
 // 503 `busy`: the server cannot take this request now; `Retry-After` says when to try again.
 Response busy_response(const Request& request, const std::string& message, int retry_after_s);
+// 500 `internal`; but 503 `storage_full` with Retry-After when the message says the disk (or
+// the database) is full, since the same request can succeed once space returns.
 Response internal_error(const Request& request, const std::string& message);
+bool is_out_of_space(std::string_view message);
 Response text_response(const Request& request, http::status status, std::string body, const std::string& type);
 // A JSON number, or null when absent (losses not evaluated yet).
 boost::json::value number_or_null(const std::optional<double>& value);
