@@ -160,8 +160,7 @@ Response Api::route(const Request& request, std::string_view path, std::string_v
                               "admin routes need Authorization: Bearer <operator token>");
     if (route.spec.access != Access::Signed) return route.handler(request, call);
     auto auth = authenticate(request, store_, clock_());
-    if (auto* failure = std::get_if<AuthFailure>(&auth))
-        return error_response(request, failure->status, failure->code, failure->message);
+    if (auto* failure = std::get_if<AuthFailure>(&auth)) return refusal_response(request, *failure);
     call.client = &std::get<ClientRecord>(auth);
     return route.handler(request, call);
 }
@@ -212,8 +211,7 @@ Response Api::handle_upload(UploadRequest request) {
         bool empty = upload.delta_file().empty() && upload.error.empty();  // the spool never opened
         auto body_sha256 = empty ? common::sha256_hex({}) : upload.body_sha256;
         auto auth = authenticate(request.base(), body_sha256, store_, clock_());
-        if (auto* failure = std::get_if<AuthFailure>(&auth))
-            return error_response(reply_to, failure->status, failure->code, failure->message);
+        if (auto* failure = std::get_if<AuthFailure>(&auth)) return refusal_response(reply_to, *failure);
         if (empty) return bad_request(reply_to, "result upload: shorter than its 4-byte length prefix");
         if (!upload.error.empty())
             return upload.disk_error ? internal_error(reply_to, upload.error) : bad_request(reply_to, upload.error);

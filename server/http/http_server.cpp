@@ -308,7 +308,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
             refusal = too_large();
         } else if (api.checks_header_first(header)) {
             if (auto failure = co_await refused_on_header(context->handlers, api, header)) {
-                refusal = closing_error(header, failure->status, failure->code, failure->message);
+                refusal = refusal_response(closing_stub(header), *failure);
             } else if (upload =
                            context->uploads.take(signing_client_id(header), parser.content_length().value_or(limit));
                        !upload) {

@@ -48,6 +48,11 @@ std::variant<Signer, AuthFailure> signer_of(const http::request_header<>& reques
 
 }  // namespace
 
+Response refusal_response(const Request& reply_to, const AuthFailure& failure) {
+    if (failure.status == http::status::internal_server_error) return internal_error(reply_to, failure.message);
+    return error_response(reply_to, failure.status, failure.code, failure.message);
+}
+
 std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Store& store, std::int64_t now) {
     return authenticate(request.base(), common::sha256_hex(request.body()), store, now);
 }

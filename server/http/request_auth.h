@@ -21,6 +21,10 @@ struct AuthFailure {
     std::string message;
 };
 
+// The answer to a refusal; a failure of the server's own (500) goes through internal_error,
+// so a full disk is a 503 `storage_full` there too.
+Response refusal_response(const Request& reply_to, const AuthFailure& failure);
+
 // The client, or why the request is refused (401 unauthenticated, 403 banned).
 std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Store& store, std::int64_t now);
 // The same for a request whose body was hashed as it arrived (an upload spooled to disk).

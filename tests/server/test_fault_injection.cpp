@@ -4,7 +4,8 @@
 // each must leave the model as it was and merge the results again exactly once, in place after
 // the retry or after a restart. Every run's final checkpoint is compared, byte for byte, with
 // the same results merged by a server without faults. A result file that cannot be written
-// is not acknowledged; a validation that fails with an error is tried again.
+// is not acknowledged (503 `storage_full` when the disk is full); a validation that fails with
+// an error is tried again.
 #include <doctest/doctest.h>
 
 #include <thread>
@@ -164,6 +165,24 @@ TEST_CASE("a result file that cannot be written is not acknowledged, and the upl
     server->app().wait_idle();
     CHECK(state_of(*server, wu.wu_id) == "merged");
     CHECK(server->version() == 1);
+}
+
+TEST_CASE("a full disk is answered 503 storage_full with Retry-After, and the upload succeeds once space returns") {
+    FaultyFileSystem faults;
+    auto server = server_with(faults, PolicyKind::FedAsync);
+    TestVolunteer volunteer(*server);
+    auto wu = volunteer.request_work().value();
+    auto delta = volunteer.made_up_delta(wu, 1e-3f);
+    faults.fail_writes([&](const auto& path) { return path.parent_path() == server->state().results(); },
+                       WriteStep::Rename, 1, "No space left on device");
+    auto refused = volunteer.upload(wu, delta);
+    CHECK(refused.status == 503);
+    CHECK(refused.body.find("\"storage_full\"") != std::string::npos);
+    CHECK(refused.headers["retry-after"] == "60");
+    CHECK(state_of(*server, wu.wu_id) == "in_progress");
+    REQUIRE(volunteer.upload(wu, delta).status == 200);
+    server->app().wait_idle();
+    CHECK(state_of(*server, wu.wu_id) == "merged");
 }
 
 TEST_CASE("a validation that fails with an error is tried again by the transitioner") {

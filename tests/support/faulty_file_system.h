@@ -7,6 +7,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
 
 #include "file_system.h"
 
@@ -29,12 +30,14 @@ class FaultyFileSystem final : public server::FileSystem {
 public:
     using PathMatch = std::function<bool(const std::filesystem::path&)>;
 
-    // The next `times` writes of a matching path fail at `step`.
-    void fail_writes(PathMatch matches, WriteStep step, int times = 1) {
+    // The next `times` writes of a matching path fail at `step`, with `why` at the end of the
+    // error (as strerror would put it: "No space left on device").
+    void fail_writes(PathMatch matches, WriteStep step, int times = 1, std::string why = "") {
         std::lock_guard lock(mutex_);
         matches_ = std::move(matches);
         step_ = step;
         left_ = times;
+        why_ = why.empty() ? "" : ": " + why;
     }
     // The next `times` reads of a matching path fail.
     void fail_reads(PathMatch matches, int times = 1) {
@@ -52,7 +55,8 @@ public:
         if (!fault) return real_.write_atomic(path, bytes);
         if (*fault == WriteStep::SyncDirectory)
             if (auto written = real_.write_atomic(path, bytes); !written) return written;
-        return common::make_error(std::string("injected fault: ") + write_step_name(*fault) + " of " + path.string());
+        return common::make_error(std::string("injected fault: ") + write_step_name(*fault) + " of " + path.string() +
+                                  why());
     }
     // Faults at the create and write steps are the writer's (the spool's), so here they fail
     // before anything moves, as fsync and rename do.
@@ -61,7 +65,8 @@ public:
         if (!fault) return real_.adopt(written, path);
         if (*fault == WriteStep::SyncDirectory)
             if (auto moved = real_.adopt(written, path); !moved) return moved;
-        return common::make_error(std::string("injected fault: ") + write_step_name(*fault) + " of " + path.string());
+        return common::make_error(std::string("injected fault: ") + write_step_name(*fault) + " of " + path.string() +
+                                  why());
     }
     common::Result<common::Bytes> read(const std::filesystem::path& path, std::uint64_t max_bytes) override {
         {
@@ -86,12 +91,17 @@ private:
         ++injected_;
         return step_;
     }
+    std::string why() const {
+        std::lock_guard lock(mutex_);
+        return why_;
+    }
 
     server::FileSystem& real_ = server::posix_file_system();
     mutable std::mutex mutex_;
     PathMatch matches_;
     WriteStep step_ = WriteStep::Create;
     int left_ = 0;
+    std::string why_;
     PathMatch read_matches_;
     int reads_left_ = 0;
     int injected_ = 0;
