@@ -114,7 +114,21 @@ PostgresDatabase::PostgresDatabase(std::string_view url) : name_(without_passwor
 
 PostgresDatabase::~PostgresDatabase() { PQfinish(connection_); }
 
+void PostgresDatabase::reconnect_if_lost() {
+    if (PQstatus(connection_) != CONNECTION_BAD) return;
+    // A restarted or failed-over database: what was prepared on the old connection is gone.
+    PQreset(connection_);
+    prepared_.clear();
+    if (PQstatus(connection_) != CONNECTION_OK) {
+        std::string message = PQerrorMessage(connection_);
+        while (!message.empty() && message.back() == '\n') message.pop_back();
+        throw DatabaseError("lost the connection to " + name_ + " and cannot connect again: " + message);
+    }
+    exec("SET client_min_messages = warning");
+}
+
 void PostgresDatabase::exec(std::string_view sql) {
+    reconnect_if_lost();
     ResultPtr result(PQexec(connection_, std::string(sql).c_str()), &PQclear);
     check(connection_, result.get(), sql);
 }
@@ -140,6 +154,7 @@ std::unique_ptr<Rows> PostgresDatabase::query(std::string_view sql, const std::v
         }
         values[i] = texts[i].c_str();
     }
+    reconnect_if_lost();
     const auto& statement = prepared(std::string(sql), types);
     ResultPtr result(PQexecPrepared(connection_, statement.c_str(), static_cast<int>(params.size()), values.data(),
                                     nullptr, nullptr, 0),

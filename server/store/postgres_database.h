@@ -1,7 +1,8 @@
 // The PostgreSQL back end of Database (libpq): one connection (the store keeps a pool of
 // them; several server processes may share the database). Statements are prepared on first
 // use. Writing transactions are SERIALIZABLE: one that conflicts with another fails as
-// retryable and the store runs it again.
+// retryable and the store runs it again. A lost connection is opened again at the next
+// statement.
 #pragma once
 
 #include <unordered_map>
@@ -34,6 +35,10 @@ public:
     std::string name() const override { return name_; }
 
 private:
+    // A connection the server closed (it restarted, or failed over) is opened again before
+    // the next statement; the statement that found it closed has failed (it may have been a
+    // COMMIT whose outcome is unknown, so nothing is retried here).
+    void reconnect_if_lost();
     // The name of the statement prepared for `sql` with these parameter types (prepared on
     // first use: later runs skip parsing and planning).
     const std::string& prepared(const std::string& sql, const std::vector<unsigned>& types);

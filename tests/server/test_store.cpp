@@ -446,6 +446,26 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
     });
 }
 
+TEST_CASE("a store whose PostgreSQL server restarts connects again, its prepared statements prepared anew") {
+    Backend b(true);
+    REQUIRE(b.store->set_setting("k", "before"));
+    CHECK(b.store->setting("k").value().value() == "before");  // prepared on the first connection
+    cluster().restart();
+    // Each pooled connection finds its socket closed at most once, then opens a new one.
+    int failures = 0;
+    tessera::common::Status written = tessera::common::make_error("not tried");
+    for (int attempt = 0; attempt < 16 && !written; ++attempt) {
+        written = b.store->set_setting("k", "after");
+        if (!written) {
+            ++failures;
+            CHECK(written.message().find("SQL failed") != std::string::npos);
+        }
+    }
+    REQUIRE_MESSAGE(written.ok(), written.message());
+    CHECK(failures <= 8);
+    for (int i = 0; i < 16; ++i) CHECK(b.store->setting("k").value().value() == "after");
+}
+
 TEST_CASE("a PostgreSQL URL that reaches no server, and an unsupported one, are clear errors") {
     auto store = Store::connect("postgresql://tessera:secret@127.0.0.1:1/none?connect_timeout=2", false);
     REQUIRE(!store.ok());

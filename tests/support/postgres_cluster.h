@@ -45,13 +45,7 @@ public:
         // A port that was free a moment ago; another process may take it first, so try again.
         for (int attempt = 0; attempt < 5; ++attempt) {
             port_ = free_port();
-            auto options = "-p " + std::to_string(port_) + " -k " + dir_.path().string() +
-                           " -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off"
-                           " -c full_page_writes=off -c max_connections=50";
-            if (run({(bin_ / "pg_ctl").string(), "-D", data_.string(), "-o", options, "-l",
-                     (dir_.path() / "server.log").string(), "-w", "-t", "60", "start"},
-                    "", false) == 0)
-                return;
+            if (start()) return;
         }
         throw std::runtime_error("PostgreSQL did not start; see " + (dir_.path() / "server.log").string() + ":\n" +
                                  log());
@@ -76,6 +70,12 @@ public:
         return "postgresql://tessera@127.0.0.1:" + std::to_string(port_) + "/" + database;
     }
     std::uint16_t port() const { return port_; }
+    // Stops the server (its connections closed, as a crash or failover would) and starts it
+    // again on the same port.
+    void restart() {
+        run({(bin_ / "pg_ctl").string(), "-D", data_.string(), "-m", "fast", "-w", "stop"}, "pg_ctl stop");
+        if (!start()) throw std::runtime_error("PostgreSQL did not start again:\n" + log());
+    }
     std::string log() const {
         std::ifstream in(dir_.path() / "server.log");
         std::stringstream text;
@@ -84,6 +84,14 @@ public:
     }
 
 private:
+    bool start() {
+        auto options = "-p " + std::to_string(port_) + " -k " + dir_.path().string() +
+                       " -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off"
+                       " -c full_page_writes=off -c max_connections=50";
+        return run({(bin_ / "pg_ctl").string(), "-D", data_.string(), "-o", options, "-l",
+                    (dir_.path() / "server.log").string(), "-w", "-t", "60", "start"},
+                   "", false) == 0;
+    }
     // Runs a PostgreSQL program to its end (as postgres under root); its messages go to stderr.
     int run(const std::vector<std::string>& command, const std::string& what, bool must_succeed = true) {
         std::vector<std::string> argv = as_user_;

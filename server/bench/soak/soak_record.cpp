@@ -25,7 +25,12 @@ void SoakRecord::request(const std::string& route, double milliseconds, const st
     window.milliseconds.push_back(milliseconds);
     if (outcome != "ok") ++window.failures;
     ++counts_[route + ": " + outcome];
-    if (!message.empty()) first_messages_.try_emplace(route + ": " + outcome, message.substr(0, 200));
+    if (!message.empty()) {
+        auto line = message.substr(0, 200);
+        for (auto& c : line)
+            if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+        first_messages_.try_emplace(route + ": " + outcome, std::move(line));
+    }
 }
 
 void SoakRecord::count(const std::string& what) {
