@@ -42,7 +42,7 @@ public:
         const double clip = settings_.clip_norm > 0 && norm > settings_.clip_norm ? settings_.clip_norm / norm : 1.0;
         // One result per version: C_v is the concurrency itself.
         const std::int64_t c = policy_math::concurrency_versions(delta.concurrency, 1);
-        const double share = settings_.per_concurrency ? 1.0 / static_cast<double>(c) : 1.0;
+        const double share = std::pow(static_cast<double>(c), -settings_.concurrency_exponent);
         add_scaled(model, delta.delta, settings_.server_lr * settings_.staleness.weight(delta.staleness, c) * clip * share);
         return MergeOutcome{true, {std::move(delta.id)}};
     }
@@ -187,6 +187,8 @@ common::Status validate_settings(const MergeSettings& s) {
     if (!(s.trim_fraction >= 0 && s.trim_fraction < 0.5))
         return out_of_range("trim_fraction", "in [0, 0.5)", s.trim_fraction);
     if (!(s.momentum >= 0 && s.momentum < 1)) return out_of_range("momentum", "in [0, 1)", s.momentum);
+    if (!(s.concurrency_exponent >= 0 && s.concurrency_exponent <= 2))
+        return out_of_range("concurrency_exponent", "in [0, 2]", s.concurrency_exponent);
     if (auto status = validate_staleness(s.staleness); !status) return status.error();
     return {};
 }

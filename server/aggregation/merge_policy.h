@@ -27,11 +27,14 @@ struct MergeSettings {
     std::int64_t buffer_size = 1;  // fedbuff: K deltas per merge; diloco, diloco-dn: N arrivals per momentum step
     double trim_fraction = 0;      // fedbuff: drop floor(trim·K) highest and lowest per coordinate; < 0.5
     double momentum = 0.9;         // diloco μ, diloco-dn β
-    bool per_concurrency = false;  // fedasync: θ ← θ + η·s·Δ/C, C the arrival's concurrency
+    // fedasync: θ ← θ + η·s·Δ/C^p, C the arrival's concurrency; 0: off, 1: each result divided
+    // by C (diloco-dn without momentum), ¾: as η = C^¼ with the division (docs/operations.md).
+    double concurrency_exponent = 0;
 };
 
 // Named errors for out-of-range values: server_lr finite > 0, clip_norm finite ≥ 0,
-// buffer_size ≥ 1, trim_fraction in [0, 0.5), momentum in [0, 1), a valid staleness.
+// buffer_size ≥ 1, trim_fraction in [0, 0.5), momentum in [0, 1), concurrency_exponent in
+// [0, 2], a valid staleness.
 common::Status validate_settings(const MergeSettings& settings);
 
 // One validated delta waiting to be merged.
@@ -40,7 +43,7 @@ struct IncomingDelta {
     std::int64_t staleness = 0;  // τ
     common::NamedTensors delta;  // Δ = θ_local − θ_base, same layout as the model
     // C: volunteers computing for the task when the result was accepted (≥ 1). The staleness
-    // kind `conc` measures τ against it; fedasync with per_concurrency divides by it.
+    // kind `conc` measures τ against it; fedasync with a concurrency_exponent p divides by C^p.
     std::int64_t concurrency = 1;
 };
 
@@ -52,7 +55,7 @@ struct MergeOutcome {
 
 // A merge policy. Each incoming Δ is clipped to clip_norm, then weighted by s(τ, C_v), where
 // C_v is the arrival's concurrency in versions: ⌈C / results folded into one version⌉.
-//   fedasync:  θ ← θ + η·s·Δ on every arrival (÷ C with per_concurrency).
+//   fedasync:  θ ← θ + η·s·Δ on every arrival (÷ C^p with a concurrency_exponent p).
 //   fedbuff:   after K arrivals θ ← θ + η·mean(s_i·Δ_i), or their coordinate-wise trimmed mean.
 //   diloco:    g_i = −s_i·Δ_i; after N arrivals ḡ = mean(g_i), m ← μ·m + ḡ, θ ← θ − η·(ḡ + μ·m).
 //   diloco-dn: delayed Nesterov, every arrival applied at once (delayed_nesterov.h).

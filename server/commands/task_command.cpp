@@ -49,7 +49,7 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     if (args.count("buffer")) c.merge.buffer_size = args["buffer"].as<std::int64_t>();
     if (args.count("trim")) c.merge.trim_fraction = args["trim"].as<double>();
     if (args.count("momentum")) c.merge.momentum = args["momentum"].as<double>();
-    if (args.count("per-concurrency")) c.merge.per_concurrency = true;
+    if (args.count("per-concurrency")) c.merge.concurrency_exponent = args["per-concurrency"].as<double>();
     if (args.count("clip-norm")) c.merge.clip_norm = args["clip-norm"].as<double>();
     if (args.count("local-steps")) c.local_steps = args["local-steps"].as<std::int64_t>();
     if (args.count("batch")) c.batch_size = args["batch"].as<std::int64_t>();
@@ -129,7 +129,9 @@ int task_command(int argc, char** argv) {
         "buffer", "fedbuff K / diloco N: deltas per merge; diloco-dn N: arrivals per momentum step (4)", cxxopts::value<std::int64_t>())(
         "trim", "fedbuff trimmed-mean fraction per side, < 0.5 (0)", cxxopts::value<double>())(
         "momentum", "diloco / diloco-dn outer Nesterov momentum (0.9)", cxxopts::value<double>())(
-        "per-concurrency", "fedasync: divide each result by the concurrency stamped on it (use with conc:M,A)")(
+        "per-concurrency", "fedasync: divide each result by the concurrency C stamped on it, or by C^P with =P "
+        "(0.75: as eta = C^(1/4)); use with conc:M,A",
+        cxxopts::value<double>()->implicit_value("1"))(
         "clip-norm", "clip each delta to this L2 norm (0: off)", cxxopts::value<double>())(
         "local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
         "batch", "batch size (64)", cxxopts::value<std::int64_t>())("lr", "inner AdamW learning rate (3e-4)",

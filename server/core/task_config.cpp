@@ -111,7 +111,7 @@ boost::json::value to_json(const TaskConfig& c) {
             {"buffer_size", c.merge.buffer_size},
             {"trim_fraction", c.merge.trim_fraction},
             {"momentum", c.merge.momentum},
-            {"per_concurrency", c.merge.per_concurrency},
+            {"concurrency_exponent", c.merge.concurrency_exponent},
             {"local_steps", c.local_steps},
             {"batch_size", c.batch_size},
             {"lr", c.lr},
@@ -188,8 +188,12 @@ common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
     c.merge.buffer_size = r.integer("buffer_size", 1, 100000);
     c.merge.trim_fraction = r.number("trim_fraction", 0, 0.5);
     c.merge.momentum = r.number("momentum", 0, 1);
-    // Tasks created before it existed: fedasync applies each result whole.
-    if (r.has("per_concurrency")) c.merge.per_concurrency = r.boolean("per_concurrency");
+    // Tasks created before it existed apply each result whole; those of 2026-11-26/27 stored
+    // per_concurrency (a division by C, the exponent 1).
+    if (r.has("concurrency_exponent"))
+        c.merge.concurrency_exponent = r.number("concurrency_exponent", 0, 2);
+    else if (r.has("per_concurrency") && r.boolean("per_concurrency"))
+        c.merge.concurrency_exponent = 1;
     c.local_steps = r.integer("local_steps", 1, 100000);
     c.batch_size = r.integer("batch_size", 1, 65536);
     c.lr = r.number("lr", 0, 10);

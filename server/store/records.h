@@ -158,7 +158,7 @@ struct AssignmentRecord {
     std::optional<double> gain_per_step;  // proof of training, when it was checked
     std::optional<double> alignment;      // the alignment check's cosine, when it ran
     // Volunteers working on the task when it was accepted for merging (schema 9; none before):
-    // the concurrency the `conc` staleness and fedasync's per_concurrency measure against.
+    // the concurrency the `conc` staleness and fedasync's concurrency_exponent measure against.
     std::optional<std::int64_t> concurrency;
     std::optional<double> full_rate_steps;  // when checked (schema 10)
 

@@ -201,7 +201,7 @@ TEST_CASE("fedasync per concurrency: θ ← θ + η·s·Δ/C, which is diloco-dn
     MergeSettings fedasync;
     fedasync.kind = PolicyKind::FedAsync;
     fedasync.server_lr = 0.7;
-    fedasync.per_concurrency = true;
+    fedasync.concurrency_exponent = 1;
     auto divided = make(fedasync);
     MergeSettings dn = dn_settings(4);
     dn.momentum = 0;
@@ -216,12 +216,22 @@ TEST_CASE("fedasync per concurrency: θ ← θ + η·s·Δ/C, which is diloco-dn
     }
     CHECK(max_difference(a, b) <= 1e-6 * std::max(1.0, max_abs(b)));
 
-    // Without per_concurrency the concurrency does not change fedasync's step.
-    fedasync.per_concurrency = false;
+    // Without the division the concurrency does not change fedasync's step; with the exponent
+    // ¾ the step is η·C^-¾ (η = C^¼ with the division); beyond [0, 2] the setting is refused.
+    fedasync.concurrency_exponent = 0;
     auto plain = make(fedasync);
     NamedTensors model{{"w", {1}, {0.0f}}};
     add_ok(*plain, model, {"x", 0, {{"w", {1}, {1.0f}}}, 8});
     CHECK(model[0].values[0] == doctest::Approx(0.7));
+    fedasync.concurrency_exponent = 0.75;
+    auto quarter = make(fedasync);
+    NamedTensors scaled{{"w", {1}, {0.0f}}};
+    add_ok(*quarter, scaled, {"x", 0, {{"w", {1}, {1.0f}}}, 16});
+    CHECK(scaled[0].values[0] == doctest::Approx(0.7 * std::pow(16.0, -0.75)));
+    fedasync.concurrency_exponent = 2.5;
+    auto refused = make_merge_policy(fedasync);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.message() == "concurrency_exponent must be in [0, 2], got 2.5");
 }
 
 TEST_CASE("conc staleness: full weight up to M·C_v, then (M·C_v/τ)^A; refused beyond R·C_v") {

@@ -78,6 +78,11 @@ bool in_blobs(const TestServer& server, const std::filesystem::path& path) {
     return path.parent_path() == server.state().blobs();
 }
 
+// Matches the server's stored result files.
+FaultyFileSystem::PathMatch result_files_of(const TestServer& server) {
+    return [&server](const std::filesystem::path& path) { return path.parent_path() == server.state().results(); };
+}
+
 template <typename Condition>
 bool eventually(Condition condition) {
     for (int i = 0; i < 3000; ++i) {
@@ -154,9 +159,8 @@ TEST_CASE("a result file that cannot be written is not acknowledged, and the upl
     auto server = server_with(faults, PolicyKind::FedAsync);
     TestVolunteer volunteer(*server);
     auto wu = volunteer.request_work().value();
+    faults.fail_writes(result_files_of(*server), WriteStep::Sync);
     auto delta = volunteer.made_up_delta(wu, 1e-3f);
-    faults.fail_writes([&](const auto& path) { return path.parent_path() == server->state().results(); },
-                       WriteStep::Sync);
     auto refused = volunteer.upload(wu, delta);
     CHECK(refused.status == 500);
     CHECK(state_of(*server, wu.wu_id) == "in_progress");
@@ -172,15 +176,13 @@ TEST_CASE("a full disk is answered 503 storage_full with Retry-After, and the up
     auto server = server_with(faults, PolicyKind::FedAsync);
     TestVolunteer volunteer(*server);
     auto wu = volunteer.request_work().value();
-    auto delta = volunteer.made_up_delta(wu, 1e-3f);
-    faults.fail_writes([&](const auto& path) { return path.parent_path() == server->state().results(); },
-                       WriteStep::Rename, 1, "No space left on device");
-    auto refused = volunteer.upload(wu, delta);
+    faults.fail_writes(result_files_of(*server), WriteStep::Rename, 1, "No space left on device");
+    auto refused = volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f));
     CHECK(refused.status == 503);
     CHECK(refused.body.find("\"storage_full\"") != std::string::npos);
     CHECK(refused.headers["retry-after"] == "60");
     CHECK(state_of(*server, wu.wu_id) == "in_progress");
-    REQUIRE(volunteer.upload(wu, delta).status == 200);
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 200);
     server->app().wait_idle();
     CHECK(state_of(*server, wu.wu_id) == "merged");
 }

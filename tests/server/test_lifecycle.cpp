@@ -330,20 +330,24 @@ TEST_CASE(
     auto config = server.config();
     config.inner_optimizer = common::InnerOptimizer::Kept;
     config.lr_schedule = common::LrSchedule{common::LrSchedule::Kind::Cosine, 500, 90000, 0.05};
-    config.merge.per_concurrency = true;
+    config.merge.concurrency_exponent = 0.75;
     auto back = task_config_from_json(to_json(config)).value();
     CHECK(back.inner_optimizer == common::InnerOptimizer::Kept);
-    CHECK(back.merge.per_concurrency);
+    CHECK(back.merge.concurrency_exponent == 0.75);
     REQUIRE(back.lr_schedule.has_value());
     CHECK(*back.lr_schedule == *config.lr_schedule);
 
     auto older = to_json(config);
     older.as_object().erase("inner_optimizer");
     older.as_object().erase("lr_schedule");
-    older.as_object().erase("per_concurrency");
+    older.as_object().erase("concurrency_exponent");
     auto old_task = task_config_from_json(older).value();
     CHECK(old_task.inner_optimizer == common::InnerOptimizer::Fresh);
-    CHECK_FALSE(old_task.merge.per_concurrency);
+    CHECK(old_task.merge.concurrency_exponent == 0);
+    // A task of 2026-11-26/27 stored per_concurrency: a division by C.
+    older.as_object()["per_concurrency"] = true;
+    CHECK(task_config_from_json(older).value().merge.concurrency_exponent == 1);
+    older.as_object().erase("per_concurrency");
     CHECK_FALSE(old_task.lr_schedule.has_value());
     older.as_object()["lr_schedule"] = nullptr;
     CHECK_FALSE(task_config_from_json(older).value().lr_schedule.has_value());

@@ -164,7 +164,7 @@ common::Result<server::TaskConfig> config_for(const CommandOptions& o, const std
         if (o.eta > 0) merge.server_lr = o.eta;
         if (o.buffer > 0 && *policy != server::PolicyKind::FedAsync) merge.buffer_size = o.buffer;
         if (o.momentum >= 0) merge.momentum = o.momentum;
-        if (o.args.count("per-concurrency")) merge.per_concurrency = true;
+        if (o.args.count("per-concurrency")) merge.concurrency_exponent = o.args["per-concurrency"].as<double>();
         if (!o.staleness.empty()) {
             auto staleness = server::parse_staleness(o.staleness);
             if (!staleness) return staleness.error();
@@ -398,7 +398,9 @@ int run_fleet_command(int argc, char** argv) {
         cxxopts::value<double>()->default_value("0"))(
         "run-lr", "runs' own inner learning rates, e.g. central=4e-3,ddp=1.36e-2,fedasync=8e-3 (others: --lr)",
         cxxopts::value<std::string>()->default_value(""))(
-        "per-concurrency", "async fedasync: each result divided by its stamped concurrency (with conc:M,A)")(
+        "per-concurrency", "async fedasync: each result divided by its stamped concurrency C, or by C^P with =P "
+        "(with conc:M,A)",
+        cxxopts::value<double>()->implicit_value("1"))(
         "momentum", "async diloco / diloco-dn outer momentum (negative: the policy's default)",
         cxxopts::value<double>()->default_value("-1"))(
         "eta", "async runs' server learning rate (0: the policy's default)",
