@@ -129,9 +129,9 @@ int task_command(int argc, char** argv) {
         "buffer", "fedbuff K / diloco N: deltas per merge; diloco-dn N: arrivals per momentum step (4)", cxxopts::value<std::int64_t>())(
         "trim", "fedbuff trimmed-mean fraction per side, < 0.5 (0)", cxxopts::value<double>())(
         "momentum", "diloco / diloco-dn outer Nesterov momentum (0.9)", cxxopts::value<double>())(
-        "per-concurrency", "fedasync: divide each result by the concurrency C stamped on it, or by C^P with =P "
-        "(0.75: as eta = C^(1/4)); use with conc:M,A",
-        cxxopts::value<double>()->implicit_value("1"))(
+        "per-concurrency", "fedasync: divide each result by C^P, C the concurrency stamped on it (P 0.75 unless "
+        "given as =P; =1 divides by C); use with conc:M,A",
+        cxxopts::value<double>()->implicit_value("0.75"))(
         "clip-norm", "clip each delta to this L2 norm (0: off)", cxxopts::value<double>())(
         "local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
         "batch", "batch size (64)", cxxopts::value<std::int64_t>())("lr", "inner AdamW learning rate (3e-4)",

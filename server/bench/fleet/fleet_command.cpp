@@ -398,9 +398,9 @@ int run_fleet_command(int argc, char** argv) {
         cxxopts::value<double>()->default_value("0"))(
         "run-lr", "runs' own inner learning rates, e.g. central=4e-3,ddp=1.36e-2,fedasync=8e-3 (others: --lr)",
         cxxopts::value<std::string>()->default_value(""))(
-        "per-concurrency", "async fedasync: each result divided by its stamped concurrency C, or by C^P with =P "
-        "(with conc:M,A)",
-        cxxopts::value<double>()->implicit_value("1"))(
+        "per-concurrency", "async fedasync: each result divided by C^P, C its stamped concurrency (P 0.75 unless "
+        "given as =P; with conc:M,A)",
+        cxxopts::value<double>()->implicit_value("0.75"))(
         "momentum", "async diloco / diloco-dn outer momentum (negative: the policy's default)",
         cxxopts::value<double>()->default_value("-1"))(
         "eta", "async runs' server learning rate (0: the policy's default)",
