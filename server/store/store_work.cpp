@@ -134,10 +134,18 @@ common::Status Store::create_work_unit(const WorkUnitRecord& unit, const Assignm
 common::Status Store::add_assignment(const AssignmentRecord& assignment, std::optional<std::int64_t> rebase_to) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db());
-        Statement unit(db(), "SELECT state FROM work_units WHERE id = ?");
+        Statement unit(db(), "SELECT state, replicas FROM work_units WHERE id = ?");
         unit.bind(1, assignment.work_unit_id);
         if (!unit.step() || unit.text(0) != "open")
             return common::make_error("work unit '" + assignment.work_unit_id + "' is not open");
+        // Counted in the same transaction: another process may have given the unit out (and
+        // rebased it) since the scheduler found it free, and a second holder would be refused
+        // as computing from the wrong base (found by scripts/soak on PostgreSQL).
+        Statement live(
+            db(), std::string("SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN ") + kLiveStates);
+        live.bind(1, assignment.work_unit_id).step();
+        if (live.integer(0) >= unit.integer(1))
+            return common::make_error("work unit '" + assignment.work_unit_id + "' was given out meanwhile");
         if (rebase_to)
             Statement(db(), "UPDATE work_units SET base_version = ? WHERE id = ?")
                 .bind(1, *rebase_to)

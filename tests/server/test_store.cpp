@@ -415,6 +415,21 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         REQUIRE(store.add_assignment(again, 1));
         CHECK(store.work_unit("w2").value()->base_version == 1);
         CHECK(!store.add_assignment(again, std::nullopt).ok());  // ids are unique
+        // A unit that another process gave out since the scheduler found it free is refused,
+        // rebased or not: w2 has its one live assignment, w5 its two.
+        AssignmentRecord late = second;
+        late.id = "w2-c";
+        late.client_id = bob.id;
+        auto taken = store.add_assignment(late, 2);
+        REQUIRE_FALSE(taken.ok());
+        CHECK(taken.message().find("was given out meanwhile") != std::string::npos);
+        CHECK(store.work_unit("w2").value()->base_version == 1);  // not moved under its holder
+        AssignmentRecord extra = fifth;
+        extra.id = "w5-c";
+        auto full = store.add_assignment(extra, std::nullopt);
+        REQUIRE_FALSE(full.ok());
+        CHECK(full.message().find("was given out meanwhile") != std::string::npos);
+        CHECK(store.live_assignments("w5").value() == 2);
         CHECK(store.clients().value().front().id == alice.id);    // by credit
         CHECK(store.shards("t").value().at(0).uses == 5);          // every unit above used shard-a
 
