@@ -76,9 +76,13 @@ common::Result<std::int64_t> buffer_of(server::Store& store, const std::string& 
 common::Result<bool> stays(server::Store& store, const server::AssignmentRecord& a) {
     if (settled(a.state) || a.state == AssignmentState::TimedOut || a.state == AssignmentState::Abandoned) return true;
     if (a.state == AssignmentState::Accepted) {
+        // A buffer short of K waits for arrivals that will not come; a full one is about to merge.
         auto buffer = buffer_of(store, a.task_id);
         if (!buffer) return buffer.error();
-        return *buffer > 1;
+        auto counts = store.counts(0);
+        if (!counts) return counts.error();
+        auto accepted = counts->assignments.find("accepted");
+        return accepted != counts->assignments.end() && accepted->second < *buffer;
     }
     return waits_for_replicas(store, a);
 }
