@@ -15,6 +15,8 @@
 #include <fstream>
 #include <optional>
 
+#include "server_answer.h"
+
 namespace tessera::client {
 namespace {
 
@@ -23,11 +25,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
-
-std::string lower(std::string text) {
-    for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return text;
-}
 
 // Why a connection or exchange failed: a certificate that fails verification (no retry can
 // fix it) or anything else on the way (worth retrying).
@@ -157,11 +154,7 @@ ApiResult<HttpResponse> HttpClient::request(const Url& origin, const std::string
                                             const std::map<std::string, std::string>& headers) const {
     HttpResponse reply;
     auto status = with_stream(origin, options_, [&](auto& stream) -> ApiStatus {
-        auto response = exchange(stream, origin, method, target, body, headers, options_);
-        reply.status = static_cast<int>(response.result_int());
-        reply.body = std::move(response.body());
-        for (const auto& field : response)
-            reply.headers[lower(std::string(field.name_string()))] = std::string(field.value());
+        reply = http_response_of(exchange(stream, origin, method, target, body, headers, options_));
         return std::monostate{};
     });
     if (!status) return status.failure();

@@ -6,29 +6,11 @@
 #include <chrono>
 
 #include "request_signing.h"
+#include "server_answer.h"
 #include "text_encoding.h"
 
 namespace tessera::client {
 namespace {
-
-// A non-200 answer as a failure: its kind from the status, its code and message from the
-// JSON error body when there is one (docs/protocol.md, "Errors").
-ApiFailure refusal(const std::string& route, const HttpResponse& reply) {
-    ApiFailure failure{failure_kind_of_status(reply.status), "", reply.status, ""};
-    std::string text = reply.body.substr(0, 200);
-    boost::system::error_code error;
-    auto json = boost::json::parse(reply.body, error);
-    if (!error && json.is_object()) {
-        const auto& object = json.as_object();
-        if (const auto* message = object.if_contains("message"); message && message->is_string())
-            text = std::string(message->as_string());
-        if (const auto* code = object.if_contains("error"); code && code->is_string())
-            failure.code = std::string(code->as_string());
-    }
-    failure.message = route + ": HTTP " + std::to_string(reply.status) +
-                      (failure.code.empty() ? "" : " " + failure.code) + ": " + text;
-    return failure;
-}
 
 // Parses a 200 answer's body as message type T.
 template <class T>
@@ -52,7 +34,7 @@ ApiResult<common::RegisterResponse> ServerApi::register_client(const std::string
     auto reply = http_.request(server_, "POST", target, boost::json::serialize(common::to_json(request)),
                                {{"Content-Type", "application/json"}});
     if (!reply) return reply.failure();
-    if (reply->status != 200) return refusal("register", *reply);
+    if (reply->status != 200) return refusal_of("register", *reply);
     return parsed<common::RegisterResponse>("register", std::move(reply->body));
 }
 
@@ -101,7 +83,7 @@ ApiResult<std::string> ServerApi::post(const std::string& route, const std::stri
     headers.insert(extra_headers.begin(), extra_headers.end());
     auto reply = http_.request(server_, "POST", target, body, headers);
     if (!reply) return reply.failure();
-    if (reply->status != 200) return refusal(route, *reply);
+    if (reply->status != 200) return refusal_of(route, *reply);
     return std::move(reply->body);
 }
 
