@@ -1,34 +1,58 @@
 // tessera-client: the volunteer's program (README, "Join a run").
 #include <cxxopts.hpp>
 
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <csignal>
 #include <iostream>
 #include <thread>
 
 #include "allocator_tuning.h"
+#include "options_with_config.h"
 #include "stop_signals.h"
+#include "tessera_version.h"
 #include "volunteer.h"
 
 namespace {
 
-// Ctrl-C once: finish the current work unit, then stop. Twice: abandon it now.
-void watch_signals(sigset_t signals, tessera::client::VolunteerControl* control) {
-    for (int count = 0;; ++count) {
-        int received = 0;
-        sigwait(&signals, &received);
-        if (count == 0) {
-            std::cerr << "\ntessera-client: stopping after the current work unit (Ctrl-C again to abandon it)\n";
-            control->stop_after_unit = true;
-        } else {
-            control->abandon_now = true;
-            return;
-        }
+// Whether another stop signal comes within `wait` (false: the time ran out).
+bool second_signal_within(const sigset_t& signals, std::chrono::milliseconds wait) {
+    auto deadline = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return false;
+        timespec timeout{static_cast<time_t>(left.count() / 1'000'000'000), static_cast<long>(left.count() % 1'000'000'000)};
+        if (sigtimedwait(&signals, nullptr, &timeout) >= 0) return true;
+        if (errno != EINTR) return false;
     }
 }
 
-}  // namespace
+// Ctrl-C (or SIGTERM) once: finish the current work unit, then stop; twice, or once and then
+// `grace` without the unit finishing (0: no limit): give the unit back now.
+void watch_signals(sigset_t signals, std::chrono::milliseconds grace, tessera::client::VolunteerControl* control) {
+    int received = 0;
+    sigwait(&signals, &received);
+    std::cerr << "\ntessera-client: stopping after the current work unit (Ctrl-C again to give it back now)\n";
+    control->stop_after_unit = true;
+    if (grace.count() > 0) {
+        if (!second_signal_within(signals, grace))
+            std::cerr << "tessera-client: the unit did not finish within " << grace.count() / 1000.0
+                      << " s of the stop request: giving it back\n";
+    } else {
+        sigwait(&signals, &received);
+    }
+    control->abandon_now = true;
+}
 
-int main(int argc, char** argv) {
-    using namespace tessera::client;
+// The volunteer's settings from the command line (and --config), or the exit code to end with.
+struct CommandLine {
+    tessera::client::VolunteerOptions volunteer;
+    std::chrono::milliseconds stop_grace{0};
+    int exit_code = -1;  // >= 0: exit at once (help printed, or a mistake reported)
+};
+
+cxxopts::Options client_options() {
     cxxopts::Options options("tessera-client", "Lend your GPU (or CPU) to a Tessera training run");
     options.add_options()("server", "server URL, e.g. https://host:8443", cxxopts::value<std::string>())(
         "state", "state directory (key, identity, cache)",
@@ -43,50 +67,77 @@ int main(int argc, char** argv) {
         "ca-cert", "trust this CA file for the server's TLS certificate",
         cxxopts::value<std::string>()->default_value(""))("heartbeat", "seconds between heartbeats while training",
                                                           cxxopts::value<double>()->default_value("30"))(
-        "h,help", "show this help");
-    VolunteerOptions volunteer;
-    try {
-        auto args = options.parse(argc, argv);
-        if (args.count("help")) {
-            std::cout << options.help() << "\n";
-            return 0;
-        }
-        if (!args.count("server")) {
-            std::cerr << "tessera-client: needs --server URL\n";
-            return 2;
-        }
-        volunteer.server = args["server"].as<std::string>();
-        volunteer.state_dir = args["state"].as<std::string>();
-        volunteer.device = args["device"].as<std::string>();
-        volunteer.threads = args["threads"].as<int>();
-        volunteer.max_gpu_memory_gb = args["max-gpu-mem"].as<double>();
-        auto quota_gb = args["cache-quota"].as<double>();
-        if (!(quota_gb >= 0 && quota_gb <= 1e6)) {
-            std::cerr << "tessera-client: --cache-quota must be between 0 and 1000000 GB\n";
-            return 2;
-        }
-        volunteer.cache_quota_bytes = static_cast<std::uint64_t>(quota_gb * (1 << 30));
-        volunteer.once = args.count("once") > 0;
-        volunteer.name = args["name"].as<std::string>();
-        volunteer.quiet = args.count("quiet") > 0;
-        volunteer.json_logs = args.count("json-logs") > 0;
-        volunteer.ca_file = args["ca-cert"].as<std::string>();
-        auto heartbeat_s = args["heartbeat"].as<double>();
-        if (!(heartbeat_s >= 0.1 && heartbeat_s <= 3600)) {
-            std::cerr << "tessera-client: --heartbeat must be between 0.1 and 3600 seconds\n";
-            return 2;
-        }
-        volunteer.heartbeat_interval = std::chrono::milliseconds(static_cast<std::int64_t>(heartbeat_s * 1000));
-    } catch (const cxxopts::exceptions::exception& error) {
-        std::cerr << "tessera-client: " << error.what() << "\n";
-        return 2;
+        "stop-grace", "seconds a stop request waits for the current unit before giving it back (0: no limit)",
+        cxxopts::value<double>()->default_value("0"))("version", "print the version and exit")("h,help",
+                                                                                             "show this help");
+    tessera::common::add_config_option(options);
+    return options;
+}
+
+CommandLine usage_error(const std::string& message) {
+    std::cerr << "tessera-client: " << message << "\n";
+    CommandLine line;
+    line.exit_code = 2;
+    return line;
+}
+
+CommandLine parse_command_line(int argc, char** argv) {
+    auto options = client_options();
+    auto parsed = tessera::common::parse_with_config(options, argc, argv);
+    if (!parsed) return usage_error(parsed.message());
+    const auto& args = *parsed;
+    CommandLine line;
+    if (args.count("help")) {
+        std::cout << options.help() << "\n";
+        line.exit_code = 0;
+        return line;
     }
+    if (args.count("version")) {
+        std::cout << "tessera-client " << tessera::common::kVersion << "\n";
+        line.exit_code = 0;
+        return line;
+    }
+    if (!args.count("server")) return usage_error("needs --server URL");
+    auto& volunteer = line.volunteer;
+    volunteer.server = args["server"].as<std::string>();
+    volunteer.state_dir = args["state"].as<std::string>();
+    volunteer.device = args["device"].as<std::string>();
+    volunteer.threads = args["threads"].as<int>();
+    volunteer.max_gpu_memory_gb = args["max-gpu-mem"].as<double>();
+    auto quota_gb = args["cache-quota"].as<double>();
+    if (!(quota_gb >= 0 && quota_gb <= 1e6)) return usage_error("--cache-quota must be between 0 and 1000000 GB");
+    volunteer.cache_quota_bytes = static_cast<std::uint64_t>(quota_gb * (1 << 30));
+    volunteer.once = args.count("once") > 0;
+    volunteer.name = args["name"].as<std::string>();
+    volunteer.quiet = args.count("quiet") > 0;
+    volunteer.json_logs = args.count("json-logs") > 0;
+    volunteer.ca_file = args["ca-cert"].as<std::string>();
+    auto heartbeat_s = args["heartbeat"].as<double>();
+    if (!(heartbeat_s >= 0.1 && heartbeat_s <= 3600)) return usage_error("--heartbeat must be between 0.1 and 3600 seconds");
+    volunteer.heartbeat_interval = std::chrono::milliseconds(static_cast<std::int64_t>(heartbeat_s * 1000));
+    auto grace_s = args["stop-grace"].as<double>();
+    if (!(grace_s >= 0 && grace_s <= 86400)) return usage_error("--stop-grace must be between 0 and 86400 seconds");
+    line.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(grace_s * 1000)));
+    return line;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace tessera::client;
+    CommandLine line;
+    try {
+        line = parse_command_line(argc, argv);
+    } catch (const cxxopts::exceptions::exception& error) {
+        line = usage_error(error.what());
+    }
+    if (line.exit_code >= 0) return line.exit_code;
     tessera::common::tune_allocator_for_training();
     auto signals = tessera::common::block_stop_signals();
     VolunteerControl control;
-    std::thread(watch_signals, signals, &control).detach();
+    std::thread(watch_signals, signals, line.stop_grace, &control).detach();
 
-    auto stop = run_volunteer(volunteer, control);
+    auto stop = run_volunteer(line.volunteer, control);
     if (!stop.message.empty()) std::cerr << "tessera-client: " << stop.message << "\n";
     return exit_code(stop.reason);
 }

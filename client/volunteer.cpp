@@ -20,13 +20,12 @@
 #include "server_api.h"
 #include "sha256.h"
 #include "signed_envelope.h"
+#include "tessera_version.h"
 #include "text_encoding.h"
 #include "training/work_runner.h"
 
 namespace tessera::client {
 namespace {
-
-constexpr const char* kClientVersion = "0.1.0";
 
 // Thrown from the training progress callback to leave training early.
 struct Interrupted {};
@@ -141,7 +140,7 @@ private:
         if (!key) return Stop{StopReason::Error, key.message()};
         key_ = std::make_unique<common::SigningKey>(std::move(*key));
         api_ = std::make_unique<ServerApi>(server_, http_, *key_);
-        auto response = with_retries([&] { return api_->register_client(options_.name, kClientVersion); }, stopping(),
+        auto response = with_retries([&] { return api_->register_client(options_.name, common::kVersion); }, stopping(),
                                      log_, "registering with " + options_.server, options_.retry);
         if (!response) return stop_for(response.failure());
         auto pinned = state_.load_identity();

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "commands/commands.h"
+#include "tessera_version.h"
 
 namespace {
 
@@ -16,7 +17,8 @@ constexpr const char* kUsage =
     "  task list|pause|resume|finish|weight  the tasks, and the operator's controls over each\n"
     "  run --state DIR --listen ADDR:PORT    serve the API, blobs and work until SIGINT/SIGTERM\n"
     "  export --state DIR --out FILE         write a model version as safetensors\n"
-    "  status --state DIR                    print the run's progress\n";
+    "  status --state DIR                    print the run's progress\n"
+    "  --version                             print the version\n";
 
 }  // namespace
 
@@ -27,6 +29,10 @@ int main(int argc, char** argv) {
         return argc < 2 ? 2 : 0;
     }
     std::string_view command = argv[1];
+    if (command == "--version") {
+        std::cout << "tessera-server " << tessera::common::kVersion << "\n";
+        return 0;
+    }
     try {
         if (command == "init") return init_command(argc - 1, argv + 1);
         if (command == "task") return task_command(argc - 1, argv + 1);

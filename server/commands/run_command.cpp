@@ -2,6 +2,7 @@
 #include <cxxopts.hpp>
 
 #include "allocator_tuning.h"
+#include "options_with_config.h"
 #include "stop_signals.h"
 #include "command_support.h"
 #include "server_app.h"
@@ -23,9 +24,7 @@ common::Result<std::pair<std::string, std::uint16_t>> parse_listen(const std::st
     return std::make_pair(host, static_cast<std::uint16_t>(port));
 }
 
-}  // namespace
-
-int run_command(int argc, char** argv) {
+cxxopts::Options run_options() {
     cxxopts::Options options("tessera-server run", "Serve the API, blobs and work");
     options.add_options()("state", "state directory", cxxopts::value<std::string>())(
         "listen", "address and port (port 0: any free port)",
@@ -57,23 +56,20 @@ int run_command(int argc, char** argv) {
         "for S seconds",
         cxxopts::value<std::int64_t>()->default_value("15"))("h,help", "show this help");
     add_database_option(options);
-    auto args = options.parse(argc, argv);
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
-    if (!args.count("state")) return fail("run", "needs --state DIR");
+    common::add_config_option(options);
+    return options;
+}
+
+// The server's settings from the parsed options, or what is wrong with them.
+common::Result<ServerOptions> server_options_of(const cxxopts::ParseResult& args) {
+    auto fail = [](const std::string& message) { return common::Result<ServerOptions>(common::make_error(message)); };
+    if (!args.count("state")) return fail("needs --state DIR");
     auto listen = parse_listen(args["listen"].as<std::string>());
-    if (!listen) return fail("run", listen.message());
+    if (!listen) return listen.error();
     auto base = args["blob-url-base"].as<std::string>();
     while (base.ends_with('/')) base.pop_back();
     if (!base.empty() && !base.starts_with("http://") && !base.starts_with("https://"))
-        return fail("run", "--blob-url-base must be an http(s) URL");
-    common::tune_allocator_for_training();
-
-    // Signals are taken synchronously by this thread; every other thread inherits the mask.
-    auto signals = common::block_stop_signals();
-
+        return fail("--blob-url-base must be an http(s) URL");
     ServerOptions server;
     server.state = state_dir_of(args);
     server.http.address = listen->first;
@@ -83,25 +79,46 @@ int run_command(int argc, char** argv) {
     server.http.max_connections = args["max-connections"].as<std::size_t>();
     server.http.upload_spool_bytes = args["upload-spool"].as<std::uint64_t>() << 20;
     server.http.max_uploads_per_client = args["uploads-per-volunteer"].as<std::size_t>();
-    if (server.http.max_uploads_per_client < 1) return fail("run", "--uploads-per-volunteer must be >= 1");
+    if (server.http.max_uploads_per_client < 1) return fail("--uploads-per-volunteer must be >= 1");
     server.blob_base_url = base;
     server.io_threads = std::max<std::size_t>(1, args["io-threads"].as<std::size_t>());
     server.handler_threads = std::max<std::size_t>(1, args["handler-threads"].as<std::size_t>());
     server.work_threads = std::max<std::size_t>(1, args["work-threads"].as<std::size_t>());
     server.tick_interval_s = std::max<std::int64_t>(1, args["tick"].as<std::int64_t>());
     server.registrations_per_hour = args["registrations-per-hour"].as<std::int64_t>();
-    if (server.registrations_per_hour < 0) return fail("run", "--registrations-per-hour must be >= 0");
+    if (server.registrations_per_hour < 0) return fail("--registrations-per-hour must be >= 0");
     server.checkpoint_every = args["checkpoint-every"].as<std::int64_t>();
     server.checkpoint_interval_s = args["checkpoint-interval"].as<std::int64_t>();
     server.keep_checkpoints = args["keep-checkpoints"].as<std::int64_t>();
     if (server.checkpoint_every < 1 || server.checkpoint_interval_s < 0 || server.keep_checkpoints < 0)
-        return fail("run", "--checkpoint-every must be >= 1, --checkpoint-interval and --keep-checkpoints >= 0");
+        return fail("--checkpoint-every must be >= 1, --checkpoint-interval and --keep-checkpoints >= 0");
     server.aggregator_lease_s = args["aggregator-lease"].as<std::int64_t>();
-    if (server.aggregator_lease_s < 2) return fail("run", "--aggregator-lease must be >= 2 seconds");
-    auto app = ServerApp::start(std::move(server));
+    if (server.aggregator_lease_s < 2) return fail("--aggregator-lease must be >= 2 seconds");
+    return server;
+}
+
+}  // namespace
+
+int run_command(int argc, char** argv) {
+    auto options = run_options();
+    auto parsed = common::parse_with_config(options, argc, argv);
+    if (!parsed) return fail("run", parsed.message());
+    const auto& args = *parsed;
+    if (args.count("help")) {
+        std::cout << options.help() << "\n";
+        return 0;
+    }
+    auto server = server_options_of(args);
+    if (!server) return fail("run", server.message());
+    common::tune_allocator_for_training();
+
+    // Signals are taken synchronously by this thread; every other thread inherits the mask.
+    auto signals = common::block_stop_signals();
+    bool tls = !server->http.tls_cert.empty();
+    auto address = server->http.address;
+    auto app = ServerApp::start(std::move(*server));
     if (!app) return fail("run", app.message());
-    bool tls = !args["tls-cert"].as<std::string>().empty();
-    std::cout << "tessera-server listening on " << (tls ? "https" : "http") << "://" << listen->first << ":"
+    std::cout << "tessera-server listening on " << (tls ? "https" : "http") << "://" << address << ":"
               << (*app)->port() << std::endl;
     int received = 0;
     sigwait(&signals, &received);

@@ -9,6 +9,7 @@
 #include "import_command.h"
 #include "inspect_command.h"
 #include "prepare.h"
+#include "tessera_version.h"
 
 namespace {
 
@@ -18,6 +19,7 @@ constexpr const char* kUsage =
     "                        [--autoencoder-steps N] [--limit N] [--seed N] [--threads N]\n"
     "  inspect FILE...\n"
     "  import --out DIR [--validation FILE] [--name NAME] [--scale-factor X] [--classes N] FILE...\n"
+    "  --version\n"
     "Run `tessera-data <command> --help` for details.\n";
 
 int fail(const std::string& message) {
@@ -94,9 +96,17 @@ int run_import(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     tessera::common::tune_allocator_for_training();
-    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    if (argc < 2) {
         std::cerr << kUsage;
-        return argc < 2 ? 2 : 0;
+        return 2;
+    }
+    if (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+        std::cout << kUsage;
+        return 0;
+    }
+    if (std::string(argv[1]) == "--version") {
+        std::cout << "tessera-data " << tessera::common::kVersion << "\n";
+        return 0;
     }
     std::string command = argv[1];
     try {

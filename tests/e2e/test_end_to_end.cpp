@@ -9,6 +9,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/json.hpp>
 
+#include <fstream>
 #include <thread>
 
 #include "child_process.h"
@@ -204,6 +205,23 @@ TEST_CASE("three volunteers train a model over the network") {
     CHECK(restarted.wait() == 0);
     CHECK(gave_back);
     CHECK(!std::filesystem::exists(doomed_state / "current.json"));
+
+    // A volunteer configured by a file, as the packaged service is, with a short stop grace:
+    // one SIGTERM while it holds a unit gives the unit back when the grace runs out; it exits 0.
+    auto configured_state = dir / "configured";
+    std::ofstream(dir / "client.conf") << "# as /etc/tessera/client.conf\nserver = http://127.0.0.1:" << port
+                                       << "\nstate = " << configured_state.string()
+                                       << "\ndevice = cpu\nthreads = 1\njson-logs = true\nstop-grace = 0.01\n";
+    ChildProcess configured({required_env("TESSERA_CLIENT"), "--config", (dir / "client.conf").string()});
+    REQUIRE(wait_for([&] { return std::filesystem::exists(configured_state / "current.json"); },
+                     std::chrono::seconds(60)));
+    configured.signal(SIGTERM);
+    bool handed_back = false;
+    for (auto line = configured.read_line(); !line.empty(); line = configured.read_line())
+        if (line.find("\"event\":\"abandoned\"") != std::string::npos) handed_back = true;
+    CHECK(configured.wait() == 0);
+    CHECK(handed_back);
+    CHECK(!std::filesystem::exists(configured_state / "current.json"));
 
     server->signal(SIGTERM);
     CHECK(server->wait() == 0);
