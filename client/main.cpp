@@ -6,9 +6,11 @@
 #include <cmath>
 #include <csignal>
 #include <iostream>
+#include <string_view>
 #include <thread>
 
 #include "allocator_tuning.h"
+#include "doctor.h"
 #include "options_with_config.h"
 #include "stop_signals.h"
 #include "tessera_version.h"
@@ -49,11 +51,14 @@ void watch_signals(sigset_t signals, std::chrono::milliseconds grace, tessera::c
 struct CommandLine {
     tessera::client::VolunteerOptions volunteer;
     std::chrono::milliseconds stop_grace{0};
+    bool doctor = false;  // `tessera-client doctor [options]`: check, print, exit
     int exit_code = -1;  // >= 0: exit at once (help printed, or a mistake reported)
 };
 
 cxxopts::Options client_options() {
-    cxxopts::Options options("tessera-client", "Lend your GPU (or CPU) to a Tessera training run");
+    cxxopts::Options options("tessera-client",
+                             "Lend your GPU (or CPU) to a Tessera training run.\n"
+                             "  tessera-client doctor [options]: check this machine, the state directory and the server");
     options.add_options()("server", "server URL, e.g. https://host:8443", cxxopts::value<std::string>())(
         "state", "state directory (key, identity, cache)",
         cxxopts::value<std::string>()->default_value(".tessera-client"))(
@@ -83,10 +88,17 @@ CommandLine usage_error(const std::string& message) {
 
 CommandLine parse_command_line(int argc, char** argv) {
     auto options = client_options();
+    bool doctor = argc > 1 && std::string_view(argv[1]) == "doctor";
+    if (doctor) {  // the subcommand takes the same options
+        argv[1] = argv[0];
+        ++argv;
+        --argc;
+    }
     auto parsed = tessera::common::parse_with_config(options, argc, argv);
     if (!parsed) return usage_error(parsed.message());
     const auto& args = *parsed;
     CommandLine line;
+    line.doctor = doctor;
     if (args.count("help")) {
         std::cout << options.help() << "\n";
         line.exit_code = 0;
@@ -97,9 +109,9 @@ CommandLine parse_command_line(int argc, char** argv) {
         line.exit_code = 0;
         return line;
     }
-    if (!args.count("server")) return usage_error("needs --server URL");
+    if (!args.count("server") && !doctor) return usage_error("needs --server URL");
     auto& volunteer = line.volunteer;
-    volunteer.server = args["server"].as<std::string>();
+    if (args.count("server")) volunteer.server = args["server"].as<std::string>();
     volunteer.state_dir = args["state"].as<std::string>();
     volunteer.device = args["device"].as<std::string>();
     volunteer.threads = args["threads"].as<int>();
@@ -132,6 +144,7 @@ int main(int argc, char** argv) {
         line = usage_error(error.what());
     }
     if (line.exit_code >= 0) return line.exit_code;
+    if (line.doctor) return run_doctor(line.volunteer, std::cout);
     tessera::common::tune_allocator_for_training();
     auto signals = tessera::common::block_stop_signals();
     VolunteerControl control;

@@ -21,6 +21,7 @@
 #include "sha256.h"
 #include "signed_envelope.h"
 #include "tessera_version.h"
+#include "version_number.h"
 #include "text_encoding.h"
 #include "training/work_runner.h"
 
@@ -166,7 +167,18 @@ private:
                   "registered with " + options_.server + " as " + response->client_id + " (server key " +
                       identity.server_key_id + ")",
                   {{"client_id", response->client_id}});
+        advise_update();
         return Phase::Resume;
+    }
+
+    // One line when the server recommends a newer client (older ones it refuses at
+    // registration). Best effort: a server without GET /api/v1/server says nothing.
+    void advise_update() const {
+        auto info = api_->server_info();
+        if (!info || !common::version_older(common::kVersion, info->recommended_client_version)) return;
+        log_.info("update", std::string("this server recommends tessera-client ") + info->recommended_client_version +
+                                " or newer; this one is " + common::kVersion + ": install a newer one when you can",
+                  {{"recommended", info->recommended_client_version}});
     }
 
     // A unit left by the last run: upload a finished result, otherwise give the unit back.

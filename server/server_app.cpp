@@ -234,6 +234,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     ApiLimits limits;
     limits.registrations_per_window = p.options.registrations_per_hour;
     limits.registration_window_s = 3600;
+    limits.min_client_version = p.options.min_client_version;
+    limits.recommended_client_version = p.options.recommended_client_version;
     limits.max_delta_bytes = 0;  // raised to fit each task served
     p.work_pool = std::make_unique<boost::asio::thread_pool>(p.options.work_threads);
     Parts* raw = &p;

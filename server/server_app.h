@@ -49,6 +49,10 @@ struct ServerOptions {
     std::int64_t keep_checkpoints = 3;
     // New volunteers one network address may register per hour (Sybil limit); 0: no limit.
     std::int64_t registrations_per_hour = 20;
+    // Client releases older than this are refused at registration; older than the recommended
+    // one are told to update (GET /api/v1/server). "": none.
+    std::string min_client_version;
+    std::string recommended_client_version;
     // Several processes on one database: the task's aggregator runs in the one holding its
     // lease; another takes over when it has not been renewed for this long (seconds).
     std::int64_t aggregator_lease_s = 15;

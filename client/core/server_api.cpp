@@ -28,6 +28,15 @@ std::int64_t unix_now() {
         .count();
 }
 
+ApiResult<common::ServerInfo> ServerApi::server_info() const {
+    auto reply = http_.request(server_, "GET", server_.path + "/api/v1/server");
+    if (!reply) return reply.failure();
+    if (reply->status != 200) return refusal_of("server", *reply);
+    auto info = common::parse_server_info(reply->body);
+    if (!info) return ApiFailure{FailureKind::BadAnswer, "server: malformed answer: " + info.message()};
+    return std::move(*info);
+}
+
 ApiResult<common::RegisterResponse> ServerApi::register_client(const std::string& name, const std::string& version) {
     common::RegisterRequest request{common::to_base64(key_.verify_key().raw()), name, version};
     auto target = server_.path + "/api/v1/register";

@@ -12,6 +12,7 @@
 #include "ed25519.h"
 #include "http_client.h"
 #include "protocol.h"
+#include "server_info.h"
 
 namespace tessera::client {
 
@@ -20,6 +21,8 @@ public:
     ServerApi(Url server, const HttpClient& http, const common::SigningKey& key)
         : server_(std::move(server)), http_(http), key_(key) {}
 
+    // GET /api/v1/server: the server's key, clock, release and the client releases it asks for.
+    ApiResult<common::ServerInfo> server_info() const;
     // Unsigned: the request carries the key being registered.
     ApiResult<common::RegisterResponse> register_client(const std::string& name, const std::string& version);
     void set_client_id(std::string id) { client_id_ = std::move(id); }

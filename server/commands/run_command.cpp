@@ -6,6 +6,8 @@
 #include "stop_signals.h"
 #include "command_support.h"
 #include "server_app.h"
+#include "tessera_version.h"
+#include "version_number.h"
 
 namespace tessera::server {
 namespace {
@@ -45,6 +47,10 @@ cxxopts::Options run_options() {
         "tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))(
         "registrations-per-hour", "new volunteers one address may register per hour; 0: no limit",
         cxxopts::value<std::int64_t>()->default_value("20"))(
+        "min-client-version", "refuse to register clients older than this release (e.g. 0.2.0; empty: any)",
+        cxxopts::value<std::string>()->default_value(""))(
+        "recommended-client-version", "tell clients older than this release to update (empty: this server's own)",
+        cxxopts::value<std::string>()->default_value(""))(
         "checkpoint-every", "with downlink patches: a full checkpoint every N versions (1: every version)",
         cxxopts::value<std::int64_t>()->default_value("20"))(
         "checkpoint-interval", "with downlink patches: a full checkpoint at least every S seconds",
@@ -87,6 +93,12 @@ common::Result<ServerOptions> server_options_of(const cxxopts::ParseResult& args
     server.tick_interval_s = std::max<std::int64_t>(1, args["tick"].as<std::int64_t>());
     server.registrations_per_hour = args["registrations-per-hour"].as<std::int64_t>();
     if (server.registrations_per_hour < 0) return fail("--registrations-per-hour must be >= 0");
+    server.min_client_version = args["min-client-version"].as<std::string>();
+    server.recommended_client_version = args["recommended-client-version"].as<std::string>();
+    if (server.recommended_client_version.empty()) server.recommended_client_version = common::kVersion;
+    for (const auto* version : {&server.min_client_version, &server.recommended_client_version})
+        if (!version->empty() && !common::parse_version(*version))
+            return fail("--min-client-version and --recommended-client-version must be versions such as 1.2.3");
     server.checkpoint_every = args["checkpoint-every"].as<std::int64_t>();
     server.checkpoint_interval_s = args["checkpoint-interval"].as<std::int64_t>();
     server.keep_checkpoints = args["keep-checkpoints"].as<std::int64_t>();

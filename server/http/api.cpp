@@ -9,9 +9,12 @@
 #include "protocol.h"
 #include "request_auth.h"
 #include "result_upload.h"
+#include "server_info.h"
 #include "sha256.h"
 #include "task_lookup.h"
+#include "tessera_version.h"
 #include "text_encoding.h"
+#include "version_number.h"
 
 namespace tessera::server {
 namespace {
@@ -73,6 +76,7 @@ std::vector<Route> Api::make_routes() {
          }},
         {public_get("/metrics", RouteGroup::Metrics),
          [this](const Request& r, const RouteCall&) { return metrics(r); }},
+        {public_get("/api/v1/server"), [this](const Request& r, const RouteCall&) { return server_info(r); }},
         {public_get("/api/v1/stats"), [&d](const Request& r, const RouteCall&) { return d.stats(r); }},
         {public_get("/api/v1/history"), [&d](const Request& r, const RouteCall&) { return d.history(r); }},
         {public_get("/api/v1/samples"), [&d](const Request& r, const RouteCall&) { return d.samples(r); }},
@@ -168,6 +172,11 @@ Response Api::route(const Request& request, std::string_view path, std::string_v
 Response Api::register_client(const Request& request, std::string_view peer) {
     auto message = common::parse_message<common::RegisterRequest>(body_text(request));
     if (!message) return bad_request(request, message.message());
+    if (!limits_.min_client_version.empty() &&
+        common::version_older(message->client_version, limits_.min_client_version))
+        return error_response(request, http::status::forbidden, "client_too_old",
+                              "this server needs tessera-client " + limits_.min_client_version +
+                                  " or newer; this one is " + message->client_version + ": install a newer one");
     auto now = clock_();
     RegistrationLimit limit{limits_.registrations_per_window, now - limits_.registration_window_s};
     auto registered = store_.register_client(message->public_key, message->name, message->client_version,
@@ -182,6 +191,17 @@ Response Api::register_client(const Request& request, std::string_view peer) {
     if (client->banned) return error_response(request, http::status::forbidden, "banned", "this volunteer is banned");
     common::RegisterResponse response{client->id, common::to_base64(server_key_.raw()), server_key_.key_id()};
     return json_response(request, http::status::ok, common::to_json(response));
+}
+
+Response Api::server_info(const Request& request) {
+    common::ServerInfo info{common::kVersion,
+                            common::to_base64(server_key_.raw()),
+                            server_key_.key_id(),
+                            clock_(),
+                            kRequestWindowS,
+                            limits_.min_client_version,
+                            limits_.recommended_client_version};
+    return json_response(request, http::status::ok, common::to_json(info));
 }
 
 Response Api::request_work(const Request& request, const ClientRecord& client) {

@@ -35,6 +35,10 @@ struct ApiLimits {
     // New volunteers one address may register per window (Sybil limit); 0 = no limit.
     std::int64_t registrations_per_window = 20;
     std::int64_t registration_window_s = 3600;
+    // Client releases: older than the minimum is refused at registration (`client_too_old`);
+    // older than the recommended is told to update (GET /api/v1/server). "": none.
+    std::string min_client_version;
+    std::string recommended_client_version;
 };
 
 class Api {
@@ -82,6 +86,7 @@ private:
     Response events(const Request& request);
     Response metrics(const Request& request);
     Response register_client(const Request& request, std::string_view peer);
+    Response server_info(const Request& request);
     Response request_work(const Request& request, const ClientRecord& client);
     Response upload_result(const Request& request, const ClientRecord& client);
     Response intake_answer(const Request& request, const common::Result<IntakeOutcome>& outcome);

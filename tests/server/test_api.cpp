@@ -12,6 +12,7 @@
 
 #include "request_auth.h"
 #include "server_fixture.h"
+#include "server_info.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -146,6 +147,40 @@ TEST_CASE("register: the same key keeps its id; malformed requests get 400 with 
     CHECK(http_get(server.port(), "/api/v1/register").status == 405);
     CHECK(http_get(server.port(), "/api/v1/nothing").status == 404);
     CHECK(error_code_of(http_get(server.port(), "/nowhere")) == "not_found");
+}
+
+TEST_CASE("GET /api/v1/server states key, clock and client releases; older clients than the minimum are refused") {
+    TestServer server({}, PolicyKind::FedAsync, [](ServerOptions& options) {
+        options.min_client_version = "0.2.0";
+        options.recommended_client_version = "0.3.1";
+    });
+    auto reply = http_get(server.port(), "/api/v1/server");
+    REQUIRE(reply.status == 200);
+    auto info = common::parse_server_info(reply.body);
+    REQUIRE_MESSAGE(info.ok(), reply.body);
+    auto server_key = common::SigningKey::load_pem(server.state().signing_key()).value();
+    CHECK(info->server_key_id == server_key.verify_key().key_id());
+    CHECK(info->server_public_key == common::to_base64(server_key.verify_key().raw()));
+    CHECK(info->time == server.now());
+    CHECK(info->request_window_s == server::kRequestWindowS);
+    CHECK(info->min_client_version == "0.2.0");
+    CHECK(info->recommended_client_version == "0.3.1");
+    CHECK(!info->version.empty());
+
+    auto key = common::SigningKey::generate();
+    auto register_as = [&](const std::string& version) {
+        common::RegisterRequest request{common::to_base64(key.verify_key().raw()), "dave", version};
+        return http_post(server.port(), "/api/v1/register", boost::json::serialize(common::to_json(request)));
+    };
+    for (const std::string old : {"0.1.9", "0.1.0", "garbage"}) {
+        auto refused = register_as(old);
+        CHECK_MESSAGE(refused.status == 403, old);
+        CHECK(error_code_of(refused) == "client_too_old");
+        CHECK(std::string(boost::json::parse(refused.body).at("message").as_string()).find("0.2.0 or newer") !=
+              std::string::npos);
+    }
+    CHECK(register_as("0.2.0").status == 200);
+    CHECK(register_as("1.0.0").status == 200);
 }
 
 TEST_CASE("signed routes refuse missing, forged, stale and replayed signatures") {

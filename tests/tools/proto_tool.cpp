@@ -7,9 +7,11 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <type_traits>
 
 #include "../common/protocol_examples.h"
 #include "file_io.h"
+#include "server_info.h"
 
 using namespace tessera::common;
 using namespace tessera::testing;
@@ -18,6 +20,12 @@ namespace {
 
 template <class T>
 std::function<Status(std::string_view)> parser() {
+    if constexpr (std::is_same_v<T, ServerInfo>)
+        return [](std::string_view text) -> Status {
+            auto parsed = parse_server_info(text);
+            if (!parsed) return parsed.error();
+            return {};
+        };
     return [](std::string_view text) -> Status {
         auto parsed = parse_message<T>(text);
         if (!parsed) return parsed.error();
@@ -35,6 +43,7 @@ const std::map<std::string, std::function<Status(std::string_view)>> kParsers{
     {"work_unit_ref", parser<WorkUnitRef>()},
     {"heartbeat_response", parser<HeartbeatResponse>()},
     {"result_status", parser<ResultStatus>()},
+    {"server_info", parser<ServerInfo>()},
 };
 
 int emit(const std::filesystem::path& dir) {
@@ -56,6 +65,10 @@ int emit(const std::filesystem::path& dir) {
         {"heartbeat_response.stop", to_json(HeartbeatResponse{false, 0})},
         {"result_status.merged", to_json(ResultStatus{"a-0123456789ab", "merged", "", 1.6})},
         {"result_status.rejected", to_json(ResultStatus{"a-0123456789ab", "rejected", "loss_increase", 0})},
+        {"server_info", to_json(ServerInfo{"0.1.0", example_register_response().server_public_key, "0123456789abcdef",
+                                           1800000000, 300, "", "0.1.0"})},
+        {"server_info.minimum", to_json(ServerInfo{"0.2.0", example_register_response().server_public_key,
+                                                   "0123456789abcdef", 1800000000, 300, "0.1.5", "0.2.0"})},
     };
     for (const auto& [name, json] : examples) {
         auto status = write_file_atomic(dir / (name + ".json"), as_bytes(boost::json::serialize(json)));
