@@ -1,6 +1,8 @@
 // tessera-client: the volunteer's program (README, "Join a run").
 #include <cxxopts.hpp>
 
+#include <boost/json.hpp>
+
 #include <chrono>
 #include <cerrno>
 #include <cmath>
@@ -11,6 +13,7 @@
 
 #include "allocator_tuning.h"
 #include "doctor.h"
+#include "local_control.h"
 #include "options_with_config.h"
 #include "stop_signals.h"
 #include "tessera_version.h"
@@ -51,14 +54,17 @@ void watch_signals(sigset_t signals, std::chrono::milliseconds grace, tessera::c
 struct CommandLine {
     tessera::client::VolunteerOptions volunteer;
     std::chrono::milliseconds stop_grace{0};
-    bool doctor = false;  // `tessera-client doctor [options]`: check, print, exit
+    bool doctor = false;   // `tessera-client doctor [options]`: check, print, exit
+    std::string command;   // status, pause, resume, finish or quit: to the running client
     int exit_code = -1;  // >= 0: exit at once (help printed, or a mistake reported)
 };
 
 cxxopts::Options client_options() {
     cxxopts::Options options("tessera-client",
                              "Lend your GPU (or CPU) to a Tessera training run.\n"
-                             "  tessera-client doctor [options]: check this machine, the state directory and the server");
+                             "  tessera-client doctor [options]: check this machine, the state directory and the server\n"
+                             "  tessera-client status|pause|resume|finish|quit [--state DIR | --config FILE]: control the\n"
+                             "    client running on that state directory");
     options.add_options()("server", "server URL, e.g. https://host:8443", cxxopts::value<std::string>())(
         "state", "state directory (key, identity, cache)",
         cxxopts::value<std::string>()->default_value(".tessera-client"))(
@@ -88,8 +94,10 @@ CommandLine usage_error(const std::string& message) {
 
 CommandLine parse_command_line(int argc, char** argv) {
     auto options = client_options();
-    bool doctor = argc > 1 && std::string_view(argv[1]) == "doctor";
-    if (doctor) {  // the subcommand takes the same options
+    std::string word = argc > 1 ? argv[1] : "";
+    bool doctor = word == "doctor";
+    bool control = word == "status" || word == "pause" || word == "resume" || word == "finish" || word == "quit";
+    if (doctor || control) {  // the subcommands take the same options
         argv[1] = argv[0];
         ++argv;
         --argc;
@@ -99,6 +107,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     const auto& args = *parsed;
     CommandLine line;
     line.doctor = doctor;
+    if (control) line.command = word;
     if (args.count("help")) {
         std::cout << options.help() << "\n";
         line.exit_code = 0;
@@ -109,7 +118,7 @@ CommandLine parse_command_line(int argc, char** argv) {
         line.exit_code = 0;
         return line;
     }
-    if (!args.count("server") && !doctor) return usage_error("needs --server URL");
+    if (!args.count("server") && !doctor && !control) return usage_error("needs --server URL");
     auto& volunteer = line.volunteer;
     if (args.count("server")) volunteer.server = args["server"].as<std::string>();
     volunteer.state_dir = args["state"].as<std::string>();
@@ -133,6 +142,31 @@ CommandLine parse_command_line(int argc, char** argv) {
     return line;
 }
 
+// `tessera-client status|pause|…`: the running client's answer, for a person (or as JSON).
+int send_command(const std::filesystem::path& state_dir, const std::string& command, bool json) {
+    auto answer = tessera::client::send_control_command(state_dir, command);
+    if (!answer) {
+        std::cerr << "tessera-client " << command << ": " << answer.message() << "\n";
+        return 1;
+    }
+    boost::system::error_code error;
+    auto parsed = boost::json::parse(*answer, error);
+    if (error || !parsed.is_object() || !parsed.as_object().if_contains("ok")) {
+        std::cerr << "tessera-client " << command << ": a malformed answer: " << *answer << "\n";
+        return 1;
+    }
+    const auto& object = parsed.as_object();
+    bool ok = object.at("ok").as_bool();
+    if (json)
+        std::cout << *answer << "\n";
+    else if (command == "status" && ok)
+        std::cout << tessera::client::describe_status(object);
+    else
+        (ok ? std::cout : std::cerr) << "tessera-client " << command << ": " << object.at("message").as_string().c_str()
+                                     << "\n";
+    return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,9 +179,15 @@ int main(int argc, char** argv) {
     }
     if (line.exit_code >= 0) return line.exit_code;
     if (line.doctor) return run_doctor(line.volunteer, std::cout);
+    if (!line.command.empty()) return send_command(line.volunteer.state_dir, line.command, line.volunteer.json_logs);
     tessera::common::tune_allocator_for_training();
     auto signals = tessera::common::block_stop_signals();
     VolunteerControl control;
+    auto local = LocalControl::open(line.volunteer.state_dir, control);
+    if (!local) {
+        std::cerr << "tessera-client: " << local.message() << "\n";
+        return 1;
+    }
     std::thread(watch_signals, signals, line.stop_grace, &control).detach();
 
     auto stop = run_volunteer(line.volunteer, control);

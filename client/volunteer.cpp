@@ -80,7 +80,22 @@ private:
     enum class Phase { Start, Connect, Resume, AskForWork, Fetch, Train, Upload, Report };
     using Next = std::variant<Phase, Stop>;
 
+    static const char* phase_name(Phase phase) {
+        switch (phase) {
+            case Phase::Start: return "starting";
+            case Phase::Connect: return "registering";
+            case Phase::Resume: return "resuming";
+            case Phase::AskForWork: return "asking for work";
+            case Phase::Fetch: return "downloading";
+            case Phase::Train: return "training";
+            case Phase::Upload: return "uploading";
+            case Phase::Report: return "waiting for the verdict";
+        }
+        return "?";
+    }
+
     Next step(Phase phase) {
+        control_.status.set_phase(phase_name(phase));
         switch (phase) {
             case Phase::Start: return start();
             case Phase::Connect: return connect();
@@ -163,6 +178,8 @@ private:
         if (!verify) return Stop{StopReason::Error, "pinned server key unreadable: " + verify.message()};
         server_key_ = std::make_unique<common::VerifyKey>(std::move(*verify));
         api_->set_client_id(response->client_id);
+        control_.status.set_identity(options_.server, response->client_id,
+                                     device_.kind == device_.name ? device_.name : device_.kind + " " + device_.name);
         log_.info("registered",
                   "registered with " + options_.server + " as " + response->client_id + " (server key " +
                       identity.server_key_id + ")",
@@ -211,6 +228,10 @@ private:
     }
 
     Next ask_for_work() {
+        while (control_.paused && !stop_requested()) {
+            control_.status.set_phase("paused");
+            sleep_unless_stopping(std::chrono::milliseconds(200), stopping());
+        }
         if (stop_requested()) return Stop{};
         common::WorkRequest request{api_->client_id(), device_, samples_per_s_, cached_shards(),
                                     cache_.find(held_model_) ? held_model_ : std::string()};
@@ -241,6 +262,7 @@ private:
                   {{"wu_id", u.wu_id}});
         if (auto saved = state_.save_current({unit_->envelope_json, u.wu_id, "training"}); !saved)
             return give_back(Stop{StopReason::Error, saved.message()});
+        control_.status.set_unit(u.wu_id, u.hyper.local_steps);
         return Phase::Fetch;
     }
 
@@ -349,6 +371,8 @@ private:
             run.optimizer = &carried_.optimizer;
             common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
             run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
+                control_.status.set_progress(step);
+                wait_while_paused(heartbeat);
                 if (control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
                 if (!log_.quiet())
                     bar.update(step, "loss " + short_number(loss) + ", " + std::to_string(static_cast<int>(speed)) +
@@ -424,6 +448,16 @@ private:
         return Phase::Report;
     }
 
+    // `tessera-client pause` between two training steps: heartbeats go on meanwhile, and the
+    // unit's deadline keeps running (a pause past it loses the unit: the heartbeat says stop).
+    void wait_while_paused(const HeartbeatSender& heartbeat) const {
+        if (!control_.paused) return;
+        control_.status.set_phase("paused while training");
+        while (control_.paused && !control_.abandon_now && !heartbeat.told_to_stop())
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        control_.status.set_phase("training");
+    }
+
     // Validation usually settles within a second: wait up to 5 s for the verdict to print it.
     Next report() {
         const auto& wu_id = unit_->unit.wu_id;
@@ -434,6 +468,7 @@ private:
             if (!status) break;
             outcome = *status;
         }
+        control_.status.add_result(wu_id, outcome.state, outcome.reason, outcome.credit);
         const auto& metrics = unit_->metrics;
         auto bytes = static_cast<std::int64_t>(unit_->upload.size());
         log_.info("result",
@@ -459,6 +494,7 @@ private:
             known_shards_.insert(shard.sha256);
         }
         unit_.reset();
+        control_.status.set_unit("", 0);
         cache_.evict(keep);
         auto held = cache_.held();
         std::set<std::string> still_held;
@@ -492,6 +528,7 @@ private:
                   {{"wu_id", unit_->unit.wu_id}});
         state_.clear_current();
         unit_.reset();
+        control_.status.set_unit("", 0);
         return stop;
     }
 
@@ -499,6 +536,7 @@ private:
     Next drop_unit() {
         state_.clear_current();
         unit_.reset();
+        control_.status.set_unit("", 0);
         return Phase::AskForWork;
     }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "retry.h"
+#include "volunteer_status.h"
 
 namespace tessera::client {
 
@@ -46,8 +47,11 @@ struct Stop {
 int exit_code(StopReason reason);
 
 struct VolunteerControl {
-    std::atomic<bool> stop_after_unit{false};  // first Ctrl-C
-    std::atomic<bool> abandon_now{false};      // second Ctrl-C
+    std::atomic<bool> stop_after_unit{false};  // first Ctrl-C; `tessera-client finish`
+    std::atomic<bool> abandon_now{false};      // second Ctrl-C; `tessera-client quit`
+    // `tessera-client pause`: training waits between steps, and no new unit is asked for.
+    std::atomic<bool> paused{false};
+    VolunteerStatus status;  // what `tessera-client status` shows
 };
 
 Stop run_volunteer(const VolunteerOptions& options, VolunteerControl& control);

@@ -73,8 +73,11 @@ void set_to_wall_clock(TestServer& server) { server.advance(client::unix_now() -
 // run_volunteer on its own thread; leaving the scope abandons whatever it does and joins it.
 class VolunteerThread {
 public:
-    explicit VolunteerThread(const client::VolunteerOptions& options)
-        : options_(options), thread_([this] { stop_ = client::run_volunteer(options_, control_); }) {}
+    explicit VolunteerThread(const client::VolunteerOptions& options, bool paused = false)
+        : options_(options), thread_([this, paused] {
+              control_.paused = paused;
+              stop_ = client::run_volunteer(options_, control_);
+          }) {}
     ~VolunteerThread() {
         control_.abandon_now = true;
         if (thread_.joinable()) thread_.join();
@@ -520,4 +523,38 @@ TEST_CASE("an upload with nothing in progress is refused on its header: the body
     CHECK(uploaded.failure().http_status == 409);
     CHECK(uploaded.failure().message.find("no work unit in progress") != std::string::npos);
     CHECK(bytes_in() - before < (1 << 18));  // the header, not the body
+}
+
+TEST_CASE("paused, a volunteer asks for no work and waits between training steps; resumed, it finishes") {
+    TestServer server;
+    set_to_wall_clock(server);
+    TempDir dir;
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.once = true;
+    VolunteerThread volunteer(options, true);
+    auto& control = volunteer.control();
+    auto phase = [&] { return std::string(control.status.to_json().at("phase").as_string()); };
+    REQUIRE(eventually([&] { return phase() == "paused"; }, std::chrono::seconds(30)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(in_progress(server).empty());  // registered, but no unit asked for
+
+    control.paused = false;
+    REQUIRE(eventually([&] { return !control.status.to_json().at("wu_id").as_string().empty(); },
+                       std::chrono::seconds(30)));
+    control.paused = true;  // before its first training step ends
+    REQUIRE(eventually([&] { return phase() == "paused while training"; }, std::chrono::seconds(60)));
+    auto step = control.status.to_json().at("step").as_int64();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    CHECK(control.status.to_json().at("step").as_int64() == step);
+    CHECK(in_progress(server).size() == 1);  // the unit stays this volunteer's while it waits
+
+    control.paused = false;
+    auto stop = volunteer.join();
+    INFO(stop.message);
+    CHECK(stop.reason == StopReason::OnceDone);
+    auto status = control.status.to_json();
+    CHECK(status.at("units_done").as_int64() == 1);
+    REQUIRE(status.at("last_results").as_array().size() == 1);
+    CHECK(!status.at("last_results").as_array()[0].at("wu_id").as_string().empty());
+    CHECK(status.at("wu_id").as_string().empty());
 }
