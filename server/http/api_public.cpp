@@ -1,5 +1,7 @@
 // Api: the public read-only routes (versions, volunteers, rejections, events, /metrics) and
 // the operator's admin routes. The dashboard's own routes are in dashboard.cpp.
+#include <sys/statvfs.h>
+
 #include <boost/json.hpp>
 
 #include "api.h"
@@ -132,6 +134,10 @@ Response Api::metrics(const Request& request) {
     if (!suspended) return internal_error(request, suspended.message());
     for (const auto& check : *suspended) ++stored.suspended_checks[check.reason];
     stored.state = dashboard_.state_usage();
+    if (struct statvfs disk {}; statvfs(blobs_.dir().c_str(), &disk) == 0) {
+        stored.disk_free_bytes = static_cast<std::int64_t>(disk.f_bavail) * static_cast<std::int64_t>(disk.f_frsize);
+        stored.disk_size_bytes = static_cast<std::int64_t>(disk.f_blocks) * static_cast<std::int64_t>(disk.f_frsize);
+    }
     return text_response(request, http::status::ok, prometheus_text(stored, metrics_), "text/plain; version=0.0.4");
 }
 

@@ -103,6 +103,12 @@ std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& me
     out << "tessera_state_bytes{part=\"blobs\"} " << stored.state.blobs << '\n';
     out << "tessera_state_bytes{part=\"results\"} " << stored.state.results << '\n';
     out << "tessera_state_bytes{part=\"database\"} " << stored.state.database << '\n';
+    if (stored.disk_size_bytes >= 0) {
+        family(out, "tessera_disk_free_bytes", "gauge", "Free space on the file system holding the state directory.");
+        out << "tessera_disk_free_bytes " << stored.disk_free_bytes << '\n';
+        family(out, "tessera_disk_size_bytes", "gauge", "Size of the file system holding the state directory.");
+        out << "tessera_disk_size_bytes " << stored.disk_size_bytes << '\n';
+    }
     family(out, "tessera_rejections_total", "counter", "Results rejected, by reason.");
     auto reasons = stored.rejections_by_reason;
     for (auto known : kReasons) reasons.try_emplace(std::string(known), 0);

@@ -83,6 +83,9 @@ struct StoredMetrics {
     std::int64_t seconds_without_merge = 0;                // the current task's, while results come back (liveness.h)
     bool stalled = false;
     StateUsage state;
+    // The file system holding the state directory's blobs: its free and whole size (-1: unknown).
+    std::int64_t disk_free_bytes = -1;
+    std::int64_t disk_size_bytes = -1;
 };
 
 // The whole /metrics page: stored figures first, then the in-memory ones.

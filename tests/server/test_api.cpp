@@ -83,6 +83,11 @@ TEST_CASE("public routes: stats, versions, volunteers, rejections, events, metri
     CHECK(metrics.status == 200);
     CHECK(metrics.body.find("tessera_model_version 1\n") != std::string::npos);
     CHECK(metrics.body.find("tessera_work_units{state=\"merged\"} 1") != std::string::npos);
+    // The state directory's file system, for the "disk filling" alert (monitoring/).
+    auto free_at = metrics.body.find("\ntessera_disk_free_bytes ");
+    REQUIRE(free_at != std::string::npos);
+    CHECK(std::stoll(metrics.body.substr(free_at + 25)) > 0);
+    CHECK(metrics.body.find("\ntessera_disk_size_bytes ") != std::string::npos);
 }
 
 TEST_CASE("blobs: ETag, immutable caching, ranges, HEAD, 304, 404 and 416") {
