@@ -18,6 +18,8 @@ constexpr const char* kUsage =
     "  run --state DIR --listen ADDR:PORT    serve the API, blobs and work until SIGINT/SIGTERM\n"
     "  export --state DIR --out FILE         write a model version as safetensors\n"
     "  status --state DIR                    print the run's progress\n"
+    "  backup --state DIR --to FOLDER        back the state up into a new folder (the server may run)\n"
+    "  restore --from FOLDER --state DIR     make a new state directory from a backup\n"
     "  --version                             print the version\n";
 
 }  // namespace
@@ -39,6 +41,8 @@ int main(int argc, char** argv) {
         if (command == "run") return run_command(argc - 1, argv + 1);
         if (command == "export") return export_command(argc - 1, argv + 1);
         if (command == "status") return status_command(argc - 1, argv + 1);
+        if (command == "backup") return backup_command(argc - 1, argv + 1);
+        if (command == "restore") return restore_command(argc - 1, argv + 1);
     } catch (const cxxopts::exceptions::exception& error) {
         std::cerr << "tessera-server " << command << ": " << error.what() << "\n";
         return 2;

@@ -9,5 +9,7 @@ int task_control_command(int argc, char** argv);  // task list|pause|resume|fini
 int run_command(int argc, char** argv);
 int export_command(int argc, char** argv);
 int status_command(int argc, char** argv);
+int backup_command(int argc, char** argv);   // a state directory into a new folder
+int restore_command(int argc, char** argv);  // a backup into a new state directory
 
 }  // namespace tessera::server

@@ -12,7 +12,7 @@ while [ $# -ge 2 ]; do
   options=$("${command[@]}" --help | grep -oE '^ +(-[a-z], )?--[a-z0-9-]+' | grep -oE -- '--[a-z0-9-]+' | sed 's/^--//')
   [ -n "$options" ] || { echo "FAIL: no options in ${command[*]} --help"; failed=1; continue; }
   for name in $options; do
-    case "$name" in help|config) continue ;; esac
+    case "$name" in help|config|version) continue ;; esac
     grep -qE "^#? ?$name =" "$conf" || { echo "FAIL: $conf does not document --$name"; failed=1; }
   done
   twice=$(grep -oE '^[a-z0-9-]+ *=' "$conf" | tr -d ' =' | sort | uniq -d)

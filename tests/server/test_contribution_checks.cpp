@@ -122,7 +122,9 @@ TEST_CASE(
 
     // The same volunteer's honest work still passes: the consensus is of other units.
     auto wu = hostile.request_work().value();
-    CHECK(uploaded(server, hostile, wu, trained_delta(server, hostile, wu)) == "merged");
+    auto verdict = uploaded(server, hostile, wu, trained_delta(server, hostile, wu));
+    INFO("refused as: ", rejection_of(server, wu.wu_id));  // seen once under a loaded suite (2026-11-27)
+    CHECK(verdict == "merged");
     auto checked = server.store().assignment(wu.wu_id).value().value();
     CHECK(!checked.gain_per_step.has_value());  // no loss check ran
 }

@@ -1,0 +1,51 @@
+// `tessera-server backup` and `tessera-server restore`: a state directory into a new folder
+// while the server runs, and a backup into a new state directory (docs/operations.md, "Backups").
+#include <cxxopts.hpp>
+
+#include "command_support.h"
+#include "state_backup.h"
+
+namespace tessera::server {
+namespace {
+
+void print_report(const std::string& what, const BackupReport& report) {
+    std::cout << what << ": " << report.tasks << " task(s), the database, the server key and operator token, "
+              << report.files << " files (" << report.bytes / (1 << 20) << " MiB); every file a restart needs is there\n";
+}
+
+}  // namespace
+
+int backup_command(int argc, char** argv) {
+    cxxopts::Options options("tessera-server backup", "Back a state directory up into a new folder (the server may run)");
+    options.add_options()("state", "state directory", cxxopts::value<std::string>())(
+        "to", "the backup folder: new, or empty", cxxopts::value<std::string>())("h,help", "show this help");
+    add_database_option(options);
+    auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+        std::cout << options.help() << "\n";
+        return 0;
+    }
+    if (!args.count("state") || !args.count("to")) return fail("backup", "needs --state DIR and --to FOLDER");
+    auto report = back_up_state(state_dir_of(args), args["to"].as<std::string>());
+    if (!report) return fail("backup", report.message());
+    print_report("backed up into " + args["to"].as<std::string>(), *report);
+    return 0;
+}
+
+int restore_command(int argc, char** argv) {
+    cxxopts::Options options("tessera-server restore", "Make a new state directory from a backup");
+    options.add_options()("from", "the backup folder", cxxopts::value<std::string>())(
+        "state", "the new state directory: new, or empty", cxxopts::value<std::string>())("h,help", "show this help");
+    auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+        std::cout << options.help() << "\n";
+        return 0;
+    }
+    if (!args.count("from") || !args.count("state")) return fail("restore", "needs --from FOLDER and --state DIR");
+    auto report = restore_state(args["from"].as<std::string>(), StateDir(args["state"].as<std::string>()));
+    if (!report) return fail("restore", report.message());
+    print_report("restored into " + args["state"].as<std::string>(), *report);
+    return 0;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,159 @@
+// Copy order for a live server: files, then the database as of one moment, then the files
+// again — every file the copied database refers to was on disk in one of the two passes
+// (blobs are content-addressed and written before the rows that name them).
+#include "state_backup.h"
+
+#include <sys/stat.h>
+
+#include <set>
+#include <system_error>
+
+#include "sqlite_backup.h"
+#include "store.h"
+
+namespace tessera::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `dir` must be a new or empty folder we can write; created with mode 0700.
+common::Status prepare_empty_folder(const fs::path& dir, const std::string& what) {
+    std::error_code error;
+    if (fs::exists(dir, error)) {
+        if (!fs::is_directory(dir, error)) return common::make_error(what + " " + dir.string() + " is not a folder");
+        if (!fs::is_empty(dir, error))
+            return common::make_error(what + " " + dir.string() + " is not empty: give a new or empty folder");
+    } else if (!fs::create_directories(dir, error) || error) {
+        return common::make_error("cannot create " + what + " " + dir.string() + ": " + error.message());
+    }
+    if (::chmod(dir.c_str(), 0700) != 0) return common::make_error("cannot write " + what + " " + dir.string());
+    return {};
+}
+
+// Copies the regular files of `from` missing from (or of another size in) `to`.
+common::Status copy_new_files(const fs::path& from, const fs::path& to, BackupReport& report) {
+    std::error_code error;
+    fs::create_directories(to, error);
+    if (error) return common::make_error("cannot create " + to.string() + ": " + error.message());
+    if (!fs::exists(from, error)) return {};
+    for (const auto& entry : fs::directory_iterator(from, error)) {
+        if (!entry.is_regular_file(error)) continue;
+        auto name = entry.path().filename();
+        if (name.string().find(".tmp") != std::string::npos) continue;  // a write in progress
+        auto size = entry.file_size(error);
+        if (error) continue;  // removed meanwhile (retention)
+        auto target = to / name;
+        if (fs::exists(target) && fs::file_size(target, error) == size) continue;
+        fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, error);
+        if (error) {
+            if (!fs::exists(entry.path())) continue;  // removed meanwhile
+            return common::make_error("cannot copy " + entry.path().string() + ": " + error.message());
+        }
+        ++report.files;
+        report.bytes += size;
+    }
+    return error ? common::Status(common::make_error("cannot list " + from.string() + ": " + error.message()))
+                 : common::Status{};
+}
+
+common::Status copy_secret(const fs::path& from, const fs::path& to) {
+    std::error_code error;
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing, error);
+    if (error) return common::make_error("cannot copy " + from.string() + ": " + error.message());
+    fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write, error);
+    return {};
+}
+
+common::Status copy_files(const StateDir& from, const StateDir& to, BackupReport& report) {
+    if (auto status = copy_new_files(from.blobs(), to.blobs(), report); !status) return status;
+    return copy_new_files(from.results(), to.results(), report);
+}
+
+// A restored state directory is a new server: the aggregator leases the original held when the
+// backup was taken are dropped, so it merges at once instead of waiting for them to expire.
+// (The lease's name is aggregator_election.cpp's; test_backup fails if the two part.)
+common::Status drop_leases(const StateDir& state) {
+    auto store = Store::open(state.database(), false);
+    if (!store) return store.error();
+    auto tasks = (*store)->tasks();
+    if (!tasks) return tasks.error();
+    for (const auto& task : *tasks) {
+        auto lease = (*store)->lease("aggregator:" + task.id);
+        if (!lease) return lease.error();
+        if (*lease)
+            if (auto status = (*store)->release_lease({(*lease)->name, (*lease)->holder}); !status) return status;
+    }
+    return {};
+}
+
+common::Result<BackupReport> copy_state(const StateDir& from, const StateDir& to) {
+    BackupReport report;
+    if (auto status = copy_files(from, to, report); !status) return status.error();
+    if (auto status = backup_sqlite(from.database(), to.database()); !status) return status.error();
+    if (auto status = copy_files(from, to, report); !status) return status.error();
+    for (auto [source, target] : {std::pair{from.signing_key(), to.signing_key()},
+                                  std::pair{from.operator_token(), to.operator_token()}})
+        if (auto status = copy_secret(source, target); !status) return status.error();
+    auto checked = check_restart_files(to);
+    if (!checked) return checked.error();
+    report.tasks = checked->tasks;
+    return report;
+}
+
+}  // namespace
+
+common::Result<BackupReport> check_restart_files(const StateDir& state) {
+    auto store = Store::open(state.database(), false);
+    if (!store) return store.error();
+    auto tasks = (*store)->tasks();
+    if (!tasks) return tasks.error();
+    BackupReport report;
+    std::set<std::string> missing;
+    auto need = [&](const std::optional<std::string>& sha256) {
+        if (sha256 && !sha256->empty() && !fs::exists(state.blobs() / *sha256)) missing.insert(*sha256);
+    };
+    for (const auto& task : *tasks) {
+        ++report.tasks;
+        auto checkpoint = (*store)->last_checkpoint(task.id, task.version);
+        if (!checkpoint) return checkpoint.error();
+        if (!*checkpoint) return common::make_error("task " + task.id + " has no checkpoint to restart from");
+        need((*checkpoint)->blob_sha256);
+        need((*checkpoint)->state_sha256);
+        need((*checkpoint)->optimizer_sha256);
+        auto versions = (*store)->versions(task.id);
+        if (!versions) return versions.error();
+        for (const auto& v : *versions)
+            if (v.version > (*checkpoint)->version) need(v.patch_sha256);
+        auto shards = (*store)->shards(task.id);
+        if (!shards) return shards.error();
+        for (const auto& shard : *shards) need(shard.sha256);
+    }
+    if (!missing.empty())
+        return common::make_error(std::to_string(missing.size()) + " file(s) a restart needs are missing from " +
+                                  state.blobs().string() + ", e.g. " + *missing.begin());
+    return report;
+}
+
+common::Result<BackupReport> back_up_state(const StateDir& state, const fs::path& destination) {
+    if (state.database_url().rfind("sqlite:", 0) != 0)
+        return common::make_error("the database is PostgreSQL (--db): back it up with pg_dump, and this folder's "
+                                  "files with a file copy (docs/operations.md, \"Backups\")");
+    if (!fs::exists(state.database())) return common::make_error(state.root().string() + " is not a server's state directory");
+    if (auto status = prepare_empty_folder(destination, "the backup folder"); !status) return status.error();
+    return copy_state(state, StateDir(destination));
+}
+
+common::Result<BackupReport> restore_state(const fs::path& backup, const StateDir& target) {
+    StateDir from(backup);
+    if (!fs::exists(from.database()) || !fs::exists(from.signing_key()))
+        return common::make_error(backup.string() + " is not a backup (no server.db and server_key.pem)");
+    if (auto checked = check_restart_files(from); !checked)
+        return common::make_error("the backup in " + backup.string() + " is incomplete: " + checked.message());
+    if (auto status = prepare_empty_folder(target.root(), "the state directory"); !status) return status.error();
+    auto report = copy_state(from, target);
+    if (!report) return report;
+    if (auto status = drop_leases(target); !status) return status.error();
+    return report;
+}
+
+}  // namespace tessera::server
