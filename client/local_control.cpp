@@ -90,10 +90,9 @@ common::Result<std::unique_ptr<LocalControl>> LocalControl::open(const std::file
         return common::make_error("another tessera-client is running on " + state_dir.string() + holder +
                                   ": stop it first, or give this one its own --state");
     }
+    // The pid is for the message to a second client; the lock holds without it.
     auto pid = std::to_string(getpid());
-    if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pid.data(), pid.size(), 0) < 0) {
-        // The lock holds without the pid; only the message to a second client loses it.
-    }
+    [[maybe_unused]] bool noted = ftruncate(lock_fd, 0) == 0 && pwrite(lock_fd, pid.data(), pid.size(), 0) >= 0;
     auto socket_path = state_dir / kSocketName;
     auto address = address_of(socket_path);
     if (!address) {

@@ -54,8 +54,9 @@ void watch_signals(sigset_t signals, std::chrono::milliseconds grace, tessera::c
 struct CommandLine {
     tessera::client::VolunteerOptions volunteer;
     std::chrono::milliseconds stop_grace{0};
-    bool doctor = false;   // `tessera-client doctor [options]`: check, print, exit
-    std::string command;   // status, pause, resume, finish or quit: to the running client
+    // "doctor" (check, print, exit), or status|pause|resume|finish|quit (to the running
+    // client); empty: volunteer.
+    std::string subcommand;
     int exit_code = -1;  // >= 0: exit at once (help printed, or a mistake reported)
 };
 
@@ -95,9 +96,9 @@ CommandLine usage_error(const std::string& message) {
 CommandLine parse_command_line(int argc, char** argv) {
     auto options = client_options();
     std::string word = argc > 1 ? argv[1] : "";
-    bool doctor = word == "doctor";
-    bool control = word == "status" || word == "pause" || word == "resume" || word == "finish" || word == "quit";
-    if (doctor || control) {  // the subcommands take the same options
+    bool subcommand = word == "doctor" || word == "status" || word == "pause" || word == "resume" ||
+                      word == "finish" || word == "quit";
+    if (subcommand) {  // the subcommands take the same options
         argv[1] = argv[0];
         ++argv;
         --argc;
@@ -106,8 +107,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     if (!parsed) return usage_error(parsed.message());
     const auto& args = *parsed;
     CommandLine line;
-    line.doctor = doctor;
-    if (control) line.command = word;
+    if (subcommand) line.subcommand = word;
     if (args.count("help")) {
         std::cout << options.help() << "\n";
         line.exit_code = 0;
@@ -118,7 +118,7 @@ CommandLine parse_command_line(int argc, char** argv) {
         line.exit_code = 0;
         return line;
     }
-    if (!args.count("server") && !doctor && !control) return usage_error("needs --server URL");
+    if (!args.count("server") && !subcommand) return usage_error("needs --server URL");
     auto& volunteer = line.volunteer;
     if (args.count("server")) volunteer.server = args["server"].as<std::string>();
     volunteer.state_dir = args["state"].as<std::string>();
@@ -178,8 +178,9 @@ int main(int argc, char** argv) {
         line = usage_error(error.what());
     }
     if (line.exit_code >= 0) return line.exit_code;
-    if (line.doctor) return run_doctor(line.volunteer, std::cout);
-    if (!line.command.empty()) return send_command(line.volunteer.state_dir, line.command, line.volunteer.json_logs);
+    if (line.subcommand == "doctor") return run_doctor(line.volunteer, std::cout);
+    if (!line.subcommand.empty())
+        return send_command(line.volunteer.state_dir, line.subcommand, line.volunteer.json_logs);
     tessera::common::tune_allocator_for_training();
     auto signals = tessera::common::block_stop_signals();
     VolunteerControl control;

@@ -7,7 +7,6 @@
 #include <functional>
 #include <iostream>
 #include <map>
-#include <type_traits>
 
 #include "../common/protocol_examples.h"
 #include "file_io.h"
@@ -18,19 +17,19 @@ using namespace tessera::testing;
 
 namespace {
 
-template <class T>
-std::function<Status(std::string_view)> parser() {
-    if constexpr (std::is_same_v<T, ServerInfo>)
-        return [](std::string_view text) -> Status {
-            auto parsed = parse_server_info(text);
-            if (!parsed) return parsed.error();
-            return {};
-        };
-    return [](std::string_view text) -> Status {
-        auto parsed = parse_message<T>(text);
+// A message parser as the accepted-or-why the tool reports.
+template <class Parse>
+std::function<Status(std::string_view)> status_of(Parse parse) {
+    return [parse](std::string_view text) -> Status {
+        auto parsed = parse(text);
         if (!parsed) return parsed.error();
         return {};
     };
+}
+
+template <class T>
+std::function<Status(std::string_view)> parser() {
+    return status_of(parse_message<T>);
 }
 
 const std::map<std::string, std::function<Status(std::string_view)>> kParsers{
@@ -43,7 +42,7 @@ const std::map<std::string, std::function<Status(std::string_view)>> kParsers{
     {"work_unit_ref", parser<WorkUnitRef>()},
     {"heartbeat_response", parser<HeartbeatResponse>()},
     {"result_status", parser<ResultStatus>()},
-    {"server_info", parser<ServerInfo>()},
+    {"server_info", status_of(parse_server_info)},
 };
 
 int emit(const std::filesystem::path& dir) {
