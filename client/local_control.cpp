@@ -140,8 +140,13 @@ void LocalControl::serve() {
 
 std::string LocalControl::answer(const std::string& command) {
     if (command == "status")
-        return reply(true, control_.paused ? "paused" : control_.stop_after_unit ? "stopping" : "working",
+        return reply(true,
+                     control_.paused ? "paused"
+                     : control_.stop_after_unit ? "stopping"
+                     : control_.held ? "waiting"
+                                     : "working",
                      {{"paused", control_.paused.load()},
+                      {"held", control_.held.load()},
                       {"stopping", control_.stop_after_unit.load() || control_.abandon_now.load()},
                       {"status", control_.status.to_json()}});
     if (command == "pause") {
@@ -151,7 +156,8 @@ std::string LocalControl::answer(const std::string& command) {
     }
     if (command == "resume") {
         if (!control_.paused.exchange(false)) return reply(false, "not paused");
-        return reply(true, "resumed");
+        return reply(true, control_.held ? "resumed; still waiting while a preference holds work (see status)"
+                                         : "resumed");
     }
     if (command == "finish") {
         control_.stop_after_unit = true;
@@ -186,6 +192,14 @@ std::string describe_status(const boost::json::object& answer) {
     if (const auto* stopping = answer.if_contains("stopping"); stopping && stopping->is_bool() && stopping->as_bool())
         out << " (stopping)";
     out << "\n";
+    if (auto reason = text(status, "waiting_because"); !reason.empty())
+        out << "waiting:  " << reason << " (a preference)\n";
+    if (const auto* preferences = status.if_contains("preferences"); preferences && preferences->is_array()) {
+        std::string list;
+        for (const auto& item : preferences->as_array())
+            if (item.is_string()) list += (list.empty() ? "" : "; ") + std::string(item.as_string());
+        out << "prefers:  " << (list.empty() ? "to work at any time" : list) << "\n";
+    }
     if (auto wu = text(status, "wu_id"); !wu.empty())
         out << "unit:     " << wu << ", step " << number(status, "step") << " of " << number(status, "steps") << "\n";
     out << "results:  " << number(status, "units_done") << " this run, credit " << number(status, "credit") << "\n";

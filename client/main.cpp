@@ -82,6 +82,18 @@ cxxopts::Options client_options() {
         "stop-grace", "seconds a stop request waits for the current unit before giving it back (0: no limit)",
         cxxopts::value<double>()->default_value("0"))("version", "print the version and exit")("h,help",
                                                                                              "show this help");
+    options.add_options("When to work")(
+        "idle-minutes", "work only once the user has been idle this many minutes (0: whether or not they are active)",
+        cxxopts::value<double>()->default_value("0"))(
+        "run-on-battery", "work on battery power too (default: wait while a battery discharges)")(
+        "work-hours", "work only within these local times, e.g. 22:00-07:00,12:00-13:30 (empty: any time)",
+        cxxopts::value<std::string>()->default_value(""))(
+        "exclusive-apps", "wait while any of these programs runs, e.g. steam,blender (names as `ps -e` shows them)",
+        cxxopts::value<std::string>()->default_value(""))(
+        "max-download-mbps", "cap downloads at this many megabits per second (0: no cap)",
+        cxxopts::value<double>()->default_value("0"))(
+        "max-upload-mbps", "cap uploads at this many megabits per second (0: no cap)",
+        cxxopts::value<double>()->default_value("0"));
     tessera::common::add_config_option(options);
     return options;
 }
@@ -139,6 +151,23 @@ CommandLine parse_command_line(int argc, char** argv) {
     auto grace_s = args["stop-grace"].as<double>();
     if (!(grace_s >= 0 && grace_s <= 86400)) return usage_error("--stop-grace must be between 0 and 86400 seconds");
     line.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(grace_s * 1000)));
+    auto& preferences = volunteer.preferences;
+    preferences.idle_minutes = args["idle-minutes"].as<double>();
+    if (!(preferences.idle_minutes >= 0 && preferences.idle_minutes <= 1440))
+        return usage_error("--idle-minutes must be between 0 and 1440");
+    preferences.run_on_battery = args.count("run-on-battery") > 0;
+    auto hours = tessera::client::parse_time_windows(args["work-hours"].as<std::string>());
+    if (!hours) return usage_error("--work-hours: " + hours.message());
+    preferences.work_hours = *hours;
+    auto apps = tessera::client::parse_program_names(args["exclusive-apps"].as<std::string>());
+    if (!apps) return usage_error("--exclusive-apps: " + apps.message());
+    preferences.exclusive_apps = *apps;
+    for (auto [name, field] : {std::pair{"max-download-mbps", &volunteer.max_download_mbps},
+                               std::pair{"max-upload-mbps", &volunteer.max_upload_mbps}}) {
+        *field = args[name].as<double>();
+        if (!(*field == 0 || (*field >= 0.01 && *field <= 1e6)))
+            return usage_error(std::string("--") + name + " must be 0 (no cap) or between 0.01 and 1000000");
+    }
     return line;
 }
 

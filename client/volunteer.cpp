@@ -15,6 +15,7 @@
 #include "file_io.h"
 #include "heartbeat.h"
 #include "model_patcher.h"
+#include "preference_watcher.h"
 #include "progress_bar.h"
 #include "result_upload.h"
 #include "server_api.h"
@@ -63,11 +64,22 @@ bool upload_is_final(const ApiFailure& failure) {
 // The server answers 409 to a result it already holds (an earlier try got through).
 bool already_uploaded(const ApiFailure& failure) { return failure.http_status == 409; }
 
+// The volunteer's HTTP settings, with its bandwidth caps.
+HttpOptions http_options_of(const VolunteerOptions& options) {
+    HttpOptions http{std::chrono::seconds(60), 16 << 20, options.ca_file, nullptr, nullptr};
+    if (options.max_download_mbps > 0)
+        http.download_limit =
+            std::make_shared<RateLimiter>(RateLimiter::bytes_per_second_of_mbps(options.max_download_mbps));
+    if (options.max_upload_mbps > 0)
+        http.upload_limit = std::make_shared<RateLimiter>(RateLimiter::bytes_per_second_of_mbps(options.max_upload_mbps));
+    return http;
+}
+
 class Volunteer {
 public:
     Volunteer(const VolunteerOptions& options, VolunteerControl& control)
         : options_(options), control_(control), log_(options.quiet, options.json_logs), state_(options.state_dir),
-          http_({std::chrono::seconds(60), 16 << 20, options.ca_file}),
+          http_(http_options_of(options)),
           cache_(state_.cache_dir(), options.cache_quota_bytes) {}
 
     Stop run() {
@@ -147,7 +159,23 @@ private:
         std::vector<std::string> problems;
         carried_ = load_carried_state(state_, problems);
         for (const auto& problem : problems) log_.error(problem);
+        watch_preferences();
         return Phase::Connect;
+    }
+
+    // From here on a preference that says wait holds work (control_.held), and says why.
+    void watch_preferences() {
+        control_.status.set_preferences(options_.preferences.describe());
+        auto sensors = options_.sensors ? options_.sensors : std::make_shared<SystemSensors>();
+        watcher_.emplace(options_.preferences, std::move(sensors), options_.preference_interval,
+                         [this](const std::optional<std::string>& reason) {
+                             control_.held = reason.has_value();
+                             control_.status.set_waiting_because(reason.value_or(""));
+                             if (reason)
+                                 log_.info("waiting", "waiting: " + *reason, {{"reason", *reason}});
+                             else
+                                 log_.info("working", "the preferences let it work again");
+                         });
     }
 
     // Registers (idempotent: the same key keeps its id) and pins the server's key on first contact.
@@ -228,8 +256,8 @@ private:
     }
 
     Next ask_for_work() {
-        while (control_.paused && !stop_requested()) {
-            control_.status.set_phase("paused");
+        while ((control_.paused || control_.held) && !stop_requested()) {
+            control_.status.set_phase(control_.paused ? "paused" : "waiting");
             sleep_unless_stopping(std::chrono::milliseconds(200), stopping());
         }
         if (stop_requested()) return Stop{};
@@ -357,6 +385,7 @@ private:
         std::optional<common::Result<RunOutput>> output;
         bool interrupted = false;
         bool told_to_stop = false;
+        bool held_too_long = false;
         {
             // Heartbeats only while training, on their own connection with a short timeout so
             // that ending training never waits long for one in flight.
@@ -370,10 +399,11 @@ private:
             run.feedback = &carried_.feedback;
             run.optimizer = &carried_.optimizer;
             common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
+            TrainingClock clock;
             run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
                 control_.status.set_progress(step);
-                wait_while_paused(heartbeat);
-                if (control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
+                held_too_long = !wait_while_paused(heartbeat, step, clock);
+                if (held_too_long || control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
                 if (!log_.quiet())
                     bar.update(step, "loss " + short_number(loss) + ", " + std::to_string(static_cast<int>(speed)) +
                                          " samples/s");
@@ -387,6 +417,11 @@ private:
             told_to_stop = heartbeat.told_to_stop();
         }
         if (interrupted && told_to_stop) return drop_unit();
+        if (interrupted && held_too_long) {
+            log_.info("held", unit.wu_id + ": a preference held it too long to finish before its deadline");
+            give_back(Stop{});  // forgets the unit: `unit` is gone after this
+            return Phase::AskForWork;
+        }
         if (interrupted) return give_back(Stop{StopReason::Requested, unit.wu_id + ": abandoned on request"});
         if (!*output) {
             auto why = "training " + unit.wu_id + " failed: " + output->message();
@@ -448,14 +483,45 @@ private:
         return Phase::Report;
     }
 
-    // `tessera-client pause` between two training steps: heartbeats go on meanwhile, and the
-    // unit's deadline keeps running (a pause past it loses the unit: the heartbeat says stop).
-    void wait_while_paused(const HeartbeatSender& heartbeat) const {
-        if (!control_.paused) return;
-        control_.status.set_phase("paused while training");
-        while (control_.paused && !control_.abandon_now && !heartbeat.told_to_stop())
+    // How long training has run, waits left out: the pace that says how long the rest takes.
+    struct TrainingClock {
+        std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+        std::chrono::steady_clock::duration waited{};
+    };
+
+    // Whether a preference's wait has gone on so long that less than twice the training still
+    // to do (at the pace so far) is left before the unit's deadline.
+    static bool too_late_to_finish(const common::WorkUnit& unit, std::int64_t step, const TrainingClock& clock) {
+        if (step <= 0 || unit.deadline <= 0) return false;
+        auto worked = std::chrono::steady_clock::now() - clock.started - clock.waited;
+        double seconds_per_step = std::chrono::duration<double>(worked).count() / static_cast<double>(step);
+        double still_to_do = seconds_per_step * static_cast<double>(unit.hyper.local_steps - step);
+        auto left = static_cast<double>(unit.deadline - std::chrono::duration_cast<std::chrono::seconds>(
+                                                            std::chrono::system_clock::now().time_since_epoch())
+                                                            .count());
+        return left < 2 * still_to_do;
+    }
+
+    // `tessera-client pause`, or a preference that says wait, between two training steps:
+    // heartbeats go on meanwhile, and the unit's deadline keeps running. A pause past it loses
+    // the unit (the heartbeat says stop); a preference's wait gives the unit back once it could
+    // no longer finish in time (too_late_to_finish), so the server can reissue it at once.
+    // False: give the unit back.
+    bool wait_while_paused(const HeartbeatSender& heartbeat, std::int64_t step, TrainingClock& clock) const {
+        if (!control_.paused && !control_.held) return true;
+        auto began = std::chrono::steady_clock::now();
+        bool in_time = true;
+        while ((control_.paused || control_.held) && !control_.abandon_now && !heartbeat.told_to_stop()) {
+            control_.status.set_phase(control_.paused ? "paused while training" : "waiting while training");
+            if (control_.held && too_late_to_finish(unit_->unit, step, clock)) {
+                in_time = false;
+                break;
+            }
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        clock.waited += std::chrono::steady_clock::now() - began;
         control_.status.set_phase("training");
+        return in_time;
     }
 
     // Validation usually settles within a second: wait up to 5 s for the verdict to print it.
@@ -562,6 +628,7 @@ private:
     CarriedState carried_;                // error feedback and optimizer moments between units
     Backoff training_failures_{std::chrono::seconds(5), std::chrono::minutes(5)};
     std::optional<UnitInHand> unit_;
+    std::optional<PreferenceWatcher> watcher_;  // last: its thread writes to control_ and log_
 };
 
 }  // namespace

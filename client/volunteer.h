@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "retry.h"
+#include "machine_sensors.h"
 #include "volunteer_status.h"
 
 namespace tessera::client {
@@ -28,8 +30,13 @@ struct VolunteerOptions {
     bool quiet = false;
     bool json_logs = false;
     std::filesystem::path ca_file;
+    double max_download_mbps = 0;  // 0: no cap
+    double max_upload_mbps = 0;
     std::chrono::milliseconds heartbeat_interval{30000};
     RetryPolicy retry;
+    WorkPreferences preferences;                     // when the owner lets it work (docs/operations.md)
+    std::shared_ptr<MachineSensors> sensors;         // null: this machine's (SystemSensors)
+    std::chrono::milliseconds preference_interval{10000};  // between two readings of the sensors
 };
 
 // Why the loop ended. Requested: the user asked (or the server could not be reached before
@@ -51,6 +58,9 @@ struct VolunteerControl {
     std::atomic<bool> abandon_now{false};      // second Ctrl-C; `tessera-client quit`
     // `tessera-client pause`: training waits between steps, and no new unit is asked for.
     std::atomic<bool> paused{false};
+    // A preference says wait (on battery, outside the work hours, …): the same waits as paused,
+    // set by the client's PreferenceWatcher, never by a command.
+    std::atomic<bool> held{false};
     VolunteerStatus status;  // what `tessera-client status` shows
 };
 

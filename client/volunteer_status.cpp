@@ -29,6 +29,16 @@ void VolunteerStatus::set_progress(std::int64_t step) {
     step_ = step;
 }
 
+void VolunteerStatus::set_preferences(std::vector<std::string> preferences) {
+    std::lock_guard lock(mutex_);
+    preferences_ = std::move(preferences);
+}
+
+void VolunteerStatus::set_waiting_because(const std::string& reason) {
+    std::lock_guard lock(mutex_);
+    waiting_because_ = reason;
+}
+
 void VolunteerStatus::add_result(const std::string& wu_id, const std::string& state, const std::string& reason,
                                  double credit) {
     std::lock_guard lock(mutex_);
@@ -43,9 +53,18 @@ boost::json::object VolunteerStatus::to_json() const {
     boost::json::array verdicts;
     for (const auto& v : verdicts_)
         verdicts.push_back({{"wu_id", v.wu_id}, {"state", v.state}, {"reason", v.reason}, {"credit", v.credit}});
-    return {{"server", server_},    {"client_id", client_id_}, {"device", device_},
-            {"phase", phase_},      {"wu_id", wu_id_},         {"step", step_},
-            {"steps", steps_},      {"units_done", units_},    {"credit", credit_},
+    boost::json::array preferences(preferences_.begin(), preferences_.end());
+    return {{"server", server_},
+            {"client_id", client_id_},
+            {"device", device_},
+            {"phase", phase_},
+            {"preferences", std::move(preferences)},
+            {"waiting_because", waiting_because_},
+            {"wu_id", wu_id_},
+            {"step", step_},
+            {"steps", steps_},
+            {"units_done", units_},
+            {"credit", credit_},
             {"last_results", std::move(verdicts)}};
 }
 

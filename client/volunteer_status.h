@@ -1,5 +1,5 @@
 // What `tessera-client status` shows of a running client: where its loop is, the unit in hand
-// and its progress, the last verdicts and the credit earned since it started. Written by the
+// and its progress, the preferences in force and why they hold work, the last verdicts and the credit earned since it started. Written by the
 // volunteer's loop, read by the local control socket's thread; safe from several threads.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace tessera::client {
 
@@ -18,6 +19,9 @@ public:
     void set_phase(const std::string& phase);
     void set_unit(const std::string& wu_id, std::int64_t steps);  // "" when none is in hand
     void set_progress(std::int64_t step);
+    // The preferences in force ("not on battery", …) and why they hold work now ("" when not).
+    void set_preferences(std::vector<std::string> preferences);
+    void set_waiting_because(const std::string& reason);
     // A unit's verdict: accepted (with its credit), rejected (with the reason), or still open.
     void add_result(const std::string& wu_id, const std::string& state, const std::string& reason, double credit);
     boost::json::object to_json() const;
@@ -32,6 +36,8 @@ private:
     mutable std::mutex mutex_;
     std::string server_, client_id_, device_;
     std::string phase_ = "starting";
+    std::vector<std::string> preferences_;
+    std::string waiting_because_;
     std::string wu_id_;
     std::int64_t step_ = 0, steps_ = 0;
     std::deque<Verdict> verdicts_;

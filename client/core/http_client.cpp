@@ -26,6 +26,9 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
+// Bytes written or read between two looks at a bandwidth cap.
+constexpr std::size_t kPacedChunk = 1 << 16;
+
 // Why a connection or exchange failed: a certificate that fails verification (no retry can
 // fix it) or anything else on the way (worth retrying).
 ApiFailure failure_of(const Url& origin, const boost::system::system_error& error) {
@@ -98,12 +101,27 @@ http::request<http::string_body> make_request(const Url& origin, const std::stri
     return request;
 }
 
+// Writes what is left of the request, no faster than the upload cap.
+template <class Stream>
+void write_paced(Stream& stream, http::request_serializer<http::string_body>& serializer, const HttpOptions& options) {
+    if (!options.upload_limit) {
+        beast::get_lowest_layer(stream).expires_after(options.timeout);
+        http::write(stream, serializer);
+        return;
+    }
+    serializer.limit(kPacedChunk);
+    while (!serializer.is_done()) {
+        beast::get_lowest_layer(stream).expires_after(options.timeout);
+        options.upload_limit->spend(http::write_some(stream, serializer));
+    }
+}
+
 template <class Stream>
 void send(Stream& stream, const Url& origin, const std::string& method, const std::string& target,
           const std::string& body, const std::map<std::string, std::string>& headers, const HttpOptions& options) {
     auto request = make_request(origin, method, target, body, headers);
-    beast::get_lowest_layer(stream).expires_after(options.timeout);
-    http::write(stream, request);
+    http::request_serializer<http::string_body> serializer(request);
+    write_paced(stream, serializer, options);
 }
 
 template <class Stream>
@@ -126,12 +144,11 @@ http::response<http::string_body> exchange(Stream& stream, const Url& origin, co
                                            const HttpOptions& options) {
     auto request = make_request(origin, method, target, body, headers);
     beast::flat_buffer buffer;
+    http::request_serializer<http::string_body> serializer(request);
     if (request[http::field::expect] != "100-continue") {
-        beast::get_lowest_layer(stream).expires_after(options.timeout);
-        http::write(stream, request);
+        write_paced(stream, serializer, options);
         return read_answer(stream, buffer, options);
     }
-    http::request_serializer<http::string_body> serializer(request);
     beast::get_lowest_layer(stream).expires_after(options.timeout);
     http::write_header(stream, serializer);
     http::response_parser<http::string_body> interim;
@@ -142,8 +159,7 @@ http::response<http::string_body> exchange(Stream& stream, const Url& origin, co
         http::read(stream, buffer, interim);
         return interim.release();
     }
-    beast::get_lowest_layer(stream).expires_after(options.timeout);
-    http::write(stream, serializer);
+    write_paced(stream, serializer, options);
     return read_answer(stream, buffer, options);
 }
 
@@ -187,7 +203,7 @@ ApiStatus HttpClient::download(const Url& origin, const std::string& target, con
                               origin.origin() + target + ": HTTP " + std::to_string(code), static_cast<int>(code)};
         std::ofstream out(file, have > 0 ? std::ios::binary | std::ios::app : std::ios::binary | std::ios::trunc);
         if (!out) return ApiFailure{FailureKind::Local, "cannot write " + file.string()};
-        char chunk[1 << 16];
+        char chunk[kPacedChunk];
         while (!parser.is_done()) {
             parser.get().body().data = chunk;
             parser.get().body().size = sizeof chunk;
@@ -199,6 +215,7 @@ ApiStatus HttpClient::download(const Url& origin, const std::string& target, con
             auto got = sizeof chunk - parser.get().body().size;
             out.write(chunk, static_cast<std::streamsize>(got));
             have += got;
+            if (options_.download_limit) options_.download_limit->spend(got);
             if (progress) progress(have, total_bytes);
         }
         out.flush();

@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "api_result.h"
+#include "rate_limiter.h"
 #include "url.h"
 
 namespace tessera::client {
@@ -27,6 +29,10 @@ struct HttpOptions {
     std::chrono::seconds timeout{60};
     std::uint64_t max_body_bytes = 16 << 20;  // JSON answers
     std::filesystem::path ca_file;            // empty: the system's trusted CAs
+    // Bandwidth caps shared by every copy of these options (null: none): downloads' bodies,
+    // and requests as they are written.
+    std::shared_ptr<RateLimiter> download_limit;
+    std::shared_ptr<RateLimiter> upload_limit;
 };
 
 // Called with (bytes so far, total bytes) while a download runs.

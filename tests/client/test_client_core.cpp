@@ -1,6 +1,6 @@
 // The volunteer's plumbing against a real in-process server: URL parsing, the blob cache
 // (download, resume with Range, a corrupt partial file discarded, LRU eviction within the
-// quota), the state files, and the backoff schedule.
+// quota), the state files, the backoff schedule, and the bandwidth caps.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -12,6 +12,7 @@
 #include "blob_cache.h"
 #include "client_state.h"
 #include "named_tensor_file.h"
+#include "rate_limiter.h"
 #include "training/optimizer_state.h"
 #include "server_fixture.h"
 #include "url.h"
@@ -187,4 +188,58 @@ TEST_CASE("backoff waits are spread over the whole range (full jitter)") {
     }
     CHECK(sum / 2000 == doctest::Approx(200).epsilon(0.05));
     for (int count : quarters) CHECK(count > 400);
+}
+
+TEST_CASE("the rate limiter keeps a stream under its rate, saves up at most a second, and starts empty") {
+    auto now = std::chrono::steady_clock::time_point{};
+    std::chrono::nanoseconds slept{};
+    client::RateLimiter limiter(
+        1000, [&] { return now; },
+        [&](std::chrono::nanoseconds wait) {
+            slept += wait;
+            now += wait;
+        });
+    limiter.spend(500);  // nothing saved up yet: half a second
+    CHECK(slept == std::chrono::milliseconds(500));
+    limiter.spend(2000);
+    CHECK(slept == std::chrono::milliseconds(2500));
+    now += std::chrono::seconds(10);  // idle: a second's worth saved, not ten
+    limiter.spend(1000);
+    CHECK(slept == std::chrono::milliseconds(2500));
+    limiter.spend(1000);
+    CHECK(slept == std::chrono::milliseconds(3500));
+    CHECK(client::RateLimiter::bytes_per_second_of_mbps(8) == 1e6);
+}
+
+TEST_CASE("a download and an upload under a cap take at least their bytes over the rate") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    auto origin = client::parse_url("http://127.0.0.1:" + std::to_string(server.port())).value();
+    auto target = "/blobs/" + wu.model_blob.sha256;
+    constexpr double kRate = 400'000;  // bytes per second
+    client::HttpOptions capped;
+    capped.download_limit = std::make_shared<client::RateLimiter>(kRate);
+    capped.upload_limit = std::make_shared<client::RateLimiter>(kRate);
+    HttpClient http(capped);
+    TempDir dir;
+    auto started = std::chrono::steady_clock::now();
+    REQUIRE(http.download(origin, target, dir / "model", static_cast<std::uint64_t>(wu.model_blob.bytes)).ok());
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    INFO(wu.model_blob.bytes << " bytes in " << seconds << " s");
+    REQUIRE(wu.model_blob.bytes > 100'000);
+    CHECK(seconds >= 0.95 * static_cast<double>(wu.model_blob.bytes) / kRate);  // a lower bound: slowness cannot fail it
+    CHECK(common::sha256_file_hex(dir / "model").value() == wu.model_blob.sha256);
+
+    // Under the 64 KiB a small request may have; any answer will do: what is timed is the writing.
+    constexpr double kUploadRate = 50'000;
+    capped.upload_limit = std::make_shared<client::RateLimiter>(kUploadRate);
+    std::string body(60'000, 'x');
+    started = std::chrono::steady_clock::now();
+    auto answer = HttpClient(capped).request(origin, "POST", "/api/v1/does-not-exist", body);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    INFO("upload of " << body.size() << " bytes in " << seconds << " s");
+    REQUIRE(answer.ok());
+    CHECK(answer->status == 404);
+    CHECK(seconds >= 0.95 * static_cast<double>(body.size()) / kUploadRate);
 }

@@ -56,6 +56,24 @@ TEST_CASE("commands over the socket change the loop's controls and answer what t
     CHECK_FALSE(control.paused);
     CHECK_FALSE(ask(state, "resume").at("ok").as_bool());
 
+    // A preference's wait is shown with its reason; `resume` does not override it.
+    control.status.set_preferences({"not on battery", "only within 22:00-07:00"});
+    control.status.set_waiting_because("on battery");
+    control.held = true;
+    CHECK(ask(state, "status").at("message").as_string() == "waiting");
+    CHECK(ask(state, "status").at("held").as_bool());
+    auto waiting = client::describe_status(ask(state, "status"));
+    CHECK(waiting.find("waiting:  on battery (a preference)") != std::string::npos);
+    CHECK(waiting.find("prefers:  not on battery; only within 22:00-07:00") != std::string::npos);
+    CHECK(ask(state, "pause").at("ok").as_bool());
+    auto resumed = ask(state, "resume");
+    CHECK(resumed.at("ok").as_bool());
+    CHECK(std::string(resumed.at("message").as_string()).find("still waiting") != std::string::npos);
+    CHECK(control.held);
+    control.held = false;
+    control.status.set_waiting_because("");
+    CHECK(client::describe_status(ask(state, "status")).find("waiting:") == std::string::npos);
+
     auto unknown = ask(state, "explode");
     CHECK_FALSE(unknown.at("ok").as_bool());
     CHECK(std::string(unknown.at("message").as_string()).find("status, pause, resume, finish or quit") !=

@@ -2,7 +2,8 @@
 // the device reported truthfully and the shards remembered; retries that end when the user
 // asks; permanent refusals and corrupt blobs that stop it with a clear message; the server's
 // "stop" answer to a heartbeat; a result kept across a restart and uploaded by the next run;
-// the error-feedback residual carried from unit to unit and across restarts.
+// the error-feedback residual carried from unit to unit and across restarts; a manual pause
+// and a preference's wait.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include "client_state.h"
 #include "file_io.h"
 #include "heartbeat.h"
+#include "machine_sensors.h"
 #include "server_api.h"
 #include "server_fixture.h"
 #include "sha256.h"
@@ -557,4 +559,60 @@ TEST_CASE("paused, a volunteer asks for no work and waits between training steps
     REQUIRE(status.at("last_results").as_array().size() == 1);
     CHECK(!status.at("last_results").as_array()[0].at("wu_id").as_string().empty());
     CHECK(status.at("wu_id").as_string().empty());
+}
+
+namespace {
+
+// A battery the test plugs and unplugs.
+class Battery : public client::MachineSensors {
+public:
+    client::MachineState read(const client::WorkPreferences&) override {
+        client::MachineState state;
+        state.on_battery = discharging;
+        return state;
+    }
+    std::atomic<bool> discharging{true};
+};
+
+}  // namespace
+
+TEST_CASE("on battery a volunteer asks for no work; held while training past what its deadline allows, it gives "
+          "the unit back; plugged in, it works") {
+    TestServer server([](TaskConfig& config) { config.deadline_s = 1; });  // the server's own clock never moves
+    set_to_wall_clock(server);
+    TempDir dir;
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.once = true;
+    auto battery = std::make_shared<Battery>();
+    options.sensors = battery;
+    options.preference_interval = std::chrono::milliseconds(10);
+    VolunteerThread volunteer(options);
+    auto& control = volunteer.control();
+    auto status = [&] { return control.status.to_json(); };
+    auto text = [&](const char* key) { return std::string(status().at(key).as_string()); };
+    REQUIRE(eventually([&] { return text("phase") == "waiting"; }, std::chrono::seconds(30)));
+    CHECK(control.held);
+    CHECK(text("waiting_because") == "on battery");
+    CHECK(status().at("preferences").as_array().size() == 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(in_progress(server).empty());  // registered, but no unit asked for
+
+    battery->discharging = false;  // plugged in: it takes a unit ...
+    REQUIRE(eventually([&] { return !text("wu_id").empty(); }, std::chrono::seconds(30)));
+    auto first = text("wu_id");
+    battery->discharging = true;  // ... and unplugged before its training ends, the wait outlasts the deadline
+    REQUIRE(eventually([&] { return !server.store().in_state(AssignmentState::Abandoned).value().empty(); },
+                       std::chrono::seconds(60)));
+    CHECK(server.store().in_state(AssignmentState::Abandoned).value()[0].id == first);
+    REQUIRE(eventually([&] { return text("phase") == "waiting"; }, std::chrono::seconds(30)));
+    CHECK(text("wu_id").empty());
+    CHECK(status().at("units_done").as_int64() == 0);
+
+    battery->discharging = false;
+    auto stop = volunteer.join();
+    INFO(stop.message);
+    CHECK(stop.reason == StopReason::OnceDone);
+    CHECK(status().at("units_done").as_int64() == 1);
+    CHECK(text("waiting_because").empty());
+    CHECK_FALSE(control.held);
 }

@@ -286,3 +286,20 @@ TEST_CASE("sparse low-bit deltas and int2 patches: real clients lower the loss a
     // dense run's drop at versions 17 and 19), not a different outcome.
     CHECK(sparse0 - sparse > 0.6 * (dense0 - dense));
 }
+
+TEST_CASE("the client refuses a bad preference with exit 2 before it starts, on the command line and in a file") {
+    TempDir dir;
+    auto client = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), {required_env("TESSERA_CLIENT"), "--server", "http://127.0.0.1:9", "--state",
+                                   (dir / "state").string()});
+        return ChildProcess(args).wait();
+    };
+    CHECK(client({"--work-hours", "25:00-07:00"}) == 2);
+    CHECK(client({"--work-hours", "22:00"}) == 2);
+    CHECK(client({"--exclusive-apps", "/usr/bin/steam"}) == 2);
+    CHECK(client({"--idle-minutes", "-1"}) == 2);
+    CHECK(client({"--max-upload-mbps", "0.001"}) == 2);
+    std::ofstream(dir / "client.conf") << "work-hours = 25:00-07:00\n";
+    CHECK(client({"--config", (dir / "client.conf").string()}) == 2);
+    CHECK(!std::filesystem::exists(dir / "state"));  // nothing was started
+}
