@@ -578,7 +578,10 @@ public:
 
 TEST_CASE("on battery a volunteer asks for no work; held while training past what its deadline allows, it gives "
           "the unit back; plugged in, it works") {
-    TestServer server([](TaskConfig& config) { config.deadline_s = 1; });  // the server's own clock never moves
+    TestServer server([](TaskConfig& config) {
+        config.deadline_s = 10;     // the shortest allowed; the server's own clock never moves, so only the
+        config.local_steps = 50;    // client's rule gives the unit back, while its training is still going on
+    });
     set_to_wall_clock(server);
     TempDir dir;
     auto options = options_for(server.port(), dir / "volunteer");
