@@ -138,6 +138,12 @@ void LocalControl::serve() {
     }
 }
 
+boost::json::array LocalControl::servers_json() const {
+    boost::json::array boards;
+    for (const auto& board : control_.servers) boards.push_back(board.to_json());
+    return boards;
+}
+
 std::string LocalControl::answer(const std::string& command) {
     if (command == "status")
         return reply(true,
@@ -148,7 +154,8 @@ std::string LocalControl::answer(const std::string& command) {
                      {{"paused", control_.paused.load()},
                       {"held", control_.held.load()},
                       {"stopping", control_.stop_after_unit.load() || control_.abandon_now.load()},
-                      {"status", control_.status.to_json()}});
+                      {"status", control_.status.to_json()},
+                      {"servers", servers_json()}});
     if (command == "pause") {
         if (control_.paused.exchange(true)) return reply(false, "already paused");
         return reply(true, "paused: training waits between steps and no new unit is asked for; "
@@ -171,28 +178,61 @@ std::string LocalControl::answer(const std::string& command) {
     return reply(false, "unknown command '" + command.substr(0, 32) + "': status, pause, resume, finish or quit");
 }
 
+namespace {
+
+std::string text_of(const boost::json::object& object, const char* key) {
+    const auto* value = object.if_contains(key);
+    return value && value->is_string() ? std::string(value->as_string()) : std::string();
+}
+
+double number_of(const boost::json::object& object, const char* key) {
+    const auto* value = object.if_contains(key);
+    return value && value->is_number() ? value->to_number<double>() : 0.0;
+}
+
+bool flag_of(const boost::json::object& object, const char* key) {
+    const auto* value = object.if_contains(key);
+    return value && value->is_bool() && value->as_bool();
+}
+
+// One server's board: who, what it does (with the client's own pause or stop), its unit, results.
+void describe_board(std::ostream& out, const boost::json::object& board, const boost::json::object& answer) {
+    out << "server:   " << text_of(board, "server") << " as " << text_of(board, "client_id") << ", on "
+        << text_of(board, "device") << "\n";
+    out << "state:    " << text_of(board, "phase");
+    if (flag_of(answer, "paused")) out << " (paused by `tessera-client pause`)";
+    if (flag_of(answer, "stopping")) out << " (stopping)";
+    out << "\n";
+    if (auto wu = text_of(board, "wu_id"); !wu.empty())
+        out << "unit:     " << wu << ", step " << number_of(board, "step") << " of " << number_of(board, "steps") << "\n";
+    out << "results:  " << number_of(board, "units_done") << " this run, credit " << number_of(board, "credit");
+    if (auto worked = number_of(board, "worked_s"); worked > 0) out << ", its turns " << worked << " s";
+    out << "\n";
+    if (const auto* last = board.if_contains("last_results"); last && last->is_array())
+        for (const auto& item : last->as_array())
+            if (item.is_object()) {
+                const auto& verdict = item.as_object();
+                out << "          " << text_of(verdict, "wu_id") << " " << text_of(verdict, "state");
+                if (auto reason = text_of(verdict, "reason"); !reason.empty()) out << " (" << reason << ")";
+                out << "\n";
+            }
+}
+
+}  // namespace
+
 std::string describe_status(const boost::json::object& answer) {
-    auto text = [](const boost::json::object& object, const char* key) {
-        const auto* value = object.if_contains(key);
-        return value && value->is_string() ? std::string(value->as_string()) : std::string();
-    };
-    auto number = [](const boost::json::object& object, const char* key) {
-        const auto* value = object.if_contains(key);
-        return value && value->is_number() ? value->to_number<double>() : 0.0;
-    };
     const auto* status_value = answer.if_contains("status");
     if (!status_value || !status_value->is_object()) return "a status answer without a status\n";
     const auto& status = status_value->as_object();
     std::ostringstream out;
-    out << "server:   " << text(status, "server") << " as " << text(status, "client_id") << ", on "
-        << text(status, "device") << "\n";
-    out << "state:    " << text(status, "phase");
-    if (const auto* paused = answer.if_contains("paused"); paused && paused->is_bool() && paused->as_bool())
-        out << " (paused by `tessera-client pause`)";
-    if (const auto* stopping = answer.if_contains("stopping"); stopping && stopping->is_bool() && stopping->as_bool())
-        out << " (stopping)";
-    out << "\n";
-    if (auto reason = text(status, "waiting_because"); !reason.empty())
+    const auto* servers = answer.if_contains("servers");
+    if (servers && servers->is_array() && !servers->as_array().empty()) {
+        for (const auto& board : servers->as_array())
+            if (board.is_object()) describe_board(out, board.as_object(), answer);
+    } else {
+        describe_board(out, status, answer);
+    }
+    if (auto reason = text_of(status, "waiting_because"); !reason.empty())
         out << "waiting:  " << reason << " (a preference)\n";
     if (const auto* preferences = status.if_contains("preferences"); preferences && preferences->is_array()) {
         std::string list;
@@ -200,17 +240,6 @@ std::string describe_status(const boost::json::object& answer) {
             if (item.is_string()) list += (list.empty() ? "" : "; ") + std::string(item.as_string());
         out << "prefers:  " << (list.empty() ? "to work at any time" : list) << "\n";
     }
-    if (auto wu = text(status, "wu_id"); !wu.empty())
-        out << "unit:     " << wu << ", step " << number(status, "step") << " of " << number(status, "steps") << "\n";
-    out << "results:  " << number(status, "units_done") << " this run, credit " << number(status, "credit") << "\n";
-    if (const auto* last = status.if_contains("last_results"); last && last->is_array())
-        for (const auto& item : last->as_array())
-            if (item.is_object()) {
-                const auto& verdict = item.as_object();
-                out << "          " << text(verdict, "wu_id") << " " << text(verdict, "state");
-                if (auto reason = text(verdict, "reason"); !reason.empty()) out << " (" << reason << ")";
-                out << "\n";
-            }
     return out.str();
 }
 

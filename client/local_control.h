@@ -4,6 +4,7 @@
 // lock, so a second client on the same state directory is refused.
 #pragma once
 
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
 #include <atomic>
@@ -26,10 +27,12 @@ public:
     LocalControl(const LocalControl&) = delete;
     LocalControl& operator=(const LocalControl&) = delete;
 
-    // One request line's answer: {"ok": bool, "message": …} and, for status, the status.
+    // One request line's answer: {"ok": bool, "message": …} and, for status, the status (and
+    // each server's board when there are several).
     std::string answer(const std::string& command);
 
 private:
+    boost::json::array servers_json() const;
     LocalControl(VolunteerControl& control, int lock_fd, int listen_fd, std::filesystem::path socket);
     void serve();
 
@@ -41,8 +44,9 @@ private:
     std::thread thread_;
 };
 
-// A status answer for a person: server and identity, what the client is doing (and whether it
-// is paused or stopping), the unit's progress, the last verdicts and the credit of this run.
+// A status answer for a person: for each server, its identity, what the client does for it
+// (and whether it is paused or stopping), the unit's progress, the last verdicts and the
+// credit of this run; then why a preference holds work, and the preferences in force.
 std::string describe_status(const boost::json::object& answer);
 
 // Sends `command` to the client running on `state_dir` and returns its answer line; an error

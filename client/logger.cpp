@@ -15,16 +15,17 @@ void Logger::info(const std::string& event, const std::string& text, boost::json
         fields["event"] = event;
         fields["message"] = text;
         fields["time"] = unix_now();
+        if (!source_.empty()) fields["server"] = source_;
         std::cout << boost::json::serialize(fields) << std::endl;
     } else if (!quiet_) {
-        std::cout << text << std::endl;
+        std::cout << (source_.empty() ? "" : "[" + source_ + "] ") << text << std::endl;
     }
 }
 
 void Logger::error(const std::string& text) const {
     if (json_) return info("error", text);
     std::lock_guard lock(mutex_);
-    std::cerr << "tessera-client: " << text << std::endl;
+    std::cerr << "tessera-client: " << (source_.empty() ? "" : "[" + source_ + "] ") << text << std::endl;
 }
 
 }  // namespace tessera::client

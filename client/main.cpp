@@ -15,6 +15,7 @@
 #include "doctor.h"
 #include "local_control.h"
 #include "options_with_config.h"
+#include "several_servers.h"
 #include "stop_signals.h"
 #include "tessera_version.h"
 #include "volunteer.h"
@@ -53,6 +54,7 @@ void watch_signals(sigset_t signals, std::chrono::milliseconds grace, tessera::c
 // The volunteer's settings from the command line (and --config), or the exit code to end with.
 struct CommandLine {
     tessera::client::VolunteerOptions volunteer;
+    std::vector<tessera::client::ServerShare> servers;
     std::chrono::milliseconds stop_grace{0};
     // "doctor" (check, print, exit), or status|pause|resume|finish|quit (to the running
     // client); empty: volunteer.
@@ -66,7 +68,10 @@ cxxopts::Options client_options() {
                              "  tessera-client doctor [options]: check this machine, the state directory and the server\n"
                              "  tessera-client status|pause|resume|finish|quit [--state DIR | --config FILE]: control the\n"
                              "    client running on that state directory");
-    options.add_options()("server", "server URL, e.g. https://host:8443", cxxopts::value<std::string>())(
+    options.add_options()("server", "server URL, e.g. https://host:8443; several, comma-separated, share the machine",
+                          cxxopts::value<std::vector<std::string>>())(
+        "share", "with several servers: each one's share of the machine's time, in the same order (default 1 each)",
+        cxxopts::value<std::vector<double>>())(
         "state", "state directory (key, identity, cache)",
         cxxopts::value<std::string>()->default_value(".tessera-client"))(
         "device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))(
@@ -132,7 +137,13 @@ CommandLine parse_command_line(int argc, char** argv) {
     }
     if (!args.count("server") && !subcommand) return usage_error("needs --server URL");
     auto& volunteer = line.volunteer;
-    if (args.count("server")) volunteer.server = args["server"].as<std::string>();
+    if (args.count("server")) {
+        auto shares = args.count("share") ? args["share"].as<std::vector<double>>() : std::vector<double>{};
+        auto servers = tessera::client::servers_with_shares(args["server"].as<std::vector<std::string>>(), shares);
+        if (!servers) return usage_error(servers.message());
+        line.servers = *servers;
+        volunteer.server = line.servers.front().url;  // doctor checks the first
+    }
     volunteer.state_dir = args["state"].as<std::string>();
     volunteer.device = args["device"].as<std::string>();
     volunteer.threads = args["threads"].as<int>();
@@ -213,6 +224,8 @@ int main(int argc, char** argv) {
     tessera::common::tune_allocator_for_training();
     auto signals = tessera::common::block_stop_signals();
     VolunteerControl control;
+    if (line.servers.size() > 1)  // their boards, before the control socket's thread reads them
+        for (std::size_t i = 0; i < line.servers.size(); ++i) control.servers.emplace_back();
     auto local = LocalControl::open(line.volunteer.state_dir, control);
     if (!local) {
         std::cerr << "tessera-client: " << local.message() << "\n";
@@ -220,7 +233,7 @@ int main(int argc, char** argv) {
     }
     std::thread(watch_signals, signals, line.stop_grace, &control).detach();
 
-    auto stop = run_volunteer(line.volunteer, control);
+    auto stop = run_volunteers(line.volunteer, line.servers, control);
     if (!stop.message.empty()) std::cerr << "tessera-client: " << stop.message << "\n";
     return exit_code(stop.reason);
 }

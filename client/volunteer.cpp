@@ -24,6 +24,7 @@
 #include "tessera_version.h"
 #include "version_number.h"
 #include "text_encoding.h"
+#include "turn_table.h"
 #include "training/work_runner.h"
 
 namespace tessera::client {
@@ -77,8 +78,10 @@ HttpOptions http_options_of(const VolunteerOptions& options) {
 
 class Volunteer {
 public:
-    Volunteer(const VolunteerOptions& options, VolunteerControl& control)
-        : options_(options), control_(control), log_(options.quiet, options.json_logs), state_(options.state_dir),
+    Volunteer(const VolunteerOptions& options, VolunteerControl& control, const SharedMachine* shared)
+        : options_(options), control_(control), shared_(shared ? std::optional(*shared) : std::nullopt),
+          status_(shared ? *shared->status : control.status),
+          log_(options.quiet, options.json_logs, shared ? shared->source : ""), state_(options.state_dir),
           http_(http_options_of(options)),
           cache_(state_.cache_dir(), options.cache_quota_bytes) {}
 
@@ -107,7 +110,7 @@ private:
     }
 
     Next step(Phase phase) {
-        control_.status.set_phase(phase_name(phase));
+        status_.set_phase(phase_name(phase));
         switch (phase) {
             case Phase::Start: return start();
             case Phase::Connect: return connect();
@@ -165,17 +168,7 @@ private:
 
     // From here on a preference that says wait holds work (control_.held), and says why.
     void watch_preferences() {
-        control_.status.set_preferences(options_.preferences.describe());
-        auto sensors = options_.sensors ? options_.sensors : std::make_shared<SystemSensors>();
-        watcher_.emplace(options_.preferences, std::move(sensors), options_.preference_interval,
-                         [this](const std::optional<std::string>& reason) {
-                             control_.held = reason.has_value();
-                             control_.status.set_waiting_because(reason.value_or(""));
-                             if (reason)
-                                 log_.info("waiting", "waiting: " + *reason, {{"reason", *reason}});
-                             else
-                                 log_.info("working", "the preferences let it work again");
-                         });
+        if (!shared_) watcher_ = client::watch_preferences(options_, control_, log_);  // else run_volunteers does
     }
 
     // Registers (idempotent: the same key keeps its id) and pins the server's key on first contact.
@@ -206,7 +199,7 @@ private:
         if (!verify) return Stop{StopReason::Error, "pinned server key unreadable: " + verify.message()};
         server_key_ = std::make_unique<common::VerifyKey>(std::move(*verify));
         api_->set_client_id(response->client_id);
-        control_.status.set_identity(options_.server, response->client_id,
+        status_.set_identity(options_.server, response->client_id,
                                      device_.kind == device_.name ? device_.name : device_.kind + " " + device_.name);
         log_.info("registered",
                   "registered with " + options_.server + " as " + response->client_id + " (server key " +
@@ -257,16 +250,27 @@ private:
 
     Next ask_for_work() {
         while ((control_.paused || control_.held) && !stop_requested()) {
-            control_.status.set_phase(control_.paused ? "paused" : "waiting");
+            status_.set_phase(control_.paused ? "paused" : "waiting");
             sleep_unless_stopping(std::chrono::milliseconds(200), stopping());
         }
         if (stop_requested()) return Stop{};
+        if (shared_) {  // the last unit's turn ends here, and this server waits for its next
+            status_.set_phase("waiting for its turn");
+            if (!(turn_ ? turn_->renew(stopping()) : shared_->turns->take(shared_->index, stopping()))) {
+                turn_.reset();
+                return Stop{};
+            }
+            if (!turn_) turn_.emplace(*shared_->turns, shared_->index);
+            status_.set_worked_seconds(shared_->turns->worked_seconds()[shared_->index]);
+            status_.set_phase(phase_name(Phase::AskForWork));
+        }
         common::WorkRequest request{api_->client_id(), device_, samples_per_s_, cached_shards(),
                                     cache_.find(held_model_) ? held_model_ : std::string()};
         auto response = with_retries([&] { return api_->request_work(request); }, stopping(), log_, "asking for work",
                                      options_.retry);
         if (!response) return stop_for(response.failure());
         if (!response->has_work) {
+            turn_.reset();  // another server may have work meanwhile
             log_.info("no_work", "no work; asking again in " + std::to_string(response->retry_after_s) + " s");
             sleep_unless_stopping(std::chrono::seconds(response->retry_after_s), stopping());
             return Phase::AskForWork;
@@ -290,7 +294,7 @@ private:
                   {{"wu_id", u.wu_id}});
         if (auto saved = state_.save_current({unit_->envelope_json, u.wu_id, "training"}); !saved)
             return give_back(Stop{StopReason::Error, saved.message()});
-        control_.status.set_unit(u.wu_id, u.hyper.local_steps);
+        status_.set_unit(u.wu_id, u.hyper.local_steps);
         return Phase::Fetch;
     }
 
@@ -401,7 +405,7 @@ private:
             common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
             TrainingClock clock;
             run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
-                control_.status.set_progress(step);
+                status_.set_progress(step);
                 held_too_long = !wait_while_paused(heartbeat, step, clock);
                 if (held_too_long || control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
                 if (!log_.quiet())
@@ -512,7 +516,7 @@ private:
         auto began = std::chrono::steady_clock::now();
         bool in_time = true;
         while ((control_.paused || control_.held) && !control_.abandon_now && !heartbeat.told_to_stop()) {
-            control_.status.set_phase(control_.paused ? "paused while training" : "waiting while training");
+            status_.set_phase(control_.paused ? "paused while training" : "waiting while training");
             if (control_.held && too_late_to_finish(unit_->unit, step, clock)) {
                 in_time = false;
                 break;
@@ -520,7 +524,7 @@ private:
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
         clock.waited += std::chrono::steady_clock::now() - began;
-        control_.status.set_phase("training");
+        status_.set_phase("training");
         return in_time;
     }
 
@@ -534,7 +538,7 @@ private:
             if (!status) break;
             outcome = *status;
         }
-        control_.status.add_result(wu_id, outcome.state, outcome.reason, outcome.credit);
+        status_.add_result(wu_id, outcome.state, outcome.reason, outcome.credit);
         const auto& metrics = unit_->metrics;
         auto bytes = static_cast<std::int64_t>(unit_->upload.size());
         log_.info("result",
@@ -560,7 +564,7 @@ private:
             known_shards_.insert(shard.sha256);
         }
         unit_.reset();
-        control_.status.set_unit("", 0);
+        status_.set_unit("", 0);
         cache_.evict(keep);
         auto held = cache_.held();
         std::set<std::string> still_held;
@@ -594,7 +598,7 @@ private:
                   {{"wu_id", unit_->unit.wu_id}});
         state_.clear_current();
         unit_.reset();
-        control_.status.set_unit("", 0);
+        status_.set_unit("", 0);
         return stop;
     }
 
@@ -602,7 +606,7 @@ private:
     Next drop_unit() {
         state_.clear_current();
         unit_.reset();
-        control_.status.set_unit("", 0);
+        status_.set_unit("", 0);
         return Phase::AskForWork;
     }
 
@@ -613,6 +617,8 @@ private:
 
     const VolunteerOptions& options_;
     VolunteerControl& control_;
+    std::optional<SharedMachine> shared_;
+    VolunteerStatus& status_;  // this server's board
     Logger log_;
     ClientState state_;
     HttpClient http_;
@@ -628,10 +634,26 @@ private:
     CarriedState carried_;                // error feedback and optimizer moments between units
     Backoff training_failures_{std::chrono::seconds(5), std::chrono::minutes(5)};
     std::optional<UnitInHand> unit_;
-    std::optional<PreferenceWatcher> watcher_;  // last: its thread writes to control_ and log_
+    std::optional<TurnTable::Turn> turn_;       // among several servers: from asking for a unit to the next ask
+    std::unique_ptr<PreferenceWatcher> watcher_;  // last: its thread writes to control_ and log_
 };
 
 }  // namespace
+
+std::unique_ptr<PreferenceWatcher> watch_preferences(const VolunteerOptions& options, VolunteerControl& control,
+                                                     const Logger& log) {
+    control.status.set_preferences(options.preferences.describe());
+    auto sensors = options.sensors ? options.sensors : std::make_shared<SystemSensors>();
+    return std::make_unique<PreferenceWatcher>(options.preferences, std::move(sensors), options.preference_interval,
+                                               [&control, &log](const std::optional<std::string>& reason) {
+                                                   control.held = reason.has_value();
+                                                   control.status.set_waiting_because(reason.value_or(""));
+                                                   if (reason)
+                                                       log.info("waiting", "waiting: " + *reason, {{"reason", *reason}});
+                                                   else
+                                                       log.info("working", "the preferences let it work again");
+                                               });
+}
 
 int exit_code(StopReason reason) {
     switch (reason) {
@@ -643,8 +665,8 @@ int exit_code(StopReason reason) {
     return 1;
 }
 
-Stop run_volunteer(const VolunteerOptions& options, VolunteerControl& control) {
-    return Volunteer(options, control).run();
+Stop run_volunteer(const VolunteerOptions& options, VolunteerControl& control, const SharedMachine* shared) {
+    return Volunteer(options, control, shared).run();
 }
 
 }  // namespace tessera::client

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -62,8 +63,30 @@ struct VolunteerControl {
     // set by the client's PreferenceWatcher, never by a command.
     std::atomic<bool> held{false};
     VolunteerStatus status;  // what `tessera-client status` shows
+    // Attached to several servers (run_volunteers): one board each, in the order given; `status`
+    // then holds only the preferences and why they hold work.
+    std::deque<VolunteerStatus> servers;
 };
 
-Stop run_volunteer(const VolunteerOptions& options, VolunteerControl& control);
+class Logger;
+class PreferenceWatcher;
+class TurnTable;
+
+// Holds `control` (`held`, and why on `control.status`) while `options.preferences` say wait,
+// logging each change to `log`, until the watcher is destroyed.
+std::unique_ptr<PreferenceWatcher> watch_preferences(const VolunteerOptions& options, VolunteerControl& control,
+                                                     const Logger& log);
+
+// A volunteer loop's place among several servers (run_volunteers): the turns it takes, its
+// own status board and how its log lines name its server. Without one, a loop has the machine
+// to itself and watches the preferences itself.
+struct SharedMachine {
+    TurnTable* turns = nullptr;
+    std::size_t index = 0;
+    VolunteerStatus* status = nullptr;
+    std::string source;
+};
+
+Stop run_volunteer(const VolunteerOptions& options, VolunteerControl& control, const SharedMachine* shared = nullptr);
 
 }  // namespace tessera::client

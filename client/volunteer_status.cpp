@@ -39,6 +39,11 @@ void VolunteerStatus::set_waiting_because(const std::string& reason) {
     waiting_because_ = reason;
 }
 
+void VolunteerStatus::set_worked_seconds(double seconds) {
+    std::lock_guard lock(mutex_);
+    worked_s_ = seconds;
+}
+
 void VolunteerStatus::add_result(const std::string& wu_id, const std::string& state, const std::string& reason,
                                  double credit) {
     std::lock_guard lock(mutex_);
@@ -65,6 +70,7 @@ boost::json::object VolunteerStatus::to_json() const {
             {"steps", steps_},
             {"units_done", units_},
             {"credit", credit_},
+            {"worked_s", worked_s_},
             {"last_results", std::move(verdicts)}};
 }
 

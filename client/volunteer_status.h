@@ -22,6 +22,8 @@ public:
     // The preferences in force ("not on battery", …) and why they hold work now ("" when not).
     void set_preferences(std::vector<std::string> preferences);
     void set_waiting_because(const std::string& reason);
+    // Among several servers: the machine's time this server's turns have taken, this run.
+    void set_worked_seconds(double seconds);
     // A unit's verdict: accepted (with its credit), rejected (with the reason), or still open.
     void add_result(const std::string& wu_id, const std::string& state, const std::string& reason, double credit);
     boost::json::object to_json() const;
@@ -42,6 +44,7 @@ private:
     std::int64_t step_ = 0, steps_ = 0;
     std::deque<Verdict> verdicts_;
     double credit_ = 0;
+    double worked_s_ = 0;
     std::int64_t units_ = 0;
 };
 

@@ -1,0 +1,188 @@
+// A client attached to several servers: the turn table's rule (least work for its share goes
+// first; a server not waiting is passed over; saved-up turns capped), the --server/--share
+// lists, and two real servers sharing one client by its shares, or one taking all the work
+// when the other cannot be reached.
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "file_io.h"
+#include "free_port.h"
+#include "polling.h"
+#include "server_fixture.h"
+#include "server_api.h"
+#include "several_servers.h"
+#include "turn_table.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+using client::TurnTable;
+
+namespace {
+
+// take() on its own thread, so that several can wait at once.
+class Taker {
+public:
+    Taker(TurnTable& table, std::size_t index)
+        : thread_([&table, index, this] { got_ = table.take(index, [this] { return give_up_.load(); }); }) {}
+    ~Taker() {
+        give_up_ = true;
+        if (thread_.joinable()) thread_.join();
+    }
+    bool join() {
+        thread_.join();
+        return got_;
+    }
+    void give_up() { give_up_ = true; }
+
+private:
+    std::atomic<bool> give_up_{false};
+    bool got_ = false;
+    std::thread thread_;
+};
+
+// The index that ends up holding the turn when `contenders` all wait for it while `holder`
+// holds it and then ends its turn.
+std::size_t winner(TurnTable& table, std::size_t holder, std::vector<std::size_t> contenders) {
+    REQUIRE(table.take(holder, {}));
+    std::vector<std::unique_ptr<Taker>> takers;
+    for (auto index : contenders) takers.push_back(std::make_unique<Taker>(table, index));
+    REQUIRE(wait_for([&] { return table.waiting() == contenders.size(); }, std::chrono::seconds(10)));
+    table.end(holder, std::chrono::seconds(0));
+    REQUIRE(wait_for([&] { return table.waiting() == contenders.size() - 1; }, std::chrono::seconds(10)));
+    std::size_t won = contenders.size();
+    for (std::size_t i = 0; i < contenders.size(); ++i) takers[i]->give_up();
+    for (std::size_t i = 0; i < contenders.size(); ++i)
+        if (takers[i]->join()) won = contenders[i];
+    REQUIRE(won < contenders.size() + 100);
+    table.end(won, std::chrono::seconds(0));
+    return won;
+}
+
+}  // namespace
+
+TEST_CASE("the turn goes to the waiting server that worked least for its share") {
+    TurnTable table({3, 1, 1});  // 2 is only ever the holder that hands the turn on
+    CHECK(winner(table, 2, {0, 1}) == 0);  // a tie: the first
+    table.end(0, std::chrono::seconds(3));  // 1 s per share
+    CHECK(winner(table, 2, {0, 1}) == 1);   // 0 s per share
+    table.end(1, std::chrono::seconds(2));  // 2 s per share
+    CHECK(winner(table, 2, {0, 1}) == 0);
+    table.end(0, std::chrono::seconds(3));  // 2 s per share
+    CHECK(winner(table, 2, {1, 0}) == 0);   // a tie again: the lower index, whoever asked first
+    CHECK(winner(table, 2, {1}) == 1);      // alone, it goes whatever it worked
+    auto worked = table.worked_seconds();
+    CHECK(worked[0] == doctest::Approx(6));
+    CHECK(worked[1] == doctest::Approx(2));
+}
+
+TEST_CASE("a server that sat out saves up at most the cap, and a stop request ends a wait") {
+    TurnTable table({1, 1}, std::chrono::seconds(10));
+    REQUIRE(table.take(0, {}));
+    table.end(0, std::chrono::seconds(100));
+    REQUIRE(table.take(1, {}));  // it sat out 100 s: it may catch up 10
+    CHECK(table.worked_seconds()[1] == doctest::Approx(90));
+    std::atomic<bool> stop{false};
+    std::thread asking([&] { CHECK_FALSE(table.take(0, [&] { return stop.load(); })); });
+    REQUIRE(wait_for([&] { return table.waiting() == 1; }, std::chrono::seconds(10)));
+    stop = true;
+    asking.join();
+    CHECK(table.waiting() == 0);
+    CHECK_THROWS(TurnTable({1, 0}));
+}
+
+TEST_CASE("--server and --share: one share per server, above 0, no server twice") {
+    auto two = client::servers_with_shares({"http://a:1", " https://b:2 "}, {3, 1}).value();
+    REQUIRE(two.size() == 2);
+    CHECK(two[1].url == "https://b:2");
+    CHECK(two[0].share == 3);
+    CHECK(client::servers_with_shares({"http://a:1"}, {}).value()[0].share == 1);
+    CHECK(client::servers_with_shares({"http://a:1", "http://b:2"}, {1}).message().find("one per server") !=
+          std::string::npos);
+    CHECK(client::servers_with_shares({"http://a:1", "http://a:1/"}, {}).message().find("twice") != std::string::npos);
+    CHECK(client::servers_with_shares({"http://a:1"}, {0}).message().find("above 0") != std::string::npos);
+    CHECK(client::servers_with_shares({"ftp://a"}, {}).message().find("ftp://a") != std::string::npos);
+    CHECK(client::servers_with_shares({}, {}).message().find("--server") != std::string::npos);
+    CHECK(client::server_state_dir("/s", "https://tessera.example.org:8443/x") ==
+          std::filesystem::path("/s/servers/tessera.example.org-8443"));
+}
+
+namespace {
+
+client::VolunteerOptions base_options(const std::filesystem::path& state) {
+    client::VolunteerOptions options;
+    options.state_dir = state;
+    options.device = "cpu";
+    options.threads = 1;
+    options.quiet = true;
+    options.json_logs = std::getenv("DEBUG_LOGS") != nullptr;
+    options.retry = {std::chrono::milliseconds(20), std::chrono::milliseconds(100)};
+    return options;
+}
+
+std::string url_of(TestServer& server) { return "http://127.0.0.1:" + std::to_string(server.port()); }
+
+double worked(client::VolunteerControl& control, std::size_t server) {
+    return control.servers[server].to_json().at("worked_s").to_number<double>();
+}
+
+std::int64_t units_done(client::VolunteerControl& control, std::size_t server) {
+    return control.servers[server].to_json().at("units_done").as_int64();
+}
+
+}  // namespace
+
+TEST_CASE("two real servers share one client by its shares, each with its own key and state") {
+    auto longer_units = [](TaskConfig& config) { config.local_steps = 30; };  // the time in training, not overheads
+    TestServer first(longer_units), second(longer_units);
+    first.advance(client::unix_now() - first.now());
+    second.advance(client::unix_now() - second.now());
+    TempDir dir;
+    client::VolunteerControl control;
+    control.servers.emplace_back();  // the boards, made before another thread reads them
+    control.servers.emplace_back();
+    client::Stop stop;
+    std::thread volunteer([&] {
+        stop = client::run_volunteers(base_options(dir / "state"), {{url_of(first), 3}, {url_of(second), 1}}, control);
+    });
+    REQUIRE(wait_for([&] { return worked(control, 0) + worked(control, 1) >= 24; }, std::chrono::seconds(300)));
+    control.stop_after_unit = true;
+    volunteer.join();
+    INFO(stop.message);
+    CHECK(stop.reason == client::StopReason::Requested);
+    auto a = worked(control, 0), b = worked(control, 1);
+    MESSAGE("turns took " << a << " s and " << b << " s; units " << units_done(control, 0) << " and "
+                       << units_done(control, 1));
+    CHECK(units_done(control, 1) >= 2);  // the smaller share works too
+    CHECK(a / b >= 2.0);  // 3:1 in time, give or take a turn on either side
+    CHECK(a / b <= 4.5);
+    auto keys = [&](TestServer& server) {
+        return client::server_state_dir(dir / "state", url_of(server)) / "client_key.pem";
+    };
+    REQUIRE(std::filesystem::exists(keys(first)));
+    REQUIRE(std::filesystem::exists(keys(second)));
+    CHECK(common::read_file(keys(first), 1 << 16).value() != common::read_file(keys(second), 1 << 16).value());
+    CHECK(first.store().clients().value().size() == 1);
+    CHECK(second.store().clients().value().size() == 1);
+    CHECK(control.servers[1].to_json().at("server").as_string() == url_of(second));
+}
+
+TEST_CASE("a server out of reach is passed over: the other gets every turn") {
+    TestServer reachable;
+    reachable.advance(client::unix_now() - reachable.now());
+    auto nowhere = "http://127.0.0.1:" + std::to_string(free_port());
+    TempDir dir;
+    client::VolunteerControl control;
+    control.servers.emplace_back();
+    control.servers.emplace_back();
+    client::Stop stop;
+    std::thread volunteer([&] {
+        stop = client::run_volunteers(base_options(dir / "state"), {{nowhere, 1}, {url_of(reachable), 1}}, control);
+    });
+    REQUIRE(wait_for([&] { return units_done(control, 1) >= 4; },
+                     std::chrono::seconds(300)));
+    control.stop_after_unit = true;
+    volunteer.join();
+    CHECK(units_done(control, 0) == 0);
+    CHECK(stop.reason == client::StopReason::Requested);
+}
