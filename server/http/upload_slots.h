@@ -1,6 +1,7 @@
 // Upload bodies being received, bounded by the bytes they may hold in all and by a count per
-// volunteer: a body is read into memory, so the budget bounds what uploads hold however many
-// arrive (docs/operations.md, "Limits"). One upload is always let in, whatever its size, so a
+// volunteer: each body is spooled to a file on disk as it arrives (upload_spool.h), so the
+// budget (`--upload-spool`) bounds the disk that uploads in flight hold however many arrive
+// (docs/operations.md, "Limits"). One upload is always let in, whatever its size, so a
 // model larger than the budget can still be trained. Thread-safe.
 #pragma once
 
