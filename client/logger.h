@@ -7,7 +7,6 @@
 
 #include <boost/json/object.hpp>
 
-#include <mutex>
 #include <string>
 
 namespace tessera::client {
@@ -26,7 +25,6 @@ private:
     bool quiet_;
     bool json_;
     std::string source_;  // empty: the only server
-    mutable std::mutex mutex_;
 };
 
 }  // namespace tessera::client

@@ -69,9 +69,10 @@ cxxopts::Options client_options() {
                              "  tessera-client status|pause|resume|finish|quit [--state DIR | --config FILE]: control the\n"
                              "    client running on that state directory");
     options.add_options()("server", "server URL, e.g. https://host:8443; several, comma-separated, share the machine",
-                          cxxopts::value<std::vector<std::string>>())(
-        "share", "with several servers: each one's share of the machine's time, in the same order (default 1 each)",
-        cxxopts::value<std::vector<double>>())(
+                          cxxopts::value<std::string>())(
+        "share", "with several servers: each one's share of the machine's time, comma-separated in the same order "
+                 "(default 1 each)",
+        cxxopts::value<std::string>()->default_value(""))(
         "state", "state directory (key, identity, cache)",
         cxxopts::value<std::string>()->default_value(".tessera-client"))(
         "device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))(
@@ -138,8 +139,8 @@ CommandLine parse_command_line(int argc, char** argv) {
     if (!args.count("server") && !subcommand) return usage_error("needs --server URL");
     auto& volunteer = line.volunteer;
     if (args.count("server")) {
-        auto shares = args.count("share") ? args["share"].as<std::vector<double>>() : std::vector<double>{};
-        auto servers = tessera::client::servers_with_shares(args["server"].as<std::vector<std::string>>(), shares);
+        auto servers =
+            tessera::client::servers_with_shares(args["server"].as<std::string>(), args["share"].as<std::string>());
         if (!servers) return usage_error(servers.message());
         line.servers = *servers;
         volunteer.server = line.servers.front().url;  // doctor checks the first
@@ -221,6 +222,10 @@ int main(int argc, char** argv) {
     if (line.subcommand == "doctor") return run_doctor(line.volunteer, std::cout);
     if (!line.subcommand.empty())
         return send_command(line.volunteer.state_dir, line.subcommand, line.volunteer.json_logs);
+    if (line.volunteer.max_upload_mbps > 0)  // a server reads an upload's body within 300 s (HttpSettings)
+        std::cerr << "tessera-client: at " << line.volunteer.max_upload_mbps << " Mbit/s a result over "
+                  << static_cast<long long>(line.volunteer.max_upload_mbps * 37.5)
+                  << " MB cannot reach a server that allows an upload 300 s (tessera-server's default)\n";
     tessera::common::tune_allocator_for_training();
     auto signals = tessera::common::block_stop_signals();
     VolunteerControl control;

@@ -1,6 +1,7 @@
 // Several servers: the list checked, a state directory and a thread per server, one turn table.
 #include "several_servers.h"
 
+#include <algorithm>
 #include <cctype>
 #include <numeric>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include "logger.h"
 #include "preference_watcher.h"
+#include "rate_limiter.h"
 #include "turn_table.h"
 #include "url.h"
 
@@ -27,24 +29,49 @@ int severity(StopReason reason) {
 
 std::string host_and_port(const Url& url) { return url.host + ":" + std::to_string(url.port); }
 
+// "a, b,c" as {"a", "b", "c"}; empty items dropped.
+std::vector<std::string> comma_list(const std::string& text) {
+    std::vector<std::string> items;
+    std::size_t begin = 0;
+    while (begin <= text.size()) {
+        auto comma = std::min(text.find(',', begin), text.size());
+        auto item = text.substr(begin, comma - begin);
+        item.erase(0, item.find_first_not_of(" \t"));
+        item.erase(item.find_last_not_of(" \t") + 1);
+        if (!item.empty()) items.push_back(item);
+        begin = comma + 1;
+    }
+    return items;
+}
+
 }  // namespace
 
-common::Result<std::vector<ServerShare>> servers_with_shares(const std::vector<std::string>& urls,
-                                                             const std::vector<double>& shares) {
-    if (urls.empty()) return common::make_error("needs --server URL");
-    if (!shares.empty() && shares.size() != urls.size())
-        return common::make_error("--share gives " + std::to_string(shares.size()) + " shares for " +
-                                  std::to_string(urls.size()) + " servers: give one per server, in the same order");
+common::Result<std::vector<ServerShare>> servers_with_shares(const std::string& urls, const std::string& shares) {
+    auto url_list = comma_list(urls);
+    auto share_list = comma_list(shares);
+    if (url_list.empty()) return common::make_error("needs --server URL");
+    if (!share_list.empty() && share_list.size() != url_list.size())
+        return common::make_error("--share gives " + std::to_string(share_list.size()) + " shares for " +
+                                  std::to_string(url_list.size()) + " servers: give one per server, in the same order");
     std::vector<ServerShare> servers;
     std::set<std::string> seen;
-    for (std::size_t i = 0; i < urls.size(); ++i) {
-        auto text = urls[i];  // "a, b" in a configuration file leaves spaces around b
-        text.erase(0, text.find_first_not_of(" \t"));
-        text.erase(text.find_last_not_of(" \t") + 1);
+    for (std::size_t i = 0; i < url_list.size(); ++i) {
+        const auto& text = url_list[i];
         auto url = parse_url(text);
         if (!url) return common::make_error("--server " + text + ": " + url.message());
-        if (!seen.insert(url->origin()).second) return common::make_error("--server " + text + " is given twice");
-        double share = shares.empty() ? 1.0 : shares[i];
+        if (!seen.insert(host_and_port(*url)).second)
+            return common::make_error("--server " + text + ": " + host_and_port(*url) + " is given twice");
+        double share = 1;
+        if (!share_list.empty()) {
+            std::size_t used = 0;
+            try {
+                share = std::stod(share_list[i], &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (used != share_list[i].size())
+                return common::make_error("--share: \"" + share_list[i] + "\" is not a number");
+        }
         if (!(share > 0 && share <= 1e6))
             return common::make_error("--share: each share must be above 0 (and at most 1000000)");
         servers.push_back({text, share});
@@ -76,13 +103,18 @@ Stop run_volunteers(const VolunteerOptions& base, const std::vector<ServerShare>
     while (control.servers.size() < servers.size()) control.servers.emplace_back();  // boards never move
     std::vector<VolunteerOptions> options(servers.size(), base);
     std::vector<SharedMachine> places(servers.size());
+    std::shared_ptr<RateLimiter> download_limit, upload_limit;  // one pair for every server
+    if (base.max_download_mbps > 0)
+        download_limit = std::make_shared<RateLimiter>(RateLimiter::bytes_per_second_of_mbps(base.max_download_mbps));
+    if (base.max_upload_mbps > 0)
+        upload_limit = std::make_shared<RateLimiter>(RateLimiter::bytes_per_second_of_mbps(base.max_upload_mbps));
     for (std::size_t i = 0; i < servers.size(); ++i) {
         options[i].server = servers[i].url;
         options[i].state_dir = server_state_dir(base.state_dir, servers[i].url);
         options[i].cache_quota_bytes =
             static_cast<std::uint64_t>(static_cast<double>(base.cache_quota_bytes) * servers[i].share / total);
         auto url = parse_url(servers[i].url);
-        places[i] = {&turns, i, nullptr, url ? host_and_port(*url) : servers[i].url};
+        places[i] = {&turns, i, nullptr, url ? host_and_port(*url) : servers[i].url, download_limit, upload_limit};
     }
     for (std::size_t i = 0; i < servers.size(); ++i) places[i].status = &control.servers[i];
 
@@ -90,13 +122,18 @@ Stop run_volunteers(const VolunteerOptions& base, const std::vector<ServerShare>
     {
         std::vector<std::jthread> loops;
         for (std::size_t i = 0; i < servers.size(); ++i)
-            loops.emplace_back([&, i] { stops[i] = run_volunteer(options[i], control, &places[i]); });
+            loops.emplace_back([&, i] {
+                stops[i] = run_volunteer(options[i], control, &places[i]);
+                // Told now, not when the last server's loop ends, which may be days later.
+                auto why = stops[i].message.empty() ? std::string("stopped") : "stopped: " + stops[i].message;
+                control.servers[i].set_phase(why);
+                if (stops[i].reason == StopReason::Error || stops[i].reason == StopReason::Untrusted)
+                    log.error(places[i].source + ": " + why + "; the other servers go on");
+            });
     }
     std::size_t worst = 0;
     for (std::size_t i = 1; i < servers.size(); ++i)
         if (severity(stops[i].reason) > severity(stops[worst].reason)) worst = i;
-    for (std::size_t i = 0; i < servers.size(); ++i)  // the worst is the caller's to tell
-        if (i != worst && !stops[i].message.empty()) log.error(places[i].source + ": " + stops[i].message);
     auto stop = stops[worst];
     if (!stop.message.empty()) stop.message = places[worst].source + ": " + stop.message;
     return stop;

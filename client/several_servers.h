@@ -18,10 +18,10 @@ struct ServerShare {
     double share = 1;  // its part of the machine's time, against the others' (any positive scale)
 };
 
-// The servers of `--server a,b` with the shares of `--share 3,1` (none: 1 each): the same
-// number of each, shares above 0, no server twice (by scheme, host and port).
-common::Result<std::vector<ServerShare>> servers_with_shares(const std::vector<std::string>& urls,
-                                                             const std::vector<double>& shares);
+// The servers of `--server a,b` with the shares of `--share 3,1` (empty: 1 each), each a
+// comma-separated list: the same number of each, shares above 0, no server twice (by host and
+// port, as their state directories are named).
+common::Result<std::vector<ServerShare>> servers_with_shares(const std::string& urls, const std::string& shares);
 
 // Where one server's state lives among several: <state>/servers/<host>-<port>.
 std::filesystem::path server_state_dir(const std::filesystem::path& state, const std::string& url);

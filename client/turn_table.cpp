@@ -50,7 +50,7 @@ bool TurnTable::wait_for_turn(std::unique_lock<std::mutex>& lock, std::size_t in
     holder_ = index;
     double most = 0;
     for (std::size_t i = 0; i < shares_.size(); ++i) most = std::max(most, work_per_share(i));
-    worked_[index] = std::max(worked_[index], (most - max_saved_s_) * shares_[index]);
+    worked_[index] = std::max(worked_[index], most * shares_[index] - max_saved_s_);  // at most max_saved behind
     return true;
 }
 

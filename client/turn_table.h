@@ -41,6 +41,8 @@ public:
         }
         Turn(const Turn&) = delete;
         Turn& operator=(const Turn&) = delete;
+        // Time within the turn that is not to count as worked (a pause while training).
+        void leave_out(std::chrono::steady_clock::duration waited) { started_ += waited; }
         // renew() for this turn; false: it has ended (a stop request came first).
         bool renew(const std::function<bool()>& stopping) {
             held_ = table_.renew(index_, std::chrono::steady_clock::now() - started_, stopping);

@@ -65,9 +65,15 @@ bool upload_is_final(const ApiFailure& failure) {
 // The server answers 409 to a result it already holds (an earlier try got through).
 bool already_uploaded(const ApiFailure& failure) { return failure.http_status == 409; }
 
-// The volunteer's HTTP settings, with its bandwidth caps.
-HttpOptions http_options_of(const VolunteerOptions& options) {
+// The volunteer's HTTP settings, with its bandwidth caps (among several servers, one pair for
+// all of them).
+HttpOptions http_options_of(const VolunteerOptions& options, const SharedMachine* shared) {
     HttpOptions http{std::chrono::seconds(60), 16 << 20, options.ca_file, nullptr, nullptr};
+    if (shared) {
+        http.download_limit = shared->download_limit;
+        http.upload_limit = shared->upload_limit;
+        return http;
+    }
     if (options.max_download_mbps > 0)
         http.download_limit =
             std::make_shared<RateLimiter>(RateLimiter::bytes_per_second_of_mbps(options.max_download_mbps));
@@ -82,7 +88,7 @@ public:
         : options_(options), control_(control), shared_(shared ? std::optional(*shared) : std::nullopt),
           status_(shared ? *shared->status : control.status),
           log_(options.quiet, options.json_logs, shared ? shared->source : ""), state_(options.state_dir),
-          http_(http_options_of(options)),
+          http_(http_options_of(options, shared)),
           cache_(state_.cache_dir(), options.cache_quota_bytes) {}
 
     Stop run() {
@@ -164,6 +170,45 @@ private:
         for (const auto& problem : problems) log_.error(problem);
         watch_preferences();
         return Phase::Connect;
+    }
+
+    bool waiting() const { return control_.paused || control_.held; }
+
+    // Among several servers: this server's turn on the machine, taken (or, `renew`ing the last
+    // unit's, competed for again) unless it already holds it. False when a stop request, a
+    // pause or a preference's wait came first (no turn then).
+    bool hold_turn(bool renew) {
+        if (!shared_) return true;
+        if (turn_ && !renew) return true;
+        status_.set_phase("waiting for its turn");
+        auto give_up = [this] { return stop_requested() || waiting(); };
+        bool got = turn_ ? turn_->renew(give_up) : shared_->turns->take(shared_->index, give_up);
+        if (got && !turn_) turn_.emplace(*shared_->turns, shared_->index);
+        if (got && waiting()) got = false;  // paused just as the turn came
+        if (!got) turn_.reset();
+        status_.set_worked_seconds(shared_->turns->worked_seconds()[shared_->index]);
+        return got;
+    }
+
+    // Among several servers, training needs the turn (given up if a download failed); a pause
+    // does not stop it here, as it does not stop training in hand. False: quit was asked.
+    bool turn_for_training() {
+        if (!shared_ || turn_) return true;
+        status_.set_phase("waiting for its turn");
+        if (!shared_->turns->take(shared_->index, abandoning())) return false;
+        turn_.emplace(*shared_->turns, shared_->index);
+        return true;
+    }
+
+    // A call that gives the turn up when it fails: a server out of reach, retried in the
+    // background, must not keep the machine from the others.
+    template <class Call>
+    auto turn_released_on_failure(Call call) {
+        return [this, call] {
+            auto result = call();
+            if (!result) turn_.reset();
+            return result;
+        };
     }
 
     // From here on a preference that says wait holds work (control_.held), and says why.
@@ -249,25 +294,17 @@ private:
     }
 
     Next ask_for_work() {
-        while ((control_.paused || control_.held) && !stop_requested()) {
+        if (waiting()) turn_.reset();  // waiting is no server's work
+        while (waiting() && !stop_requested()) {
             status_.set_phase(control_.paused ? "paused" : "waiting");
             sleep_unless_stopping(std::chrono::milliseconds(200), stopping());
         }
         if (stop_requested()) return Stop{};
-        if (shared_) {  // the last unit's turn ends here, and this server waits for its next
-            status_.set_phase("waiting for its turn");
-            if (!(turn_ ? turn_->renew(stopping()) : shared_->turns->take(shared_->index, stopping()))) {
-                turn_.reset();
-                return Stop{};
-            }
-            if (!turn_) turn_.emplace(*shared_->turns, shared_->index);
-            status_.set_worked_seconds(shared_->turns->worked_seconds()[shared_->index]);
-            status_.set_phase(phase_name(Phase::AskForWork));
-        }
+        if (!hold_turn(true)) return stop_requested() ? Next{Stop{}} : Next{Phase::AskForWork};  // paused meanwhile
         common::WorkRequest request{api_->client_id(), device_, samples_per_s_, cached_shards(),
                                     cache_.find(held_model_) ? held_model_ : std::string()};
-        auto response = with_retries([&] { return api_->request_work(request); }, stopping(), log_, "asking for work",
-                                     options_.retry);
+        auto response = with_retries(turn_released_on_failure([&] { return api_->request_work(request); }), stopping(),
+                                     log_, "asking for work", options_.retry);
         if (!response) return stop_for(response.failure());
         if (!response->has_work) {
             turn_.reset();  // another server may have work meanwhile
@@ -375,10 +412,10 @@ private:
             });
         };
         auto what = "download of " + blob.sha256.substr(0, 12);
-        auto path = with_retries(download, abandoning(), log_, what, options_.retry);
+        auto path = with_retries(turn_released_on_failure(download), abandoning(), log_, what, options_.retry);
         if (!path && path.failure().kind == FailureKind::BadAnswer) {  // corrupt in transit? once more
             log_.error(what + ": " + path.message() + "; downloading it again");
-            path = with_retries(download, abandoning(), log_, what, options_.retry);
+            path = with_retries(turn_released_on_failure(download), abandoning(), log_, what, options_.retry);
         }
         if (path && !log_.quiet()) bar.finish(std::to_string(blob.bytes) + " bytes");
         return path;
@@ -386,6 +423,7 @@ private:
 
     Next train() {
         const auto& unit = unit_->unit;
+        if (!turn_for_training()) return give_back(Stop{StopReason::Requested, unit.wu_id + ": abandoned on request"});
         std::optional<common::Result<RunOutput>> output;
         bool interrupted = false;
         bool told_to_stop = false;
@@ -419,6 +457,7 @@ private:
                 interrupted = true;
             }
             told_to_stop = heartbeat.told_to_stop();
+            if (turn_) turn_->leave_out(clock.waited);  // the machine was free while training waited
         }
         if (interrupted && told_to_stop) return drop_unit();
         if (interrupted && held_too_long) {
@@ -435,6 +474,7 @@ private:
             // longer after each failure in a row.
             auto wait = training_failures_.ceiling();  // 5 s, doubling to 5 minutes
             (void)training_failures_.next();
+            turn_.reset();  // another server's units may train meanwhile
             log_.error(why + "; gave the unit back, asking again in " + std::to_string(wait.count() / 1000) + " s");
             sleep_unless_stopping(wait, stopping());
             return Phase::AskForWork;
@@ -472,8 +512,8 @@ private:
 
     Next upload() {
         const auto& wu_id = unit_->unit.wu_id;
-        auto uploaded = with_retries([&] { return api_->upload_result(unit_->upload); }, stopping(), log_,
-                                     "uploading " + wu_id, options_.retry);
+        auto uploaded = with_retries(turn_released_on_failure([&] { return api_->upload_result(unit_->upload); }),
+                                     stopping(), log_, "uploading " + wu_id, options_.retry);
         if (!uploaded && !already_uploaded(uploaded.failure())) {
             const auto& failure = uploaded.failure();
             if (failure.kind == FailureKind::Stopped) return kept_for_later(wu_id);
@@ -487,22 +527,32 @@ private:
         return Phase::Report;
     }
 
-    // How long training has run, waits left out: the pace that says how long the rest takes.
+    // How long training has run since its first step ended, waits left out: the pace that
+    // says how long the rest takes (the first step also loaded the model and the data).
     struct TrainingClock {
-        std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+        std::int64_t first_step = 0;  // 0: no step seen yet
+        std::chrono::steady_clock::time_point started;
         std::chrono::steady_clock::duration waited{};
+        void saw(std::int64_t step) {
+            if (first_step == 0) {
+                first_step = step;
+                started = std::chrono::steady_clock::now();
+            }
+        }
     };
 
     // Whether a preference's wait has gone on so long that less than twice the training still
-    // to do (at the pace so far) is left before the unit's deadline.
+    // to do (at the pace so far; before a pace is known, nothing) is left before the deadline.
     static bool too_late_to_finish(const common::WorkUnit& unit, std::int64_t step, const TrainingClock& clock) {
-        if (step <= 0 || unit.deadline <= 0) return false;
-        auto worked = std::chrono::steady_clock::now() - clock.started - clock.waited;
-        double seconds_per_step = std::chrono::duration<double>(worked).count() / static_cast<double>(step);
-        double still_to_do = seconds_per_step * static_cast<double>(unit.hyper.local_steps - step);
+        if (unit.deadline <= 0) return false;
         auto left = static_cast<double>(unit.deadline - std::chrono::duration_cast<std::chrono::seconds>(
                                                             std::chrono::system_clock::now().time_since_epoch())
                                                             .count());
+        if (step <= clock.first_step) return left < 0;
+        auto worked = std::chrono::steady_clock::now() - clock.started - clock.waited;
+        double seconds_per_step =
+            std::chrono::duration<double>(worked).count() / static_cast<double>(step - clock.first_step);
+        double still_to_do = seconds_per_step * static_cast<double>(unit.hyper.local_steps - step);
         return left < 2 * still_to_do;
     }
 
@@ -512,6 +562,7 @@ private:
     // no longer finish in time (too_late_to_finish), so the server can reissue it at once.
     // False: give the unit back.
     bool wait_while_paused(const HeartbeatSender& heartbeat, std::int64_t step, TrainingClock& clock) const {
+        clock.saw(step);
         if (!control_.paused && !control_.held) return true;
         auto began = std::chrono::steady_clock::now();
         bool in_time = true;

@@ -70,6 +70,7 @@ struct VolunteerControl {
 
 class Logger;
 class PreferenceWatcher;
+class RateLimiter;
 class TurnTable;
 
 // Holds `control` (`held`, and why on `control.status`) while `options.preferences` say wait,
@@ -85,6 +86,8 @@ struct SharedMachine {
     std::size_t index = 0;
     VolunteerStatus* status = nullptr;
     std::string source;
+    std::shared_ptr<RateLimiter> download_limit;  // the client's caps, for all its servers (null: none)
+    std::shared_ptr<RateLimiter> upload_limit;
 };
 
 Stop run_volunteer(const VolunteerOptions& options, VolunteerControl& control, const SharedMachine* shared = nullptr);

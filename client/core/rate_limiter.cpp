@@ -2,6 +2,7 @@
 #include "rate_limiter.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <thread>
 
 namespace tessera::client {
@@ -9,7 +10,9 @@ namespace tessera::client {
 RateLimiter::RateLimiter(double bytes_per_second, Clock clock, Sleep sleep)
     : rate_(bytes_per_second), clock_(clock ? std::move(clock) : [] { return std::chrono::steady_clock::now(); }),
       sleep_(sleep ? std::move(sleep) : [](std::chrono::nanoseconds wait) { std::this_thread::sleep_for(wait); }),
-      last_(clock_()) {}
+      last_(clock_()) {
+    if (!(rate_ > 0)) throw std::invalid_argument("a rate limit must be above 0 bytes per second");
+}
 
 void RateLimiter::spend(std::uint64_t bytes) {
     std::lock_guard lock(mutex_);

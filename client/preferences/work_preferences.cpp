@@ -58,8 +58,8 @@ std::optional<std::string> reason_to_wait(const WorkPreferences& preferences, co
     for (const auto& name : preferences.exclusive_apps)
         if (machine.programs.count(name) > 0) return name + " is running";
     if (preferences.idle_minutes > 0 && machine.user_idle_s && *machine.user_idle_s < preferences.idle_minutes * 60)
-        return "the user is active (idle " + minutes_text(*machine.user_idle_s / 60) + " of " +
-               minutes_text(preferences.idle_minutes) + ")";
+        return "the user is active (idle less than " + minutes_text(preferences.idle_minutes) + ")";  // one text:
+                                                                                                  // logged once
     return std::nullopt;
 }
 

@@ -138,7 +138,9 @@ TEST_CASE("reason_to_wait: each preference holds work, and says why; none holds 
     idle_first.idle_minutes = 10;
     MachineState active;
     active.user_idle_s = 150;
-    CHECK(reason_to_wait(idle_first, active) == "the user is active (idle 2.5 min of 10 min)");
+    CHECK(reason_to_wait(idle_first, active) == "the user is active (idle less than 10 min)");
+    active.user_idle_s = 300;  // the same text while it lasts: the watcher logs a change once
+    CHECK(reason_to_wait(idle_first, active) == "the user is active (idle less than 10 min)");
     active.user_idle_s = 600;
     CHECK_FALSE(reason_to_wait(idle_first, active));
     active.user_idle_s.reset();  // no way to tell: work

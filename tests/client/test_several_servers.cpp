@@ -4,6 +4,7 @@
 // when the other cannot be reached.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <thread>
 
 #include "file_io.h"
@@ -50,13 +51,16 @@ std::size_t winner(TurnTable& table, std::size_t holder, std::vector<std::size_t
     REQUIRE(wait_for([&] { return table.waiting() == contenders.size(); }, std::chrono::seconds(10)));
     table.end(holder, std::chrono::seconds(0));
     REQUIRE(wait_for([&] { return table.waiting() == contenders.size() - 1; }, std::chrono::seconds(10)));
-    std::size_t won = contenders.size();
+    std::optional<std::size_t> won;
     for (std::size_t i = 0; i < contenders.size(); ++i) takers[i]->give_up();
     for (std::size_t i = 0; i < contenders.size(); ++i)
-        if (takers[i]->join()) won = contenders[i];
-    REQUIRE(won < contenders.size() + 100);
-    table.end(won, std::chrono::seconds(0));
-    return won;
+        if (takers[i]->join()) {
+            CHECK_FALSE(won);  // one turn, one taker
+            won = contenders[i];
+        }
+    REQUIRE(won);
+    table.end(*won, std::chrono::seconds(0));
+    return *won;
 }
 
 }  // namespace
@@ -82,7 +86,13 @@ TEST_CASE("a server that sat out saves up at most the cap, and a stop request en
     table.end(0, std::chrono::seconds(100));
     REQUIRE(table.take(1, {}));  // it sat out 100 s: it may catch up 10
     CHECK(table.worked_seconds()[1] == doctest::Approx(90));
-    std::atomic<bool> stop{false};
+    TurnTable large({100, 100}, std::chrono::seconds(10));  // the cap is in seconds, whatever the shares' scale
+    REQUIRE(large.take(0, {}));
+    large.end(0, std::chrono::seconds(100));
+    REQUIRE(large.take(1, {}));
+    CHECK(large.worked_seconds()[1] == doctest::Approx(90));
+    large.end(1, std::chrono::seconds(0));
+    std::atomic<bool> stop{false};  // 1 holds the turn: 0 waits, until it gives up
     std::thread asking([&] { CHECK_FALSE(table.take(0, [&] { return stop.load(); })); });
     REQUIRE(wait_for([&] { return table.waiting() == 1; }, std::chrono::seconds(10)));
     stop = true;
@@ -92,17 +102,20 @@ TEST_CASE("a server that sat out saves up at most the cap, and a stop request en
 }
 
 TEST_CASE("--server and --share: one share per server, above 0, no server twice") {
-    auto two = client::servers_with_shares({"http://a:1", " https://b:2 "}, {3, 1}).value();
+    auto two = client::servers_with_shares("http://a:1,  https://b:2 ", "3, 1").value();
     REQUIRE(two.size() == 2);
     CHECK(two[1].url == "https://b:2");
     CHECK(two[0].share == 3);
-    CHECK(client::servers_with_shares({"http://a:1"}, {}).value()[0].share == 1);
-    CHECK(client::servers_with_shares({"http://a:1", "http://b:2"}, {1}).message().find("one per server") !=
+    CHECK(client::servers_with_shares("http://a:1", "").value()[0].share == 1);
+    CHECK(client::servers_with_shares("http://a:1,http://b:2", "1").message().find("one per server") !=
           std::string::npos);
-    CHECK(client::servers_with_shares({"http://a:1", "http://a:1/"}, {}).message().find("twice") != std::string::npos);
-    CHECK(client::servers_with_shares({"http://a:1"}, {0}).message().find("above 0") != std::string::npos);
-    CHECK(client::servers_with_shares({"ftp://a"}, {}).message().find("ftp://a") != std::string::npos);
-    CHECK(client::servers_with_shares({}, {}).message().find("--server") != std::string::npos);
+    CHECK(client::servers_with_shares("http://a:1,http://a:1/", "").message().find("twice") != std::string::npos);
+    CHECK(client::servers_with_shares("http://a:1,https://a:1", "").message().find("twice") !=
+          std::string::npos);  // one state directory per host and port
+    CHECK(client::servers_with_shares("http://a:1", "0").message().find("above 0") != std::string::npos);
+    CHECK(client::servers_with_shares("http://a:1", "3x").message().find("not a number") != std::string::npos);
+    CHECK(client::servers_with_shares("ftp://a", "").message().find("ftp://a") != std::string::npos);
+    CHECK(client::servers_with_shares("", "").message().find("--server") != std::string::npos);
     CHECK(client::server_state_dir("/s", "https://tessera.example.org:8443/x") ==
           std::filesystem::path("/s/servers/tessera.example.org-8443"));
 }
@@ -165,6 +178,27 @@ TEST_CASE("two real servers share one client by its shares, each with its own ke
     CHECK(first.store().clients().value().size() == 1);
     CHECK(second.store().clients().value().size() == 1);
     CHECK(control.servers[1].to_json().at("server").as_string() == url_of(second));
+}
+
+TEST_CASE("a server that goes away mid-run gives up its turn: the other gets every turn after") {
+    TestServer first, second;
+    first.advance(client::unix_now() - first.now());
+    second.advance(client::unix_now() - second.now());
+    TempDir dir;
+    client::VolunteerControl control;
+    control.servers.emplace_back();
+    control.servers.emplace_back();
+    client::Stop stop;
+    std::thread volunteer([&] {
+        stop = client::run_volunteers(base_options(dir / "state"), {{url_of(first), 1}, {url_of(second), 1}}, control);
+    });
+    REQUIRE(wait_for([&] { return units_done(control, 1) >= 2; }, std::chrono::seconds(300)));
+    second.stop();  // its loop now retries in the background
+    auto before = units_done(control, 0);
+    REQUIRE(wait_for([&] { return units_done(control, 0) >= before + 6; }, std::chrono::seconds(300)));
+    control.stop_after_unit = true;
+    volunteer.join();
+    CHECK(stop.reason == client::StopReason::Requested);
 }
 
 TEST_CASE("a server out of reach is passed over: the other gets every turn") {
