@@ -232,12 +232,21 @@ void check_server(Report& report, const VolunteerOptions& options) {
 
 }  // namespace
 
-int run_doctor(const VolunteerOptions& options, std::ostream& out) {
+int run_doctor(const VolunteerOptions& options, std::ostream& out, const std::vector<ServerShare>& servers) {
     out << "tessera-client doctor " << common::kVersion << "\n";
     Report report(out);
     check_compute(report, options);
     check_state_directory(report, options);
-    check_server(report, options);
+    if (servers.size() <= 1) {
+        check_server(report, options);
+    } else {
+        for (const auto& server : servers) {  // each against the key pinned in its own state
+            auto one = options;
+            one.server = server.url;
+            one.state_dir = server_state_dir(options.state_dir, server.url);
+            check_server(report, one);
+        }
+    }
     out << (report.failed() ? "the client cannot work until the failures above are fixed\n" : "the client can work\n");
     return report.failed() ? 1 : 0;
 }

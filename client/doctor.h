@@ -6,12 +6,16 @@
 #pragma once
 
 #include <ostream>
+#include <vector>
 
+#include "several_servers.h"
 #include "volunteer.h"
 
 namespace tessera::client {
 
-// Prints one line per check; 0 when the client can work, 1 when a check failed.
-int run_doctor(const VolunteerOptions& options, std::ostream& out);
+// Prints one line per check; 0 when the client can work, 1 when a check failed. With several
+// `servers` (--server a,b), each is checked against its own pinned key (server_state_dir);
+// with none or one, `options.server` against the state directory's.
+int run_doctor(const VolunteerOptions& options, std::ostream& out, const std::vector<ServerShare>& servers = {});
 
 }  // namespace tessera::client

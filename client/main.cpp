@@ -143,7 +143,7 @@ CommandLine parse_command_line(int argc, char** argv) {
             tessera::client::servers_with_shares(args["server"].as<std::string>(), args["share"].as<std::string>());
         if (!servers) return usage_error(servers.message());
         line.servers = *servers;
-        volunteer.server = line.servers.front().url;  // doctor checks the first
+        volunteer.server = line.servers.front().url;
     }
     volunteer.state_dir = args["state"].as<std::string>();
     volunteer.device = args["device"].as<std::string>();
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
         line = usage_error(error.what());
     }
     if (line.exit_code >= 0) return line.exit_code;
-    if (line.subcommand == "doctor") return run_doctor(line.volunteer, std::cout);
+    if (line.subcommand == "doctor") return run_doctor(line.volunteer, std::cout, line.servers);
     if (!line.subcommand.empty())
         return send_command(line.volunteer.state_dir, line.subcommand, line.volunteer.json_logs);
     if (line.volunteer.max_upload_mbps > 0)  // a server reads an upload's body within 300 s (HttpSettings)

@@ -29,9 +29,9 @@ struct Diagnosis {
     bool says(const std::string& part) const { return text.find(part) != std::string::npos; }
 };
 
-Diagnosis diagnose(const client::VolunteerOptions& options) {
+Diagnosis diagnose(const client::VolunteerOptions& options, const std::vector<client::ServerShare>& servers = {}) {
     std::ostringstream out;
-    int code = client::run_doctor(options, out);
+    int code = client::run_doctor(options, out, servers);
     MESSAGE(out.str());
     return {code, out.str()};
 }
@@ -119,4 +119,14 @@ TEST_CASE("the doctor fails an unreachable server, a state path that is a file a
     auto unnamed = diagnose(no_server);
     CHECK(unnamed.exit_code == 1);
     CHECK(unnamed.says("no server named"));
+
+    // Several servers: each checked, the one out of reach named.
+    auto nowhere = "http://127.0.0.1:" + std::to_string(free_port());
+    auto servers = client::servers_with_shares("http://127.0.0.1:" + std::to_string(server.port()) + "," + nowhere, "")
+                       .value();
+    auto both = diagnose(options_for(server.port(), dir / "state"), servers);
+    CHECK(both.exit_code == 1);
+    CHECK(both.says("server http://127.0.0.1:" + std::to_string(server.port()) + ": tessera-server"));
+    CHECK(both.says(nowhere));
+    CHECK(both.says("check the URL"));
 }

@@ -143,6 +143,30 @@ std::int64_t units_done(client::VolunteerControl& control, std::size_t server) {
     return control.servers[server].to_json().at("units_done").as_int64();
 }
 
+// run_volunteers on its own thread, with a board per server made before it starts.
+class SharingClient {
+public:
+    SharingClient(const std::filesystem::path& state, std::vector<client::ServerShare> servers) {
+        for (std::size_t i = 0; i < servers.size(); ++i) control.servers.emplace_back();
+        thread_ = std::thread([this, state, servers] { stop_ = client::run_volunteers(base_options(state), servers, control); });
+    }
+    ~SharingClient() {
+        control.abandon_now = true;
+        if (thread_.joinable()) thread_.join();
+    }
+    // Asks every loop to stop after its unit; how the client ended.
+    client::Stop stop() {
+        control.stop_after_unit = true;
+        thread_.join();
+        return stop_;
+    }
+    client::VolunteerControl control;
+
+private:
+    client::Stop stop_;
+    std::thread thread_;
+};
+
 }  // namespace
 
 TEST_CASE("two real servers share one client by its shares, each with its own key and state") {
@@ -151,21 +175,15 @@ TEST_CASE("two real servers share one client by its shares, each with its own ke
     first.advance(client::unix_now() - first.now());
     second.advance(client::unix_now() - second.now());
     TempDir dir;
-    client::VolunteerControl control;
-    control.servers.emplace_back();  // the boards, made before another thread reads them
-    control.servers.emplace_back();
-    client::Stop stop;
-    std::thread volunteer([&] {
-        stop = client::run_volunteers(base_options(dir / "state"), {{url_of(first), 3}, {url_of(second), 1}}, control);
-    });
+    SharingClient sharing(dir / "state", {{url_of(first), 3}, {url_of(second), 1}});
+    auto& control = sharing.control;
     REQUIRE(wait_for([&] { return worked(control, 0) + worked(control, 1) >= 24; }, std::chrono::seconds(300)));
-    control.stop_after_unit = true;
-    volunteer.join();
+    auto stop = sharing.stop();
     INFO(stop.message);
     CHECK(stop.reason == client::StopReason::Requested);
     auto a = worked(control, 0), b = worked(control, 1);
     MESSAGE("turns took " << a << " s and " << b << " s; units " << units_done(control, 0) << " and "
-                       << units_done(control, 1));
+                          << units_done(control, 1));
     CHECK(units_done(control, 1) >= 2);  // the smaller share works too
     CHECK(a / b >= 2.0);  // 3:1 in time, give or take a turn on either side
     CHECK(a / b <= 4.5);
@@ -185,20 +203,13 @@ TEST_CASE("a server that goes away mid-run gives up its turn: the other gets eve
     first.advance(client::unix_now() - first.now());
     second.advance(client::unix_now() - second.now());
     TempDir dir;
-    client::VolunteerControl control;
-    control.servers.emplace_back();
-    control.servers.emplace_back();
-    client::Stop stop;
-    std::thread volunteer([&] {
-        stop = client::run_volunteers(base_options(dir / "state"), {{url_of(first), 1}, {url_of(second), 1}}, control);
-    });
+    SharingClient sharing(dir / "state", {{url_of(first), 1}, {url_of(second), 1}});
+    auto& control = sharing.control;
     REQUIRE(wait_for([&] { return units_done(control, 1) >= 2; }, std::chrono::seconds(300)));
     second.stop();  // its loop now retries in the background
     auto before = units_done(control, 0);
     REQUIRE(wait_for([&] { return units_done(control, 0) >= before + 6; }, std::chrono::seconds(300)));
-    control.stop_after_unit = true;
-    volunteer.join();
-    CHECK(stop.reason == client::StopReason::Requested);
+    CHECK(sharing.stop().reason == client::StopReason::Requested);
 }
 
 TEST_CASE("a server out of reach is passed over: the other gets every turn") {
@@ -206,17 +217,9 @@ TEST_CASE("a server out of reach is passed over: the other gets every turn") {
     reachable.advance(client::unix_now() - reachable.now());
     auto nowhere = "http://127.0.0.1:" + std::to_string(free_port());
     TempDir dir;
-    client::VolunteerControl control;
-    control.servers.emplace_back();
-    control.servers.emplace_back();
-    client::Stop stop;
-    std::thread volunteer([&] {
-        stop = client::run_volunteers(base_options(dir / "state"), {{nowhere, 1}, {url_of(reachable), 1}}, control);
-    });
-    REQUIRE(wait_for([&] { return units_done(control, 1) >= 4; },
-                     std::chrono::seconds(300)));
-    control.stop_after_unit = true;
-    volunteer.join();
+    SharingClient sharing(dir / "state", {{nowhere, 1}, {url_of(reachable), 1}});
+    auto& control = sharing.control;
+    REQUIRE(wait_for([&] { return units_done(control, 1) >= 4; }, std::chrono::seconds(300)));
+    CHECK(sharing.stop().reason == client::StopReason::Requested);
     CHECK(units_done(control, 0) == 0);
-    CHECK(stop.reason == client::StopReason::Requested);
 }
