@@ -13,6 +13,7 @@
 #include "dataset_manifest.h"
 #include "ed25519.h"
 #include "file_io.h"
+#include "io_thread.h"
 #include "model_cache.h"
 #include "result_intake.h"
 #include "scheduler.h"
@@ -295,7 +296,11 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     for (const auto& a : *returned) p.validator->submit(a.id, p.executor);
     if (p.options.task_poll_ms > 0) p.tasks->watch(std::chrono::milliseconds(p.options.task_poll_ms));
 
-    for (std::size_t i = 0; i < p.options.io_threads; ++i) p.io_threads.emplace_back([raw] { raw->io.run(); });
+    for (std::size_t i = 0; i < p.options.io_threads; ++i)
+        p.io_threads.emplace_back([raw] {
+            mark_io_thread();
+            raw->io.run();
+        });
     if (p.options.tick_interval_s > 0)
         // Its own thread, ticking on a deadline: notifications of `changed` (every pool job
         // sends one) wake it only to check for stopping. Ticks do database work, which has

@@ -69,7 +69,12 @@ public:
     static std::int64_t event_stream_start(const http::request_header<>& header);
     // Events after `after` as SSE text ("id: N\nevent: KIND\ndata: JSON\n\n" each), from
     // the event hub's memory; `after` moves to the last id written. Empty when nothing is new.
-    std::string event_stream_chunk(std::int64_t& after) { return events_.chunk_after(after); }
+    // A stream's next chunk from the hub's memory (an I/O thread may ask), or nothing when it
+    // must come from the store: event_stream_chunk_from_store, on the handler pool.
+    std::optional<std::string> event_stream_chunk_from_memory(std::int64_t& after) {
+        return events_.chunk_from_memory(after);
+    }
+    std::string event_stream_chunk_from_store(std::int64_t& after) { return events_.chunk_from_store(after); }
     // Uploads up to this many delta bytes are taken (the largest model served sets it).
     void raise_max_delta_bytes(std::int64_t bytes);
     // What the sessions record (latency, bytes) and /metrics shows.

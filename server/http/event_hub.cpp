@@ -4,6 +4,9 @@
 #include <boost/json.hpp>
 
 #include <iostream>
+#include <stdexcept>
+
+#include "io_thread.h"
 
 namespace tessera::server {
 namespace {
@@ -63,23 +66,33 @@ void EventHub::refresh() {
 }
 
 std::string EventHub::chunk_after(std::int64_t& after) {
+    if (auto text = chunk_from_memory(after)) return *text;
+    return chunk_from_store(after);
+}
+
+std::optional<std::string> EventHub::chunk_from_memory(std::int64_t& after) {
+    std::lock_guard lock(mutex_);
+    // Memory answers when it holds everything after `after`.
+    bool in_memory = after >= newest_ || (!recent_.empty() && after >= recent_.front().id - 1);
+    if (!in_memory) return std::nullopt;
     std::string text;
+    int written = 0;
+    for (const auto& e : recent_) {
+        if (e.id <= after) continue;
+        if (written++ == kChunkEvents) break;
+        text += sse_text(e);
+        after = e.id;
+    }
+    return text;
+}
+
+std::string EventHub::chunk_from_store(std::int64_t& after) {
+    if (on_io_thread()) throw std::logic_error("the events table read on an I/O thread");
     {
         std::lock_guard lock(mutex_);
-        // Memory answers when it holds everything after `after`.
-        bool in_memory = after >= newest_ || (!recent_.empty() && after >= recent_.front().id - 1);
-        if (in_memory) {
-            int written = 0;
-            for (const auto& e : recent_) {
-                if (e.id <= after) continue;
-                if (written++ == kChunkEvents) break;
-                text += sse_text(e);
-                after = e.id;
-            }
-            return text;
-        }
         ++store_reads_;
     }
+    std::string text;
     auto rows = store_.events_after(after, kChunkEvents);
     if (!rows) return text;
     for (const auto& e : *rows) {

@@ -2,7 +2,7 @@
 // events from the store once per period (on its own thread) and keeps the newest in memory;
 // each SSE session takes its chunks from memory, so a hundred open dashboards cost one query
 // per period, not a hundred. A client resuming from before what memory holds is served from
-// the store. Thread-safe.
+// the store, on the handler pool: never on an I/O thread. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -30,6 +31,11 @@ public:
     // The SSE text ("id: N\nevent: KIND\ndata: JSON\n\n" each) of up to 100 events after
     // `after`, which moves to the last id written; empty when there is nothing new.
     std::string chunk_after(std::int64_t& after);
+    // The same from memory alone (an I/O thread may call it): nothing when memory does not
+    // hold everything after `after`, and chunk_from_store must answer, off the I/O threads.
+    std::optional<std::string> chunk_from_memory(std::int64_t& after);
+    // The same from the store; refuses to run on an I/O thread (io_thread.h).
+    std::string chunk_from_store(std::int64_t& after);
     // How many times the store was queried (refreshes and resumes from before memory).
     std::uint64_t store_reads() const;
 

@@ -107,17 +107,41 @@ private:
 constexpr auto kEventPoll = std::chrono::milliseconds(500);
 constexpr auto kEventKeepAlive = std::chrono::seconds(15);
 
+// Runs `work` on the handler pool while this connection's coroutine waits. Named locals, not
+// temporaries, in the co_await: GCC 12 can destroy a coroutine's temporaries twice.
+template <class T>
+asio::awaitable<T> on_handler_pool(asio::thread_pool& handlers, asio::awaitable<T> work) {
+    auto on_pool = asio::co_spawn(handlers.get_executor(), std::move(work), asio::use_awaitable);
+    auto result = co_await std::move(on_pool);
+    co_return result;
+}
+
+// Events from the store for a stream resuming from before the hub's memory: the new position
+// and the text, read on the handler pool.
+asio::awaitable<std::pair<std::int64_t, std::string>> stored_events(Api& api, std::int64_t after) {
+    auto text = api.event_stream_chunk_from_store(after);
+    co_return std::pair(after, std::move(text));
+}
+
 // Server-sent events until the client goes away or the server stops; the body ends with the
 // connection (no length), as SSE allows.
 template <class Stream>
-asio::awaitable<void> stream_events(Stream& stream, Api& api, const ConnectionDrain& drain, std::int64_t after) {
+asio::awaitable<void> stream_events(Stream& stream, Api& api, asio::thread_pool& handlers, const ConnectionDrain& drain,
+                                    std::int64_t after) {
     std::string head =
         "HTTP/1.1 200 OK\r\nServer: tessera-server\r\nContent-Type: text/event-stream\r\n"
         "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
     asio::steady_timer timer(co_await asio::this_coro::executor);
     auto quiet_since = std::chrono::steady_clock::now();
     for (std::string chunk = head;; chunk.clear()) {
-        chunk += api.event_stream_chunk(after);
+        if (auto from_memory = api.event_stream_chunk_from_memory(after)) {
+            chunk += *from_memory;
+        } else {
+            auto work = stored_events(api, after);
+            auto stored = co_await on_handler_pool(handlers, std::move(work));
+            after = stored.first;
+            chunk += stored.second;
+        }
         auto now = std::chrono::steady_clock::now();
         if (chunk.empty() && now - quiet_since >= kEventKeepAlive) chunk = ": keep-alive\n\n";
         if (!chunk.empty()) {
@@ -135,15 +159,6 @@ asio::awaitable<void> stream_events(Stream& stream, Api& api, const ConnectionDr
 
 asio::awaitable<std::optional<Response>> respond(Api& api, Request request, std::string peer) {
     co_return api.handle(std::move(request), std::move(peer));
-}
-
-// Runs `work` on the handler pool while this connection's coroutine waits. Named locals, not
-// temporaries, in the co_await: GCC 12 can destroy a coroutine's temporaries twice.
-template <class T>
-asio::awaitable<T> on_handler_pool(asio::thread_pool& handlers, asio::awaitable<T> work) {
-    auto on_pool = asio::co_spawn(handlers.get_executor(), std::move(work), asio::use_awaitable);
-    auto result = co_await std::move(on_pool);
-    co_return result;
 }
 
 // The API's answer, computed on the handler pool.
@@ -293,7 +308,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
                                     std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         };
         if (api.is_event_stream(header)) {
-            co_await stream_events(stream, api, context->drain, Api::event_stream_start(header));
+            co_await stream_events(stream, api, context->handlers, context->drain, Api::event_stream_start(header));
             co_return;
         }
         auto limit = api.body_limit(header.method(), header.target());

@@ -546,6 +546,29 @@ TEST_CASE("events stream as server-sent events, resuming after Last-Event-ID") {
     CHECK(received.find("id: " + std::to_string(last_id + 1) + "\n") != std::string::npos);
 }
 
+TEST_CASE("a stream from the start gets the events written before the server started, read off the I/O threads") {
+    TestServer server;  // the task's creation wrote events before the server and its event hub started
+    auto events = boost::json::parse(http_get(server.port(), "/api/v1/events?after=0").body).at("events").as_array();
+    REQUIRE(!events.empty());
+    auto first_id = events.front().at("id").as_int64();
+    auto first_kind = std::string(events.front().at("kind").as_string());
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket socket(io);
+    socket.connect({boost::asio::ip::make_address("127.0.0.1"), server.port()});
+    boost::asio::write(socket, boost::asio::buffer(std::string("GET /api/v1/events/stream?after=0 HTTP/1.1\r\nHost: x\r\n\r\n")));
+    std::string received;
+    auto wanted = "id: " + std::to_string(first_id) + "\nevent: " + first_kind + "\n";
+    while (received.find(wanted) == std::string::npos) {
+        char buffer[4096];
+        boost::system::error_code error;
+        auto n = socket.read_some(boost::asio::buffer(buffer), error);
+        REQUIRE_MESSAGE(!error, "the stream ended before the first event: " << received);
+        received.append(buffer, n);
+    }
+    CHECK(received.starts_with("HTTP/1.1 200 OK"));
+    CHECK(http_get(server.port(), "/api/v1/server").status == 200);  // the I/O threads still answer
+}
+
 namespace {
 
 std::uint64_t metric_value(TestServer& server, const std::string& name) {
