@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "comma_separated.h"
 #include "logger.h"
 #include "preference_watcher.h"
 #include "rate_limiter.h"
@@ -32,15 +33,8 @@ std::string host_and_port(const Url& url) { return url.host + ":" + std::to_stri
 // "a, b,c" as {"a", "b", "c"}; empty items dropped.
 std::vector<std::string> comma_list(const std::string& text) {
     std::vector<std::string> items;
-    std::size_t begin = 0;
-    while (begin <= text.size()) {
-        auto comma = std::min(text.find(',', begin), text.size());
-        auto item = text.substr(begin, comma - begin);
-        item.erase(0, item.find_first_not_of(" \t"));
-        item.erase(item.find_last_not_of(" \t") + 1);
-        if (!item.empty()) items.push_back(item);
-        begin = comma + 1;
-    }
+    for (auto& item : comma_separated(text))
+        if (!item.empty()) items.push_back(std::move(item));
     return items;
 }
 

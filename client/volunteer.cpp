@@ -545,9 +545,7 @@ private:
     // to do (at the pace so far; before a pace is known, nothing) is left before the deadline.
     static bool too_late_to_finish(const common::WorkUnit& unit, std::int64_t step, const TrainingClock& clock) {
         if (unit.deadline <= 0) return false;
-        auto left = static_cast<double>(unit.deadline - std::chrono::duration_cast<std::chrono::seconds>(
-                                                            std::chrono::system_clock::now().time_since_epoch())
-                                                            .count());
+        auto left = static_cast<double>(unit.deadline - unix_now());
         if (step <= clock.first_step) return left < 0;
         auto worked = std::chrono::steady_clock::now() - clock.started - clock.waited;
         double seconds_per_step =

@@ -3,14 +3,10 @@
 
 #include <cstdio>
 
+#include "comma_separated.h"
+
 namespace tessera::client {
 namespace {
-
-std::string trimmed(const std::string& text) {
-    auto first = text.find_first_not_of(" \t");
-    if (first == std::string::npos) return "";
-    return text.substr(first, text.find_last_not_of(" \t") - first + 1);
-}
 
 // "HH:MM" (one or two digits for the hour) as minutes after midnight, or -1.
 int minute_of(const std::string& text) {
@@ -38,10 +34,7 @@ std::string clock_text(int minute) {
 common::Result<std::vector<TimeWindow>> parse_time_windows(const std::string& text) {
     std::vector<TimeWindow> windows;
     if (trimmed(text).empty()) return windows;
-    std::size_t begin = 0;
-    for (;;) {
-        auto comma = text.find(',', begin);
-        auto window = trimmed(text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+    for (const auto& window : comma_separated(text)) {  // an empty one is refused below
         auto dash = window.find('-');
         if (dash == std::string::npos)
             return common::make_error("\"" + window + "\" is not a window: write it as HH:MM-HH:MM, e.g. 22:00-07:00");
@@ -50,8 +43,6 @@ common::Result<std::vector<TimeWindow>> parse_time_windows(const std::string& te
         if (start < 0 || end < 0)
             return common::make_error("\"" + window + "\" is not a window: each end is a time of day from 00:00 to 23:59");
         windows.push_back({start, end});
-        if (comma == std::string::npos) break;
-        begin = comma + 1;
     }
     return windows;
 }

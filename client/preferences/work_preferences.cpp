@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "comma_separated.h"
+
 namespace tessera::client {
 namespace {
 
@@ -31,22 +33,14 @@ std::vector<std::string> WorkPreferences::describe() const {
 
 common::Result<std::vector<std::string>> parse_program_names(const std::string& text) {
     std::vector<std::string> names;
-    std::size_t begin = 0;
-    while (begin <= text.size()) {
-        auto comma = text.find(',', begin);
-        auto name = text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-        auto first = name.find_first_not_of(" \t");
-        name = first == std::string::npos ? "" : name.substr(first, name.find_last_not_of(" \t") - first + 1);
-        if (!name.empty()) {
-            if (name.find('/') != std::string::npos)
-                return common::make_error("\"" + name + "\": give a program's name, not its path");
-            if (name.size() > 15)
-                return common::make_error("\"" + name + "\" is longer than the 15 characters Linux keeps of a "
-                                          "program's name: give its first 15 (as `ps -e` shows it)");
-            names.push_back(name);
-        }
-        if (comma == std::string::npos) break;
-        begin = comma + 1;
+    for (auto& name : comma_separated(text)) {
+        if (name.empty()) continue;
+        if (name.find('/') != std::string::npos)
+            return common::make_error("\"" + name + "\": give a program's name, not its path");
+        if (name.size() > 15)
+            return common::make_error("\"" + name + "\" is longer than the 15 characters Linux keeps of a "
+                                      "program's name: give its first 15 (as `ps -e` shows it)");
+        names.push_back(std::move(name));
     }
     return names;
 }
