@@ -65,6 +65,7 @@ common::Result<TaskConfig> default_task_config(const std::filesystem::path& data
     c.text_dim = dataset->text_dim;
     c.model = !model.empty() ? model : (dataset->kind == "pixels" ? "cnn" : "dit-tiny");
     c.task_id = dataset->name + "-" + c.model;
+    apply_new_task_defaults(c);
     return c;
 }
 

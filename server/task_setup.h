@@ -14,7 +14,8 @@ namespace tessera::server {
 // Creates the directory, key, operator token and database; returns the token.
 common::Result<std::string> initialize_state(const StateDir& state);
 
-// A config with the dataset's shape and the policy's defaults (the flags then override it).
+// A config with the dataset's shape and the policy's and the model's defaults for a new task
+// (the flags then override it; the run-wide schedule comes after them: default_lr_schedule).
 common::Result<TaskConfig> default_task_config(const std::filesystem::path& data_dir, PolicyKind policy,
                                                const std::string& model);
 

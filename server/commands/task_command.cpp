@@ -12,21 +12,26 @@
 namespace tessera::server {
 namespace {
 
-// --lr-schedule constant|cosine with --schedule-samples, --warmup-samples, --final-lr-ratio;
-// none without --lr-schedule.
-common::Result<std::optional<common::LrSchedule>> schedule_from_args(const cxxopts::ParseResult& args) {
-    const bool any = args.count("lr-schedule") || args.count("schedule-samples") || args.count("warmup-samples") ||
-                     args.count("final-lr-ratio");
-    if (!any) return std::optional<common::LrSchedule>();
-    if (!args.count("lr-schedule"))
-        return common::make_error("--schedule-samples, --warmup-samples and --final-lr-ratio need --lr-schedule");
-    auto kind = common::lr_schedule_kind_from_name(args["lr-schedule"].as<std::string>());
-    if (!kind) return common::make_error("--lr-schedule must be constant or cosine");
-    common::LrSchedule schedule;
+// --lr-schedule constant|cosine|none (constant when not given) with --schedule-samples,
+// --warmup-samples and --final-lr-ratio, after the flags that set H and B.
+common::Result<std::optional<common::LrSchedule>> schedule_from_args(const cxxopts::ParseResult& args,
+                                                                     const TaskConfig& config) {
+    const auto name = args.count("lr-schedule") ? args["lr-schedule"].as<std::string>() : std::string("constant");
+    const bool details = args.count("schedule-samples") || args.count("warmup-samples") || args.count("final-lr-ratio");
+    if (name == "none") {
+        if (details) return common::make_error("--lr-schedule none takes no --schedule-samples, --warmup-samples or --final-lr-ratio");
+        return std::optional<common::LrSchedule>();
+    }
+    auto kind = common::lr_schedule_kind_from_name(name);
+    if (!kind) return common::make_error("--lr-schedule must be constant, cosine or none");
+    common::LrSchedule schedule = default_lr_schedule(config);
     schedule.kind = *kind;
     if (args.count("warmup-samples")) schedule.warmup_samples = args["warmup-samples"].as<std::int64_t>();
     if (args.count("schedule-samples")) schedule.total_samples = args["schedule-samples"].as<std::int64_t>();
-    if (args.count("final-lr-ratio")) schedule.final_lr_ratio = args["final-lr-ratio"].as<double>();
+    if (args.count("final-lr-ratio")) {
+        if (*kind != common::LrSchedule::Kind::Cosine) return common::make_error("--final-lr-ratio is for --lr-schedule cosine");
+        schedule.final_lr_ratio = args["final-lr-ratio"].as<double>();
+    }
     if (*kind == common::LrSchedule::Kind::Cosine && !args.count("schedule-samples"))
         return common::make_error("--lr-schedule cosine needs --schedule-samples (the samples the decay spans)");
     if (auto status = common::validate_lr_schedule(schedule); !status) return common::with_context("--lr-schedule", status.error());
@@ -59,10 +64,6 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
         if (!kind) return common::make_error("--inner-optimizer must be fresh or kept");
         c.inner_optimizer = *kind;
     }
-    if (auto schedule = schedule_from_args(args); !schedule)
-        return schedule.error();
-    else if (*schedule)
-        c.lr_schedule = **schedule;
     if (args.count("deadline")) {
         auto seconds = parse_duration(args["deadline"].as<std::string>());
         if (!seconds) return seconds.error();
@@ -96,7 +97,10 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     if (args.count("publish-every")) c.publish_every = args["publish-every"].as<std::int64_t>();
     if (args.count("shards-per-unit")) c.shards_per_unit = args["shards-per-unit"].as<std::int64_t>();
     if (args.count("target-seconds")) c.target_seconds = args["target-seconds"].as<double>();
-    if (args.count("min-rounds")) c.min_rounds = args["min-rounds"].as<std::int64_t>();
+    auto schedule = schedule_from_args(args, c);
+    if (!schedule) return schedule.error();
+    c.lr_schedule = *schedule;
+    c.min_rounds = args.count("min-rounds") ? args["min-rounds"].as<std::int64_t>() : default_min_rounds(c);
     if (args.count("units-end-together")) c.units_end_together = true;
     if (args.count("max-failures")) c.max_failures = args["max-failures"].as<std::int64_t>();
     if (args.count("max-in-flight")) c.max_in_flight = args["max-in-flight"].as<std::int64_t>();
@@ -134,14 +138,14 @@ int task_command(int argc, char** argv) {
         cxxopts::value<double>()->implicit_value("0.75"))(
         "clip-norm", "clip each delta to this L2 norm (0: off)", cxxopts::value<double>())(
         "local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
-        "batch", "batch size (64)", cxxopts::value<std::int64_t>())("lr", "inner AdamW learning rate (3e-4)",
-                                                                    cxxopts::value<double>())(
-        "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (fresh)",
+        "batch", "batch size (64)", cxxopts::value<std::int64_t>())(
+        "lr", "inner AdamW learning rate (dit-tiny 4e-3, cnn 1e-3, dit-s and dit-b 3e-4)", cxxopts::value<double>())(
+        "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (kept)",
         cxxopts::value<std::string>())(
-        "lr-schedule", "one learning-rate schedule over the run: constant or cosine (none: warm-up per unit)",
-        cxxopts::value<std::string>())("schedule-samples", "cosine: samples merged at the end of the decay",
+        "lr-schedule", "one learning-rate schedule over the run: constant, cosine, or none: a warm-up in every unit (constant)",
+        cxxopts::value<std::string>())("schedule-samples", "the run's samples: where a cosine ends; sizes units with --min-rounds",
                                        cxxopts::value<std::int64_t>())(
-        "warmup-samples", "with --lr-schedule: samples merged over which the lr warms up (0)",
+        "warmup-samples", "samples merged over which the lr warms up (two units: 2 x H x batch)",
         cxxopts::value<std::int64_t>())("final-lr-ratio", "cosine: the lr at the end, as a fraction of --lr (0.1)",
                                         cxxopts::value<double>())(
         "deadline", "time a volunteer has per unit, e.g. 30m (30m)", cxxopts::value<std::string>())(
@@ -165,7 +169,7 @@ int task_command(int argc, char** argv) {
                                        cxxopts::value<std::int64_t>())("shards-per-unit", "shards in one work unit (1)",
                                                                        cxxopts::value<std::int64_t>())(
         "target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())(
-        "min-rounds", "lower H so each volunteer gets this many units over --schedule-samples; 0 = off (0)",
+        "min-rounds", "lower H so each volunteer gets this many units over --schedule-samples; 0 = off (20 with it)",
         cxxopts::value<std::int64_t>())(
         "units-end-together", "size units as a share of the fastest volunteer's, steps proportional to speed")(
         "max-failures", "failures before a unit is retired (3)", cxxopts::value<std::int64_t>())(

@@ -95,6 +95,20 @@ struct TaskConfig {
 
 // Defaults that depend on the policy (η, buffer size), applied before flags override them.
 void apply_policy_defaults(TaskConfig& config);
+
+// New tasks' defaults where the fleet simulator measured better ones than the struct's
+// (docs/operations.md, "Defaults and why"): volunteers keep their AdamW moments, and the
+// model's own inner learning rate. The struct keeps the older values because a stored task
+// without these fields means them.
+void apply_new_task_defaults(TaskConfig& config);
+// A new task's schedule when the operator names none: one constant rate over the run that
+// warms up over the first kWarmupUnits units' samples (H·B each).
+constexpr std::int64_t kWarmupUnits = 2;
+std::int64_t default_warmup_samples(const TaskConfig& config);
+common::LrSchedule default_lr_schedule(const TaskConfig& config);
+// Units per volunteer a new task sizes for when its schedule states the run's samples.
+constexpr std::int64_t kDefaultMinRounds = 20;
+std::int64_t default_min_rounds(const TaskConfig& config);
 // Range checks with named errors.
 common::Status validate_task_config(const TaskConfig& config);
 

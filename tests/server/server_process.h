@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "child_process.h"
+#include "polling.h"
 #include "server_fixture.h"
 
 namespace tessera::testing {
@@ -34,6 +35,13 @@ private:
     StateDir state_;
     TaskConfig config_;
 };
+
+// Runs a tessera-server command on the prepared state to its end; its exit status.
+inline int server_command(std::vector<std::string> args, const PreparedState& prepared) {
+    args.insert(args.begin(), required_env("TESSERA_SERVER"));
+    args.insert(args.end(), {"--state", prepared.state().root().string(), "--db", prepared.state().database_url()});
+    return ChildProcess(args).wait();
+}
 
 class ServerProcess {
 public:

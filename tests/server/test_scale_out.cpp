@@ -51,13 +51,6 @@ struct Deployment {
     }
 };
 
-// Runs a tessera-server command to its end; its exit status.
-int server_command(std::vector<std::string> args, const PreparedState& prepared) {
-    args.insert(args.begin(), required_env("TESSERA_SERVER"));
-    args.insert(args.end(), {"--state", prepared.state().root().string(), "--db", prepared.state().database_url()});
-    return ChildProcess(args).wait();
-}
-
 constexpr const char* kProxy =
     "    client_max_body_size 0;\n"
     "    location / {\n"

@@ -99,3 +99,38 @@ TEST_CASE("min_rounds and units_end_together: checked, stored, absent in older t
     json.as_object()["min_rounds"] = -1;
     CHECK_FALSE(task_config_from_json(json).ok());
 }
+
+TEST_CASE("new tasks' defaults: kept moments and each model's rate; a stored task without them keeps the older meaning") {
+    auto rate_of = [](const std::string& model) {
+        auto config = valid_task();
+        config.model = model;
+        apply_new_task_defaults(config);
+        CHECK(config.inner_optimizer == common::InnerOptimizer::Kept);
+        return config.lr;
+    };
+    CHECK(rate_of("dit-tiny") == doctest::Approx(4e-3));
+    CHECK(rate_of("cnn") == doctest::Approx(1e-3));
+    CHECK(rate_of("dit-s") == doctest::Approx(3e-4));  // not measured: the older default
+    CHECK(rate_of("dit-b") == doctest::Approx(3e-4));
+
+    auto config = valid_task();
+    config.local_steps = 25;
+    config.batch_size = 32;
+    CHECK(default_lr_schedule(config).warmup_samples == 2 * 25 * 32);
+    CHECK(default_lr_schedule(config).total_samples == 0);
+    config.lr_schedule = default_lr_schedule(config);
+    CHECK(default_min_rounds(config) == 0);
+    config.lr_schedule->total_samples = 409600;
+    CHECK(default_min_rounds(config) == 20);
+
+    // A task stored before these defaults: no inner_optimizer, no schedule → fresh, per-unit warm-up.
+    apply_new_task_defaults(config);
+    auto json = to_json(config);
+    json.as_object().erase("inner_optimizer");
+    json.as_object()["lr_schedule"] = nullptr;
+    json.as_object()["min_rounds"] = 0;
+    auto older = task_config_from_json(json);
+    REQUIRE(older.ok());
+    CHECK(older->inner_optimizer == common::InnerOptimizer::Fresh);
+    CHECK_FALSE(older->lr_schedule.has_value());
+}

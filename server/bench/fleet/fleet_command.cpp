@@ -96,7 +96,6 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     if (a.count("batch")) config->batch_size = a["batch"].as<std::int64_t>();
     if (a.count("lr")) config->lr = a["lr"].as<double>();
     if (a.count("target-seconds")) config->target_seconds = a["target-seconds"].as<double>();
-    if (a.count("min-rounds")) config->min_rounds = a["min-rounds"].as<std::int64_t>();
     if (a.count("units-end-together")) config->units_end_together = true;
     if (a.count("deadline")) config->deadline_s = a["deadline"].as<std::int64_t>();
     if (a.count("replication")) config->replication = a["replication"].as<double>();
@@ -113,18 +112,31 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
         config->patches = *patches;
     }
     if (a.count("publish-every")) config->publish_every = a["publish-every"].as<std::int64_t>();
-    config->inner_optimizer =
-        common::inner_optimizer_from_name(a["inner-state"].as<std::string>()).value_or(common::InnerOptimizer::Fresh);
+    if (a.count("inner-state"))
+        config->inner_optimizer =
+            common::inner_optimizer_from_name(a["inner-state"].as<std::string>()).value_or(config->inner_optimizer);
+    // As `task create`: the new task's constant schedule unless one is named, warming up over
+    // two units unless told; a named one spans the samples budget (runs that go on towards the
+    // target stay at a cosine's final ratio).
+    config->lr_schedule = server::default_lr_schedule(*config);
+    if (a.count("warmup-samples")) config->lr_schedule->warmup_samples = a["warmup-samples"].as<std::int64_t>();
     if (a.count("lr-schedule")) {
-        // One schedule over the run; a cosine decays over the samples budget (runs that go on
-        // towards the target stay at the final ratio).
-        auto kind = common::lr_schedule_kind_from_name(a["lr-schedule"].as<std::string>());
-        if (!kind) return common::make_error("--lr-schedule: constant or cosine");
-        config->lr_schedule = common::LrSchedule{*kind, a["warmup-samples"].as<std::int64_t>(),
-                                                 a["samples"].as<std::int64_t>(), a["final-lr-ratio"].as<double>()};
+        const auto name = a["lr-schedule"].as<std::string>();
+        auto kind = common::lr_schedule_kind_from_name(name);
+        if (name == "none")
+            config->lr_schedule.reset();
+        else if (!kind)
+            return common::make_error("--lr-schedule: constant, cosine or none");
+        else {
+            config->lr_schedule->kind = *kind;
+            config->lr_schedule->total_samples = a["samples"].as<std::int64_t>();
+            config->lr_schedule->final_lr_ratio = a["final-lr-ratio"].as<double>();
+        }
+    }
+    if (config->lr_schedule)
         if (auto status = common::validate_lr_schedule(*config->lr_schedule); !status)
             return common::with_context("--lr-schedule", status.error());
-    }
+    config->min_rounds = a.count("min-rounds") ? a["min-rounds"].as<std::int64_t>() : server::default_min_rounds(*config);
     if (a.count("no-checks")) {
         // The merging and the codec alone: nothing replicated, loss-checked, bounded or compared.
         config->replication = 0;
@@ -371,7 +383,7 @@ int run_fleet_command(int argc, char** argv) {
         "local-steps", "H", cxxopts::value<std::int64_t>())("batch", "batch size", cxxopts::value<std::int64_t>())(
         "lr", "inner learning rate", cxxopts::value<double>())(
         "target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())(
-        "min-rounds", "with --lr-schedule: lower H so each volunteer gets this many units (0: off)",
+        "min-rounds", "lower H so each volunteer gets this many units over a named --lr-schedule (20 with one; 0: off)",
         cxxopts::value<std::int64_t>())(
         "units-end-together", "units sized as a share of the fastest volunteer's (steps proportional to speed)")(
         "deadline", "unit deadline, seconds", cxxopts::value<std::int64_t>())(
@@ -386,14 +398,15 @@ int run_fleet_command(int argc, char** argv) {
         "staleness", "async runs' staleness function (const, poly:A, hinge:A,B, conc:M,A[,R])",
         cxxopts::value<std::string>()->default_value(""))(
         "lr-schedule",
-        "one inner lr schedule over the run, indexed by samples merged: constant or cosine (none: "
-        "warm-up per unit)",
-        cxxopts::value<std::string>())("warmup-samples", "with --lr-schedule: warm-up, samples",
-                                       cxxopts::value<std::int64_t>()->default_value("0"))(
+        "one inner lr schedule over the run, indexed by samples merged, spanning the budget: constant or cosine; "
+        "none: warm-up per unit (default: constant without a span, as task create)",
+        cxxopts::value<std::string>())("warmup-samples", "the schedule's warm-up, samples (two units: 2 x H x batch)",
+                                       cxxopts::value<std::int64_t>())(
         "final-lr-ratio", "cosine: final lr / lr at the samples budget",
         cxxopts::value<double>()->default_value("0.1"))(
-        "inner-state", "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units",
-        cxxopts::value<std::string>()->default_value("fresh"))(
+        "inner-state", "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units "
+        "(the task's default: kept)",
+        cxxopts::value<std::string>())(
         "ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
         cxxopts::value<double>()->default_value("0"))(
         "run-lr", "runs' own inner learning rates, e.g. central=4e-3,ddp=1.36e-2,fedasync=8e-3 (others: --lr)",
@@ -466,8 +479,7 @@ int run_fleet_command(int argc, char** argv) {
             std::cerr << "tessera-bench fleet: --run-lr names '" << run << "', which --runs does not run\n";
             return 2;
         }
-        const auto inner_state = a["inner-state"].as<std::string>();
-        if (!common::inner_optimizer_from_name(inner_state)) {
+        if (a.count("inner-state") && !common::inner_optimizer_from_name(a["inner-state"].as<std::string>())) {
             std::cerr << "tessera-bench fleet: --inner-state must be fresh or kept\n";
             return 2;
         }

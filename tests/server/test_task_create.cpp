@@ -1,0 +1,69 @@
+// `tessera-server task create` as an operator runs it: what a new task gets when a flag is not
+// given (docs/operations.md, "Defaults and why"), and the schedule flags' named errors.
+#include <doctest/doctest.h>
+
+#include "server_process.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+// The stored configuration of task `id`.
+server::TaskConfig stored_config(const PreparedState& prepared, const std::string& id) {
+    auto store = server::Store::connect(prepared.state().database_url(), false).value();
+    auto task = store->task(id).value();
+    REQUIRE(task.has_value());
+    return server::parse_task_config(task->config_json).value();
+}
+
+int create(const PreparedState& prepared, const std::string& id, std::vector<std::string> flags = {}) {
+    flags.insert(flags.begin(), {"task", "create", "--data", (prepared.dir() / "data").string(), "--id", id});
+    return server_command(flags, prepared);
+}
+
+}  // namespace
+
+TEST_CASE("a new task: kept moments, the model's rate, one constant schedule warming up over two units") {
+    PreparedState prepared;
+    REQUIRE(create(prepared, "plain") == 0);
+    auto plain = stored_config(prepared, "plain");
+    CHECK(plain.model == "dit-tiny");
+    CHECK(plain.inner_optimizer == common::InnerOptimizer::Kept);
+    CHECK(plain.lr == doctest::Approx(4e-3));
+    REQUIRE(plain.lr_schedule.has_value());
+    CHECK(plain.lr_schedule->kind == common::LrSchedule::Kind::Constant);
+    CHECK(plain.lr_schedule->warmup_samples == 2 * 50 * 64);
+    CHECK(plain.lr_schedule->total_samples == 0);
+    CHECK(plain.min_rounds == 0);  // nothing to divide without the run's samples
+
+    // The warm-up follows the unit's size; the run's samples size units for 20 rounds.
+    REQUIRE(create(prepared, "sized", {"--local-steps", "10", "--batch", "16", "--schedule-samples", "100000"}) == 0);
+    auto sized = stored_config(prepared, "sized");
+    REQUIRE(sized.lr_schedule.has_value());
+    CHECK(sized.lr_schedule->warmup_samples == 2 * 10 * 16);
+    CHECK(sized.lr_schedule->total_samples == 100000);
+    CHECK(sized.min_rounds == 20);
+
+    // Every default can still be set, and the per-unit warm-up asked for by name.
+    REQUIRE(create(prepared, "older", {"--lr-schedule", "none", "--inner-optimizer", "fresh", "--lr", "3e-4"}) == 0);
+    auto older = stored_config(prepared, "older");
+    CHECK_FALSE(older.lr_schedule.has_value());
+    CHECK(older.inner_optimizer == common::InnerOptimizer::Fresh);
+    CHECK(older.lr == doctest::Approx(3e-4));
+    REQUIRE(create(prepared, "told", {"--schedule-samples", "100000", "--min-rounds", "5", "--warmup-samples", "0"}) == 0);
+    auto told = stored_config(prepared, "told");
+    CHECK(told.min_rounds == 5);
+    CHECK(told.lr_schedule->warmup_samples == 0);
+}
+
+TEST_CASE("the schedule flags that contradict each other are refused, and no task is made") {
+    PreparedState prepared;
+    CHECK(create(prepared, "a", {"--lr-schedule", "none", "--warmup-samples", "100"}) == 1);
+    CHECK(create(prepared, "b", {"--final-lr-ratio", "0.2"}) == 1);  // a constant rate has no final ratio
+    CHECK(create(prepared, "c", {"--lr-schedule", "cosine"}) == 1);  // a cosine needs the samples it spans
+    CHECK(create(prepared, "d", {"--lr-schedule", "linear"}) == 1);
+    CHECK(create(prepared, "e", {"--lr-schedule", "none", "--min-rounds", "20"}) == 1);
+    auto store = server::Store::connect(prepared.state().database_url(), false).value();
+    for (const char* id : {"a", "b", "c", "d", "e"}) CHECK_FALSE(store->task(id).value().has_value());
+}
