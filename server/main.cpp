@@ -19,7 +19,7 @@ constexpr const char* kUsage =
     "  export --state DIR --out FILE         write a model version as safetensors\n"
     "  status --state DIR                    print the run's progress\n"
     "  backup --state DIR --to FOLDER        back the state up into a new folder (the server may run)\n"
-    "  restore --from FOLDER --state DIR     make a new state directory from a backup\n"
+    "  restore --from FOLDER --state DIR     make a new state directory from a backup (--db: into PostgreSQL)\n"
     "  --version                             print the version\n";
 
 }  // namespace

@@ -18,7 +18,9 @@ void print_report(const std::string& what, const BackupReport& report) {
 int backup_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server backup", "Back a state directory up into a new folder (the server may run)");
     options.add_options()("state", "state directory", cxxopts::value<std::string>())(
-        "to", "the backup folder: new, or empty", cxxopts::value<std::string>())("h,help", "show this help");
+        "to", "the backup folder: new, or empty", cxxopts::value<std::string>())(
+        "pg-bin", "with a PostgreSQL database: the folder of pg_dump (default: the PATH)",
+        cxxopts::value<std::string>()->default_value(""))("h,help", "show this help");
     add_database_option(options);
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
@@ -26,7 +28,7 @@ int backup_command(int argc, char** argv) {
         return 0;
     }
     if (!args.count("state") || !args.count("to")) return fail("backup", "needs --state DIR and --to FOLDER");
-    auto report = back_up_state(state_dir_of(args), args["to"].as<std::string>());
+    auto report = back_up_state(state_dir_of(args), args["to"].as<std::string>(), {args["pg-bin"].as<std::string>()});
     if (!report) return fail("backup", report.message());
     print_report("backed up into " + args["to"].as<std::string>(), *report);
     return 0;
@@ -35,14 +37,17 @@ int backup_command(int argc, char** argv) {
 int restore_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server restore", "Make a new state directory from a backup");
     options.add_options()("from", "the backup folder", cxxopts::value<std::string>())(
-        "state", "the new state directory: new, or empty", cxxopts::value<std::string>())("h,help", "show this help");
+        "state", "the new state directory: new, or empty", cxxopts::value<std::string>())(
+        "pg-bin", "a PostgreSQL backup: the folder of pg_restore (default: the PATH)",
+        cxxopts::value<std::string>()->default_value(""))("h,help", "show this help");
+    add_database_option(options);  // a PostgreSQL backup: the empty database to restore it into
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
         std::cout << options.help() << "\n";
         return 0;
     }
     if (!args.count("from") || !args.count("state")) return fail("restore", "needs --from FOLDER and --state DIR");
-    auto report = restore_state(args["from"].as<std::string>(), StateDir(args["state"].as<std::string>()));
+    auto report = restore_state(args["from"].as<std::string>(), state_dir_of(args), {args["pg-bin"].as<std::string>()});
     if (!report) return fail("restore", report.message());
     print_report("restored into " + args["state"].as<std::string>(), *report);
     return 0;

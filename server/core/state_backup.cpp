@@ -1,6 +1,7 @@
-// Copy order for a live server: files, then the database as of one moment, then the files
-// again — every file the copied database refers to was on disk in one of the two passes
-// (blobs are content-addressed and written before the rows that name them).
+// Copy order for a live server: files, then the database as of one moment (SQLite's backup
+// API, or pg_dump's snapshot), then the files again — every file the copied database refers to
+// was on disk in one of the two passes (blobs are content-addressed and written before the
+// rows that name them).
 #include "state_backup.h"
 
 #include <sys/stat.h>
@@ -8,6 +9,8 @@
 #include <set>
 #include <system_error>
 
+#include "database.h"
+#include "external_program.h"
 #include "sqlite_backup.h"
 #include "store.h"
 
@@ -15,6 +18,13 @@ namespace tessera::server {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A PostgreSQL backup's database: pg_dump's custom format, which pg_restore reads.
+constexpr const char* kDumpName = "server.pgdump";
+
+std::string tool(const PostgresTools& tools, const char* name) {
+    return tools.bin_dir.empty() ? std::string(name) : (tools.bin_dir / name).string();
+}
 
 // `dir` must be a new or empty folder we can write; created with mode 0700.
 common::Status prepare_empty_folder(const fs::path& dir, const std::string& what) {
@@ -73,7 +83,7 @@ common::Status copy_files(const StateDir& from, const StateDir& to, BackupReport
 // backup was taken are dropped, so it merges at once instead of waiting for them to expire.
 // (The lease's name is aggregator_election.cpp's; test_backup fails if the two part.)
 common::Status drop_leases(const StateDir& state) {
-    auto store = Store::open(state.database(), false);
+    auto store = Store::connect(state.database_url(), false);
     if (!store) return store.error();
     auto tasks = (*store)->tasks();
     if (!tasks) return tasks.error();
@@ -86,24 +96,92 @@ common::Status drop_leases(const StateDir& state) {
     return {};
 }
 
+common::Status copy_secrets(const StateDir& from, const StateDir& to) {
+    for (auto [source, target] : {std::pair{from.signing_key(), to.signing_key()},
+                                  std::pair{from.operator_token(), to.operator_token()}})
+        if (auto status = copy_secret(source, target); !status) return status;
+    return {};
+}
+
 common::Result<BackupReport> copy_state(const StateDir& from, const StateDir& to) {
     BackupReport report;
     if (auto status = copy_files(from, to, report); !status) return status.error();
     if (auto status = backup_sqlite(from.database(), to.database()); !status) return status.error();
     if (auto status = copy_files(from, to, report); !status) return status.error();
-    for (auto [source, target] : {std::pair{from.signing_key(), to.signing_key()},
-                                  std::pair{from.operator_token(), to.operator_token()}})
-        if (auto status = copy_secret(source, target); !status) return status.error();
+    if (auto status = copy_secrets(from, to); !status) return status.error();
     auto checked = check_restart_files(to);
     if (!checked) return checked.error();
     report.tasks = checked->tasks;
     return report;
 }
 
+// A server on PostgreSQL: the files around pg_dump's snapshot of the database.
+common::Result<BackupReport> dump_state(const StateDir& state, const StateDir& to, const PostgresTools& tools) {
+    auto store = Store::connect(state.database_url(), false);
+    if (!store) return store.error();
+    auto tasks = (*store)->tasks();
+    if (!tasks) return tasks.error();
+    if (auto status = prepare_empty_folder(to.root(), "the backup folder"); !status) return status.error();
+    BackupReport report;
+    if (auto status = copy_files(state, to, report); !status) return status.error();
+    auto dump = to.root() / kDumpName;
+    if (auto status = run_program({tool(tools, "pg_dump"), "--format=custom", "--no-owner", "--no-privileges",
+                                   "--file=" + dump.string(), "--dbname=" + state.database_url()},
+                                  "pg_dump");
+        !status)
+        return status.error();
+    ::chmod(dump.c_str(), 0600);
+    if (auto status = copy_files(state, to, report); !status) return status.error();
+    if (auto status = copy_secrets(state, to); !status) return status.error();
+    report.tasks = static_cast<std::int64_t>(tasks->size());
+    return report;
+}
+
+// Whether the PostgreSQL database at `url` holds no tables of a server yet.
+common::Status check_empty_database(const std::string& url) {
+    try {
+        auto db = open_database(url, false);
+        if (db->schema_version() != 0)
+            return common::make_error("the database " + db->name() +
+                                      " holds a server's tables already: restore into an empty database");
+    } catch (const DatabaseError& error) {
+        return common::make_error(std::string("the database to restore into: ") + error.what());
+    }
+    return {};
+}
+
+// A PostgreSQL backup: the dump restored in one transaction into the empty database `target`
+// names, checked against the backup's files, then the files.
+common::Result<BackupReport> restore_dump(const fs::path& backup, const StateDir& target, const PostgresTools& tools) {
+    if (!is_postgres_url(target.database_url()))
+        return common::make_error(backup.string() + " holds a PostgreSQL dump: restore it into an empty PostgreSQL "
+                                  "database, named with --db");
+    if (auto status = check_empty_database(target.database_url()); !status) return status.error();
+    if (auto status = prepare_empty_folder(target.root(), "the state directory"); !status) return status.error();
+    if (auto status = run_program({tool(tools, "pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
+                                   "--single-transaction", "--dbname=" + target.database_url(),
+                                   (backup / kDumpName).string()},
+                                  "pg_restore");
+        !status)
+        return status.error();
+    // The restored rows against the backup's files, before any is copied.
+    if (auto checked = check_restart_files(StateDir(backup, target.database_url())); !checked)
+        return common::make_error("the backup in " + backup.string() + " is incomplete: " + checked.message() +
+                                  " (its tables are in the database now: drop them before another restore)");
+    BackupReport report;
+    if (auto status = copy_files(StateDir(backup), target, report); !status) return status.error();
+    if (auto status = copy_secrets(StateDir(backup), target); !status) return status.error();
+    auto checked = check_restart_files(target);
+    if (!checked) return checked.error();
+    report.tasks = checked->tasks;
+    if (auto status = drop_leases(target); !status) return status.error();
+    return report;
+}
+
 }  // namespace
 
 common::Result<BackupReport> check_restart_files(const StateDir& state) {
-    auto store = Store::open(state.database(), false);
+    auto store = Store::connect(state.database_url(), false);
     if (!store) return store.error();
     auto tasks = (*store)->tasks();
     if (!tasks) return tasks.error();
@@ -134,19 +212,24 @@ common::Result<BackupReport> check_restart_files(const StateDir& state) {
     return report;
 }
 
-common::Result<BackupReport> back_up_state(const StateDir& state, const fs::path& destination) {
-    if (state.database_url().rfind("sqlite:", 0) != 0)
-        return common::make_error("the database is PostgreSQL (--db): back it up with pg_dump, and this folder's "
-                                  "files with a file copy (docs/operations.md, \"Backups\")");
-    if (!fs::exists(state.database())) return common::make_error(state.root().string() + " is not a server's state directory");
+common::Result<BackupReport> back_up_state(const StateDir& state, const fs::path& destination,
+                                           const PostgresTools& tools) {
+    const bool postgres = is_postgres_url(state.database_url());
+    if (!fs::exists(postgres ? state.signing_key() : state.database()))
+        return common::make_error(state.root().string() + " is not a server's state directory");
+    if (postgres) return dump_state(state, StateDir(destination), tools);
     if (auto status = prepare_empty_folder(destination, "the backup folder"); !status) return status.error();
     return copy_state(state, StateDir(destination));
 }
 
-common::Result<BackupReport> restore_state(const fs::path& backup, const StateDir& target) {
+common::Result<BackupReport> restore_state(const fs::path& backup, const StateDir& target, const PostgresTools& tools) {
     StateDir from(backup);
-    if (!fs::exists(from.database()) || !fs::exists(from.signing_key()))
-        return common::make_error(backup.string() + " is not a backup (no server.db and server_key.pem)");
+    if (!fs::exists(from.signing_key()) || (!fs::exists(from.database()) && !fs::exists(backup / kDumpName)))
+        return common::make_error(backup.string() + " is not a backup (no server_key.pem, and no server.db or " +
+                                  kDumpName + ")");
+    if (fs::exists(backup / kDumpName)) return restore_dump(backup, target, tools);
+    if (is_postgres_url(target.database_url()))
+        return common::make_error(backup.string() + " holds a SQLite database: restore it without --db");
     if (auto checked = check_restart_files(from); !checked)
         return common::make_error("the backup in " + backup.string() + " is incomplete: " + checked.message());
     if (auto status = prepare_empty_folder(target.root(), "the state directory"); !status) return status.error();

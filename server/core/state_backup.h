@@ -1,8 +1,10 @@
-// Backups of a server's state directory (docs/operations.md, "Backups"): the SQLite database
-// copied live with SQLite's backup API, the server's key and operator token, the blobs and the
-// logged results, into a new folder; a restore copies a backup into a new state directory.
-// Both check that what a restart needs is there: for every task, its newest checkpoint's
-// files, the patches after it, and its shards.
+// Backups of a server's state directory (docs/operations.md, "Backups"): the database — a
+// SQLite file copied live with SQLite's backup API, or a PostgreSQL database dumped with
+// pg_dump — the server's key and operator token, the blobs and the logged results, into a new
+// folder; a restore copies a backup into a new state directory (and pg_restore's the dump into
+// an empty PostgreSQL database). Both check that what a restart needs is there: for every
+// task, its newest checkpoint's files, the patches after it, and its shards (a PostgreSQL
+// backup is checked when it is restored: its dump is only readable then).
 #pragma once
 
 #include <cstdint>
@@ -20,11 +22,19 @@ struct BackupReport {
     std::uint64_t bytes = 0;
 };
 
+// Where pg_dump and pg_restore are: a folder, or empty for the PATH.
+struct PostgresTools {
+    std::filesystem::path bin_dir;
+};
+
 // Backs `state` (it may be serving) up into `destination`, which must not exist or be empty.
-// A PostgreSQL database (--db) is refused: back it up with pg_dump.
-common::Result<BackupReport> back_up_state(const StateDir& state, const std::filesystem::path& destination);
+common::Result<BackupReport> back_up_state(const StateDir& state, const std::filesystem::path& destination,
+                                           const PostgresTools& tools = {});
 // Copies the backup in `backup` into `target` (which must not exist or be empty), checked first.
-common::Result<BackupReport> restore_state(const std::filesystem::path& backup, const StateDir& target);
+// A PostgreSQL backup needs `target` to name an empty PostgreSQL database (--db), a SQLite
+// backup a target without one.
+common::Result<BackupReport> restore_state(const std::filesystem::path& backup, const StateDir& target,
+                                           const PostgresTools& tools = {});
 // Whether the state directory holds every file a restart of each task needs.
 common::Result<BackupReport> check_restart_files(const StateDir& state);
 

@@ -82,8 +82,10 @@ TEST_CASE("backups refuse folders that are not new, state that is not one, and i
     std::ofstream(dir / "a-file") << "x";
     CHECK(says(back_up_state(server.state(), dir / "a-file"), "is not a folder"));
     CHECK(says(back_up_state(StateDir(dir / "nowhere"), dir / "backup"), "is not a server's state directory"));
+    // A PostgreSQL database that cannot be reached (its backups: test_postgres_backup.cpp).
     CHECK(says(back_up_state(StateDir(server.state().root(), "postgresql://u@127.0.0.1:1/db"), dir / "backup"),
-               "pg_dump"));
+               "database"));
+    CHECK_FALSE(std::filesystem::exists(dir / "backup"));
 
     REQUIRE(back_up_state(server.state(), dir / "backup").ok());
     CHECK(says(restore_state(dir / "backup", StateDir(dir / "full")), "is not empty"));
