@@ -99,7 +99,10 @@ cxxopts::Options client_options() {
         "max-download-mbps", "cap downloads at this many megabits per second (0: no cap)",
         cxxopts::value<double>()->default_value("0"))(
         "max-upload-mbps", "cap uploads at this many megabits per second (0: no cap)",
-        cxxopts::value<double>()->default_value("0"));
+        cxxopts::value<double>()->default_value("0"))(
+        "tasks", "take only these of a server's tasks: task ids or model presets, e.g. cnn,dit-tiny (empty: any)",
+        cxxopts::value<std::string>()->default_value(""))(
+        "exclude-tasks", "never take these tasks: task ids or model presets", cxxopts::value<std::string>()->default_value(""));
     tessera::common::add_config_option(options);
     return options;
 }
@@ -174,6 +177,12 @@ CommandLine parse_command_line(int argc, char** argv) {
     auto apps = tessera::client::parse_program_names(args["exclusive-apps"].as<std::string>());
     if (!apps) return usage_error("--exclusive-apps: " + apps.message());
     preferences.exclusive_apps = *apps;
+    for (auto [name, field] : {std::pair{"tasks", &preferences.tasks.only},
+                               std::pair{"exclude-tasks", &preferences.tasks.exclude}}) {
+        auto names = tessera::client::parse_task_names(args[name].as<std::string>());
+        if (!names) return usage_error(std::string("--") + name + ": " + names.message());
+        *field = *names;
+    }
     for (auto [name, field] : {std::pair{"max-download-mbps", &volunteer.max_download_mbps},
                                std::pair{"max-upload-mbps", &volunteer.max_upload_mbps}}) {
         *field = args[name].as<double>();

@@ -33,6 +33,34 @@ std::string read_identifier(JsonObjectReader& reader, std::string_view key) {
     return text;
 }
 
+// An optional array of at most `max` identifiers; empty when absent.
+std::vector<std::string> read_identifiers(JsonObjectReader& reader, std::string_view key, std::size_t max) {
+    std::vector<std::string> names;
+    const auto* field = reader.has(key) ? reader.field(key) : nullptr;
+    if (field == nullptr) return names;
+    const auto* array = field->if_array();
+    if (array == nullptr || array->size() > max) {
+        reader.fail("field \"" + std::string(key) + "\": expected an array of at most " + std::to_string(max) +
+                    " names");
+        return names;
+    }
+    for (const auto& item : *array) {
+        const auto* text = item.if_string();
+        if (text == nullptr || !is_identifier(std::string_view(text->data(), text->size()))) {
+            reader.fail("field \"" + std::string(key) + "\": expected names of 1 to 64 characters of A-Z a-z 0-9 _ -");
+            return {};
+        }
+        names.emplace_back(text->data(), text->size());
+    }
+    return names;
+}
+
+boost::json::array identifiers_to_json(const std::vector<std::string>& names) {
+    boost::json::array array;
+    for (const auto& name : names) array.push_back(boost::json::string(name));
+    return array;
+}
+
 std::string read_printable(JsonObjectReader& reader, std::string_view key, std::size_t min, std::size_t max) {
     auto text = reader.string(key, min, max);
     if (!reader.failed() && !is_printable_ascii(text))
@@ -309,15 +337,18 @@ Result<RegisterResponse> register_response_from_json(const boost::json::value& j
 boost::json::value to_json(const WorkRequest& m) {
     boost::json::array cached;
     for (const auto& hash : m.cached_shards) cached.push_back(boost::json::string(hash));
-    return {{"client_id", m.client_id},
-            {"device",
-             {{"kind", m.device.kind},
-              {"name", m.device.name},
-              {"memory_bytes", m.device.memory_bytes},
-              {"threads", m.device.threads}}},
-            {"samples_per_s", m.samples_per_s},
-            {"cached_shards", std::move(cached)},
-            {"held_model", m.held_model}};
+    boost::json::object json{{"client_id", m.client_id},
+                             {"device",
+                              {{"kind", m.device.kind},
+                               {"name", m.device.name},
+                               {"memory_bytes", m.device.memory_bytes},
+                               {"threads", m.device.threads}}},
+                             {"samples_per_s", m.samples_per_s},
+                             {"cached_shards", std::move(cached)},
+                             {"held_model", m.held_model}};
+    if (!m.only_tasks.empty()) json["tasks"] = identifiers_to_json(m.only_tasks);
+    if (!m.exclude_tasks.empty()) json["exclude_tasks"] = identifiers_to_json(m.exclude_tasks);
+    return json;
 }
 
 Result<WorkRequest> work_request_from_json(const boost::json::value& json) {
@@ -350,6 +381,8 @@ Result<WorkRequest> work_request_from_json(const boost::json::value& json) {
         }
     }
     m.held_model = read_optional_sha256(reader, "held_model");
+    m.only_tasks = read_identifiers(reader, "tasks", kMaxTaskChoices);
+    m.exclude_tasks = read_identifiers(reader, "exclude_tasks", kMaxTaskChoices);
     return finish(reader, std::move(m));
 }
 

@@ -21,6 +21,7 @@ namespace tessera::common {
 constexpr std::int64_t kMaxSafeInteger = 9007199254740991;  // 2^53 − 1: exact in JSON everywhere
 constexpr std::size_t kMaxShardsPerWorkUnit = 256;
 constexpr std::size_t kMaxCachedShards = 512;  // 512 hashes ≈ 34 KiB, within the 64 KiB request cap
+constexpr std::size_t kMaxTaskChoices = 64;    // names in a work request's "tasks" or "exclude_tasks"
 constexpr std::size_t kMaxPatchChain = 64;     // patches a work unit may chain
 
 // A content-addressed blob: SHA-256 of its bytes, and its size.
@@ -122,6 +123,10 @@ struct WorkRequest {
     double samples_per_s = 0;
     std::vector<std::string> cached_shards;  // SHA-256 hex of shards already held
     std::string held_model;                  // SHA-256 hex of the model checkpoint held, or ""
+    // The volunteer's choice among a server's tasks, each a task id or a model preset: only
+    // these (empty: any), and never these. Absent from the JSON when empty.
+    std::vector<std::string> only_tasks;
+    std::vector<std::string> exclude_tasks;
 };
 
 // Either a signed work unit, or "no work, ask again after retry_after_s seconds".

@@ -28,6 +28,7 @@ std::vector<std::string> WorkPreferences::describe() const {
         for (const auto& name : exclusive_apps) names += (names.empty() ? "" : ", ") + name;
         lines.push_back("not while " + names + " runs");
     }
+    for (auto& line : tasks.describe()) lines.push_back(std::move(line));
     return lines;
 }
 

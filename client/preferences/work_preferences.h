@@ -1,7 +1,8 @@
 // When a volunteer's owner lets it work (BOINC's computing preferences): only after the user
 // has been idle a while, not on battery, only within time windows, never while a named program
-// runs. One decision point: reason_to_wait() reads the machine's state, as sensed, and answers
-// why the client must not work now, or nothing when it may.
+// runs; and on which of a server's tasks (task_choice.h). One decision point: reason_to_wait()
+// reads the machine's state, as sensed, and answers why the client must not work now, or
+// nothing when it may.
 #pragma once
 
 #include <optional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "result.h"
+#include "task_choice.h"
 #include "time_windows.h"
 
 namespace tessera::client {
@@ -19,6 +21,7 @@ struct WorkPreferences {
     bool run_on_battery = false;           // false: wait while the machine runs on battery
     std::vector<TimeWindow> work_hours;    // empty: any time of day
     std::vector<std::string> exclusive_apps;  // program names (as in `ps -e`) that pause work
+    TaskChoice tasks;                      // which of a server's tasks to take
 
     // What is in force, for `tessera-client status` ("idle 10 min", "not on battery", …).
     std::vector<std::string> describe() const;

@@ -26,6 +26,14 @@ bool Scheduler::device_fits(const TaskConfig& config, const common::DeviceInfo& 
     return device.memory_bytes >= needed;
 }
 
+bool Scheduler::volunteer_allows(const common::WorkRequest& request, const std::string& id, const std::string& model) {
+    auto named = [&](const std::vector<std::string>& names) {
+        return std::find(names.begin(), names.end(), id) != names.end() ||
+               std::find(names.begin(), names.end(), model) != names.end();
+    };
+    return (request.only_tasks.empty() || named(request.only_tasks)) && !named(request.exclude_tasks);
+}
+
 common::Result<std::optional<TaskView>> Scheduler::choose_task(const common::WorkRequest& request) {
     auto tasks = store_.tasks();
     if (!tasks) return tasks.error();
@@ -41,6 +49,7 @@ common::Result<std::optional<TaskView>> Scheduler::choose_task(const common::Wor
             config = configs_.emplace(record.id, std::move(parsed->config)).first;
         }
         if (!device_fits(config->second, request.device)) continue;
+        if (!volunteer_allows(request, record.id, config->second.model)) continue;
         total += record.weight;
         eligible.push_back({std::move(record), config->second});
     }

@@ -37,6 +37,9 @@ public:
 
     // Whether a volunteer with `device` can take the task's units.
     static bool device_fits(const TaskConfig& config, const common::DeviceInfo& device);
+    // Whether the volunteer's choice lets it take the task `id` of model `model`: named by id or
+    // model in the request's `only_tasks` (when it names any), and in `exclude_tasks` neither way.
+    static bool volunteer_allows(const common::WorkRequest& request, const std::string& id, const std::string& model);
 
 private:
     // The fleet at work on the task, read only when its units are sized by it (unit_sizing.h).

@@ -103,6 +103,25 @@ TEST_CASE("exclusive apps: names parse; a path or a name Linux would cut is refu
     CHECK(long_name.message().find("15 characters") != std::string::npos);
 }
 
+TEST_CASE("the task choice: names parse, a name no server can have is refused, status says what is chosen") {
+    CHECK(parse_task_names(" fashion-mnist-dit-tiny, cnn ,").value() ==
+          std::vector<std::string>{"fashion-mnist-dit-tiny", "cnn"});
+    CHECK(parse_task_names("").value().empty());
+    auto spaced = parse_task_names("dit tiny");
+    REQUIRE_FALSE(spaced);
+    CHECK(spaced.message().find("not a task id or model preset") != std::string::npos);
+    std::string many;
+    for (int i = 0; i < 65; ++i) many += "t" + std::to_string(i) + ",";
+    CHECK(parse_task_names(many).message().find("at most 64") != std::string::npos);
+
+    WorkPreferences preferences;
+    preferences.run_on_battery = true;
+    CHECK(preferences.describe().empty());  // any task, any time
+    preferences.tasks = {{"cnn"}, {"fashion-mnist-dit-b"}};
+    CHECK(preferences.describe() ==
+          std::vector<std::string>{"only the tasks cnn", "never the tasks fashion-mnist-dit-b"});
+}
+
 TEST_CASE("reason_to_wait: each preference holds work, and says why; none holds by default but the battery") {
     WorkPreferences defaults;
     MachineState idle_machine;

@@ -402,6 +402,30 @@ TEST_CASE(
     CHECK(kept.steps == steps);
 }
 
+TEST_CASE("a volunteer that names a task in --tasks works on that task alone") {
+    TestServer server;
+    set_to_wall_clock(server);
+    auto first = server.config().task_id;
+    auto second = server.config();
+    second.task_id = "second";
+    REQUIRE(create_task(server.state(), server.store(), second).ok());
+    REQUIRE(server.app().refresh_tasks().ok());
+    REQUIRE(server.store().set_task_weight(first, 100).ok());  // without the choice, nearly always the first
+    TempDir dir;
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.once = true;
+    options.preferences.tasks.only = {"second"};
+    for (int run = 0; run < 2; ++run) {
+        client::VolunteerControl control;
+        auto stop = client::run_volunteer(options, control);
+        INFO(stop.message);
+        REQUIRE(stop.reason == StopReason::OnceDone);
+        server.app().wait_idle();
+    }
+    CHECK(server.store().task("second").value()->version == 2);
+    CHECK(server.store().task(first).value()->version == 0);
+}
+
 TEST_CASE("a volunteer of a kept-state task keeps its optimizer moments in its state directory across restarts") {
     TestServer server([](TaskConfig& config) {
         config.inner_optimizer = common::InnerOptimizer::Kept;

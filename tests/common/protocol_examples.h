@@ -67,6 +67,8 @@ inline common::WorkRequest example_work_request() {
     m.samples_per_s = 512.5;
     m.cached_shards = {std::string(64, 'b')};
     m.held_model = std::string(64, 'e');
+    m.only_tasks = {"fashion-mnist-dit-tiny", "dit-s"};
+    m.exclude_tasks = {"cnn"};
     return m;
 }
 

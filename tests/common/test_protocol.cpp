@@ -160,6 +160,16 @@ TEST_CASE("missing, unknown and ill-typed fields are named") {
     CHECK(error_after(example_work_request(), [](auto& o) { o["held_model"] = "xyz"; }).find("held_model") !=
           std::string::npos);
     CHECK(error_after(example_work_request(), [](auto& o) { o.erase("held_model"); }).empty());
+    // The task choice: optional (an older client's request has none), names only.
+    CHECK(error_after(example_work_request(), [](auto& o) {
+              o.erase("tasks");
+              o.erase("exclude_tasks");
+          }).empty());
+    CHECK(error_after(example_work_request(), [](auto& o) { o["tasks"] = boost::json::array{"a b"}; })
+              .find("field \"tasks\"") != std::string::npos);
+    CHECK(error_after(example_work_request(), [](auto& o) {
+              o["exclude_tasks"] = "cnn";
+          }).find("exclude_tasks") != std::string::npos);
     CHECK(error_after(example_no_work_response(), [](auto& o) { o["retry_after_s"] = 0; }).find("retry_after_s") !=
           std::string::npos);
     CHECK(error_after(example_no_work_response(), [](auto& o) {

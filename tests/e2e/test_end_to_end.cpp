@@ -299,6 +299,8 @@ TEST_CASE("the client refuses a bad preference with exit 2 before it starts, on 
     CHECK(client({"--exclusive-apps", "/usr/bin/steam"}) == 2);
     CHECK(client({"--idle-minutes", "-1"}) == 2);
     CHECK(client({"--max-upload-mbps", "0.001"}) == 2);
+    CHECK(client({"--tasks", "dit tiny"}) == 2);
+    CHECK(client({"--exclude-tasks", "a/b"}) == 2);
     std::ofstream(dir / "client.conf") << "work-hours = 25:00-07:00\n";
     CHECK(client({"--config", (dir / "client.conf").string()}) == 2);
     CHECK(!std::filesystem::exists(dir / "state"));  // nothing was started

@@ -119,13 +119,18 @@ public:
         return http_post(port_(), target, body, signed_headers(target, body, id_, key_, now_()));
     }
 
-    // Asks for work, holding the model `held_model` (for patches); the verified work unit, or
-    // nullopt for "no work".
-    std::optional<common::WorkUnit> request_work(const std::string& held_model = "") {
+    // Asks for work, holding the model `held_model` (for patches), taking only the tasks
+    // `only` names (empty: any) and none `exclude` names; the verified work unit, or nullopt
+    // for "no work".
+    std::optional<common::WorkUnit> request_work(const std::string& held_model = "",
+                                                 std::vector<std::string> only = {},
+                                                 std::vector<std::string> exclude = {}) {
         common::WorkRequest request;
         request.client_id = id_;
         request.device = {"cpu", "test cpu", 1 << 30, 2};
         request.held_model = held_model;
+        request.only_tasks = std::move(only);
+        request.exclude_tasks = std::move(exclude);
         auto reply = post("/api/v1/work", boost::json::serialize(common::to_json(request)));
         if (reply.status != 200) throw std::runtime_error("work: " + std::to_string(reply.status) + " " + reply.body);
         auto response = common::parse_message<common::WorkResponse>(reply.body).value();

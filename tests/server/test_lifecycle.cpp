@@ -1,9 +1,10 @@
 // The work-unit lifecycle with a manual clock: deadlines and reissue, retirement, in-flight
 // limits, epoch coverage and locality, H scaled to speed, lonely replicas, buffered policies
-// and restarts that resume where the database says.
+// and restarts that resume where the database says; several tasks and a volunteer's choice among them.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "checkpoint.h"
 #include "file_io.h"
@@ -231,6 +232,32 @@ TEST_CASE("units that end together: a slower volunteer's unit is its share of th
     server.advance(10);
     CHECK(request_with(slow, 8.0)->hyper.local_steps == 20);  // 100 × 8/40, where 60 s alone gives 60
     CHECK(request_with(fast, 40.0)->hyper.local_steps == 100);
+}
+
+TEST_CASE("a volunteer's task choice: only the tasks it names, by id or model, never those it excludes") {
+    TestServer server([](TaskConfig& c) { c.max_in_flight = 100; });
+    TestVolunteer volunteer(server);
+    auto first = server.store().current_task().value().value().id;
+    auto second = server.config();
+    second.task_id = "second";
+    second.model = "dit-s";
+    REQUIRE(create_task(server.state(), server.store(), second).ok());
+    REQUIRE(server.app().refresh_tasks().ok());
+
+    // Equal weights: without a choice both tasks are drawn; with one, only what it allows.
+    std::set<std::string> drawn;
+    for (int i = 0; i < 12; ++i) drawn.insert(volunteer.request_work().value().task_id);
+    CHECK(drawn == std::set<std::string>{first, "second"});
+    for (int i = 0; i < 6; ++i) {
+        CHECK(volunteer.request_work("", {"second"}).value().task_id == "second");
+        CHECK(volunteer.request_work("", {"dit-s"}).value().task_id == "second");        // by model
+        CHECK(volunteer.request_work("", {}, {"second"}).value().task_id == first);
+        CHECK(volunteer.request_work("", {}, {"dit-tiny"}).value().task_id == "second");  // by model
+        CHECK(volunteer.request_work("", {first, "second"}, {first}).value().task_id == "second");
+    }
+    // A choice no running task meets: no work, and the answer says when to ask again.
+    CHECK_FALSE(volunteer.request_work("", {"cnn"}).has_value());
+    CHECK_FALSE(volunteer.request_work("", {}, {"dit-tiny", "dit-s"}).has_value());
 }
 
 TEST_CASE("two tasks in one server: a task created while it runs, weights, each task's deadline, each its own merges") {
