@@ -2,9 +2,10 @@
 #include <cxxopts.hpp>
 
 #include "allocator_tuning.h"
+#include "client_address.h"
+#include "command_support.h"
 #include "options_with_config.h"
 #include "stop_signals.h"
-#include "command_support.h"
 #include "server_app.h"
 #include "tessera_version.h"
 #include "version_number.h"
@@ -47,6 +48,9 @@ cxxopts::Options run_options() {
         "tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))(
         "registrations-per-hour", "new volunteers one address may register per hour; 0: no limit",
         cxxopts::value<std::int64_t>()->default_value("20"))(
+        "trusted-proxy", "reverse proxies (their addresses, e.g. 127.0.0.1) whose X-Forwarded-For names the client "
+        "(empty: none)",
+        cxxopts::value<std::string>()->default_value(""))(
         "min-client-version", "refuse to register clients older than this release (e.g. 0.2.0; empty: any)",
         cxxopts::value<std::string>()->default_value(""))(
         "recommended-client-version", "tell clients older than this release to update (empty: this server's own)",
@@ -91,6 +95,9 @@ common::Result<ServerOptions> server_options_of(const cxxopts::ParseResult& args
     server.handler_threads = std::max<std::size_t>(1, args["handler-threads"].as<std::size_t>());
     server.work_threads = std::max<std::size_t>(1, args["work-threads"].as<std::size_t>());
     server.tick_interval_s = std::max<std::int64_t>(1, args["tick"].as<std::int64_t>());
+    auto proxies = parse_trusted_proxies(args["trusted-proxy"].as<std::string>());
+    if (!proxies) return fail("--trusted-proxy: " + proxies.message());
+    server.http.trusted_proxies = *proxies;
     server.registrations_per_hour = args["registrations-per-hour"].as<std::int64_t>();
     if (server.registrations_per_hour < 0) return fail("--registrations-per-hour must be >= 0");
     server.min_client_version = args["min-client-version"].as<std::string>();

@@ -19,6 +19,7 @@
 #include <thread>
 #include <tuple>
 
+#include "client_address.h"
 #include "request_signing.h"
 #include "upload_slots.h"
 
@@ -357,7 +358,8 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         if (body_error) co_return;
         auto request = parser.release();
         bool keep_alive = request.keep_alive();
-        auto response = co_await answer(context->handlers, api, std::move(request), peer);
+        auto from = client_address(peer, request["X-Forwarded-For"], settings.trusted_proxies);
+        auto response = co_await answer(context->handlers, api, std::move(request), std::move(from));
         beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
         auto [write_error, written] = co_await beast::async_write(stream, std::move(*response), kTuple);
         record(written);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -41,6 +42,8 @@ struct HttpSettings {
     // Where upload bodies are spooled: the results directory, so that a received delta is moved
     // into place, not copied (ServerApp sets it).
     std::filesystem::path upload_spool_directory = ".";
+    // Reverse proxies whose X-Forwarded-For is believed (client_address.h); none: the peer.
+    std::vector<boost::asio::ip::address> trusted_proxies;
     std::filesystem::path tls_cert;  // both set: HTTPS
     std::filesystem::path tls_key;
 };

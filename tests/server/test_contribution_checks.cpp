@@ -293,6 +293,24 @@ TEST_CASE("registrations per address are limited; a known volunteer may always r
     CHECK_NOTHROW(TestVolunteer{server});
 }
 
+TEST_CASE("behind a trusted proxy, registrations are counted per forwarded address, not per proxy") {
+    TestServer server({}, PolicyKind::FedAsync, [](ServerOptions& options) {
+        options.registrations_per_hour = 1;
+        options.http.trusted_proxies = {boost::asio::ip::make_address("127.0.0.1")};
+    });
+    auto register_from = [&](const std::string& forwarded_for) {
+        auto key = common::SigningKey::generate();
+        common::RegisterRequest request{common::to_base64(key.verify_key().raw()), "behind nginx", "0.1.0"};
+        return http_post(server.port(), "/api/v1/register", boost::json::serialize(common::to_json(request)),
+                         {{"X-Forwarded-For", forwarded_for}})
+            .status;
+    };
+    CHECK(register_from("198.51.100.1") == 200);
+    CHECK(register_from("198.51.100.2") == 200);  // another volunteer behind the same proxy
+    CHECK(register_from("198.51.100.1") == 429);
+    CHECK(register_from("6.6.6.6, 198.51.100.2") == 429);  // what a client writes at the left is not believed
+}
+
 TEST_CASE("the checks' task settings out of range are refused, each naming its setting") {
     TestServer server;
     auto error_after = [&](const std::function<void(TaskConfig&)>& change) {
