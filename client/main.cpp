@@ -95,14 +95,15 @@ cxxopts::Options client_options() {
         "work-hours", "work only within these local times, e.g. 22:00-07:00,12:00-13:30 (empty: any time)",
         cxxopts::value<std::string>()->default_value(""))(
         "exclusive-apps", "wait while any of these programs runs, e.g. steam,blender (names as `ps -e` shows them)",
-        cxxopts::value<std::string>()->default_value(""))(
-        "max-download-mbps", "cap downloads at this many megabits per second (0: no cap)",
-        cxxopts::value<double>()->default_value("0"))(
+        cxxopts::value<std::string>()->default_value(""))("max-download-mbps",
+                                                          "cap downloads at this many megabits per second (0: no cap)",
+                                                          cxxopts::value<double>()->default_value("0"))(
         "max-upload-mbps", "cap uploads at this many megabits per second (0: no cap)",
         cxxopts::value<double>()->default_value("0"))(
         "tasks", "take only these of a server's tasks: task ids or model presets, e.g. cnn,dit-tiny (empty: any)",
-        cxxopts::value<std::string>()->default_value(""))(
-        "exclude-tasks", "never take these tasks: task ids or model presets", cxxopts::value<std::string>()->default_value(""));
+        cxxopts::value<std::string>()->default_value(""))("exclude-tasks",
+                                                          "never take these tasks: task ids or model presets",
+                                                          cxxopts::value<std::string>()->default_value(""));
     tessera::common::add_config_option(options);
     return options;
 }
@@ -177,8 +178,8 @@ CommandLine parse_command_line(int argc, char** argv) {
     auto apps = tessera::client::parse_program_names(args["exclusive-apps"].as<std::string>());
     if (!apps) return usage_error("--exclusive-apps: " + apps.message());
     preferences.exclusive_apps = *apps;
-    for (auto [name, field] : {std::pair{"tasks", &preferences.tasks.only},
-                               std::pair{"exclude-tasks", &preferences.tasks.exclude}}) {
+    for (auto [name, field] :
+         {std::pair{"tasks", &preferences.tasks.only}, std::pair{"exclude-tasks", &preferences.tasks.exclude}}) {
         auto names = tessera::client::parse_task_names(args[name].as<std::string>());
         if (!names) return usage_error(std::string("--") + name + ": " + names.message());
         *field = *names;

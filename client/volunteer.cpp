@@ -301,9 +301,13 @@ private:
         }
         if (stop_requested()) return Stop{};
         if (!hold_turn(true)) return stop_requested() ? Next{Stop{}} : Next{Phase::AskForWork};  // paused meanwhile
-        common::WorkRequest request{api_->client_id(), device_, samples_per_s_, cached_shards(),
+        common::WorkRequest request{api_->client_id(),
+                                    device_,
+                                    samples_per_s_,
+                                    cached_shards(),
                                     cache_.find(held_model_) ? held_model_ : std::string(),
-                                    options_.preferences.tasks.only, options_.preferences.tasks.exclude};
+                                    options_.preferences.tasks.only,
+                                    options_.preferences.tasks.exclude};
         auto response = with_retries(turn_released_on_failure([&] { return api_->request_work(request); }), stopping(),
                                      log_, "asking for work", options_.retry);
         if (!response) return stop_for(response.failure());

@@ -21,7 +21,7 @@ struct WorkPreferences {
     bool run_on_battery = false;           // false: wait while the machine runs on battery
     std::vector<TimeWindow> work_hours;    // empty: any time of day
     std::vector<std::string> exclusive_apps;  // program names (as in `ps -e`) that pause work
-    TaskChoice tasks;                      // which of a server's tasks to take
+    TaskChoice tasks;                         // which of a server's tasks to take
 
     // What is in force, for `tessera-client status` ("idle 10 min", "not on battery", …).
     std::vector<std::string> describe() const;

@@ -48,7 +48,8 @@ cxxopts::Options run_options() {
         "tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))(
         "registrations-per-hour", "new volunteers one address may register per hour; 0: no limit",
         cxxopts::value<std::int64_t>()->default_value("20"))(
-        "trusted-proxy", "reverse proxies (their addresses, e.g. 127.0.0.1) whose X-Forwarded-For names the client "
+        "trusted-proxy",
+        "reverse proxies (their addresses, e.g. 127.0.0.1) whose X-Forwarded-For names the client "
         "(empty: none)",
         cxxopts::value<std::string>()->default_value(""))(
         "min-client-version", "refuse to register clients older than this release (e.g. 0.2.0; empty: any)",

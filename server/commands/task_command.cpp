@@ -19,7 +19,9 @@ common::Result<std::optional<common::LrSchedule>> schedule_from_args(const cxxop
     const auto name = args.count("lr-schedule") ? args["lr-schedule"].as<std::string>() : std::string("constant");
     const bool details = args.count("schedule-samples") || args.count("warmup-samples") || args.count("final-lr-ratio");
     if (name == "none") {
-        if (details) return common::make_error("--lr-schedule none takes no --schedule-samples, --warmup-samples or --final-lr-ratio");
+        if (details)
+            return common::make_error(
+                "--lr-schedule none takes no --schedule-samples, --warmup-samples or --final-lr-ratio");
         return std::optional<common::LrSchedule>();
     }
     auto kind = common::lr_schedule_kind_from_name(name);
@@ -29,7 +31,8 @@ common::Result<std::optional<common::LrSchedule>> schedule_from_args(const cxxop
     if (args.count("warmup-samples")) schedule.warmup_samples = args["warmup-samples"].as<std::int64_t>();
     if (args.count("schedule-samples")) schedule.total_samples = args["schedule-samples"].as<std::int64_t>();
     if (args.count("final-lr-ratio")) {
-        if (*kind != common::LrSchedule::Kind::Cosine) return common::make_error("--final-lr-ratio is for --lr-schedule cosine");
+        if (*kind != common::LrSchedule::Kind::Cosine)
+            return common::make_error("--final-lr-ratio is for --lr-schedule cosine");
         schedule.final_lr_ratio = args["final-lr-ratio"].as<double>();
     }
     if (*kind == common::LrSchedule::Kind::Cosine && !args.count("schedule-samples"))
@@ -128,22 +131,27 @@ int task_command(int argc, char** argv) {
         cxxopts::value<std::string>())("policy", "fedasync, fedbuff, diloco or diloco-dn",
                                        cxxopts::value<std::string>()->default_value("fedasync"))(
         "staleness", "const, poly:A, hinge:A,B or conc:M,A[,R] (default: fedasync poly:1, others poly:0.5)",
-        cxxopts::value<std::string>())("server-lr", "merge step size eta (fedasync 1.0, fedbuff 1.0, diloco and diloco-dn 0.7)",
+        cxxopts::value<std::string>())("server-lr",
+                                       "merge step size eta (fedasync 1.0, fedbuff 1.0, diloco and diloco-dn 0.7)",
                                        cxxopts::value<double>())(
-        "buffer", "fedbuff K / diloco N: deltas per merge; diloco-dn N: arrivals per momentum step (4)", cxxopts::value<std::int64_t>())(
-        "trim", "fedbuff trimmed-mean fraction per side, < 0.5 (0)", cxxopts::value<double>())(
+        "buffer", "fedbuff K / diloco N: deltas per merge; diloco-dn N: arrivals per momentum step (4)",
+        cxxopts::value<std::int64_t>())("trim", "fedbuff trimmed-mean fraction per side, < 0.5 (0)",
+                                        cxxopts::value<double>())(
         "momentum", "diloco / diloco-dn outer Nesterov momentum (0.9)", cxxopts::value<double>())(
-        "per-concurrency", "fedasync: divide each result by C^P, C the concurrency stamped on it (P 0.75 unless "
+        "per-concurrency",
+        "fedasync: divide each result by C^P, C the concurrency stamped on it (P 0.75 unless "
         "given as =P; =1 divides by C); use with conc:M,A",
-        cxxopts::value<double>()->implicit_value("0.75"))(
-        "clip-norm", "clip each delta to this L2 norm (0: off)", cxxopts::value<double>())(
+        cxxopts::value<double>()->implicit_value("0.75"))("clip-norm", "clip each delta to this L2 norm (0: off)",
+                                                          cxxopts::value<double>())(
         "local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
         "batch", "batch size (64)", cxxopts::value<std::int64_t>())(
         "lr", "inner AdamW learning rate (dit-tiny 4e-3, cnn 1e-3, dit-s and dit-b 3e-4)", cxxopts::value<double>())(
         "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (kept)",
         cxxopts::value<std::string>())(
-        "lr-schedule", "one learning-rate schedule over the run: constant, cosine, or none: a warm-up in every unit (constant)",
-        cxxopts::value<std::string>())("schedule-samples", "the run's samples: where a cosine ends; sizes units with --min-rounds",
+        "lr-schedule",
+        "one learning-rate schedule over the run: constant, cosine, or none: a warm-up in every unit (constant)",
+        cxxopts::value<std::string>())("schedule-samples",
+                                       "the run's samples: where a cosine ends; sizes units with --min-rounds",
                                        cxxopts::value<std::int64_t>())(
         "warmup-samples", "samples merged over which the lr warms up (two units: 2 x H x batch)",
         cxxopts::value<std::int64_t>())("final-lr-ratio", "cosine: the lr at the end, as a fraction of --lr (0.1)",

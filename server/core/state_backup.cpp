@@ -97,8 +97,8 @@ common::Status drop_leases(const StateDir& state) {
 }
 
 common::Status copy_secrets(const StateDir& from, const StateDir& to) {
-    for (auto [source, target] : {std::pair{from.signing_key(), to.signing_key()},
-                                  std::pair{from.operator_token(), to.operator_token()}})
+    for (auto [source, target] :
+         {std::pair{from.signing_key(), to.signing_key()}, std::pair{from.operator_token(), to.operator_token()}})
         if (auto status = copy_secret(source, target); !status) return status;
     return {};
 }
@@ -154,14 +154,15 @@ common::Status check_empty_database(const std::string& url) {
 // names, checked against the backup's files, then the files.
 common::Result<BackupReport> restore_dump(const fs::path& backup, const StateDir& target, const PostgresTools& tools) {
     if (!is_postgres_url(target.database_url()))
-        return common::make_error(backup.string() + " holds a PostgreSQL dump: restore it into an empty PostgreSQL "
+        return common::make_error(backup.string() +
+                                  " holds a PostgreSQL dump: restore it into an empty PostgreSQL "
                                   "database, named with --db");
     if (auto status = check_empty_database(target.database_url()); !status) return status.error();
     if (auto status = prepare_empty_folder(target.root(), "the state directory"); !status) return status.error();
-    if (auto status = run_program({tool(tools, "pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
-                                   "--single-transaction", "--dbname=" + target.database_url(),
-                                   (backup / kDumpName).string()},
-                                  "pg_restore");
+    if (auto status =
+            run_program({tool(tools, "pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error",
+                         "--single-transaction", "--dbname=" + target.database_url(), (backup / kDumpName).string()},
+                        "pg_restore");
         !status)
         return status.error();
     // The restored rows against the backup's files, before any is copied.

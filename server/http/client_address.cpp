@@ -54,7 +54,8 @@ common::Result<std::vector<ip::address>> parse_trusted_proxies(std::string_view 
         if (!item.empty()) {
             auto address = address_of(item);
             if (!address)
-                return common::make_error("\"" + std::string(item) + "\" is not an IP address (give the proxy's address, "
+                return common::make_error("\"" + std::string(item) +
+                                          "\" is not an IP address (give the proxy's address, "
                                           "e.g. 127.0.0.1)");
             addresses.push_back(*address);
         }

@@ -122,8 +122,7 @@ public:
     // Asks for work, holding the model `held_model` (for patches), taking only the tasks
     // `only` names (empty: any) and none `exclude` names; the verified work unit, or nullopt
     // for "no work".
-    std::optional<common::WorkUnit> request_work(const std::string& held_model = "",
-                                                 std::vector<std::string> only = {},
+    std::optional<common::WorkUnit> request_work(const std::string& held_model = "", std::vector<std::string> only = {},
                                                  std::vector<std::string> exclude = {}) {
         common::WorkRequest request;
         request.client_id = id_;

@@ -250,7 +250,7 @@ TEST_CASE("a volunteer's task choice: only the tasks it names, by id or model, n
     CHECK(drawn == std::set<std::string>{first, "second"});
     for (int i = 0; i < 6; ++i) {
         CHECK(volunteer.request_work("", {"second"}).value().task_id == "second");
-        CHECK(volunteer.request_work("", {"dit-s"}).value().task_id == "second");        // by model
+        CHECK(volunteer.request_work("", {"dit-s"}).value().task_id == "second");  // by model
         CHECK(volunteer.request_work("", {}, {"second"}).value().task_id == first);
         CHECK(volunteer.request_work("", {}, {"dit-tiny"}).value().task_id == "second");  // by model
         CHECK(volunteer.request_work("", {first, "second"}, {first}).value().task_id == "second");

@@ -94,9 +94,10 @@ TEST_CASE("a SQLite backup is not restored into a PostgreSQL database") {
     PreparedState prepared;
     TempDir dir;
     std::string output;
-    REQUIRE_MESSAGE(run_server({"backup", "--state", prepared.state().root().string(), "--to", (dir / "backup").string()},
-                               output) == 0,
-                    output);
+    REQUIRE_MESSAGE(
+        run_server({"backup", "--state", prepared.state().root().string(), "--to", (dir / "backup").string()},
+                   output) == 0,
+        output);
     CHECK(run_server({"restore", "--from", (dir / "backup").string(), "--state", (dir / "restored").string(), "--db",
                       cluster.create_database("target")},
                      output) == 1);

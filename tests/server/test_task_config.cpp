@@ -100,7 +100,8 @@ TEST_CASE("min_rounds and units_end_together: checked, stored, absent in older t
     CHECK_FALSE(task_config_from_json(json).ok());
 }
 
-TEST_CASE("new tasks' defaults: kept moments and each model's rate; a stored task without them keeps the older meaning") {
+TEST_CASE(
+    "new tasks' defaults: kept moments and each model's rate; a stored task without them keeps the older meaning") {
     auto rate_of = [](const std::string& model) {
         auto config = valid_task();
         config.model = model;

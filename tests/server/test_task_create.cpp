@@ -51,7 +51,8 @@ TEST_CASE("a new task: kept moments, the model's rate, one constant schedule war
     CHECK_FALSE(older.lr_schedule.has_value());
     CHECK(older.inner_optimizer == common::InnerOptimizer::Fresh);
     CHECK(older.lr == doctest::Approx(3e-4));
-    REQUIRE(create(prepared, "told", {"--schedule-samples", "100000", "--min-rounds", "5", "--warmup-samples", "0"}) == 0);
+    REQUIRE(create(prepared, "told", {"--schedule-samples", "100000", "--min-rounds", "5", "--warmup-samples", "0"}) ==
+            0);
     auto told = stored_config(prepared, "told");
     CHECK(told.min_rounds == 5);
     CHECK(told.lr_schedule->warmup_samples == 0);

@@ -136,7 +136,8 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     if (config->lr_schedule)
         if (auto status = common::validate_lr_schedule(*config->lr_schedule); !status)
             return common::with_context("--lr-schedule", status.error());
-    config->min_rounds = a.count("min-rounds") ? a["min-rounds"].as<std::int64_t>() : server::default_min_rounds(*config);
+    config->min_rounds =
+        a.count("min-rounds") ? a["min-rounds"].as<std::int64_t>() : server::default_min_rounds(*config);
     if (a.count("no-checks")) {
         // The merging and the codec alone: nothing replicated, loss-checked, bounded or compared.
         config->replication = 0;
@@ -401,17 +402,18 @@ int run_fleet_command(int argc, char** argv) {
         "one inner lr schedule over the run, indexed by samples merged, spanning the budget: constant or cosine; "
         "none: warm-up per unit (default: constant without a span, as task create)",
         cxxopts::value<std::string>())("warmup-samples", "the schedule's warm-up, samples (two units: 2 x H x batch)",
-                                       cxxopts::value<std::int64_t>())(
-        "final-lr-ratio", "cosine: final lr / lr at the samples budget",
-        cxxopts::value<double>()->default_value("0.1"))(
-        "inner-state", "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units "
+                                       cxxopts::value<std::int64_t>())("final-lr-ratio",
+                                                                       "cosine: final lr / lr at the samples budget",
+                                                                       cxxopts::value<double>()->default_value("0.1"))(
+        "inner-state",
+        "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units "
         "(the task's default: kept)",
-        cxxopts::value<std::string>())(
-        "ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
-        cxxopts::value<double>()->default_value("0"))(
+        cxxopts::value<std::string>())("ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
+                                       cxxopts::value<double>()->default_value("0"))(
         "run-lr", "runs' own inner learning rates, e.g. central=4e-3,ddp=1.36e-2,fedasync=8e-3 (others: --lr)",
         cxxopts::value<std::string>()->default_value(""))(
-        "per-concurrency", "async fedasync: each result divided by C^P, C its stamped concurrency (P 0.75 unless "
+        "per-concurrency",
+        "async fedasync: each result divided by C^P, C its stamped concurrency (P 0.75 unless "
         "given as =P; with conc:M,A)",
         cxxopts::value<double>()->implicit_value("0.75"))(
         "momentum", "async diloco / diloco-dn outer momentum (negative: the policy's default)",
