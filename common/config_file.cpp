@@ -6,16 +6,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "text_trim.h"
+
 namespace tessera::common {
 namespace {
 
-std::string_view trimmed(std::string_view text) {
-    const char* blanks = " \t\r";
-    auto first = text.find_first_not_of(blanks);
-    if (first == std::string_view::npos) return {};
-    auto last = text.find_last_not_of(blanks);
-    return text.substr(first, last - first + 1);
-}
+constexpr std::string_view kBlanks = " \t\r";
 
 bool is_option_name(std::string_view name) {
     if (name.empty() || name.front() == '-') return false;
@@ -50,18 +46,18 @@ Result<std::vector<std::string>> parse_config_text(std::string_view text) {
     std::size_t number = 0;
     for (std::size_t start = 0; start <= text.size();) {
         auto end = std::min(text.find('\n', start), text.size());
-        auto line = trimmed(without_comment(text.substr(start, end - start)));
+        auto line = trimmed(without_comment(text.substr(start, end - start)), kBlanks);
         start = end + 1;
         auto where = "line " + std::to_string(++number) + ": ";
         if (line.empty()) continue;
         auto equals = line.find('=');
         if (equals == std::string_view::npos)
             return make_error(where + "expected 'name = value', got '" + std::string(line) + "'");
-        auto name = trimmed(line.substr(0, equals));
+        auto name = trimmed(line.substr(0, equals), kBlanks);
         if (!is_option_name(name))
             return make_error(where + "'" + std::string(name) + "' is not an option name (lower-case letters, digits, '-')");
         if (name == "config") return make_error(where + "a configuration file cannot name another (config)");
-        auto value = unquoted(trimmed(line.substr(equals + 1)));
+        auto value = unquoted(trimmed(line.substr(equals + 1), kBlanks));
         if (!value) return make_error(where + value.message());
         if (*value == "true")
             words.push_back("--" + std::string(name));

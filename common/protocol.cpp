@@ -2,22 +2,22 @@
 // tests/schemas checks both against the same valid and invalid examples.
 #include "protocol.h"
 
+#include <cctype>
+
 #include "json_strict.h"
 #include "lr_schedule_json.h"
 #include "sha256.h"
 #include "text_encoding.h"
 
 namespace tessera::common {
-namespace {
-
-constexpr std::size_t kMaxIdentifier = 64;
-
 bool is_identifier(std::string_view text) {
     if (text.empty() || text.size() > kMaxIdentifier) return false;
     for (char c : text)
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
     return true;
 }
+
+namespace {
 
 bool is_printable_ascii(std::string_view text) {
     for (char c : text)

@@ -1,7 +1,5 @@
 #include "task_choice.h"
 
-#include <cctype>
-
 #include "comma_separated.h"
 #include "protocol.h"
 
@@ -12,13 +10,6 @@ std::string joined(const std::vector<std::string>& names) {
     std::string text;
     for (const auto& name : names) text += (text.empty() ? "" : ", ") + name;
     return text;
-}
-
-bool is_task_name(const std::string& name) {
-    if (name.empty() || name.size() > 64) return false;
-    for (char c : name)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
-    return true;
 }
 
 }  // namespace
@@ -34,7 +25,7 @@ common::Result<std::vector<std::string>> parse_task_names(const std::string& tex
     std::vector<std::string> names;
     for (auto& name : comma_separated(text)) {
         if (name.empty()) continue;
-        if (!is_task_name(name))
+        if (!common::is_identifier(name))
             return common::make_error("\"" + name + "\" is not a task id or model preset (1 to 64 of A-Z a-z 0-9 _ -)");
         names.push_back(std::move(name));
     }

@@ -16,29 +16,12 @@ namespace {
 // --warmup-samples and --final-lr-ratio, after the flags that set H and B.
 common::Result<std::optional<common::LrSchedule>> schedule_from_args(const cxxopts::ParseResult& args,
                                                                      const TaskConfig& config) {
-    const auto name = args.count("lr-schedule") ? args["lr-schedule"].as<std::string>() : std::string("constant");
-    const bool details = args.count("schedule-samples") || args.count("warmup-samples") || args.count("final-lr-ratio");
-    if (name == "none") {
-        if (details)
-            return common::make_error(
-                "--lr-schedule none takes no --schedule-samples, --warmup-samples or --final-lr-ratio");
-        return std::optional<common::LrSchedule>();
-    }
-    auto kind = common::lr_schedule_kind_from_name(name);
-    if (!kind) return common::make_error("--lr-schedule must be constant, cosine or none");
-    common::LrSchedule schedule = default_lr_schedule(config);
-    schedule.kind = *kind;
-    if (args.count("warmup-samples")) schedule.warmup_samples = args["warmup-samples"].as<std::int64_t>();
-    if (args.count("schedule-samples")) schedule.total_samples = args["schedule-samples"].as<std::int64_t>();
-    if (args.count("final-lr-ratio")) {
-        if (*kind != common::LrSchedule::Kind::Cosine)
-            return common::make_error("--final-lr-ratio is for --lr-schedule cosine");
-        schedule.final_lr_ratio = args["final-lr-ratio"].as<double>();
-    }
-    if (*kind == common::LrSchedule::Kind::Cosine && !args.count("schedule-samples"))
-        return common::make_error("--lr-schedule cosine needs --schedule-samples (the samples the decay spans)");
-    if (auto status = common::validate_lr_schedule(schedule); !status) return common::with_context("--lr-schedule", status.error());
-    return std::optional<common::LrSchedule>(schedule);
+    LrScheduleFlags flags;
+    if (args.count("lr-schedule")) flags.name = args["lr-schedule"].as<std::string>();
+    if (args.count("warmup-samples")) flags.warmup_samples = args["warmup-samples"].as<std::int64_t>();
+    if (args.count("schedule-samples")) flags.total_samples = args["schedule-samples"].as<std::int64_t>();
+    if (args.count("final-lr-ratio")) flags.final_lr_ratio = args["final-lr-ratio"].as<double>();
+    return lr_schedule_from_flags(flags, config);
 }
 
 common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, const std::filesystem::path& data_dir) {

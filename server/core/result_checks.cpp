@@ -56,8 +56,7 @@ double alignment_threshold(const std::vector<double>& recent, double min_alignme
     double median = median_of(recent);
     std::vector<double> deviations;
     for (double alignment : recent) deviations.push_back(std::abs(alignment - median));
-    double below_spread = median - kAlignmentSpreads * kMadToSigma * median_of(std::move(deviations));
-    return std::min(min_alignment, std::max(below_spread, -kAlignmentFloor * std::max(median, 0.0)));
+    return std::min(min_alignment, median - kAlignmentSpreads * kMadToSigma * median_of(std::move(deviations)));
 }
 
 double gain_margin(const std::vector<double>& gains, const std::vector<double>& current, double min_gain) {
@@ -177,9 +176,8 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
            judge(verdict, suspended, reason::kMisaligned,
                  "cosine similarity " + std::to_string(*alignment) +
                      " with the consensus of recent results of other units is below " + std::to_string(threshold) +
-                     (threshold < task.config.min_alignment
-                          ? " (the median of recent valid results less 4 spreads, at least -1/2 x the median)"
-                          : ""));
+                     (threshold < task.config.min_alignment ? " (the median of recent valid results less 4.5 spreads)"
+                                                            : ""));
 }
 
 common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,

@@ -65,6 +65,32 @@ common::LrSchedule default_lr_schedule(const TaskConfig& config) {
     return schedule;
 }
 
+common::Result<std::optional<common::LrSchedule>> lr_schedule_from_flags(const LrScheduleFlags& flags,
+                                                                         const TaskConfig& config) {
+    if (flags.name == "none") {
+        if (flags.warmup_samples || flags.total_samples || flags.final_lr_ratio)
+            return common::make_error(
+                "--lr-schedule none takes no --schedule-samples, --warmup-samples or --final-lr-ratio");
+        return std::optional<common::LrSchedule>();
+    }
+    auto kind = common::lr_schedule_kind_from_name(flags.name);
+    if (!kind) return common::make_error("--lr-schedule must be constant, cosine or none");
+    common::LrSchedule schedule = default_lr_schedule(config);
+    schedule.kind = *kind;
+    if (flags.warmup_samples) schedule.warmup_samples = *flags.warmup_samples;
+    if (flags.total_samples) schedule.total_samples = *flags.total_samples;
+    if (flags.final_lr_ratio) {
+        if (*kind != common::LrSchedule::Kind::Cosine)
+            return common::make_error("--final-lr-ratio is for --lr-schedule cosine");
+        schedule.final_lr_ratio = *flags.final_lr_ratio;
+    }
+    if (*kind == common::LrSchedule::Kind::Cosine && !flags.total_samples)
+        return common::make_error("--lr-schedule cosine needs --schedule-samples (the samples the decay spans)");
+    if (auto status = common::validate_lr_schedule(schedule); !status)
+        return common::with_context("--lr-schedule", status.error());
+    return std::optional<common::LrSchedule>(schedule);
+}
+
 std::int64_t default_min_rounds(const TaskConfig& config) {
     return config.lr_schedule && config.lr_schedule->total_samples > 0 ? kDefaultMinRounds : 0;
 }

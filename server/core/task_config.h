@@ -106,6 +106,18 @@ void apply_new_task_defaults(TaskConfig& config);
 constexpr std::int64_t kWarmupUnits = 2;
 std::int64_t default_warmup_samples(const TaskConfig& config);
 common::LrSchedule default_lr_schedule(const TaskConfig& config);
+// The schedule flags of `task create` and the fleet simulator: a name (constant, cosine or
+// none: a warm-up in every unit, no schedule) and what overrides the default schedule's parts.
+struct LrScheduleFlags {
+    std::string name = "constant";
+    std::optional<std::int64_t> warmup_samples;
+    std::optional<std::int64_t> total_samples;
+    std::optional<double> final_lr_ratio;
+};
+// The schedule the flags give a task whose H and B are set; named errors for flags that
+// contradict each other (none with details, a final ratio off a cosine, a cosine without a span).
+common::Result<std::optional<common::LrSchedule>> lr_schedule_from_flags(const LrScheduleFlags& flags,
+                                                                         const TaskConfig& config);
 // Units per volunteer a new task sizes for when its schedule states the run's samples.
 constexpr std::int64_t kDefaultMinRounds = 20;
 std::int64_t default_min_rounds(const TaskConfig& config);

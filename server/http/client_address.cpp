@@ -3,16 +3,13 @@
 #include <algorithm>
 #include <optional>
 
+#include "text_trim.h"
+
 namespace tessera::server {
 namespace {
 
 namespace ip = boost::asio::ip;
-
-std::string_view trimmed(std::string_view text) {
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-    return text;
-}
+using common::trimmed;
 
 std::optional<ip::address> address_of(std::string_view text) {
     boost::system::error_code error;

@@ -127,15 +127,20 @@ TEST_CASE("the alignment threshold: the task's setting, or well below what recen
     CHECK(alignment_threshold({}, 0.1) == 0.1);
     CHECK(alignment_threshold({0.7, 0.8, 0.75, 0.72, 0.9}, 0.1) == 0.1);  // a young model: the setting
     // A cnn near its plateau (two volunteers, docs/benchmarks.md): honest cosines scatter around
-    // 0.1; median 0.10, median absolute deviation 0.015, so 4 robust spreads reach 0.011.
+    // 0.1; median 0.10, median absolute deviation 0.015, so 4½ robust spreads reach 0.0.
     std::vector<double> plateau{0.10, 0.115, 0.085, 0.12, 0.08, 0.10, 0.13, 0.07, 0.09, 0.11, 0.10};
-    CHECK(alignment_threshold(plateau, 0.1) == doctest::Approx(0.10 - 4 * 1.4826 * 0.015));
-    // Scattered more widely (absolute deviation 0.04), 4 spreads would reach −0.137, where a
-    // sign-flipped typical result (−0.10) passes: the threshold stops at −½ × the median.
-    std::vector<double> scattered{0.10, 0.14, 0.06, 0.18, 0.02, 0.10, 0.13, 0.07, 0.21, 0.05, 0.11};
-    CHECK(alignment_threshold(scattered, 0.1) == doctest::Approx(-0.05));
+    double threshold = alignment_threshold(plateau, 0.1);
+    CHECK(threshold == doctest::Approx(0.10 - 4.5 * 1.4826 * 0.015));
+    CHECK(threshold > -0.10);  // a sign-flipped typical result is refused
+    // Near the plateau real clients reach within minutes at the new defaults: median 0.025,
+    // absolute deviation 0.012. Honest results reach −0.06; so does a sign-flipped typical one.
+    std::vector<double> real_plateau{0.025, 0.037, 0.013, 0.049, 0.001, 0.025, 0.030, 0.020, 0.060, -0.010, 0.028};
+    threshold = alignment_threshold(real_plateau, 0.1);
+    CHECK(threshold == doctest::Approx(0.025 - 4.5 * 1.4826 * 0.012));
+    CHECK(threshold < -0.025);
     CHECK(alignment_threshold({0.05, 0.06, 0.04, 0.05}, 0.1) == 0.1);  // too few to go by
     CHECK(alignment_threshold(plateau, -1) == -1);  // the check turned off stays off
-    // Recent valid results that point away from the consensus: nothing below 0 passes.
-    CHECK(alignment_threshold({-0.2, -0.1, -0.3, -0.15, -0.25}, 0.1) == 0.0);
+    // Recent valid results that point away from the consensus (the model turned): the threshold
+    // follows them.
+    CHECK(alignment_threshold({-0.2, -0.1, -0.3, -0.15, -0.25}, 0.1) == doctest::Approx(-0.2 - 4.5 * 1.4826 * 0.05));
 }

@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 
 #include <functional>
+#include <optional>
 
 #include "task_config.h"
 
@@ -134,4 +135,45 @@ TEST_CASE(
     REQUIRE(older.ok());
     CHECK(older->inner_optimizer == common::InnerOptimizer::Fresh);
     CHECK_FALSE(older->lr_schedule.has_value());
+}
+
+TEST_CASE("schedule flags: the default schedule, what overrides it, and flags that contradict each other") {
+    auto config = valid_task();
+    config.local_steps = 25;
+    config.batch_size = 32;
+    auto flags = [](std::string name, std::optional<std::int64_t> warmup = {}, std::optional<std::int64_t> total = {},
+                    std::optional<double> ratio = {}) {
+        LrScheduleFlags given;
+        given.name = std::move(name);
+        given.warmup_samples = warmup;
+        given.total_samples = total;
+        given.final_lr_ratio = ratio;
+        return given;
+    };
+    auto plain = lr_schedule_from_flags(LrScheduleFlags{}, config);
+    REQUIRE(plain.ok());
+    REQUIRE(plain->has_value());
+    CHECK((*plain)->kind == common::LrSchedule::Kind::Constant);
+    CHECK((*plain)->warmup_samples == 2 * 25 * 32);
+
+    auto none = lr_schedule_from_flags(flags("none"), config);
+    REQUIRE(none.ok());
+    CHECK_FALSE(none->has_value());
+
+    auto cosine = lr_schedule_from_flags(flags("cosine", 800, 96000, 0.05), config);
+    REQUIRE(cosine.ok());
+    CHECK((*cosine)->kind == common::LrSchedule::Kind::Cosine);
+    CHECK((*cosine)->warmup_samples == 800);
+    CHECK((*cosine)->total_samples == 96000);
+    CHECK((*cosine)->final_lr_ratio == doctest::Approx(0.05));
+
+    auto message = [&](const LrScheduleFlags& given) {
+        auto schedule = lr_schedule_from_flags(given, config);
+        return schedule.ok() ? std::string() : schedule.error().message;
+    };
+    CHECK(message(flags("none", 800)).find("none takes no") != std::string::npos);
+    CHECK(message(flags("linear")).find("constant, cosine or none") != std::string::npos);
+    CHECK(message(flags("constant", {}, {}, 0.1)).find("for --lr-schedule cosine") != std::string::npos);
+    CHECK(message(flags("cosine")).find("needs --schedule-samples") != std::string::npos);
+    CHECK(message(flags("constant", -1)).find("--lr-schedule") != std::string::npos);
 }

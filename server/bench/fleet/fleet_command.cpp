@@ -118,24 +118,16 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     // As `task create`: the new task's constant schedule unless one is named, warming up over
     // two units unless told; a named one spans the samples budget (runs that go on towards the
     // target stay at a cosine's final ratio).
-    config->lr_schedule = server::default_lr_schedule(*config);
-    if (a.count("warmup-samples")) config->lr_schedule->warmup_samples = a["warmup-samples"].as<std::int64_t>();
+    server::LrScheduleFlags flags;
+    if (a.count("warmup-samples")) flags.warmup_samples = a["warmup-samples"].as<std::int64_t>();
     if (a.count("lr-schedule")) {
-        const auto name = a["lr-schedule"].as<std::string>();
-        auto kind = common::lr_schedule_kind_from_name(name);
-        if (name == "none")
-            config->lr_schedule.reset();
-        else if (!kind)
-            return common::make_error("--lr-schedule: constant, cosine or none");
-        else {
-            config->lr_schedule->kind = *kind;
-            config->lr_schedule->total_samples = a["samples"].as<std::int64_t>();
-            config->lr_schedule->final_lr_ratio = a["final-lr-ratio"].as<double>();
-        }
+        flags.name = a["lr-schedule"].as<std::string>();
+        if (flags.name != "none") flags.total_samples = a["samples"].as<std::int64_t>();
+        if (flags.name == "cosine") flags.final_lr_ratio = a["final-lr-ratio"].as<double>();
     }
-    if (config->lr_schedule)
-        if (auto status = common::validate_lr_schedule(*config->lr_schedule); !status)
-            return common::with_context("--lr-schedule", status.error());
+    auto schedule = server::lr_schedule_from_flags(flags, *config);
+    if (!schedule) return schedule.error();
+    config->lr_schedule = *schedule;
     config->min_rounds =
         a.count("min-rounds") ? a["min-rounds"].as<std::int64_t>() : server::default_min_rounds(*config);
     if (a.count("no-checks")) {
