@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <iostream>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -194,6 +195,17 @@ CommandLine parse_command_line(int argc, char** argv) {
 }
 
 // `tessera-client status|pause|…`: the running client's answer, for a person (or as JSON).
+// The largest result (MB) an upload cap of `cap_mbps` gets to a server at tessera-server's
+// default upload pace (its body must average 8 KiB/s once 300 s have passed); none when the cap
+// is faster than that, or not set.
+std::optional<long long> largest_upload_mb(double cap_mbps) {
+    constexpr double kMinBytesPerS = 8 << 10;
+    constexpr double kGraceS = 300;
+    double rate = cap_mbps * 1e6 / 8;
+    if (!(cap_mbps > 0) || rate >= kMinBytesPerS) return std::nullopt;
+    return static_cast<long long>(kGraceS / (1 / rate - 1 / kMinBytesPerS) / 1e6);
+}
+
 int send_command(const std::filesystem::path& state_dir, const std::string& command, bool json) {
     auto answer = tessera::client::send_control_command(state_dir, command);
     if (!answer) {
@@ -232,10 +244,9 @@ int main(int argc, char** argv) {
     if (line.subcommand == "doctor") return run_doctor(line.volunteer, std::cout, line.servers);
     if (!line.subcommand.empty())
         return send_command(line.volunteer.state_dir, line.subcommand, line.volunteer.json_logs);
-    if (line.volunteer.max_upload_mbps > 0)  // a server reads an upload's body within 300 s (HttpSettings)
-        std::cerr << "tessera-client: at " << line.volunteer.max_upload_mbps << " Mbit/s a result over "
-                  << static_cast<long long>(line.volunteer.max_upload_mbps * 37.5)
-                  << " MB cannot reach a server that allows an upload 300 s (tessera-server's default)\n";
+    if (auto most = largest_upload_mb(line.volunteer.max_upload_mbps))
+        std::cerr << "tessera-client: at " << line.volunteer.max_upload_mbps << " Mbit/s a result over " << *most
+                  << " MB cannot reach a server at its default minimum upload rate (64 kbit/s after 300 s)\n";
     tessera::common::tune_allocator_for_training();
     auto signals = tessera::common::block_stop_signals();
     VolunteerControl control;

@@ -66,9 +66,11 @@ bool upload_is_final(const ApiFailure& failure) {
 bool already_uploaded(const ApiFailure& failure) { return failure.http_status == 409; }
 
 // The volunteer's HTTP settings, with its bandwidth caps (among several servers, one pair for
-// all of them).
-HttpOptions http_options_of(const VolunteerOptions& options, const SharedMachine* shared) {
-    HttpOptions http{std::chrono::seconds(60), 16 << 20, options.ca_file, nullptr, nullptr};
+// all of them); `quit` stops a transfer in progress.
+HttpOptions http_options_of(const VolunteerOptions& options, const SharedMachine* shared,
+                            const VolunteerControl& control) {
+    HttpOptions http{std::chrono::seconds(60), 16 << 20, options.ca_file, nullptr, nullptr, nullptr};
+    http.interrupted = [&control] { return control.abandon_now.load(); };
     if (shared) {
         http.download_limit = shared->download_limit;
         http.upload_limit = shared->upload_limit;
@@ -88,8 +90,7 @@ public:
         : options_(options), control_(control), shared_(shared ? std::optional(*shared) : std::nullopt),
           status_(shared ? *shared->status : control.status),
           log_(options.quiet, options.json_logs, shared ? shared->source : ""), state_(options.state_dir),
-          http_(http_options_of(options, shared)),
-          cache_(state_.cache_dir(), options.cache_quota_bytes) {}
+          http_(http_options_of(options, shared, control)), cache_(state_.cache_dir(), options.cache_quota_bytes) {}
 
     Stop run() {
         Next next = Phase::Start;

@@ -29,6 +29,11 @@ using tcp = asio::ip::tcp;
 // Bytes written or read between two looks at a bandwidth cap.
 constexpr std::size_t kPacedChunk = 1 << 16;
 
+// Thrown out of a transfer that HttpOptions::interrupted stopped.
+struct Interrupted {};
+
+bool interrupted(const HttpOptions& options) { return options.interrupted && options.interrupted(); }
+
 // Why a connection or exchange failed: a certificate that fails verification (no retry can
 // fix it) or anything else on the way (worth retrying).
 ApiFailure failure_of(const Url& origin, const boost::system::system_error& error) {
@@ -82,6 +87,8 @@ ApiStatus with_stream(const Url& origin, const HttpOptions& options, Use&& use) 
         beast::error_code ignored;
         stream.shutdown(ignored);
         return status;
+    } catch (const Interrupted&) {
+        return ApiFailure{FailureKind::Stopped, origin.origin() + ": the transfer was stopped on request"};
     } catch (const boost::system::system_error& error) {
         return failure_of(origin, error);
     } catch (const std::exception& error) {
@@ -112,7 +119,12 @@ void write_paced(Stream& stream, http::request_serializer<http::string_body>& se
     serializer.limit(kPacedChunk);
     while (!serializer.is_done()) {
         beast::get_lowest_layer(stream).expires_after(options.timeout);
-        options.upload_limit->spend(http::write_some(stream, serializer));
+        auto written = http::write_some(stream, serializer);
+        if (serializer.is_done()) {  // a request of one chunk (a give-back after quit) is never cut
+            options.upload_limit->spend(written);
+            break;
+        }
+        if (!options.upload_limit->spend(written, options.interrupted) || interrupted(options)) throw Interrupted{};
     }
 }
 
@@ -215,8 +227,10 @@ ApiStatus HttpClient::download(const Url& origin, const std::string& target, con
             auto got = sizeof chunk - parser.get().body().size;
             out.write(chunk, static_cast<std::streamsize>(got));
             have += got;
-            if (options_.download_limit) options_.download_limit->spend(got);
             if (progress) progress(have, total_bytes);
+            if ((options_.download_limit && !options_.download_limit->spend(got, options_.interrupted)) ||
+                interrupted(options_))
+                throw Interrupted{};  // what arrived stays in the file
         }
         out.flush();
         if (!out) return ApiFailure{FailureKind::Local, "cannot write " + file.string()};

@@ -33,6 +33,10 @@ struct HttpOptions {
     // and requests as they are written.
     std::shared_ptr<RateLimiter> download_limit;
     std::shared_ptr<RateLimiter> upload_limit;
+    // When this turns true a download, or a request under a cap longer than one chunk (64 KiB),
+    // ends at the next chunk (or while the cap makes it wait) as FailureKind::Stopped; a download
+    // keeps its partial file.
+    std::function<bool()> interrupted;
 };
 
 // Called with (bytes so far, total bytes) while a download runs.

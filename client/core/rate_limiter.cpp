@@ -14,16 +14,27 @@ RateLimiter::RateLimiter(double bytes_per_second, Clock clock, Sleep sleep)
     if (!(rate_ > 0)) throw std::invalid_argument("a rate limit must be above 0 bytes per second");
 }
 
-void RateLimiter::spend(std::uint64_t bytes) {
+bool RateLimiter::spend(std::uint64_t bytes, const std::function<bool()>& interrupted) {
     std::lock_guard lock(mutex_);
     auto now = clock_();
     tokens_ = std::min(rate_, tokens_ + rate_ * std::chrono::duration<double>(now - last_).count());
     last_ = now;
     tokens_ -= static_cast<double>(bytes);
-    if (tokens_ >= 0) return;
-    sleep_(std::chrono::nanoseconds(static_cast<std::int64_t>(-tokens_ / rate_ * 1e9)));
+    if (tokens_ >= 0) return true;
+    auto owed = std::chrono::nanoseconds(static_cast<std::int64_t>(-tokens_ / rate_ * 1e9));
+    while (owed > std::chrono::nanoseconds::zero()) {
+        if (interrupted && interrupted()) {
+            tokens_ = -std::chrono::duration<double>(owed).count() * rate_;
+            last_ = clock_();
+            return false;
+        }
+        auto slice = std::min<std::chrono::nanoseconds>(owed, kSlice);
+        sleep_(slice);
+        owed -= slice;
+    }
     tokens_ = 0;  // the deficit was slept off
     last_ = clock_();
+    return true;
 }
 
 }  // namespace tessera::client

@@ -45,7 +45,11 @@ cxxopts::Options run_options() {
         cxxopts::value<std::uint64_t>()->default_value("2048"))("uploads-per-volunteer",
                                                                 "upload bodies of one volunteer received at once",
                                                                 cxxopts::value<std::size_t>()->default_value("2"))(
-        "tick", "seconds between deadline checks", cxxopts::value<std::int64_t>()->default_value("5"))(
+        "upload-min-rate", "KiB/s an upload's body must average once its first 300 s have passed (0: no minimum)",
+        cxxopts::value<std::uint64_t>()->default_value("8"))(
+        "upload-idle-timeout", "seconds an upload's body may send nothing before its connection is closed",
+        cxxopts::value<std::int64_t>()->default_value("60"))("tick", "seconds between deadline checks",
+                                                             cxxopts::value<std::int64_t>()->default_value("5"))(
         "registrations-per-hour", "new volunteers one address may register per hour; 0: no limit",
         cxxopts::value<std::int64_t>()->default_value("20"))(
         "trusted-proxy",
@@ -91,6 +95,12 @@ common::Result<ServerOptions> server_options_of(const cxxopts::ParseResult& args
     server.http.upload_spool_bytes = args["upload-spool"].as<std::uint64_t>() << 20;
     server.http.max_uploads_per_client = args["uploads-per-volunteer"].as<std::size_t>();
     if (server.http.max_uploads_per_client < 1) return fail("--uploads-per-volunteer must be >= 1");
+    auto min_rate = args["upload-min-rate"].as<std::uint64_t>();
+    if (min_rate > (1 << 20)) return fail("--upload-min-rate must be at most 1048576 KiB/s");
+    server.http.upload_pace.min_bytes_per_s = min_rate << 10;
+    auto idle = args["upload-idle-timeout"].as<std::int64_t>();
+    if (idle < 1 || idle > 86400) return fail("--upload-idle-timeout must be 1 to 86400 seconds");
+    server.http.upload_pace.idle_timeout = std::chrono::seconds(idle);
     server.blob_base_url = base;
     server.io_threads = std::max<std::size_t>(1, args["io-threads"].as<std::size_t>());
     server.handler_threads = std::max<std::size_t>(1, args["handler-threads"].as<std::size_t>());

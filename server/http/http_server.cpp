@@ -245,6 +245,22 @@ asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_next_header(
     co_return result;
 }
 
+// Reads the rest of an upload's body while it keeps the pace (upload_pace.h).
+template <class Stream, class Parser>
+asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_paced_body(Stream& stream, beast::flat_buffer& buffer,
+                                                                            Parser& parser, const UploadPace& pace) {
+    auto started = std::chrono::steady_clock::now();
+    std::size_t received = 0;
+    while (!parser.is_done()) {
+        auto now = std::chrono::steady_clock::now();
+        beast::get_lowest_layer(stream).expires_at(next_bytes_due(pace, started, now, received));
+        auto [error, bytes] = co_await http::async_read_some(stream, buffer, parser, kTuple);
+        received += bytes;
+        if (error) co_return std::tuple(error, received);
+    }
+    co_return std::tuple(beast::error_code(), received);
+}
+
 // Reads an upload's body into a spool file (upload_spool.h) and answers it; false when the
 // connection is to close.
 template <class Stream, class Record>
@@ -262,7 +278,7 @@ asio::awaitable<bool> serve_upload(Stream& stream, beast::flat_buffer& buffer,
         context.api.metrics().add_bytes_out(written);
         if (error) co_return false;
     }
-    auto [read_error, body_bytes] = co_await http::async_read(stream, buffer, parser, kTuple);
+    auto [read_error, body_bytes] = co_await read_paced_body(stream, buffer, parser, context.settings.upload_pace);
     context.api.metrics().add_bytes_in(body_bytes);
     if (read_error == http::error::body_limit) {
         auto refusal = closing_error(parser.get(), http::status::payload_too_large, "too_large",

@@ -23,6 +23,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "api.h"
+#include "upload_pace.h"
 #include "result.h"
 
 namespace tessera::server {
@@ -32,7 +33,8 @@ struct HttpSettings {
     std::uint16_t port = 8443;  // 0: any free port
     std::uint32_t header_limit_bytes = 8 << 10;
     std::chrono::seconds header_timeout{30};
-    std::chrono::seconds body_timeout{300};  // uploads of large deltas on slow links
+    std::chrono::seconds body_timeout{300};  // a request's body (an upload's: upload_pace)
+    UploadPace upload_pace;                  // how long an upload's body may take
     std::size_t max_connections = 256;
     // Upload bodies being read at once: their bytes (Content-Length, or the upload cap when
     // chunked) in all, and their count per volunteer (beyond either: 503 with Retry-After).

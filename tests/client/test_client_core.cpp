@@ -190,7 +190,8 @@ TEST_CASE("backoff waits are spread over the whole range (full jitter)") {
     for (int count : quarters) CHECK(count > 400);
 }
 
-TEST_CASE("the rate limiter keeps a stream under its rate, saves up at most a second, and starts empty") {
+TEST_CASE("the rate limiter keeps a stream under its rate, saves up at most a second, starts empty, and stops "
+          "waiting when the transfer is interrupted") {
     auto now = std::chrono::steady_clock::time_point{};
     std::chrono::nanoseconds slept{};
     client::RateLimiter limiter(
@@ -209,6 +210,13 @@ TEST_CASE("the rate limiter keeps a stream under its rate, saves up at most a se
     limiter.spend(1000);
     CHECK(slept == std::chrono::milliseconds(3500));
     CHECK(client::RateLimiter::bytes_per_second_of_mbps(8) == 1e6);
+
+    int looks = 0;
+    CHECK_FALSE(limiter.spend(5000, [&] { return ++looks > 3; }));  // three slices slept, then stopped
+    CHECK(slept == std::chrono::milliseconds(3500) + 3 * client::RateLimiter::kSlice);
+    CHECK(limiter.spend(0));  // the next transfer pays what was not slept
+    CHECK(std::chrono::abs(slept - std::chrono::milliseconds(8500)) < std::chrono::microseconds(1));
+    CHECK(limiter.spend(0, [] { return true; }));  // nothing owed: no wait to interrupt
 }
 
 TEST_CASE("a download and an upload under a cap take at least their bytes over the rate") {
@@ -242,4 +250,36 @@ TEST_CASE("a download and an upload under a cap take at least their bytes over t
     REQUIRE(answer.ok());
     CHECK(answer->status == 404);
     CHECK(seconds >= 0.95 * static_cast<double>(body.size()) / kUploadRate);
+}
+
+TEST_CASE("quit stops a capped download or upload in progress; a request of one chunk still goes through") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    auto origin = client::parse_url("http://127.0.0.1:" + std::to_string(server.port())).value();
+    constexpr double kRate = 20'000;  // bytes per second: the model takes over 5 s
+    REQUIRE(wu.model_blob.bytes > 100'000);
+    client::HttpOptions capped;
+    capped.download_limit = std::make_shared<client::RateLimiter>(kRate);
+    capped.upload_limit = std::make_shared<client::RateLimiter>(kRate);
+    auto quit_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    capped.interrupted = [&] { return std::chrono::steady_clock::now() >= quit_at; };
+    TempDir dir;
+    auto download = HttpClient(capped).download(origin, "/blobs/" + wu.model_blob.sha256, dir / "model",
+                                                static_cast<std::uint64_t>(wu.model_blob.bytes));
+    REQUIRE_FALSE(download.ok());
+    CHECK(download.failure().kind == client::FailureKind::Stopped);
+    auto kept = std::filesystem::file_size(dir / "model");  // what arrived stays, for a resume
+    CHECK(kept > 0);
+    CHECK(kept < static_cast<std::uintmax_t>(wu.model_blob.bytes));
+
+    quit_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    auto upload = HttpClient(capped).request(origin, "POST", "/api/v1/does-not-exist", std::string(200'000, 'x'));
+    REQUIRE_FALSE(upload.ok());
+    CHECK(upload.failure().kind == client::FailureKind::Stopped);
+
+    // After quit, a small request (giving the unit back) is not cut.
+    auto give_back = HttpClient(capped).request(origin, "POST", "/api/v1/does-not-exist", std::string(1000, 'x'));
+    REQUIRE(give_back.ok());
+    CHECK(give_back->status == 404);
 }

@@ -13,6 +13,7 @@
 #include "request_auth.h"
 #include "server_fixture.h"
 #include "server_info.h"
+#include "upload_pace.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -465,6 +466,21 @@ boost::asio::ip::tcp::socket answered_connection(boost::asio::io_context& io, st
     return socket;
 }
 
+// A volunteer's upload of a made-up result for `wu`, as a request's head and body.
+std::pair<std::string, std::string> upload_request(TestServer& server, TestVolunteer& volunteer,
+                                                   const common::WorkUnit& wu) {
+    auto delta = common::encode_delta(volunteer.made_up_delta(wu, 1e-3f), wu.encoding).value().bytes;
+    auto packed =
+        common::pack_result_upload(boost::json::serialize(common::to_json(volunteer.manifest_for(wu, delta))), delta);
+    std::string body(packed.begin(), packed.end());
+    std::string head =
+        "POST /api/v1/results HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    for (const auto& [name, value] :
+         signed_headers("/api/v1/results", body, volunteer.id(), volunteer.key(), server.now()))
+        head += name + ": " + value + "\r\n";
+    return {head + "\r\n", body};
+}
+
 }  // namespace
 
 TEST_CASE("connections beyond the cap are closed; idle connections time out") {
@@ -490,16 +506,7 @@ TEST_CASE("stopping closes idle connections at once and lets an upload in flight
     });
     TestVolunteer volunteer(server);
     auto wu = volunteer.request_work().value();
-    auto delta = common::encode_delta(volunteer.made_up_delta(wu, 1e-3f), wu.encoding).value().bytes;
-    auto packed =
-        common::pack_result_upload(boost::json::serialize(common::to_json(volunteer.manifest_for(wu, delta))), delta);
-    std::string body(packed.begin(), packed.end());
-    std::string head =
-        "POST /api/v1/results HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-    for (const auto& [name, value] :
-         signed_headers("/api/v1/results", body, volunteer.id(), volunteer.key(), server.now()))
-        head += name + ": " + value + "\r\n";
-    head += "\r\n";
+    auto [head, body] = upload_request(server, volunteer, wu);
 
     boost::asio::io_context io;
     auto uploading = connect_to(io, server.port());
@@ -516,6 +523,64 @@ TEST_CASE("stopping closes idle connections at once and lets an upload in flight
     stopper.join();
     server.start();
     CHECK(state_of(server, wu.wu_id) != "in_progress");  // the acknowledged result was kept
+}
+
+TEST_CASE("an upload's pace: bytes due within the idle timeout, and at the minimum rate once the grace has passed") {
+    server::UploadPace pace{std::chrono::seconds(60), std::chrono::seconds(300), 8 << 10};
+    auto start = std::chrono::steady_clock::time_point{};
+    using std::chrono::seconds;
+    CHECK(server::next_bytes_due(pace, start, start, 0) == start + seconds(60));
+    CHECK(server::next_bytes_due(pace, start, start + seconds(280), 0) == start + seconds(300));  // the grace ends
+    // 80 MiB in by 10 000 s (8.2 KiB/s) earns 10 240 s beyond the grace: the idle timeout rules.
+    CHECK(server::next_bytes_due(pace, start, start + seconds(10000), 80 << 20) == start + seconds(10060));
+    // 40 MiB by then (4.1 KiB/s): due at 300 + 5 120 s, long past: the connection closes.
+    CHECK(server::next_bytes_due(pace, start, start + seconds(10000), 40 << 20) == start + seconds(5420));
+    pace.min_bytes_per_s = 0;  // no minimum: only the idle timeout
+    CHECK(server::next_bytes_due(pace, start, start + seconds(10000), 0) == start + seconds(10060));
+}
+
+TEST_CASE("an upload's body takes as long as it keeps the pace; one that stalls or trickles is closed") {
+    TestServer server({}, PolicyKind::FedAsync, [](ServerOptions& options) {
+        options.http.body_timeout = std::chrono::seconds(1);
+        options.http.upload_pace = {std::chrono::seconds(1), std::chrono::seconds(1), 4 << 10};
+    });
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    auto [head, body] = upload_request(server, volunteer, wu);
+    REQUIRE(body.size() > 20'000);  // earns 5 s beyond the grace at 4 KiB/s
+    boost::asio::io_context io;
+
+    // Half the body, then nothing: closed after the idle second, unanswered.
+    auto stalled = connect_to(io, server.port());
+    boost::asio::write(stalled, boost::asio::buffer(head + body.substr(0, body.size() / 2)));
+    CHECK(read_until_closed(stalled).empty());
+
+    // A byte every 0.4 s never leaves the connection idle for a second, but earns almost no
+    // time past the grace: closed while it trickles.
+    auto trickling = connect_to(io, server.port());
+    boost::asio::write(trickling, boost::asio::buffer(head));
+    constexpr int kBytes = 25;  // 10 s of trickling
+    int sent = 0;
+    for (boost::system::error_code error; sent < kBytes && !error; ++sent) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        boost::asio::write(trickling, boost::asio::buffer(body.data() + sent, 1), error);
+    }
+    CHECK(sent < kBytes);
+    CHECK(read_until_closed(trickling).empty());
+
+    // The whole body in ten pieces over 2.5 s, past the body timeout and the grace, faster than
+    // the minimum rate: received and answered.
+    auto slow = connect_to(io, server.port());
+    boost::asio::write(slow, boost::asio::buffer(head));
+    for (std::size_t piece = 0, size = body.size() / 10 + 1; piece * size < body.size(); ++piece) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        boost::asio::write(slow, boost::asio::buffer(body.substr(piece * size, size)));
+    }
+    boost::beast::flat_buffer buffer;
+    http::response<http::string_body> response;
+    http::read(slow, buffer, response);
+    CHECK(response.result_int() == 200);
+    CHECK(state_of(server, wu.wu_id) != "in_progress");
 }
 
 TEST_CASE("events stream as server-sent events, resuming after Last-Event-ID") {
