@@ -66,14 +66,6 @@ Status check_finite(const TorchTensorMap& delta) {
 
 }  // namespace
 
-bool cuda_delta_kernel_built() {
-#ifdef TESSERA_CUDA_KERNELS
-    return true;
-#else
-    return false;
-#endif
-}
-
 Result<Bytes> encode_delta_with_torch(const TorchTensorMap& delta, const DeltaEncoding& encoding) {
     if (!(encoding.topk_fraction > 0.0 && encoding.topk_fraction <= 1.0))
         return make_error("delta encoder: top-k fraction must be in (0, 1]");

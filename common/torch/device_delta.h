@@ -11,9 +11,6 @@
 
 namespace tessera::common {
 
-// True when this build contains the CUDA delta kernel.
-bool cuda_delta_kernel_built();
-
 // `delta` holds f32 tensors, all on one device. Fails on non-finite values.
 Result<Bytes> encode_delta_on_device(const TorchTensorMap& delta, const DeltaEncoding& encoding);
 

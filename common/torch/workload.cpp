@@ -151,12 +151,6 @@ Result<ModelPreset> find_preset(std::string_view name) {
     return make_error("unknown model preset \"" + std::string(name) + "\" (known: " + known + ")");
 }
 
-std::vector<std::string> preset_names() {
-    std::vector<std::string> names;
-    for (const auto& preset : presets()) names.push_back(preset.name);
-    return names;
-}
-
 DataShape data_shape_of(const ShardData& data, std::int64_t num_classes) {
     DataShape shape;
     shape.channels = data.inputs.size(1);

@@ -32,7 +32,6 @@ struct DataShape {
 };
 
 Result<ModelPreset> find_preset(std::string_view name);
-std::vector<std::string> preset_names();
 DataShape data_shape_of(const ShardData& data, std::int64_t num_classes);
 
 // One batch, with the random draws its loss needs (filled by Workload::draw; may be empty).

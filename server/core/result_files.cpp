@@ -33,14 +33,6 @@ common::Result<common::DecodedDelta> ResultFiles::read_decoded(const std::string
     return common::decode_delta(*bytes, limits);
 }
 
-common::Result<common::NamedTensors> decode_result_delta(common::ByteView bytes, std::int64_t max_values) {
-    common::DeltaDecodeLimits limits;
-    limits.max_elements = static_cast<std::uint64_t>(max_values);
-    auto decoded = common::decode_delta(bytes, limits);
-    if (!decoded) return decoded.error();
-    return std::move(decoded->tensors);
-}
-
 void ResultFiles::remove(const std::string& assignment_id) {
     if (auto status = files_.remove(state_.result_file(assignment_id)); !status)
         std::cerr << "result files: " << status.message() << "\n";

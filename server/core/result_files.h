@@ -35,8 +35,4 @@ private:
     FileSystem& files_;
 };
 
-// A stored delta file decoded, with at most `max_values` values: an error here is the
-// volunteer's (the file it uploaded does not decode).
-common::Result<common::NamedTensors> decode_result_delta(common::ByteView bytes, std::int64_t max_values);
-
 }  // namespace tessera::server

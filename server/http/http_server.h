@@ -66,7 +66,6 @@ public:
     // response). Returns when none is left, or after `deadline`.
     void drain(std::chrono::milliseconds deadline);
     std::uint16_t port() const { return port_; }
-    std::size_t open_connections() const { return connections_->load(); }
 
 private:
     boost::asio::io_context& io_;

@@ -146,7 +146,6 @@ common::Result<FleetSpec> load_fleet_file(const std::string& path) {
     return spec;
 }
 
-std::vector<std::string> preset_fleet_names() { return {"uniform", "home", "churn", "hostile"}; }
 
 common::Result<FleetSpec> preset_fleet(std::string_view name, std::int64_t volunteers, double base_speed,
                                        std::uint64_t seed) {

@@ -73,7 +73,6 @@ common::Result<FleetSpec> load_fleet_file(const std::string& path);
 // home fleet's median).
 common::Result<FleetSpec> preset_fleet(std::string_view name, std::int64_t volunteers, double base_speed,
                                        std::uint64_t seed);
-std::vector<std::string> preset_fleet_names();
 
 // One entry per volunteer, links drawn from the seed: the same spec gives the same fleet.
 std::vector<SimVolunteer> expand_fleet(const FleetSpec& spec);
