@@ -1,5 +1,6 @@
 // `tessera-server task create` as an operator runs it: what a new task gets when a flag is not
-// given (docs/operations.md, "Defaults and why"), and the schedule flags' named errors.
+// given (docs/operations.md, "Defaults and why"), and the schedule flags' named errors; and
+// `tessera-server run` refusing an upload pace out of range before it serves anything.
 #include <doctest/doctest.h>
 
 #include "server_process.h"
@@ -67,4 +68,16 @@ TEST_CASE("the schedule flags that contradict each other are refused, and no tas
     CHECK(create(prepared, "e", {"--lr-schedule", "none", "--min-rounds", "20"}) == 1);
     auto store = server::Store::connect(prepared.state().database_url(), false).value();
     for (const char* id : {"a", "b", "c", "d", "e"}) CHECK_FALSE(store->task(id).value().has_value());
+}
+
+TEST_CASE("run refuses an upload pace out of range and serves nothing") {
+    PreparedState prepared;
+    auto run = [&](std::vector<std::string> flags) {
+        flags.insert(flags.begin(), {"run", "--listen", "127.0.0.1:0"});
+        return server_command(flags, prepared);
+    };
+    CHECK(run({"--upload-idle-timeout", "0"}) != 0);
+    CHECK(run({"--upload-idle-timeout", "100000"}) != 0);
+    CHECK(run({"--upload-min-rate", "2000000"}) != 0);
+    CHECK(run({"--upload-min-rate", "-1"}) != 0);
 }
