@@ -214,7 +214,7 @@ void check_server(Report& report, const VolunteerOptions& options) {
     auto info = api.server_info();
     double answered = now();
     if (!info) {
-        const auto& failure = info.failure();
+        const auto& failure = info.error();
         std::string advice = failure.kind == FailureKind::Untrusted ? "pass the operator's CA certificate with ca-cert"
                              : failure.http_status == 404        ? "is the URL a Tessera server's (0.1.0 or newer)?"
                              : failure.kind == FailureKind::NoAnswer ? "check the URL, this machine's network and the server"

@@ -4,7 +4,7 @@
 namespace tessera::client {
 
 HeartbeatSender::HeartbeatSender(const ServerApi& api, HttpOptions http, std::string wu_id,
-                                 std::chrono::milliseconds interval, const Logger& log)
+                                 std::chrono::milliseconds interval, const common::Logger& log)
     : http_(std::move(http)), api_(api.through(http_)), wu_id_(std::move(wu_id)), interval_(interval), log_(log),
       thread_([this](std::stop_token stop) { run(stop); }) {}
 
@@ -19,7 +19,7 @@ void HeartbeatSender::run(std::stop_token stop) {
         ++sent_;
         // A unit the server no longer knows as ours (404) is as gone as one it says to stop;
         // any other failure (no answer, 5xx, a rejected signature) proves nothing.
-        bool gone = answer ? !answer->keep_working : answer.failure().http_status == 404;
+        bool gone = answer ? !answer->keep_working : answer.error().http_status == 404;
         if (gone) {
             log_.info("told_to_stop",
                       wu_id_ +

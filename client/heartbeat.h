@@ -21,7 +21,7 @@ namespace tessera::client {
 class HeartbeatSender {
 public:
     HeartbeatSender(const ServerApi& api, HttpOptions http, std::string wu_id, std::chrono::milliseconds interval,
-                    const Logger& log);
+                    const common::Logger& log);
     ~HeartbeatSender() = default;  // the jthread asks its loop to stop and joins it
     HeartbeatSender(const HeartbeatSender&) = delete;
     HeartbeatSender& operator=(const HeartbeatSender&) = delete;
@@ -36,7 +36,7 @@ private:
     ServerApi api_;
     std::string wu_id_;
     std::chrono::milliseconds interval_;
-    const Logger& log_;
+    const common::Logger& log_;
     std::atomic<bool> told_to_stop_{false};
     std::atomic<int> sent_{0};
     std::mutex mutex_;

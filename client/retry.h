@@ -31,12 +31,12 @@ inline bool sleep_unless_stopping(std::chrono::milliseconds duration, const std:
 }
 
 template <class Call>
-auto with_retries(Call&& call, const std::function<bool()>& stopping, const Logger& log, const std::string& what,
-                  RetryPolicy policy = {}) -> decltype(call()) {
+auto with_retries(Call&& call, const std::function<bool()>& stopping, const common::Logger& log,
+                  const std::string& what, RetryPolicy policy = {}) -> decltype(call()) {
     Backoff backoff(policy.base, policy.cap);
     for (;;) {
         auto result = call();
-        if (result || !result.failure().transient()) return result;
+        if (result || !result.error().transient()) return result;
         auto wait = backoff.next();
         char seconds[32];
         std::snprintf(seconds, sizeof seconds, "%.1f s", static_cast<double>(wait.count()) / 1000.0);

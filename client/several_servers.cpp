@@ -87,7 +87,7 @@ Stop run_volunteers(const VolunteerOptions& base, const std::vector<ServerShare>
         options.server = servers[0].url;
         return run_volunteer(options, control);
     }
-    Logger log(base.quiet, base.json_logs);
+    common::Logger log("tessera-client", base.quiet, base.json_logs);
     auto watcher = watch_preferences(base, control, log);
     std::vector<double> shares;
     for (const auto& server : servers) shares.push_back(server.share);

@@ -19,7 +19,6 @@
 #include "progress_bar.h"
 #include "result_upload.h"
 #include "server_api.h"
-#include "sha256.h"
 #include "signed_envelope.h"
 #include "tessera_version.h"
 #include "version_number.h"
@@ -89,8 +88,9 @@ public:
     Volunteer(const VolunteerOptions& options, VolunteerControl& control, const SharedMachine* shared)
         : options_(options), control_(control), shared_(shared ? std::optional(*shared) : std::nullopt),
           status_(shared ? *shared->status : control.status),
-          log_(options.quiet, options.json_logs, shared ? shared->source : ""), state_(options.state_dir),
-          http_(http_options_of(options, shared, control)), cache_(state_.cache_dir(), options.cache_quota_bytes) {}
+          log_("tessera-client", options.quiet, options.json_logs, shared ? shared->source : ""),
+          state_(options.state_dir), http_(http_options_of(options, shared, control)),
+          cache_(state_.cache_dir(), options.cache_quota_bytes) {}
 
     Stop run() {
         Next next = Phase::Start;
@@ -225,7 +225,7 @@ private:
         api_ = std::make_unique<ServerApi>(server_, http_, *key_);
         auto response = with_retries([&] { return api_->register_client(options_.name, common::kVersion); }, stopping(),
                                      log_, "registering with " + options_.server, options_.retry);
-        if (!response) return stop_for(response.failure());
+        if (!response) return stop_for(response.error());
         auto pinned = state_.load_identity();
         if (!pinned) return Stop{StopReason::Error, pinned.message()};
         if (*pinned && (*pinned)->server_public_key != response->server_public_key)
@@ -279,12 +279,12 @@ private:
             std::string packed(body->begin(), body->end());
             auto uploaded = with_retries([&] { return api_->upload_result(packed); }, stopping(), log_,
                                          "uploading " + work.wu_id, options_.retry);
-            if (!uploaded && uploaded.failure().kind == FailureKind::Stopped) return kept_for_later(work.wu_id);
-            if (!uploaded && !upload_is_final(uploaded.failure())) return stop_for(uploaded.failure());
+            if (!uploaded && uploaded.error().kind == FailureKind::Stopped) return kept_for_later(work.wu_id);
+            if (!uploaded && !upload_is_final(uploaded.error())) return stop_for(uploaded.error());
             log_.info("resumed",
                       work.wu_id + ": the result left by the last run " +
-                          (uploaded || already_uploaded(uploaded.failure()) ? std::string("is uploaded")
-                                                                            : "was refused: " + uploaded.message()));
+                          (uploaded || already_uploaded(uploaded.error()) ? std::string("is uploaded")
+                                                                          : "was refused: " + uploaded.message()));
         } else {
             auto abandoned = api_->abandon(work.wu_id);
             log_.info("abandoned", work.wu_id + ": the last run left no finished result; given back" +
@@ -311,7 +311,7 @@ private:
                                     options_.preferences.tasks.exclude};
         auto response = with_retries(turn_released_on_failure([&] { return api_->request_work(request); }), stopping(),
                                      log_, "asking for work", options_.retry);
-        if (!response) return stop_for(response.failure());
+        if (!response) return stop_for(response.error());
         if (!response->has_work) {
             turn_.reset();  // another server may have work meanwhile
             log_.info("no_work", "no work; asking again in " + std::to_string(response->retry_after_s) + " s");
@@ -363,8 +363,7 @@ private:
         }
         if (!unit_->unit.patches.empty()) {
             auto patched = patch_model(base);
-            if (!patched && patched.failure().kind == FailureKind::Stopped)
-                return give_back(stop_for(patched.failure()));
+            if (!patched && patched.error().kind == FailureKind::Stopped) return give_back(stop_for(patched.error()));
             if (patched) unit_->model = *patched;
         }
         std::vector<common::BlobRef> blobs;
@@ -372,7 +371,7 @@ private:
         blobs.insert(blobs.end(), unit_->unit.shards.begin(), unit_->unit.shards.end());
         for (const auto& blob : blobs) {
             auto path = fetch_blob(blob, base);
-            if (!path) return give_back(stop_for(path.failure()));
+            if (!path) return give_back(stop_for(path.error()));
             if (unit_->model.empty())
                 unit_->model = *path;
             else
@@ -391,10 +390,10 @@ private:
         for (const auto& patch : unit.patches) {
             auto path = fetch_blob(patch, base);
             if (!path) {
-                if (path.failure().kind != FailureKind::Stopped)
+                if (path.error().kind != FailureKind::Stopped)
                     log_.error("patch " + patch.sha256.substr(0, 12) + ": " + path.message() +
                                "; downloading the model whole");
-                return path.failure();
+                return path.error();
             }
             patches.push_back(*path);
         }
@@ -419,7 +418,7 @@ private:
         };
         auto what = "download of " + blob.sha256.substr(0, 12);
         auto path = with_retries(turn_released_on_failure(download), abandoning(), log_, what, options_.retry);
-        if (!path && path.failure().kind == FailureKind::BadAnswer) {  // corrupt in transit? once more
+        if (!path && path.error().kind == FailureKind::BadAnswer) {  // corrupt in transit? once more
             log_.error(what + ": " + path.message() + "; downloading it again");
             path = with_retries(turn_released_on_failure(download), abandoning(), log_, what, options_.retry);
         }
@@ -493,15 +492,8 @@ private:
     Next pack(RunOutput output) {
         const auto& unit = unit_->unit;
         samples_per_s_ = output.metrics.samples_per_s;
-        common::ResultManifest manifest;
-        manifest.wu_id = unit.wu_id;
-        manifest.client_id = api_->client_id();
-        manifest.base_version = unit.base_version;
-        manifest.delta_blob = {common::sha256_hex(output.delta), static_cast<std::int64_t>(output.delta.size())};
-        manifest.encoding = unit.encoding;
-        manifest.metrics = output.metrics;
-        manifest.device = output.device.substr(0, 128);
-        auto body = common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), output.delta);
+        auto body =
+            common::pack_result_of(unit, api_->client_id(), output.delta, output.metrics, output.device.substr(0, 128));
         if (auto written = common::write_file_atomic(state_.delta_file(), body); !written)
             return give_back(Stop{StopReason::Error, written.message()});
         if (auto saved = state_.save_current({unit_->envelope_json, unit.wu_id, "uploading"}); !saved)
@@ -520,8 +512,8 @@ private:
         const auto& wu_id = unit_->unit.wu_id;
         auto uploaded = with_retries(turn_released_on_failure([&] { return api_->upload_result(unit_->upload); }),
                                      stopping(), log_, "uploading " + wu_id, options_.retry);
-        if (!uploaded && !already_uploaded(uploaded.failure())) {
-            const auto& failure = uploaded.failure();
+        if (!uploaded && !already_uploaded(uploaded.error())) {
+            const auto& failure = uploaded.error();
             if (failure.kind == FailureKind::Stopped) return kept_for_later(wu_id);
             if (!upload_is_final(failure)) return stop_for(failure);  // the result stays on disk
             log_.info("refused", wu_id + ": the server refused the result: " + failure.message,
@@ -674,7 +666,7 @@ private:
     VolunteerControl& control_;
     std::optional<SharedMachine> shared_;
     VolunteerStatus& status_;  // this server's board
-    Logger log_;
+    common::Logger log_;
     ClientState state_;
     HttpClient http_;
     BlobCache cache_;
@@ -696,7 +688,7 @@ private:
 }  // namespace
 
 std::unique_ptr<PreferenceWatcher> watch_preferences(const VolunteerOptions& options, VolunteerControl& control,
-                                                     const Logger& log) {
+                                                     const common::Logger& log) {
     control.status.set_preferences(options.preferences.describe());
     auto sensors = options.sensors ? options.sensors : std::make_shared<SystemSensors>();
     return std::make_unique<PreferenceWatcher>(options.preferences, std::move(sensors), options.preference_interval,

@@ -17,6 +17,10 @@
 #include "machine_sensors.h"
 #include "volunteer_status.h"
 
+namespace tessera::common {
+class Logger;
+}
+
 namespace tessera::client {
 
 struct VolunteerOptions {
@@ -68,7 +72,6 @@ struct VolunteerControl {
     std::deque<VolunteerStatus> servers;
 };
 
-class Logger;
 class PreferenceWatcher;
 class RateLimiter;
 class TurnTable;
@@ -76,7 +79,7 @@ class TurnTable;
 // Holds `control` (`held`, and why on `control.status`) while `options.preferences` say wait,
 // logging each change to `log`, until the watcher is destroyed.
 std::unique_ptr<PreferenceWatcher> watch_preferences(const VolunteerOptions& options, VolunteerControl& control,
-                                                     const Logger& log);
+                                                     const common::Logger& log);
 
 // A volunteer loop's place among several servers (run_volunteers): the turns it takes, its
 // own status board and how its log lines name its server. Without one, a loop has the machine

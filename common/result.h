@@ -14,12 +14,13 @@ struct Error {
 
 inline Error make_error(std::string message) { return Error{std::move(message)}; }
 
-// Either a value or an Error. Not thread-safe (a plain value type).
-template <class T>
+// Either a value or an Error (or another error type with a `message`: the client's
+// ApiFailure). Not thread-safe (a plain value type).
+template <class T, class E = Error>
 class [[nodiscard]] Result {
 public:
     Result(T value) : state_(std::move(value)) {}
-    Result(Error error) : state_(std::move(error)) {}
+    Result(E error) : state_(std::move(error)) {}
 
     bool ok() const { return std::holds_alternative<T>(state_); }
     explicit operator bool() const { return ok(); }
@@ -33,27 +34,27 @@ public:
     T& operator*() & { return value(); }
     const T& operator*() const& { return value(); }
 
-    const Error& error() const { return std::get<Error>(state_); }
+    const E& error() const { return std::get<E>(state_); }
     const std::string& message() const { return error().message; }
 
 private:
-    std::variant<T, Error> state_;
+    std::variant<T, E> state_;
 };
 
-// Success or an Error, for operations that return nothing.
-template <>
-class [[nodiscard]] Result<void> {
+// Success or an error, for operations that return nothing.
+template <class E>
+class [[nodiscard]] Result<void, E> {
 public:
     Result() = default;
-    Result(Error error) : error_(std::move(error)), failed_(true) {}
+    Result(E error) : error_(std::move(error)), failed_(true) {}
 
     bool ok() const { return !failed_; }
     explicit operator bool() const { return ok(); }
-    const Error& error() const { return error_; }
+    const E& error() const { return error_; }
     const std::string& message() const { return error_.message; }
 
 private:
-    Error error_;
+    E error_;
     bool failed_ = false;
 };
 

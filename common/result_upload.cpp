@@ -1,6 +1,10 @@
 // Result upload framing: a length-prefixed manifest followed by the delta.
 #include "result_upload.h"
 
+#include <boost/json/serialize.hpp>
+
+#include "sha256.h"
+
 namespace tessera::common {
 
 Bytes pack_result_upload(std::string_view manifest_json, ByteView delta) {
@@ -12,6 +16,25 @@ Bytes pack_result_upload(std::string_view manifest_json, ByteView delta) {
     body.insert(body.end(), manifest.begin(), manifest.end());
     body.insert(body.end(), delta.begin(), delta.end());
     return body;
+}
+
+ResultManifest result_manifest_of(const WorkUnit& unit, const std::string& client_id, ByteView delta,
+                                  const TrainMetrics& metrics, const std::string& device) {
+    ResultManifest manifest;
+    manifest.wu_id = unit.wu_id;
+    manifest.client_id = client_id;
+    manifest.base_version = unit.base_version;
+    manifest.delta_blob = {sha256_hex(delta), static_cast<std::int64_t>(delta.size())};
+    manifest.encoding = unit.encoding;
+    manifest.metrics = metrics;
+    manifest.device = device;
+    return manifest;
+}
+
+Bytes pack_result_of(const WorkUnit& unit, const std::string& client_id, ByteView delta, const TrainMetrics& metrics,
+                     const std::string& device) {
+    auto manifest = result_manifest_of(unit, client_id, delta, metrics, device);
+    return pack_result_upload(boost::json::serialize(to_json(manifest)), delta);
 }
 
 Result<ResultUploadView> unpack_result_upload(ByteView body) {

@@ -6,7 +6,6 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <condition_variable>
-#include <iostream>
 #include <thread>
 
 #include "database.h"
@@ -14,6 +13,7 @@
 #include "ed25519.h"
 #include "file_io.h"
 #include "io_thread.h"
+#include "logger.h"
 #include "model_cache.h"
 #include "result_intake.h"
 #include "scheduler.h"
@@ -34,6 +34,7 @@ struct ServerApp::Parts {
     std::unique_ptr<ModelCache> models;
     ProbePools probe_pools;  // the served tasks'
     CopyDetector copies;
+    DeltaCaps delta_caps;  // the served tasks'
     std::unique_ptr<boost::asio::thread_pool> work_pool;
     Executor executor;
     std::string process_name;  // in the leases it holds
@@ -136,7 +137,6 @@ common::Result<std::shared_ptr<TaskRuntime>> start_task(ServerApp::Parts& p, con
     auto model = p.models->get(id, task.record.version);
     if (!model) return model.error();
     auto parameters = value_count(**model);
-    runtime->max_delta_bytes = max_delta_bytes_for(parameters);
     runtime->facts = task_facts(p, task, parameters);
     ElectionSettings election{p.process_name, p.options.aggregator_lease_s};
     auto probes = runtime->probes;
@@ -158,13 +158,14 @@ common::Result<std::shared_ptr<TaskRuntime>> start_task(ServerApp::Parts& p, con
         p.probe_pools.remove(id);
         return status.error();
     }
-    p.api->raise_max_delta_bytes(runtime->max_delta_bytes);
+    p.delta_caps.set(id, max_delta_bytes_for(parameters));
     return runtime;
 }
 
 void stop_task(ServerApp::Parts& p, TaskRuntime& runtime) {
     runtime.aggregator->stop();
     p.probe_pools.remove(runtime.task.record.id);
+    p.delta_caps.remove(runtime.task.record.id);
 }
 
 }  // namespace
@@ -173,9 +174,11 @@ namespace {
 
 // What a transitioner tick found that an operator must hear about.
 void log_tick(const TickReport& report) {
-    for (const auto& error : report.task_errors) std::cerr << "transitioner: " << error << "\n";
-    for (const auto& stall : report.stalls) std::cerr << "tessera-server: " << stall << "\n";
-    for (const auto& task : report.merging_again) std::cerr << "tessera-server: task " << task << " merges again\n";
+    const auto& log = common::process_log();
+    for (const auto& error : report.task_errors) log.error("transitioner", "transitioner: " + error);
+    for (const auto& stall : report.stalls) log.warning("stalled", stall);
+    for (const auto& task : report.merging_again)
+        log.info("merging_again", "task " + task + " merges again", {{"task_id", task}});
 }
 
 }  // namespace
@@ -225,7 +228,7 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     if (auto removed = remove_orphan_files(*p.store, state, spare); !removed)
         return removed.error();
     else if (*removed)
-        std::cerr << "tessera-server: removed " << *removed << " orphan files\n";
+        common::process_log().info("orphans_removed", "removed " + std::to_string(*removed) + " orphan files");
 
     auto& files = p.options.file_system ? *p.options.file_system : posix_file_system();
     p.blobs = std::make_unique<BlobStore>(state.blobs(), files);
@@ -237,7 +240,6 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     limits.registration_window_s = 3600;
     limits.min_client_version = p.options.min_client_version;
     limits.recommended_client_version = p.options.recommended_client_version;
-    limits.max_delta_bytes = 0;  // raised to fit each task served
     p.work_pool = std::make_unique<boost::asio::thread_pool>(p.options.work_threads);
     Parts* raw = &p;
     p.executor = [raw](std::function<void()> job) {
@@ -268,9 +270,9 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.options.clock, p.options.blob_base_url,
                                               std::random_device{}(),
                                               [raw](const std::string& id) { return raw->tasks->find(id) != nullptr; });
-    p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.options.clock, [raw](const std::string& id) {
-        raw->validator->submit(id, raw->executor);
-    });
+    p.intake =
+        std::make_unique<ResultIntake>(*p.store, *p.results, p.delta_caps, p.options.clock,
+                                       [raw](const std::string& id) { raw->validator->submit(id, raw->executor); });
     auto token = p.store->setting("operator_token_sha256");
     if (!token) return token.error();
     auto facts_of = [raw](const std::string& id) -> std::shared_ptr<const TaskFacts> {
@@ -281,7 +283,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
         std::make_unique<Dashboard>(*p.store, facts_of, RunFacts{p.options.clock(), p.options.state}, p.options.clock);
     p.events = std::make_unique<EventHub>(*p.store, std::chrono::milliseconds(500));
     p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.published, *p.scheduler, *p.intake, *p.dashboard, *p.events,
-                                  p.metrics, p.key->verify_key(), token->value_or(""), p.options.clock, limits);
+                                  p.metrics, p.key->verify_key(), token->value_or(""), p.options.clock, limits,
+                                  p.delta_caps);
 
     // Bind first: a busy port or a bad certificate fails before any work starts. Requests
     // wait until the I/O threads run.
@@ -313,7 +316,7 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
                 if (raw->changed.wait_until(lock, next, [raw] { return raw->stopping; })) break;
                 lock.unlock();
                 if (auto report = raw->transitioner->tick(); !report)
-                    std::cerr << "transitioner: " << report.message() << "\n";
+                    common::process_log().error("transitioner", "transitioner: " + report.message());
                 else
                     log_tick(*report);
                 lock.lock();

@@ -1,7 +1,7 @@
 // TaskRuntimes: following the tasks table.
 #include "task_runtimes.h"
 
-#include <iostream>
+#include "logger.h"
 
 namespace tessera::server {
 
@@ -50,7 +50,8 @@ common::Status TaskRuntimes::refresh() {
             }
     }
     for (auto& runtime : dropped) {
-        std::cerr << "tessera-server: task " << runtime->task.record.id << " is finished; no longer served\n";
+        common::process_log().info("task_dropped", "task " + runtime->task.record.id + " is finished; no longer served",
+                                   {{"task_id", runtime->task.record.id}});
         stop_(*runtime);
     }
     return outcome;
@@ -62,7 +63,7 @@ void TaskRuntimes::watch(std::chrono::milliseconds poll) {
         while (!stopping_) {
             if (changed_.wait_for(lock, poll, [this] { return stopping_; })) break;
             lock.unlock();
-            if (auto status = refresh(); !status) std::cerr << "tessera-server: tasks: " << status.message() << "\n";
+            if (auto status = refresh(); !status) common::process_log().error("tasks", "tasks: " + status.message());
             lock.lock();
         }
     });

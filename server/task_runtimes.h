@@ -29,7 +29,6 @@ struct TaskRuntime {
     std::shared_ptr<ProbePool> probes;
     std::unique_ptr<AggregatorElection> aggregator;
     std::shared_ptr<const TaskFacts> facts;
-    std::int64_t max_delta_bytes = 0;  // the largest result upload its model allows
 };
 
 class TaskRuntimes {

@@ -8,6 +8,8 @@
 #include <utility>
 #include <variant>
 
+#include "result.h"
+
 namespace tessera::client {
 
 enum class FailureKind {
@@ -38,32 +40,10 @@ inline FailureKind failure_kind_of_status(int status) {
     return status >= 500 || status == 429 ? FailureKind::ServerBusy : FailureKind::Refused;
 }
 
-// Either a value or an ApiFailure (common::Result's shape, with a failure that has a kind).
+// Either a value or an ApiFailure: common::Result with a failure that has a kind.
 template <class T>
-class [[nodiscard]] ApiResult {
-public:
-    ApiResult(T value) : state_(std::move(value)) {}
-    ApiResult(ApiFailure failure) : state_(std::move(failure)) {}
-
-    bool ok() const { return std::holds_alternative<T>(state_); }
-    explicit operator bool() const { return ok(); }
-
-    T& value() & { return std::get<T>(state_); }
-    const T& value() const& { return std::get<T>(state_); }
-    T value() && { return std::get<T>(std::move(state_)); }
-    T* operator->() { return &value(); }
-    const T* operator->() const { return &value(); }
-    T& operator*() & { return value(); }
-    const T& operator*() const& { return value(); }
-
-    const ApiFailure& failure() const { return std::get<ApiFailure>(state_); }
-    const std::string& message() const { return failure().message; }
-
-private:
-    std::variant<T, ApiFailure> state_;
-};
-
-// For calls that return nothing: `return std::monostate{};` on success.
-using ApiStatus = ApiResult<std::monostate>;
+using ApiResult = common::Result<T, ApiFailure>;
+// For calls that return nothing.
+using ApiStatus = common::Result<void, ApiFailure>;
 
 }  // namespace tessera::client

@@ -23,7 +23,7 @@ ApiResult<std::filesystem::path> BlobCache::ensure(const common::BlobRef& blob, 
     if (auto status =
             http.download(base, base.path + "/" + blob.sha256, part, static_cast<std::uint64_t>(blob.bytes), progress);
         !status)
-        return status.failure();
+        return status.error();
     auto digest = common::sha256_file_hex(part);
     if (!digest) return ApiFailure{FailureKind::Local, digest.message()};
     if (*digest != blob.sha256) {

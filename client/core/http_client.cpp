@@ -183,9 +183,9 @@ ApiResult<HttpResponse> HttpClient::request(const Url& origin, const std::string
     HttpResponse reply;
     auto status = with_stream(origin, options_, [&](auto& stream) -> ApiStatus {
         reply = http_response_of(exchange(stream, origin, method, target, body, headers, options_));
-        return std::monostate{};
+        return {};
     });
-    if (!status) return status.failure();
+    if (!status) return status.error();
     return reply;
 }
 
@@ -197,7 +197,7 @@ ApiStatus HttpClient::download(const Url& origin, const std::string& target, con
         std::filesystem::remove(file, error);
         have = 0;
     }
-    if (have == total_bytes) return std::monostate{};
+    if (have == total_bytes) return {};
     return with_stream(origin, options_, [&](auto& stream) -> ApiStatus {
         std::map<std::string, std::string> headers;
         if (have > 0) headers["Range"] = "bytes=" + std::to_string(have) + "-";
@@ -234,7 +234,7 @@ ApiStatus HttpClient::download(const Url& origin, const std::string& target, con
         }
         out.flush();
         if (!out) return ApiFailure{FailureKind::Local, "cannot write " + file.string()};
-        return std::monostate{};
+        return {};
     });
 }
 

@@ -15,7 +15,7 @@ namespace {
 // Parses a 200 answer's body as message type T.
 template <class T>
 ApiResult<T> parsed(const std::string& route, ApiResult<std::string> body) {
-    if (!body) return body.failure();
+    if (!body) return body.error();
     auto message = common::parse_message<T>(*body);
     if (!message) return ApiFailure{FailureKind::BadAnswer, route + ": malformed answer: " + message.message()};
     return std::move(*message);
@@ -30,7 +30,7 @@ std::int64_t unix_now() {
 
 ApiResult<common::ServerInfo> ServerApi::server_info() const {
     auto reply = http_.request(server_, "GET", server_.path + "/api/v1/server");
-    if (!reply) return reply.failure();
+    if (!reply) return reply.error();
     if (reply->status != 200) return refusal_of("server", *reply);
     auto info = common::parse_server_info(reply->body);
     if (!info) return ApiFailure{FailureKind::BadAnswer, "server: malformed answer: " + info.message()};
@@ -42,7 +42,7 @@ ApiResult<common::RegisterResponse> ServerApi::register_client(const std::string
     auto target = server_.path + "/api/v1/register";
     auto reply = http_.request(server_, "POST", target, boost::json::serialize(common::to_json(request)),
                                {{"Content-Type", "application/json"}});
-    if (!reply) return reply.failure();
+    if (!reply) return reply.error();
     if (reply->status != 200) return refusal_of("register", *reply);
     return parsed<common::RegisterResponse>("register", std::move(reply->body));
 }
@@ -58,16 +58,16 @@ ApiResult<common::HeartbeatResponse> ServerApi::heartbeat(const std::string& wu_
 
 ApiStatus ServerApi::abandon(const std::string& wu_id) {
     auto reply = post_json("abandon", common::to_json(common::WorkUnitRef{client_id_, wu_id}));
-    if (!reply) return reply.failure();
-    return std::monostate{};
+    if (!reply) return reply.error();
+    return {};
 }
 
 ApiStatus ServerApi::upload_result(const std::string& packed) {
     // The server checks an upload's header before its body (docs/protocol.md): the body waits
     // for its 100 Continue.
     auto reply = post("results", packed, "application/octet-stream", {{"Expect", "100-continue"}});
-    if (!reply) return reply.failure();
-    return std::monostate{};
+    if (!reply) return reply.error();
+    return {};
 }
 
 ApiResult<common::ResultStatus> ServerApi::result_status(const std::string& wu_id) {
@@ -91,7 +91,7 @@ ApiResult<std::string> ServerApi::post(const std::string& route, const std::stri
                                                {std::string(common::kHeaderSignature), signed_headers.signature}};
     headers.insert(extra_headers.begin(), extra_headers.end());
     auto reply = http_.request(server_, "POST", target, body, headers);
-    if (!reply) return reply.failure();
+    if (!reply) return reply.error();
     if (reply->status != 200) return refusal_of(route, *reply);
     return std::move(reply->body);
 }

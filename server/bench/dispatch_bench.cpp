@@ -16,6 +16,7 @@
 #include <pthread.h>
 
 #include "checkpoint.h"
+#include "command_line.h"
 #include "database.h"
 #include "delta_codec.h"
 #include "file_io.h"
@@ -24,7 +25,6 @@
 #include "result_upload.h"
 #include "server_api.h"
 #include "server_app.h"
-#include "sha256.h"
 #include "task_setup.h"
 
 namespace tessera::bench {
@@ -89,16 +89,9 @@ void one_unit(Volunteer& v, const common::Bytes& delta, ThreadTally& tally) {
     }
     auto unit = common::parse_message<common::WorkUnit>(response->work_unit.payload);
     if (!unit) return tally.fail("work unit: " + unit.message());
-    common::ResultManifest manifest;
-    manifest.wu_id = unit->wu_id;
-    manifest.client_id = unit->client_id;
-    manifest.base_version = unit->base_version;
-    manifest.delta_blob = {common::sha256_hex(delta), static_cast<std::int64_t>(delta.size())};
-    manifest.encoding = unit->encoding;
     auto samples = unit->hyper.local_steps * unit->hyper.batch_size;
-    manifest.metrics = {1.0, 0.9, samples, 1.0, static_cast<double>(samples)};
-    manifest.device = "cpu:dispatch bench";
-    auto packed = common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), delta);
+    common::TrainMetrics metrics{1.0, 0.9, samples, 1.0, static_cast<double>(samples)};
+    auto packed = common::pack_result_of(*unit, unit->client_id, delta, metrics, "cpu:dispatch bench");
     auto upload_started = Clock::now();
     auto uploaded = v.api->upload_result(std::string(packed.begin(), packed.end()));
     tally.upload_ms.push_back(milliseconds_since(upload_started));
@@ -290,13 +283,11 @@ int run_dispatch_command(int argc, char** argv) {
         "db", "the server's database: an empty postgresql://… database (default: SQLite in a temporary directory)",
         cxxopts::value<std::string>()->default_value(""))(
         "servers", "server instances on the --db PostgreSQL database, the volunteers spread over them",
-        cxxopts::value<int>()->default_value("1"))("h,help", "show this help");
+        cxxopts::value<int>()->default_value("1"));
     try {
-        auto args = parser.parse(argc, argv);
-        if (args.count("help")) {
-            std::cout << parser.help() << "\n";
-            return 0;
-        }
+        auto parsed = common::parse_command_line(parser, argc, argv);
+        if (!parsed) return parsed.exit_code;
+        const auto& args = *parsed;
         if (!args.count("data")) {
             std::cerr << "tessera-bench dispatch: needs --data DIR\n";
             return 2;

@@ -11,11 +11,11 @@
 #include <iostream>
 #include <random>
 
+#include "command_line.h"
 #include "delta_codec.h"
 #include "in_process_server.h"
 #include "merge_policy.h"
 #include "result_upload.h"
-#include "sha256.h"
 #include "signed_envelope.h"
 #include "task_setup.h"
 
@@ -66,16 +66,9 @@ common::Result<std::vector<common::Bytes>> made_up_deltas(const common::NamedTen
 }
 
 common::Bytes packed_result(const common::WorkUnit& unit, const common::Bytes& delta) {
-    common::ResultManifest manifest;
-    manifest.wu_id = unit.wu_id;
-    manifest.client_id = unit.client_id;
-    manifest.base_version = unit.base_version;
-    manifest.delta_blob = {common::sha256_hex(delta), static_cast<std::int64_t>(delta.size())};
-    manifest.encoding = unit.encoding;
     auto samples = unit.hyper.local_steps * unit.hyper.batch_size;
-    manifest.metrics = {1.0, 0.9, samples, 1.0, static_cast<double>(samples)};
-    manifest.device = "cpu:ingest bench";
-    return common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), delta);
+    common::TrainMetrics metrics{1.0, 0.9, samples, 1.0, static_cast<double>(samples)};
+    return common::pack_result_of(unit, unit.client_id, delta, metrics, "cpu:ingest bench");
 }
 
 // The pipeline: ask for a unit, upload its result (intake, validation, merge, commit).
@@ -269,13 +262,11 @@ int run_ingest_command(int argc, char** argv) {
         "keep-checkpoints", "retention: the newest N checkpoints keep their files; 0: every version's",
         cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.keep_checkpoints)))(
         "db", "the server's database: an empty postgresql://… database (default: SQLite in a temporary directory)",
-        cxxopts::value<std::string>()->default_value(""))("h,help", "show this help");
+        cxxopts::value<std::string>()->default_value(""));
     try {
-        auto args = parser.parse(argc, argv);
-        if (args.count("help")) {
-            std::cout << parser.help() << "\n";
-            return 0;
-        }
+        auto parsed = common::parse_command_line(parser, argc, argv);
+        if (!parsed) return parsed.exit_code;
+        const auto& args = *parsed;
         if (!args.count("data")) {
             std::cerr << "tessera-bench ingest: needs --data DIR\n";
             return 2;

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "allocator_tuning.h"
+#include "command_line.h"
 #include "dispatch_bench.h"
 #include "fleet/fleet_command.h"
 #include "ingest_bench.h"
@@ -50,14 +51,11 @@ int main(int argc, char** argv) {
         "python-script", "the Python reference", cxxopts::value<std::string>()->default_value(TESSERA_BENCH_SCRIPT))(
         "no-python", "measure the C++ trainer only")(
         "foreach-adamw-too", "also time the C++ trainer with the _foreach AdamW in place of the fused kernel (CUDA)")(
-        "peak-tflops", "the device's peak TFLOP/s, to print MFU", cxxopts::value<double>()->default_value("0"))(
-        "h,help", "show this help");
+        "peak-tflops", "the device's peak TFLOP/s, to print MFU", cxxopts::value<double>()->default_value("0"));
     try {
-        auto args = options.parse(argc - 1, argv + 1);
-        if (args.count("help")) {
-            std::cout << options.help() << "\n";
-            return 0;
-        }
+        auto parsed = tessera::common::parse_command_line(options, argc - 1, argv + 1);
+        if (!parsed) return parsed.exit_code;
+        const auto& args = *parsed;
         tessera::bench::TrainBenchOptions bench;
         bench.model = args["model"].as<std::string>();
         bench.device = args["device"].as<std::string>();

@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "command_line.h"
 #include "dataset_manifest.h"
 #include "torch/model_state.h"
 #include "torch/shard_data.h"
@@ -101,13 +102,14 @@ int run_replica_command(int argc, char** argv) {
         "units", "units measured", cxxopts::value<int>()->default_value("20"))(
         "steps", "local steps per unit", cxxopts::value<std::int64_t>()->default_value("50"))(
         "batch", "batch size", cxxopts::value<std::int64_t>()->default_value("64"))(
-        "base-steps", "steps that train the base model first", cxxopts::value<std::int64_t>()->default_value("300"))(
-        "h,help", "show this help");
+        "base-steps", "steps that train the base model first", cxxopts::value<std::int64_t>()->default_value("300"));
     try {
-        auto args = options.parse(argc, argv);
-        if (args.count("help") || !args.count("data")) {
-            std::cout << options.help() << "\n";
-            return args.count("help") ? 0 : 2;
+        auto parsed = common::parse_command_line(options, argc, argv);
+        if (!parsed) return parsed.exit_code;
+        const auto& args = *parsed;
+        if (!args.count("data")) {
+            std::cerr << "tessera-bench replicas: --data is required\n";
+            return 2;
         }
         ReplicaOptions o;
         o.data = args["data"].as<std::string>();

@@ -2,6 +2,7 @@
 // while the server runs, and a backup into a new state directory (docs/operations.md, "Backups").
 #include <cxxopts.hpp>
 
+#include "command_line.h"
 #include "command_support.h"
 #include "state_backup.h"
 
@@ -20,13 +21,11 @@ int backup_command(int argc, char** argv) {
     options.add_options()("state", "state directory", cxxopts::value<std::string>())(
         "to", "the backup folder: new, or empty", cxxopts::value<std::string>())(
         "pg-bin", "with a PostgreSQL database: the folder of pg_dump (default: the PATH)",
-        cxxopts::value<std::string>()->default_value(""))("h,help", "show this help");
+        cxxopts::value<std::string>()->default_value(""));
     add_database_option(options);
-    auto args = options.parse(argc, argv);
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
+    auto parsed = common::parse_command_line(options, argc, argv);
+    if (!parsed) return parsed.exit_code;
+    const auto& args = *parsed;
     if (!args.count("state") || !args.count("to")) return fail("backup", "needs --state DIR and --to FOLDER");
     auto report = back_up_state(state_dir_of(args), args["to"].as<std::string>(), {args["pg-bin"].as<std::string>()});
     if (!report) return fail("backup", report.message());
@@ -39,13 +38,11 @@ int restore_command(int argc, char** argv) {
     options.add_options()("from", "the backup folder", cxxopts::value<std::string>())(
         "state", "the new state directory: new, or empty", cxxopts::value<std::string>())(
         "pg-bin", "a PostgreSQL backup: the folder of pg_restore (default: the PATH)",
-        cxxopts::value<std::string>()->default_value(""))("h,help", "show this help");
+        cxxopts::value<std::string>()->default_value(""));
     add_database_option(options);  // a PostgreSQL backup: the empty database to restore it into
-    auto args = options.parse(argc, argv);
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
+    auto parsed = common::parse_command_line(options, argc, argv);
+    if (!parsed) return parsed.exit_code;
+    const auto& args = *parsed;
     if (!args.count("from") || !args.count("state")) return fail("restore", "needs --from FOLDER and --state DIR");
     auto report = restore_state(args["from"].as<std::string>(), state_dir_of(args), {args["pg-bin"].as<std::string>()});
     if (!report) return fail("restore", report.message());

@@ -3,6 +3,7 @@
 #include <cxxopts.hpp>
 
 #include "blob_store.h"
+#include "command_line.h"
 #include "command_support.h"
 #include "file_io.h"
 #include "sha256.h"
@@ -15,13 +16,11 @@ int export_command(int argc, char** argv) {
     options.add_options()("state", "state directory", cxxopts::value<std::string>())(
         "task", "task id (default: the current task)", cxxopts::value<std::string>())(
         "version", "model version, a checkpoint (default: the newest checkpoint)", cxxopts::value<std::int64_t>())(
-        "out", "output file", cxxopts::value<std::string>())("h,help", "show this help");
+        "out", "output file", cxxopts::value<std::string>());
     add_database_option(options);
-    auto args = options.parse(argc, argv);
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
+    auto parsed = common::parse_command_line(options, argc, argv);
+    if (!parsed) return parsed.exit_code;
+    const auto& args = *parsed;
     if (!args.count("state") || !args.count("out")) return fail("export", "needs --state DIR and --out FILE");
     StateDir state = state_dir_of(args);
     auto store = Store::connect(state.database_url(), false);

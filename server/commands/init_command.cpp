@@ -1,6 +1,7 @@
 // `tessera-server init`: a new state directory with its database, Ed25519 key and operator token.
 #include <cxxopts.hpp>
 
+#include "command_line.h"
 #include "command_support.h"
 #include "ed25519.h"
 #include "task_setup.h"
@@ -9,14 +10,11 @@ namespace tessera::server {
 
 int init_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server init", "Create a server state directory");
-    options.add_options()("state", "state directory (created)", cxxopts::value<std::string>())("h,help",
-                                                                                               "show this help");
+    options.add_options()("state", "state directory (created)", cxxopts::value<std::string>());
     add_database_option(options);
-    auto args = options.parse(argc, argv);
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
+    auto parsed = common::parse_command_line(options, argc, argv);
+    if (!parsed) return parsed.exit_code;
+    const auto& args = *parsed;
     if (!args.count("state")) return fail("init", "needs --state DIR");
     StateDir state = state_dir_of(args);
     auto token = initialize_state(state);

@@ -3,7 +3,9 @@
 
 #include "allocator_tuning.h"
 #include "client_address.h"
+#include "command_line.h"
 #include "command_support.h"
+#include "logger.h"
 #include "options_with_config.h"
 #include "stop_signals.h"
 #include "server_app.h"
@@ -69,7 +71,8 @@ cxxopts::Options run_options() {
         "aggregator-lease",
         "processes on one database: another runs a task's aggregator when its runner has not renewed its lease "
         "for S seconds",
-        cxxopts::value<std::int64_t>()->default_value("15"))("h,help", "show this help");
+        cxxopts::value<std::int64_t>()->default_value("15"))(
+        "json-logs", "log one JSON object per line (event, level, message, time, fields) instead of text");
     add_database_option(options);
     common::add_config_option(options);
     return options;
@@ -131,15 +134,15 @@ common::Result<ServerOptions> server_options_of(const cxxopts::ParseResult& args
 
 int run_command(int argc, char** argv) {
     auto options = run_options();
-    auto parsed = common::parse_with_config(options, argc, argv);
-    if (!parsed) return fail("run", parsed.message());
+    auto parsed = common::parse_command_line(options, argc, argv, true);
+    if (!parsed) return parsed.exit_code;
     const auto& args = *parsed;
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
     auto server = server_options_of(args);
     if (!server) return fail("run", server.message());
+    bool json_logs = args.count("json-logs") > 0;
+    common::set_process_log(
+        common::Logger("tessera-server", false, json_logs, "", common::Logger::InfoStream::Stderr));
+    common::Logger log("tessera-server", false, json_logs);  // where it listens, when it stops
     common::tune_allocator_for_training();
 
     // Signals are taken synchronously by this thread; every other thread inherits the mask.
@@ -148,13 +151,14 @@ int run_command(int argc, char** argv) {
     auto address = server->http.address;
     auto app = ServerApp::start(std::move(*server));
     if (!app) return fail("run", app.message());
-    std::cout << "tessera-server listening on " << (tls ? "https" : "http") << "://" << address << ":"
-              << (*app)->port() << std::endl;
+    auto url = std::string(tls ? "https" : "http") + "://" + address + ":" + std::to_string((*app)->port());
+    log.info("listening", "tessera-server listening on " + url, {{"url", url}, {"port", (*app)->port()}});
     int received = 0;
     sigwait(&signals, &received);
-    std::cout << "tessera-server: " << (received == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down" << std::endl;
+    log.info("stopping",
+             std::string("tessera-server: ") + (received == SIGINT ? "SIGINT" : "SIGTERM") + ", shutting down");
     (*app)->stop();
-    std::cout << "tessera-server: stopped" << std::endl;
+    log.info("stopped", "tessera-server: stopped");
     return 0;
 }
 

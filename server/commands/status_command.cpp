@@ -4,6 +4,7 @@
 
 #include <iomanip>
 
+#include "command_line.h"
 #include "command_support.h"
 #include "task_lookup.h"
 
@@ -11,13 +12,11 @@ namespace tessera::server {
 
 int status_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server status", "Print the run's progress");
-    options.add_options()("state", "state directory", cxxopts::value<std::string>())("h,help", "show this help");
+    options.add_options()("state", "state directory", cxxopts::value<std::string>());
     add_database_option(options);
-    auto args = options.parse(argc, argv);
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
+    auto parsed = common::parse_command_line(options, argc, argv);
+    if (!parsed) return parsed.exit_code;
+    const auto& args = *parsed;
     if (!args.count("state")) return fail("status", "needs --state DIR");
     StateDir state = state_dir_of(args);
     auto store = Store::connect(state.database_url(), false);

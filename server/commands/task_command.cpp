@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "command_line.h"
 #include "command_support.h"
 #include "commands.h"
 #include "task_setup.h"
@@ -172,14 +173,12 @@ int task_command(int argc, char** argv) {
         "eval-interval", "seconds between validation-curve points (10)", cxxopts::value<std::int64_t>())(
         "eval-full-interval", "seconds between curve points on the whole validation set (300)",
         cxxopts::value<std::int64_t>())("seed", "seed of the initial weights",
-                                        cxxopts::value<std::int64_t>()->default_value("0"))("h,help", "show this help");
+                                        cxxopts::value<std::int64_t>()->default_value("0"));
     options.parse_positional({"action"});
     add_database_option(options);
-    auto args = options.parse(argc, argv);
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
+    auto parsed = common::parse_command_line(options, argc, argv);
+    if (!parsed) return parsed.exit_code;
+    const auto& args = *parsed;
     if (!args.count("action") || args["action"].as<std::string>() != "create")
         return fail("task", "the actions are create, list, pause, resume, finish and weight");
     if (!args.count("state") || !args.count("data")) return fail("task create", "needs --state DIR and --data DIR");

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "command_line.h"
 #include "command_support.h"
 #include "task_lookup.h"
 
@@ -27,16 +28,14 @@ int task_control_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server task", "Pause, resume, finish or weigh a task; list the tasks");
     options.add_options()("action", "list, pause, resume, finish or weight", cxxopts::value<std::string>())(
         "id", "the task", cxxopts::value<std::string>())("value", "weight: the task's share of work (>= 0)",
-                                                          cxxopts::value<double>())(
-        "state", "state directory", cxxopts::value<std::string>())("h,help", "show this help");
+                                                         cxxopts::value<double>())("state", "state directory",
+                                                                                   cxxopts::value<std::string>());
     options.parse_positional({"action", "id", "value"});
     options.positional_help("ACTION [ID [WEIGHT]]");
     add_database_option(options);
-    auto args = options.parse(argc, argv);
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
+    auto parsed = common::parse_command_line(options, argc, argv);
+    if (!parsed) return parsed.exit_code;
+    const auto& args = *parsed;
     auto action = args["action"].as<std::string>();
     if (!args.count("state")) return fail("task " + action, "needs --state DIR");
     auto store = Store::connect(state_dir_of(args).database_url(), false);

@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 
 #include <boost/json.hpp>
 
 #include "checkpoint.h"
+#include "logger.h"
 #include "model_patch.h"
 #include "model_cache.h"
 #include "sha256.h"
@@ -183,8 +183,8 @@ void Aggregator::stop(bool checkpoint) {
     thread_.join();
     if (started_ && checkpoint && hooks_.checkpoint_at_stop && version_ > checkpoint_version_)
         if (auto status = checkpoint_current(); !status)
-            std::cerr << "aggregator: the checkpoint at stop: " << status.message()
-                      << " (the next start replays from the last one)\n";
+            common::process_log().error("checkpoint", "aggregator: the checkpoint at stop: " + status.message() +
+                                                          " (the next start replays from the last one)");
 }
 
 void Aggregator::wait_idle(bool through_retries) {
@@ -205,7 +205,9 @@ void Aggregator::run() {
         }
         auto started = std::chrono::steady_clock::now();
         auto merged = merge_one(id);
-        if (!merged) std::cerr << "aggregator: " << id << ": " << merged.message() << "\n";
+        if (!merged)
+            common::process_log().error("merge", "aggregator: " + id + ": " + merged.message(),
+                                        {{"assignment_id", id}});
         if (hooks_.merge_timer)
             hooks_.merge_timer(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         if (retry_pending_) {
@@ -359,7 +361,8 @@ void Aggregator::checkpointed(std::int64_t version, std::int64_t at) {
     since_checkpoint_.clear();
     checkpoint_version_ = version;
     checkpoint_at_ = at;
-    if (auto status = retain(); !status) std::cerr << "aggregator: retention: " << status.message() << "\n";
+    if (auto status = retain(); !status)
+        common::process_log().error("retention", "aggregator: retention: " + status.message());
 }
 
 // The rows first, then the files: a crash between leaves files no row needs, which the next

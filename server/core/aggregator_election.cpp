@@ -4,8 +4,9 @@
 
 #include <unistd.h>
 
-#include <iostream>
 #include <random>
+
+#include "logger.h"
 
 namespace tessera::server {
 
@@ -41,8 +42,10 @@ common::Status AggregatorElection::start(const std::string& task_id) {
         held_until_ = now + settings_.lease_s;
         aggregator_ = std::move(aggregator);
     } else {
-        std::cerr << "tessera-server: another process runs the aggregator of task " << task_id
-                  << "; this one follows and takes over if that process stops renewing its lease\n";
+        common::process_log().info("aggregator_follows",
+                                   "another process runs the aggregator of task " + task_id +
+                                       "; this one follows and takes over if that process stops renewing its lease",
+                                   {{"task_id", task_id}});
     }
     renewer_ = std::thread([this] { renew_loop(); });
     manager_ = std::thread([this] { manage_loop(); });
@@ -63,7 +66,7 @@ void AggregatorElection::renew_loop() {
         auto now = clock_();
         auto claimed = store_.claim_lease(claim_, now, now + settings_.lease_s);
         if (!claimed)  // the lease runs out unless a later claim succeeds
-            std::cerr << "tessera-server: renewing the lease " << claim_.name << ": " << claimed.message() << "\n";
+            common::process_log().warning("lease", "renewing the lease " + claim_.name + ": " + claimed.message());
         lock.lock();
         if (claimed) held_until_ = *claimed ? now + settings_.lease_s : 0;
         changed_.wait_for(lock, settings_.poll, [this] { return stopping_; });
@@ -92,12 +95,15 @@ void AggregatorElection::manage_loop() {
 void AggregatorElection::take_over() {
     std::shared_ptr<Aggregator> aggregator = make_(claim_);
     if (auto status = aggregator->start(task_id_); !status) {
-        std::cerr << "tessera-server: taking over the aggregator of task " << task_id_ << ": " << status.message()
-                  << " (tried again in " << settings_.poll.count() << " ms)\n";
+        common::process_log().warning("aggregator_takeover", "taking over the aggregator of task " + task_id_ + ": " +
+                                                                 status.message() + " (tried again in " +
+                                                                 std::to_string(settings_.poll.count()) + " ms)");
         return;
     }
-    std::cerr << "tessera-server: this process now runs the aggregator of task " << task_id_ << " (from version "
-              << aggregator->version() << ")\n";
+    common::process_log().info("aggregator_leads",
+                               "this process now runs the aggregator of task " + task_id_ + " (from version " +
+                                   std::to_string(aggregator->version()) + ")",
+                               {{"task_id", task_id_}, {"version", aggregator->version()}});
     std::lock_guard lock(mutex_);
     aggregator_ = std::move(aggregator);
     queued_.clear();
@@ -110,7 +116,8 @@ void AggregatorElection::step_down(const std::string& why) {
         aggregator = std::move(aggregator_);
         queued_.clear();
     }
-    std::cerr << "tessera-server: this process no longer runs the aggregator (" << why << ")\n";
+    common::process_log().info("aggregator_stops", "this process no longer runs the aggregator (" + why + ")",
+                               {{"task_id", task_id_}});
     aggregator->stop(false);  // no checkpoint: the task's files are the new leader's now
 }
 
@@ -118,7 +125,7 @@ void AggregatorElection::step_down(const std::string& why) {
 void AggregatorElection::queue_accepted_elsewhere() {
     auto pending = store_.accepted_unmerged(task_id_);
     if (!pending) {
-        std::cerr << "tessera-server: polling accepted results: " << pending.message() << "\n";
+        common::process_log().error("aggregator_poll", "polling accepted results: " + pending.message());
         return;
     }
     std::lock_guard lock(mutex_);
@@ -173,7 +180,7 @@ void AggregatorElection::stop() {
     aggregator->wait_idle(false);  // a failed commit waiting to retry is replayed by the next leader
     aggregator->stop();
     if (auto released = store_.release_lease(claim_); !released)
-        std::cerr << "tessera-server: releasing the lease " << claim_.name << ": " << released.message() << "\n";
+        common::process_log().warning("lease", "releasing the lease " + claim_.name + ": " + released.message());
 }
 
 }  // namespace tessera::server

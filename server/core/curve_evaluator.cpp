@@ -1,7 +1,7 @@
 // CurveEvaluator: coalesced evaluations of model snapshots on the work pool.
 #include "curve_evaluator.h"
 
-#include <iostream>
+#include "logger.h"
 
 namespace tessera::server {
 
@@ -44,9 +44,11 @@ void CurveEvaluator::evaluate(std::int64_t version, const Model& model, bool ful
     if (result) {
         ValidationResult figures{result->loss, result->accuracy, result->samples, full};
         if (auto status = store_.set_validation_result(task_id_, version, figures); !status)
-            std::cerr << "evaluation of version " << version << ": " << status.message() << "\n";
+            common::process_log().error("evaluation",
+                                        "evaluation of version " + std::to_string(version) + ": " + status.message());
     } else {
-        std::cerr << "evaluation of version " << version << ": " << result.message() << "\n";
+        common::process_log().error("evaluation",
+                                    "evaluation of version " + std::to_string(version) + ": " + result.message());
     }
     std::lock_guard lock(mutex_);
     in_flight_ = false;

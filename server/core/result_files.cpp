@@ -1,7 +1,7 @@
 // Stored result deltas.
 #include "result_files.h"
 
-#include <iostream>
+#include "logger.h"
 
 namespace tessera::server {
 
@@ -35,7 +35,7 @@ common::Result<common::DecodedDelta> ResultFiles::read_decoded(const std::string
 
 void ResultFiles::remove(const std::string& assignment_id) {
     if (auto status = files_.remove(state_.result_file(assignment_id)); !status)
-        std::cerr << "result files: " << status.message() << "\n";
+        common::process_log().error("result_file", "result files: " + status.message());
 }
 
 }  // namespace tessera::server

@@ -28,18 +28,17 @@ common::Result<IntakeOutcome> ResultIntake::refuse(const AssignmentRecord& a, st
     return outcome(422, std::string(why), detail);
 }
 
-common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id, common::ByteView body,
-                                                    std::int64_t max_delta_bytes) {
+common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id, common::ByteView body) {
     auto upload = common::unpack_result_upload(body);
     if (!upload) return outcome(400, "bad_request", upload.message());
     auto bytes = upload->delta;
     ReceivedDelta delta{bytes.size(), common::sha256_hex(bytes),
                         [bytes](ResultFiles& files, const std::string& id) { return files.write(id, bytes); }};
-    return receive(client_id, upload->manifest_json, delta, max_delta_bytes);
+    return receive(client_id, upload->manifest_json, delta);
 }
 
 common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id, std::string_view manifest_json,
-                                                    const ReceivedDelta& delta, std::int64_t max_delta_bytes) {
+                                                    const ReceivedDelta& delta) {
     auto manifest = common::parse_message<common::ResultManifest>(manifest_json);
     if (!manifest) return outcome(400, "bad_request", manifest.message());
     if (manifest->client_id != client_id)
@@ -68,9 +67,9 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
     if (manifest->encoding.dtype != encoding.dtype || manifest->encoding.topk_fraction != encoding.topk_fraction)
         return refuse(a, reason::kEncodingMismatch, "the delta is not encoded as the work unit asked");
     auto size = static_cast<std::int64_t>(delta.bytes);
-    if (size > max_delta_bytes)
+    if (auto cap = delta_caps_.of(a.task_id); size > cap)
         return refuse(a, reason::kTooLarge,
-                      std::to_string(size) + " bytes exceed the cap of " + std::to_string(max_delta_bytes));
+                      std::to_string(size) + " bytes exceed the task's cap of " + std::to_string(cap));
     if (size != manifest->delta_blob.bytes || delta.sha256 != manifest->delta_blob.sha256)
         return refuse(a, reason::kHashMismatch, "the delta's size or SHA-256 differs from the manifest's");
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "bytes.h"
+#include "delta_caps.h"
 #include "result_files.h"
 #include "store.h"
 #include "validator.h"
@@ -32,21 +33,23 @@ struct IntakeOutcome {
 
 class ResultIntake {
 public:
-    ResultIntake(Store& store, ResultFiles& results, Clock clock, std::function<void(const std::string&)> on_stored)
-        : store_(store), results_(results), clock_(std::move(clock)), on_stored_(std::move(on_stored)) {}
-    // `body` is the whole signed upload (docs/protocol.md, "Uploading a result"); `max_delta_bytes`
-    // is the task's cap on the delta.
-    common::Result<IntakeOutcome> receive(const std::string& client_id, common::ByteView body,
-                                          std::int64_t max_delta_bytes);
+    // A delta larger than its task's cap in `delta_caps` is refused (`too_large`).
+    ResultIntake(Store& store, ResultFiles& results, const DeltaCaps& delta_caps, Clock clock,
+                 std::function<void(const std::string&)> on_stored)
+        : store_(store), results_(results), delta_caps_(delta_caps), clock_(std::move(clock)),
+          on_stored_(std::move(on_stored)) {}
+    // `body` is the whole signed upload (docs/protocol.md, "Uploading a result").
+    common::Result<IntakeOutcome> receive(const std::string& client_id, common::ByteView body);
     // The same for an upload already split into its manifest and its delta.
     common::Result<IntakeOutcome> receive(const std::string& client_id, std::string_view manifest_json,
-                                          const ReceivedDelta& delta, std::int64_t max_delta_bytes);
+                                          const ReceivedDelta& delta);
 
 private:
     common::Result<IntakeOutcome> refuse(const AssignmentRecord& assignment, std::string_view reason,
                                          const std::string& detail);
     Store& store_;
     ResultFiles& results_;
+    const DeltaCaps& delta_caps_;
     Clock clock_;
     std::function<void(const std::string&)> on_stored_;
 };

@@ -2,13 +2,13 @@
 #include "validator.h"
 
 #include <algorithm>
-#include <iostream>
 #include <map>
 #include <sstream>
 
 #include <boost/json.hpp>
 
 #include "assignment_unit.h"
+#include "logger.h"
 #include "rejection_reasons.h"
 #include "replica_comparison.h"
 #include "replica_quorum.h"
@@ -45,8 +45,10 @@ void Validator::submit(const std::string& assignment_id, const Executor& executo
     }
     executor([this, assignment_id] {
         if (auto status = validate(assignment_id); !status)
-            std::cerr << "validator: " << assignment_id << ": " << status.message()
-                      << " (validated again by the transitioner later)\n";
+            common::process_log().error("validation",
+                                        "validator: " + assignment_id + ": " + status.message() +
+                                            " (validated again by the transitioner later)",
+                                        {{"assignment_id", assignment_id}});
         std::lock_guard lock(mutex_);
         in_flight_.erase(assignment_id);
     });
@@ -144,7 +146,7 @@ common::Status Validator::note_waived(const AssignmentRecord& a, const Verdict& 
 // A replicated unit: wait for the others, compare every pair, and let the quorum decide.
 common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskView& task,
                                           const CheckFigures& figures) {
-    std::lock_guard lock(replica_mutex_);
+    auto lock = replica_locks_.lock(a.work_unit_id);
     auto marked = store_.mark_validated(a.id, figures, clock_());
     if (!marked) return marked.error();
     auto siblings = store_.assignments_of(a.work_unit_id);
@@ -225,7 +227,7 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
 common::Status Validator::accept_alone(const AssignmentRecord& a) {
     auto task = load_task(store_, a.task_id);
     if (!task) return task.error();
-    std::lock_guard lock(replica_mutex_);
+    auto lock = replica_locks_.lock(a.work_unit_id);
     auto siblings = store_.assignments_of(a.work_unit_id);
     if (!siblings) return siblings.error();
     std::vector<const AssignmentRecord*> waiting;

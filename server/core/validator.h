@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 
+#include "keyed_mutex.h"
 #include "result_checks.h"
 #include "stall_guard.h"
 #include "store.h"
@@ -63,7 +64,7 @@ private:
     Clock clock_;
     StallGuard guard_;
     std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted_;
-    std::mutex replica_mutex_;         // one replica pair is settled at a time
+    KeyedMutex replica_locks_;         // a replicated unit is settled by one thread at a time
     std::mutex mutex_;                 // guards rng_ and in_flight_
     std::set<std::string> in_flight_;  // submitted, verdict not stored yet
     std::mt19937_64 rng_;

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "allocator_tuning.h"
+#include "command_line.h"
 #include "import_command.h"
 #include "inspect_command.h"
 #include "prepare.h"
@@ -38,14 +39,11 @@ int run_prepare(int argc, char** argv) {
         "autoencoder-steps", "autoencoder training steps", cxxopts::value<std::int64_t>()->default_value("2000"))(
         "limit", "use only the first N training images (0: all)", cxxopts::value<std::int64_t>()->default_value("0"))(
         "seed", "random seed", cxxopts::value<std::uint64_t>()->default_value("0"))(
-        "threads", "CPU threads for LibTorch (0: its default)", cxxopts::value<int>()->default_value("0"))(
-        "h,help", "show this help");
+        "threads", "CPU threads for LibTorch (0: its default)", cxxopts::value<int>()->default_value("0"));
     options.parse_positional({"dataset"});
-    auto args = options.parse(argc, argv);
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
+    auto parsed = tessera::common::parse_command_line(options, argc, argv);
+    if (!parsed) return parsed.exit_code;
+    const auto& args = *parsed;
     if (!args.count("dataset") || args["dataset"].as<std::string>() != "fashion-mnist")
         return fail("prepare knows one dataset: fashion-mnist");
     if (!args.count("out")) return fail("prepare needs --out DIR");
@@ -72,13 +70,11 @@ int run_import(int argc, char** argv) {
         "scale-factor", "latent scale factor already applied (new datasets)",
         cxxopts::value<double>()->default_value("1"))("classes", "number of classes (0: from the labels)",
                                                       cxxopts::value<std::int64_t>()->default_value("0"))(
-        "files", "shard files", cxxopts::value<std::vector<std::string>>())("h,help", "show this help");
+        "files", "shard files", cxxopts::value<std::vector<std::string>>());
     options.parse_positional({"files"});
-    auto args = options.parse(argc, argv);
-    if (args.count("help")) {
-        std::cout << options.help() << "\n";
-        return 0;
-    }
+    auto parsed = tessera::common::parse_command_line(options, argc, argv);
+    if (!parsed) return parsed.exit_code;
+    const auto& args = *parsed;
     if (!args.count("out")) return fail("import needs --out DIR");
     tessera::data::ImportOptions import;
     import.out = args["out"].as<std::string>();

@@ -39,27 +39,35 @@ RouteSpec admin_route(http::verb method, std::string_view path) {
     return {method, path, Access::Operator, BodySize::Small, RouteGroup::Admin};
 }
 
+// An upload's body: its length prefix, its manifest and a delta of at most `delta_cap` bytes.
+std::uint64_t upload_body_limit(std::int64_t delta_cap) {
+    return static_cast<std::uint64_t>(delta_cap) + 4 + common::kMaxManifestBytes;
+}
+
 }  // namespace
 
 Api::Api(Store& store, const BlobStore& blobs, PublishedModels& published, Scheduler& scheduler, ResultIntake& intake,
          Dashboard& dashboard, EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
-         std::string operator_token_sha256, Clock clock, ApiLimits limits)
+         std::string operator_token_sha256, Clock clock, ApiLimits limits, const DeltaCaps& delta_caps)
     : store_(store), blobs_(blobs), published_(published), scheduler_(scheduler), intake_(intake),
       dashboard_(dashboard), events_(events), metrics_(metrics), server_key_(server_key),
       operator_token_sha256_(std::move(operator_token_sha256)), clock_(std::move(clock)), limits_(limits),
-      max_delta_bytes_(limits.max_delta_bytes), routes_(make_routes()) {}
-
-void Api::raise_max_delta_bytes(std::int64_t bytes) {
-    auto current = max_delta_bytes_.load();
-    while (bytes > current && !max_delta_bytes_.compare_exchange_weak(current, bytes)) {
-    }
-}
+      delta_caps_(delta_caps), routes_(make_routes()) {}
 
 // The whole API. Handlers capture `this`: the table lives and dies with the Api.
 std::vector<Route> Api::make_routes() {
     auto& d = dashboard_;
     auto signed_handler = [this](Response (Api::*handler)(const Request&, const ClientRecord&)) {
         return [this, handler](const Request& r, const RouteCall& call) { return (this->*handler)(r, *call.client); };
+    };
+    // POST /api/v1/admin/tasks/<id>/<action> and /api/v1/admin/clients/<id>/<action>.
+    auto task_action_route = [this](std::string_view path, std::string_view action) -> Route {
+        return {admin_route(http::verb::post, path),
+                [this, action](const Request& r, const RouteCall& c) { return task_action(r, c.param, action); }};
+    };
+    auto client_action_route = [this](std::string_view path, std::string_view action) -> Route {
+        return {admin_route(http::verb::post, path),
+                [this, action](const Request& r, const RouteCall& c) { return client_action(r, c.param, action); }};
     };
     return {
         {public_get("/", RouteGroup::Dashboard),
@@ -84,7 +92,16 @@ std::vector<Route> Api::make_routes() {
          [&d](const Request& r, const RouteCall& c) { return d.sample_image(r, "", c.rest); }},
         {public_get("/api/v1/versions"), [this](const Request& r, const RouteCall&) { return versions(r, ""); }},
         {public_get("/api/v1/tasks"), [&d](const Request& r, const RouteCall&) { return d.tasks(r); }},
-        {public_get("/api/v1/tasks/"), [this](const Request& r, const RouteCall& c) { return task_route(r, c.rest); }},
+        {public_get("/api/v1/tasks/{}/stats"),
+         [&d](const Request& r, const RouteCall& c) { return d.stats(r, std::string(c.param)); }},
+        {public_get("/api/v1/tasks/{}/history"),
+         [&d](const Request& r, const RouteCall& c) { return d.history(r, std::string(c.param)); }},
+        {public_get("/api/v1/tasks/{}/samples"),
+         [&d](const Request& r, const RouteCall& c) { return d.samples(r, std::string(c.param)); }},
+        {public_get("/api/v1/tasks/{}/samples/"),
+         [&d](const Request& r, const RouteCall& c) { return d.sample_image(r, std::string(c.param), c.rest); }},
+        {public_get("/api/v1/tasks/{}/versions"),
+         [this](const Request& r, const RouteCall& c) { return versions(r, std::string(c.param)); }},
         {public_get("/api/v1/volunteers"), [this](const Request& r, const RouteCall&) { return volunteers(r, false); }},
         {public_get("/api/v1/rejections"), [this](const Request& r, const RouteCall&) { return rejections(r); }},
         {public_get("/api/v1/events", RouteGroup::Events),
@@ -103,20 +120,23 @@ std::vector<Route> Api::make_routes() {
         {admin_route(http::verb::get, "/api/v1/admin/volunteers"),
          [this](const Request& r, const RouteCall&) { return volunteers(r, true); }},
         {admin_route(http::verb::post, "/api/v1/admin/task/pause"),
-         [this](const Request& r, const RouteCall&) { return task_action(r, "pause"); }},
+         [this](const Request& r, const RouteCall&) { return task_action(r, "", "pause"); }},
         {admin_route(http::verb::post, "/api/v1/admin/task/resume"),
-         [this](const Request& r, const RouteCall&) { return task_action(r, "resume"); }},
-        {admin_route(http::verb::post, "/api/v1/admin/tasks/"),
-         [this](const Request& r, const RouteCall& c) { return task_action(r, c.rest); }},
-        {admin_route(http::verb::post, "/api/v1/admin/clients/"),
-         [this](const Request& r, const RouteCall& c) { return client_action(r, c.rest); }},
+         [this](const Request& r, const RouteCall&) { return task_action(r, "", "resume"); }},
+        task_action_route("/api/v1/admin/tasks/{}/pause", "pause"),
+        task_action_route("/api/v1/admin/tasks/{}/resume", "resume"),
+        task_action_route("/api/v1/admin/tasks/{}/finish", "finish"),
+        task_action_route("/api/v1/admin/tasks/{}/weight", "weight"),
+        client_action_route("/api/v1/admin/clients/{}/ban", "ban"),
+        client_action_route("/api/v1/admin/clients/{}/unban", "unban"),
+        client_action_route("/api/v1/admin/clients/{}/release", "release"),
     };
 }
 
 std::uint64_t Api::body_limit(http::verb method, std::string_view target) const {
     auto found = routes_.find(method, path_of(target));
     if (found.outcome == RouteTable::Outcome::Found && found.route->spec.body == BodySize::Delta)
-        return static_cast<std::uint64_t>(max_delta_bytes_.load()) + 4 + common::kMaxManifestBytes;
+        return upload_body_limit(delta_caps_.largest());
     return limits_.small_body_bytes;
 }
 
@@ -126,11 +146,17 @@ bool Api::checks_header_first(const http::request_header<>& header) const {
            found.route->spec.body == BodySize::Delta;
 }
 
-std::optional<AuthFailure> Api::refusal_before_body(const http::request_header<>& header) {
+std::variant<UploadAllowance, AuthFailure> Api::check_upload_header(const http::request_header<>& header) {
     try {
-        return check_signing_headers(header, store_, clock_());
+        auto checked = check_signing_headers(header, store_, clock_());
+        if (auto* failure = std::get_if<AuthFailure>(&checked)) return std::move(*failure);
+        auto cap = delta_caps_.largest_of(std::get<TasksInProgress>(checked));
+        if (cap == 0)
+            return AuthFailure{http::status::conflict, "conflict",
+                               "this volunteer's work units belong to no task this server serves"};
+        return UploadAllowance{upload_body_limit(cap)};
     } catch (const std::exception& error) {
-        return AuthFailure{http::status::internal_server_error, "internal", error.what()};
+        return AuthFailure{http::status::internal_server_error, "internal", logged_exception(error)};
     }
 }
 
@@ -146,7 +172,7 @@ Response Api::handle(Request request, std::string peer) {
     try {
         return route(request, path_of(request.target()), peer);
     } catch (const std::exception& error) {
-        return internal_error(request, error.what());
+        return internal_error(request, logged_exception(error));
     }
 }
 
@@ -158,7 +184,7 @@ Response Api::route(const Request& request, std::string_view path, std::string_v
         return error_response(request, http::status::method_not_allowed, "method_not_allowed",
                               std::string(request.method_string()) + " is not allowed on " + std::string(path));
     const auto& route = *found.route;
-    RouteCall call{found.rest, nullptr, peer};
+    RouteCall call{found.rest, found.param, nullptr, peer};
     if (route.spec.access == Access::Operator && !is_operator(request, operator_token_sha256_))
         return error_response(request, http::status::unauthorized, "unauthorized",
                               "admin routes need Authorization: Bearer <operator token>");
@@ -218,7 +244,7 @@ Response Api::request_work(const Request& request, const ClientRecord& client) {
 }
 
 Response Api::upload_result(const Request& request, const ClientRecord& client) {
-    return intake_answer(request, intake_.receive(client.id, request.body(), max_delta_bytes_.load()));
+    return intake_answer(request, intake_.receive(client.id, request.body()));
 }
 
 Response Api::handle_upload(UploadRequest request) {
@@ -242,10 +268,9 @@ Response Api::handle_upload(UploadRequest request) {
                                 return moved;
                             }};
         const auto& client = std::get<ClientRecord>(auth);
-        return intake_answer(reply_to,
-                             intake_.receive(client.id, upload.manifest_json, delta, max_delta_bytes_.load()));
+        return intake_answer(reply_to, intake_.receive(client.id, upload.manifest_json, delta));
     } catch (const std::exception& error) {
-        return internal_error(reply_to, error.what());
+        return internal_error(reply_to, logged_exception(error));
     }
 }
 

@@ -4,7 +4,6 @@
 // operator token. Thread-safe: called concurrently from the I/O threads.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,6 +11,7 @@
 
 #include "blob_store.h"
 #include "dashboard.h"
+#include "delta_caps.h"
 #include "ed25519.h"
 #include "event_hub.h"
 #include "http_types.h"
@@ -31,7 +31,6 @@ using UploadRequest = http::request<SpooledUploadBody>;
 
 struct ApiLimits {
     std::uint64_t small_body_bytes = 64 << 10;  // register, work, heartbeat, abandon, admin
-    std::int64_t max_delta_bytes = 64 << 20;    // uploads: raised to fit the largest model served
     // New volunteers one address may register per window (Sybil limit); 0 = no limit.
     std::int64_t registrations_per_window = 20;
     std::int64_t registration_window_s = 3600;
@@ -41,26 +40,35 @@ struct ApiLimits {
     std::string recommended_client_version;
 };
 
+// A result upload's header passed its checks: its body may be this long (the cap of its
+// volunteer's task; the largest, when its units in progress belong to several).
+struct UploadAllowance {
+    std::uint64_t body_limit = 0;
+};
+
 class Api {
 public:
+    // `delta_caps`: each served task's cap on a result's delta (uploads are held to their own).
     Api(Store& store, const BlobStore& blobs, PublishedModels& published, Scheduler& scheduler, ResultIntake& intake,
         Dashboard& dashboard, EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
-        std::string operator_token_sha256, Clock clock, ApiLimits limits);
+        std::string operator_token_sha256, Clock clock, ApiLimits limits, const DeltaCaps& delta_caps);
 
     // `peer`: the connection's remote address (the registration limit counts per address).
     Response handle(Request request, std::string peer = {});
     // A result upload read by the session into a spool file (the routes checks_header_first
     // names): authenticated against the body's hash, then taken by the intake.
     Response handle_upload(UploadRequest request);
-    // The largest body a route accepts: the session reads no more.
+    // The largest body a route accepts: the session reads no more. For an upload, the largest
+    // any task takes; its header's check then gives its own (check_upload_header).
     std::uint64_t body_limit(http::verb method, std::string_view target) const;
     // Signed routes that take an upload check their header before the body is read: an
     // unknown, banned or out-of-window signer is refused without the server reading (or
     // holding) what it sends (request_auth.h, check_signing_headers).
     bool checks_header_first(const http::request_header<>& header) const;
     // Why such a request is refused on its header alone (the status, code and message of
-    // the error response), or nothing. Queries the store: the session runs it on the handler pool.
-    std::optional<AuthFailure> refusal_before_body(const http::request_header<>& header);
+    // the error response), or how long its body may be. Queries the store: the session runs it
+    // on the handler pool.
+    std::variant<UploadAllowance, AuthFailure> check_upload_header(const http::request_header<>& header);
     // The /metrics group a request's latency is counted in.
     RouteGroup route_group(std::string_view target) const;
     // GET /api/v1/events/stream is server-sent events: the session streams it (no single
@@ -75,8 +83,6 @@ public:
         return events_.chunk_from_memory(after);
     }
     std::string event_stream_chunk_from_store(std::int64_t& after) { return events_.chunk_from_store(after); }
-    // Uploads up to this many delta bytes are taken (the largest model served sets it).
-    void raise_max_delta_bytes(std::int64_t bytes);
     // What the sessions record (latency, bytes) and /metrics shows.
     ServerMetrics& metrics() { return metrics_; }
 
@@ -84,8 +90,6 @@ private:
     std::vector<Route> make_routes();
     Response route(const Request& request, std::string_view path, std::string_view peer);
     Response versions(const Request& request, const std::string& task_id);
-    // GET /api/v1/tasks/<id>/stats, history, samples, samples/<version>.png or versions.
-    Response task_route(const Request& request, std::string_view id_and_route);
     Response volunteers(const Request& request, bool full);
     Response rejections(const Request& request);
     Response events(const Request& request);
@@ -98,10 +102,11 @@ private:
     Response heartbeat(const Request& request, const ClientRecord& client);
     Response abandon(const Request& request, const ClientRecord& client);
     Response result_status(const Request& request, const ClientRecord& client);
-    // POST /api/v1/admin/tasks/<id>/pause, resume, finish or weight?value=W ("pause" and
-    // "resume" alone: the current task).
-    Response task_action(const Request& request, std::string_view id_and_action);
-    Response client_action(const Request& request, std::string_view id_and_action);
+    // POST /api/v1/admin/tasks/<id>/pause, resume, finish or weight?value=W (`task_id` "": the
+    // current task).
+    Response task_action(const Request& request, std::string_view task_id, std::string_view action);
+    // POST /api/v1/admin/clients/<id>/ban, unban or release (from quarantine).
+    Response client_action(const Request& request, std::string_view client_id, std::string_view action);
     std::variant<AssignmentRecord, Response> own_assignment(const Request& request, const ClientRecord& client);
 
     Store& store_;
@@ -116,7 +121,7 @@ private:
     std::string operator_token_sha256_;
     Clock clock_;
     ApiLimits limits_;
-    std::atomic<std::int64_t> max_delta_bytes_;
+    const DeltaCaps& delta_caps_;
     RouteTable routes_;
 };
 

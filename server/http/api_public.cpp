@@ -38,20 +38,6 @@ Response Api::versions(const Request& request, const std::string& task_id) {
     return json_response(request, http::status::ok, {{"versions", rows}});
 }
 
-Response Api::task_route(const Request& request, std::string_view id_and_route) {
-    auto slash = id_and_route.find('/');
-    std::string id(id_and_route.substr(0, slash));
-    auto route = slash == std::string_view::npos ? std::string_view() : id_and_route.substr(slash + 1);
-    if (route == "stats") return dashboard_.stats(request, id);
-    if (route == "history") return dashboard_.history(request, id);
-    if (route == "samples") return dashboard_.samples(request, id);
-    if (route.starts_with("samples/")) return dashboard_.sample_image(request, id, route.substr(8));
-    if (route == "versions") return versions(request, id);
-    return error_response(
-        request, http::status::not_found, "not_found",
-        "no route tasks/" + std::string(id_and_route) + " (stats, history, samples, samples/<version>.png, versions)");
-}
-
 Response Api::volunteers(const Request& request, bool full) {
     auto clients = store_.clients();
     if (!clients) return internal_error(request, clients.message());
@@ -144,10 +130,8 @@ Response Api::metrics(const Request& request) {
 // Admin routes: GET volunteers (full rows); POST tasks/<id>/pause, resume, finish, weight;
 // task/pause and task/resume (the current task); clients/<id>/ban, clients/<id>/unban,
 // clients/<id>/release (from quarantine).
-Response Api::task_action(const Request& request, std::string_view id_and_action) {
-    auto slash = id_and_action.find('/');
-    std::string id(slash == std::string_view::npos ? std::string_view() : id_and_action.substr(0, slash));
-    auto action = slash == std::string_view::npos ? id_and_action : id_and_action.substr(slash + 1);
+Response Api::task_action(const Request& request, std::string_view task_id, std::string_view action) {
+    std::string id(task_id);
     auto task = id.empty() ? store_.current_task() : store_.task(id);
     if (!task) return internal_error(request, task.message());
     if (!*task) return error_response(request, http::status::not_found, "not_found", "no task '" + id + "'");
@@ -161,10 +145,7 @@ Response Api::task_action(const Request& request, std::string_view id_and_action
         return json_response(request, http::status::ok, {{"task", id}, {"weight", weight}});
     }
     auto state = state_for_action(action);
-    if (!state)
-        return error_response(
-            request, http::status::not_found, "not_found",
-            "no admin route tasks/" + std::string(id_and_action) + " (pause, resume, finish, weight?value=W)");
+    if (!state) return internal_error(request, "no task state for the action " + std::string(action));
     if ((*task)->state == TaskState::Finished && *state != TaskState::Finished)
         return error_response(request, http::status::conflict, "finished", "task '" + id + "' is finished");
     if (auto status = store_.set_task_state(id, *state, clock_()); !status)
@@ -172,14 +153,8 @@ Response Api::task_action(const Request& request, std::string_view id_and_action
     return json_response(request, http::status::ok, {{"task", id}, {"state", task_state_name(*state)}});
 }
 
-// POST /api/v1/admin/clients/<id>/ban, /unban or /release.
-Response Api::client_action(const Request& request, std::string_view id_and_action) {
-    auto slash = id_and_action.find('/');
-    auto action = slash == std::string_view::npos ? std::string_view() : id_and_action.substr(slash + 1);
-    if (action != "ban" && action != "unban" && action != "release")
-        return error_response(request, http::status::not_found, "not_found",
-                              "no admin route clients/" + std::string(id_and_action));
-    std::string id(id_and_action.substr(0, slash));
+Response Api::client_action(const Request& request, std::string_view client_id, std::string_view action) {
+    std::string id(client_id);
     auto known = store_.client(id);
     if (!known) return internal_error(request, known.message());
     if (!*known) return error_response(request, http::status::not_found, "not_found", "no client '" + id + "'");

@@ -3,10 +3,10 @@
 
 #include <boost/json.hpp>
 
-#include <iostream>
 #include <stdexcept>
 
 #include "io_thread.h"
+#include "logger.h"
 
 namespace tessera::server {
 namespace {
@@ -53,7 +53,7 @@ void EventHub::refresh() {
     }
     auto rows = store_.events_after(after, kChunkEvents * 10);
     if (!rows) {
-        std::cerr << "event hub: " << rows.message() << "\n";
+        common::process_log().error("event_hub", "event hub: " + rows.message());
         return;
     }
     std::lock_guard lock(mutex_);

@@ -13,13 +13,15 @@
 #include <boost/beast/ssl.hpp>
 
 #include <functional>
-#include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
+#include <variant>
 
 #include "client_address.h"
+#include "logger.h"
 #include "request_signing.h"
 #include "upload_slots.h"
 
@@ -89,7 +91,7 @@ void report_exception(const char* where, std::exception_ptr error) {
     try {
         std::rethrow_exception(error);
     } catch (const std::exception& e) {
-        std::cerr << "tessera-server: " << where << ": " << e.what() << "\n";
+        common::process_log().error("session", std::string(where) + ": " + e.what());
     }
 }
 
@@ -182,17 +184,19 @@ asio::awaitable<std::optional<Response>> answer_upload(asio::thread_pool& handle
     co_return response;
 }
 
-asio::awaitable<std::optional<AuthFailure>> header_refusal(Api& api, const http::request_header<>& header) {
-    co_return api.refusal_before_body(header);
+using HeaderCheck = std::variant<UploadAllowance, AuthFailure>;
+
+asio::awaitable<HeaderCheck> upload_header_check(Api& api, const http::request_header<>& header) {
+    co_return api.check_upload_header(header);
 }
 
 // A signed upload's header checked on the handler pool (it queries the store) before the
 // body is read.
-asio::awaitable<std::optional<AuthFailure>> refused_on_header(asio::thread_pool& handlers, Api& api,
-                                                              const http::request_header<>& header) {
-    auto work = header_refusal(api, header);
-    auto refusal = co_await on_handler_pool(handlers, std::move(work));
-    co_return refusal;
+asio::awaitable<HeaderCheck> checked_on_handler_pool(asio::thread_pool& handlers, Api& api,
+                                                     const http::request_header<>& header) {
+    auto work = upload_header_check(api, header);
+    auto checked = co_await on_handler_pool(handlers, std::move(work));
+    co_return checked;
 }
 
 // The client an upload's signing headers name (checked by then).
@@ -213,6 +217,32 @@ Request closing_stub(const http::request_header<>& header) {
 Response closing_error(const http::request_header<>& header, http::status status, const std::string& code,
                        const std::string& message) {
     return error_response(closing_stub(header), status, code, message);
+}
+
+Response too_large(const http::request_header<>& header, std::uint64_t limit) {
+    return closing_error(header, http::status::payload_too_large, "too_large",
+                         "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
+}
+
+// Whether a signed upload of `length` bytes (if announced) may send its body: its header's
+// checks (on the handler pool), its own task's limit, which `limit` becomes, and a slot among
+// the uploads the server holds. The slot, held until the upload is answered, or the refusal.
+asio::awaitable<std::variant<UploadSlots::Slot, Response>> admit_upload(SessionContext& context,
+                                                                        const http::request_header<>& header,
+                                                                        std::optional<std::uint64_t> length,
+                                                                        std::uint64_t& limit) {
+    auto checked = co_await checked_on_handler_pool(context.handlers, context.api, header);
+    if (auto* failure = std::get_if<AuthFailure>(&checked)) co_return refusal_response(closing_stub(header), *failure);
+    limit = std::get<UploadAllowance>(checked).body_limit;
+    if (length && *length > limit) co_return too_large(header, limit);
+    auto slot = context.uploads.take(signing_client_id(header), length.value_or(limit));
+    if (slot) co_return std::move(*slot);
+    const auto& settings = context.settings;
+    co_return busy_response(closing_stub(header),
+                            "the server is receiving as many uploads as it holds (" +
+                                std::to_string(settings.upload_spool_bytes >> 20) + " MiB in all, " +
+                                std::to_string(settings.max_uploads_per_client) + " per volunteer); retry later",
+                            kUploadRetryAfterS);
 }
 
 // Bytes of a next request already here: in the session's buffer or in the socket.
@@ -281,8 +311,7 @@ asio::awaitable<bool> serve_upload(Stream& stream, beast::flat_buffer& buffer,
     auto [read_error, body_bytes] = co_await read_paced_body(stream, buffer, parser, context.settings.upload_pace);
     context.api.metrics().add_bytes_in(body_bytes);
     if (read_error == http::error::body_limit) {
-        auto refusal = closing_error(parser.get(), http::status::payload_too_large, "too_large",
-                                     "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
+        auto refusal = too_large(parser.get(), limit);
         auto [error, written] = co_await beast::async_write(stream, std::move(refusal), kTuple);
         record(written);
         co_return false;
@@ -330,27 +359,18 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         }
         auto limit = api.body_limit(header.method(), header.target());
         parser.body_limit(limit);  // enforced per chunk for chunked bodies
-        auto too_large = [&] {
-            return closing_error(header, http::status::payload_too_large, "too_large",
-                                 "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
-        };
         std::optional<Response> refusal;
         std::optional<UploadSlots::Slot> upload;  // held until this upload is answered
-        if (auto length = parser.content_length(); length && *length > limit) {
-            refusal = too_large();
+        std::optional<std::uint64_t> length;
+        if (auto announced = parser.content_length()) length = *announced;
+        if (length && *length > limit) {
+            refusal = too_large(header, limit);
         } else if (api.checks_header_first(header)) {
-            if (auto failure = co_await refused_on_header(context->handlers, api, header)) {
-                refusal = refusal_response(closing_stub(header), *failure);
-            } else if (upload =
-                           context->uploads.take(signing_client_id(header), parser.content_length().value_or(limit));
-                       !upload) {
-                refusal =
-                    busy_response(closing_stub(header),
-                                  "the server is receiving as many uploads as it holds (" +
-                                      std::to_string(settings.upload_spool_bytes >> 20) + " MiB in all, " +
-                                      std::to_string(settings.max_uploads_per_client) + " per volunteer); retry later",
-                                  kUploadRetryAfterS);
-            }
+            auto admitted = co_await admit_upload(*context, header, length, limit);
+            if (auto* slot = std::get_if<UploadSlots::Slot>(&admitted))
+                upload.emplace(std::move(*slot));
+            else
+                refusal = std::move(std::get<Response>(admitted));
         }
         if (upload && !refusal) {
             // `header` belongs to the parser, which the upload takes over.
@@ -364,7 +384,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
             auto [read_error, body_bytes] = co_await http::async_read(stream, buffer, parser, kTuple);
             metrics.add_bytes_in(body_bytes);
             body_error = read_error;
-            if (body_error == http::error::body_limit) refusal = too_large();  // a chunked body past it
+            if (body_error == http::error::body_limit) refusal = too_large(header, limit);  // a chunked body past it
         }
         if (refusal) {
             auto [error, written] = co_await beast::async_write(stream, std::move(*refusal), kTuple);

@@ -4,9 +4,12 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <optional>
+
+#include "logger.h"
 
 namespace tessera::server {
 
@@ -73,6 +76,16 @@ Response internal_error(const Request& request, const std::string& message) {
         return response;
     }
     return error_response(request, http::status::internal_server_error, "internal", message);
+}
+
+std::string logged_exception(const std::exception& error) {
+    static std::atomic<std::uint64_t> incidents{0};
+    std::string what = error.what();
+    if (is_out_of_space(what)) return what;
+    auto incident = std::to_string(++incidents);
+    common::process_log().error("internal_error", "internal error, incident " + incident + ": " + what,
+                                {{"incident", incident}});
+    return "an internal error, incident " + incident + ": the server's log has its details";
 }
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }

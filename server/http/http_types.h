@@ -6,6 +6,7 @@
 #include <boost/json/value.hpp>
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,10 @@ Response busy_response(const Request& request, const std::string& message, int r
 // the database) is full, since the same request can succeed once space returns.
 Response internal_error(const Request& request, const std::string& message);
 bool is_out_of_space(std::string_view message);
+// What the client is told of an exception a request raised: its text goes to the server's log
+// (standard error) with an incident number, the client gets the number ("an internal error,
+// incident N: the server's log has its details"); a full disk is still said (internal_error).
+std::string logged_exception(const std::exception& error);
 Response text_response(const Request& request, http::status status, std::string body, const std::string& type);
 // A JSON number, or null when absent (losses not evaluated yet).
 boost::json::value number_or_null(const std::optional<double>& value);

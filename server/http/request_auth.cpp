@@ -77,16 +77,17 @@ std::variant<ClientRecord, AuthFailure> authenticate(const http::request_header<
     return std::move(client);
 }
 
-std::optional<AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store, std::int64_t now) {
+std::variant<TasksInProgress, AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store,
+                                                                 std::int64_t now) {
     auto found = signer_of(header, store, now);
     if (auto* failure = std::get_if<AuthFailure>(&found)) return std::move(*failure);
     const auto& client = std::get<Signer>(found).client;
     if (client.banned) return banned();
-    auto in_flight = store.in_flight(client.id);
-    if (!in_flight) return AuthFailure{http::status::internal_server_error, "internal", in_flight.message()};
-    if (*in_flight == 0)
+    auto tasks = store.tasks_in_progress(client.id);
+    if (!tasks) return AuthFailure{http::status::internal_server_error, "internal", tasks.message()};
+    if (tasks->empty())
         return AuthFailure{http::status::conflict, "conflict", "this volunteer has no work unit in progress"};
-    return std::nullopt;
+    return std::move(*tasks);
 }
 
 bool is_operator(const Request& request, const std::string& token_sha256) {

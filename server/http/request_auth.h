@@ -6,6 +6,8 @@
 
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "http_types.h"
 #include "state_dir.h"
@@ -33,9 +35,12 @@ std::variant<ClientRecord, AuthFailure> authenticate(const http::request_header<
 
 // What a signed request's header alone can show, checked before its body is read (an upload's
 // body is large): well-formed signing headers, a timestamp within the window, a known, unbanned
-// client with a work unit in progress (nothing else may be uploaded). The signature and the nonce
-// cover the body: `authenticate` checks them after it.
-std::optional<AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store, std::int64_t now);
+// client with a work unit in progress (nothing else may be uploaded). Gives the tasks of its
+// units in progress, whose caps bound the body. The signature and the nonce cover the body:
+// `authenticate` checks them after it.
+using TasksInProgress = std::vector<std::string>;
+std::variant<TasksInProgress, AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store,
+                                                                 std::int64_t now);
 
 // Operator routes: `Authorization: Bearer <token>` whose SHA-256 matches the stored hash.
 bool is_operator(const Request& request, const std::string& token_sha256);

@@ -1,5 +1,6 @@
 // Every route the server answers, in one table: method, path, who may call it, how large a body
-// it reads, its /metrics group, whether the session streams it, and its handler. The HTTP
+// it reads, its /metrics group, whether the session streams it, and its handler. A path may
+// name one segment "{}" (a task's or a client's id), which its handler gets as `param`. The HTTP
 // session asks the table for a request's body limit, stream kind and metrics group before it
 // reads the body; the API dispatches through it (docs/protocol.md, "Routes").
 #pragma once
@@ -19,7 +20,7 @@ enum class BodySize { Small, Delta };  // Small: ApiLimits::small_body_bytes; De
 
 struct RouteSpec {
     http::verb method = http::verb::get;  // a GET route answers HEAD too
-    std::string_view path;                // ending in '/': a prefix, the rest passed on
+    std::string_view path;                // ending in '/': a prefix, the rest passed on; "{}": any one segment
     Access access = Access::Public;
     BodySize body = BodySize::Small;
     RouteGroup group = RouteGroup::Public;
@@ -29,6 +30,7 @@ struct RouteSpec {
 // What a handler gets besides the request.
 struct RouteCall {
     std::string_view rest;                 // the path after a prefix route's path
+    std::string_view param;                // the segment the path's "{}" matched
     const ClientRecord* client = nullptr;  // the signer, for Access::Signed routes
     std::string_view peer;                 // the connection's remote address ("" when unknown)
 };
@@ -47,10 +49,12 @@ public:
         Outcome outcome = Outcome::NotFound;
         const Route* route = nullptr;
         std::string_view rest;
+        std::string_view param;
     };
 
     explicit RouteTable(std::vector<Route> routes) : routes_(std::move(routes)) {}
-    // The route for `method` and `path` (no query): an exact path first, then the longest prefix.
+    // The route for `method` and `path` (no query): an exact path first, then one with a "{}"
+    // segment, then the longest prefix.
     Lookup find(http::verb method, std::string_view path) const;
     // The /metrics group of a path, whatever its method; Other when no route has it.
     RouteGroup group_of(std::string_view path) const;

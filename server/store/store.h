@@ -149,6 +149,8 @@ public:
     common::Result<std::vector<WorkUnitRecord>> reissuable_work_units(const std::string& task_id,
                                                                       const std::string& client_id);
     common::Result<std::int64_t> in_flight(const std::string& client_id);
+    // The tasks of a volunteer's units in progress (each once).
+    common::Result<std::vector<std::string>> tasks_in_progress(const std::string& client_id);
     common::Result<std::optional<AssignmentRecord>> assignment(const std::string& id);
     common::Result<std::optional<WorkUnitRecord>> work_unit(const std::string& id);
     common::Result<std::vector<AssignmentRecord>> assignments_of(const std::string& work_unit_id);

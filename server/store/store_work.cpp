@@ -183,6 +183,18 @@ common::Result<std::int64_t> Store::in_flight(const std::string& client_id) {
     });
 }
 
+common::Result<std::vector<std::string>> Store::tasks_in_progress(const std::string& client_id) {
+    return guarded([&]() -> common::Result<std::vector<std::string>> {
+        Statement query(db(),
+                        "SELECT DISTINCT w.task_id FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                        "WHERE a.client_id = ? AND a.state = 'in_progress' ORDER BY w.task_id");
+        query.bind(1, client_id);
+        std::vector<std::string> tasks;
+        while (query.step()) tasks.push_back(query.text(0));
+        return tasks;
+    });
+}
+
 common::Result<std::int64_t> Store::live_assignments(const std::string& work_unit_id) {
     return guarded([&]() -> common::Result<std::int64_t> {
         Statement query(

@@ -268,7 +268,7 @@ TEST_CASE("quit stops a capped download or upload in progress; a request of one 
     auto download = HttpClient(capped).download(origin, "/blobs/" + wu.model_blob.sha256, dir / "model",
                                                 static_cast<std::uint64_t>(wu.model_blob.bytes));
     REQUIRE_FALSE(download.ok());
-    CHECK(download.failure().kind == client::FailureKind::Stopped);
+    CHECK(download.error().kind == client::FailureKind::Stopped);
     auto kept = std::filesystem::file_size(dir / "model");  // what arrived stays, for a resume
     CHECK(kept > 0);
     CHECK(kept < static_cast<std::uintmax_t>(wu.model_blob.bytes));
@@ -276,7 +276,7 @@ TEST_CASE("quit stops a capped download or upload in progress; a request of one 
     quit_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
     auto upload = HttpClient(capped).request(origin, "POST", "/api/v1/does-not-exist", std::string(200'000, 'x'));
     REQUIRE_FALSE(upload.ok());
-    CHECK(upload.failure().kind == client::FailureKind::Stopped);
+    CHECK(upload.error().kind == client::FailureKind::Stopped);
 
     // After quit, a small request (giving the unit back) is not cut.
     auto give_back = HttpClient(capped).request(origin, "POST", "/api/v1/does-not-exist", std::string(1000, 'x'));

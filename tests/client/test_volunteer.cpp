@@ -222,7 +222,7 @@ TEST_CASE("heartbeats: keep working while the unit is ours, stop once it has tim
     auto unit = volunteer.request_work().value();
     client::HttpClient http;
     auto api = api_of(volunteer, server, http);
-    client::Logger log(true, false);
+    common::Logger log("tessera-client", true, false);
     {
         client::HeartbeatSender heartbeat(api, {}, unit.wu_id, std::chrono::milliseconds(20), log);
         REQUIRE(eventually([&] { return heartbeat.sent() >= 3; }));
@@ -545,9 +545,9 @@ TEST_CASE("an upload with nothing in progress is refused on its header: the body
     std::string packed(3 << 19, '\x01');  // 1.5 MiB: within the dit-tiny task's upload limit
     auto uploaded = api.upload_result(packed);
     REQUIRE_FALSE(uploaded);
-    CHECK(uploaded.failure().kind == client::FailureKind::Refused);
-    CHECK(uploaded.failure().http_status == 409);
-    CHECK(uploaded.failure().message.find("no work unit in progress") != std::string::npos);
+    CHECK(uploaded.error().kind == client::FailureKind::Refused);
+    CHECK(uploaded.error().http_status == 409);
+    CHECK(uploaded.error().message.find("no work unit in progress") != std::string::npos);
     CHECK(bytes_in() - before < (1 << 18));  // the header, not the body
 }
 

@@ -1,10 +1,14 @@
 // Configuration files: the lines they accept, the named errors of the ones they refuse, and
-// --config through cxxopts with the command line winning over the file.
+// --config through cxxopts with the command line winning over the file; the parsing every
+// command shares (-h, usage mistakes).
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 
+#include "command_line.h"
 #include "config_file.h"
 #include "options_with_config.h"
 #include "temp_dir.h"
@@ -108,4 +112,50 @@ TEST_CASE("--config: the file's options apply, the command line wins, the file's
     auto options6 = test_options();
     const char* missing[] = {"prog", "--config", "/nonexistent/x.conf"};
     CHECK_FALSE(parse_with_config(options6, 3, missing).ok());
+}
+
+TEST_CASE("a command's line: -h prints the help (0), a mistake is named after the command (2), else the options") {
+    tessera::testing::TempDir dir;
+    auto run = [&](std::vector<std::string> words, bool with_config, std::string& printed) {
+        std::vector<char*> argv;
+        for (auto& word : words) argv.push_back(word.data());
+        auto options = test_options();
+        std::ostringstream out, err;
+        auto* standard_out = std::cout.rdbuf(out.rdbuf());
+        auto* standard_error = std::cerr.rdbuf(err.rdbuf());
+        auto parsed = parse_command_line(options, static_cast<int>(argv.size()), argv.data(), with_config);
+        std::cout.rdbuf(standard_out);
+        std::cerr.rdbuf(standard_error);
+        printed = out.str() + err.str();
+        return parsed;
+    };
+    std::string printed;
+    auto help = run({"prog", "-h"}, false, printed);
+    CHECK_FALSE(help);
+    CHECK(help.exit_code == 0);
+    CHECK(contains(printed, "--threads"));
+    CHECK(contains(printed, "--help"));
+
+    auto unknown = run({"prog", "--sevrer", "x"}, false, printed);
+    CHECK_FALSE(unknown);
+    CHECK(unknown.exit_code == 2);
+    CHECK(printed.starts_with("prog: "));
+    CHECK(contains(printed, "sevrer"));
+    auto bad_value = run({"prog", "--threads", "many"}, false, printed);
+    CHECK_FALSE(bad_value);
+    CHECK(bad_value.exit_code == 2);
+
+    auto path = dir.path() / "prog.conf";
+    std::ofstream(path) << "threads = few\n";
+    auto bad_file = run({"prog", "--config", path.string()}, true, printed);
+    CHECK_FALSE(bad_file);
+    CHECK(bad_file.exit_code == 2);
+    CHECK(contains(printed, path.string()));
+
+    std::ofstream(path) << "threads = 5\n";
+    auto fine = run({"prog", "--config", path.string(), "--once"}, true, printed);
+    REQUIRE(fine);
+    CHECK((*fine)["threads"].as<int>() == 5);
+    CHECK((*fine).count("once") == 1);
+    CHECK(printed.empty());
 }

@@ -210,5 +210,6 @@ TEST_CASE("the command line reports misuse clearly") {
     CHECK(missing.status == 1);
     CHECK(missing.output.find("cannot open") != std::string::npos);
     auto bad_option = run_tool("prepare fashion-mnist --out /tmp/x --shard-size many");
-    CHECK(bad_option.status == 1);
+    CHECK(bad_option.status == 2);  // a usage mistake, as with every command (command_line.h)
+    CHECK(bad_option.output.find("tessera-data prepare: ") != std::string::npos);
 }

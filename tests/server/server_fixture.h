@@ -157,15 +157,8 @@ public:
     }
 
     common::ResultManifest manifest_for(const common::WorkUnit& wu, const common::Bytes& delta) {
-        common::ResultManifest m;
-        m.wu_id = wu.wu_id;
-        m.client_id = id_;
-        m.base_version = wu.base_version;
-        m.delta_blob = {common::sha256_hex(delta), static_cast<std::int64_t>(delta.size())};
-        m.encoding = wu.encoding;
-        m.metrics = {1.0, 0.9, wu.hyper.local_steps * wu.hyper.batch_size, 1.0, 100.0};
-        m.device = "cpu:test";
-        return m;
+        common::TrainMetrics metrics{1.0, 0.9, wu.hyper.local_steps * wu.hyper.batch_size, 1.0, 100.0};
+        return common::result_manifest_of(wu, id_, delta, metrics, "cpu:test");
     }
 
     HttpReply upload_bytes(const common::ResultManifest& manifest, const common::Bytes& delta) {

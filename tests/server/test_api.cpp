@@ -10,6 +10,7 @@
 #include <functional>
 #include <thread>
 
+#include "model_cache.h"
 #include "request_auth.h"
 #include "server_fixture.h"
 #include "server_info.h"
@@ -349,6 +350,52 @@ TEST_CASE(
     CHECK(banned.starts_with("HTTP/1.1 403"));
     CHECK(banned.find("\"banned\"") != std::string::npos);
     CHECK(http_get(server.port(), "/api/v1/stats").status == 200);  // still serving
+}
+
+TEST_CASE("an upload is held to its own task's delta cap, not to the largest served task's") {
+    TestServer server;
+    auto dit = server.store().current_task().value().value().id;
+    TempDir pixels;
+    write_synthetic_dataset(pixels.path(), 2, SyntheticKind::Pixels);
+    auto cnn = small_task_config(pixels.path(), PolicyKind::FedAsync, "cnn");
+    cnn.task_id = "cnn";
+    REQUIRE(create_task(server.state(), server.store(), cnn).ok());
+    REQUIRE(server.app().refresh_tasks().ok());
+    // One volunteer with a unit of each task, each its only unit in progress.
+    auto holder_of = [&](const std::string& task, const std::string& other) {
+        REQUIRE(server.store().set_task_weight(other, 0).ok());
+        REQUIRE(server.store().set_task_weight(task, 1).ok());
+        auto volunteer = std::make_unique<TestVolunteer>(server, task);
+        auto unit = volunteer->request_work();
+        REQUIRE(unit.has_value());
+        REQUIRE(unit->task_id == task);
+        auto cap = server::max_delta_bytes_for(server::value_count(volunteer->base_model(*unit)));
+        return std::tuple(std::move(volunteer), *unit, cap);
+    };
+    auto a = holder_of(dit, "cnn");
+    auto b = holder_of("cnn", dit);
+    REQUIRE(std::get<2>(a) != std::get<2>(b));  // the two models differ in size
+    auto& [small, small_unit, small_cap] = std::get<2>(a) < std::get<2>(b) ? a : b;
+    auto& [large, large_unit, large_cap] = std::get<2>(a) < std::get<2>(b) ? b : a;
+
+    // Announced past the small task's limit: refused on the header, though the large one's takes it.
+    auto past_small = static_cast<std::size_t>(small_cap) + 4 + common::kMaxManifestBytes + 1;
+    auto announced = answer_to_header(server.port(), "/api/v1/results", past_small,
+                                      signed_headers("/api/v1/results", "", small->id(), small->key(), server.now()));
+    CHECK(announced.starts_with("HTTP/1.1 413"));
+    CHECK(announced.find("\"too_large\"") != std::string::npos);
+    CHECK(state_of(server, small_unit.wu_id) == "in_progress");
+
+    // A delta one byte past the small task's cap, within its body limit: refused for the small
+    // task's unit, taken (for validation) for the large one's.
+    common::Bytes oversized(static_cast<std::size_t>(small_cap) + 1, std::uint8_t{7});
+    auto refused = small->upload_bytes(small->manifest_for(small_unit, oversized), oversized);
+    CHECK(refused.status == 422);
+    CHECK(error_code_of(refused) == "too_large");
+    CHECK(rejection_of(server, small_unit.wu_id) == "too_large");
+    CHECK(static_cast<std::int64_t>(oversized.size()) < large_cap);
+    auto taken = large->upload_bytes(large->manifest_for(large_unit, oversized), oversized);
+    CHECK(taken.status == 200);
 }
 
 TEST_CASE("a malformed request line or an oversized header closes the connection, nothing else") {

@@ -8,6 +8,8 @@
 // an error is tried again.
 #include <doctest/doctest.h>
 
+#include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "faulty_file_system.h"
@@ -168,6 +170,29 @@ TEST_CASE("a result file that cannot be written is not acknowledged, and the upl
     REQUIRE(volunteer.upload(wu, delta).status == 200);
     server->app().wait_idle();
     CHECK(state_of(*server, wu.wu_id) == "merged");
+    CHECK(server->version() == 1);
+}
+
+TEST_CASE("an exception inside a request is answered 500 with an incident number; its text goes to the log only") {
+    FaultyFileSystem faults;
+    auto server = server_with(faults, PolicyKind::FedAsync);
+    TestVolunteer volunteer(*server);
+    auto wu = volunteer.request_work().value();
+    faults.throw_on_write(result_files_of(*server), "a library's words with /a/private/path in them");
+    auto delta = volunteer.made_up_delta(wu, 1e-3f);
+    std::ostringstream log;
+    auto* standard_error = std::cerr.rdbuf(log.rdbuf());
+    auto refused = volunteer.upload(wu, delta);
+    std::cerr.rdbuf(standard_error);
+    CHECK(refused.status == 500);
+    CHECK(refused.body.find("/a/private/path") == std::string::npos);
+    CHECK(refused.body.find("incident") != std::string::npos);
+    CHECK(log.str().find("incident") != std::string::npos);
+    CHECK(log.str().find("/a/private/path") != std::string::npos);
+    CHECK(faults.faults_injected() == 1);
+    CHECK(state_of(*server, wu.wu_id) == "in_progress");  // nothing taken: the upload can be repeated
+    REQUIRE(volunteer.upload(wu, delta).status == 200);
+    server->app().wait_idle();
     CHECK(server->version() == 1);
 }
 

@@ -25,6 +25,14 @@ RouteTable table() {
          named("ban")},
         {{http::verb::post, "/api/v1/results", Access::Signed, BodySize::Delta, RouteGroup::Volunteer},
          named("upload")},
+        {{http::verb::get, "/api/v1/tasks/{}/stats", Access::Public, BodySize::Small, RouteGroup::Public},
+         named("task stats")},
+        {{http::verb::get, "/api/v1/tasks/{}/samples/", Access::Public, BodySize::Small, RouteGroup::Dashboard},
+         named("task image")},
+        {{http::verb::get, "/api/v1/tasks/current/stats", Access::Public, BodySize::Small, RouteGroup::Admin},
+         named("current stats")},
+        {{http::verb::post, "/api/v1/admin/tasks/{}/pause", Access::Operator, BodySize::Small, RouteGroup::Admin},
+         named("pause")},
     });
 }
 
@@ -46,6 +54,29 @@ TEST_CASE("routes: exact before prefix, the rest of a prefix, HEAD as GET, 405 a
     CHECK(routes.find(http::verb::get, "/api/v1/nothing").outcome == RouteTable::Outcome::NotFound);
     CHECK(routes.find(http::verb::get, "/x").outcome == RouteTable::Outcome::NotFound);  // "/" is exact
     CHECK(routes.find(http::verb::get, "/").outcome == RouteTable::Outcome::Found);
+}
+
+TEST_CASE("routes: a \"{}\" segment matches one whole segment and is passed on; an exact path beats it") {
+    auto routes = table();
+    auto stats = routes.find(http::verb::get, "/api/v1/tasks/t-1/stats");
+    REQUIRE(stats.outcome == RouteTable::Outcome::Found);
+    CHECK(stats.route->spec.path == "/api/v1/tasks/{}/stats");
+    CHECK(stats.param == "t-1");
+    auto image = routes.find(http::verb::get, "/api/v1/tasks/t-2/samples/12.png");
+    REQUIRE(image.outcome == RouteTable::Outcome::Found);
+    CHECK(image.param == "t-2");
+    CHECK(image.rest == "12.png");
+    auto current = routes.find(http::verb::get, "/api/v1/tasks/current/stats");
+    REQUIRE(current.outcome == RouteTable::Outcome::Found);
+    CHECK(current.route->spec.path == "/api/v1/tasks/current/stats");
+    CHECK(routes.find(http::verb::get, "/api/v1/tasks//stats").outcome == RouteTable::Outcome::NotFound);
+    CHECK(routes.find(http::verb::get, "/api/v1/tasks/a/b/stats").outcome == RouteTable::Outcome::NotFound);
+    CHECK(routes.find(http::verb::get, "/api/v1/tasks/t-1/stats/more").outcome == RouteTable::Outcome::NotFound);
+    CHECK(routes.find(http::verb::get, "/api/v1/tasks/t-1/nonsense").outcome == RouteTable::Outcome::NotFound);
+    CHECK(routes.find(http::verb::get, "/api/v1/admin/tasks/t-1/pause").outcome ==
+          RouteTable::Outcome::MethodNotAllowed);
+    CHECK(routes.group_of("/api/v1/tasks/t-1/samples/3.png") == RouteGroup::Dashboard);
+    CHECK(routes.group_of("/api/v1/admin/tasks/t-1/pause") == RouteGroup::Admin);
 }
 
 TEST_CASE("routes: the metrics group of a path, and Other for an unknown one") {

@@ -332,9 +332,12 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
 
         auto first = issue(store, "w1", alice.id, 1000, 2000);
         CHECK(store.in_flight(alice.id).value() == 1);
+        CHECK(store.tasks_in_progress(alice.id).value() == std::vector<std::string>{"t"});
+        CHECK(store.tasks_in_progress(bob.id).value().empty());
         CHECK(store.results_in_flight("t").value() == 1);  // issued
         CHECK(store.record_return(first.id, "delta-1", 64, R"({"samples":3200,"loss_end":0.5})", 1100).value());
         CHECK(!store.record_return(first.id, "delta-1", 64, "{}", 1100).value());  // not in progress any more
+        CHECK(store.tasks_in_progress(alice.id).value().empty());
         CHECK(store.pending_delta_ids().value().count(first.id) == 1);
         CHECK(store.accept(first.id, {2.5, 0.01, 0.42, 12.5}, 3.0, true, 1110).value());
         CHECK(store.work_unit("w1").value()->state == WorkUnitState::Done);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "faulty_file_system.h"
+#include "polling.h"
 #include "rejection_reasons.h"
 #include "server_fixture.h"
 
@@ -220,6 +222,49 @@ TEST_CASE("a disagreeing pair whose tie-break never comes back is unresolved: ne
     CHECK(server.version() == 0);
     CHECK(server.store().rejections_since(alice.id(), 0).value() == 0);
     CHECK(!server.store().client(alice.id()).value()->quarantined);
+}
+
+TEST_CASE("replicated units settle concurrently: a unit whose delta reads slowly holds up no other unit") {
+    FaultyFileSystem slow_disk;
+    TestServer server([](TaskConfig& c) { c.replication = 1.0; }, PolicyKind::FedAsync,
+                      [&slow_disk](ServerOptions& options) { options.file_system = &slow_disk; });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    TestVolunteer carol(server, "carol");
+    TestVolunteer dave(server, "dave");
+    auto x_a = alice.request_work().value();
+    auto x_b = bob.request_work().value();
+    auto y_c = carol.request_work().value();
+    auto y_d = dave.request_work().value();
+    auto unit_of = [&](const common::WorkUnit& wu) {
+        return server.store().assignment(wu.wu_id).value()->work_unit_id;
+    };
+    REQUIRE(unit_of(x_a) == unit_of(x_b));
+    REQUIRE(unit_of(y_c) == unit_of(y_d));
+    REQUIRE(unit_of(x_a) != unit_of(y_c));
+    auto delta_x = alice.made_up_delta(x_a, 1e-3f);
+    auto delta_y = carol.made_up_delta(y_c, 1e-3f);
+    REQUIRE(alice.upload(x_a, delta_x).status == 200);
+    REQUIRE(carol.upload(y_c, delta_y).status == 200);
+    server.app().wait_idle();
+    REQUIRE(state_of(server, x_a.wu_id) == "validated");  // each waits for its twin
+    REQUIRE(state_of(server, y_c.wu_id) == "validated");
+
+    // Settling x reads alice's delta, which the disk holds back: x waits, and y settles meanwhile.
+    slow_disk.hold_reads([&](const std::filesystem::path& path) { return path.stem() == x_a.wu_id; });
+    REQUIRE(bob.upload(x_b, delta_x).status == 200);
+    REQUIRE(wait_for([&] { return slow_disk.held_reads() == 1; }, std::chrono::seconds(60)));
+    REQUIRE(dave.upload(y_d, delta_y).status == 200);
+    auto settled = [&](const common::WorkUnit& wu) {
+        auto state = state_of(server, wu.wu_id);
+        return state == "merged" || state == "confirmed";
+    };
+    CHECK(wait_for([&] { return settled(y_c) && settled(y_d); }, std::chrono::seconds(60)));
+    CHECK(state_of(server, x_b.wu_id) == "validated");
+    slow_disk.release_reads();
+    server.app().wait_idle();
+    CHECK(settled(x_a));
+    CHECK(settled(x_b));
 }
 
 TEST_CASE("int4 replicas that differ by their error-feedback residuals agree; noise against an honest twin does "

@@ -1,12 +1,15 @@
 // A FileSystem that does the real thing except where a test asks for a fault: the next writes
-// of files whose path matches fail at a chosen step, or the next reads fail. A failure at create, write, fsync or
+// of files whose path matches fail at a chosen step, or the next reads fail, or reads wait
+// until the test lets them go (a slow disk under one file). A failure at create, write, fsync or
 // rename leaves the file as it was; a failure at the directory's fsync comes after the rename,
 // so the new file is in place although the write reports an error — as on a real disk.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "file_system.h"
@@ -45,12 +48,33 @@ public:
         read_matches_ = std::move(matches);
         reads_left_ = times;
     }
+    // The next write of a matching path throws std::runtime_error(what), as a library might.
+    void throw_on_write(PathMatch matches, std::string what) {
+        std::lock_guard lock(mutex_);
+        throw_matches_ = std::move(matches);
+        throw_what_ = std::move(what);
+    }
+    // Reads of a matching path wait until release_reads(); held_reads() counts those waiting.
+    void hold_reads(PathMatch matches) {
+        std::lock_guard lock(mutex_);
+        hold_matches_ = std::move(matches);
+    }
+    void release_reads() {
+        std::lock_guard lock(mutex_);
+        hold_matches_ = nullptr;
+        released_.notify_all();
+    }
+    int held_reads() const {
+        std::lock_guard lock(mutex_);
+        return held_;
+    }
     int faults_injected() const {
         std::lock_guard lock(mutex_);
         return injected_;
     }
 
     common::Status write_atomic(const std::filesystem::path& path, common::ByteView bytes) override {
+        throw_if_asked(path);
         auto fault = take_write_fault(path);
         if (!fault) return real_.write_atomic(path, bytes);
         if (*fault == WriteStep::SyncDirectory)
@@ -61,6 +85,7 @@ public:
     // Faults at the create and write steps are the writer's (the spool's), so here they fail
     // before anything moves, as fsync and rename do.
     common::Status adopt(const std::filesystem::path& written, const std::filesystem::path& path) override {
+        throw_if_asked(path);
         auto fault = take_write_fault(path);
         if (!fault) return real_.adopt(written, path);
         if (*fault == WriteStep::SyncDirectory)
@@ -70,7 +95,12 @@ public:
     }
     common::Result<common::Bytes> read(const std::filesystem::path& path, std::uint64_t max_bytes) override {
         {
-            std::lock_guard lock(mutex_);
+            std::unique_lock lock(mutex_);
+            if (hold_matches_ && hold_matches_(path)) {
+                ++held_;
+                released_.wait(lock, [this] { return !hold_matches_; });
+                --held_;
+            }
             if (reads_left_ > 0 && read_matches_ && read_matches_(path)) {
                 --reads_left_;
                 ++injected_;
@@ -83,6 +113,13 @@ public:
     common::Status remove(const std::filesystem::path& path) override { return real_.remove(path); }
 
 private:
+    void throw_if_asked(const std::filesystem::path& path) {
+        std::lock_guard lock(mutex_);
+        if (!throw_matches_ || !throw_matches_(path)) return;
+        throw_matches_ = nullptr;
+        ++injected_;
+        throw std::runtime_error(throw_what_);
+    }
     // The step at which this write of `path` is to fail, if it is one of those asked for.
     std::optional<WriteStep> take_write_fault(const std::filesystem::path& path) {
         std::lock_guard lock(mutex_);
@@ -104,6 +141,11 @@ private:
     std::string why_;
     PathMatch read_matches_;
     int reads_left_ = 0;
+    PathMatch throw_matches_;
+    std::string throw_what_;
+    PathMatch hold_matches_;
+    std::condition_variable released_;
+    int held_ = 0;
     int injected_ = 0;
 };
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "central_run.h"
+#include "command_line.h"
 #include "fleet_report.h"
 #include "fleet_sim.h"
 #include "fleet_spec.h"
@@ -425,16 +426,14 @@ int run_fleet_command(int argc, char** argv) {
                                                            cxxopts::value<std::int64_t>()->default_value("20"))(
         "transfer-as", "count model, patch and delta bytes as this preset's (e.g. dit-b), training the task's model",
         cxxopts::value<std::string>()->default_value(""))(
-        "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")(
-        "quiet", "no progress lines")("h,help", "show this help");
+        "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")("quiet",
+                                                                                           "no progress lines");
     try {
+        auto parsed = common::parse_command_line(options, argc, argv);
+        if (!parsed) return parsed.exit_code;
         CommandOptions o;
-        o.args = options.parse(argc, argv);
+        o.args = *parsed;
         const auto& a = o.args;
-        if (a.count("help")) {
-            std::cout << options.help() << "\n";
-            return 0;
-        }
         if (!a.count("data")) {
             std::cerr << "tessera-bench fleet: --data is required\n";
             return 2;

@@ -20,7 +20,6 @@
 #include "poison.h"
 #include "protocol.h"
 #include "result_upload.h"
-#include "sha256.h"
 #include "signed_envelope.h"
 #include "training/work_runner.h"
 #include "virtual_clock.h"
@@ -324,15 +323,7 @@ private:
         metrics.seconds = static_cast<double>(metrics.samples) / v.spec.samples_per_s;
         v.measured_speed = v.spec.samples_per_s;
 
-        common::ResultManifest manifest;
-        manifest.wu_id = unit.wu_id;
-        manifest.client_id = unit.client_id;
-        manifest.base_version = unit.base_version;
-        manifest.delta_blob = {common::sha256_hex(delta), static_cast<std::int64_t>(delta.size())};
-        manifest.encoding = unit.encoding;
-        manifest.metrics = metrics;
-        manifest.device = v.spec.group;
-        auto body = common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), delta);
+        auto body = common::pack_result_of(unit, unit.client_id, delta, metrics, v.spec.group);
         return Upload{std::move(body), delta.size()};
     }
 

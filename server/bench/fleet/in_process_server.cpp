@@ -20,7 +20,7 @@ struct InProcessServer::Parts {
     TaskConfig config;
     Clock clock;
     std::string task_id;
-    std::int64_t max_delta_bytes = 0;
+    DeltaCaps delta_caps;  // the one task's
     std::unique_ptr<Store> store;
     std::unique_ptr<common::SigningKey> key;
     std::unique_ptr<BlobStore> blobs;
@@ -79,7 +79,7 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const S
     p.probe_pools.add(p.task_id, p.probes);
     auto version0 = p.models->get(p.task_id, 0);
     if (!version0) return version0.error();
-    p.max_delta_bytes = max_delta_bytes_for(value_count(**version0));
+    p.delta_caps.set(p.task_id, max_delta_bytes_for(value_count(**version0)));
 
     Parts* raw = &p;
     // The aggregator's executor runs the dashboard's 512-sample curve; the simulator draws its
@@ -100,10 +100,11 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const S
     p.transitioner = std::make_unique<Transitioner>(
         *p.store, *p.validator, [](std::function<void()> job) { job(); }, p.clock);
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.clock, "", seed + 1);
-    p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.clock, [raw](const std::string& id) {
-        if (auto status = raw->validator->validate(id); !status)
-            std::cerr << "validator: " << id << ": " << status.message() << "\n";
-    });
+    p.intake =
+        std::make_unique<ResultIntake>(*p.store, *p.results, p.delta_caps, p.clock, [raw](const std::string& id) {
+            if (auto status = raw->validator->validate(id); !status)
+                std::cerr << "validator: " << id << ": " << status.message() << "\n";
+        });
     if (auto status = p.aggregator->start(p.task_id); !status) return status.error();
     return std::unique_ptr<InProcessServer>(new InProcessServer(std::move(parts)));
 }
@@ -128,7 +129,7 @@ common::Result<common::WorkResponse> InProcessServer::request_work(const common:
 }
 
 common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_id, common::ByteView body) {
-    auto outcome = parts_->intake->receive(client_id, body, parts_->max_delta_bytes);
+    auto outcome = parts_->intake->receive(client_id, body);
     parts_->aggregator->wait_idle();
     return outcome;
 }

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <thread>
 
+#include "command_line.h"
 #include "raw_connections.h"
 #include "soak_check.h"
 #include "soak_fleet.h"
@@ -18,13 +19,10 @@ namespace {
 // Runs `body` with the parsed options; usage errors exit 2, failures 1.
 template <class Body>
 int with_options(const char* name, cxxopts::Options& parser, int argc, char** argv, Body body) {
-    parser.add_options()("h,help", "show this help");
     try {
-        auto args = parser.parse(argc, argv);
-        if (args.count("help")) {
-            std::cout << parser.help() << "\n";
-            return 0;
-        }
+        auto parsed = common::parse_command_line(parser, argc, argv);
+        if (!parsed) return parsed.exit_code;
+        const auto& args = *parsed;
         return body(args);
     } catch (const cxxopts::exceptions::exception& error) {
         std::cerr << name << ": " << error.what() << "\n";

@@ -18,7 +18,6 @@
 #include "http_client.h"
 #include "result_upload.h"
 #include "server_api.h"
-#include "sha256.h"
 
 namespace tessera::bench {
 namespace {
@@ -181,7 +180,7 @@ private:
         if (answer)
             record_.request(route, ms, "ok");
         else
-            record_.request(route, ms, outcome_of(answer.failure()), answer.failure().message);
+            record_.request(route, ms, outcome_of(answer.error()), answer.error().message);
         return answer;
     }
 
@@ -253,7 +252,7 @@ private:
             return uniform(rng, 0, 2);
         }
         // A transient failure is retried while the unit's deadline allows, as the client does.
-        if (answer.failure().transient() && client::unix_now() < unit.deadline) return uniform(rng, 5, 20);
+        if (answer.error().transient() && client::unix_now() < unit.deadline) return uniform(rng, 5, 20);
         v.held.reset();
         return uniform(rng, 5, 20);
     }
@@ -266,16 +265,9 @@ private:
             for (auto& value : tensor.values) value = normal(rng);
         auto encoded = common::encode_delta(delta, unit.encoding);
         if (!encoded) return encoded.error();
-        common::ResultManifest manifest;
-        manifest.wu_id = unit.wu_id;
-        manifest.client_id = unit.client_id;
-        manifest.base_version = unit.base_version;
-        manifest.delta_blob = {common::sha256_hex(encoded->bytes), static_cast<std::int64_t>(encoded->bytes.size())};
-        manifest.encoding = unit.encoding;
         auto samples = unit.hyper.local_steps * unit.hyper.batch_size;
-        manifest.metrics = {1.0, 0.9, samples, 1.0, static_cast<double>(samples)};
-        manifest.device = "cpu:soak volunteer";
-        auto packed = common::pack_result_upload(boost::json::serialize(common::to_json(manifest)), encoded->bytes);
+        common::TrainMetrics metrics{1.0, 0.9, samples, 1.0, static_cast<double>(samples)};
+        auto packed = common::pack_result_of(unit, unit.client_id, encoded->bytes, metrics, "cpu:soak volunteer");
         return std::string(packed.begin(), packed.end());
     }
 
