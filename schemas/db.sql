@@ -1,6 +1,8 @@
--- The server's SQLite schema (tessera-server; docs/operations.md). Version 7.
+-- The server's SQLite schema (tessera-server; docs/operations.md), version 10
+-- (Store::kSchemaVersion).
 -- Applied by server/store/store.cpp when PRAGMA user_version is 0; older files are migrated
--- there. schemas/db_postgres.sql is the same schema for PostgreSQL: change both together.
+-- there. schemas/db_postgres.sql is the same schema for PostgreSQL: change both together
+-- (the test server_db_schemas fails when they differ).
 -- Times are unix seconds; hashes are SHA-256 in lowercase hex.
 
 -- Server-wide settings: the operator token's hash, the server key id.

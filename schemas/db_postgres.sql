@@ -1,9 +1,10 @@
 -- The server's PostgreSQL schema (tessera-server --db postgresql://…; docs/scaling.md).
--- Version 7, the same tables as schemas/db.sql (SQLite) with PostgreSQL's types: 64-bit
--- integers, double precision reals, identity ids, and a `rowid` column (insertion order, as
--- SQLite's implicit rowid, which the queries order by) in tasks, shards, work_units and
--- assignments. Applied by server/store/store.cpp to an
--- empty database; its version is the row of table schema_version. Change both together.
+-- Version 10 (Store::kSchemaVersion), the same tables as schemas/db.sql (SQLite) with
+-- PostgreSQL's types: 64-bit integers, double precision reals, identity ids, and a `rowid`
+-- column (insertion order, as SQLite's implicit rowid, which the queries order by) in tasks,
+-- shards, work_units and assignments. Applied by server/store/store.cpp to an empty database;
+-- its version is the row of table schema_version. Change both together (the test
+-- server_db_schemas fails when they differ).
 -- Times are unix seconds; hashes are SHA-256 in lowercase hex.
 
 -- Server-wide settings: the operator token's hash, the server key id.

@@ -1,49 +1,23 @@
-// ServerApp: start-up order, crash recovery and graceful shutdown.
+// ServerApp: the components with their HTTP front end; start-up order and graceful shutdown.
 #include "server_app.h"
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include <condition_variable>
 #include <thread>
 
-#include "database.h"
-#include "dataset_manifest.h"
-#include "ed25519.h"
-#include "file_io.h"
+#include "api.h"
+#include "dashboard.h"
+#include "event_hub.h"
 #include "io_thread.h"
 #include "logger.h"
-#include "model_cache.h"
-#include "result_intake.h"
-#include "scheduler.h"
-#include "task_lookup.h"
-#include "task_runtimes.h"
-#include "torch_model.h"
-#include "validator.h"
+#include "server_core.h"
 
 namespace tessera::server {
 
 struct ServerApp::Parts {
-    ServerOptions options;
-    std::unique_ptr<Store> store;
-    std::unique_ptr<common::SigningKey> key;
-    std::unique_ptr<BlobStore> blobs;
-    std::unique_ptr<ResultFiles> results;
-    std::unique_ptr<PublishedModels> published;
-    std::unique_ptr<ModelCache> models;
-    ProbePools probe_pools;  // the served tasks'
-    CopyDetector copies;
-    DeltaCaps delta_caps;  // the served tasks'
-    std::unique_ptr<boost::asio::thread_pool> work_pool;
-    Executor executor;
-    std::string process_name;  // in the leases it holds
-    std::unique_ptr<TaskRuntimes> tasks;
-    std::unique_ptr<Validator> validator;
-    std::unique_ptr<Transitioner> transitioner;
-    std::unique_ptr<Scheduler> scheduler;
-    std::unique_ptr<ResultIntake> intake;
-    ServerMetrics metrics;
+    std::unique_ptr<ServerCore> core;
     std::unique_ptr<Dashboard> dashboard;
     std::unique_ptr<EventHub> events;
     std::unique_ptr<Api> api;
@@ -54,121 +28,10 @@ struct ServerApp::Parts {
     std::thread ticker;
 
     std::mutex mutex;
-    std::condition_variable changed;
-    std::size_t pending_jobs = 0;
+    std::condition_variable stopping_changed;
     bool stopping = false;
     bool stopped = false;
-
-    // On a failed start: no pool thread may outlive the components its jobs use.
-    ~Parts() {
-        if (tasks) tasks->stop();
-        if (work_pool) {
-            work_pool->stop();
-            work_pool->join();
-        }
-    }
 };
-
-namespace {
-
-// LibTorch probes on the validation shard named by the task's dataset.json.
-common::Result<ModelProbeFactory> torch_probes_for(const TaskConfig& config) {
-    std::filesystem::path dir = config.data_dir;
-    auto manifest = common::load_dataset_manifest(dir / "dataset.json");
-    if (!manifest) return manifest.error();
-    return make_torch_probe_factory(config, dir / manifest->validation.file);
-}
-
-// LibTorch sampling through the decoder named by the task's dataset.json, when it has one.
-std::optional<SampleRendererFactory> torch_renderer_for(const TaskConfig& config,
-                                                        const common::Result<common::DatasetManifest>& manifest) {
-    if (!manifest || manifest->decoder.file.empty()) return std::nullopt;
-    auto decoder = std::filesystem::path(config.data_dir) / manifest->decoder.file;
-    return make_torch_sample_renderer_factory(config, decoder, manifest->scale_factor);
-}
-
-// What the dashboard shows of a task, and its samples: images when the model can draw.
-std::shared_ptr<TaskFacts> task_facts(ServerApp::Parts& p, const TaskView& task, std::int64_t parameters) {
-    auto facts = std::make_shared<TaskFacts>();
-    facts->parameters = parameters;
-    const auto& config = task.config;
-    auto manifest = common::load_dataset_manifest(std::filesystem::path(config.data_dir) / "dataset.json");
-    if (manifest) {
-        facts->classes = manifest->classes;
-        facts->validation_set_samples = manifest->validation.samples;
-    }
-    auto renderer =
-        p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config, manifest);
-    if (renderer) {
-        facts->samples_kind = "images";
-        facts->gallery = std::make_shared<SampleGallery>(*p.models, task.record.id, std::move(*renderer), p.executor);
-    } else {
-        facts->samples_kind = config.model == "cnn" ? "accuracy" : "none";  // the classifier preset
-    }
-    return facts;
-}
-
-AggregatorHooks aggregator_hooks(ServerApp::Parts& p) {
-    auto* raw = &p;
-    AggregatorHooks hooks;
-    hooks.merge_timer = [raw](double seconds) { raw->metrics.observe_merge(seconds); };
-    hooks.commit_failed = [raw] { raw->metrics.count_commit_failure(); };
-    hooks.retry_s = p.options.merge_retry_s;
-    hooks.checkpoint_every = p.options.checkpoint_every;
-    hooks.checkpoint_interval_s = p.options.checkpoint_interval_s;
-    hooks.checkpoint_at_stop = p.options.checkpoint_at_stop;
-    hooks.keep_checkpoints = p.options.keep_checkpoints;
-    hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
-        raw->copies.note_model(task_id, version, model);
-    };
-    return hooks;
-}
-
-// A task this process starts serving: its probes, its facts, and its aggregator when this
-// process gets the task's lease.
-common::Result<std::shared_ptr<TaskRuntime>> start_task(ServerApp::Parts& p, const TaskView& task) {
-    auto* raw = &p;
-    const auto& id = task.record.id;
-    auto runtime = std::make_shared<TaskRuntime>();
-    runtime->task = task;
-    auto factory = p.options.probe_factory ? p.options.probe_factory(task.config) : torch_probes_for(task.config);
-    if (!factory) return factory.error();
-    runtime->probes = std::make_shared<ProbePool>(std::move(*factory), p.options.work_threads);
-    auto model = p.models->get(id, task.record.version);
-    if (!model) return model.error();
-    auto parameters = value_count(**model);
-    runtime->facts = task_facts(p, task, parameters);
-    ElectionSettings election{p.process_name, p.options.aggregator_lease_s};
-    auto probes = runtime->probes;
-    auto make_aggregator = [raw, probes, hooks = aggregator_hooks(p)](const LeaseClaim& fence) {
-        auto fenced = hooks;
-        fenced.fence = fence;
-        return std::make_unique<Aggregator>(*raw->store, *raw->blobs, *raw->published, *raw->results, probes,
-                                            raw->executor, raw->options.clock, std::move(fenced));
-    };
-    // While another process aggregates, the copy detector still sees each new version.
-    auto follow = [raw](const std::string& task_id, std::int64_t version) {
-        auto model = raw->models->get(task_id, version);
-        if (model) raw->copies.note_model(task_id, version, **model);
-    };
-    runtime->aggregator = std::make_unique<AggregatorElection>(*p.store, p.options.clock, std::move(make_aggregator),
-                                                               std::move(election), std::move(follow));
-    p.probe_pools.add(id, runtime->probes);
-    if (auto status = runtime->aggregator->start(id); !status) {
-        p.probe_pools.remove(id);
-        return status.error();
-    }
-    p.delta_caps.set(id, max_delta_bytes_for(parameters));
-    return runtime;
-}
-
-void stop_task(ServerApp::Parts& p, TaskRuntime& runtime) {
-    runtime.aggregator->stop();
-    p.probe_pools.remove(runtime.task.record.id);
-    p.delta_caps.remove(runtime.task.record.id);
-}
-
-}  // namespace
 
 namespace {
 
@@ -181,31 +44,33 @@ void log_tick(const TickReport& report) {
         log.info("merging_again", "task " + task + " merges again", {{"task_id", task}});
 }
 
-}  // namespace
-
-common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state,
-                                                std::chrono::seconds spare_younger_than) {
-    auto blobs = store.referenced_blobs();
-    if (!blobs) return blobs.error();
-    auto deltas = store.pending_delta_ids();
-    if (!deltas) return deltas.error();
-    auto cutoff = std::filesystem::file_time_type::clock::now() - spare_younger_than;
-    std::size_t removed = 0;
-    std::error_code error;
-    auto remove_old = [&](const std::filesystem::directory_entry& entry) {
-        bool spared = spare_younger_than.count() > 0 && entry.last_write_time(error) > cutoff &&
-                      !common::temp_file_abandoned(entry.path().filename().string());
-        if (!spared && std::filesystem::remove(entry.path(), error)) ++removed;
-    };
-    for (const auto& entry : std::filesystem::directory_iterator(state.blobs(), error))
-        if (!blobs->count(entry.path().filename().string())) remove_old(entry);
-    for (const auto& entry : std::filesystem::directory_iterator(state.results(), error)) {
-        auto name = entry.path().filename().string();
-        auto id = name.ends_with(".delta") ? name.substr(0, name.size() - 6) : std::string();
-        if (!deltas->count(id)) remove_old(entry);
+// The transitioner's timer: its own thread, ticking on a deadline until stop(). Ticks do
+// database work, which has no place on the I/O threads.
+void tick_until_stopped(ServerApp::Parts& p) {
+    std::unique_lock lock(p.mutex);
+    auto next = std::chrono::steady_clock::now();
+    while (!p.stopping) {
+        next += std::chrono::seconds(p.core->options().tick_interval_s);
+        if (p.stopping_changed.wait_until(lock, next, [&p] { return p.stopping; })) break;
+        lock.unlock();
+        if (auto report = p.core->transitioner().tick(); !report)
+            common::process_log().error("transitioner", "transitioner: " + report.message());
+        else
+            log_tick(*report);
+        lock.lock();
     }
-    return removed;
 }
+
+ApiLimits api_limits(const ServerOptions& options) {
+    ApiLimits limits;
+    limits.registrations_per_window = options.registrations_per_hour;
+    limits.registration_window_s = 3600;
+    limits.min_client_version = options.min_client_version;
+    limits.recommended_client_version = options.recommended_client_version;
+    return limits;
+}
+
+}  // namespace
 
 ServerApp::ServerApp(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 ServerApp::~ServerApp() { stop(); }
@@ -213,115 +78,41 @@ ServerApp::~ServerApp() { stop(); }
 common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions options) {
     auto parts = std::make_unique<Parts>();
     auto& p = *parts;
-    if (!options.clock) options.clock = system_clock();
-    p.options = std::move(options);
-    const auto& state = p.options.state;
-    auto store = Store::connect(state.database_url(), false);
-    if (!store) return store.error();
-    p.store = std::move(*store);
-    auto key = common::SigningKey::load_pem(state.signing_key());
-    if (!key) return common::with_context("server key", key.error());
-    p.key = std::make_unique<common::SigningKey>(std::move(*key));
-    std::filesystem::create_directories(state.results());
-    // On a shared database the other processes may be writing files this one cannot see yet.
-    auto spare = is_postgres_url(state.database_url()) ? std::chrono::hours(1) : std::chrono::hours(0);
-    if (auto removed = remove_orphan_files(*p.store, state, spare); !removed)
-        return removed.error();
-    else if (*removed)
-        common::process_log().info("orphans_removed", "removed " + std::to_string(*removed) + " orphan files");
-
-    auto& files = p.options.file_system ? *p.options.file_system : posix_file_system();
-    p.blobs = std::make_unique<BlobStore>(state.blobs(), files);
-    p.results = std::make_unique<ResultFiles>(state, files);
-    p.published = std::make_unique<PublishedModels>(*p.store, *p.blobs);
-    p.models = std::make_unique<ModelCache>(*p.published);
-    ApiLimits limits;
-    limits.registrations_per_window = p.options.registrations_per_hour;
-    limits.registration_window_s = 3600;
-    limits.min_client_version = p.options.min_client_version;
-    limits.recommended_client_version = p.options.recommended_client_version;
-    p.work_pool = std::make_unique<boost::asio::thread_pool>(p.options.work_threads);
-    Parts* raw = &p;
-    p.executor = [raw](std::function<void()> job) {
-        {
-            std::lock_guard lock(raw->mutex);
-            ++raw->pending_jobs;
-        }
-        boost::asio::post(*raw->work_pool, [raw, job = std::move(job)] {
-            job();
-            std::lock_guard lock(raw->mutex);
-            --raw->pending_jobs;
-            raw->changed.notify_all();
-        });
-    };
-    p.process_name =
-        p.options.process_name.empty() ? AggregatorElection::process_holder_name() : p.options.process_name;
-    p.tasks = std::make_unique<TaskRuntimes>(
-        *p.store, [raw](const TaskView& task) { return start_task(*raw, task); },
-        [raw](TaskRuntime& runtime) { stop_task(*raw, runtime); });
-    p.validator = std::make_unique<Validator>(
-        *p.store, *p.results, *p.models, p.probe_pools, *p.blobs, p.copies, p.metrics.checks(), p.options.clock,
-        [raw](const std::string& task_id, const std::string& id) {
-            // Merged here when this process leads the task; otherwise the leader's poll finds it.
-            if (auto runtime = raw->tasks->find(task_id)) runtime->aggregator->enqueue(id);
-        },
-        std::random_device{}());
-    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.executor, p.options.clock);
-    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.options.clock, p.options.blob_base_url,
-                                              std::random_device{}(),
-                                              [raw](const std::string& id) { return raw->tasks->find(id) != nullptr; });
-    p.intake =
-        std::make_unique<ResultIntake>(*p.store, *p.results, p.delta_caps, p.options.clock,
-                                       [raw](const std::string& id) { raw->validator->submit(id, raw->executor); });
-    auto token = p.store->setting("operator_token_sha256");
+    // Received deltas are spooled beside the result files: moved into place, not copied.
+    options.http.upload_spool_directory = options.state.results();
+    auto built = ServerCore::build(std::move(options));
+    if (!built) return built.error();
+    p.core = std::move(*built);
+    auto& core = *p.core;
+    const auto& settings = core.options();
+    auto token = core.store().setting("operator_token_sha256");
     if (!token) return token.error();
-    auto facts_of = [raw](const std::string& id) -> std::shared_ptr<const TaskFacts> {
-        auto runtime = raw->tasks->find(id);
+    auto* tasks = &core.tasks();
+    auto facts_of = [tasks](const std::string& id) -> std::shared_ptr<const TaskFacts> {
+        auto runtime = tasks->find(id);
         return runtime ? runtime->facts : nullptr;
     };
     p.dashboard =
-        std::make_unique<Dashboard>(*p.store, facts_of, RunFacts{p.options.clock(), p.options.state}, p.options.clock);
-    p.events = std::make_unique<EventHub>(*p.store, std::chrono::milliseconds(500));
-    p.api = std::make_unique<Api>(*p.store, *p.blobs, *p.published, *p.scheduler, *p.intake, *p.dashboard, *p.events,
-                                  p.metrics, p.key->verify_key(), token->value_or(""), p.options.clock, limits,
-                                  p.delta_caps);
+        std::make_unique<Dashboard>(core.store(), facts_of, RunFacts{settings.clock(), settings.state}, settings.clock);
+    p.events = std::make_unique<EventHub>(core.store(), std::chrono::milliseconds(500));
+    p.api = std::make_unique<Api>(core.store(), core.blobs(), core.published(), core.scheduler(), core.intake(),
+                                  *p.dashboard, *p.events, core.metrics(), core.key().verify_key(), token->value_or(""),
+                                  settings.clock, api_limits(settings), core.delta_caps());
 
     // Bind first: a busy port or a bad certificate fails before any work starts. Requests
     // wait until the I/O threads run.
-    p.handler_pool = std::make_unique<boost::asio::thread_pool>(p.options.handler_threads);
-    p.options.http.upload_spool_directory = state.results();  // received deltas are moved, not copied
-    p.http = std::make_unique<HttpServer>(p.io, *p.handler_pool, *p.api, p.options.http);
+    p.handler_pool = std::make_unique<boost::asio::thread_pool>(settings.handler_threads);
+    p.http = std::make_unique<HttpServer>(p.io, *p.handler_pool, *p.api, settings.http);
     if (auto status = p.http->start(); !status) return status.error();
+    if (auto status = core.start(); !status) return status.error();
 
-    if (auto status = p.tasks->refresh(); !status) return status.error();
-    auto returned = p.store->in_state(AssignmentState::Returned);
-    if (!returned) return returned.error();
-    for (const auto& a : *returned) p.validator->submit(a.id, p.executor);
-    if (p.options.task_poll_ms > 0) p.tasks->watch(std::chrono::milliseconds(p.options.task_poll_ms));
-
-    for (std::size_t i = 0; i < p.options.io_threads; ++i)
+    Parts* raw = &p;
+    for (std::size_t i = 0; i < settings.io_threads; ++i)
         p.io_threads.emplace_back([raw] {
             mark_io_thread();
             raw->io.run();
         });
-    if (p.options.tick_interval_s > 0)
-        // Its own thread, ticking on a deadline: notifications of `changed` (every pool job
-        // sends one) wake it only to check for stopping. Ticks do database work, which has
-        // no place on the I/O threads.
-        p.ticker = std::thread([raw] {
-            std::unique_lock lock(raw->mutex);
-            auto next = std::chrono::steady_clock::now();
-            while (!raw->stopping) {
-                next += std::chrono::seconds(raw->options.tick_interval_s);
-                if (raw->changed.wait_until(lock, next, [raw] { return raw->stopping; })) break;
-                lock.unlock();
-                if (auto report = raw->transitioner->tick(); !report)
-                    common::process_log().error("transitioner", "transitioner: " + report.message());
-                else
-                    log_tick(*report);
-                lock.lock();
-            }
-        });
+    if (settings.tick_interval_s > 0) p.ticker = std::thread([raw] { tick_until_stopped(*raw); });
     return std::unique_ptr<ServerApp>(new ServerApp(std::move(parts)));
 }
 
@@ -333,37 +124,24 @@ void ServerApp::stop() {
         p.stopped = true;
         p.stopping = true;
     }
-    p.changed.notify_all();
+    p.stopping_changed.notify_all();
     if (p.ticker.joinable()) p.ticker.join();
     p.http->drain(std::chrono::seconds(10));  // responses in flight are sent
     p.io.stop();
     for (auto& thread : p.io_threads) thread.join();
     p.handler_pool->join();  // requests being answered finish (their validations are queued)
-    p.work_pool->join();     // queued validations finish; their accepted results reach the aggregator
-    p.tasks->stop();         // a failed commit waiting to retry is replayed by the next leader
+    p.core->stop();          // queued validations finish and reach the aggregators; tasks stop
 }
 
 std::uint16_t ServerApp::port() const { return parts_->http->port(); }
-Store& ServerApp::store() { return *parts_->store; }
-Transitioner& ServerApp::transitioner() { return *parts_->transitioner; }
+Store& ServerApp::store() { return parts_->core->store(); }
+Transitioner& ServerApp::transitioner() { return parts_->core->transitioner(); }
 bool ServerApp::leading(const std::string& task_id) const {
-    auto runtime = parts_->tasks->find(task_id);
+    auto runtime = parts_->core->tasks().find(task_id);
     return runtime && runtime->aggregator->leading();
 }
 
-common::Status ServerApp::refresh_tasks() { return parts_->tasks->refresh(); }
-
-void ServerApp::wait_idle() {
-    auto& p = *parts_;
-    for (int round = 0; round < 2; ++round) {  // a merge may queue an evaluation, and vice versa
-        {
-            std::unique_lock lock(p.mutex);
-            p.changed.wait(lock, [&] { return p.pending_jobs == 0; });
-        }
-        for (const auto& runtime : p.tasks->all()) runtime->aggregator->wait_idle();
-    }
-    std::unique_lock lock(p.mutex);
-    p.changed.wait(lock, [&] { return p.pending_jobs == 0; });
-}
+common::Status ServerApp::refresh_tasks() { return parts_->core->tasks().refresh(); }
+void ServerApp::wait_idle() { parts_->core->wait_idle(); }
 
 }  // namespace tessera::server

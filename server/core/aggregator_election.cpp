@@ -59,6 +59,11 @@ bool AggregatorElection::leading() const {
     return aggregator_ != nullptr;
 }
 
+std::shared_ptr<Aggregator> AggregatorElection::aggregator() const {
+    std::lock_guard lock(mutex_);
+    return aggregator_;
+}
+
 void AggregatorElection::renew_loop() {
     std::unique_lock lock(mutex_);
     while (!stopping_) {

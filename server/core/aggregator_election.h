@@ -48,6 +48,8 @@ public:
     // Stops the aggregator (it checkpoints) and gives the lease up for the next process.
     void stop();
     bool leading() const;
+    // This process's aggregator while it leads; null while it follows.
+    std::shared_ptr<Aggregator> aggregator() const;
     const std::string& holder() const { return settings_.holder; }
 
     // host:pid:random, unique among the processes on one database.

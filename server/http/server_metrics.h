@@ -26,6 +26,7 @@ public:
     void observe(double seconds);
     // "_bucket{le=...}", "_sum" and "_count" lines for `name`, with `labels` ("" or `k="v"`).
     void write(std::ostream& out, std::string_view name, std::string_view labels) const;
+    double sum_seconds() const { return static_cast<double>(sum_micros_.load()) * 1e-6; }
 
 private:
     std::array<std::atomic<std::uint64_t>, kBounds.size() + 1> buckets_{};  // the last is +Inf
@@ -50,6 +51,7 @@ public:
     std::uint64_t upload_bytes_in_flight() const { return upload_bytes_in_flight_.load(); }
     void count_upload_turned_away() { ++uploads_turned_away_; }
     void observe_merge(double seconds) { merge_.observe(seconds); }
+    double merge_seconds() const { return merge_.sum_seconds(); }
     void count_commit_failure() { ++commit_failures_; }
     std::uint64_t commit_failures() const { return commit_failures_.load(); }
     void count_request() { ++requests_; }

@@ -12,6 +12,7 @@
 #include "fleet_report.h"
 #include "fleet_sim.h"
 #include "fleet_spec.h"
+#include "in_process_server.h"
 #include "synthetic_dataset.h"
 #include "task_setup.h"
 #include "temp_dir.h"
@@ -156,6 +157,30 @@ TEST_CASE("virtual time never runs backwards") {
     CHECK(!back.ok());
     CHECK(back.message().find("backwards") != std::string::npos);
     CHECK(clock.now() == 12.5);
+}
+
+TEST_CASE("the simulator's server is built as the running one: its aggregator leads under the task's lease") {
+    SmallTask task;
+    VirtualClock clock;
+    auto server =
+        server::InProcessServer::create(server::StateDir(task.dir.path() / "server"), task.config, clock.as_clock(), 1);
+    REQUIRE_MESSAGE(server.ok(), server.message());
+    auto tasks = (*server)->store().tasks();
+    REQUIRE(tasks.ok());
+    REQUIRE(tasks->size() == 1);
+    auto lease = (*server)->store().lease("aggregator:" + tasks->front().id);
+    REQUIRE(lease.ok());
+    REQUIRE(lease->has_value());
+    CHECK(!(*lease)->holder.empty());
+    CHECK((*lease)->expires_at > clock.as_clock()());
+    CHECK((*server)->version() == 0);
+    // Stopping lets the lease go, as a server process does for the next one.
+    server->reset();
+    auto store = server::Store::connect(server::StateDir(task.dir.path() / "server").database_url(), false);
+    REQUIRE(store.ok());
+    auto after = (*store)->lease("aggregator:" + tasks->front().id);
+    REQUIRE(after.ok());
+    CHECK(!after->has_value());
 }
 
 TEST_CASE("a simulation is deterministic for its seed and accounts for every unit it issued") {

@@ -1,8 +1,9 @@
-// The server's own components — store (SQLite), blobs, scheduler, validator, transitioner,
-// aggregator with the task's merge policy — wired in one process around a state directory,
-// with an injected clock and no HTTP: the fleet simulator's volunteers call them as the API
-// does. Work is synchronous: upload() returns after the result is validated and, when
-// accepted, handed to the merge policy. Not thread-safe: one simulation drives it.
+// The server's own components, built as `tessera-server run` builds them (server_core.h) —
+// store, blobs, scheduler, intake, validator, transitioner, the task's aggregator with its
+// merge policy — around a state directory with one task, an injected clock and no HTTP: the
+// fleet simulator's volunteers and the ingest benchmark call them as the API does. Work is
+// synchronous (no work threads): upload() returns after the result is validated and, when
+// accepted, merged. Not thread-safe: one simulation drives it.
 #pragma once
 
 #include <filesystem>
