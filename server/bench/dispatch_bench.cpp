@@ -199,6 +199,7 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     std::vector<ThreadTally> tallies(static_cast<std::size_t>(options.connections));
     auto deadline = Clock::now() + std::chrono::duration<double>(options.seconds);
     auto measuring = Clock::now();
+    auto activity_before = server::database_activity();
     on_threads(options.connections, [&](int t) {
         auto& tally = tallies[static_cast<std::size_t>(t)];
         for (auto i = static_cast<std::size_t>(t); Clock::now() < deadline;) {
@@ -208,6 +209,7 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
         }
     });
     double elapsed_s = milliseconds_since(measuring) / 1000;
+    auto activity_after = server::database_activity();
 
     ThreadTally all;
     for (auto& tally : tallies) {
@@ -239,8 +241,13 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     figures.unit_p99_ms = percentile(all.unit_ms, 0.99);
     figures.register_s = register_s;
     figures.result_bytes = delta->size();
+    auto per_unit = [&](std::uint64_t count) {
+        return all.units > 0 ? static_cast<double>(count) / static_cast<double>(all.units) : 0.0;
+    };
+    figures.statements_per_unit = per_unit(activity_after.statements - activity_before.statements);
+    figures.commits_per_unit = per_unit(activity_after.commits - activity_before.commits);
 
-    char line[512];
+    char line[768];
     std::snprintf(
         line, sizeof line,
         "dispatch: %d server%s, %lld volunteers, %d connections, %.1f s: %.1f WU/s (%lld units, %lld no-work answers, "
@@ -248,14 +255,15 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
         "  work   p50 %.1f ms  p99 %.1f ms\n"
         "  upload p50 %.1f ms  p99 %.1f ms (%zu-byte results)\n"
         "  unit   p50 %.1f ms  p99 %.1f ms (ask + upload)\n"
-        "  registered %lld volunteers in %.1f s (%.0f/s); draining validation and merges at stop took %.1f s\n",
+        "  registered %lld volunteers in %.1f s (%.0f/s); draining validation and merges at stop took %.1f s\n"
+        "  database: %.1f statements and %.1f commits per unit (its work request, upload, validation and merge)\n",
         options.servers, options.servers > 1 ? "s" : "", static_cast<long long>(options.volunteers),
-        options.connections, figures.seconds, figures.units_per_s,
-        static_cast<long long>(figures.units), static_cast<long long>(figures.no_work),
-        static_cast<long long>(figures.failures), figures.work_p50_ms, figures.work_p99_ms, figures.upload_p50_ms,
-        figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms, figures.unit_p99_ms,
-        static_cast<long long>(options.volunteers), register_s, static_cast<double>(options.volunteers) / register_s,
-        drain_s);
+        options.connections, figures.seconds, figures.units_per_s, static_cast<long long>(figures.units),
+        static_cast<long long>(figures.no_work), static_cast<long long>(figures.failures), figures.work_p50_ms,
+        figures.work_p99_ms, figures.upload_p50_ms, figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms,
+        figures.unit_p99_ms, static_cast<long long>(options.volunteers), register_s,
+        static_cast<double>(options.volunteers) / register_s, drain_s, figures.statements_per_unit,
+        figures.commits_per_unit);
     out << line;
     if (counts) {
         out << "  at the end of the measurement:";

@@ -6,13 +6,17 @@
 namespace tessera::server {
 
 common::Result<RunPace> RunPaceCache::pace(const TaskConfig& config, std::int64_t now) {
-    auto found = entries_.find(config.task_id);
-    if (found != entries_.end() && now - found->second.read_at < refresh_s_ && now >= found->second.read_at)
-        return found->second.pace;
-    auto progress = store_.run_progress(config.task_id, now - kVolunteerActiveWindowS);
+    {
+        std::lock_guard lock(mutex_);
+        auto found = entries_.find(config.task_id);
+        if (found != entries_.end() && now - found->second.read_at < refresh_s_ && now >= found->second.read_at)
+            return found->second.pace;
+    }
+    auto progress = store_.run_progress(config.task_id, now - kVolunteerActiveWindowS);  // outside the lock
     if (!progress) return progress.error();
     RunPace pace{progress->steps_merged * config.batch_size, std::max<std::int64_t>(1, progress->volunteers),
                  progress->fastest_samples_per_s};
+    std::lock_guard lock(mutex_);
     entries_[config.task_id] = {pace, now};
     return pace;
 }

@@ -2,11 +2,12 @@
 // accepted for merging (the position of the run-wide learning-rate schedule,
 // common/lr_schedule.h) and the volunteers working on it (its concurrency). Read from the
 // store at most every few seconds per task, so that a work request does not scan the task's
-// results. Not thread-safe: the scheduler calls it under its lock.
+// results. Thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "store.h"
@@ -32,6 +33,7 @@ private:
     };
     Store& store_;
     std::int64_t refresh_s_;
+    std::mutex mutex_;  // guards entries_ (never held while the store is read)
     std::map<std::string, Entry> entries_;
 };
 

@@ -42,16 +42,12 @@ common::Result<std::optional<TaskView>> Scheduler::choose_task(const common::Wor
     for (auto& record : *tasks) {
         if (record.state != TaskState::Active || !(record.weight > 0)) continue;
         if (served_ && !served_(record.id)) continue;
-        auto config = configs_.find(record.id);
-        if (config == configs_.end()) {
-            auto parsed = task_view(record);
-            if (!parsed) return parsed.error();
-            config = configs_.emplace(record.id, std::move(parsed->config)).first;
-        }
-        if (!device_fits(config->second, request.device)) continue;
-        if (!volunteer_allows(request, record.id, config->second.model)) continue;
+        auto config = config_of(record);
+        if (!config) return config.error();
+        if (!device_fits(*config, request.device)) continue;
+        if (!volunteer_allows(request, record.id, config->model)) continue;
         total += record.weight;
-        eligible.push_back({std::move(record), config->second});
+        eligible.push_back({std::move(record), std::move(*config)});
     }
     if (eligible.empty()) return std::optional<TaskView>();
     double draw = uniform() * total;
@@ -62,6 +58,17 @@ common::Result<std::optional<TaskView>> Scheduler::choose_task(const common::Wor
     return std::optional<TaskView>(std::move(eligible.back()));
 }
 
+common::Result<TaskConfig> Scheduler::config_of(const TaskRecord& record) {
+    {
+        std::lock_guard lock(state_mutex_);
+        if (auto found = configs_.find(record.id); found != configs_.end()) return found->second;
+    }
+    auto parsed = task_view(record);
+    if (!parsed) return parsed.error();
+    std::lock_guard lock(state_mutex_);
+    return configs_.emplace(record.id, std::move(parsed->config)).first->second;
+}
+
 common::Result<FleetNow> Scheduler::fleet_now(const TaskConfig& config) {
     if (!sizing_reads_fleet(config)) return FleetNow{};
     auto pace = pace_.pace(config, clock_());
@@ -70,30 +77,59 @@ common::Result<FleetNow> Scheduler::fleet_now(const TaskConfig& config) {
 }
 
 std::string Scheduler::random_id(const char* prefix) {
-    std::uniform_int_distribution<std::uint64_t> draw;
-    std::uint64_t value = draw(rng_);
+    std::uint64_t value = random_bits();
     common::Bytes bytes(6);
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(value >> (8 * i));
     return prefix + common::to_hex(bytes);
 }
 
-double Scheduler::uniform() { return std::uniform_real_distribution<double>(0, 1)(rng_); }
+std::uint64_t Scheduler::random_bits() {
+    std::lock_guard lock(state_mutex_);
+    return rng_();
+}
+
+double Scheduler::uniform() {
+    std::lock_guard lock(state_mutex_);
+    return std::uniform_real_distribution<double>(0, 1)(rng_);
+}
+
+namespace {
+
+common::WorkResponse no_work(std::int64_t retry_after_s) {
+    common::WorkResponse response;
+    response.retry_after_s = retry_after_s;
+    return response;
+}
+
+}  // namespace
 
 common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& client, const common::WorkRequest& request) {
-    auto no_work = [](std::int64_t retry) {
-        common::WorkResponse response;
-        response.retry_after_s = retry;
-        return response;
-    };
-    std::lock_guard lock(mutex_);
     auto task = choose_task(request);
     if (!task) return task.error();
     if (!*task) return no_work(kRetryNoTaskS);
     const auto& view = **task;
-    holdings_.note(client.id, request.cached_shards, clock_());  // busy or not, it holds them
+    {
+        std::lock_guard lock(state_mutex_);
+        holdings_.note(client.id, request.cached_shards, clock_());  // busy or not, it holds them
+    }
+    // No lock is held from here on: the store decides each claim in its own transaction, and a
+    // claim another request won first is lost and tried again.
+    for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
+        auto response = try_assign(view, client, request);
+        if (!response) return response.error();
+        if (*response) return std::move(**response);
+    }
+    return no_work(kRetryBusyS);
+}
+
+common::Result<std::optional<common::WorkResponse>> Scheduler::try_assign(const TaskView& view,
+                                                                          const ClientRecord& client,
+                                                                          const common::WorkRequest& request) {
+    // A quick look first (a busy volunteer costs no unit drawn); the claim decides.
+    auto limit = in_flight_limit(view.config, client);
     auto in_flight = store_.in_flight(client.id);
     if (!in_flight) return in_flight.error();
-    if (*in_flight >= in_flight_limit(view.config, client)) return no_work(kRetryBusyS);
+    if (*in_flight >= limit) return std::optional(no_work(kRetryBusyS));
 
     std::set<std::string> cached(request.cached_shards.begin(), request.cached_shards.end());
     auto held = [&](const std::vector<std::string>& shards) {
@@ -105,16 +141,19 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     if (!reissuable->empty()) {
         auto best = std::max_element(reissuable->begin(), reissuable->end(),
                                      [&](const auto& a, const auto& b) { return held(a.shards) < held(b.shards); });
-        return issue(view, client, request, *best, false);
+        return issue(view, client, request, *best, false, limit);
     }
 
     auto shards = store_.shards(view.record.id);
     if (!shards) return shards.error();
-    if (shards->empty()) return no_work(kRetryNoShardS);
+    if (shards->empty()) return std::optional(no_work(kRetryNoShardS));
     // Least-used shards first (even epochs), then ones the volunteer already holds, then ones
     // fewest other volunteers hold, so that each collects its own (locality).
     std::map<std::string, int> others;
-    for (const auto& s : *shards) others[s.sha256] = holdings_.held_by_others(s.sha256, client.id);
+    {
+        std::lock_guard lock(state_mutex_);
+        for (const auto& s : *shards) others[s.sha256] = holdings_.held_by_others(s.sha256, client.id);
+    }
     std::stable_sort(shards->begin(), shards->end(), [&](const ShardRecord& a, const ShardRecord& b) {
         if (a.uses != b.uses) return a.uses < b.uses;
         if (cached.count(a.sha256) != cached.count(b.sha256)) return cached.count(a.sha256) > cached.count(b.sha256);
@@ -131,13 +170,13 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     auto fleet = fleet_now(view.config);
     if (!fleet) return fleet.error();
     unit.local_steps = unit_local_steps(view.config, *fleet, request.samples_per_s);
-    unit.seed = static_cast<std::int64_t>(rng_() >> 11);  // 53 bits: exact in JSON
+    unit.seed = static_cast<std::int64_t>(random_bits() >> 11);  // 53 bits: exact in JSON
     auto active = store_.active_clients(clock_() - 600, 2);
     if (!active) return active.error();
     bool others_around = *active >= 2;
     unit.replicas = others_around && uniform() < replication_chance(view.config, client) ? 2 : 1;
     unit.created_at = clock_();
-    return issue(view, client, request, unit, true);
+    return issue(view, client, request, unit, true, limit);
 }
 
 // A unit sent again on its old base (a replica's twin, or a retry) keeps the schedule span
@@ -164,9 +203,10 @@ common::Status Scheduler::stamp_schedule_of(const TaskView& task, const WorkUnit
     return {};
 }
 
-common::Result<common::WorkResponse> Scheduler::issue(const TaskView& task, const ClientRecord& client,
-                                                      const common::WorkRequest& request, const WorkUnitRecord& unit,
-                                                      bool new_unit) {
+common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const TaskView& task, const ClientRecord& client,
+                                                                     const common::WorkRequest& request,
+                                                                     const WorkUnitRecord& unit, bool new_unit,
+                                                                     std::int64_t max_in_flight) {
     auto now = clock_();
     // An unreplicated unit that failed is recomputed on the current model, not the old one.
     std::optional<std::int64_t> rebase;
@@ -215,12 +255,15 @@ common::Result<common::WorkResponse> Scheduler::issue(const TaskView& task, cons
     assignment.issued_at = now;
     assignment.deadline = wu.deadline;
     assignment.envelope_json = boost::json::serialize(common::envelope_to_json(envelope));
-    auto status = new_unit ? store_.create_work_unit(unit, assignment) : store_.add_assignment(assignment, rebase);
-    if (!status) return status.error();
+    auto claim = new_unit ? store_.create_work_unit(unit, assignment, max_in_flight)
+                          : store_.add_assignment(assignment, rebase, max_in_flight);
+    if (!claim) return claim.error();
+    if (*claim == Store::Claim::Taken) return std::optional<common::WorkResponse>();  // another request won it
+    if (*claim == Store::Claim::Busy) return std::optional(no_work(kRetryBusyS));
     common::WorkResponse response;
     response.has_work = true;
     response.work_unit = std::move(envelope);
-    return response;
+    return std::optional(std::move(response));
 }
 
 common::Result<std::int64_t> Scheduler::published_version(const TaskView& task) {

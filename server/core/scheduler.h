@@ -46,9 +46,16 @@ private:
     common::Result<FleetNow> fleet_now(const TaskConfig& config);
     // The task to work on: drawn by weight among the eligible ones; none when there is none.
     common::Result<std::optional<TaskView>> choose_task(const common::WorkRequest& request);
-    common::Result<common::WorkResponse> issue(const TaskView& task, const ClientRecord& client,
-                                               const common::WorkRequest& request, const WorkUnitRecord& unit,
-                                               bool new_unit);
+    // One try at a unit for the volunteer: nothing when the unit it chose was given out by
+    // another request meanwhile (the caller tries again).
+    common::Result<std::optional<common::WorkResponse>> try_assign(const TaskView& task, const ClientRecord& client,
+                                                                   const common::WorkRequest& request);
+    common::Result<std::optional<common::WorkResponse>> issue(const TaskView& task, const ClientRecord& client,
+                                                              const common::WorkRequest& request,
+                                                              const WorkUnitRecord& unit, bool new_unit,
+                                                              std::int64_t max_in_flight);
+    // The task's parsed configuration, parsed once per task (a task's config never changes).
+    common::Result<TaskConfig> config_of(const TaskRecord& record);
     // The newest version whose model is published: new units are based on it (with a publishing
     // cadence, the current version's model may not be published yet).
     common::Result<std::int64_t> published_version(const TaskView& task);
@@ -60,6 +67,7 @@ private:
     common::Status stamp_schedule_of(const TaskView& task, const WorkUnitRecord& unit, bool same_base,
                                      std::int64_t now, common::Hyperparameters& hyper);
     std::string random_id(const char* prefix);
+    std::uint64_t random_bits();
     double uniform();
 
     Store& store_;
@@ -68,8 +76,10 @@ private:
     Clock clock_;
     std::string blob_base_url_;
     TaskFilter served_;
-    std::map<std::string, TaskConfig> configs_;  // parsed once per task (a task's config never changes)
-    std::mutex mutex_;  // serialises assignment so two requests never take the same replica slot
+    // Guards configs_, rng_ and holdings_; never held across database work. Requests are
+    // otherwise assigned concurrently: each claim is the store's transaction (Store::Claim).
+    std::mutex state_mutex_;
+    std::map<std::string, TaskConfig> configs_;
     std::mt19937_64 rng_;
     ShardHoldings holdings_;
     RunPaceCache pace_;  // where each task's run stands, for the units' schedule
@@ -78,5 +88,7 @@ private:
 constexpr std::int64_t kRetryNoTaskS = 60;
 constexpr std::int64_t kRetryBusyS = 30;
 constexpr std::int64_t kRetryNoShardS = 15;
+// Claims a request may lose to concurrent ones before it is told to come back.
+constexpr int kClaimAttempts = 4;
 
 }  // namespace tessera::server

@@ -2,7 +2,7 @@
 // `cached_shards`): the scheduler gives a volunteer without a held shard to train one that no
 // other volunteer holds, so that each keeps finding its own shards in later epochs (BOINC's
 // locality scheduling). In memory only: after a restart the next requests fill it again.
-// Not thread-safe: the scheduler's mutex serialises it.
+// Not thread-safe: the scheduler guards it with its state lock.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // Statements, transactions and opening a database by URL, for both back ends.
 #include "database.h"
 
+#include <atomic>
+
 #include "postgres_database.h"
 #include "sqlite_database.h"
 
@@ -20,8 +22,20 @@ Statement& Statement::set(int index, SqlValue value) {
     return *this;
 }
 
+namespace {
+
+std::atomic<std::uint64_t> statements_run{0};
+std::atomic<std::uint64_t> commits_made{0};
+
+}  // namespace
+
+DatabaseActivity database_activity() { return {statements_run.load(), commits_made.load()}; }
+
 bool Statement::step() {
-    if (!rows_) rows_ = db_.query(sql_, params_);
+    if (!rows_) {
+        rows_ = db_.query(sql_, params_);
+        statements_run.fetch_add(1, std::memory_order_relaxed);
+    }
     return rows_->next();
 }
 
@@ -54,6 +68,7 @@ Transaction::~Transaction() {
 void Transaction::commit() {
     db_.exec("COMMIT");
     done_ = true;
+    commits_made.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool is_postgres_url(std::string_view url) {

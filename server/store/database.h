@@ -124,6 +124,15 @@ private:
     bool done_ = false;
 };
 
+// What this process has run on its databases since it started: statements (each a round
+// trip on PostgreSQL), and transactions committed (each a sync of SQLite's log with
+// synchronous=FULL). `tessera-bench dispatch` reports them per work unit.
+struct DatabaseActivity {
+    std::uint64_t statements = 0;
+    std::uint64_t commits = 0;
+};
+DatabaseActivity database_activity();
+
 // Opens a database named by URL: `sqlite:PATH` (or a plain path) or `postgresql://…`
 // (`postgres://…`; libpq's connection URI). `create`: a missing SQLite file is created.
 // Another scheme (mysql://…) is a DatabaseError that names the two supported.

@@ -140,11 +140,19 @@ public:
     common::Status set_validation_result(const std::string& task_id, std::int64_t version,
                                          const ValidationResult& result);
 
-    // Work units and assignments.
-    common::Status create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first);
+    // Work units and assignments. An assignment is a claim, decided in its own transaction, so
+    // that concurrent requests (threads or processes) need no lock around the scheduler: it is
+    // made only while its volunteer holds fewer than `max_in_flight` units in progress (Busy
+    // otherwise) and, for an existing unit, while the unit is open with a free replica slot
+    // (Taken otherwise: another request gave it out since the scheduler found it free).
+    enum class Claim { Made, Taken, Busy };
+    common::Result<Claim> create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first,
+                                           std::int64_t max_in_flight = kNoInFlightLimit);
     // A further assignment of an open unit; `rebase_to` moves an unreplicated unit with no
     // live assignment onto a newer model version first.
-    common::Status add_assignment(const AssignmentRecord& assignment, std::optional<std::int64_t> rebase_to);
+    common::Result<Claim> add_assignment(const AssignmentRecord& assignment, std::optional<std::int64_t> rebase_to,
+                                         std::int64_t max_in_flight = kNoInFlightLimit);
+    static constexpr std::int64_t kNoInFlightLimit = std::int64_t{1} << 62;
     // Open units with fewer live assignments than replicas that `client_id` has not held.
     common::Result<std::vector<WorkUnitRecord>> reissuable_work_units(const std::string& task_id,
                                                                       const std::string& client_id);

@@ -42,6 +42,12 @@ bool transition(Database& db, const std::string& id, const char* from, const cha
     return db.changes() == 1;
 }
 
+std::int64_t units_in_progress(Database& db, const std::string& client_id) {
+    Statement query(db, "SELECT COUNT(*) FROM assignments WHERE client_id = ? AND state = 'in_progress'");
+    query.bind(1, client_id).step();
+    return query.integer(0);
+}
+
 std::string work_unit_of(Database& db, const std::string& assignment_id) {
     Statement query(db, "SELECT work_unit_id FROM assignments WHERE id = ?");
     query.bind(1, assignment_id);
@@ -105,9 +111,11 @@ WorkUnitRecord read_work_unit(const Statement& row) {
     return w;
 }
 
-common::Status Store::create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first) {
-    return guarded([&]() -> common::Status {
+common::Result<Store::Claim> Store::create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first,
+                                                     std::int64_t max_in_flight) {
+    return guarded([&]() -> common::Result<Claim> {
         Transaction transaction(db());
+        if (units_in_progress(db(), first.client_id) >= max_in_flight) return Claim::Busy;
         Statement(db(),
                   "INSERT INTO work_units(id, task_id, base_version, shards, local_steps, seed, replicas, "
                   "state, failures, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', 0, ?)")
@@ -127,25 +135,26 @@ common::Status Store::create_work_unit(const WorkUnitRecord& unit, const Assignm
                 .run();
         insert_assignment(db(), first);
         transaction.commit();
-        return {};
+        return Claim::Made;
     });
 }
 
-common::Status Store::add_assignment(const AssignmentRecord& assignment, std::optional<std::int64_t> rebase_to) {
-    return guarded([&]() -> common::Status {
+common::Result<Store::Claim> Store::add_assignment(const AssignmentRecord& assignment,
+                                                   std::optional<std::int64_t> rebase_to, std::int64_t max_in_flight) {
+    return guarded([&]() -> common::Result<Claim> {
         Transaction transaction(db());
         Statement unit(db(), "SELECT state, replicas FROM work_units WHERE id = ?");
         unit.bind(1, assignment.work_unit_id);
-        if (!unit.step() || unit.text(0) != "open")
-            return common::make_error("work unit '" + assignment.work_unit_id + "' is not open");
-        // Counted in the same transaction: another process may have given the unit out (and
-        // rebased it) since the scheduler found it free, and a second holder would be refused
-        // as computing from the wrong base (found by scripts/soak on PostgreSQL).
+        if (!unit.step()) return common::make_error("no work unit '" + assignment.work_unit_id + "'");
+        if (unit.text(0) != "open") return Claim::Taken;  // retired since
+        // Counted in the same transaction: another request or process may have given the unit
+        // out (and rebased it) since the scheduler found it free, and a second holder would be
+        // refused as computing from the wrong base (found by scripts/soak on PostgreSQL).
         Statement live(
             db(), std::string("SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN ") + kLiveStates);
         live.bind(1, assignment.work_unit_id).step();
-        if (live.integer(0) >= unit.integer(1))
-            return common::make_error("work unit '" + assignment.work_unit_id + "' was given out meanwhile");
+        if (live.integer(0) >= unit.integer(1)) return Claim::Taken;
+        if (units_in_progress(db(), assignment.client_id) >= max_in_flight) return Claim::Busy;
         if (rebase_to)
             Statement(db(), "UPDATE work_units SET base_version = ? WHERE id = ?")
                 .bind(1, *rebase_to)
@@ -153,7 +162,7 @@ common::Status Store::add_assignment(const AssignmentRecord& assignment, std::op
                 .run();
         insert_assignment(db(), assignment);
         transaction.commit();
-        return {};
+        return Claim::Made;
     });
 }
 
@@ -176,11 +185,7 @@ common::Result<std::vector<WorkUnitRecord>> Store::reissuable_work_units(const s
 }
 
 common::Result<std::int64_t> Store::in_flight(const std::string& client_id) {
-    return guarded([&]() -> common::Result<std::int64_t> {
-        Statement query(db(), "SELECT COUNT(*) FROM assignments WHERE client_id = ? AND state = 'in_progress'");
-        query.bind(1, client_id).step();
-        return query.integer(0);
-    });
+    return guarded([&]() -> common::Result<std::int64_t> { return units_in_progress(db(), client_id); });
 }
 
 common::Result<std::vector<std::string>> Store::tasks_in_progress(const std::string& client_id) {

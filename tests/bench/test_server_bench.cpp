@@ -45,6 +45,9 @@ TEST_CASE("dispatch: simulated volunteers ask for work and return results over l
     CHECK(figures.work_p50_ms <= figures.work_p99_ms);
     CHECK(figures.unit_p50_ms >= figures.work_p50_ms);
     CHECK(out.str().find("WU/s") != std::string::npos);
+    // A unit takes at least its claim and its result's row: two commits.
+    CHECK(figures.commits_per_unit >= 2);
+    CHECK(figures.statements_per_unit > figures.commits_per_unit);
 }
 
 TEST_CASE("ingest: made-up results are validated and merged, and the merge loop is measured") {

@@ -7,6 +7,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
+#include <atomic>
 #include <functional>
 #include <thread>
 
@@ -273,6 +274,32 @@ TEST_CASE("work, heartbeat, abandon and results guard their work units") {
     CHECK(bob.upload(bob_wu, bob.made_up_delta(bob_wu, 1e-3f)).status == 200);
     auto twice = bob.upload(bob_wu, bob.made_up_delta(bob_wu, 1e-3f));
     CHECK(twice.status == 409);
+}
+
+TEST_CASE("concurrent work requests of one volunteer never take more units than its in-flight limit") {
+    // No lock serialises the scheduler: each unit is claimed in the store's transaction, which
+    // counts the volunteer's units in progress.
+    TestServer server([](TaskConfig& c) {
+        c.max_in_flight = 2;
+        c.replication = 0;
+    });
+    TestVolunteer alice(server, "alice");
+    constexpr int kRequests = 16;
+    std::atomic<int> units{0};
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kRequests; ++i)
+        threads.emplace_back([&] {
+            try {
+                if (alice.request_work()) ++units;
+            } catch (const std::exception&) {
+                ++failures;
+            }
+        });
+    for (auto& thread : threads) thread.join();
+    CHECK(failures.load() == 0);
+    CHECK(units.load() == 2);
+    CHECK(server.store().in_flight(alice.id()).value() == 2);
 }
 
 // Sends only a request header that announces `length` body bytes, and reads the answer.

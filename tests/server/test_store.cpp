@@ -101,7 +101,7 @@ AssignmentRecord issue(Store& store, const std::string& unit_id, const std::stri
     assignment.issued_at = now;
     assignment.deadline = deadline;
     assignment.envelope_json = "{}";
-    REQUIRE(store.create_work_unit(unit, assignment));
+    REQUIRE(store.create_work_unit(unit, assignment).value() == Store::Claim::Made);
     return assignment;
 }
 
@@ -405,7 +405,7 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         twin.id = "w5-b";
         twin.client_id = bob.id;
         twin.issued_at = 2030;
-        REQUIRE(store.add_assignment(twin, std::nullopt));
+        REQUIRE(store.add_assignment(twin, std::nullopt).value() == Store::Claim::Made);
         CHECK(store.lonely_validated("t", 2100, 60).value().empty());  // its twin is in progress
         CHECK(store.live_assignments("w5").value() == 2);
         auto replicas = store.assignments_of("w5").value();
@@ -415,24 +415,35 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         AssignmentRecord again = second;
         again.id = "w2-b";
         again.client_id = alice.id;
-        REQUIRE(store.add_assignment(again, 1));
+        REQUIRE(store.add_assignment(again, 1).value() == Store::Claim::Made);
         CHECK(store.work_unit("w2").value()->base_version == 1);
-        CHECK(!store.add_assignment(again, std::nullopt).ok());  // ids are unique
-        // A unit that another process gave out since the scheduler found it free is refused,
-        // rebased or not: w2 has its one live assignment, w5 its two.
+        CHECK(store.add_assignment(again, std::nullopt).value() == Store::Claim::Taken);  // its one slot is held
+        // A unit that another request or process gave out since the scheduler found it free is
+        // not claimed, rebased or not: w2 has its one live assignment, w5 its two.
         AssignmentRecord late = second;
         late.id = "w2-c";
         late.client_id = bob.id;
-        auto taken = store.add_assignment(late, 2);
-        REQUIRE_FALSE(taken.ok());
-        CHECK(taken.message().find("was given out meanwhile") != std::string::npos);
+        CHECK(store.add_assignment(late, 2).value() == Store::Claim::Taken);
         CHECK(store.work_unit("w2").value()->base_version == 1);  // not moved under its holder
+        CHECK(!store.assignment("w2-c").value().has_value());
         AssignmentRecord extra = fifth;
         extra.id = "w5-c";
-        auto full = store.add_assignment(extra, std::nullopt);
-        REQUIRE_FALSE(full.ok());
-        CHECK(full.message().find("was given out meanwhile") != std::string::npos);
+        CHECK(store.add_assignment(extra, std::nullopt).value() == Store::Claim::Taken);
         CHECK(store.live_assignments("w5").value() == 2);
+        // A volunteer at its limit of units in progress claims nothing, new or reissued.
+        auto bobs = store.in_flight(bob.id).value();
+        REQUIRE(bobs >= 1);
+        WorkUnitRecord spare = store.work_unit("w5").value().value();
+        spare.id = "w9";
+        spare.shards.clear();  // the shards' use counts below stay those of the units above
+        AssignmentRecord ninth = extra;
+        ninth.id = "w9-a";
+        ninth.work_unit_id = "w9";
+        ninth.client_id = bob.id;
+        CHECK(store.create_work_unit(spare, ninth, bobs).value() == Store::Claim::Busy);
+        CHECK(!store.work_unit("w9").value().has_value());
+        CHECK(store.create_work_unit(spare, ninth, bobs + 1).value() == Store::Claim::Made);
+        CHECK(store.in_flight(bob.id).value() == bobs + 1);
         CHECK(store.clients().value().front().id == alice.id);    // by credit
         CHECK(store.shards("t").value().at(0).uses == 5);          // every unit above used shard-a
 
