@@ -113,7 +113,8 @@ common::Result<std::shared_ptr<TaskRuntime>> start_task(ServerCore::Parts& p, co
     if (!model) return model.error();
     auto parameters = value_count(**model);
     runtime->facts = task_facts(p, task, parameters);
-    ElectionSettings election{p.process_name, p.options.aggregator_lease_s};
+    ElectionSettings election{p.process_name, p.options.aggregator_lease_s,
+                              std::chrono::milliseconds(p.options.election_poll_ms)};
     auto probes = runtime->probes;
     auto make_aggregator = [raw, probes, hooks = aggregator_hooks(p)](const LeaseClaim& fence) {
         auto fenced = hooks;

@@ -58,6 +58,10 @@ struct ServerOptions {
     // lease; another takes over when it has not been renewed for this long (seconds).
     std::int64_t aggregator_lease_s = 15;
     std::string process_name;  // in the lease table; empty: host:pid:random
+    // The lease is renewed, and results other processes accepted looked for, this often; 0: the
+    // lease taken at start is kept with no thread renewing it (one process, a lease that outlasts
+    // the run: the fleet simulator, whose database then changes only when it is driven).
+    std::int64_t election_poll_ms = 1000;
     // Tasks created or finished while the server runs are noticed this often; 0: only by
     // refresh_tasks() (tests).
     std::int64_t task_poll_ms = 1000;

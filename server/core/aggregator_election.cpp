@@ -47,6 +47,7 @@ common::Status AggregatorElection::start(const std::string& task_id) {
                                        "; this one follows and takes over if that process stops renewing its lease",
                                    {{"task_id", task_id}});
     }
+    if (settings_.poll.count() <= 0) return {};  // the lease taken now is kept, unrenewed
     renewer_ = std::thread([this] { renew_loop(); });
     manager_ = std::thread([this] { manage_loop(); });
     return {};

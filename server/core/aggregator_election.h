@@ -25,7 +25,7 @@ namespace tessera::server {
 struct ElectionSettings {
     std::string holder;         // this process: host:pid:random
     std::int64_t lease_s = 15;  // a lease not renewed for this long may be taken
-    std::chrono::milliseconds poll{1000};
+    std::chrono::milliseconds poll{1000};  // zero: no renewal or polling threads
 };
 
 class AggregatorElection {
@@ -40,7 +40,7 @@ public:
     ~AggregatorElection();
 
     // Claims the lease once and, when this process gets it, starts the aggregator at once (its
-    // failure is this call's); then keeps claiming on its own threads.
+    // failure is this call's); then keeps claiming on its own threads (none when poll is zero).
     common::Status start(const std::string& task_id);
     // A result this process accepted; merged when leading (the leader's poll finds it otherwise).
     void enqueue(const std::string& assignment_id);

@@ -7,8 +7,10 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "central_run.h"
+#include "database.h"
 #include "fleet_report.h"
 #include "fleet_sim.h"
 #include "fleet_spec.h"
@@ -174,6 +176,11 @@ TEST_CASE("the simulator's server is built as the running one: its aggregator le
     CHECK(!(*lease)->holder.empty());
     CHECK((*lease)->expires_at > clock.as_clock()());
     CHECK((*server)->version() == 0);
+    // Nothing touches its database while it is not driven, so a run is repeatable to the byte:
+    // no thread renews the lease on the wall clock (waited here longer than a server's poll).
+    auto statements = server::database_activity().statements;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    CHECK(server::database_activity().statements == statements);
     // Stopping lets the lease go, as a server process does for the next one.
     server->reset();
     auto store = server::Store::connect(server::StateDir(task.dir.path() / "server").database_url(), false);
