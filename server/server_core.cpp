@@ -144,7 +144,7 @@ void stop_task(ServerCore::Parts& p, TaskRuntime& runtime) {
     p.delta_caps.remove(runtime.task.record.id);
 }
 
-common::Status open_state(ServerCore::Parts& p) {
+common::Status open_state(ServerCore::Parts& p, FileSystem& files) {
     const auto& state = p.options.state;
     auto store = Store::connect(state.database_url(), false);
     if (!store) return store.error();
@@ -152,10 +152,10 @@ common::Status open_state(ServerCore::Parts& p) {
     auto key = common::SigningKey::load_pem(state.signing_key());
     if (!key) return common::with_context("server key", key.error());
     p.key = std::make_unique<common::SigningKey>(std::move(*key));
-    std::filesystem::create_directories(state.results());
+    if (auto made = files.make_directories(state.results()); !made) return made.error();
     // On a shared database the other processes may be writing files this one cannot see yet.
     auto spare = is_postgres_url(state.database_url()) ? std::chrono::hours(1) : std::chrono::hours(0);
-    if (auto removed = remove_orphan_files(*p.store, state, spare); !removed)
+    if (auto removed = remove_orphan_files(*p.store, state, files, spare); !removed)
         return removed.error();
     else if (*removed)
         common::process_log().info("orphans_removed", "removed " + std::to_string(*removed) + " orphan files");
@@ -164,26 +164,32 @@ common::Status open_state(ServerCore::Parts& p) {
 
 }  // namespace
 
-common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state,
+common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state, FileSystem& files,
                                                 std::chrono::seconds spare_younger_than) {
     auto blobs = store.referenced_blobs();
     if (!blobs) return blobs.error();
     auto deltas = store.pending_delta_ids();
     if (!deltas) return deltas.error();
+    auto in_blobs = files.list(state.blobs());
+    if (!in_blobs) return common::with_context("looking for orphan files", in_blobs.error());
+    auto in_results = files.list(state.results());
+    if (!in_results) return common::with_context("looking for orphan files", in_results.error());
     auto cutoff = std::filesystem::file_time_type::clock::now() - spare_younger_than;
     std::size_t removed = 0;
-    std::error_code error;
-    auto remove_old = [&](const std::filesystem::directory_entry& entry) {
-        bool spared = spare_younger_than.count() > 0 && entry.last_write_time(error) > cutoff &&
-                      !common::temp_file_abandoned(entry.path().filename().string());
-        if (!spared && std::filesystem::remove(entry.path(), error)) ++removed;
+    auto remove_old = [&](const std::filesystem::path& dir, const FileEntry& entry) {
+        bool spared =
+            spare_younger_than.count() > 0 && entry.modified > cutoff && !common::temp_file_abandoned(entry.name);
+        if (spared) return;
+        if (auto gone = files.remove(dir / entry.name); gone)
+            ++removed;
+        else  // left for the next start; the server can run beside it
+            common::process_log().warning("orphan_files", gone.message());
     };
-    for (const auto& entry : std::filesystem::directory_iterator(state.blobs(), error))
-        if (!blobs->count(entry.path().filename().string())) remove_old(entry);
-    for (const auto& entry : std::filesystem::directory_iterator(state.results(), error)) {
-        auto name = entry.path().filename().string();
-        auto id = name.ends_with(".delta") ? name.substr(0, name.size() - 6) : std::string();
-        if (!deltas->count(id)) remove_old(entry);
+    for (const auto& entry : *in_blobs)
+        if (!blobs->count(entry.name)) remove_old(state.blobs(), entry);
+    for (const auto& entry : *in_results) {
+        auto id = entry.name.ends_with(".delta") ? entry.name.substr(0, entry.name.size() - 6) : std::string();
+        if (!deltas->count(id)) remove_old(state.results(), entry);
     }
     return removed;
 }
@@ -196,8 +202,8 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
     auto& p = *parts;
     if (!options.clock) options.clock = system_clock();
     p.options = std::move(options);
-    if (auto status = open_state(p); !status) return status.error();
     auto& files = p.options.file_system ? *p.options.file_system : posix_file_system();
+    if (auto status = open_state(p, files); !status) return status.error();
     p.blobs = std::make_unique<BlobStore>(p.options.state.blobs(), files);
     p.results = std::make_unique<ResultFiles>(p.options.state, files);
     p.published = std::make_unique<PublishedModels>(*p.store, *p.blobs);
@@ -262,6 +268,9 @@ const common::SigningKey& ServerCore::key() const { return *parts_->key; }
 Executor ServerCore::executor() { return parts_->executor; }
 Store& ServerCore::store() { return *parts_->store; }
 BlobStore& ServerCore::blobs() { return *parts_->blobs; }
+FileSystem& ServerCore::files() {
+    return parts_->options.file_system ? *parts_->options.file_system : posix_file_system();
+}
 PublishedModels& ServerCore::published() { return *parts_->published; }
 ModelCache& ServerCore::models() { return *parts_->models; }
 DeltaCaps& ServerCore::delta_caps() { return parts_->delta_caps; }

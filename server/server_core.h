@@ -51,6 +51,7 @@ public:
     Executor executor();  // the work pool's
     Store& store();
     BlobStore& blobs();
+    FileSystem& files();  // the state directory's
     PublishedModels& published();
     ModelCache& models();
     DeltaCaps& delta_caps();
@@ -71,7 +72,9 @@ private:
 // Deletes temp files and blobs/results the database does not refer to (after a crash), except
 // those written less than `spare_younger_than` ago (another process on a shared database may
 // be writing them) unless they are temp files of a dead process of this host.
-common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state,
+// A directory that cannot be listed is an error (the server does not start on a state
+// directory it cannot read); a file that cannot be removed is logged and left for the next start.
+common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& state, FileSystem& files,
                                                 std::chrono::seconds spare_younger_than = {});
 
 }  // namespace tessera::server

@@ -20,10 +20,9 @@ namespace tessera::server {
 common::Result<std::string> initialize_state(const StateDir& state) {
     if (std::filesystem::exists(state.database()))
         return common::make_error(state.root().string() + " is initialised already");
-    std::error_code error;
-    std::filesystem::create_directories(state.blobs(), error);
-    if (!error) std::filesystem::create_directories(state.results(), error);
-    if (error) return common::make_error("cannot create " + state.root().string() + ": " + error.message());
+    auto& files = posix_file_system();
+    for (const auto& dir : {state.blobs(), state.results()})
+        if (auto made = files.make_directories(dir); !made) return made.error();
     ::chmod(state.root().c_str(), 0700);
     auto key = common::SigningKey::generate();
     if (auto status = key.save_pem(state.signing_key()); !status) return status.error();
@@ -69,13 +68,14 @@ common::Result<TaskConfig> default_task_config(const std::filesystem::path& data
     return c;
 }
 
-common::Result<TaskRecord> create_task(const StateDir& state, Store& store, const TaskConfig& config) {
+common::Result<TaskRecord> create_task(const StateDir& state, Store& store, const TaskConfig& config,
+                                       FileSystem& files) {
     if (auto status = validate_task_config(config); !status) return status.error();
     std::filesystem::path data_dir = config.data_dir;
     auto dataset = common::load_dataset_manifest(data_dir / "dataset.json");
     if (!dataset) return dataset.error();
     if (auto status = common::verify_dataset_files(data_dir, *dataset); !status) return status.error();
-    BlobStore blobs(state.blobs());
+    BlobStore blobs(state.blobs(), files);
     std::vector<ShardRecord> shards;
     for (const auto& file : dataset->train) {
         auto ref = blobs.put_file(data_dir / file.file, file.sha256);

@@ -19,7 +19,9 @@ common::Result<std::string> initialize_state(const StateDir& state);
 common::Result<TaskConfig> default_task_config(const std::filesystem::path& data_dir, PolicyKind policy,
                                                const std::string& model);
 
-// Checks the dataset, copies its shards into the blob store, builds version 0 and records the task.
-common::Result<TaskRecord> create_task(const StateDir& state, Store& store, const TaskConfig& config);
+// Checks the dataset, copies its shards into the blob store (through `files`), builds version 0
+// and records the task.
+common::Result<TaskRecord> create_task(const StateDir& state, Store& store, const TaskConfig& config,
+                                       FileSystem& files = posix_file_system());
 
 }  // namespace tessera::server

@@ -27,6 +27,10 @@ common::Result<common::Bytes> BlobStore::read(const std::string& sha256, std::ui
     return files_.read(path_of(sha256), max_bytes);
 }
 
+common::Result<std::unique_ptr<ReadableFile>> BlobStore::open(const std::string& sha256) const {
+    return files_.open(path_of(sha256));
+}
+
 common::Status BlobStore::remove(const std::string& sha256) { return files_.remove(path_of(sha256)); }
 
 }  // namespace tessera::server

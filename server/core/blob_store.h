@@ -26,6 +26,8 @@ public:
     // Copies a file in after checking it has the expected hash.
     common::Result<common::BlobRef> put_file(const std::filesystem::path& source, const std::string& sha256);
     common::Result<common::Bytes> read(const std::string& sha256, std::uint64_t max_bytes) const;
+    // For reading in pieces (a download).
+    common::Result<std::unique_ptr<ReadableFile>> open(const std::string& sha256) const;
     // Removing a missing blob is not an error (retention; a download under way keeps reading).
     common::Status remove(const std::string& sha256);
 

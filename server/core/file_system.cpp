@@ -1,10 +1,42 @@
-// The POSIX FileSystem: common/file_io's atomic writer and capped reads.
+// The POSIX FileSystem: common/file_io's atomic writer and capped reads, directory listings,
+// and files read at an offset with pread.
 #include "file_system.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "file_io.h"
 
 namespace tessera::server {
 namespace {
+
+class PosixReadableFile final : public ReadableFile {
+public:
+    PosixReadableFile(int fd, std::uint64_t size, std::filesystem::path path)
+        : fd_(fd), size_(size), path_(std::move(path)) {}
+    ~PosixReadableFile() override { ::close(fd_); }
+    PosixReadableFile(const PosixReadableFile&) = delete;
+    PosixReadableFile& operator=(const PosixReadableFile&) = delete;
+
+    std::uint64_t size() const override { return size_; }
+    common::Result<std::size_t> read_at(std::uint64_t offset, std::span<char> buffer) override {
+        for (;;) {
+            auto got = ::pread(fd_, buffer.data(), buffer.size(), static_cast<off_t>(offset));
+            if (got >= 0) return static_cast<std::size_t>(got);
+            if (errno != EINTR)
+                return common::make_error("cannot read " + path_.string() + ": " + std::strerror(errno));
+        }
+    }
+
+private:
+    int fd_;
+    std::uint64_t size_;
+    std::filesystem::path path_;
+};
 
 class PosixFileSystem final : public FileSystem {
 public:
@@ -26,6 +58,37 @@ public:
         std::filesystem::remove(path, error);
         if (error) return common::make_error("cannot remove " + path.string() + ": " + error.message());
         return {};
+    }
+    common::Result<std::vector<FileEntry>> list(const std::filesystem::path& dir) override {
+        std::vector<FileEntry> entries;
+        std::error_code error;
+        std::filesystem::directory_iterator it(dir, error);
+        if (error == std::errc::no_such_file_or_directory) return entries;
+        for (; !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+            std::error_code kind, size, time;  // a file removed meanwhile is simply not listed
+            if (!it->is_regular_file(kind)) continue;
+            FileEntry entry{it->path().filename().string(), it->file_size(size), it->last_write_time(time)};
+            if (!size && !time) entries.push_back(std::move(entry));
+        }
+        if (error) return common::make_error("cannot list " + dir.string() + ": " + error.message());
+        return entries;
+    }
+    common::Status make_directories(const std::filesystem::path& dir) override {
+        std::error_code error;
+        std::filesystem::create_directories(dir, error);
+        if (error) return common::make_error("cannot create " + dir.string() + ": " + error.message());
+        return {};
+    }
+    common::Result<std::unique_ptr<ReadableFile>> open(const std::filesystem::path& path) override {
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return common::make_error("cannot open " + path.string() + ": " + std::strerror(errno));
+        struct stat info {};
+        if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+            ::close(fd);
+            return common::make_error(path.string() + " is not a readable file");
+        }
+        return std::unique_ptr<ReadableFile>(
+            std::make_unique<PosixReadableFile>(fd, static_cast<std::uint64_t>(info.st_size), path));
     }
 };
 

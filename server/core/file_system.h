@@ -1,16 +1,37 @@
-// The server's file access for blobs (checkpoints, shards) and result files, behind one small
-// interface, as LevelDB's Env: the POSIX implementation writes atomically (temp file, fsync,
-// rename, fsync of the directory); tests substitute one that fails a chosen step, to show that
-// a failed write loses nothing and applies nothing twice.
+// The server's file access to its state directory — blobs (checkpoints, shards), result files,
+// their listing and sizes — behind one small interface, as LevelDB's Env: the POSIX
+// implementation writes atomically (temp file, fsync, rename, fsync of the directory); tests
+// substitute one that fails a chosen step, to show that a failed write loses nothing and applies
+// nothing twice, and that a disk that cannot be read or listed is reported, not ignored.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "bytes.h"
 #include "result.h"
 
 namespace tessera::server {
+
+// A regular file found in a directory.
+struct FileEntry {
+    std::string name;
+    std::uint64_t bytes = 0;
+    std::filesystem::file_time_type modified;
+};
+
+// A file open for reading at any offset (a blob sent in pieces, whole or a range of it).
+class ReadableFile {
+public:
+    virtual ~ReadableFile() = default;
+    virtual std::uint64_t size() const = 0;
+    // Up to buffer.size() bytes from `offset`; 0 at the end of the file.
+    virtual common::Result<std::size_t> read_at(std::uint64_t offset, std::span<char> buffer) = 0;
+};
 
 class FileSystem {
 public:
@@ -27,6 +48,10 @@ public:
     virtual bool exists(const std::filesystem::path& path) = 0;
     // Removing a missing file is not an error.
     virtual common::Status remove(const std::filesystem::path& path) = 0;
+    // The regular files directly in `dir`; a missing directory has none.
+    virtual common::Result<std::vector<FileEntry>> list(const std::filesystem::path& dir) = 0;
+    virtual common::Status make_directories(const std::filesystem::path& dir) = 0;
+    virtual common::Result<std::unique_ptr<ReadableFile>> open(const std::filesystem::path& path) = 0;
 };
 
 // The real one; lives for the whole process.

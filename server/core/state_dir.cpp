@@ -2,32 +2,31 @@
 #include "state_dir.h"
 
 #include <chrono>
-#include <system_error>
 
 namespace tessera::server {
 namespace {
 
-std::uint64_t bytes_in(const std::filesystem::path& dir) {
+// The bytes of the files in `dir` that `wanted` accepts by name.
+template <class Wanted>
+std::uint64_t bytes_in(FileSystem& files, const std::filesystem::path& dir, Wanted wanted) {
     std::uint64_t bytes = 0;
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-        auto size = entry.is_regular_file(error) ? entry.file_size(error) : 0;
-        if (!error) bytes += size;
-    }
+    if (auto entries = files.list(dir))
+        for (const auto& entry : *entries)
+            if (wanted(entry.name)) bytes += entry.bytes;
     return bytes;
 }
 
 }  // namespace
 
-StateUsage state_usage(const StateDir& state) {
+StateUsage state_usage(const StateDir& state, FileSystem& files) {
+    auto any = [](const std::string&) { return true; };
     StateUsage usage;
-    usage.blobs = bytes_in(state.blobs());
-    usage.results = bytes_in(state.results());
-    std::error_code error;
-    for (const auto* suffix : {"", "-wal", "-shm"}) {
-        auto size = std::filesystem::file_size(state.database().string() + suffix, error);
-        if (!error) usage.database += size;
-    }
+    usage.blobs = bytes_in(files, state.blobs(), any);
+    usage.results = bytes_in(files, state.results(), any);
+    auto database = state.database().filename().string();
+    usage.database = bytes_in(files, state.database().parent_path(), [&](const std::string& name) {
+        return name == database || name == database + "-wal" || name == database + "-shm";
+    });
     return usage;
 }
 

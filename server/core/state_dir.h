@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "file_system.h"
 #include "result.h"
 
 namespace tessera::server {
@@ -44,7 +45,8 @@ struct StateUsage {
     std::uint64_t database = 0;  // server.db and its WAL (0 with --db: the database is elsewhere)
     std::uint64_t total() const { return blobs + results + database; }
 };
-StateUsage state_usage(const StateDir& state);
+// Sizes as `files` lists them; a directory it cannot list counts nothing.
+StateUsage state_usage(const StateDir& state, FileSystem& files = posix_file_system());
 
 // Seconds since the epoch; tests inject their own.
 using Clock = std::function<std::int64_t()>;

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "file_range_body.h"
+#include "logger.h"
 #include "text_encoding.h"
 
 namespace tessera::server {
@@ -50,11 +51,13 @@ Response serve_blob(const Request& request, const BlobStore& blobs, std::string_
         return error_response(request, http::status::bad_request, "bad_request",
                               "blob names are 64 lowercase hex digits");
     std::string name(sha256);
-    boost::beast::error_code error;
-    http::file_body::value_type file;
-    file.open(blobs.path_of(name).c_str(), boost::beast::file_mode::scan, error);
-    if (error) return error_response(request, http::status::not_found, "not_found", "no blob " + name);
-    auto size = file.size();
+    auto file = blobs.open(name);
+    if (!file) {
+        if (!blobs.has(name)) return error_response(request, http::status::not_found, "not_found", "no blob " + name);
+        common::process_log().error("blob_read", "serving blob " + name + ": " + file.message());
+        return internal_error(request, "the server cannot read the blob " + name + " now; try again later");
+    }
+    auto size = (*file)->size();
     std::string etag = "\"" + name + "\"";
 
     auto headers = [&](auto& response) {
@@ -94,7 +97,7 @@ Response serve_blob(const Request& request, const BlobStore& blobs, std::string_
         response.content_length(length);
         return response;
     }
-    FileRangeBody::value_type body{std::move(file.file()), first, length};
+    FileRangeBody::value_type body{std::move(*file), first, length};
     http::response<FileRangeBody> response{std::piecewise_construct, std::make_tuple(std::move(body)),
                                            std::make_tuple(status, request.version())};
     headers(response);

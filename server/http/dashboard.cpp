@@ -32,7 +32,7 @@ Dashboard::Dashboard(Store& store, TaskFactsLookup task_facts, RunFacts facts, C
     : store_(store), task_facts_(std::move(task_facts)), facts_(std::move(facts)), clock_(std::move(clock)) {}
 
 StateUsage Dashboard::state_usage() const {
-    auto usage = server::state_usage(facts_.state);
+    auto usage = server::state_usage(facts_.state, *facts_.files);
     if (is_postgres_url(facts_.state.database_url()))
         if (auto bytes = store_.database_bytes()) usage.database = *bytes;
     return usage;

@@ -37,6 +37,7 @@ using TaskFactsLookup = std::function<std::shared_ptr<const TaskFacts>(const std
 struct RunFacts {
     std::int64_t started_at = 0;  // the server process's start
     StateDir state{""};           // its size is shown
+    FileSystem* files = &posix_file_system();
 };
 
 class Dashboard {

@@ -1,6 +1,7 @@
 // A FileSystem that does the real thing except where a test asks for a fault: the next writes
-// of files whose path matches fail at a chosen step, or the next reads fail, or reads wait
-// until the test lets them go (a slow disk under one file). A failure at create, write, fsync or
+// of files whose path matches fail at a chosen step, or the next reads (or opens) fail, or
+// reads wait until the test lets them go (a slow disk under one file), or listing a directory
+// fails. A failure at create, write, fsync or
 // rename leaves the file as it was; a failure at the directory's fsync comes after the rename,
 // so the new file is in place although the write reports an error — as on a real disk.
 #pragma once
@@ -48,6 +49,12 @@ public:
         read_matches_ = std::move(matches);
         reads_left_ = times;
     }
+    // The next `times` listings of a matching directory fail.
+    void fail_lists(PathMatch matches, int times = 1) {
+        std::lock_guard lock(mutex_);
+        list_matches_ = std::move(matches);
+        lists_left_ = times;
+    }
     // The next write of a matching path throws std::runtime_error(what), as a library might.
     void throw_on_write(PathMatch matches, std::string what) {
         std::lock_guard lock(mutex_);
@@ -94,25 +101,44 @@ public:
                                   why());
     }
     common::Result<common::Bytes> read(const std::filesystem::path& path, std::uint64_t max_bytes) override {
-        {
-            std::unique_lock lock(mutex_);
-            if (hold_matches_ && hold_matches_(path)) {
-                ++held_;
-                released_.wait(lock, [this] { return !hold_matches_; });
-                --held_;
-            }
-            if (reads_left_ > 0 && read_matches_ && read_matches_(path)) {
-                --reads_left_;
-                ++injected_;
-                return common::make_error("injected fault: read of " + path.string());
-            }
-        }
+        if (auto status = read_fault(path); !status) return status.error();
         return real_.read(path, max_bytes);
     }
     bool exists(const std::filesystem::path& path) override { return real_.exists(path); }
     common::Status remove(const std::filesystem::path& path) override { return real_.remove(path); }
+    common::Result<std::vector<server::FileEntry>> list(const std::filesystem::path& dir) override {
+        {
+            std::lock_guard lock(mutex_);
+            if (lists_left_ > 0 && list_matches_ && list_matches_(dir)) {
+                --lists_left_;
+                ++injected_;
+                return common::make_error("injected fault: listing " + dir.string());
+            }
+        }
+        return real_.list(dir);
+    }
+    common::Status make_directories(const std::filesystem::path& dir) override { return real_.make_directories(dir); }
+    common::Result<std::unique_ptr<server::ReadableFile>> open(const std::filesystem::path& path) override {
+        if (auto status = read_fault(path); !status) return status.error();
+        return real_.open(path);
+    }
 
 private:
+    // Waits while reads of `path` are held; then the injected read failure, if one is due.
+    common::Status read_fault(const std::filesystem::path& path) {
+        std::unique_lock lock(mutex_);
+        if (hold_matches_ && hold_matches_(path)) {
+            ++held_;
+            released_.wait(lock, [this] { return !hold_matches_; });
+            --held_;
+        }
+        if (reads_left_ > 0 && read_matches_ && read_matches_(path)) {
+            --reads_left_;
+            ++injected_;
+            return common::make_error("injected fault: read of " + path.string());
+        }
+        return {};
+    }
     void throw_if_asked(const std::filesystem::path& path) {
         std::lock_guard lock(mutex_);
         if (!throw_matches_ || !throw_matches_(path)) return;
@@ -141,6 +167,8 @@ private:
     std::string why_;
     PathMatch read_matches_;
     int reads_left_ = 0;
+    PathMatch list_matches_;
+    int lists_left_ = 0;
     PathMatch throw_matches_;
     std::string throw_what_;
     PathMatch hold_matches_;

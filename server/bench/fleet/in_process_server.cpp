@@ -111,7 +111,7 @@ std::shared_ptr<const common::NamedTensors> InProcessServer::true_model() const 
     return parts_->aggregator()->model_when_idle();  // upload() waits for the merges
 }
 
-StateUsage InProcessServer::state_usage() const { return server::state_usage(parts_->state); }
+StateUsage InProcessServer::state_usage() const { return server::state_usage(parts_->state, parts_->core->files()); }
 
 common::Result<ProbeResult> InProcessServer::evaluate(std::int64_t max_samples) {
     return parts_->task()->probes->evaluate(*true_model(), max_samples);
