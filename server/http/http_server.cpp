@@ -21,48 +21,15 @@
 #include <variant>
 
 #include "client_address.h"
+#include "connection_drain.h"
 #include "logger.h"
 #include "request_signing.h"
+#include "response_writer.h"
 #include "upload_slots.h"
 
 namespace tessera::server {
 
 namespace asio = boost::asio;
-
-// Stopping: no new requests; connections waiting for their next request are closed at once;
-// requests that have begun to arrive, or are being read or answered, finish. Thread-safe.
-class ConnectionDrain {
-public:
-    bool draining() const { return draining_.load(); }
-    // A session about to wait for its next request says how to close it; false when the
-    // server is stopping already (the session ends instead of waiting).
-    bool enter_idle(std::uint64_t& ticket, std::function<void()> close) {
-        std::lock_guard lock(mutex_);
-        if (draining_) return false;
-        ticket = next_++;
-        idle_.emplace(ticket, std::move(close));
-        return true;
-    }
-    void leave_idle(std::uint64_t ticket) {
-        std::lock_guard lock(mutex_);
-        idle_.erase(ticket);
-    }
-    void start() {
-        std::map<std::uint64_t, std::function<void()>> idle;
-        {
-            std::lock_guard lock(mutex_);
-            draining_ = true;
-            idle.swap(idle_);
-        }
-        for (auto& [_, close] : idle) close();
-    }
-
-private:
-    std::mutex mutex_;
-    std::atomic<bool> draining_{false};
-    std::map<std::uint64_t, std::function<void()>> idle_;
-    std::uint64_t next_ = 0;
-};
 
 // What every session shares; kept alive by each session, so it outlives the HttpServer object.
 struct SessionContext {
@@ -109,15 +76,6 @@ private:
 
 constexpr auto kEventPoll = std::chrono::milliseconds(500);
 constexpr auto kEventKeepAlive = std::chrono::seconds(15);
-
-// Runs `work` on the handler pool while this connection's coroutine waits. Named locals, not
-// temporaries, in the co_await: GCC 12 can destroy a coroutine's temporaries twice.
-template <class T>
-asio::awaitable<T> on_handler_pool(asio::thread_pool& handlers, asio::awaitable<T> work) {
-    auto on_pool = asio::co_spawn(handlers.get_executor(), std::move(work), asio::use_awaitable);
-    auto result = co_await std::move(on_pool);
-    co_return result;
-}
 
 // Events from the store for a stream resuming from before the hub's memory: the new position
 // and the text, read on the handler pool.
@@ -397,7 +355,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
         auto from = client_address(peer, request["X-Forwarded-For"], settings.trusted_proxies);
         auto response = co_await answer(context->handlers, api, std::move(request), std::move(from));
         beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
-        auto [write_error, written] = co_await beast::async_write(stream, std::move(*response), kTuple);
+        auto [write_error, written] = co_await write_response(stream, context->handlers, std::move(*response));
         record(written);
         if (write_error || !keep_alive || context->drain.draining()) co_return;
     }

@@ -4,6 +4,9 @@
 // stops, a 500 — never ignored or answered from behind the interface.
 #include <doctest/doctest.h>
 
+#include <future>
+#include <thread>
+
 #include "faulty_file_system.h"
 #include "server_core.h"
 #include "server_fixture.h"
@@ -82,6 +85,30 @@ TEST_CASE("a blob the disk cannot read is answered 500, and served whole once it
                           {{"Range", "bytes=" + std::to_string(first) + "-" + std::to_string(first + 99'999)}});
     CHECK(range.status == 206);
     CHECK(range.body == whole.body.substr(first, 100'000));
+}
+
+TEST_CASE("a download waiting for the disk holds up no other connection on its I/O thread") {
+    FaultyFileSystem files;
+    TestServer server([](TaskConfig&) {}, PolicyKind::FedAsync,
+                      [&files](ServerOptions& options) {
+                          options.file_system = &files;
+                          options.io_threads = 1;  // every connection on one thread
+                      });
+    auto sha = version0_blob(server);
+    auto path = server.state().blobs() / sha;
+    files.hold_reads([path](const std::filesystem::path& p) { return p == path; });
+    auto download = std::async(std::launch::async, [&] { return http_get(server.port(), "/blobs/" + sha); });
+    for (int i = 0; i < 2000 && files.held_reads() == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(files.held_reads() == 1);
+    // The blob's pieces are read on the handler pool: the I/O thread answers others meanwhile.
+    auto stats = std::async(std::launch::async, [&] { return http_get(server.port(), "/api/v1/stats"); });
+    CHECK(stats.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    files.release_reads();
+    CHECK(stats.get().status == 200);
+    auto downloaded = download.get();
+    REQUIRE(downloaded.status == 200);
+    CHECK(common::sha256_hex(common::as_bytes(downloaded.body)) == sha);
 }
 
 TEST_CASE("a task's blobs are written through the given file system: a failed write records no task") {

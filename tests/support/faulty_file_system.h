@@ -61,7 +61,8 @@ public:
         throw_matches_ = std::move(matches);
         throw_what_ = std::move(what);
     }
-    // Reads of a matching path wait until release_reads(); held_reads() counts those waiting.
+    // Reads of a matching path (whole, or a piece of an open file) wait until release_reads();
+    // held_reads() counts those waiting.
     void hold_reads(PathMatch matches) {
         std::lock_guard lock(mutex_);
         hold_matches_ = std::move(matches);
@@ -101,6 +102,7 @@ public:
                                   why());
     }
     common::Result<common::Bytes> read(const std::filesystem::path& path, std::uint64_t max_bytes) override {
+        hold_if_asked(path);
         if (auto status = read_fault(path); !status) return status.error();
         return real_.read(path, max_bytes);
     }
@@ -120,18 +122,39 @@ public:
     common::Status make_directories(const std::filesystem::path& dir) override { return real_.make_directories(dir); }
     common::Result<std::unique_ptr<server::ReadableFile>> open(const std::filesystem::path& path) override {
         if (auto status = read_fault(path); !status) return status.error();
-        return real_.open(path);
+        auto file = real_.open(path);
+        if (!file) return file.error();
+        return std::unique_ptr<server::ReadableFile>(std::make_unique<HeldFile>(*this, path, std::move(*file)));
     }
 
 private:
-    // Waits while reads of `path` are held; then the injected read failure, if one is due.
-    common::Status read_fault(const std::filesystem::path& path) {
-        std::unique_lock lock(mutex_);
-        if (hold_matches_ && hold_matches_(path)) {
-            ++held_;
-            released_.wait(lock, [this] { return !hold_matches_; });
-            --held_;
+    // An open file whose reads wait while reads of its path are held.
+    class HeldFile final : public server::ReadableFile {
+    public:
+        HeldFile(FaultyFileSystem& owner, std::filesystem::path path, std::unique_ptr<server::ReadableFile> file)
+            : owner_(owner), path_(std::move(path)), file_(std::move(file)) {}
+        std::uint64_t size() const override { return file_->size(); }
+        common::Result<std::size_t> read_at(std::uint64_t offset, std::span<char> buffer) override {
+            owner_.hold_if_asked(path_);
+            return file_->read_at(offset, buffer);
         }
+
+    private:
+        FaultyFileSystem& owner_;
+        std::filesystem::path path_;
+        std::unique_ptr<server::ReadableFile> file_;
+    };
+
+    void hold_if_asked(const std::filesystem::path& path) {
+        std::unique_lock lock(mutex_);
+        if (!hold_matches_ || !hold_matches_(path)) return;
+        ++held_;
+        released_.wait(lock, [this] { return !hold_matches_; });
+        --held_;
+    }
+    // The injected read failure, if one is due.
+    common::Status read_fault(const std::filesystem::path& path) {
+        std::lock_guard lock(mutex_);
         if (reads_left_ > 0 && read_matches_ && read_matches_(path)) {
             --reads_left_;
             ++injected_;
