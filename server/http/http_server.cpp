@@ -4,7 +4,6 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -12,36 +11,21 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
-#include <functional>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <tuple>
 #include <variant>
 
 #include "client_address.h"
-#include "connection_drain.h"
+#include "event_session.h"
 #include "logger.h"
-#include "request_signing.h"
 #include "response_writer.h"
-#include "upload_slots.h"
+#include "session_context.h"
+#include "upload_session.h"
 
 namespace tessera::server {
 
 namespace asio = boost::asio;
-
-// What every session shares; kept alive by each session, so it outlives the HttpServer object.
-struct SessionContext {
-    SessionContext(asio::thread_pool& pool, Api& the_api, HttpSettings the_settings)
-        : handlers(pool), api(the_api), settings(std::move(the_settings)),
-          uploads(settings.upload_spool_bytes, settings.max_uploads_per_client, the_api.metrics()) {}
-    asio::thread_pool& handlers;
-    Api& api;
-    HttpSettings settings;
-    ConnectionDrain drain;
-    UploadSlots uploads;
-};
 
 namespace {
 
@@ -49,8 +33,6 @@ using Context = std::shared_ptr<SessionContext>;
 
 namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
-constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
-constexpr int kUploadRetryAfterS = 10;
 
 // A coroutine's escaping exception is a bug: say so instead of losing it silently.
 void report_exception(const char* where, std::exception_ptr error) {
@@ -74,50 +56,6 @@ private:
     std::shared_ptr<std::atomic<std::size_t>> count_;
 };
 
-constexpr auto kEventPoll = std::chrono::milliseconds(500);
-constexpr auto kEventKeepAlive = std::chrono::seconds(15);
-
-// Events from the store for a stream resuming from before the hub's memory: the new position
-// and the text, read on the handler pool.
-asio::awaitable<std::pair<std::int64_t, std::string>> stored_events(Api& api, std::int64_t after) {
-    auto text = api.event_stream_chunk_from_store(after);
-    co_return std::pair(after, std::move(text));
-}
-
-// Server-sent events until the client goes away or the server stops; the body ends with the
-// connection (no length), as SSE allows.
-template <class Stream>
-asio::awaitable<void> stream_events(Stream& stream, Api& api, asio::thread_pool& handlers, const ConnectionDrain& drain,
-                                    std::int64_t after) {
-    std::string head =
-        "HTTP/1.1 200 OK\r\nServer: tessera-server\r\nContent-Type: text/event-stream\r\n"
-        "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
-    asio::steady_timer timer(co_await asio::this_coro::executor);
-    auto quiet_since = std::chrono::steady_clock::now();
-    for (std::string chunk = head;; chunk.clear()) {
-        if (auto from_memory = api.event_stream_chunk_from_memory(after)) {
-            chunk += *from_memory;
-        } else {
-            auto work = stored_events(api, after);
-            auto stored = co_await on_handler_pool(handlers, std::move(work));
-            after = stored.first;
-            chunk += stored.second;
-        }
-        auto now = std::chrono::steady_clock::now();
-        if (chunk.empty() && now - quiet_since >= kEventKeepAlive) chunk = ": keep-alive\n\n";
-        if (!chunk.empty()) {
-            quiet_since = now;
-            beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
-            auto [error, written] = co_await asio::async_write(stream, asio::buffer(chunk), kTuple);
-            api.metrics().add_bytes_out(written);
-            if (error) co_return;
-        }
-        timer.expires_after(kEventPoll);
-        auto [wait_error] = co_await timer.async_wait(kTuple);
-        if (wait_error || drain.draining()) co_return;
-    }
-}
-
 asio::awaitable<std::optional<Response>> respond(Api& api, Request request, std::string peer) {
     co_return api.handle(std::move(request), std::move(peer));
 }
@@ -128,79 +66,6 @@ asio::awaitable<std::optional<Response>> answer(asio::thread_pool& handlers, Api
     auto work = respond(api, std::move(request), std::move(peer));
     auto response = co_await on_handler_pool(handlers, std::move(work));
     co_return response;
-}
-
-asio::awaitable<std::optional<Response>> respond_to_upload(Api& api, UploadRequest request) {
-    co_return api.handle_upload(std::move(request));
-}
-
-// The API's answer to a spooled upload, computed on the handler pool (it hashes nothing more,
-// but fsyncs and queries the store).
-asio::awaitable<std::optional<Response>> answer_upload(asio::thread_pool& handlers, Api& api, UploadRequest request) {
-    auto work = respond_to_upload(api, std::move(request));
-    auto response = co_await on_handler_pool(handlers, std::move(work));
-    co_return response;
-}
-
-using HeaderCheck = std::variant<UploadAllowance, AuthFailure>;
-
-asio::awaitable<HeaderCheck> upload_header_check(Api& api, const http::request_header<>& header) {
-    co_return api.check_upload_header(header);
-}
-
-// A signed upload's header checked on the handler pool (it queries the store) before the
-// body is read.
-asio::awaitable<HeaderCheck> checked_on_handler_pool(asio::thread_pool& handlers, Api& api,
-                                                     const http::request_header<>& header) {
-    auto work = upload_header_check(api, header);
-    auto checked = co_await on_handler_pool(handlers, std::move(work));
-    co_return checked;
-}
-
-// The client an upload's signing headers name (checked by then).
-std::string signing_client_id(const http::request_header<>& header) {
-    auto name = beast::string_view(common::kHeaderClient.data(), common::kHeaderClient.size());
-    return std::string(header[name]);
-}
-
-// An error answered before the request's body was read: the connection closes after it, since
-// the unread body stands between this request and the next.
-Request closing_stub(const http::request_header<>& header) {
-    Request stub;
-    stub.version(header.version());
-    stub.keep_alive(false);
-    return stub;
-}
-
-Response closing_error(const http::request_header<>& header, http::status status, const std::string& code,
-                       const std::string& message) {
-    return error_response(closing_stub(header), status, code, message);
-}
-
-Response too_large(const http::request_header<>& header, std::uint64_t limit) {
-    return closing_error(header, http::status::payload_too_large, "too_large",
-                         "the body exceeds this route's limit of " + std::to_string(limit) + " bytes");
-}
-
-// Whether a signed upload of `length` bytes (if announced) may send its body: its header's
-// checks (on the handler pool), its own task's limit, which `limit` becomes, and a slot among
-// the uploads the server holds. The slot, held until the upload is answered, or the refusal.
-asio::awaitable<std::variant<UploadSlots::Slot, Response>> admit_upload(SessionContext& context,
-                                                                        const http::request_header<>& header,
-                                                                        std::optional<std::uint64_t> length,
-                                                                        std::uint64_t& limit) {
-    auto checked = co_await checked_on_handler_pool(context.handlers, context.api, header);
-    if (auto* failure = std::get_if<AuthFailure>(&checked)) co_return refusal_response(closing_stub(header), *failure);
-    limit = std::get<UploadAllowance>(checked).body_limit;
-    if (length && *length > limit) co_return too_large(header, limit);
-    auto slot = context.uploads.take(signing_client_id(header), length.value_or(limit));
-    if (slot) co_return std::move(*slot);
-    const auto& settings = context.settings;
-    co_return busy_response(closing_stub(header),
-                            "the server is receiving as many uploads as it holds (" +
-                                std::to_string(settings.upload_spool_bytes >> 20) + " MiB in all, " +
-                                std::to_string(settings.max_uploads_per_client) + " per volunteer); retry later",
-                            kUploadRetryAfterS);
 }
 
 // Bytes of a next request already here: in the session's buffer or in the socket.
@@ -231,57 +96,6 @@ asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_next_header(
     *waiting = nullptr;
     if (idle) drain.leave_idle(ticket);
     co_return result;
-}
-
-// Reads the rest of an upload's body while it keeps the pace (upload_pace.h).
-template <class Stream, class Parser>
-asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_paced_body(Stream& stream, beast::flat_buffer& buffer,
-                                                                            Parser& parser, const UploadPace& pace) {
-    auto started = std::chrono::steady_clock::now();
-    std::size_t received = 0;
-    while (!parser.is_done()) {
-        auto now = std::chrono::steady_clock::now();
-        beast::get_lowest_layer(stream).expires_at(next_bytes_due(pace, started, now, received));
-        auto [error, bytes] = co_await http::async_read_some(stream, buffer, parser, kTuple);
-        received += bytes;
-        if (error) co_return std::tuple(error, received);
-    }
-    co_return std::tuple(beast::error_code(), received);
-}
-
-// Reads an upload's body into a spool file (upload_spool.h) and answers it; false when the
-// connection is to close.
-template <class Stream, class Record>
-asio::awaitable<bool> serve_upload(Stream& stream, beast::flat_buffer& buffer,
-                                   http::request_parser<http::vector_body<std::uint8_t>>&& header_parser,
-                                   std::uint64_t limit, SessionContext& context, Record& record) {
-    http::request_parser<SpooledUploadBody> parser(std::move(header_parser));
-    parser.body_limit(limit);
-    parser.get().body().directory = context.settings.upload_spool_directory;
-    beast::get_lowest_layer(stream).expires_after(context.settings.body_timeout);
-    if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
-        // The header passed its checks: the client may send the body now.
-        http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
-        auto [error, written] = co_await http::async_write(stream, go_on, kTuple);
-        context.api.metrics().add_bytes_out(written);
-        if (error) co_return false;
-    }
-    auto [read_error, body_bytes] = co_await read_paced_body(stream, buffer, parser, context.settings.upload_pace);
-    context.api.metrics().add_bytes_in(body_bytes);
-    if (read_error == http::error::body_limit) {
-        auto refusal = too_large(parser.get(), limit);
-        auto [error, written] = co_await beast::async_write(stream, std::move(refusal), kTuple);
-        record(written);
-        co_return false;
-    }
-    if (read_error) co_return false;  // closed or timed out mid-body
-    auto request = parser.release();
-    bool keep_alive = request.keep_alive();
-    auto response = co_await answer_upload(context.handlers, context.api, std::move(request));
-    beast::get_lowest_layer(stream).expires_after(context.settings.body_timeout);
-    auto [write_error, written] = co_await beast::async_write(stream, std::move(*response), kTuple);
-    record(written);
-    co_return !write_error && keep_alive && !context.drain.draining();
 }
 
 template <class Stream>

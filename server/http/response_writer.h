@@ -17,6 +17,9 @@
 
 namespace tessera::server {
 
+// A coroutine's asynchronous operation answering (error, result…) instead of throwing.
+inline constexpr auto kTuple = boost::asio::as_tuple(boost::asio::use_awaitable);
+
 // Runs `work` on the handler pool while this connection's coroutine waits. Named locals, not
 // temporaries, in the co_await: GCC 12 can destroy a coroutine's temporaries twice.
 template <class T>
@@ -42,7 +45,6 @@ inline boost::asio::awaitable<Piece> prepare_piece(Response& response) {
 template <class Stream>
 boost::asio::awaitable<std::pair<boost::beast::error_code, std::size_t>> write_response(
     Stream& stream, boost::asio::thread_pool& handlers, Response response) {
-    constexpr auto kTuple = boost::asio::as_tuple(boost::asio::use_awaitable);
     std::size_t total = 0;
     while (!response.is_done()) {
         auto preparing = detail::prepare_piece(response);
