@@ -67,9 +67,18 @@ inline constexpr const char* kAssignmentColumns =
     "a.merged_version, w.task_id, w.base_version, a.gain_per_step, a.alignment, a.concurrency, a.full_rate_steps";
 AssignmentRecord read_assignment(const Statement& row);
 
+// Moves one assignment between states; false when it was not in `from` (an SQL list).
+bool transition(Database& db, const std::string& id, const char* from, const char* to);
+std::string work_unit_of(Database& db, const std::string& assignment_id);
+// Counts a failure against the unit; retires it at `max_failures`. True when retired.
+bool count_failure(Database& db, const std::string& unit_id, std::int64_t max_failures, std::int64_t now);
+
 inline constexpr const char* kWorkUnitColumns =
     "id, task_id, base_version, shards, local_steps, seed, replicas, state, failures, created_at";
 WorkUnitRecord read_work_unit(const Statement& row);
+
+// Adds a model version's row inside the caller's transaction.
+void insert_version(Database& db, const VersionRecord& v);
 
 // Adds an event row inside the caller's transaction.
 void insert_event(Database& db, std::string_view kind, const boost::json::object& detail, std::int64_t now);

@@ -15,6 +15,7 @@
 
 #include "central_run.h"
 #include "command_line.h"
+#include "fleet_command_line.h"
 #include "fleet_report.h"
 #include "fleet_sim.h"
 #include "fleet_spec.h"
@@ -25,62 +26,6 @@
 
 namespace tessera::bench {
 namespace {
-
-struct CommandOptions {
-    std::string data, fleet, runs, out, model, staleness, judge_data, judge_cache, transfer_as;
-    std::int64_t judge_per_class = 100;
-    std::int64_t judge_steps = 20;
-    std::int64_t volunteers = 8;
-    double base_speed = 100;
-    double target_loss = 0;
-    double overrun = 3;
-    double eta = 0;
-    std::int64_t buffer = 0;
-    double momentum = -1;  // < 0: the policy's
-    double ddp_lr = 0;
-    std::map<std::string, double> run_lr;  // --run-lr: a run's own inner learning rate
-    SimSettings sim;
-    cxxopts::ParseResult args;
-};
-
-std::vector<std::string> split(const std::string& text) {
-    std::vector<std::string> parts;
-    std::stringstream stream(text);
-    for (std::string part; std::getline(stream, part, ',');)
-        if (!part.empty()) parts.push_back(part);
-    return parts;
-}
-
-// "1,3,5" → {1, 3, 5}; each scale in [0, 100].
-common::Result<std::vector<double>> parse_guidances(const std::string& text) {
-    std::vector<double> scales;
-    for (const auto& part : split(text)) {
-        double scale = -1;
-        auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), scale);
-        if (error != std::errc{} || end != part.data() + part.size() || !(scale >= 0 && scale <= 100))
-            return common::make_error("expected guidance scales in [0, 100], got '" + part + "'");
-        scales.push_back(scale);
-    }
-    if (scales.empty()) return common::make_error("no guidance scale");
-    return scales;
-}
-
-// "central=4e-3,fedasync=8e-3" → {central: 4e-3, fedasync: 8e-3}; each rate in (0, 10].
-common::Result<std::map<std::string, double>> parse_run_lrs(const std::string& text) {
-    std::map<std::string, double> rates;
-    for (const auto& part : split(text)) {
-        auto equals = part.find('=');
-        if (equals == std::string::npos || equals == 0)
-            return common::make_error("expected RUN=LR, got '" + part + "'");
-        double lr = 0;
-        auto value = std::string_view(part).substr(equals + 1);
-        auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), lr);
-        if (error != std::errc() || end != value.data() + value.size() || !(lr > 0 && lr <= 10))
-            return common::make_error("'" + part + "': the rate must be a number in (0, 10]");
-        rates[part.substr(0, equals)] = lr;
-    }
-    return rates;
-}
 
 common::Status write_curves_and_summary(const std::filesystem::path& out, const std::vector<RunResult>& results,
                                         const std::vector<RunSummary>& rows, double target) {
@@ -347,165 +292,16 @@ int run_campaign(CommandOptions& o) {
 }  // namespace
 
 int run_fleet_command(int argc, char** argv) {
-    cxxopts::Options options("tessera-bench fleet",
-                             "Asynchronous training by a simulated volunteer fleet on a virtual clock, against the "
-                             "central, ddp and sync baselines");
-    options.add_options()("data", "dataset directory (tessera-data prepare)", cxxopts::value<std::string>())(
-        "fleet", "preset (uniform, home, churn, hostile) or a fleet JSON file",
-        cxxopts::value<std::string>()->default_value("home"))("volunteers", "volunteers of a preset fleet (K)",
-                                                              cxxopts::value<std::int64_t>()->default_value("8"))(
-        "runs", "comma-separated: central, ddp, sync-fedavg, sync-diloco, fedasync, fedbuff, diloco, diloco-dn",
-        cxxopts::value<std::string>()->default_value("central,ddp,sync-fedavg,fedasync,fedbuff,diloco-dn"))(
-        "samples", "samples budget of every run", cxxopts::value<std::int64_t>()->default_value("100000"))(
-        "points", "validation evaluations per run", cxxopts::value<std::int64_t>()->default_value("10"))(
-        "spacing", "curve points spaced in samples: even, or geometric from budget/1000",
-        cxxopts::value<std::string>()->default_value("even"))(
-        "eval-samples", "validation samples per curve point (0: all; final figures use all)",
-        cxxopts::value<std::int64_t>()->default_value("2000"))(
-        "target-loss", "loss for time-to-target (0: sync's final loss, else central's)",
-        cxxopts::value<double>()->default_value("0"))(
-        "overrun", "runs after sync go on past the budget towards the target, up to this multiple of it",
-        cxxopts::value<double>()->default_value("3"))("base-speed", "samples/s of a preset's fastest class (RTX 4090)",
-                                                      cxxopts::value<double>()->default_value("100"))(
-        "seed", "seed of the fleet, the scheduler and the validator",
-        cxxopts::value<std::uint64_t>()->default_value("1"))("threads", "LibTorch CPU threads",
-                                                             cxxopts::value<int>()->default_value("2"))(
-        "tick", "transitioner period, virtual seconds", cxxopts::value<double>()->default_value("10"))(
-        "out", "output directory (curves.csv, summary.csv, checks.csv)",
-        cxxopts::value<std::string>()->default_value("fleet-out"))("model", "model preset (default: the dataset's)",
-                                                                   cxxopts::value<std::string>()->default_value(""))(
-        "local-steps", "H", cxxopts::value<std::int64_t>())("batch", "batch size", cxxopts::value<std::int64_t>())(
-        "lr", "inner learning rate", cxxopts::value<double>())(
-        "target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())(
-        "min-rounds", "lower H so each volunteer gets this many units over a named --lr-schedule (20 with one; 0: off)",
-        cxxopts::value<std::int64_t>())(
-        "units-end-together", "units sized as a share of the fastest volunteer's (steps proportional to speed)")(
-        "deadline", "unit deadline, seconds", cxxopts::value<std::int64_t>())(
-        "replication", "replicated share of units", cxxopts::value<double>())(
-        "loss-check", "share of results given the held-out loss check", cxxopts::value<double>())(
-        "codec", "delta encoding: f32, bf16, int8, int4, int2", cxxopts::value<std::string>())(
-        "topk", "fraction of each tensor a delta keeps, (0, 1]", cxxopts::value<double>())(
-        "patch-codec", "downlink patches: off, bf16, int8, int4, int2 (int2)", cxxopts::value<std::string>())(
-        "publish-every", "with patches: publish the model every N versions (1)", cxxopts::value<std::int64_t>())(
-        "no-checks",
-        "no replication, loss checks, norm bounds, copy or alignment checks (the codec and merging alone)")(
-        "staleness", "async runs' staleness function (const, poly:A, hinge:A,B, conc:M,A[,R])",
-        cxxopts::value<std::string>()->default_value(""))(
-        "lr-schedule",
-        "one inner lr schedule over the run, indexed by samples merged, spanning the budget: constant or cosine; "
-        "none: warm-up per unit (default: constant without a span, as task create)",
-        cxxopts::value<std::string>())("warmup-samples", "the schedule's warm-up, samples (two units: 2 x H x batch)",
-                                       cxxopts::value<std::int64_t>())("final-lr-ratio",
-                                                                       "cosine: final lr / lr at the samples budget",
-                                                                       cxxopts::value<double>()->default_value("0.1"))(
-        "inner-state",
-        "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units "
-        "(the task's default: kept)",
-        cxxopts::value<std::string>())("ddp-lr", "the ddp baseline's learning rate (0: sqrt(K) x the task's)",
-                                       cxxopts::value<double>()->default_value("0"))(
-        "run-lr", "runs' own inner learning rates, e.g. central=4e-3,ddp=1.36e-2,fedasync=8e-3 (others: --lr)",
-        cxxopts::value<std::string>()->default_value(""))(
-        "per-concurrency",
-        "async fedasync: each result divided by C^P, C its stamped concurrency (P 0.75 unless "
-        "given as =P; with conc:M,A)",
-        cxxopts::value<double>()->implicit_value("0.75"))(
-        "momentum", "async diloco / diloco-dn outer momentum (negative: the policy's default)",
-        cxxopts::value<double>()->default_value("-1"))(
-        "eta", "async runs' server learning rate (0: the policy's default)",
-        cxxopts::value<double>()->default_value("0"))("buffer", "fedbuff/diloco buffer (0: the policy's default)",
-                                                      cxxopts::value<std::int64_t>()->default_value("0"))(
-        "judge", "pixel dataset of the real images: score each DiT run's samples with a cnn trained on it",
-        cxxopts::value<std::string>()->default_value(""))(
-        "judge-cache", "the judge's weights (default: <judge>/judge-cnn.safetensors; trained when absent)",
-        cxxopts::value<std::string>()->default_value(""))("judge-samples", "samples per class the judge scores",
-                                                          cxxopts::value<std::int64_t>()->default_value("100"))(
-        "judge-guidance",
-        "classifier-free guidance of the judged samples; a list (e.g. 0,1,3,5) scores each, the "
-        "first in the summary (guidance.csv)",
-        cxxopts::value<std::string>()->default_value("3"))("judge-steps", "Euler steps of the judged samples",
-                                                           cxxopts::value<std::int64_t>()->default_value("20"))(
-        "transfer-as", "count model, patch and delta bytes as this preset's (e.g. dit-b), training the task's model",
-        cxxopts::value<std::string>()->default_value(""))(
-        "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")("quiet",
-                                                                                           "no progress lines");
+    auto options = fleet_command_options();
     try {
         auto parsed = common::parse_command_line(options, argc, argv);
         if (!parsed) return parsed.exit_code;
-        CommandOptions o;
-        o.args = *parsed;
-        const auto& a = o.args;
-        if (!a.count("data")) {
-            std::cerr << "tessera-bench fleet: --data is required\n";
+        auto o = read_fleet_options(*parsed);
+        if (!o) {
+            std::cerr << "tessera-bench fleet: " << o.message() << "\n";
             return 2;
         }
-        o.data = a["data"].as<std::string>();
-        o.fleet = a["fleet"].as<std::string>();
-        o.volunteers = a["volunteers"].as<std::int64_t>();
-        o.runs = a["runs"].as<std::string>();
-        o.out = a["out"].as<std::string>();
-        o.model = a["model"].as<std::string>();
-        o.staleness = a["staleness"].as<std::string>();
-        o.base_speed = a["base-speed"].as<double>();
-        o.target_loss = a["target-loss"].as<double>();
-        o.overrun = a["overrun"].as<double>();
-        o.eta = a["eta"].as<double>();
-        o.buffer = a["buffer"].as<std::int64_t>();
-        o.momentum = a["momentum"].as<double>();
-        if (!(o.momentum < 1)) {
-            std::cerr << "tessera-bench fleet: --momentum must be below 1 (negative: the policy's default)\n";
-            return 2;
-        }
-        o.ddp_lr = a["ddp-lr"].as<double>();
-        if (!(o.ddp_lr >= 0 && o.ddp_lr <= 10)) {
-            std::cerr << "tessera-bench fleet: --ddp-lr must be in [0, 10] (0: sqrt(K) x the task's lr)\n";
-            return 2;
-        }
-        auto run_lr = parse_run_lrs(a["run-lr"].as<std::string>());
-        if (!run_lr) {
-            std::cerr << "tessera-bench fleet: --run-lr: " << run_lr.message() << "\n";
-            return 2;
-        }
-        o.run_lr = std::move(*run_lr);
-        auto runs = split(o.runs);
-        for (const auto& [run, lr] : o.run_lr) {
-            if (std::find(runs.begin(), runs.end(), run) != runs.end()) continue;
-            std::cerr << "tessera-bench fleet: --run-lr names '" << run << "', which --runs does not run\n";
-            return 2;
-        }
-        if (a.count("inner-state") && !common::inner_optimizer_from_name(a["inner-state"].as<std::string>())) {
-            std::cerr << "tessera-bench fleet: --inner-state must be fresh or kept\n";
-            return 2;
-        }
-        o.judge_data = a["judge"].as<std::string>();
-        o.judge_cache = a["judge-cache"].as<std::string>();
-        o.judge_per_class = a["judge-samples"].as<std::int64_t>();
-        auto guidances = parse_guidances(a["judge-guidance"].as<std::string>());
-        if (!guidances) {
-            std::cerr << "tessera-bench fleet: --judge-guidance: " << guidances.message() << "\n";
-            return 2;
-        }
-        o.sim.judge_guidances = std::move(*guidances);
-        o.sim.probe_deltas = a.count("probe-deltas") > 0;
-        o.judge_steps = a["judge-steps"].as<std::int64_t>();
-        if (o.judge_per_class < 1 || o.judge_steps < 1) {
-            std::cerr << "tessera-bench fleet: --judge-samples and --judge-steps must be >= 1\n";
-            return 2;
-        }
-        o.sim.sample_budget = a["samples"].as<std::int64_t>();
-        o.sim.curve_points = a["points"].as<std::int64_t>();
-        auto spacing = parse_curve_spacing(a["spacing"].as<std::string>());
-        if (!spacing) {
-            std::cerr << "tessera-bench fleet: --spacing must be even or geometric\n";
-            return 2;
-        }
-        o.sim.curve_spacing = *spacing;
-        o.sim.eval_samples = a["eval-samples"].as<std::int64_t>();
-        o.sim.seed = a["seed"].as<std::uint64_t>();
-        o.sim.threads = a["threads"].as<int>();
-        o.sim.tick_s = a["tick"].as<double>();
-        o.sim.quiet = a.count("quiet") > 0;
-        o.transfer_as = a["transfer-as"].as<std::string>();
-        return run_campaign(o);
+        return run_campaign(*o);
     } catch (const cxxopts::exceptions::exception& error) {
         std::cerr << "tessera-bench fleet: " << error.what() << "\n";
         return 2;

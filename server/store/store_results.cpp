@@ -1,0 +1,242 @@
+// Store: a result's lifecycle after its upload — returned, validated, accepted or rejected,
+// overdue, abandoned — and the figures of past results the contribution checks compare with.
+#include "store_internal.h"
+
+namespace tessera::server {
+
+common::Result<bool> Store::record_return(const std::string& id, const std::string& delta_sha256,
+                                          std::int64_t delta_bytes, const std::string& metrics_json, std::int64_t now) {
+    return guarded([&]() -> common::Result<bool> {
+        Transaction transaction(db());
+        if (!transition(db(), id, "('in_progress')", "returned")) return false;
+        Statement(db(),
+                  "UPDATE assignments SET returned_at = ?, delta_sha256 = ?, delta_bytes = ?, metrics = ? "
+                  "WHERE id = ?")
+            .bind(1, now)
+            .bind(2, delta_sha256)
+            .bind(3, delta_bytes)
+            .bind(4, metrics_json)
+            .bind(5, id)
+            .run();
+        insert_event(db(), "result_received", {{"assignment_id", id}, {"bytes", delta_bytes}}, now);
+        transaction.commit();
+        return true;
+    });
+}
+
+common::Result<bool> Store::mark_validated(const std::string& id, const CheckFigures& figures, std::int64_t now) {
+    return guarded([&]() -> common::Result<bool> {
+        Transaction transaction(db());
+        if (!transition(db(), id, "('returned')", "validated")) return false;
+        Statement(db(),
+                  "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, full_rate_steps = ?, "
+                  "returned_at = ? WHERE id = ?")
+            .bind(1, figures.norm)
+            .bind(2, figures.gain_per_step)
+            .bind(3, figures.alignment)
+            .bind(4, figures.full_rate_steps)
+            .bind(5, now)
+            .bind(6, id)
+            .run();
+        transaction.commit();
+        return true;
+    });
+}
+
+common::Result<bool> Store::accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
+                                   std::int64_t now, std::int64_t concurrency) {
+    return guarded([&]() -> common::Result<bool> {
+        Transaction transaction(db());
+        if (!transition(db(), id, "('returned', 'validated')", merge ? "accepted" : "confirmed")) return false;
+        Statement next_seq(db(), "SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments");
+        next_seq.step();
+        Statement(
+            db(),
+            "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, credit = ?, accepted_seq = ?, "
+            "concurrency = ?, full_rate_steps = ? WHERE id = ?")
+            .bind(1, figures.norm)
+            .bind(2, figures.gain_per_step)
+            .bind(3, figures.alignment)
+            .bind(4, credit)
+            .bind(5, next_seq.integer(0))
+            .bind(6, concurrency)
+            .bind(7, figures.full_rate_steps)
+            .bind(8, id)
+            .run();
+        Statement client(db(), "SELECT client_id FROM assignments WHERE id = ?");
+        client.bind(1, id).step();
+        Statement(db(),
+                  "UPDATE clients SET credit = credit + ?, accepted = accepted + 1, "
+                  "valid_streak = valid_streak + 1 WHERE id = ?")
+            .bind(1, credit)
+            .bind(2, client.text(0))
+            .run();
+        auto unit = work_unit_of(db(), id);
+        Statement(db(),
+                  "UPDATE work_units SET state = 'done' WHERE id = ? AND state = 'open' AND replicas <= "
+                  "(SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN "
+                  "('accepted', 'confirmed', 'merged'))")
+            .bind(1, unit)
+            .bind(2, unit)
+            .run();
+        insert_event(db(), "result_accepted",
+                     {{"assignment_id", id}, {"client_id", client.text(0)}, {"credit", credit}, {"merge", merge}}, now);
+        transaction.commit();
+        return true;
+    });
+}
+
+common::Result<bool> Store::reject(const std::string& id, const std::string& reason, const std::string& detail,
+                                   std::int64_t now, std::int64_t max_failures, const CheckFigures& figures) {
+    return guarded([&]() -> common::Result<bool> {
+        Transaction transaction(db());
+        if (!transition(db(), id, "('in_progress', 'returned', 'validated')", "rejected")) return false;
+        if (figures.gain_per_step || figures.alignment)
+            Statement(db(), "UPDATE assignments SET gain_per_step = ?, alignment = ? WHERE id = ?")
+                .bind(1, figures.gain_per_step)
+                .bind(2, figures.alignment)
+                .bind(3, id)
+                .run();
+        Statement client(db(), "SELECT client_id FROM assignments WHERE id = ?");
+        client.bind(1, id).step();
+        auto client_id = client.text(0);
+        Statement(db(), "INSERT INTO rejections(assignment_id, client_id, reason, detail, at) VALUES (?, ?, ?, ?, ?)")
+            .bind(1, id)
+            .bind(2, client_id)
+            .bind(3, reason)
+            .bind(4, detail)
+            .bind(5, now)
+            .run();
+        Statement(db(), "UPDATE clients SET rejected = rejected + 1, valid_streak = 0 WHERE id = ?")
+            .bind(1, client_id)
+            .run();
+        count_failure(db(), work_unit_of(db(), id), max_failures, now);
+        insert_event(db(), "result_rejected", {{"assignment_id", id}, {"client_id", client_id}, {"reason", reason}},
+                     now);
+        transaction.commit();
+        return true;
+    });
+}
+
+common::Result<std::vector<EndedAssignment>> Store::expire_overdue(const std::string& task_id, std::int64_t now,
+                                                                   std::int64_t max_failures) {
+    return guarded([&]() -> common::Result<std::vector<EndedAssignment>> {
+        Transaction transaction(db());
+        Statement overdue(db(),
+                          "SELECT a.id, a.work_unit_id FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                          "WHERE a.state = 'in_progress' AND a.deadline < ? AND w.task_id = ?");
+        overdue.bind(1, now).bind(2, task_id);
+        std::vector<EndedAssignment> ended;
+        while (overdue.step()) ended.push_back({overdue.text(0), overdue.text(1), false});
+        for (auto& e : ended) {
+            transition(db(), e.assignment_id, "('in_progress')", "timed_out");
+            Statement(db(),
+                      "UPDATE clients SET valid_streak = 0 WHERE id = "
+                      "(SELECT client_id FROM assignments WHERE id = ?)")
+                .bind(1, e.assignment_id)
+                .run();
+            e.work_unit_retired = count_failure(db(), e.work_unit_id, max_failures, now);
+            insert_event(db(), "work_timed_out", {{"assignment_id", e.assignment_id}}, now);
+        }
+        transaction.commit();
+        return ended;
+    });
+}
+
+common::Result<std::optional<EndedAssignment>> Store::abandon(const std::string& id, std::int64_t now,
+                                                              std::int64_t max_failures) {
+    return guarded([&]() -> common::Result<std::optional<EndedAssignment>> {
+        Transaction transaction(db());
+        if (!transition(db(), id, "('in_progress')", "abandoned")) return std::optional<EndedAssignment>();
+        EndedAssignment ended{id, work_unit_of(db(), id), false};
+        ended.work_unit_retired = count_failure(db(), ended.work_unit_id, max_failures, now);
+        insert_event(db(), "work_abandoned", {{"assignment_id", id}}, now);
+        transaction.commit();
+        return std::optional<EndedAssignment>(ended);
+    });
+}
+
+common::Result<std::vector<AssignmentRecord>> Store::in_state(AssignmentState state) {
+    return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
+        Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
+                                  " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                                  "WHERE a.state = ? ORDER BY a.returned_at, a.rowid");
+        query.bind(1, assignment_state_name(state));
+        std::vector<AssignmentRecord> rows;
+        while (query.step()) rows.push_back(read_assignment(query));
+        return rows;
+    });
+}
+
+common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std::string& task_id) {
+    return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
+        Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
+                                  " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                                  "WHERE w.task_id = ? AND a.state = 'accepted' ORDER BY a.accepted_seq");
+        query.bind(1, task_id);
+        std::vector<AssignmentRecord> rows;
+        while (query.step()) rows.push_back(read_assignment(query));
+        return rows;
+    });
+}
+
+common::Result<std::vector<double>> Store::recent_norms_per_step(const std::string& task_id, int limit) {
+    return guarded([&]() -> common::Result<std::vector<double>> {
+        // Walks the acceptance index from the newest (on SQLite, CROSS JOIN and the unary + keep
+        // its planner from scanning every accepted row of the task and sorting them).
+        bool sqlite = db().dialect() == Dialect::Sqlite;
+        Statement query(
+            db(), std::string("SELECT a.delta_norm / COALESCE(a.full_rate_steps, w.local_steps) FROM assignments a ") +
+                      (sqlite ? "CROSS JOIN" : "JOIN") +
+                      " work_units w ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND "
+                      "w.task_id = ? AND " +
+                      (sqlite ? "+a.state" : "a.state") +
+                      " IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL "
+                      "ORDER BY a.accepted_seq DESC LIMIT ?");
+        query.bind(1, task_id).bind(2, limit);
+        std::vector<double> norms;
+        while (query.step()) norms.push_back(query.real(0));
+        return norms;
+    });
+}
+
+common::Result<std::vector<double>> Store::recent_gains_per_step(const std::string& task_id, int limit,
+                                                                 std::int64_t min_base_version) {
+    return guarded([&]() -> common::Result<std::vector<double>> {
+        Statement query(db(),
+                        "SELECT a.gain_per_step FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                        "WHERE w.task_id = ? AND a.gain_per_step IS NOT NULL AND w.base_version >= ? "
+                        "ORDER BY a.returned_at DESC, a.rowid DESC LIMIT ?");
+        query.bind(1, task_id).bind(2, min_base_version).bind(3, limit);
+        std::vector<double> gains;
+        while (query.step()) gains.push_back(query.real(0));
+        return gains;
+    });
+}
+
+common::Status Store::set_replicas(const std::string& work_unit_id, std::int64_t replicas) {
+    return guarded([&]() -> common::Status {
+        Statement(db(), "UPDATE work_units SET replicas = ? WHERE id = ?")
+            .bind(1, replicas)
+            .bind(2, work_unit_id)
+            .run();
+        return {};
+    });
+}
+
+common::Result<std::vector<AssignmentRecord>> Store::lonely_validated(const std::string& task_id, std::int64_t now,
+                                                                      std::int64_t wait_s) {
+    return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
+        Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
+                                  " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                                  "WHERE a.state = 'validated' AND a.returned_at < ? AND w.task_id = ? AND NOT EXISTS "
+                                  "(SELECT 1 FROM assignments b WHERE b.work_unit_id = a.work_unit_id "
+                                  "AND b.id != a.id AND b.state IN ('in_progress', 'returned'))");
+        query.bind(1, now - wait_s).bind(2, task_id);
+        std::vector<AssignmentRecord> rows;
+        while (query.step()) rows.push_back(read_assignment(query));
+        return rows;
+    });
+}
+
+}  // namespace tessera::server
