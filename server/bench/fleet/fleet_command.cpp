@@ -6,12 +6,9 @@
 #include <cxxopts.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <sstream>
 
 #include "central_run.h"
 #include "command_line.h"

@@ -141,8 +141,7 @@ common::Result<CommandOptions> read_fleet_options(const cxxopts::ParseResult& pa
     CommandOptions o;
     o.args = parsed;
     const auto& a = o.args;
-    if (!a.count("data"))
-        return common::make_error("--data is required");
+    if (!a.count("data")) return common::make_error("--data is required");
     o.data = a["data"].as<std::string>();
     o.fleet = a["fleet"].as<std::string>();
     o.volunteers = a["volunteers"].as<std::int64_t>();
@@ -156,14 +155,12 @@ common::Result<CommandOptions> read_fleet_options(const cxxopts::ParseResult& pa
     o.eta = a["eta"].as<double>();
     o.buffer = a["buffer"].as<std::int64_t>();
     o.momentum = a["momentum"].as<double>();
-    if (!(o.momentum < 1))
-        return common::make_error("--momentum must be below 1 (negative: the policy's default)");
+    if (!(o.momentum < 1)) return common::make_error("--momentum must be below 1 (negative: the policy's default)");
     o.ddp_lr = a["ddp-lr"].as<double>();
     if (!(o.ddp_lr >= 0 && o.ddp_lr <= 10))
         return common::make_error("--ddp-lr must be in [0, 10] (0: sqrt(K) x the task's lr)");
     auto run_lr = parse_run_lrs(a["run-lr"].as<std::string>());
-    if (!run_lr)
-        return common::make_error("--run-lr: " + run_lr.message());
+    if (!run_lr) return common::make_error("--run-lr: " + run_lr.message());
     o.run_lr = std::move(*run_lr);
     auto runs = split(o.runs);
     for (const auto& [run, lr] : o.run_lr) {
@@ -176,8 +173,7 @@ common::Result<CommandOptions> read_fleet_options(const cxxopts::ParseResult& pa
     o.judge_cache = a["judge-cache"].as<std::string>();
     o.judge_per_class = a["judge-samples"].as<std::int64_t>();
     auto guidances = parse_guidances(a["judge-guidance"].as<std::string>());
-    if (!guidances)
-        return common::make_error("--judge-guidance: " + guidances.message());
+    if (!guidances) return common::make_error("--judge-guidance: " + guidances.message());
     o.sim.judge_guidances = std::move(*guidances);
     o.sim.probe_deltas = a.count("probe-deltas") > 0;
     o.judge_steps = a["judge-steps"].as<std::int64_t>();
@@ -186,8 +182,7 @@ common::Result<CommandOptions> read_fleet_options(const cxxopts::ParseResult& pa
     o.sim.sample_budget = a["samples"].as<std::int64_t>();
     o.sim.curve_points = a["points"].as<std::int64_t>();
     auto spacing = parse_curve_spacing(a["spacing"].as<std::string>());
-    if (!spacing)
-        return common::make_error("--spacing must be even or geometric");
+    if (!spacing) return common::make_error("--spacing must be even or geometric");
     o.sim.curve_spacing = *spacing;
     o.sim.eval_samples = a["eval-samples"].as<std::int64_t>();
     o.sim.seed = a["seed"].as<std::uint64_t>();
