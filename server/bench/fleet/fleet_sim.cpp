@@ -2,27 +2,21 @@
 // volunteers and transitioner ticks, in virtual-time order.
 #include "fleet_sim.h"
 
-#include <boost/json.hpp>
-
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <iostream>
 #include <limits>
 #include <map>
-#include <optional>
 #include <queue>
 #include <random>
-#include <set>
 
 #include "calibration.h"
+#include "fleet_accounting.h"
 #include "in_process_server.h"
-#include "poison.h"
 #include "protocol.h"
-#include "result_upload.h"
 #include "signed_envelope.h"
-#include "training/work_runner.h"
 #include "virtual_clock.h"
+#include "volunteer_uploads.h"
 
 namespace tessera::bench {
 namespace {
@@ -42,90 +36,7 @@ struct Event {
     }
 };
 
-// A unit a volunteer holds: its upload is ready (computed when the unit was taken, since it
-// depends only on the base model and the unit) and is delivered at `finish`.
-// What a volunteer sends: the packed body, of which `delta_bytes` are the delta file.
-struct Upload {
-    common::Bytes body;
-    std::size_t delta_bytes = 0;
-};
-
-struct HeldUnit {
-    common::WorkUnit unit;
-    Upload upload;
-    double issued = 0;
-    double finish = 0;
-};
-
-struct VolunteerState {
-    SimVolunteer spec;
-    std::string client_id;
-    bool online = true;
-    bool returning = false;  // offline, with a return scheduled
-    std::uint64_t epoch = 0;
-    double online_since = 0;
-    double next_leave = std::numeric_limits<double>::infinity();  // drawn ahead, one at a time
-    double measured_speed = 0;  // reported from the second request on, as the client does
-    std::set<std::string> cached_shards;
-    std::string cached_model;  // the model blob of its last unit
-    std::optional<HeldUnit> held;
-    std::mt19937_64 rng;
-    client::ErrorFeedback feedback;        // carried across units, as the client keeps it on disk
-    client::KeptOptimizerState optimizer;  // used by units that ask for kept state
-};
-
-// An issued assignment, tracked until its fate is known.
-struct Issued {
-    std::string attack;
-    std::int64_t samples = 0;
-    std::int64_t local_steps = 0;
-    double seconds = 0;             // volunteer time the unit took (so far)
-    std::string fate;               // set by the simulator itself: "left_mid_unit"
-    std::int64_t base_version = 0;  // as issued (a failed unit is rebased when sent again)
-};
-
 double exponential(std::mt19937_64& rng, double mean) { return std::exponential_distribution<double>(1.0 / mean)(rng); }
-
-std::string outcome_of(server::Store& store, const std::string& id, const Issued& issued) {
-    if (!issued.fate.empty()) {
-        // The server's view of a unit its volunteer walked away from: timed out, or not yet.
-        auto record = store.assignment(id);
-        bool timed_out = record && *record && (*record)->state == AssignmentState::TimedOut;
-        return issued.fate + (timed_out ? ":timed_out" : ":in_flight_at_end");
-    }
-    auto record = store.assignment(id);
-    if (!record || !*record) return "unknown";
-    switch ((*record)->state) {
-        case AssignmentState::Merged: return "merged";
-        case AssignmentState::Confirmed: return "replica";
-        case AssignmentState::Accepted: return "buffered";
-        case AssignmentState::Validated: return "awaiting_replica";
-        case AssignmentState::Returned: return "returned";
-        case AssignmentState::TimedOut: return "timed_out";
-        case AssignmentState::Abandoned: return "abandoned";
-        case AssignmentState::InProgress: return "in_flight_at_end";
-        case AssignmentState::Rejected: {
-            auto rejection = store.rejection_of(id);
-            return "rejected:" + ((rejection && *rejection) ? (*rejection)->reason : std::string("?"));
-        }
-    }
-    return "unknown";
-}
-
-// A float32 delta file with one NaN: what a hostile client writes by hand (the encoder
-// refuses non-finite values).
-common::Result<common::Bytes> nan_delta_file(const common::NamedTensors& layout) {
-    auto zeros = layout;
-    for (auto& t : zeros) std::fill(t.values.begin(), t.values.end(), 0.0f);
-    auto encoded = common::encode_delta(zeros, {common::DeltaDType::F32, 1.0});
-    if (!encoded) return encoded.error();
-    auto& bytes = encoded->bytes;
-    std::uint64_t header = 0;
-    for (int i = 0; i < 8; ++i) header |= std::uint64_t{bytes[i]} << (8 * i);
-    float nan = std::numeric_limits<float>::quiet_NaN();
-    std::memcpy(bytes.data() + 8 + header, &nan, sizeof nan);
-    return std::move(bytes);
-}
 
 class Simulation {
 public:
@@ -147,6 +58,7 @@ public:
                                                       settings_.seed);
         if (!server) return server.error();
         server_ = std::move(*server);
+        uploads_ = std::make_unique<UploadMaker>(*server_, settings_, probe_);
         for (std::size_t i = 0; i < volunteers_.size(); ++i) {
             auto client = server_->register_volunteer(volunteers_[i].spec.name);
             if (!client) return client.error();
@@ -175,6 +87,7 @@ public:
         }
         if (auto status = account(); !status) return status.error();
         result_.probes = probe_.deltas();
+        result_.server_cost.training_s += uploads_->training_seconds();  // real seconds
         const auto& costs = server_->check_costs();
         result_.server_cost.check_s = costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples;
         result_.server_cost.merge_s = server_->merge_seconds();
@@ -265,7 +178,7 @@ private:
         // A volunteer that will have left before the unit is done never computes it.
         bool leaves_first = v.next_leave < now + transfer_seconds(down_bytes, v.spec.down_mbit) + compute_s;
         if (!leaves_first) {
-            auto upload = compute_upload(v, *unit);
+            auto upload = uploads_->compute(v, *unit);
             if (!upload) return upload.error();
             held.upload = std::move(*upload);
             auto delta = static_cast<double>(held.upload.delta_bytes);
@@ -288,84 +201,6 @@ private:
         v.held = std::move(held);
         schedule(v.held->finish, EventKind::Finish, i, v.epoch);
         return {};
-    }
-
-    // The signed upload body a volunteer sends for `unit`: honest training, or the attack.
-    common::Result<Upload> compute_upload(VolunteerState& v, const common::WorkUnit& unit) {
-        common::Bytes delta;
-        common::TrainMetrics metrics;
-        Attack attack = v.spec.attack;
-        if (attack == Attack::None || attack_needs_training(attack)) {
-            client::RunOptions options;
-            options.device = "cpu";
-            options.threads = settings_.threads;
-            options.feedback = &v.feedback;
-            options.optimizer = &v.optimizer;
-            std::vector<std::filesystem::path> shards;
-            for (const auto& s : unit.shards) shards.push_back(server_->blob_path(s.sha256));
-            auto model = server_->model_file(unit);
-            if (!model) return common::with_context("training " + unit.wu_id, model.error());
-            auto output = client::run_work_unit(unit, *model, shards, options);
-            if (!output) return common::with_context("training " + unit.wu_id, output.error());
-            delta = std::move(output->delta);
-            metrics = output->metrics;
-            if (settings_.probe_deltas && attack == Attack::None)
-                if (auto status = probe(delta, unit); !status) return status.error();
-            result_.server_cost.training_s += metrics.seconds;  // real seconds, before the virtual ones below
-        }
-        if (attack != Attack::None) {
-            auto poisoned = poisoned_delta(unit, attack, delta);
-            if (!poisoned) return poisoned.error();
-            delta = std::move(*poisoned);
-            metrics.samples = unit.hyper.local_steps * unit.hyper.batch_size;
-        }
-        metrics.samples_per_s = v.spec.samples_per_s;
-        metrics.seconds = static_cast<double>(metrics.samples) / v.spec.samples_per_s;
-        v.measured_speed = v.spec.samples_per_s;
-
-        auto body = common::pack_result_of(unit, unit.client_id, delta, metrics, v.spec.group);
-        return Upload{std::move(body), delta.size()};
-    }
-
-    // The honest delta as the server will decode it, into the module probe.
-    common::Status probe(const common::Bytes& delta, const common::WorkUnit& unit) {
-        auto decoded = common::decode_delta(delta);
-        if (!decoded) return decoded.error();
-        probe_.record(decoded->tensors, unit.base_version, unit.hyper.local_steps);
-        return {};
-    }
-
-    common::Result<common::Bytes> poisoned_delta(const common::WorkUnit& unit, Attack attack,
-                                                 const common::Bytes& honest) {
-        common::NamedTensors tensors;
-        if (!honest.empty()) {
-            auto decoded = common::decode_delta(honest);
-            if (!decoded) return decoded.error();
-            tensors = std::move(decoded->tensors);
-        } else {
-            auto base = server_->model(unit.base_version);
-            if (!base) return base.error();
-            tensors = **base;
-        }
-        if (attack == Attack::NaN) return nan_delta_file(tensors);
-        common::NamedTensors last_update;
-        if (attack == Attack::Replay && server_->version() > 0) {
-            auto newest = server_->model(server_->version());
-            auto previous = server_->model(server_->version() - 1);
-            if (!newest) return newest.error();
-            if (!previous) return previous.error();
-            last_update = **newest;
-            for (std::size_t t = 0; t < last_update.size(); ++t)
-                for (std::size_t k = 0; k < last_update[t].values.size(); ++k)
-                    last_update[t].values[k] -= (*previous)->at(t).values[k];
-            std::sort(last_update.begin(), last_update.end(),
-                      [](const auto& a, const auto& b) { return a.name < b.name; });
-            std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-        }
-        poison_delta(tensors, attack, last_update, static_cast<std::uint64_t>(unit.hyper.seed));
-        auto encoded = common::encode_delta(tensors, unit.encoding);
-        if (!encoded) return encoded.error();
-        return std::move(encoded->bytes);
     }
 
     common::Status finish(std::size_t i, std::uint64_t epoch) {
@@ -507,61 +342,21 @@ private:
         return {};
     }
 
-    // Every issued unit's fate and the volunteer time it took; online time up to the end.
-    // The store must hold exactly the assignments the simulator was given.
+    // Online time up to the end and the units still held; then every unit's fate.
     common::Status account() {
         double end = clock_.now();
         for (auto& v : volunteers_) {
             if (v.online) result_.online_s += end - v.online_since;
             if (v.held) issued_[v.held->unit.wu_id].seconds = end - v.held->issued;
         }
-        std::size_t stored = 0;
-        std::map<std::string, std::vector<server::AssignmentRecord>> by_unit;
-        for (auto state : server::all_assignment_states()) {
-            auto records = server_->store().in_state(state);
-            if (!records) return records.error();
-            stored += records->size();
-            for (const auto& a : *records) by_unit[a.work_unit_id].push_back(a);
-        }
-        if (stored != issued_.size())
-            return common::make_error("the store holds " + std::to_string(stored) +
-                                      " assignments, the simulator issued " + std::to_string(issued_.size()));
-        auto rejections = server_->store().rejections(std::numeric_limits<int>::max());
-        if (!rejections) return rejections.error();
-        std::map<std::string, std::string> refusal_detail;
-        for (const auto& r : *rejections) refusal_detail[r.assignment_id] = r.detail;
-        for (const auto& [id, issued] : issued_) {
-            auto outcome = outcome_of(server_->store(), id, issued);
-            ++result_.outcomes.count[outcome];
-            if (outcome.starts_with("rejected:")) ++result_.attacks[issued.attack].refused[outcome.substr(9)];
-            if (issued.fate.empty()) {
-                auto record = server_->store().assignment(id);
-                if (record && *record && (*record)->returned_at)
-                    result_.checked.push_back({id, issued.attack, issued.base_version, issued.local_steps,
-                                               (*record)->gain_per_step, (*record)->alignment, outcome,
-                                               *(*record)->returned_at - VirtualClock::kEpoch, refusal_detail[id]});
-            }
-            result_.outcomes.seconds[outcome] += issued.seconds;
-        }
-        std::stable_sort(result_.checked.begin(), result_.checked.end(),
-                         [](const auto& a, const auto& b) { return a.returned_at < b.returned_at; });
-        // Timed-out assignments whose unit was handed to someone later.
-        for (const auto& [unit, assignments] : by_unit)
-            for (const auto& a : assignments) {
-                if (a.state != AssignmentState::TimedOut) continue;
-                for (const auto& b : assignments)
-                    if (b.issued_at >= a.deadline && b.id != a.id) {
-                        ++result_.reissued_after_timeout;
-                        break;
-                    }
-            }
-        return {};
+        return account_outcomes(server_->store(), issued_, result_);
     }
 
     server::TaskConfig config_;
     SimSettings settings_;
     VirtualClock clock_;
     std::unique_ptr<server::InProcessServer> server_;
+    std::unique_ptr<UploadMaker> uploads_;
     std::vector<VolunteerState> volunteers_;
     std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
     std::uint64_t next_sequence_ = 0;

@@ -1,0 +1,105 @@
+// What a simulated volunteer sends for a unit (volunteer_uploads.h).
+#include "volunteer_uploads.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "poison.h"
+#include "result_upload.h"
+
+namespace tessera::bench {
+namespace {
+
+// A float32 delta file with one NaN: what a hostile client writes by hand (the encoder
+// refuses non-finite values).
+common::Result<common::Bytes> nan_delta_file(const common::NamedTensors& layout) {
+    auto zeros = layout;
+    for (auto& t : zeros) std::fill(t.values.begin(), t.values.end(), 0.0f);
+    auto encoded = common::encode_delta(zeros, {common::DeltaDType::F32, 1.0});
+    if (!encoded) return encoded.error();
+    auto& bytes = encoded->bytes;
+    std::uint64_t header = 0;
+    for (int i = 0; i < 8; ++i) header |= std::uint64_t{bytes[i]} << (8 * i);
+    float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(bytes.data() + 8 + header, &nan, sizeof nan);
+    return std::move(bytes);
+}
+
+}  // namespace
+
+common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::WorkUnit& unit) {
+    common::Bytes delta;
+    common::TrainMetrics metrics;
+    Attack attack = v.spec.attack;
+    if (attack == Attack::None || attack_needs_training(attack)) {
+        client::RunOptions options;
+        options.device = "cpu";
+        options.threads = settings_.threads;
+        options.feedback = &v.feedback;
+        options.optimizer = &v.optimizer;
+        std::vector<std::filesystem::path> shards;
+        for (const auto& s : unit.shards) shards.push_back(server_.blob_path(s.sha256));
+        auto model = server_.model_file(unit);
+        if (!model) return common::with_context("training " + unit.wu_id, model.error());
+        auto output = client::run_work_unit(unit, *model, shards, options);
+        if (!output) return common::with_context("training " + unit.wu_id, output.error());
+        delta = std::move(output->delta);
+        metrics = output->metrics;
+        if (settings_.probe_deltas && attack == Attack::None)
+            if (auto status = probe(delta, unit); !status) return status.error();
+        training_s_ += metrics.seconds;  // real seconds, before the virtual ones below
+    }
+    if (attack != Attack::None) {
+        auto poisoned = poisoned_delta(unit, attack, delta);
+        if (!poisoned) return poisoned.error();
+        delta = std::move(*poisoned);
+        metrics.samples = unit.hyper.local_steps * unit.hyper.batch_size;
+    }
+    metrics.samples_per_s = v.spec.samples_per_s;
+    metrics.seconds = static_cast<double>(metrics.samples) / v.spec.samples_per_s;
+    v.measured_speed = v.spec.samples_per_s;
+
+    auto body = common::pack_result_of(unit, unit.client_id, delta, metrics, v.spec.group);
+    return Upload{std::move(body), delta.size()};
+}
+
+common::Status UploadMaker::probe(const common::Bytes& delta, const common::WorkUnit& unit) {
+    auto decoded = common::decode_delta(delta);
+    if (!decoded) return decoded.error();
+    probe_.record(decoded->tensors, unit.base_version, unit.hyper.local_steps);
+    return {};
+}
+
+common::Result<common::Bytes> UploadMaker::poisoned_delta(const common::WorkUnit& unit, Attack attack,
+                                                          const common::Bytes& honest) {
+    common::NamedTensors tensors;
+    if (!honest.empty()) {
+        auto decoded = common::decode_delta(honest);
+        if (!decoded) return decoded.error();
+        tensors = std::move(decoded->tensors);
+    } else {
+        auto base = server_.model(unit.base_version);
+        if (!base) return base.error();
+        tensors = **base;
+    }
+    if (attack == Attack::NaN) return nan_delta_file(tensors);
+    common::NamedTensors last_update;
+    if (attack == Attack::Replay && server_.version() > 0) {
+        auto newest = server_.model(server_.version());
+        auto previous = server_.model(server_.version() - 1);
+        if (!newest) return newest.error();
+        if (!previous) return previous.error();
+        last_update = **newest;
+        for (std::size_t t = 0; t < last_update.size(); ++t)
+            for (std::size_t k = 0; k < last_update[t].values.size(); ++k)
+                last_update[t].values[k] -= (*previous)->at(t).values[k];
+        std::sort(last_update.begin(), last_update.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+        std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    }
+    poison_delta(tensors, attack, last_update, static_cast<std::uint64_t>(unit.hyper.seed));
+    auto encoded = common::encode_delta(tensors, unit.encoding);
+    if (!encoded) return encoded.error();
+    return std::move(encoded->bytes);
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,74 @@
+// A simulated volunteer's state, and what it sends for a unit: honest training on the unit (the
+// client's own work runner, its error feedback and optimizer state carried across units) or its
+// attack, packed as the client packs a result.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+
+#include "delta_probe.h"
+#include "fleet_sim.h"
+#include "in_process_server.h"
+#include "training/work_runner.h"
+
+namespace tessera::bench {
+
+// A unit a volunteer holds: its upload is ready (computed when the unit was taken, since it
+// depends only on the base model and the unit) and is delivered at `finish`.
+// What a volunteer sends: the packed body, of which `delta_bytes` are the delta file.
+struct Upload {
+    common::Bytes body;
+    std::size_t delta_bytes = 0;
+};
+
+struct HeldUnit {
+    common::WorkUnit unit;
+    Upload upload;
+    double issued = 0;
+    double finish = 0;
+};
+
+struct VolunteerState {
+    SimVolunteer spec;
+    std::string client_id;
+    bool online = true;
+    bool returning = false;  // offline, with a return scheduled
+    std::uint64_t epoch = 0;
+    double online_since = 0;
+    double next_leave = std::numeric_limits<double>::infinity();  // drawn ahead, one at a time
+    double measured_speed = 0;  // reported from the second request on, as the client does
+    std::set<std::string> cached_shards;
+    std::string cached_model;  // the model blob of its last unit
+    std::optional<HeldUnit> held;
+    std::mt19937_64 rng;
+    client::ErrorFeedback feedback;        // carried across units, as the client keeps it on disk
+    client::KeptOptimizerState optimizer;  // used by units that ask for kept state
+};
+
+class UploadMaker {
+public:
+    UploadMaker(server::InProcessServer& server, const SimSettings& settings, DeltaProbe& probe)
+        : server_(server), settings_(settings), probe_(probe) {}
+    // The signed upload body a volunteer sends for `unit`: honest training, or the attack.
+    common::Result<Upload> compute(VolunteerState& v, const common::WorkUnit& unit);
+    // Real seconds spent training so far.
+    double training_seconds() const { return training_s_; }
+
+private:
+    // The honest delta as the server will decode it, into the module probe.
+    common::Status probe(const common::Bytes& delta, const common::WorkUnit& unit);
+    common::Result<common::Bytes> poisoned_delta(const common::WorkUnit& unit, Attack attack,
+                                                 const common::Bytes& honest);
+
+    server::InProcessServer& server_;
+    const SimSettings& settings_;
+    DeltaProbe& probe_;
+    double training_s_ = 0;
+};
+
+}  // namespace tessera::bench
