@@ -208,16 +208,10 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const TaskV
                                                                      const WorkUnitRecord& unit, bool new_unit,
                                                                      std::int64_t max_in_flight) {
     auto now = clock_();
-    // An unreplicated unit that failed is recomputed on the current model, not the old one.
-    std::optional<std::int64_t> rebase;
-    std::int64_t base_version = unit.base_version;
-    if (!new_unit && unit.replicas == 1) {
-        auto published = published_version(task);
-        if (!published) return published.error();
-        auto live = store_.live_assignments(unit.id);
-        if (!live) return live.error();
-        if (*live == 0 && *published != unit.base_version) rebase = base_version = *published;
-    }
+    auto rebased = rebase_of(task, unit, new_unit);
+    if (!rebased) return rebased.error();
+    std::optional<std::int64_t> rebase = *rebased;
+    std::int64_t base_version = rebase.value_or(unit.base_version);
     auto version = store_.version(task.record.id, base_version);
     if (!version) return version.error();
     if (!*version) return common::make_error("model version " + std::to_string(base_version) + " is missing");
@@ -264,6 +258,17 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const TaskV
     response.has_work = true;
     response.work_unit = std::move(envelope);
     return std::optional(std::move(response));
+}
+
+common::Result<std::optional<std::int64_t>> Scheduler::rebase_of(const TaskView& task, const WorkUnitRecord& unit,
+                                                                 bool new_unit) {
+    if (new_unit || unit.replicas != 1) return std::optional<std::int64_t>();
+    auto published = published_version(task);
+    if (!published) return published.error();
+    auto live = store_.live_assignments(unit.id);
+    if (!live) return live.error();
+    if (*live == 0 && *published != unit.base_version) return std::optional<std::int64_t>(*published);
+    return std::optional<std::int64_t>();
 }
 
 common::Result<std::int64_t> Scheduler::published_version(const TaskView& task) {

@@ -59,6 +59,10 @@ private:
     // The newest version whose model is published: new units are based on it (with a publishing
     // cadence, the current version's model may not be published yet).
     common::Result<std::int64_t> published_version(const TaskView& task);
+    // An unreplicated unit that failed is recomputed on the current model, not the old one: the
+    // version a unit handed out again is rebased on, if any.
+    common::Result<std::optional<std::int64_t>> rebase_of(const TaskView& task, const WorkUnitRecord& unit,
+                                                          bool new_unit);
     // The patch chain from the model the volunteer holds to the unit's base, when there is one
     // and it is smaller than the model; otherwise the unit offers none (and the model's file is
     // written now if it is not stored: a version between checkpoints).

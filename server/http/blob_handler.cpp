@@ -46,6 +46,55 @@ common::Result<std::optional<ByteRange>> parse_byte_range(std::string_view heade
     return std::optional<ByteRange>(range);
 }
 
+namespace {
+
+// The headers of every blob response: immutable, named by its hash, ranges accepted.
+template <class Message>
+void set_blob_headers(Message& response, const Request& request, const std::string& etag) {
+    response.set(http::field::server, "tessera-server");
+    response.set(http::field::etag, etag);
+    response.set(http::field::cache_control, "public, max-age=31536000, immutable");
+    response.set(http::field::accept_ranges, "bytes");
+    response.set(http::field::content_type, "application/octet-stream");
+    response.keep_alive(request.keep_alive());
+}
+
+Response unsatisfiable(const Request& request, const std::string& etag, std::uint64_t size) {
+    auto response = http::response<http::string_body>{http::status::range_not_satisfiable, request.version()};
+    set_blob_headers(response, request, etag);
+    response.set(http::field::content_range, "bytes */" + std::to_string(size));
+    response.prepare_payload();
+    return response;
+}
+
+// 200 with the whole blob or 206 with `range` of it; for HEAD, the headers alone.
+Response blob_content(const Request& request, const std::string& etag, std::unique_ptr<ReadableFile> file,
+                      const std::optional<ByteRange>& range) {
+    auto size = file->size();
+    auto status = range ? http::status::partial_content : http::status::ok;
+    std::uint64_t first = range ? range->first : 0;
+    std::uint64_t length = range ? range->last - range->first + 1 : size;
+    auto finish = [&](auto& response) {
+        set_blob_headers(response, request, etag);
+        if (range)
+            response.set(http::field::content_range, "bytes " + std::to_string(first) + "-" +
+                                                         std::to_string(range->last) + "/" + std::to_string(size));
+        response.content_length(length);
+    };
+    if (request.method() == http::verb::head) {
+        http::response<http::empty_body> response{status, request.version()};
+        finish(response);
+        return response;
+    }
+    FileRangeBody::value_type body{std::move(file), first, length};
+    http::response<FileRangeBody> response{std::piecewise_construct, std::make_tuple(std::move(body)),
+                                           std::make_tuple(status, request.version())};
+    finish(response);
+    return response;
+}
+
+}  // namespace
+
 Response serve_blob(const Request& request, const BlobStore& blobs, std::string_view sha256) {
     if (!common::is_lower_hex(sha256, 64))
         return error_response(request, http::status::bad_request, "bad_request",
@@ -57,55 +106,19 @@ Response serve_blob(const Request& request, const BlobStore& blobs, std::string_
         common::process_log().error("blob_read", "serving blob " + name + ": " + file.message());
         return internal_error(request, "the server cannot read the blob " + name + " now; try again later");
     }
-    auto size = (*file)->size();
     std::string etag = "\"" + name + "\"";
-
-    auto headers = [&](auto& response) {
-        response.set(http::field::server, "tessera-server");
-        response.set(http::field::etag, etag);
-        response.set(http::field::cache_control, "public, max-age=31536000, immutable");
-        response.set(http::field::accept_ranges, "bytes");
-        response.set(http::field::content_type, "application/octet-stream");
-        response.keep_alive(request.keep_alive());
-    };
     if (request[http::field::if_none_match] == etag) {
         http::response<http::empty_body> response{http::status::not_modified, request.version()};
-        headers(response);
+        set_blob_headers(response, request, etag);
         return response;
     }
     std::optional<ByteRange> range;
     if (auto header = request[http::field::range]; !header.empty()) {
-        auto parsed = parse_byte_range(header, size);
-        if (!parsed) {
-            auto response = http::response<http::string_body>{http::status::range_not_satisfiable, request.version()};
-            headers(response);
-            response.set(http::field::content_range, "bytes */" + std::to_string(size));
-            response.prepare_payload();
-            return response;
-        }
+        auto parsed = parse_byte_range(header, (*file)->size());
+        if (!parsed) return unsatisfiable(request, etag, (*file)->size());
         range = *parsed;
     }
-    auto status = range ? http::status::partial_content : http::status::ok;
-    std::uint64_t first = range ? range->first : 0;
-    std::uint64_t length = range ? range->last - range->first + 1 : size;
-    if (request.method() == http::verb::head) {
-        http::response<http::empty_body> response{status, request.version()};
-        headers(response);
-        if (range)
-            response.set(http::field::content_range, "bytes " + std::to_string(first) + "-" +
-                                                         std::to_string(range->last) + "/" + std::to_string(size));
-        response.content_length(length);
-        return response;
-    }
-    FileRangeBody::value_type body{std::move(*file), first, length};
-    http::response<FileRangeBody> response{std::piecewise_construct, std::make_tuple(std::move(body)),
-                                           std::make_tuple(status, request.version())};
-    headers(response);
-    if (range)
-        response.set(http::field::content_range,
-                     "bytes " + std::to_string(first) + "-" + std::to_string(range->last) + "/" + std::to_string(size));
-    response.content_length(length);
-    return response;
+    return blob_content(request, etag, std::move(*file), range);
 }
 
 }  // namespace tessera::server

@@ -98,6 +98,33 @@ asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_next_header(
     co_return result;
 }
 
+// Reads a request's body and answers it on the handler pool; false when the connection is to
+// close.
+template <class Stream, class Record>
+asio::awaitable<bool> serve_request(Stream& stream, beast::flat_buffer& buffer,
+                                    http::request_parser<http::vector_body<std::uint8_t>>& parser, std::uint64_t limit,
+                                    SessionContext& context, const std::string& peer, Record& record) {
+    const auto& settings = context.settings;
+    beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
+    auto [read_error, body_bytes] = co_await http::async_read(stream, buffer, parser, kTuple);
+    context.api.metrics().add_bytes_in(body_bytes);
+    if (read_error == http::error::body_limit) {  // a chunked body past the limit
+        auto refusal = too_large(parser.get(), limit);
+        auto [error, written] = co_await beast::async_write(stream, std::move(refusal), kTuple);
+        record(written);
+        co_return false;
+    }
+    if (read_error) co_return false;  // closed or timed out mid-body
+    auto request = parser.release();
+    bool keep_alive = request.keep_alive();
+    auto from = client_address(peer, request["X-Forwarded-For"], settings.trusted_proxies);
+    auto response = co_await answer(context.handlers, context.api, std::move(request), std::move(from));
+    beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
+    auto [write_error, written] = co_await write_response(stream, context.handlers, std::move(*response));
+    record(written);
+    co_return !write_error && keep_alive && !context.drain.draining();
+}
+
 template <class Stream>
 asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer, Context context) {
     auto& api = context->api;
@@ -144,34 +171,19 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
             else
                 refusal = std::move(std::get<Response>(admitted));
         }
-        if (upload && !refusal) {
-            // `header` belongs to the parser, which the upload takes over.
-            bool more = co_await serve_upload(stream, buffer, std::move(parser), limit, *context, record);
-            if (!more) co_return;
-            continue;  // the upload's slot is given back here
-        }
-        beast::error_code body_error;
-        if (!refusal) {
-            beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
-            auto [read_error, body_bytes] = co_await http::async_read(stream, buffer, parser, kTuple);
-            metrics.add_bytes_in(body_bytes);
-            body_error = read_error;
-            if (body_error == http::error::body_limit) refusal = too_large(header, limit);  // a chunked body past it
-        }
         if (refusal) {
             auto [error, written] = co_await beast::async_write(stream, std::move(*refusal), kTuple);
             record(written);
             co_return;
         }
-        if (body_error) co_return;
-        auto request = parser.release();
-        bool keep_alive = request.keep_alive();
-        auto from = client_address(peer, request["X-Forwarded-For"], settings.trusted_proxies);
-        auto response = co_await answer(context->handlers, api, std::move(request), std::move(from));
-        beast::get_lowest_layer(stream).expires_after(settings.body_timeout);
-        auto [write_error, written] = co_await write_response(stream, context->handlers, std::move(*response));
-        record(written);
-        if (write_error || !keep_alive || context->drain.draining()) co_return;
+        if (upload) {
+            // `header` belongs to the parser, which the upload takes over.
+            bool more = co_await serve_upload(stream, buffer, std::move(parser), limit, *context, record);
+            if (!more) co_return;
+            continue;  // the upload's slot is given back here
+        }
+        bool more = co_await serve_request(stream, buffer, parser, limit, *context, peer, record);
+        if (!more) co_return;
     }
 }
 
