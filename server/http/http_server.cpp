@@ -110,9 +110,8 @@ asio::awaitable<bool> serve_request(Stream& stream, beast::flat_buffer& buffer,
     context.api.metrics().add_bytes_in(body_bytes);
     if (read_error == http::error::body_limit) {  // a chunked body past the limit
         auto refusal = too_large(parser.get(), limit);
-        auto [error, written] = co_await beast::async_write(stream, std::move(refusal), kTuple);
-        record(written);
-        co_return false;
+        bool more = co_await refuse_and_close(stream, std::move(refusal), record);
+        co_return more;
     }
     if (read_error) co_return false;  // closed or timed out mid-body
     auto request = parser.release();
@@ -172,8 +171,7 @@ asio::awaitable<void> serve_requests(Stream& stream, beast::flat_buffer& buffer,
                 refusal = std::move(std::get<Response>(admitted));
         }
         if (refusal) {
-            auto [error, written] = co_await beast::async_write(stream, std::move(*refusal), kTuple);
-            record(written);
+            co_await refuse_and_close(stream, std::move(*refusal), record);
             co_return;
         }
         if (upload) {

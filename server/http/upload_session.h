@@ -42,6 +42,14 @@ asio::awaitable<std::variant<UploadSlots::Slot, Response>> admit_upload(SessionC
                                                                         std::optional<std::uint64_t> length,
                                                                         std::uint64_t& limit);
 
+// Sends a refusal after which the connection closes; false: the session ends.
+template <class Stream, class Record>
+asio::awaitable<bool> refuse_and_close(Stream& stream, Response refusal, Record& record) {
+    auto [error, written] = co_await beast::async_write(stream, std::move(refusal), kTuple);
+    record(written);
+    co_return false;
+}
+
 // Reads the rest of an upload's body while it keeps the pace (upload_pace.h).
 template <class Stream, class Parser>
 asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_paced_body(Stream& stream, beast::flat_buffer& buffer,
@@ -79,9 +87,8 @@ asio::awaitable<bool> serve_upload(Stream& stream, beast::flat_buffer& buffer,
     context.api.metrics().add_bytes_in(body_bytes);
     if (read_error == http::error::body_limit) {
         auto refusal = too_large(parser.get(), limit);
-        auto [error, written] = co_await beast::async_write(stream, std::move(refusal), kTuple);
-        record(written);
-        co_return false;
+        bool more = co_await refuse_and_close(stream, std::move(refusal), record);
+        co_return more;
     }
     if (read_error) co_return false;  // closed or timed out mid-body
     auto request = parser.release();
@@ -95,6 +102,7 @@ asio::awaitable<bool> serve_upload(Stream& stream, beast::flat_buffer& buffer,
 
 }  // namespace upload_session
 using upload_session::admit_upload;
+using upload_session::refuse_and_close;
 using upload_session::serve_upload;
 using upload_session::too_large;
 }  // namespace tessera::server
