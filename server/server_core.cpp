@@ -201,8 +201,9 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
     auto parts = std::make_unique<Parts>();
     auto& p = *parts;
     if (!options.clock) options.clock = system_clock();
+    if (!options.file_system) options.file_system = &posix_file_system();
     p.options = std::move(options);
-    auto& files = p.options.file_system ? *p.options.file_system : posix_file_system();
+    auto& files = *p.options.file_system;
     if (auto status = open_state(p, files); !status) return status.error();
     p.blobs = std::make_unique<BlobStore>(p.options.state.blobs(), files);
     p.results = std::make_unique<ResultFiles>(p.options.state, files);
@@ -268,9 +269,7 @@ const common::SigningKey& ServerCore::key() const { return *parts_->key; }
 Executor ServerCore::executor() { return parts_->executor; }
 Store& ServerCore::store() { return *parts_->store; }
 BlobStore& ServerCore::blobs() { return *parts_->blobs; }
-FileSystem& ServerCore::files() {
-    return parts_->options.file_system ? *parts_->options.file_system : posix_file_system();
-}
+FileSystem& ServerCore::files() { return *parts_->options.file_system; }
 PublishedModels& ServerCore::published() { return *parts_->published; }
 ModelCache& ServerCore::models() { return *parts_->models; }
 DeltaCaps& ServerCore::delta_caps() { return parts_->delta_caps; }
