@@ -12,12 +12,18 @@ namespace {
 
 class SqliteRows : public Rows {
 public:
-    SqliteRows(sqlite3* db, std::string_view sql, const std::vector<SqlValue>& params) : db_(db) {
-        if (sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &statement_, nullptr) != SQLITE_OK)
-            fail(db, "cannot prepare " + std::string(sql.substr(0, 60)));
-        for (std::size_t i = 0; i < params.size(); ++i) bind(static_cast<int>(i + 1), params[i]);
+    SqliteRows(SqliteDatabase& owner, sqlite3* db, std::string_view sql, const std::vector<SqlValue>& params)
+        : owner_(owner), db_(db), sql_(sql), statement_(owner.take_statement(sql)) {
+        try {
+            for (std::size_t i = 0; i < params.size(); ++i) bind(static_cast<int>(i + 1), params[i]);
+        } catch (...) {
+            owner_.give_back(sql_, statement_);
+            throw;
+        }
     }
-    ~SqliteRows() override { sqlite3_finalize(statement_); }
+    ~SqliteRows() override { owner_.give_back(sql_, statement_); }
+    SqliteRows(const SqliteRows&) = delete;
+    SqliteRows& operator=(const SqliteRows&) = delete;
 
     bool next() override {
         int rc = sqlite3_step(statement_);
@@ -50,7 +56,9 @@ private:
         if (rc != SQLITE_OK) fail(db_, "bind");
     }
 
+    SqliteDatabase& owner_;
     sqlite3* db_;
+    std::string sql_;
     sqlite3_stmt* statement_ = nullptr;
 };
 
@@ -71,7 +79,37 @@ SqliteDatabase::SqliteDatabase(const std::filesystem::path& path, bool create) :
     sqlite3_extended_result_codes(db_, 1);
 }
 
-SqliteDatabase::~SqliteDatabase() { sqlite3_close(db_); }
+SqliteDatabase::~SqliteDatabase() {
+    for (auto& [sql, statements] : idle_statements_)
+        for (auto* statement : statements) sqlite3_finalize(statement);
+    sqlite3_close(db_);
+}
+
+sqlite3_stmt* SqliteDatabase::take_statement(std::string_view sql) {
+    if (auto found = idle_statements_.find(std::string(sql));
+        found != idle_statements_.end() && !found->second.empty()) {
+        auto* statement = found->second.back();
+        found->second.pop_back();
+        return statement;
+    }
+    sqlite3_stmt* statement = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &statement, nullptr) != SQLITE_OK)
+        fail(db_, "cannot prepare " + std::string(sql.substr(0, 60)));
+    return statement;
+}
+
+void SqliteDatabase::give_back(const std::string& sql, sqlite3_stmt* statement) {
+    // Reset ends the statement's read of the database, as finalizing would.
+    sqlite3_reset(statement);
+    sqlite3_clear_bindings(statement);
+    auto found = idle_statements_.find(sql);
+    if (found == idle_statements_.end() && idle_statements_.size() >= kCachedStatements) {
+        sqlite3_finalize(statement);
+        return;
+    }
+    if (found == idle_statements_.end()) found = idle_statements_.emplace(sql, std::vector<sqlite3_stmt*>{}).first;
+    found->second.push_back(statement);
+}
 
 void SqliteDatabase::exec(std::string_view sql) {
     std::string text(sql);
@@ -84,7 +122,7 @@ void SqliteDatabase::exec(std::string_view sql) {
 }
 
 std::unique_ptr<Rows> SqliteDatabase::query(std::string_view sql, const std::vector<SqlValue>& params) {
-    return std::make_unique<SqliteRows>(db_, sql, params);
+    return std::make_unique<SqliteRows>(*this, db_, sql, params);
 }
 
 std::int64_t SqliteDatabase::changes() const { return sqlite3_changes(db_); }
@@ -92,7 +130,7 @@ std::int64_t SqliteDatabase::changes() const { return sqlite3_changes(db_); }
 bool SqliteDatabase::in_transaction() const { return sqlite3_get_autocommit(db_) == 0; }
 
 std::int64_t SqliteDatabase::schema_version() {
-    SqliteRows rows(db_, "PRAGMA user_version", {});
+    SqliteRows rows(*this, db_, "PRAGMA user_version", {});
     rows.next();
     return rows.integer(0);
 }

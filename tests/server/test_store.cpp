@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "database.h"
@@ -510,4 +511,47 @@ TEST_CASE("a PostgreSQL URL that reaches no server, and an unsupported one, are 
     auto missing = Store::connect("sqlite:" + (dir.path() / "absent.db").string(), false);
     REQUIRE(!missing.ok());
     CHECK(missing.message().find("tessera-server init") != std::string::npos);
+}
+
+TEST_CASE("SQLite statements are prepared once and reused: bindings cleared, open copies apart, reads ended") {
+    TempDir dir;
+    auto db = open_database("sqlite:" + (dir.path() / "statements.db").string(), true);
+    db->exec("CREATE TABLE t(x INTEGER); INSERT INTO t VALUES (1), (2), (3);");
+    constexpr const char* kAll = "SELECT x FROM t ORDER BY x";
+
+    // The same text open twice at once: two statements, each reading all its rows.
+    std::optional<Statement> outer(std::in_place, *db, kAll);
+    REQUIRE(outer->step());
+    CHECK(outer->integer(0) == 1);
+    {
+        Statement inner(*db, kAll);
+        std::int64_t sum = 0;
+        while (inner.step()) sum += inner.integer(0);
+        CHECK(sum == 6);
+    }
+    REQUIRE(outer->step());
+    CHECK(outer->integer(0) == 2);
+
+    // A reused statement starts with no values bound: an unbound parameter reads NULL.
+    for (int i = 0; i < 100; ++i) {
+        Statement both(*db, "SELECT ?, ?");
+        both.bind(1, i).bind(2, i + 1);
+        REQUIRE(both.step());
+        CHECK(both.integer(1) == i + 1);
+    }
+    Statement first_only(*db, "SELECT ?, ?");
+    first_only.bind(1, 7);
+    REQUIRE(first_only.step());
+    CHECK(first_only.integer(0) == 7);
+    CHECK(first_only.is_null(1));
+
+    // A statement left mid-read is ended when its rows are dropped: the table can be dropped
+    // (SQLite refuses while any statement still reads it).
+    outer.reset();
+    {
+        Statement partial(*db, kAll);
+        REQUIRE(partial.step());
+    }
+    db->exec("DROP TABLE t");
+    CHECK_THROWS_AS(Statement(*db, kAll).run(), DatabaseError);
 }
