@@ -37,27 +37,8 @@ void insert_event(Database& db, std::string_view kind, const boost::json::object
 
 thread_local Database* current_connection = nullptr;
 
-Store::Store(std::unique_ptr<Database> db) {
-    idle_.push_back(db.get());
-    connections_.push_back(std::move(db));
-}
+Store::Store(std::unique_ptr<Database> db) { writers_.add(std::move(db)); }
 Store::~Store() = default;
-
-Database* Store::acquire() {
-    std::unique_lock lock(mutex_);
-    freed_.wait(lock, [&] { return !idle_.empty(); });
-    auto* connection = idle_.back();
-    idle_.pop_back();
-    return connection;
-}
-
-void Store::release(Database* connection) {
-    {
-        std::lock_guard lock(mutex_);
-        idle_.push_back(connection);
-    }
-    freed_.notify_one();
-}
 
 void wait_before_retry(int attempt) {
     thread_local std::minstd_rand random(std::random_device{}());
@@ -88,13 +69,16 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
         bool postgres = db->dialect() == Dialect::Postgres;
         std::unique_ptr<Store> store(new Store(std::move(db)));
         {
-            ConnectionLease lease(store->acquire(), [&](Database* connection) { store->release(connection); });
+            auto& writers = store->writers_;
+            ConnectionLease lease(writers.acquire(), [&](Database* connection) { writers.release(connection); });
             store->migrate();
         }
-        for (std::size_t i = 1; postgres && i < kPostgresConnections; ++i) {
-            auto more = open_database(url, false);
-            store->release(more.get());
-            store->connections_.push_back(std::move(more));
+        for (std::size_t i = 1; postgres && i < kPostgresConnections; ++i)
+            store->writers_.add(open_database(url, false));
+        for (std::size_t i = 0; !postgres && i < kSqliteReaders; ++i) {
+            auto reader = open_database(url, false);
+            reader->exec("PRAGMA query_only=ON;");
+            store->readers_.add(std::move(reader));
         }
         return store;
     } catch (const DatabaseError& error) {
@@ -193,7 +177,7 @@ void Store::migrate() {
 }
 
 common::Result<std::int64_t> Store::database_bytes() {
-    return guarded([&]() -> common::Result<std::int64_t> {
+    return reading([&]() -> common::Result<std::int64_t> {
         Statement size(db(), db().dialect() == Dialect::Postgres
                                  ? "SELECT pg_database_size(current_database())"
                                  : "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()");
@@ -203,7 +187,7 @@ common::Result<std::int64_t> Store::database_bytes() {
 }
 
 common::Result<std::int64_t> Store::schema_version() {
-    return guarded([&]() -> common::Result<std::int64_t> { return db().schema_version(); });
+    return reading([&]() -> common::Result<std::int64_t> { return db().schema_version(); });
 }
 
 common::Status Store::set_setting(const std::string& key, const std::string& value) {
@@ -219,7 +203,7 @@ common::Status Store::set_setting(const std::string& key, const std::string& val
 }
 
 common::Result<std::optional<std::string>> Store::setting(const std::string& key) {
-    return guarded([&]() -> common::Result<std::optional<std::string>> {
+    return reading([&]() -> common::Result<std::optional<std::string>> {
         Statement query(db(), "SELECT value FROM settings WHERE key = ?");
         query.bind(1, key);
         if (!query.step()) return std::optional<std::string>();
@@ -239,7 +223,7 @@ common::Status Store::add_event(const std::string& kind, const std::string& deta
 }
 
 common::Result<std::vector<EventRecord>> Store::events_after(std::int64_t after_id, int limit) {
-    return guarded([&]() -> common::Result<std::vector<EventRecord>> {
+    return reading([&]() -> common::Result<std::vector<EventRecord>> {
         Statement query(db(), "SELECT id, at, kind, detail FROM events WHERE id > ? ORDER BY id LIMIT ?");
         query.bind(1, after_id).bind(2, limit);
         std::vector<EventRecord> events;
@@ -249,7 +233,7 @@ common::Result<std::vector<EventRecord>> Store::events_after(std::int64_t after_
 }
 
 common::Result<std::vector<RejectionRecord>> Store::rejections(int limit) {
-    return guarded([&]() -> common::Result<std::vector<RejectionRecord>> {
+    return reading([&]() -> common::Result<std::vector<RejectionRecord>> {
         Statement query(db(),
                         "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
                         "ORDER BY id DESC LIMIT ?");
@@ -263,7 +247,7 @@ common::Result<std::vector<RejectionRecord>> Store::rejections(int limit) {
 }
 
 common::Result<std::optional<RejectionRecord>> Store::rejection_of(const std::string& assignment_id) {
-    return guarded([&]() -> common::Result<std::optional<RejectionRecord>> {
+    return reading([&]() -> common::Result<std::optional<RejectionRecord>> {
         Statement query(db(),
                         "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
                         "WHERE assignment_id = ? ORDER BY id DESC LIMIT 1");
@@ -275,7 +259,7 @@ common::Result<std::optional<RejectionRecord>> Store::rejection_of(const std::st
 }
 
 common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
-    return guarded([&]() -> common::Result<StoreCounts> {
+    return reading([&]() -> common::Result<StoreCounts> {
         StoreCounts counts;
         for (auto state : all_assignment_states()) counts.assignments[std::string(assignment_state_name(state))] = 0;
         for (auto name : kWorkUnitStateNames) counts.work_units[std::string(name)] = 0;
@@ -300,7 +284,7 @@ common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
 }
 
 common::Result<std::int64_t> Store::active_clients(std::int64_t since, std::int64_t at_most) {
-    return guarded([&]() -> common::Result<std::int64_t> {
+    return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(), "SELECT COUNT(*) FROM (SELECT 1 FROM clients WHERE last_seen >= ? LIMIT ?) AS recent");
         query.bind(1, since).bind(2, at_most);
         query.step();
@@ -309,7 +293,7 @@ common::Result<std::int64_t> Store::active_clients(std::int64_t since, std::int6
 }
 
 common::Result<std::set<std::string>> Store::referenced_blobs() {
-    return guarded([&]() -> common::Result<std::set<std::string>> {
+    return reading([&]() -> common::Result<std::set<std::string>> {
         std::set<std::string> blobs;
         Statement query(db(),
                         // A retired version's published model is no longer needed (Store::retire_versions).
@@ -325,7 +309,7 @@ common::Result<std::set<std::string>> Store::referenced_blobs() {
 }
 
 common::Result<std::set<std::string>> Store::pending_delta_ids() {
-    return guarded([&]() -> common::Result<std::set<std::string>> {
+    return reading([&]() -> common::Result<std::set<std::string>> {
         std::set<std::string> ids;
         // Merged results after their task's last checkpoint are its true model's log.
         Statement query(db(),

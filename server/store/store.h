@@ -7,7 +7,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -18,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "connection_pool.h"
 #include "records.h"
 #include "result.h"
 
@@ -250,21 +250,29 @@ public:
 private:
     explicit Store(std::unique_ptr<Database> db);
     void migrate();
-    // Runs `body` on a free connection (store_internal.h).
+    // Runs `body` on a free connection of `pool` (store_internal.h): `guarded` on a writer,
+    // `reading` (a call that only reads) on a reader.
     template <class F>
-    auto guarded(F&& body) -> decltype(body());
-    Database* acquire();
-    void release(Database* connection);
+    auto guarded_on(ConnectionPool& pool, F&& body) -> decltype(body());
+    template <class F>
+    auto guarded(F&& body) -> decltype(body()) {
+        return guarded_on(writers_, std::forward<F>(body));
+    }
+    template <class F>
+    auto reading(F&& body) -> decltype(body()) {
+        return guarded_on(readers_.empty() ? writers_ : readers_, std::forward<F>(body));
+    }
     // The connection of the call running on this thread.
     static Database& db();
 
-    // One connection for SQLite (its calls are serialised); kPostgresConnections for
-    // PostgreSQL, whose transactions run in parallel, each call on a free one.
+    // Writers: one connection for SQLite (its writes are serialised); kPostgresConnections for
+    // PostgreSQL, whose transactions run in parallel, each call on a free one. Readers (SQLite
+    // only; PostgreSQL reads on its writers): kSqliteReaders connections that only read, each
+    // on its own snapshot of the WAL, so reads neither wait for the writer nor hold it.
     static constexpr std::size_t kPostgresConnections = 8;
-    std::mutex mutex_;
-    std::condition_variable freed_;
-    std::vector<std::unique_ptr<Database>> connections_;
-    std::vector<Database*> idle_;
+    static constexpr std::size_t kSqliteReaders = 4;
+    ConnectionPool writers_;
+    ConnectionPool readers_;
     std::atomic<std::int64_t> nonces_pruned_at_{0};
 };
 

@@ -12,7 +12,7 @@ constexpr const char* kMergingStates = "('accepted', 'merged')";
 }  // namespace
 
 common::Result<StallFigures> Store::stall_figures(const std::string& task_id, const std::string& reason) {
-    return guarded([&]() -> common::Result<StallFigures> {
+    return reading([&]() -> common::Result<StallFigures> {
         StallFigures figures;
         Statement last(db(), std::string("SELECT MAX(a.returned_at) FROM assignments a JOIN work_units w ON "
                                          "w.id = a.work_unit_id WHERE w.task_id = ? AND a.state IN ") +
@@ -37,7 +37,7 @@ common::Result<StallFigures> Store::stall_figures(const std::string& task_id, co
 }
 
 common::Result<std::vector<double>> Store::recent_alignments(const std::string& task_id, int limit) {
-    return guarded([&]() -> common::Result<std::vector<double>> {
+    return reading([&]() -> common::Result<std::vector<double>> {
         Statement query(db(),
                         "SELECT a.alignment FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                         "WHERE w.task_id = ? AND a.alignment IS NOT NULL "
@@ -51,7 +51,7 @@ common::Result<std::vector<double>> Store::recent_alignments(const std::string& 
 }
 
 common::Result<std::int64_t> Store::merges_since(const std::string& task_id, std::int64_t since) {
-    return guarded([&]() -> common::Result<std::int64_t> {
+    return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(), std::string("SELECT COUNT(*) FROM assignments a JOIN work_units w ON "
                                           "w.id = a.work_unit_id WHERE w.task_id = ? AND a.returned_at >= ? "
                                           "AND a.state IN ") +
@@ -63,7 +63,7 @@ common::Result<std::int64_t> Store::merges_since(const std::string& task_id, std
 
 common::Result<std::vector<std::pair<std::string, std::string>>> Store::settings_with_prefix(
     const std::string& prefix) {
-    return guarded([&]() -> common::Result<std::vector<std::pair<std::string, std::string>>> {
+    return reading([&]() -> common::Result<std::vector<std::pair<std::string, std::string>>> {
         // substr, not LIKE: a task id may hold LIKE's wildcards (the cast: PostgreSQL's substr
         // takes an integer length, and a bound integer is a bigint there).
         Statement query(db(), "SELECT key, value FROM settings WHERE substr(key, 1, CAST(? AS INTEGER)) = ? ORDER BY key");

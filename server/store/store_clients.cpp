@@ -90,7 +90,7 @@ common::Result<std::optional<ClientRecord>> Store::register_client(const std::st
 }
 
 common::Result<std::optional<ClientRecord>> Store::client(const std::string& id) {
-    return guarded([&]() -> common::Result<std::optional<ClientRecord>> {
+    return reading([&]() -> common::Result<std::optional<ClientRecord>> {
         Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients WHERE id = ?");
         query.bind(1, id);
         if (!query.step()) return std::optional<ClientRecord>();
@@ -139,7 +139,7 @@ common::Status Store::set_client_banned(const std::string& id, bool banned, std:
 }
 
 common::Result<std::int64_t> Store::registrations_from(const std::string& address, std::int64_t since) {
-    return guarded([&]() -> common::Result<std::int64_t> {
+    return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(), "SELECT COUNT(*) FROM clients WHERE address = ? AND registered_at >= ?");
         query.bind(1, address).bind(2, since).step();
         return query.integer(0);
@@ -147,7 +147,7 @@ common::Result<std::int64_t> Store::registrations_from(const std::string& addres
 }
 
 common::Result<std::int64_t> Store::rejections_since(const std::string& client_id, std::int64_t since) {
-    return guarded([&]() -> common::Result<std::int64_t> {
+    return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(),
                         "SELECT COUNT(*) FROM rejections WHERE client_id = ? AND at >= ? "
                         "AND reason NOT IN ('work_unit_retired', 'replica_unresolved', 'too_stale')");
@@ -178,7 +178,7 @@ common::Result<bool> Store::set_client_quarantined(const std::string& id, bool q
 }
 
 common::Result<std::vector<ClientRecord>> Store::clients() {
-    return guarded([&]() -> common::Result<std::vector<ClientRecord>> {
+    return reading([&]() -> common::Result<std::vector<ClientRecord>> {
         Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients ORDER BY credit DESC, id");
         std::vector<ClientRecord> rows;
         while (query.step()) rows.push_back(read_client(query));

@@ -21,7 +21,7 @@ std::string count_where(const std::string& condition) {
 }  // namespace
 
 common::Result<std::int64_t> Store::last_event_id() {
-    return guarded([&]() -> common::Result<std::int64_t> {
+    return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(), "SELECT COALESCE(MAX(id), 0) FROM events");
         query.step();
         return query.integer(0);
@@ -30,7 +30,7 @@ common::Result<std::int64_t> Store::last_event_id() {
 
 common::Result<std::vector<HistoryBucket>> Store::history(const std::string& task_id, std::int64_t since,
                                                           std::int64_t bucket_s) {
-    return guarded([&]() -> common::Result<std::vector<HistoryBucket>> {
+    return reading([&]() -> common::Result<std::vector<HistoryBucket>> {
         std::map<std::int64_t, HistoryBucket> buckets;
         auto dialect = db().dialect();
         Statement results(db(), "SELECT (a.returned_at / ?) * ?, " +
@@ -63,7 +63,7 @@ common::Result<std::vector<HistoryBucket>> Store::history(const std::string& tas
 }
 
 common::Result<ActivityTotals> Store::activity_since(const std::string& task_id, std::int64_t since) {
-    return guarded([&]() -> common::Result<ActivityTotals> {
+    return reading([&]() -> common::Result<ActivityTotals> {
         Statement query(db(), "SELECT " + count_where("a.state IN ('accepted', 'merged')") + ", " +
                                   merged_samples(db().dialect()) + " " + kTaskResults + "AND a.returned_at >= ?");
         query.bind(1, task_id).bind(2, since);
@@ -75,7 +75,7 @@ common::Result<ActivityTotals> Store::activity_since(const std::string& task_id,
 common::Result<RunProgress> Store::run_progress(const std::string& task_id, std::int64_t issued_since) {
     auto volunteers = task_volunteers(task_id, issued_since);
     if (!volunteers) return volunteers.error();
-    return guarded([&]() -> common::Result<RunProgress> {
+    return reading([&]() -> common::Result<RunProgress> {
         Statement steps(db(), std::string("SELECT COALESCE(SUM(w.local_steps), 0) ") + kTaskResults +
                                   "AND a.state IN ('accepted', 'merged')");
         steps.bind(1, task_id);
@@ -90,7 +90,7 @@ common::Result<RunProgress> Store::run_progress(const std::string& task_id, std:
 }
 
 common::Result<std::int64_t> Store::task_volunteers(const std::string& task_id, std::int64_t issued_since) {
-    return guarded([&]() -> common::Result<std::int64_t> {
+    return reading([&]() -> common::Result<std::int64_t> {
         Statement volunteers(db(), std::string("SELECT COUNT(DISTINCT a.client_id) ") + kTaskResults +
                                        "AND a.issued_at >= ?");
         volunteers.bind(1, task_id).bind(2, issued_since);
@@ -100,7 +100,7 @@ common::Result<std::int64_t> Store::task_volunteers(const std::string& task_id, 
 }
 
 common::Result<std::map<std::int64_t, std::int64_t>> Store::staleness_counts(const std::string& task_id) {
-    return guarded([&]() -> common::Result<std::map<std::int64_t, std::int64_t>> {
+    return reading([&]() -> common::Result<std::map<std::int64_t, std::int64_t>> {
         // A result merged into version v was added to the model at version v - 1: the
         // aggregator commits whatever its policy merged before it takes the next result.
         Statement query(db(), std::string("SELECT a.merged_version - 1 - w.base_version, COUNT(*) ") + kTaskResults +
@@ -113,7 +113,7 @@ common::Result<std::map<std::int64_t, std::int64_t>> Store::staleness_counts(con
 }
 
 common::Result<std::map<std::string, std::int64_t>> Store::rejection_counts() {
-    return guarded([&]() -> common::Result<std::map<std::string, std::int64_t>> {
+    return reading([&]() -> common::Result<std::map<std::string, std::int64_t>> {
         Statement query(db(), "SELECT reason, COUNT(*) FROM rejections GROUP BY reason");
         std::map<std::string, std::int64_t> counts;
         while (query.step()) counts[query.text(0)] = query.integer(1);

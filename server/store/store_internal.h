@@ -36,12 +36,12 @@ private:
 // conflicted do not meet again at once.
 void wait_before_retry(int attempt);
 
-// Runs `body` on a free connection; a DatabaseError becomes an Error. A transaction that
+// Runs `body` on a free connection of `pool`; a DatabaseError becomes an Error. A transaction that
 // conflicted with another (PostgreSQL) runs again, a few times.
 template <class F>
-auto Store::guarded(F&& body) -> decltype(body()) {
+auto Store::guarded_on(ConnectionPool& pool, F&& body) -> decltype(body()) {
     constexpr int kAttempts = 20;
-    ConnectionLease lease(acquire(), [this](Database* connection) { release(connection); });
+    ConnectionLease lease(pool.acquire(), [&pool](Database* connection) { pool.release(connection); });
     for (int attempt = 1;; ++attempt) {
         try {
             return body();

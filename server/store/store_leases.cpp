@@ -32,7 +32,7 @@ common::Status Store::release_lease(const LeaseClaim& claim) {
 }
 
 common::Result<std::optional<LeaseRecord>> Store::lease(const std::string& name) {
-    return guarded([&]() -> common::Result<std::optional<LeaseRecord>> {
+    return reading([&]() -> common::Result<std::optional<LeaseRecord>> {
         Statement row(db(), "SELECT name, holder, expires_at FROM leases WHERE name = ?");
         row.bind(1, name);
         if (!row.step()) return std::optional<LeaseRecord>();

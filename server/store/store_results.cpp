@@ -157,7 +157,7 @@ common::Result<std::optional<EndedAssignment>> Store::abandon(const std::string&
 }
 
 common::Result<std::vector<AssignmentRecord>> Store::in_state(AssignmentState state) {
-    return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
+    return reading([&]() -> common::Result<std::vector<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                                   "WHERE a.state = ? ORDER BY a.returned_at, a.rowid");
@@ -169,7 +169,7 @@ common::Result<std::vector<AssignmentRecord>> Store::in_state(AssignmentState st
 }
 
 common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std::string& task_id) {
-    return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
+    return reading([&]() -> common::Result<std::vector<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                                   "WHERE w.task_id = ? AND a.state = 'accepted' ORDER BY a.accepted_seq");
@@ -181,7 +181,7 @@ common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std
 }
 
 common::Result<std::vector<double>> Store::recent_norms_per_step(const std::string& task_id, int limit) {
-    return guarded([&]() -> common::Result<std::vector<double>> {
+    return reading([&]() -> common::Result<std::vector<double>> {
         // Walks the acceptance index from the newest (on SQLite, CROSS JOIN and the unary + keep
         // its planner from scanning every accepted row of the task and sorting them).
         bool sqlite = db().dialect() == Dialect::Sqlite;
@@ -202,7 +202,7 @@ common::Result<std::vector<double>> Store::recent_norms_per_step(const std::stri
 
 common::Result<std::vector<double>> Store::recent_gains_per_step(const std::string& task_id, int limit,
                                                                  std::int64_t min_base_version) {
-    return guarded([&]() -> common::Result<std::vector<double>> {
+    return reading([&]() -> common::Result<std::vector<double>> {
         Statement query(db(),
                         "SELECT a.gain_per_step FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                         "WHERE w.task_id = ? AND a.gain_per_step IS NOT NULL AND w.base_version >= ? "
@@ -226,7 +226,7 @@ common::Status Store::set_replicas(const std::string& work_unit_id, std::int64_t
 
 common::Result<std::vector<AssignmentRecord>> Store::lonely_validated(const std::string& task_id, std::int64_t now,
                                                                       std::int64_t wait_s) {
-    return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
+    return reading([&]() -> common::Result<std::vector<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                                   "WHERE a.state = 'validated' AND a.returned_at < ? AND w.task_id = ? AND NOT EXISTS "

@@ -52,7 +52,7 @@ common::Status Store::create_task(const TaskRecord& task, const std::vector<Shar
 }
 
 common::Result<std::optional<TaskRecord>> Store::current_task() {
-    return guarded([&]() -> common::Result<std::optional<TaskRecord>> {
+    return reading([&]() -> common::Result<std::optional<TaskRecord>> {
         Statement query(db(), std::string("SELECT ") + kTaskColumns +
                                   " FROM tasks WHERE state != 'finished' ORDER BY created_at DESC, rowid DESC LIMIT 1");
         if (!query.step()) return std::optional<TaskRecord>();
@@ -61,7 +61,7 @@ common::Result<std::optional<TaskRecord>> Store::current_task() {
 }
 
 common::Result<std::optional<TaskRecord>> Store::task(const std::string& id) {
-    return guarded([&]() -> common::Result<std::optional<TaskRecord>> {
+    return reading([&]() -> common::Result<std::optional<TaskRecord>> {
         Statement query(db(), std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?");
         query.bind(1, id);
         if (!query.step()) return std::optional<TaskRecord>();
@@ -70,7 +70,7 @@ common::Result<std::optional<TaskRecord>> Store::task(const std::string& id) {
 }
 
 common::Result<std::vector<TaskRecord>> Store::tasks() {
-    return guarded([&]() -> common::Result<std::vector<TaskRecord>> {
+    return reading([&]() -> common::Result<std::vector<TaskRecord>> {
         Statement query(db(), std::string("SELECT ") + kTaskColumns + " FROM tasks ORDER BY created_at, rowid");
         std::vector<TaskRecord> rows;
         while (query.step()) rows.push_back(read_task(query));
@@ -100,7 +100,7 @@ common::Status Store::set_task_weight(const std::string& id, double weight) {
 }
 
 common::Result<std::int64_t> Store::results_in_flight(const std::string& task_id) {
-    return guarded([&]() -> common::Result<std::int64_t> {
+    return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(),
                         "SELECT COUNT(*) FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                         "WHERE w.task_id = ? AND a.state IN ('in_progress', 'returned', 'validated', 'accepted')");
@@ -112,7 +112,7 @@ common::Result<std::int64_t> Store::results_in_flight(const std::string& task_id
 
 // Another result returned in the same second counts as before: ids carry no order.
 common::Result<bool> Store::returned_before(const AssignmentRecord& a) {
-    return guarded([&]() -> common::Result<bool> {
+    return reading([&]() -> common::Result<bool> {
         auto at = a.returned_at.value_or(std::numeric_limits<std::int64_t>::max());
         Statement query(db(),
                         "SELECT 1 FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
@@ -123,7 +123,7 @@ common::Result<bool> Store::returned_before(const AssignmentRecord& a) {
 }
 
 common::Result<std::vector<ShardRecord>> Store::shards(const std::string& task_id) {
-    return guarded([&]() -> common::Result<std::vector<ShardRecord>> {
+    return reading([&]() -> common::Result<std::vector<ShardRecord>> {
         Statement query(db(), "SELECT sha256, bytes, samples, uses FROM shards WHERE task_id = ? ORDER BY rowid");
         query.bind(1, task_id);
         std::vector<ShardRecord> rows;

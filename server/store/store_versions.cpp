@@ -57,7 +57,7 @@ void insert_version(Database& db, const VersionRecord& v) {
 }
 
 common::Result<std::optional<VersionRecord>> Store::version(const std::string& task_id, std::int64_t version) {
-    return guarded([&]() -> common::Result<std::optional<VersionRecord>> {
+    return reading([&]() -> common::Result<std::optional<VersionRecord>> {
         Statement query(
             db(), std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? AND version = ?");
         query.bind(1, task_id).bind(2, version);
@@ -67,7 +67,7 @@ common::Result<std::optional<VersionRecord>> Store::version(const std::string& t
 }
 
 common::Result<std::vector<VersionRecord>> Store::versions(const std::string& task_id) {
-    return guarded([&]() -> common::Result<std::vector<VersionRecord>> {
+    return reading([&]() -> common::Result<std::vector<VersionRecord>> {
         Statement query(
             db(), std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? ORDER BY version");
         query.bind(1, task_id);
@@ -79,7 +79,7 @@ common::Result<std::vector<VersionRecord>> Store::versions(const std::string& ta
 
 common::Result<std::vector<VersionRecord>> Store::versions_between(const std::string& task_id, std::int64_t after,
                                                                    std::int64_t through) {
-    return guarded([&]() -> common::Result<std::vector<VersionRecord>> {
+    return reading([&]() -> common::Result<std::vector<VersionRecord>> {
         Statement query(db(), std::string("SELECT ") + kVersionColumns +
                                   " FROM model_versions WHERE task_id = ? AND version > ? AND version <= ? "
                                   "ORDER BY version");
@@ -92,7 +92,7 @@ common::Result<std::vector<VersionRecord>> Store::versions_between(const std::st
 
 common::Result<std::optional<Store::BlobVersions>> Store::versions_of_blob(const std::string& task_id,
                                                                            const std::string& sha256) {
-    return guarded([&]() -> common::Result<std::optional<BlobVersions>> {
+    return reading([&]() -> common::Result<std::optional<BlobVersions>> {
         Statement query(db(),
                         "SELECT MIN(version), MAX(version) FROM model_versions WHERE task_id = ? AND blob_sha256 = ?");
         query.bind(1, task_id).bind(2, sha256);
@@ -104,7 +104,7 @@ common::Result<std::optional<Store::BlobVersions>> Store::versions_of_blob(const
 common::Result<std::optional<std::pair<std::string, std::int64_t>>> Store::version_publishing(
     const std::string& sha256) {
     using Owner = std::optional<std::pair<std::string, std::int64_t>>;
-    return guarded([&]() -> common::Result<Owner> {
+    return reading([&]() -> common::Result<Owner> {
         // Task by task, so that the (task_id, blob_sha256) index serves each look-up.
         Statement query(db(),
                         "SELECT id, first FROM (SELECT t.id AS id, (SELECT MIN(v.version) FROM model_versions v "
@@ -117,7 +117,7 @@ common::Result<std::optional<std::pair<std::string, std::int64_t>>> Store::versi
 }
 
 common::Result<std::optional<VersionRecord>> Store::last_checkpoint(const std::string& task_id, std::int64_t at_most) {
-    return guarded([&]() -> common::Result<std::optional<VersionRecord>> {
+    return reading([&]() -> common::Result<std::optional<VersionRecord>> {
         Statement query(db(), std::string("SELECT ") + kVersionColumns +
                                   " FROM model_versions WHERE task_id = ? AND version <= ? AND checkpoint = 1 "
                                   "ORDER BY version DESC LIMIT 1");
@@ -129,7 +129,7 @@ common::Result<std::optional<VersionRecord>> Store::last_checkpoint(const std::s
 
 common::Result<std::vector<Store::MergedResult>> Store::merged_between(const std::string& task_id, std::int64_t after,
                                                                        std::int64_t through) {
-    return guarded([&]() -> common::Result<std::vector<MergedResult>> {
+    return reading([&]() -> common::Result<std::vector<MergedResult>> {
         Statement query(db(),
                         "SELECT a.id, a.merged_version FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                         "WHERE w.task_id = ? AND a.state = 'merged' AND a.merged_version > ? "

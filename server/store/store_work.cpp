@@ -166,7 +166,7 @@ common::Result<Store::Claim> Store::add_assignment(const AssignmentRecord& assig
 
 common::Result<std::vector<WorkUnitRecord>> Store::reissuable_work_units(const std::string& task_id,
                                                                          const std::string& client_id) {
-    return guarded([&]() -> common::Result<std::vector<WorkUnitRecord>> {
+    return reading([&]() -> common::Result<std::vector<WorkUnitRecord>> {
         Statement query(
             db(), std::string("SELECT ") + kWorkUnitColumns +
                       " FROM work_units w WHERE task_id = ? AND state = 'open' "
@@ -183,11 +183,11 @@ common::Result<std::vector<WorkUnitRecord>> Store::reissuable_work_units(const s
 }
 
 common::Result<std::int64_t> Store::in_flight(const std::string& client_id) {
-    return guarded([&]() -> common::Result<std::int64_t> { return units_in_progress(db(), client_id); });
+    return reading([&]() -> common::Result<std::int64_t> { return units_in_progress(db(), client_id); });
 }
 
 common::Result<std::vector<std::string>> Store::tasks_in_progress(const std::string& client_id) {
-    return guarded([&]() -> common::Result<std::vector<std::string>> {
+    return reading([&]() -> common::Result<std::vector<std::string>> {
         Statement query(db(),
                         "SELECT DISTINCT w.task_id FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                         "WHERE a.client_id = ? AND a.state = 'in_progress' ORDER BY w.task_id");
@@ -199,7 +199,7 @@ common::Result<std::vector<std::string>> Store::tasks_in_progress(const std::str
 }
 
 common::Result<std::int64_t> Store::live_assignments(const std::string& work_unit_id) {
-    return guarded([&]() -> common::Result<std::int64_t> {
+    return reading([&]() -> common::Result<std::int64_t> {
         Statement query(
             db(), std::string("SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN ") + kLiveStates);
         query.bind(1, work_unit_id).step();
@@ -208,7 +208,7 @@ common::Result<std::int64_t> Store::live_assignments(const std::string& work_uni
 }
 
 common::Result<std::optional<AssignmentRecord>> Store::assignment(const std::string& id) {
-    return guarded([&]() -> common::Result<std::optional<AssignmentRecord>> {
+    return reading([&]() -> common::Result<std::optional<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id WHERE a.id = ?");
         query.bind(1, id);
@@ -218,7 +218,7 @@ common::Result<std::optional<AssignmentRecord>> Store::assignment(const std::str
 }
 
 common::Result<std::optional<WorkUnitRecord>> Store::work_unit(const std::string& id) {
-    return guarded([&]() -> common::Result<std::optional<WorkUnitRecord>> {
+    return reading([&]() -> common::Result<std::optional<WorkUnitRecord>> {
         Statement query(db(), std::string("SELECT ") + kWorkUnitColumns + " FROM work_units WHERE id = ?");
         query.bind(1, id);
         if (!query.step()) return std::optional<WorkUnitRecord>();
@@ -227,7 +227,7 @@ common::Result<std::optional<WorkUnitRecord>> Store::work_unit(const std::string
 }
 
 common::Result<std::vector<AssignmentRecord>> Store::assignments_of(const std::string& work_unit_id) {
-    return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
+    return reading([&]() -> common::Result<std::vector<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                                   "WHERE a.work_unit_id = ? ORDER BY a.issued_at, a.rowid");
