@@ -54,21 +54,26 @@ std::optional<std::int64_t> Statement::optional_integer(int column) const {
     return integer(column);
 }
 
-Transaction::Transaction(Database& db, Isolation isolation) : db_(db) { db_.begin(isolation); }
+Transaction::Transaction(Database& db, Isolation isolation) : db_(db), nested_(db.grouped()) {
+    if (nested_)
+        db_.exec("SAVEPOINT store_call");
+    else
+        db_.begin(isolation);
+}
 
 Transaction::~Transaction() {
     if (done_ || !db_.in_transaction()) return;  // a failed COMMIT may have ended it
     try {
-        db_.exec("ROLLBACK");
+        db_.exec(nested_ ? "ROLLBACK TO store_call; RELEASE store_call" : "ROLLBACK");
     } catch (const DatabaseError&) {
         // The connection is gone, and the transaction with it.
     }
 }
 
 void Transaction::commit() {
-    db_.exec("COMMIT");
+    db_.exec(nested_ ? "RELEASE store_call" : "COMMIT");
     done_ = true;
-    commits_made.fetch_add(1, std::memory_order_relaxed);
+    if (!nested_) commits_made.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool is_postgres_url(std::string_view url) {

@@ -70,6 +70,13 @@ public:
     virtual void set_schema_version(std::int64_t version) = 0;
     // The database's own description for messages: a path, or a URL without its password.
     virtual std::string name() const = 0;
+
+    // Inside a group commit's transaction (group_commit.h), a Transaction is a savepoint in it.
+    bool grouped() const { return grouped_; }
+    void set_grouped(bool grouped) { grouped_ = grouped; }
+
+private:
+    bool grouped_ = false;
 };
 
 // A statement with values bound by index (from 1, as in SQLite); it runs at the first step().
@@ -111,6 +118,8 @@ private:
 };
 
 // A writing transaction from construction; rolled back in the destructor unless committed.
+// On a grouped connection it is a savepoint of the group's transaction: its commit keeps its
+// writes for the group's one COMMIT, its rollback undoes them alone.
 class Transaction {
 public:
     explicit Transaction(Database& db, Isolation isolation = Isolation::Serializable);
@@ -121,12 +130,14 @@ public:
 
 private:
     Database& db_;
+    bool nested_ = false;
     bool done_ = false;
 };
 
 // What this process has run on its databases since it started: statements (each a round
 // trip on PostgreSQL), and transactions committed (each a sync of SQLite's log with
-// synchronous=FULL). `tessera-bench dispatch` reports them per work unit.
+// synchronous=FULL; a group commit counts once). `tessera-bench dispatch` reports them per
+// work unit.
 struct DatabaseActivity {
     std::uint64_t statements = 0;
     std::uint64_t commits = 0;

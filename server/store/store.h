@@ -24,6 +24,7 @@
 namespace tessera::server {
 
 class Database;
+class GroupCommit;
 
 // Why an assignment left in_progress without a result: its deadline passed or its volunteer
 // gave it up.
@@ -250,14 +251,12 @@ public:
 private:
     explicit Store(std::unique_ptr<Database> db);
     void migrate();
-    // Runs `body` on a free connection of `pool` (store_internal.h): `guarded` on a writer,
-    // `reading` (a call that only reads) on a reader.
+    // Runs `body` on a free connection of `pool` (store_internal.h): `guarded` on a writer
+    // (on SQLite in the next group commit), `reading` (a call that only reads) on a reader.
     template <class F>
     auto guarded_on(ConnectionPool& pool, F&& body) -> decltype(body());
     template <class F>
-    auto guarded(F&& body) -> decltype(body()) {
-        return guarded_on(writers_, std::forward<F>(body));
-    }
+    auto guarded(F&& body) -> decltype(body());
     template <class F>
     auto reading(F&& body) -> decltype(body()) {
         return guarded_on(readers_.empty() ? writers_ : readers_, std::forward<F>(body));
@@ -273,6 +272,7 @@ private:
     static constexpr std::size_t kSqliteReaders = 4;
     ConnectionPool writers_;
     ConnectionPool readers_;
+    std::unique_ptr<GroupCommit> group_;  // SQLite's writes
     std::atomic<std::int64_t> nonces_pruned_at_{0};
 };
 

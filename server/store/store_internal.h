@@ -4,8 +4,10 @@
 #include <boost/json.hpp>
 
 #include <functional>
+#include <optional>
 
 #include "database.h"
+#include "group_commit.h"
 #include "store.h"
 
 namespace tessera::server {
@@ -36,25 +38,54 @@ private:
 // conflicted do not meet again at once.
 void wait_before_retry(int attempt);
 
-// Runs `body` on a free connection of `pool`; a DatabaseError becomes an Error. A transaction that
-// conflicted with another (PostgreSQL) runs again, a few times.
+// Runs `body` on this thread's connection; a DatabaseError or a bad row becomes an Error.
+// `threw`: whether it ended so (its writes are to be undone); `retry`: whether running it again
+// may succeed (a conflict between PostgreSQL transactions).
+template <class F>
+auto run_caught(F& body, bool& threw, bool& retry) -> decltype(body()) {
+    threw = true;
+    retry = false;
+    try {
+        auto result = body();
+        threw = false;
+        return result;
+    } catch (const DatabaseError& error) {
+        retry = error.retryable();
+        return common::make_error(std::string("database: ") + error.what());
+    } catch (const std::exception& error) {
+        return common::make_error(std::string("database: bad row: ") + error.what());
+    }
+}
+
+// Runs `body` on a free connection of `pool`. A transaction that conflicted with another
+// (PostgreSQL) runs again, a few times.
 template <class F>
 auto Store::guarded_on(ConnectionPool& pool, F&& body) -> decltype(body()) {
     constexpr int kAttempts = 20;
     ConnectionLease lease(pool.acquire(), [&pool](Database* connection) { pool.release(connection); });
     for (int attempt = 1;; ++attempt) {
-        try {
-            return body();
-        } catch (const DatabaseError& error) {
-            if (error.retryable() && attempt < kAttempts) {
-                wait_before_retry(attempt);
-                continue;
-            }
-            return common::make_error(std::string("database: ") + error.what());
-        } catch (const std::exception& error) {
-            return common::make_error(std::string("database: bad row: ") + error.what());
-        }
+        bool threw = false;
+        bool retry = false;
+        auto result = run_caught(body, threw, retry);
+        if (!retry || attempt >= kAttempts) return result;
+        wait_before_retry(attempt);
     }
+}
+
+// A writing call: on SQLite in the next group commit (group_commit.h), else on a free writer.
+template <class F>
+auto Store::guarded(F&& body) -> decltype(body()) {
+    if (!group_) return guarded_on(writers_, std::forward<F>(body));
+    std::optional<decltype(body())> result;
+    bool threw = false;
+    auto failure = group_->run([&] {
+        bool retry = false;
+        result.emplace(run_caught(body, threw, retry));
+        return !threw;
+    });
+    // A call that failed itself says why; one that succeeded fails with its batch's COMMIT.
+    if (failure.empty() || threw) return std::move(*result);
+    return common::make_error("database: " + failure);
 }
 
 std::string_view work_unit_state_name(WorkUnitState state);

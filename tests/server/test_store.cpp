@@ -4,13 +4,19 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "connection_pool.h"
 #include "database.h"
+#include "group_commit.h"
 #include "postgres_cluster.h"
 #include "store.h"
+#include "store_internal.h"
 #include "temp_dir.h"
 
 using namespace tessera::server;
@@ -554,4 +560,100 @@ TEST_CASE("SQLite statements are prepared once and reused: bindings cleared, ope
     }
     db->exec("DROP TABLE t");
     CHECK_THROWS_AS(Statement(*db, kAll).run(), DatabaseError);
+}
+
+namespace {
+
+std::int64_t rows_of(Database& db, const std::string& table) {
+    Statement count(db, "SELECT COUNT(*) FROM " + table);
+    count.step();
+    return count.integer(0);
+}
+
+}  // namespace
+
+TEST_CASE("group commit: calls that wait for a batch commit together; a failed call undoes its own writes alone") {
+    TempDir dir;
+    ConnectionPool writers;
+    writers.add(open_database("sqlite:" + (dir.path() / "group.db").string(), true));
+    std::unique_ptr<Database> check;  // a reader's connection, as the store's readers are
+    {
+        auto* db = writers.acquire();
+        db->exec(
+            "PRAGMA journal_mode=WAL; CREATE TABLE parent(id INTEGER PRIMARY KEY); CREATE TABLE t(x INTEGER); "
+            "CREATE TABLE child(parent INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED); "
+            "PRAGMA foreign_keys=ON;");
+        writers.release(db);
+    }
+    check = open_database("sqlite:" + (dir.path() / "group.db").string(), false);
+    GroupCommit group(writers);
+    auto insert = [](int x, bool keep) {
+        return [x, keep] {
+            Transaction transaction(*current_connection);
+            Statement(*current_connection, "INSERT INTO t VALUES (?)").bind(1, x).run();
+            if (keep) transaction.commit();
+            return keep;
+        };
+    };
+
+    // The first call holds its batch open until four more calls wait; those four then make one
+    // batch: one COMMIT for them, and the one whose body failed left no row.
+    std::promise<void> first_started;
+    std::promise<void> release_first;
+    auto first_done = std::async(std::launch::async, [&] {
+        return group.run([&] {
+            first_started.set_value();
+            release_first.get_future().wait();
+            return insert(0, true)();
+        });
+    });
+    first_started.get_future().wait();
+    std::vector<std::future<std::string>> calls;
+    for (int x = 1; x <= 4; ++x)
+        calls.push_back(std::async(std::launch::async, [&, x] { return group.run(insert(x, x != 3)); }));
+    while (group.waiting() != 4) std::this_thread::yield();
+    auto commits_before = database_activity().commits;
+    release_first.set_value();
+    CHECK(first_done.get().empty());
+    for (auto& call : calls) CHECK(call.get().empty());
+    CHECK(database_activity().commits - commits_before == 2);  // the first batch's and the four's
+    CHECK(rows_of(*check, "t") == 4);
+    {
+        Statement absent(*check, "SELECT COUNT(*) FROM t WHERE x = 3");
+        absent.step();
+        CHECK(absent.integer(0) == 0);
+    }
+
+    // A batch whose COMMIT fails (a deferred foreign key left unmet) fails every call in it,
+    // and none of their writes remain.
+    std::promise<void> second_started;
+    std::promise<void> release_second;
+    auto holder = std::async(std::launch::async, [&] {
+        return group.run([&] {
+            second_started.set_value();
+            release_second.get_future().wait();
+            return true;
+        });
+    });
+    second_started.get_future().wait();
+    auto good = std::async(std::launch::async, [&] { return group.run(insert(5, true)); });
+    auto orphan = std::async(std::launch::async, [&] {
+        return group.run([] {
+            Statement(*current_connection, "INSERT INTO child VALUES (42)").run();
+            return true;
+        });
+    });
+    while (group.waiting() != 2) std::this_thread::yield();
+    release_second.set_value();
+    auto held = holder.get();
+    CHECK_MESSAGE(held.empty(), held);
+    auto good_failure = good.get();
+    CHECK(good_failure.find("FOREIGN KEY") != std::string::npos);
+    CHECK(orphan.get() == good_failure);
+    CHECK(rows_of(*check, "t") == 4);
+    CHECK(rows_of(*check, "child") == 0);
+
+    // The writer is usable again: the next batch commits.
+    CHECK(group.run(insert(6, true)).empty());
+    CHECK(rows_of(*check, "t") == 5);
 }
