@@ -116,6 +116,28 @@ CommandLine usage_error(const std::string& message) {
     return line;
 }
 
+// When the owner lets the client work: idle time, battery, hours, exclusive programs, tasks.
+tessera::common::Status read_preferences(const cxxopts::ParseResult& args,
+                                         tessera::client::WorkPreferences& preferences) {
+    preferences.idle_minutes = args["idle-minutes"].as<double>();
+    if (!(preferences.idle_minutes >= 0 && preferences.idle_minutes <= 1440))
+        return tessera::common::make_error("--idle-minutes must be between 0 and 1440");
+    preferences.run_on_battery = args.count("run-on-battery") > 0;
+    auto hours = tessera::client::parse_time_windows(args["work-hours"].as<std::string>());
+    if (!hours) return tessera::common::make_error("--work-hours: " + hours.message());
+    preferences.work_hours = *hours;
+    auto apps = tessera::client::parse_program_names(args["exclusive-apps"].as<std::string>());
+    if (!apps) return tessera::common::make_error("--exclusive-apps: " + apps.message());
+    preferences.exclusive_apps = *apps;
+    for (auto [name, field] :
+         {std::pair{"tasks", &preferences.tasks.only}, std::pair{"exclude-tasks", &preferences.tasks.exclude}}) {
+        auto names = tessera::client::parse_task_names(args[name].as<std::string>());
+        if (!names) return tessera::common::make_error(std::string("--") + name + ": " + names.message());
+        *field = *names;
+    }
+    return {};
+}
+
 CommandLine parse_command_line(int argc, char** argv) {
     auto options = client_options();
     std::string word = argc > 1 ? argv[1] : "";
@@ -168,23 +190,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     auto grace_s = args["stop-grace"].as<double>();
     if (!(grace_s >= 0 && grace_s <= 86400)) return usage_error("--stop-grace must be between 0 and 86400 seconds");
     line.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(grace_s * 1000)));
-    auto& preferences = volunteer.preferences;
-    preferences.idle_minutes = args["idle-minutes"].as<double>();
-    if (!(preferences.idle_minutes >= 0 && preferences.idle_minutes <= 1440))
-        return usage_error("--idle-minutes must be between 0 and 1440");
-    preferences.run_on_battery = args.count("run-on-battery") > 0;
-    auto hours = tessera::client::parse_time_windows(args["work-hours"].as<std::string>());
-    if (!hours) return usage_error("--work-hours: " + hours.message());
-    preferences.work_hours = *hours;
-    auto apps = tessera::client::parse_program_names(args["exclusive-apps"].as<std::string>());
-    if (!apps) return usage_error("--exclusive-apps: " + apps.message());
-    preferences.exclusive_apps = *apps;
-    for (auto [name, field] :
-         {std::pair{"tasks", &preferences.tasks.only}, std::pair{"exclude-tasks", &preferences.tasks.exclude}}) {
-        auto names = tessera::client::parse_task_names(args[name].as<std::string>());
-        if (!names) return usage_error(std::string("--") + name + ": " + names.message());
-        *field = *names;
-    }
+    if (auto read = read_preferences(args, volunteer.preferences); !read) return usage_error(read.message());
     for (auto [name, field] : {std::pair{"max-download-mbps", &volunteer.max_download_mbps},
                                std::pair{"max-upload-mbps", &volunteer.max_upload_mbps}}) {
         *field = args[name].as<double>();

@@ -134,6 +134,8 @@ private:
     ApiResult<std::filesystem::path> fetch_blob(const common::BlobRef& blob, const Url& base);
 
     Next train();
+    // How a unit trains here: the device, threads and memory, and what carries over between units.
+    RunOptions run_options();
 
     // The result as uploaded, also kept in the state directory until the server has it.
     Next pack(RunOutput output);

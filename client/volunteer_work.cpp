@@ -159,6 +159,16 @@ ApiResult<std::filesystem::path> Volunteer::fetch_blob(const common::BlobRef& bl
     return path;
 }
 
+RunOptions Volunteer::run_options() {
+    RunOptions run;
+    run.device = options_.device;
+    run.threads = options_.threads;
+    run.max_gpu_memory_gb = options_.max_gpu_memory_gb;
+    run.feedback = &carried_.feedback;
+    run.optimizer = &carried_.optimizer;
+    return run;
+}
+
 Volunteer::Next Volunteer::train() {
     const auto& unit = unit_->unit;
     if (!turn_for_training()) return give_back(Stop{StopReason::Requested, unit.wu_id + ": abandoned on request"});
@@ -172,12 +182,7 @@ Volunteer::Next Volunteer::train() {
         auto heartbeat_http = http_.options();
         heartbeat_http.timeout = std::chrono::seconds(10);
         HeartbeatSender heartbeat(*api_, heartbeat_http, unit.wu_id, options_.heartbeat_interval, log_);
-        RunOptions run;
-        run.device = options_.device;
-        run.threads = options_.threads;
-        run.max_gpu_memory_gb = options_.max_gpu_memory_gb;
-        run.feedback = &carried_.feedback;
-        run.optimizer = &carried_.optimizer;
+        auto run = run_options();
         common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
         TrainingClock clock;
         run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {

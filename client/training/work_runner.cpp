@@ -90,6 +90,54 @@ common::Result<common::Bytes> encode_with_feedback(const common::WorkUnit& unit,
     return encoded;
 }
 
+common::Result<common::TorchTensorMap> read_base_model(const std::filesystem::path& model_file) {
+    auto model_bytes = common::read_file(model_file, std::uint64_t{8} << 30);
+    if (!model_bytes) return model_bytes.error();
+    auto model = common::parse_safetensors(*model_bytes);
+    if (!model) return common::with_context("base model", model.error());
+    return common::to_torch_map(*model);
+}
+
+common::Result<common::ShardData> read_shards(const std::vector<std::filesystem::path>& shard_files) {
+    std::vector<common::ShardData> shards;
+    for (const auto& file : shard_files) {
+        auto shard = common::load_shard_file(file);
+        if (!shard) return common::with_context(file.filename().string(), shard.error());
+        shards.push_back(std::move(*shard));
+    }
+    return common::concat_shards(shards);
+}
+
+// Trains the unit in the device's memory: an out-of-memory error halves the micro-batch and
+// tries again (the micro-batch that fitted is remembered for the next unit of the kind), and
+// kept moments that do not fit the model are dropped for fresh ones, saying why in `note`.
+common::Result<common::TrainOutcome> train_fitting(const common::WorkUnit& unit, const common::TorchTensorMap& theta0,
+                                                   const common::ShardData& data, common::TrainConfig& config,
+                                                   const common::ProgressCallback& progress, std::string& note) {
+    // The micro-batch that fitted this model and batch in the GPU's memory before is used
+    // again, so only the first unit of a kind pays for finding it.
+    auto fitted_key = unit.model + "/" + std::to_string(config.batch_size);
+    config.micro_batch = fitted_micro_batch(fitted_key);
+    auto outcome = common::train(unit.model, theta0, data, config, progress);
+    for (int retry = 0; !outcome && is_out_of_memory(outcome.message()) && retry < kOomRetries; ++retry) {
+        // Same batch, accumulated over micro-batches half as large each time.
+        release_gpu_cache();
+        config.micro_batch =
+            std::max<std::int64_t>(1, (config.micro_batch > 0 ? config.micro_batch : config.batch_size) / 2);
+        outcome = common::train(unit.model, theta0, data, config, progress);
+    }
+    if (!outcome && config.resume_optimizer != nullptr && !is_out_of_memory(outcome.message())) {
+        // Moments that do not fit the unit's model: train from fresh ones, and say why.
+        auto why = outcome.message();
+        config.resume_optimizer = nullptr;
+        config.warmup_steps = unit.hyper.warmup_steps;
+        outcome = common::train(unit.model, theta0, data, config, progress);
+        if (outcome) note = "dropped the kept optimizer state: " + why;
+    }
+    if (outcome) remember_micro_batch(fitted_key, config.micro_batch);
+    return outcome;
+}
+
 }  // namespace
 
 common::Result<common::DeviceInfo> probe_device(const std::string& device, int threads) {
@@ -132,19 +180,9 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
     auto device = common::parse_device(options.device);
     if (!device) return device.error();
     if (auto status = limit_gpu_memory(*device, options.max_gpu_memory_gb); !status) return status.error();
-    auto model_bytes = common::read_file(model_file, std::uint64_t{8} << 30);
-    if (!model_bytes) return model_bytes.error();
-    auto model = common::parse_safetensors(*model_bytes);
-    if (!model) return common::with_context("base model", model.error());
-    auto theta0 = common::to_torch_map(*model);
+    auto theta0 = read_base_model(model_file);
     if (!theta0) return theta0.error();
-    std::vector<common::ShardData> shards;
-    for (const auto& file : shard_files) {
-        auto shard = common::load_shard_file(file);
-        if (!shard) return common::with_context(file.filename().string(), shard.error());
-        shards.push_back(std::move(*shard));
-    }
-    auto data = common::concat_shards(shards);
+    auto data = read_shards(shard_files);
     if (!data) return data.error();
 
     auto config = common::train_config_for(unit.hyper);
@@ -180,26 +218,8 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
 
     // The micro-batch that fitted this model and batch in the GPU's memory before is used
     // again, so only the first unit of a kind pays for finding it.
-    auto fitted_key = unit.model + "/" + std::to_string(config.batch_size);
-    config.micro_batch = fitted_micro_batch(fitted_key);
-    auto outcome = common::train(unit.model, *theta0, *data, config, progress);
-    for (int retry = 0; !outcome && is_out_of_memory(outcome.message()) && retry < kOomRetries; ++retry) {
-        // Same batch, accumulated over micro-batches half as large each time.
-        release_gpu_cache();
-        config.micro_batch =
-            std::max<std::int64_t>(1, (config.micro_batch > 0 ? config.micro_batch : config.batch_size) / 2);
-        outcome = common::train(unit.model, *theta0, *data, config, progress);
-    }
-    if (!outcome && config.resume_optimizer != nullptr && !is_out_of_memory(outcome.message())) {
-        // Moments that do not fit the unit's model: train from fresh ones, and say why.
-        auto why = outcome.message();
-        config.resume_optimizer = nullptr;
-        config.warmup_steps = unit.hyper.warmup_steps;
-        outcome = common::train(unit.model, *theta0, *data, config, progress);
-        if (outcome) resumed_note = "dropped the kept optimizer state: " + why;
-    }
+    auto outcome = train_fitting(unit, *theta0, *data, config, progress, resumed_note);
     if (!outcome) return outcome.error();
-    remember_micro_batch(fitted_key, config.micro_batch);
     RunOutput output;
     output.optimizer_note = resumed_note;
     if (keeps_state)

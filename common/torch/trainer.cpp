@@ -146,16 +146,68 @@ private:
     std::int64_t cursor_ = 0;
 };
 
-Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
-                                  const TrainConfig& config, const ProgressCallback& progress) {
-    auto device = parse_device(config.device);
-    if (!device) return device.error();
+Status check_training_inputs(const ShardData& data, const TrainConfig& config) {
     if (config.steps < 1 || config.batch_size < 1) return make_error("steps and batch size must be at least 1");
     if (data.size() < 1) return make_error("no training samples");
     auto largest_label = data.labels.max().item<std::int64_t>();
     if (largest_label >= config.num_classes)
         return make_error("label " + std::to_string(largest_label) + " is not below the task's " +
                           std::to_string(config.num_classes) + " classes");
+    return {};
+}
+
+// One step's gradients, accumulated over micro-batches of `micro` rows of the batch's `rows`;
+// the step's loss (f64, on the device, not read yet).
+torch::Tensor accumulate_gradients(Workload& workload, const Batch& batch, std::int64_t rows, std::int64_t micro,
+                                   bool cuda) {
+    torch::Tensor step_loss;
+    for (std::int64_t begin = 0; begin < rows; begin += micro) {
+        auto end = std::min(rows, begin + micro);
+        auto weight = static_cast<double>(end - begin) / static_cast<double>(rows);
+        torch::Tensor loss;
+        {
+            CudaAutocast autocast(cuda);
+            loss = workload.loss(batch.slice(begin, end));
+        }
+        (loss * weight).backward();
+        auto weighted = loss.detach().to(torch::kFloat64) * weight;
+        step_loss = step_loss.defined() ? step_loss + weighted : weighted;
+    }
+    return step_loss;
+}
+
+TorchTensorMap current_weights(torch::nn::Module& module) {
+    torch::NoGradGuard no_grad;
+    TorchTensorMap weights;
+    for (const auto& item : module.named_parameters()) weights.emplace(item.key(), item.value().detach());
+    return weights;
+}
+
+// The unit's delta (θ − θ0, f32) and its loss figures; an error when the loss left the finite.
+Result<TrainOutcome> outcome_of(torch::nn::Module& module, const TorchTensorMap& theta0,
+                                const std::vector<double>& losses, std::int64_t samples, double seconds) {
+    TrainOutcome outcome;
+    torch::NoGradGuard no_grad;
+    for (const auto& item : module.named_parameters()) {
+        auto theta_h = item.value().detach().to(torch::kFloat32);
+        outcome.delta.emplace(item.key(), theta_h - theta0.at(item.key()).to(theta_h.device(), torch::kFloat32));
+    }
+    auto tenth = std::max<std::size_t>(1, losses.size() / 10);
+    outcome.stats.loss_start = mean(losses, 0, tenth);
+    outcome.stats.loss_end = mean(losses, losses.size() - tenth, losses.size());
+    outcome.stats.samples = samples;
+    outcome.stats.seconds = seconds;
+    outcome.stats.samples_per_s = seconds > 0 ? static_cast<double>(samples) / seconds : 0.0;
+    for (double loss : losses)
+        if (!std::isfinite(loss)) return make_error("training diverged: the loss became non-finite");
+    return outcome;
+}
+
+Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
+                                  const TrainConfig& config, const ProgressCallback& progress) {
+    auto device = parse_device(config.device);
+    if (!device) return device.error();
+    if (auto checked = check_training_inputs(data, config); !checked) return checked.error();
     auto workload = make_workload(preset, data_shape_of(data, config.num_classes), config.seed);
     if (!workload) return workload.error();
     auto module = (*workload)->module();
@@ -192,30 +244,12 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
                     text.defined() ? text.index_select(0, index) : torch::Tensor(),
                     {}};
         (*workload)->draw(batch, config.seed, step);
-
         optimizer.zero_grad();
-        torch::Tensor step_loss;
-        for (std::int64_t begin = 0; begin < rows; begin += micro) {
-            auto end = std::min(rows, begin + micro);
-            auto weight = static_cast<double>(end - begin) / static_cast<double>(rows);
-            torch::Tensor loss;
-            {
-                CudaAutocast autocast(cuda);
-                loss = (*workload)->loss(batch.slice(begin, end));
-            }
-            (loss * weight).backward();
-            auto weighted = loss.detach().to(torch::kFloat64) * weight;
-            step_loss = step_loss.defined() ? step_loss + weighted : weighted;
-        }
+        pending.push_back(accumulate_gradients(**workload, batch, rows, micro, cuda));
         if (config.grad_clip > 0) clip_gradients(parameters, config.grad_clip);
         optimizer.step(lr);
-        pending.push_back(step_loss);
-        if (config.snapshot && config.snapshot_every > 0 && (step + 1) % config.snapshot_every == 0) {
-            torch::NoGradGuard no_grad;
-            TorchTensorMap weights;
-            for (const auto& item : module->named_parameters()) weights.emplace(item.key(), item.value().detach());
-            config.snapshot(step + 1, weights);
-        }
+        if (config.snapshot && config.snapshot_every > 0 && (step + 1) % config.snapshot_every == 0)
+            config.snapshot(step + 1, current_weights(*module));
         if (static_cast<std::int64_t>(pending.size()) == kLossReadEvery || step + 1 == config.steps) {
             auto read = torch::stack(pending).cpu();
             for (std::int64_t i = 0; i < read.numel(); ++i) losses.push_back(read[i].item<double>());
@@ -229,25 +263,12 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     }
     if (cuda) torch::cuda::synchronize();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-
-    TrainOutcome outcome;
-    torch::NoGradGuard no_grad;
-    for (const auto& item : module->named_parameters()) {
-        auto theta_h = item.value().detach().to(torch::kFloat32);
-        outcome.delta.emplace(item.key(), theta_h - theta0.at(item.key()).to(theta_h.device(), torch::kFloat32));
-    }
-    auto tenth = std::max<std::size_t>(1, losses.size() / 10);
-    outcome.stats.loss_start = mean(losses, 0, tenth);
-    outcome.stats.loss_end = mean(losses, losses.size() - tenth, losses.size());
-    outcome.stats.samples = config.steps * rows;
-    outcome.stats.seconds = seconds;
-    outcome.stats.samples_per_s = seconds > 0 ? static_cast<double>(outcome.stats.samples) / seconds : 0.0;
-    for (double loss : losses)
-        if (!std::isfinite(loss)) return make_error("training diverged: the loss became non-finite");
+    auto outcome = outcome_of(*module, theta0, losses, config.steps * rows, seconds);
+    if (!outcome) return outcome.error();
     if (config.return_optimizer) {
         auto kept = kept_optimizer(optimizer, *module);
         if (!kept) return kept.error();
-        outcome.optimizer = std::move(*kept);
+        outcome->optimizer = std::move(*kept);
     }
     return outcome;
 }

@@ -112,38 +112,34 @@ void on_threads(int threads, Body body) {
     for (auto& thread : pool) thread.join();
 }
 
-}  // namespace
-
-common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& options, std::ostream& out) {
-    if (options.volunteers < 1 || options.connections < 1 || !(options.seconds > 0) || options.servers < 1)
-        return common::make_error("--volunteers, --connections, --servers and --seconds must be positive");
-    if (options.servers > 1 && !server::is_postgres_url(options.database_url))
-        return common::make_error("several --servers share a PostgreSQL database: give --db postgresql://…");
-    auto dir = std::filesystem::temp_directory_path() / ("tessera-dispatch-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir);
-    server::StateDir state(dir, options.database_url);
+// The benchmark's task in a fresh state directory: fedbuff, tiny top-k results, and every
+// check a made-up delta would trip or that costs more than the front end turned off.
+common::Status create_bench_task(const DispatchBenchOptions& options, const server::StateDir& state) {
     if (auto token = server::initialize_state(state); !token) return token.error();
-    {
-        auto store = server::Store::connect(state.database_url(), false);
-        if (!store) return store.error();
-        auto config = server::default_task_config(options.data, server::PolicyKind::FedBuff, options.model);
-        if (!config) return config.error();
-        config->codec = {common::DeltaDType::Int8, options.topk_fraction};
-        config->loss_check = 0;  // the front end is measured here; `ingest` measures validation
-        config->replication = 0;
-        // Every result is the same made-up delta: trusted volunteers, no copy, alignment or norm checks.
-        config->trust_streak = 0;
-        config->copy_similarity = 1;
-        config->min_alignment = -1;
-        config->norm_floor = 0;
-        config->norm_bound = 1e9;
-        // The curve's evaluations and the gallery's samples are a fixed background cost that
-        // does not grow with the load: one evaluation an hour, no gallery.
-        config->eval_interval_s = 3600;
-        config->merge.buffer_size = 64;
-        config->eval_full_interval_s = 3600;
-        if (auto task = server::create_task(state, **store, *config); !task) return task.error();
-    }
+    auto store = server::Store::connect(state.database_url(), false);
+    if (!store) return store.error();
+    auto config = server::default_task_config(options.data, server::PolicyKind::FedBuff, options.model);
+    if (!config) return config.error();
+    config->codec = {common::DeltaDType::Int8, options.topk_fraction};
+    config->loss_check = 0;  // the front end is measured here; `ingest` measures validation
+    config->replication = 0;
+    // Every result is the same made-up delta: trusted volunteers, no copy, alignment or norm checks.
+    config->trust_streak = 0;
+    config->copy_similarity = 1;
+    config->min_alignment = -1;
+    config->norm_floor = 0;
+    config->norm_bound = 1e9;
+    // The curve's evaluations and the gallery's samples are a fixed background cost that
+    // does not grow with the load: one evaluation an hour, no gallery.
+    config->eval_interval_s = 3600;
+    config->merge.buffer_size = 64;
+    config->eval_full_interval_s = 3600;
+    if (auto task = server::create_task(state, **store, *config); !task) return task.error();
+    return {};
+}
+
+common::Result<std::vector<std::unique_ptr<ServerApp>>> start_servers(const DispatchBenchOptions& options,
+                                                                      const server::StateDir& state) {
     server::ServerOptions server_options;
     server_options.state = state;
     server_options.http.address = "127.0.0.1";
@@ -159,17 +155,19 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
         if (!app) return app.error();
         apps.push_back(std::move(*app));
     }
-    auto& first = *apps.front();
-    auto delta = made_up_delta(first.store(), state, {common::DeltaDType::Int8, options.topk_fraction});
-    if (!delta) return delta.error();
+    return apps;
+}
 
+// New keys registered over `connections` threads, spread over the servers evenly.
+common::Result<std::vector<Volunteer>> register_volunteers(const DispatchBenchOptions& options,
+                                                           const std::vector<std::unique_ptr<ServerApp>>& apps,
+                                                           client::HttpClient& http) {
     std::vector<client::Url> urls;
     for (const auto& app : apps) {
         auto url = client::parse_url("http://127.0.0.1:" + std::to_string(app->port()));
         if (!url) return url.error();
         urls.push_back(*url);
     }
-    client::HttpClient http;
     std::vector<Volunteer> volunteers;
     volunteers.reserve(static_cast<std::size_t>(options.volunteers));
     for (std::int64_t i = 0; i < options.volunteers; ++i) {
@@ -177,9 +175,8 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
         const auto& url = urls[static_cast<std::size_t>(i) % urls.size()];
         volunteers.back().api = std::make_unique<client::ServerApi>(url, http, volunteers.back().key);
     }
-    auto registering = Clock::now();
-    std::atomic<int> register_failures{0};
-    std::string register_failure;
+    std::atomic<int> failures{0};
+    std::string first_failure;
     std::mutex failure_mutex;
     on_threads(options.connections, [&](int t) {
         for (std::size_t i = static_cast<std::size_t>(t); i < volunteers.size();
@@ -187,30 +184,30 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
             auto response = volunteers[i].api->register_client("bench " + std::to_string(i), "bench");
             if (!response) {
                 std::lock_guard lock(failure_mutex);
-                if (register_failures++ == 0) register_failure = response.message();
+                if (failures++ == 0) first_failure = response.message();
                 continue;
             }
             volunteers[i].api->set_client_id(response->client_id);
         }
     });
-    double register_s = milliseconds_since(registering) / 1000;
-    if (register_failures > 0) return common::make_error("registration failed: " + register_failure);
+    if (failures > 0) return common::make_error("registration failed: " + first_failure);
+    return volunteers;
+}
 
+// Each thread asks for and returns units for its share of the volunteers, in turn, until the
+// deadline: every thread's tally in one.
+ThreadTally measure(const DispatchBenchOptions& options, std::vector<Volunteer>& volunteers,
+                    const common::Bytes& delta) {
     std::vector<ThreadTally> tallies(static_cast<std::size_t>(options.connections));
     auto deadline = Clock::now() + std::chrono::duration<double>(options.seconds);
-    auto measuring = Clock::now();
-    auto activity_before = server::database_activity();
     on_threads(options.connections, [&](int t) {
         auto& tally = tallies[static_cast<std::size_t>(t)];
         for (auto i = static_cast<std::size_t>(t); Clock::now() < deadline;) {
-            one_unit(volunteers[i], *delta, tally);
+            one_unit(volunteers[i], delta, tally);
             i += static_cast<std::size_t>(options.connections);
             if (i >= volunteers.size()) i = static_cast<std::size_t>(t) % volunteers.size();
         }
     });
-    double elapsed_s = milliseconds_since(measuring) / 1000;
-    auto activity_after = server::database_activity();
-
     ThreadTally all;
     for (auto& tally : tallies) {
         all.work_ms.insert(all.work_ms.end(), tally.work_ms.begin(), tally.work_ms.end());
@@ -221,11 +218,11 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
         if (tally.failures > 0 && all.failures == 0) all.first_failure = tally.first_failure;
         all.failures += tally.failures;
     }
-    auto counts = first.store().counts(0);
-    auto draining = Clock::now();
-    for (auto& app : apps) app->stop();
-    double drain_s = milliseconds_since(draining) / 1000;
+    return all;
+}
 
+DispatchFigures figures_of(const ThreadTally& all, double elapsed_s, const server::DatabaseActivity& before,
+                           const server::DatabaseActivity& after) {
     DispatchFigures figures;
     figures.seconds = elapsed_s;
     figures.units = all.units;
@@ -239,14 +236,16 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     figures.upload_p99_ms = percentile(all.upload_ms, 0.99);
     figures.unit_p50_ms = percentile(all.unit_ms, 0.5);
     figures.unit_p99_ms = percentile(all.unit_ms, 0.99);
-    figures.register_s = register_s;
-    figures.result_bytes = delta->size();
     auto per_unit = [&](std::uint64_t count) {
         return all.units > 0 ? static_cast<double>(count) / static_cast<double>(all.units) : 0.0;
     };
-    figures.statements_per_unit = per_unit(activity_after.statements - activity_before.statements);
-    figures.commits_per_unit = per_unit(activity_after.commits - activity_before.commits);
+    figures.statements_per_unit = per_unit(after.statements - before.statements);
+    figures.commits_per_unit = per_unit(after.commits - before.commits);
+    return figures;
+}
 
+void print_figures(const DispatchBenchOptions& options, const DispatchFigures& figures, double drain_s,
+                   std::ostream& out) {
     char line[768];
     std::snprintf(
         line, sizeof line,
@@ -261,10 +260,50 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
         options.connections, figures.seconds, figures.units_per_s, static_cast<long long>(figures.units),
         static_cast<long long>(figures.no_work), static_cast<long long>(figures.failures), figures.work_p50_ms,
         figures.work_p99_ms, figures.upload_p50_ms, figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms,
-        figures.unit_p99_ms, static_cast<long long>(options.volunteers), register_s,
-        static_cast<double>(options.volunteers) / register_s, drain_s, figures.statements_per_unit,
+        figures.unit_p99_ms, static_cast<long long>(options.volunteers), figures.register_s,
+        static_cast<double>(options.volunteers) / figures.register_s, drain_s, figures.statements_per_unit,
         figures.commits_per_unit);
     out << line;
+}
+
+}  // namespace
+
+common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& options, std::ostream& out) {
+    if (options.volunteers < 1 || options.connections < 1 || !(options.seconds > 0) || options.servers < 1)
+        return common::make_error("--volunteers, --connections, --servers and --seconds must be positive");
+    if (options.servers > 1 && !server::is_postgres_url(options.database_url))
+        return common::make_error("several --servers share a PostgreSQL database: give --db postgresql://…");
+    auto dir = std::filesystem::temp_directory_path() / ("tessera-dispatch-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    server::StateDir state(dir, options.database_url);
+    if (auto created = create_bench_task(options, state); !created) return created.error();
+    auto apps = start_servers(options, state);
+    if (!apps) return apps.error();
+    auto& first = *apps->front();
+    auto delta = made_up_delta(first.store(), state, {common::DeltaDType::Int8, options.topk_fraction});
+    if (!delta) return delta.error();
+
+    client::HttpClient http;
+    auto registering = Clock::now();
+    auto volunteers = register_volunteers(options, *apps, http);
+    if (!volunteers) return volunteers.error();
+    double register_s = milliseconds_since(registering) / 1000;
+
+    auto measuring = Clock::now();
+    auto activity_before = server::database_activity();
+    auto all = measure(options, *volunteers, *delta);
+    double elapsed_s = milliseconds_since(measuring) / 1000;
+    auto activity_after = server::database_activity();
+
+    auto counts = first.store().counts(0);
+    auto draining = Clock::now();
+    for (auto& app : *apps) app->stop();
+    double drain_s = milliseconds_since(draining) / 1000;
+
+    auto figures = figures_of(all, elapsed_s, activity_before, activity_after);
+    figures.register_s = register_s;
+    figures.result_bytes = delta->size();
+    print_figures(options, figures, drain_s, out);
     if (counts) {
         out << "  at the end of the measurement:";
         for (const auto& [state_name, count] : counts->assignments) out << " " << state_name << " " << count;

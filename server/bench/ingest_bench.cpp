@@ -154,10 +154,9 @@ common::Result<double> merge_loop_seconds(const server::TaskConfig& config, comm
     return best;
 }
 
-}  // namespace
-
-common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options, std::ostream& out) {
-    if (options.results < 1) return common::make_error("--results must be positive");
+// The measured task: int8 results, no replication, and every check a made-up delta would trip
+// turned off (the fleet simulator measures the checks on trained deltas).
+common::Result<server::TaskConfig> ingest_task_config(const IngestBenchOptions& options) {
     auto policy = server::policy_from_name(options.policy);
     if (!policy) return common::make_error("unknown policy '" + options.policy + "'");
     auto config = server::default_task_config(options.data, *policy, options.model);
@@ -168,8 +167,7 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     config->patches = *patches;
     config->loss_check = options.loss_check;
     config->replication = 0;
-    // Four made-up deltas, reused: trusted volunteers, no copy, alignment or norm checks (the fleet
-    // simulator measures the checks on trained deltas).
+    // Four made-up deltas, reused: trusted volunteers, no copy, alignment or norm checks.
     config->trust_streak = 0;
     config->copy_similarity = 1;
     config->min_alignment = -1;
@@ -177,7 +175,44 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     config->norm_bound = 1e9;
     config->target_seconds = 0;
     if (options.buffer > 0) config->merge.buffer_size = options.buffer;
+    return config;
+}
 
+void print_ingest(std::ostream& out, const IngestBenchOptions& options, bool patched, const IngestFigures& figures,
+                  double aggregator_ms_per_merge) {
+    auto cadence = (patched ? "patches " + options.patches + ", a checkpoint every " +
+                                  std::to_string(options.checkpoint_every) + " versions"
+                            : std::string("patches off, every version a checkpoint")) +
+                   ", keep " + (options.keep_checkpoints > 0 ? std::to_string(options.keep_checkpoints) : "all");
+    auto buffer = options.buffer > 0 ? " K=" + std::to_string(options.buffer) : std::string();
+    char text[1024];
+    std::snprintf(text, sizeof text,
+                  "ingest: %s int8, %.1f M parameters, %.2f MB per result, %s%s, loss check %.2f, %s\n"
+                  "  pipeline: %lld results in %.1f s = %.2f results/s validated and merged "
+                  "(%lld merged, %lld rejected, %lld refused at intake; version %lld)\n"
+                  "  aggregator: %.0f ms per result merged and committed = %.2f merges/s\n"
+                  "  state directory: %.1f MB of blobs and result files\n"
+                  "  merge loop: %.1f ms per add = %.2f GB/s (12 bytes per parameter: Δ read, θ read and written)\n"
+                  "  memory bandwidth (triad, one thread, 3 arrays of max(parameters, 16 M) floats): %.2f GB/s; "
+                  "merge loop at %.0f %% of it\n",
+                  options.model.c_str(), static_cast<double>(figures.parameters) / 1e6,
+                  static_cast<double>(figures.result_bytes) / 1e6, options.policy.c_str(), buffer.c_str(),
+                  options.loss_check, cadence.c_str(), static_cast<long long>(options.results), figures.pipeline_s,
+                  figures.results_per_s, static_cast<long long>(figures.merged),
+                  static_cast<long long>(figures.rejected), static_cast<long long>(figures.refused),
+                  static_cast<long long>(figures.version), aggregator_ms_per_merge, figures.merges_per_s,
+                  static_cast<double>(figures.state_bytes) / 1e6, figures.merge_s * 1000,
+                  figures.merge_bytes_per_s / 1e9, figures.memory_bytes_per_s / 1e9,
+                  100.0 * figures.merge_bytes_per_s / figures.memory_bytes_per_s);
+    out << text;
+}
+
+}  // namespace
+
+common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options, std::ostream& out) {
+    if (options.results < 1) return common::make_error("--results must be positive");
+    auto config = ingest_task_config(options);
+    if (!config) return config.error();
     auto dir = std::filesystem::temp_directory_path() / ("tessera-ingest-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     std::int64_t now = 1'800'000'000;
@@ -198,7 +233,6 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     if (!merge_s) return merge_s.error();
     // Arrays of at least 64 MB each, so the triad measures memory and not a cache.
     double triad = triad_bytes_per_s(std::max<std::size_t>(static_cast<std::size_t>(parameters), 16u << 20));
-    double merge_bytes_per_s = 12.0 * static_cast<double>(parameters) / *merge_s;
     IngestFigures figures;
     figures.parameters = parameters;
     figures.result_bytes = deltas->front().size();
@@ -211,34 +245,10 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     figures.merges_per_s = static_cast<double>(pipeline->merged) / std::max(1e-9, pipeline->aggregator_s);
     figures.state_bytes = state_bytes;
     figures.merge_s = *merge_s;
-    figures.merge_bytes_per_s = merge_bytes_per_s;
+    figures.merge_bytes_per_s = 12.0 * static_cast<double>(parameters) / *merge_s;
     figures.memory_bytes_per_s = triad;
-
-    auto cadence = (config->patches ? "patches " + options.patches + ", a checkpoint every " +
-                                          std::to_string(options.checkpoint_every) + " versions"
-                                    : std::string("patches off, every version a checkpoint")) +
-                   ", keep " + (options.keep_checkpoints > 0 ? std::to_string(options.keep_checkpoints) : "all");
-    char text[1024];
-    std::snprintf(text, sizeof text,
-                  "ingest: %s int8, %.1f M parameters, %.2f MB per result, %s%s, loss check %.2f, %s\n"
-                  "  pipeline: %lld results in %.1f s = %.2f results/s validated and merged "
-                  "(%lld merged, %lld rejected, %lld refused at intake; version %lld)\n"
-                  "  aggregator: %.0f ms per result merged and committed = %.2f merges/s\n"
-                  "  state directory: %.1f MB of blobs and result files\n"
-                  "  merge loop: %.1f ms per add = %.2f GB/s (12 bytes per parameter: Δ read, θ read and written)\n"
-                  "  memory bandwidth (triad, one thread, 3 arrays of max(parameters, 16 M) floats): %.2f GB/s; "
-                  "merge loop at %.0f %% of it\n",
-                  options.model.c_str(), static_cast<double>(parameters) / 1e6,
-                  static_cast<double>(deltas->front().size()) / 1e6, options.policy.c_str(),
-                  options.buffer > 0 ? (" K=" + std::to_string(options.buffer)).c_str() : "", options.loss_check,
-                  cadence.c_str(), static_cast<long long>(options.results), pipeline->seconds,
-                  static_cast<double>(options.results) / pipeline->seconds, static_cast<long long>(pipeline->merged),
-                  static_cast<long long>(pipeline->rejected), static_cast<long long>(pipeline->refused),
-                  static_cast<long long>(pipeline->version),
-                  1000 * pipeline->aggregator_s / static_cast<double>(std::max<std::int64_t>(1, pipeline->merged)),
-                  figures.merges_per_s, static_cast<double>(state_bytes) / 1e6, *merge_s * 1000,
-                  merge_bytes_per_s / 1e9, triad / 1e9, 100.0 * merge_bytes_per_s / triad);
-    out << text;
+    print_ingest(out, options, config->patches.has_value(), figures,
+                 1000 * pipeline->aggregator_s / static_cast<double>(std::max<std::int64_t>(1, pipeline->merged)));
     server->reset();
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);

@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include <cxxopts.hpp>
+
+#include "command_line.h"
 #include "json_strict.h"
 #include "torch/model_state.h"
 #include "torch/trainer.h"
@@ -58,6 +61,25 @@ double median(std::vector<double> values) {
     std::sort(values.begin(), values.end());
     auto n = values.size();
     return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The runs' medians, the model's FLOP/s and MFU when the peak is given, and C++ against Python.
+void print_medians(const TrainBenchOptions& o, common::Workload& workload, std::vector<double> cpp,
+                   std::vector<double> cpp_foreach, std::vector<double> python) {
+    double cpp_median = median(cpp);
+    std::printf("C++ (LibTorch %s): %.2f samples/s (median)\n", TORCH_VERSION, cpp_median);
+    if (!cpp_foreach.empty())
+        std::printf("C++ with _foreach AdamW: %.2f samples/s (median); fused/_foreach ratio %.3f\n",
+                    median(cpp_foreach), cpp_median / median(cpp_foreach));
+    if (auto* dit = common::dit_of(workload); dit != nullptr && o.peak_tflops > 0) {
+        double flops = training_flops_per_sample((*dit)->config()) * cpp_median;
+        std::printf("C++ model FLOPs: %.1f TFLOP/s, MFU %.1f%% of %.0f TFLOP/s\n", flops / 1e12,
+                    100 * flops / (o.peak_tflops * 1e12), o.peak_tflops);
+    }
+    if (!o.run_python) return;
+    double python_median = median(python);
+    std::printf("Python (PyTorch, same model and loop): %.2f samples/s (median)\n", python_median);
+    std::printf("ratio C++/Python samples/s: %.3f\n", cpp_median / python_median);
 }
 
 }  // namespace
@@ -115,21 +137,58 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
         std::printf("\n");
         std::fflush(stdout);
     }
-    double cpp_median = median(cpp);
-    std::printf("C++ (LibTorch %s): %.2f samples/s (median)\n", TORCH_VERSION, cpp_median);
-    if (!cpp_foreach.empty())
-        std::printf("C++ with _foreach AdamW: %.2f samples/s (median); fused/_foreach ratio %.3f\n",
-                    median(cpp_foreach), cpp_median / median(cpp_foreach));
-    if (auto* dit = common::dit_of(**workload); dit != nullptr && o.peak_tflops > 0) {
-        double flops = training_flops_per_sample((*dit)->config()) * cpp_median;
-        std::printf("C++ model FLOPs: %.1f TFLOP/s, MFU %.1f%% of %.0f TFLOP/s\n", flops / 1e12,
-                    100 * flops / (o.peak_tflops * 1e12), o.peak_tflops);
-    }
-    if (!o.run_python) return {};
-    double python_median = median(python);
-    std::printf("Python (PyTorch, same model and loop): %.2f samples/s (median)\n", python_median);
-    std::printf("ratio C++/Python samples/s: %.3f\n", cpp_median / python_median);
+    print_medians(o, **workload, cpp, cpp_foreach, python);
     return {};
+}
+
+int run_train_command(int argc, char** argv) {
+    cxxopts::Options options("tessera-bench train", "Training throughput: C++ trainer vs PyTorch Python");
+    options.add_options()("model", "model preset (dit-tiny, dit-s, dit-b)",
+                          cxxopts::value<std::string>()->default_value("dit-s"))(
+        "device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("cpu"))(
+        "batch", "batch size", cxxopts::value<std::int64_t>()->default_value("32"))(
+        "latent-size", "synthetic latents are 4 x N x N (patch 2: N²/4 tokens per sample)",
+        cxxopts::value<std::int64_t>()->default_value("8"))("steps", "measured steps",
+                                                            cxxopts::value<std::int64_t>()->default_value("20"))(
+        "warmup", "warm-up steps before measuring", cxxopts::value<std::int64_t>()->default_value("3"))(
+        "threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))(
+        "repeats", "alternating C++/Python runs (medians are reported)", cxxopts::value<int>()->default_value("3"))(
+        "python", "Python with PyTorch", cxxopts::value<std::string>()->default_value("/usr/bin/python3"))(
+        "python-script", "the Python reference", cxxopts::value<std::string>()->default_value(TESSERA_BENCH_SCRIPT))(
+        "no-python", "measure the C++ trainer only")(
+        "foreach-adamw-too", "also time the C++ trainer with the _foreach AdamW in place of the fused kernel (CUDA)")(
+        "peak-tflops", "the device's peak TFLOP/s, to print MFU", cxxopts::value<double>()->default_value("0"));
+    try {
+        auto parsed = common::parse_command_line(options, argc, argv);
+        if (!parsed) return parsed.exit_code;
+        const auto& args = *parsed;
+        TrainBenchOptions bench;
+        bench.model = args["model"].as<std::string>();
+        bench.device = args["device"].as<std::string>();
+        bench.batch = args["batch"].as<std::int64_t>();
+        bench.latent_size = args["latent-size"].as<std::int64_t>();
+        if (bench.latent_size < 2 || bench.latent_size > 256 || bench.latent_size % 2 != 0) {
+            std::cerr << "tessera-bench: --latent-size must be even, 2 to 256 (patch 2)\n";
+            return 2;
+        }
+        bench.steps = args["steps"].as<std::int64_t>();
+        bench.warmup_steps = args["warmup"].as<std::int64_t>();
+        bench.threads = args["threads"].as<int>();
+        bench.repeats = args["repeats"].as<int>();
+        bench.python = args["python"].as<std::string>();
+        bench.python_script = args["python-script"].as<std::string>();
+        bench.run_python = args.count("no-python") == 0;
+        bench.foreach_adamw_too = args.count("foreach-adamw-too") > 0;
+        bench.peak_tflops = args["peak-tflops"].as<double>();
+        if (auto status = run_train_bench(bench); !status) {
+            std::cerr << "tessera-bench: " << status.message() << "\n";
+            return 1;
+        }
+    } catch (const cxxopts::exceptions::exception& error) {
+        std::cerr << "tessera-bench: " << error.what() << "\n";
+        return 2;
+    }
+    return 0;
 }
 
 }  // namespace tessera::bench

@@ -29,4 +29,7 @@ struct TrainBenchOptions {
 // Prints the report to stdout; the last line is the C++/Python ratio.
 common::Status run_train_bench(const TrainBenchOptions& options);
 
+// `tessera-bench train [options]` (argv[0] is "train"): parses, runs, prints; the exit code.
+int run_train_command(int argc, char** argv);
+
 }  // namespace tessera::bench

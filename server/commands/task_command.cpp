@@ -25,95 +25,113 @@ common::Result<std::optional<common::LrSchedule>> schedule_from_args(const cxxop
     return lr_schedule_from_flags(flags, config);
 }
 
+// Sets `field` from option `name` when it was given.
+template <class T>
+void take(const cxxopts::ParseResult& args, const char* name, T& field) {
+    if (args.count(name)) field = args[name].as<T>();
+}
+
+// A duration option ("30m", "1h") in seconds, when it was given.
+common::Status take_duration(const cxxopts::ParseResult& args, const char* name, std::int64_t& seconds) {
+    if (!args.count(name)) return {};
+    auto parsed = parse_duration(args[name].as<std::string>());
+    if (!parsed) return parsed.error();
+    seconds = *parsed;
+    return {};
+}
+
+common::Status merge_from_args(const cxxopts::ParseResult& args, TaskConfig& c) {
+    if (args.count("staleness")) {
+        auto staleness = parse_staleness(args["staleness"].as<std::string>());
+        if (!staleness) return staleness.error();
+        c.merge.staleness = *staleness;
+    }
+    take(args, "server-lr", c.merge.server_lr);
+    take(args, "buffer", c.merge.buffer_size);
+    take(args, "trim", c.merge.trim_fraction);
+    take(args, "momentum", c.merge.momentum);
+    take(args, "per-concurrency", c.merge.concurrency_exponent);
+    take(args, "clip-norm", c.merge.clip_norm);
+    return {};
+}
+
+common::Status training_from_args(const cxxopts::ParseResult& args, TaskConfig& c) {
+    take(args, "local-steps", c.local_steps);
+    take(args, "batch", c.batch_size);
+    take(args, "lr", c.lr);
+    if (args.count("inner-optimizer")) {
+        auto kind = common::inner_optimizer_from_name(args["inner-optimizer"].as<std::string>());
+        if (!kind) return common::make_error("--inner-optimizer must be fresh or kept");
+        c.inner_optimizer = *kind;
+    }
+    take(args, "target-seconds", c.target_seconds);
+    auto schedule = schedule_from_args(args, c);
+    if (!schedule) return schedule.error();
+    c.lr_schedule = *schedule;
+    c.min_rounds = args.count("min-rounds") ? args["min-rounds"].as<std::int64_t>() : default_min_rounds(c);
+    if (args.count("units-end-together")) c.units_end_together = true;
+    return {};
+}
+
+// The contribution checks' settings and the volunteers' limits.
+common::Status checks_from_args(const cxxopts::ParseResult& args, TaskConfig& c) {
+    if (auto status = take_duration(args, "deadline", c.deadline_s); !status) return status;
+    take(args, "replication", c.replication);
+    take(args, "loss-check", c.loss_check);
+    take(args, "check-samples", c.check_samples);
+    take(args, "norm-floor", c.norm_floor);
+    take(args, "min-gain", c.min_gain);
+    take(args, "copy-similarity", c.copy_similarity);
+    take(args, "min-alignment", c.min_alignment);
+    take(args, "trust-streak", c.trust_streak);
+    take(args, "quarantine-after", c.quarantine_rejections);
+    if (auto status = take_duration(args, "quarantine-window", c.quarantine_window_s); !status) return status;
+    take(args, "max-failures", c.max_failures);
+    take(args, "max-in-flight", c.max_in_flight);
+    take(args, "requires-device", c.requires_device);
+    take(args, "min-device-memory", c.min_device_memory_gb);
+    return {};
+}
+
+// What travels: the deltas' and patches' codecs, publication, shards per unit.
+common::Status transfers_from_args(const cxxopts::ParseResult& args, TaskConfig& c) {
+    if (args.count("codec")) {
+        auto dtype = common::delta_dtype_from_name(args["codec"].as<std::string>());
+        if (!dtype) return common::make_error("--codec must be f32, bf16, int8, int4 or int2");
+        c.codec.dtype = *dtype;
+    }
+    take(args, "topk", c.codec.topk_fraction);
+    if (args.count("patch-codec")) {
+        auto patches = parse_patch_codec(args["patch-codec"].as<std::string>());
+        if (!patches) return common::with_context("--patch-codec", patches.error());
+        c.patches = *patches;
+    }
+    take(args, "publish-every", c.publish_every);
+    take(args, "shards-per-unit", c.shards_per_unit);
+    return {};
+}
+
 common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, const std::filesystem::path& data_dir) {
     auto policy = policy_from_name(args["policy"].as<std::string>());
     if (!policy) return common::make_error("--policy must be fedasync, fedbuff, diloco or diloco-dn");
     auto defaults = default_task_config(data_dir, *policy, args.count("model") ? args["model"].as<std::string>() : "");
     if (!defaults) return defaults.error();
     TaskConfig c = std::move(*defaults);
-    if (args.count("id")) c.task_id = args["id"].as<std::string>();
-    if (args.count("staleness")) {
-        auto staleness = parse_staleness(args["staleness"].as<std::string>());
-        if (!staleness) return staleness.error();
-        c.merge.staleness = *staleness;
-    }
-    if (args.count("server-lr")) c.merge.server_lr = args["server-lr"].as<double>();
-    if (args.count("buffer")) c.merge.buffer_size = args["buffer"].as<std::int64_t>();
-    if (args.count("trim")) c.merge.trim_fraction = args["trim"].as<double>();
-    if (args.count("momentum")) c.merge.momentum = args["momentum"].as<double>();
-    if (args.count("per-concurrency")) c.merge.concurrency_exponent = args["per-concurrency"].as<double>();
-    if (args.count("clip-norm")) c.merge.clip_norm = args["clip-norm"].as<double>();
-    if (args.count("local-steps")) c.local_steps = args["local-steps"].as<std::int64_t>();
-    if (args.count("batch")) c.batch_size = args["batch"].as<std::int64_t>();
-    if (args.count("lr")) c.lr = args["lr"].as<double>();
-    if (args.count("inner-optimizer")) {
-        auto kind = common::inner_optimizer_from_name(args["inner-optimizer"].as<std::string>());
-        if (!kind) return common::make_error("--inner-optimizer must be fresh or kept");
-        c.inner_optimizer = *kind;
-    }
-    if (args.count("deadline")) {
-        auto seconds = parse_duration(args["deadline"].as<std::string>());
-        if (!seconds) return seconds.error();
-        c.deadline_s = *seconds;
-    }
-    if (args.count("replication")) c.replication = args["replication"].as<double>();
-    if (args.count("loss-check")) c.loss_check = args["loss-check"].as<double>();
-    if (args.count("check-samples")) c.check_samples = args["check-samples"].as<std::int64_t>();
-    if (args.count("norm-floor")) c.norm_floor = args["norm-floor"].as<double>();
-    if (args.count("min-gain")) c.min_gain = args["min-gain"].as<double>();
-    if (args.count("copy-similarity")) c.copy_similarity = args["copy-similarity"].as<double>();
-    if (args.count("min-alignment")) c.min_alignment = args["min-alignment"].as<double>();
-    if (args.count("trust-streak")) c.trust_streak = args["trust-streak"].as<std::int64_t>();
-    if (args.count("quarantine-after")) c.quarantine_rejections = args["quarantine-after"].as<std::int64_t>();
-    if (args.count("quarantine-window")) {
-        auto seconds = parse_duration(args["quarantine-window"].as<std::string>());
-        if (!seconds) return seconds.error();
-        c.quarantine_window_s = *seconds;
-    }
-    if (args.count("codec")) {
-        auto dtype = common::delta_dtype_from_name(args["codec"].as<std::string>());
-        if (!dtype) return common::make_error("--codec must be f32, bf16, int8, int4 or int2");
-        c.codec.dtype = *dtype;
-    }
-    if (args.count("topk")) c.codec.topk_fraction = args["topk"].as<double>();
-    if (args.count("patch-codec")) {
-        auto patches = parse_patch_codec(args["patch-codec"].as<std::string>());
-        if (!patches) return common::with_context("--patch-codec", patches.error());
-        c.patches = *patches;
-    }
-    if (args.count("publish-every")) c.publish_every = args["publish-every"].as<std::int64_t>();
-    if (args.count("shards-per-unit")) c.shards_per_unit = args["shards-per-unit"].as<std::int64_t>();
-    if (args.count("target-seconds")) c.target_seconds = args["target-seconds"].as<double>();
-    auto schedule = schedule_from_args(args, c);
-    if (!schedule) return schedule.error();
-    c.lr_schedule = *schedule;
-    c.min_rounds = args.count("min-rounds") ? args["min-rounds"].as<std::int64_t>() : default_min_rounds(c);
-    if (args.count("units-end-together")) c.units_end_together = true;
-    if (args.count("max-failures")) c.max_failures = args["max-failures"].as<std::int64_t>();
-    if (args.count("max-in-flight")) c.max_in_flight = args["max-in-flight"].as<std::int64_t>();
-    if (args.count("requires-device")) c.requires_device = args["requires-device"].as<std::string>();
-    if (args.count("min-device-memory")) c.min_device_memory_gb = args["min-device-memory"].as<double>();
-    if (args.count("eval-samples")) c.eval_samples = args["eval-samples"].as<std::int64_t>();
-    if (args.count("eval-interval")) c.eval_interval_s = args["eval-interval"].as<std::int64_t>();
-    if (args.count("eval-full-interval")) c.eval_full_interval_s = args["eval-full-interval"].as<std::int64_t>();
+    take(args, "id", c.task_id);
+    for (auto* from_args : {merge_from_args, training_from_args, checks_from_args, transfers_from_args})
+        if (auto status = from_args(args, c); !status) return status.error();
+    take(args, "eval-samples", c.eval_samples);
+    take(args, "eval-interval", c.eval_interval_s);
+    take(args, "eval-full-interval", c.eval_full_interval_s);
     c.init_seed = args["seed"].as<std::int64_t>();
     if (auto status = validate_task_config(c); !status) return status.error();
     return c;
 }
 
-}  // namespace
-
-int task_command(int argc, char** argv) {
-    if (argc > 1 && std::string_view(argv[1]) != "create" && !std::string_view(argv[1]).starts_with("-"))
-        return task_control_command(argc, argv);
-    cxxopts::Options options("tessera-server task create", "Create a training task (docs/operations.md)");
-    options.add_options()("action", "create", cxxopts::value<std::string>())("state", "state directory",
-                                                                             cxxopts::value<std::string>())(
-        "data", "dataset directory (tessera-data prepare --out)", cxxopts::value<std::string>())(
-        "id", "task id (default: <dataset>-<model>)", cxxopts::value<std::string>())(
-        "model", "preset: dit-tiny, dit-s, dit-b, cnn (default: dit-tiny, cnn for pixels)",
-        cxxopts::value<std::string>())("policy", "fedasync, fedbuff, diloco or diloco-dn",
-                                       cxxopts::value<std::string>()->default_value("fedasync"))(
+// The options of `task create`, by what they set.
+void add_merge_options(cxxopts::Options& options) {
+    options.add_options()("policy", "fedasync, fedbuff, diloco or diloco-dn",
+                          cxxopts::value<std::string>()->default_value("fedasync"))(
         "staleness", "const, poly:A, hinge:A,B or conc:M,A[,R] (default: fedasync poly:1, others poly:0.5)",
         cxxopts::value<std::string>())("server-lr",
                                        "merge step size eta (fedasync 1.0, fedbuff 1.0, diloco and diloco-dn 0.7)",
@@ -126,8 +144,11 @@ int task_command(int argc, char** argv) {
         "fedasync: divide each result by C^P, C the concurrency stamped on it (P 0.75 unless "
         "given as =P; =1 divides by C); use with conc:M,A",
         cxxopts::value<double>()->implicit_value("0.75"))("clip-norm", "clip each delta to this L2 norm (0: off)",
-                                                          cxxopts::value<double>())(
-        "local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
+                                                          cxxopts::value<double>());
+}
+
+void add_training_options(cxxopts::Options& options) {
+    options.add_options()("local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
         "batch", "batch size (64)", cxxopts::value<std::int64_t>())(
         "lr", "inner AdamW learning rate (dit-tiny 4e-3, cnn 1e-3, dit-s and dit-b 3e-4)", cxxopts::value<double>())(
         "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (kept)",
@@ -140,7 +161,14 @@ int task_command(int argc, char** argv) {
         "warmup-samples", "samples merged over which the lr warms up (two units: 2 x H x batch)",
         cxxopts::value<std::int64_t>())("final-lr-ratio", "cosine: the lr at the end, as a fraction of --lr (0.1)",
                                         cxxopts::value<double>())(
-        "deadline", "time a volunteer has per unit, e.g. 30m (30m)", cxxopts::value<std::string>())(
+        "target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())(
+        "min-rounds", "lower H so each volunteer gets this many units over --schedule-samples; 0 = off (20 with it)",
+        cxxopts::value<std::int64_t>())(
+        "units-end-together", "size units as a share of the fastest volunteer's, steps proportional to speed");
+}
+
+void add_check_options(cxxopts::Options& options) {
+    options.add_options()("deadline", "time a volunteer has per unit, e.g. 30m (30m)", cxxopts::value<std::string>())(
         "replication", "chance a unit is computed twice and compared (0.1)", cxxopts::value<double>())(
         "loss-check", "fraction of a trusted volunteer's results given the loss checks (0.1)",
         cxxopts::value<double>())("check-samples", "samples of each loss check's evaluations (128)",
@@ -154,26 +182,47 @@ int task_command(int argc, char** argv) {
         "quarantine-after", "refusals within the window that quarantine a volunteer (3)",
         cxxopts::value<std::int64_t>())("quarantine-window", "the quarantine rule's window, e.g. 1h (1h)",
                                         cxxopts::value<std::string>())(
-        "codec", "delta encoding: f32, bf16, int8, int4, int2 (int4)", cxxopts::value<std::string>())(
+        "max-failures", "failures before a unit is retired (3)", cxxopts::value<std::int64_t>())(
+        "max-in-flight", "units one volunteer may hold (2)", cxxopts::value<std::int64_t>())(
+        "requires-device", "volunteers that may take its units: any or cuda (any)", cxxopts::value<std::string>())(
+        "min-device-memory", "GB of device memory a volunteer needs (0)", cxxopts::value<double>());
+}
+
+void add_transfer_options(cxxopts::Options& options) {
+    options.add_options()("codec", "delta encoding: f32, bf16, int8, int4, int2 (int4)", cxxopts::value<std::string>())(
         "topk", "fraction of each tensor kept, (0, 1] (1)", cxxopts::value<double>())(
         "patch-codec", "downlink patches between versions: off, bf16, int8, int4, int2 (int2)",
         cxxopts::value<std::string>())("publish-every", "with patches: publish the model every N versions (1)",
                                        cxxopts::value<std::int64_t>())("shards-per-unit", "shards in one work unit (1)",
-                                                                       cxxopts::value<std::int64_t>())(
-        "target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())(
-        "min-rounds", "lower H so each volunteer gets this many units over --schedule-samples; 0 = off (20 with it)",
-        cxxopts::value<std::int64_t>())(
-        "units-end-together", "size units as a share of the fastest volunteer's, steps proportional to speed")(
-        "max-failures", "failures before a unit is retired (3)", cxxopts::value<std::int64_t>())(
-        "max-in-flight", "units one volunteer may hold (2)", cxxopts::value<std::int64_t>())(
-        "requires-device", "volunteers that may take its units: any or cuda (any)", cxxopts::value<std::string>())(
-        "min-device-memory", "GB of device memory a volunteer needs (0)", cxxopts::value<double>())(
-        "weight", "its share of work among the running tasks (1)", cxxopts::value<double>())(
+                                                                       cxxopts::value<std::int64_t>());
+}
+
+void add_task_options(cxxopts::Options& options) {
+    options.add_options()("action", "create", cxxopts::value<std::string>())("state", "state directory",
+                                                                             cxxopts::value<std::string>())(
+        "data", "dataset directory (tessera-data prepare --out)", cxxopts::value<std::string>())(
+        "id", "task id (default: <dataset>-<model>)", cxxopts::value<std::string>())(
+        "model", "preset: dit-tiny, dit-s, dit-b, cnn (default: dit-tiny, cnn for pixels)",
+        cxxopts::value<std::string>());
+    add_merge_options(options);
+    add_training_options(options);
+    add_check_options(options);
+    add_transfer_options(options);
+    options.add_options()("weight", "its share of work among the running tasks (1)", cxxopts::value<double>())(
         "eval-samples", "validation samples per evaluation (512)", cxxopts::value<std::int64_t>())(
         "eval-interval", "seconds between validation-curve points (10)", cxxopts::value<std::int64_t>())(
         "eval-full-interval", "seconds between curve points on the whole validation set (300)",
         cxxopts::value<std::int64_t>())("seed", "seed of the initial weights",
                                         cxxopts::value<std::int64_t>()->default_value("0"));
+}
+
+}  // namespace
+
+int task_command(int argc, char** argv) {
+    if (argc > 1 && std::string_view(argv[1]) != "create" && !std::string_view(argv[1]).starts_with("-"))
+        return task_control_command(argc, argv);
+    cxxopts::Options options("tessera-server task create", "Create a training task (docs/operations.md)");
+    add_task_options(options);
     options.parse_positional({"action"});
     add_database_option(options);
     auto parsed = common::parse_command_line(options, argc, argv);

@@ -19,12 +19,17 @@ DeltaSketch sketch_of(const common::NamedTensors& tensors) {
     DeltaSketch sketch;
     sketch.buckets.assign(kSketchSize, 0.0);
     std::uint64_t position = 0;
-    for (const auto& tensor : tensors)
+    for (const auto& tensor : tensors) {
         for (float value : tensor.values) {
-            auto hash = mix(position++);
-            double signed_value = (hash >> 63) ? -static_cast<double>(value) : static_cast<double>(value);
-            sketch.buckets[hash % kSketchSize] += signed_value;
+            // A zero adds nothing to its bucket: a sparse (top-k) delta hashes only what it sent.
+            if (value != 0.0F) {
+                auto hash = mix(position);
+                double signed_value = (hash >> 63) ? -static_cast<double>(value) : static_cast<double>(value);
+                sketch.buckets[hash % kSketchSize] += signed_value;
+            }
+            ++position;
         }
+    }
     return sketch;
 }
 

@@ -208,11 +208,10 @@ boost::json::value to_json(const TaskConfig& c) {
 
 namespace {
 
-// The stored form with its bounds, without check_settings.
-common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
-    common::JsonObjectReader r(json, "task");
-    TaskConfig c;
-    constexpr std::int64_t kBig = common::kMaxSafeInteger;
+using common::JsonObjectReader;
+constexpr std::int64_t kBig = common::kMaxSafeInteger;
+
+void read_data_fields(JsonObjectReader& r, TaskConfig& c) {
     c.task_id = r.string("task_id", 1, 64);
     c.model = r.string("model", 1, 64);
     c.data_dir = r.string("data_dir", 1);
@@ -226,6 +225,9 @@ common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
     c.num_classes = r.integer("num_classes", 0, 100000);
     c.text_dim = r.integer("text_dim", 0, 100000);
     c.init_seed = r.integer("init_seed", 0, kBig);
+}
+
+void read_merge_fields(JsonObjectReader& r, TaskConfig& c) {
     auto policy = policy_from_name(r.one_of("policy", {"fedasync", "fedbuff", "diloco", "diloco-dn"}));
     if (policy) c.merge.kind = *policy;
     auto staleness_text = r.string("staleness", 1, 64);
@@ -247,6 +249,9 @@ common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
         c.merge.concurrency_exponent = r.number("concurrency_exponent", 0, 2);
     else if (r.has("per_concurrency") && r.boolean("per_concurrency"))
         c.merge.concurrency_exponent = 1;
+}
+
+void read_training_fields(JsonObjectReader& r, TaskConfig& c) {
     c.local_steps = r.integer("local_steps", 1, 100000);
     c.batch_size = r.integer("batch_size", 1, 65536);
     c.lr = r.number("lr", 0, 10);
@@ -260,6 +265,10 @@ common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
     // null or absent (tasks from before it existed): no run-wide schedule.
     if (const auto* schedule = r.has("lr_schedule") ? r.field("lr_schedule") : nullptr; schedule && !schedule->is_null())
         c.lr_schedule = common::read_lr_schedule(r, "lr_schedule");
+}
+
+// The deltas' and patches' codecs, and how units are cut and sized.
+void read_transfer_fields(JsonObjectReader& r, TaskConfig& c) {
     auto dtype = common::delta_dtype_from_name(r.one_of("codec", {"f32", "bf16", "int8", "int4", "int2"}));
     if (dtype) c.codec.dtype = *dtype;
     c.codec.topk_fraction = r.number("topk_fraction", 0, 1);
@@ -278,6 +287,10 @@ common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
     // Tasks created before units were sized to the fleet keep H and the time-based sizing.
     if (r.has("min_rounds")) c.min_rounds = r.integer("min_rounds", 0, 1000000);
     if (r.has("units_end_together")) c.units_end_together = r.boolean("units_end_together");
+}
+
+// The volunteers' limits, the contribution checks and the evaluations.
+void read_check_fields(JsonObjectReader& r, TaskConfig& c) {
     c.max_failures = r.integer("max_failures", 1, 1000);
     c.max_in_flight = r.integer("max_in_flight", 1, 1000);
     // Tasks created before several tasks ran at once take any volunteer.
@@ -301,6 +314,15 @@ common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
     c.eval_interval_s = r.integer("eval_interval_s", 0, kBig);
     // Tasks created before whole-set evaluations existed keep the default.
     if (r.has("eval_full_interval_s")) c.eval_full_interval_s = r.integer("eval_full_interval_s", 0, kBig);
+}
+
+// The stored form with its bounds, without check_settings.
+common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
+    JsonObjectReader r(json, "task");
+    TaskConfig c;
+    for (auto* read_fields :
+         {read_data_fields, read_merge_fields, read_training_fields, read_transfer_fields, read_check_fields})
+        read_fields(r, c);
     if (auto status = r.finish(); !status) return status.error();
     return c;
 }

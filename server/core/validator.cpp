@@ -155,6 +155,30 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
     for (const auto& s : *siblings)
         if (s.state == AssignmentState::Validated) validated.push_back(s);
     if (validated.size() < 2) return {};  // the others validate later and settle the unit
+    auto compared = compare_validated(a, task, validated);
+    if (!compared) return compared.error();
+    auto unit = store_.work_unit(a.work_unit_id);
+    if (!unit) return unit.error();
+    auto replicas = *unit ? (*unit)->replicas : std::int64_t{2};
+    auto decision = decide_quorum(validated.size(), replicas, [&](std::size_t i, std::size_t j) {
+        return compared->at({i, j}).agree();
+    });
+    switch (decision.kind) {
+        case QuorumDecision::Kind::Wait: return {};
+        case QuorumDecision::Kind::Tiebreak: {
+            if (auto status = store_.set_replicas(a.work_unit_id, replicas + 1); !status) return status;
+            boost::json::array ids;
+            for (const auto& v : validated) ids.emplace_back(v.id);
+            boost::json::object event{{"wu_id", a.work_unit_id}, {"assignments", std::move(ids)}};
+            return store_.add_event("replica_tiebreak", boost::json::serialize(event), clock_());
+        }
+        case QuorumDecision::Kind::Settle: break;
+    }
+    return settle_unit(a, task, figures, validated, *compared, decision);
+}
+
+common::Result<Validator::Comparisons> Validator::compare_validated(const AssignmentRecord& a, const TaskView& task,
+                                                                    const std::vector<AssignmentRecord>& validated) {
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
     std::vector<common::DecodedDelta> deltas;
@@ -163,7 +187,7 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
         if (!decoded) return decoded.error();
         deltas.push_back(std::move(*decoded));
     }
-    std::map<std::pair<std::size_t, std::size_t>, ReplicaComparison> compared;
+    Comparisons compared;
     for (std::size_t i = 0; i < deltas.size(); ++i)
         for (std::size_t j = i + 1; j < deltas.size(); ++j) {
             auto comparison = compare_replicas(deltas[i], deltas[j], task.config.replica_tolerance);
@@ -177,26 +201,14 @@ common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskV
                                       {"tolerance", task.config.replica_tolerance},
                                       {"allowance", comparison->allowance}};
             if (auto status = store_.add_event("replicas_compared", boost::json::serialize(event), clock_()); !status)
-                return status;
+                return status.error();
         }
-    auto unit = store_.work_unit(a.work_unit_id);
-    if (!unit) return unit.error();
-    auto replicas = *unit ? (*unit)->replicas : std::int64_t{2};
-    auto decision = decide_quorum(validated.size(), replicas,
-                                  [&](std::size_t i, std::size_t j) { return compared.at({i, j}).agree(); });
-    switch (decision.kind) {
-        case QuorumDecision::Kind::Wait:
-            return {};
-        case QuorumDecision::Kind::Tiebreak: {
-            if (auto status = store_.set_replicas(a.work_unit_id, replicas + 1); !status) return status;
-            boost::json::array ids;
-            for (const auto& v : validated) ids.emplace_back(v.id);
-            boost::json::object event{{"wu_id", a.work_unit_id}, {"assignments", std::move(ids)}};
-            return store_.add_event("replica_tiebreak", boost::json::serialize(event), clock_());
-        }
-        case QuorumDecision::Kind::Settle:
-            break;
-    }
+    return compared;
+}
+
+common::Status Validator::settle_unit(const AssignmentRecord& a, const TaskView& task, const CheckFigures& figures,
+                                      const std::vector<AssignmentRecord>& validated, const Comparisons& compared,
+                                      const QuorumDecision& decision) {
     // A unit none of whose results agree is computed again, by as many as it first asked for.
     auto settled = decision.agreeing.empty() ? std::int64_t{2} : static_cast<std::int64_t>(decision.agreeing.size());
     if (auto status = store_.set_replicas(a.work_unit_id, settled); !status) return status;

@@ -11,12 +11,17 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "keyed_mutex.h"
+#include "replica_comparison.h"
+#include "replica_quorum.h"
 #include "result_checks.h"
 #include "stall_guard.h"
 #include "store.h"
@@ -41,8 +46,18 @@ public:
     static double credit_for(const TaskConfig& config, std::int64_t local_steps);
 
 private:
+    // Replicas i < j of a unit compared, by their indices among its validated results.
+    using Comparisons = std::map<std::pair<std::size_t, std::size_t>, ReplicaComparison>;
+
     common::Status settle_replicas(const AssignmentRecord& assignment, const TaskView& task,
                                    const CheckFigures& figures);
+    // Every pair compared; the new result's comparisons reported as events.
+    common::Result<Comparisons> compare_validated(const AssignmentRecord& assignment, const TaskView& task,
+                                                  const std::vector<AssignmentRecord>& validated);
+    // Outliers refused, the agreeing accepted and the first of them merged.
+    common::Status settle_unit(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
+                               const std::vector<AssignmentRecord>& validated, const Comparisons& compared,
+                               const QuorumDecision& decision);
     // Accepts; merged (and credited) unless `merge` is false or the volunteer is quarantined.
     // Returns whether it is merged.
     common::Result<bool> accept(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,

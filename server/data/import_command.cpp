@@ -63,6 +63,25 @@ common::Result<common::DatasetFile> store(const std::filesystem::path& dir, cons
                                s.samples};
 }
 
+// The manifest of a new dataset, from its first shard and the options; its classes are the
+// labels seen (or --classes, when more).
+common::Result<common::DatasetManifest> new_manifest(const ImportOptions& options,
+                                                     const std::vector<CheckedShard>& shards,
+                                                     const std::optional<CheckedShard>& validation) {
+    if (!validation) return common::make_error("import: a new dataset needs --validation FILE");
+    const auto& first = shards.front();
+    common::DatasetManifest manifest;
+    manifest.name = options.name;
+    manifest.kind = first.kind;
+    manifest.sample_shape = first.sample_shape;
+    manifest.scale_factor = options.scale_factor;
+    manifest.text_dim = first.text_dim;
+    std::int64_t classes = options.num_classes;
+    for (const auto& s : shards) classes = std::max(classes, s.max_label + 1);
+    classes = std::max(classes, validation->max_label + 1);
+    for (std::int64_t c = 0; c < classes; ++c) manifest.classes.push_back("class " + std::to_string(c));
+    return manifest;
+}
 }  // namespace
 
 common::Status import_shards(const ImportOptions& options) {
@@ -87,24 +106,9 @@ common::Status import_shards(const ImportOptions& options) {
         validation = std::move(shard).value();
     }
 
-    common::DatasetManifest manifest;
-    if (existing) {
-        auto loaded = common::load_dataset_manifest(manifest_path);
-        if (!loaded) return loaded.error();
-        manifest = std::move(loaded).value();
-    } else {
-        if (!validation) return common::make_error("import: a new dataset needs --validation FILE");
-        const auto& first = shards.front();
-        manifest.name = options.name;
-        manifest.kind = first.kind;
-        manifest.sample_shape = first.sample_shape;
-        manifest.scale_factor = options.scale_factor;
-        manifest.text_dim = first.text_dim;
-        std::int64_t classes = options.num_classes;
-        for (const auto& s : shards) classes = std::max(classes, s.max_label + 1);
-        classes = std::max(classes, validation->max_label + 1);
-        for (std::int64_t c = 0; c < classes; ++c) manifest.classes.push_back("class " + std::to_string(c));
-    }
+    auto loaded = existing ? common::load_dataset_manifest(manifest_path) : new_manifest(options, shards, validation);
+    if (!loaded) return loaded.error();
+    auto manifest = std::move(loaded).value();
     for (std::size_t i = 0; i < shards.size(); ++i)
         if (auto ok = check_compatible(manifest, shards[i], options.shards[i].string()); !ok) return ok;
     if (validation)

@@ -56,19 +56,14 @@ Api::Api(Store& store, const BlobStore& blobs, PublishedModels& published, Sched
 
 // The whole API. Handlers capture `this`: the table lives and dies with the Api.
 std::vector<Route> Api::make_routes() {
+    std::vector<Route> routes;
+    for (auto group : {public_routes(), volunteer_routes(), admin_routes()})
+        routes.insert(routes.end(), std::make_move_iterator(group.begin()), std::make_move_iterator(group.end()));
+    return routes;
+}
+
+std::vector<Route> Api::public_routes() {
     auto& d = dashboard_;
-    auto signed_handler = [this](Response (Api::*handler)(const Request&, const ClientRecord&)) {
-        return [this, handler](const Request& r, const RouteCall& call) { return (this->*handler)(r, *call.client); };
-    };
-    // POST /api/v1/admin/tasks/<id>/<action> and /api/v1/admin/clients/<id>/<action>.
-    auto task_action_route = [this](std::string_view path, std::string_view action) -> Route {
-        return {admin_route(http::verb::post, path),
-                [this, action](const Request& r, const RouteCall& c) { return task_action(r, c.param, action); }};
-    };
-    auto client_action_route = [this](std::string_view path, std::string_view action) -> Route {
-        return {admin_route(http::verb::post, path),
-                [this, action](const Request& r, const RouteCall& c) { return client_action(r, c.param, action); }};
-    };
     return {
         {public_get("/", RouteGroup::Dashboard),
          [&d](const Request& r, const RouteCall&) { return d.page(r, "index.html"); }},
@@ -110,6 +105,14 @@ std::vector<Route> Api::make_routes() {
          [](const Request& r, const RouteCall&) {
              return internal_error(r, "the event stream is written by the HTTP session");
          }},
+    };
+}
+
+std::vector<Route> Api::volunteer_routes() {
+    auto signed_handler = [this](Response (Api::*handler)(const Request&, const ClientRecord&)) {
+        return [this, handler](const Request& r, const RouteCall& call) { return (this->*handler)(r, *call.client); };
+    };
+    return {
         {{http::verb::post, "/api/v1/register", Access::Public, BodySize::Small, RouteGroup::Volunteer},
          [this](const Request& r, const RouteCall& call) { return register_client(r, call.peer); }},
         {signed_post("/api/v1/work"), signed_handler(&Api::request_work)},
@@ -117,6 +120,20 @@ std::vector<Route> Api::make_routes() {
         {signed_post("/api/v1/heartbeat"), signed_handler(&Api::heartbeat)},
         {signed_post("/api/v1/abandon"), signed_handler(&Api::abandon)},
         {signed_post("/api/v1/result"), signed_handler(&Api::result_status)},
+    };
+}
+
+std::vector<Route> Api::admin_routes() {
+    // POST /api/v1/admin/tasks/<id>/<action> and /api/v1/admin/clients/<id>/<action>.
+    auto task_action_route = [this](std::string_view path, std::string_view action) -> Route {
+        return {admin_route(http::verb::post, path),
+                [this, action](const Request& r, const RouteCall& c) { return task_action(r, c.param, action); }};
+    };
+    auto client_action_route = [this](std::string_view path, std::string_view action) -> Route {
+        return {admin_route(http::verb::post, path),
+                [this, action](const Request& r, const RouteCall& c) { return client_action(r, c.param, action); }};
+    };
+    return {
         {admin_route(http::verb::get, "/api/v1/admin/volunteers"),
          [this](const Request& r, const RouteCall&) { return volunteers(r, true); }},
         {admin_route(http::verb::post, "/api/v1/admin/task/pause"),

@@ -87,7 +87,10 @@ public:
     ServerMetrics& metrics() { return metrics_; }
 
 private:
-    std::vector<Route> make_routes();
+    std::vector<Route> make_routes();       // the three groups below, in order
+    std::vector<Route> public_routes();     // the dashboard, blobs, metrics and public reads
+    std::vector<Route> volunteer_routes();  // registration and the signed requests
+    std::vector<Route> admin_routes();      // the operator's, with the token
     Response route(const Request& request, std::string_view path, std::string_view peer);
     Response versions(const Request& request, const std::string& task_id);
     Response volunteers(const Request& request, bool full);

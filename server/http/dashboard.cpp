@@ -26,6 +26,63 @@ Response not_found(const Request& request, std::string_view what) {
     return error_response(request, http::status::not_found, "not_found", "no " + std::string(what));
 }
 
+// The task's checks suspended so as not to stall it, and its liveness.
+common::Status add_task_health(Store& store, const std::string& task_id, std::int64_t now, boost::json::object& task) {
+    auto suspended = suspended_checks(store, task_id);
+    if (!suspended) return suspended.error();
+    boost::json::array suspended_reasons;
+    for (const auto& check : *suspended) suspended_reasons.emplace_back(check.reason);
+    task["suspended_checks"] = std::move(suspended_reasons);
+    auto liveness = task_liveness(store, task_id, now);
+    if (!liveness) return liveness.error();
+    boost::json::object refusals;
+    for (const auto& [why, count] : liveness->refusals) refusals[why] = count;
+    task["liveness"] = {{"stalled", liveness->stalled},
+                        {"seconds_without_merge", liveness->seconds_without_merge},
+                        {"last_merge_at", number_or_null(liveness->last_merge_at)},
+                        {"refusals_since_merge", std::move(refusals)}};
+    return {};
+}
+
+// The newest evaluation, and the newest on the whole validation set.
+common::Status add_evaluations(Store& store, const std::string& task_id, boost::json::object& body) {
+    auto versions = store.versions(task_id);
+    if (!versions) return versions.error();
+    auto newest_evaluated = std::find_if(versions->rbegin(), versions->rend(),
+                                         [](const VersionRecord& v) { return v.validation_loss.has_value(); });
+    if (newest_evaluated != versions->rend()) {
+        body["validation_loss"] = *newest_evaluated->validation_loss;
+        body["validation_accuracy"] = number_or_null(newest_evaluated->validation_accuracy);
+        body["validation_samples"] = number_or_null(newest_evaluated->validation_samples);
+        body["validation_full"] = newest_evaluated->validation_full;
+        body["evaluated_version"] = newest_evaluated->version;
+    }
+    auto newest_full =
+        std::find_if(versions->rbegin(), versions->rend(), [](const VersionRecord& v) { return v.validation_full; });
+    if (newest_full != versions->rend())
+        body["full_validation"] = {{"version", newest_full->version},
+                                   {"loss", number_or_null(newest_full->validation_loss)},
+                                   {"accuracy", number_or_null(newest_full->validation_accuracy)},
+                                   {"samples", number_or_null(newest_full->validation_samples)}};
+    return {};
+}
+
+// Samples trained so far, and the rate over the last window.
+common::Status add_throughput(Store& store, const TaskRecord& task, std::int64_t now, boost::json::object& body) {
+    auto total = store.activity_since(task.id, 0);
+    if (!total) return total.error();
+    body["samples_trained"] = total->samples;
+    // A young task's rate is over its age, not over a window it has not lived through.
+    auto window = std::clamp<std::int64_t>(now - task.created_at, 1, kThroughputWindowS);
+    auto recent = store.activity_since(task.id, now - window);
+    if (!recent) return recent.error();
+    body["throughput"] = {
+        {"samples_per_s", static_cast<double>(recent->samples) / static_cast<double>(window)},
+        {"work_units_per_hour", static_cast<double>(recent->accepted) * 3600.0 / static_cast<double>(window)},
+        {"window_s", window}};
+    return {};
+}
+
 }  // namespace
 
 Dashboard::Dashboard(Store& store, TaskFactsLookup task_facts, RunFacts facts, Clock clock)
@@ -154,48 +211,12 @@ Response Dashboard::stats(const Request& request, const std::string& task_id) {
                     {"created_at", t.record.created_at},
                     {"eval_samples", t.config.eval_samples},
                     {"eval_full_interval_s", t.config.eval_full_interval_s}};
-    auto suspended = suspended_checks(store_, t.record.id);
-    if (!suspended) return internal_error(request, suspended.message());
-    boost::json::array suspended_reasons;
-    for (const auto& check : *suspended) suspended_reasons.emplace_back(check.reason);
-    body["task"].as_object()["suspended_checks"] = std::move(suspended_reasons);
-    auto liveness = task_liveness(store_, t.record.id, clock_());
-    if (!liveness) return internal_error(request, liveness.message());
-    boost::json::object refusals;
-    for (const auto& [why, count] : liveness->refusals) refusals[why] = count;
-    body["task"].as_object()["liveness"] = {{"stalled", liveness->stalled},
-                                            {"seconds_without_merge", liveness->seconds_without_merge},
-                                            {"last_merge_at", number_or_null(liveness->last_merge_at)},
-                                            {"refusals_since_merge", std::move(refusals)}};
-    auto versions = store_.versions(t.record.id);
-    if (!versions) return internal_error(request, versions.message());
-    auto newest_evaluated = std::find_if(versions->rbegin(), versions->rend(),
-                                         [](const VersionRecord& v) { return v.validation_loss.has_value(); });
-    if (newest_evaluated != versions->rend()) {
-        body["validation_loss"] = *newest_evaluated->validation_loss;
-        body["validation_accuracy"] = number_or_null(newest_evaluated->validation_accuracy);
-        body["validation_samples"] = number_or_null(newest_evaluated->validation_samples);
-        body["validation_full"] = newest_evaluated->validation_full;
-        body["evaluated_version"] = newest_evaluated->version;
-    }
-    auto newest_full =
-        std::find_if(versions->rbegin(), versions->rend(), [](const VersionRecord& v) { return v.validation_full; });
-    if (newest_full != versions->rend())
-        body["full_validation"] = {{"version", newest_full->version},
-                                   {"loss", number_or_null(newest_full->validation_loss)},
-                                   {"accuracy", number_or_null(newest_full->validation_accuracy)},
-                                   {"samples", number_or_null(newest_full->validation_samples)}};
-    auto total = store_.activity_since(t.record.id, 0);
-    if (!total) return internal_error(request, total.message());
-    body["samples_trained"] = total->samples;
-    // A young task's rate is over its age, not over a window it has not lived through.
-    auto window = std::clamp<std::int64_t>(now - t.record.created_at, 1, kThroughputWindowS);
-    auto recent = store_.activity_since(t.record.id, now - window);
-    if (!recent) return internal_error(request, recent.message());
-    body["throughput"] = {
-        {"samples_per_s", static_cast<double>(recent->samples) / static_cast<double>(window)},
-        {"work_units_per_hour", static_cast<double>(recent->accepted) * 3600.0 / static_cast<double>(window)},
-        {"window_s", window}};
+    if (auto health = add_task_health(store_, t.record.id, now, body["task"].as_object()); !health)
+        return internal_error(request, health.message());
+    if (auto evaluations = add_evaluations(store_, t.record.id, body); !evaluations)
+        return internal_error(request, evaluations.message());
+    if (auto throughput = add_throughput(store_, t.record, now, body); !throughput)
+        return internal_error(request, throughput.message());
     return json_response(request, http::status::ok, body);
 }
 

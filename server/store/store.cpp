@@ -116,6 +116,50 @@ constexpr const char* kSchema8Sql = "ALTER TABLE assignments ADD COLUMN alignmen
 constexpr const char* kSchema9Sql = "ALTER TABLE assignments ADD COLUMN concurrency BIGINT;";
 constexpr const char* kSchema10Sql = "ALTER TABLE assignments ADD COLUMN full_rate_steps DOUBLE PRECISION;";
 
+// PostgreSQL databases began at schema 6.
+void migrate_postgres(Database& db, std::int64_t version) {
+    if (version < 6)
+        throw DatabaseError("schema version " + std::to_string(version) + " has no migration on PostgreSQL");
+    if (version < 7) db.exec(kSchema7Sql);
+    if (version < 8) db.exec(kSchema8Sql);
+    if (version < 9) db.exec(kSchema9Sql);
+    db.exec(kSchema10Sql);
+}
+
+void migrate_sqlite(Database& db, std::int64_t version) {
+    if (version < 2)
+        db.exec(
+            "ALTER TABLE model_versions ADD COLUMN validation_samples INTEGER; "
+            "ALTER TABLE model_versions ADD COLUMN validation_full INTEGER NOT NULL DEFAULT 0;");
+    if (version < 3)
+        db.exec(
+            "CREATE INDEX IF NOT EXISTS work_units_open ON work_units(task_id, state, created_at); "
+            "CREATE INDEX IF NOT EXISTS clients_by_last_seen ON clients(last_seen); "
+            "CREATE INDEX IF NOT EXISTS request_nonces_by_time ON request_nonces(seen_at); "
+            "CREATE INDEX IF NOT EXISTS assignments_by_acceptance ON assignments(accepted_seq);");
+    if (version < 4)
+        db.exec(
+            "ALTER TABLE clients ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0; "
+            "ALTER TABLE clients ADD COLUMN address TEXT NOT NULL DEFAULT ''; "
+            "ALTER TABLE assignments ADD COLUMN gain_per_step REAL; "
+            "CREATE INDEX IF NOT EXISTS clients_by_address ON clients(address, registered_at); "
+            "CREATE INDEX IF NOT EXISTS rejections_by_client ON rejections(client_id, at);");
+    if (version < 5)
+        db.exec(
+            "ALTER TABLE model_versions ADD COLUMN state_sha256 TEXT; "
+            "ALTER TABLE model_versions ADD COLUMN patch_sha256 TEXT; "
+            "ALTER TABLE model_versions ADD COLUMN patch_bytes INTEGER NOT NULL DEFAULT 0; "
+            "CREATE INDEX IF NOT EXISTS model_versions_by_blob ON model_versions(task_id, blob_sha256);");
+    if (version < 6)
+        db.exec(
+            "ALTER TABLE model_versions ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 1; "
+            "ALTER TABLE model_versions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;");
+    if (version < 7) db.exec(kSchema7Sql);
+    if (version < 8) db.exec(kSchema8Sql);
+    if (version < 9) db.exec(kSchema9Sql);
+    db.exec(kSchema10Sql);
+}
+
 }  // namespace
 
 void Store::migrate() {
@@ -140,48 +184,12 @@ void Store::migrate() {
                             std::to_string(kSchemaVersion) + ")");
     if (version == kSchemaVersion) return;
     Transaction transaction(db());
-    if (version == 0) {
+    if (version == 0)
         db().exec(db().dialect() == Dialect::Postgres ? kPostgresSchemaSql : kDbSchemaSql);
-    } else if (db().dialect() == Dialect::Postgres) {
-        if (version < 6)
-            throw DatabaseError("schema version " + std::to_string(version) + " has no migration on PostgreSQL");
-        if (version < 7) db().exec(kSchema7Sql);
-        if (version < 8) db().exec(kSchema8Sql);
-        if (version < 9) db().exec(kSchema9Sql);
-        db().exec(kSchema10Sql);
-    } else {
-        if (version < 2)
-            db().exec(
-                "ALTER TABLE model_versions ADD COLUMN validation_samples INTEGER; "
-                "ALTER TABLE model_versions ADD COLUMN validation_full INTEGER NOT NULL DEFAULT 0;");
-        if (version < 3)
-            db().exec(
-                "CREATE INDEX IF NOT EXISTS work_units_open ON work_units(task_id, state, created_at); "
-                "CREATE INDEX IF NOT EXISTS clients_by_last_seen ON clients(last_seen); "
-                "CREATE INDEX IF NOT EXISTS request_nonces_by_time ON request_nonces(seen_at); "
-                "CREATE INDEX IF NOT EXISTS assignments_by_acceptance ON assignments(accepted_seq);");
-        if (version < 4)
-            db().exec(
-                "ALTER TABLE clients ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0; "
-                "ALTER TABLE clients ADD COLUMN address TEXT NOT NULL DEFAULT ''; "
-                "ALTER TABLE assignments ADD COLUMN gain_per_step REAL; "
-                "CREATE INDEX IF NOT EXISTS clients_by_address ON clients(address, registered_at); "
-                "CREATE INDEX IF NOT EXISTS rejections_by_client ON rejections(client_id, at);");
-        if (version < 5)
-            db().exec(
-                "ALTER TABLE model_versions ADD COLUMN state_sha256 TEXT; "
-                "ALTER TABLE model_versions ADD COLUMN patch_sha256 TEXT; "
-                "ALTER TABLE model_versions ADD COLUMN patch_bytes INTEGER NOT NULL DEFAULT 0; "
-                "CREATE INDEX IF NOT EXISTS model_versions_by_blob ON model_versions(task_id, blob_sha256);");
-        if (version < 6)
-            db().exec(
-                "ALTER TABLE model_versions ADD COLUMN checkpoint INTEGER NOT NULL DEFAULT 1; "
-                "ALTER TABLE model_versions ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;");
-        if (version < 7) db().exec(kSchema7Sql);
-        if (version < 8) db().exec(kSchema8Sql);
-        if (version < 9) db().exec(kSchema9Sql);
-        db().exec(kSchema10Sql);
-    }
+    else if (db().dialect() == Dialect::Postgres)
+        migrate_postgres(db(), version);
+    else
+        migrate_sqlite(db(), version);
     db().set_schema_version(kSchemaVersion);
     transaction.commit();
 }

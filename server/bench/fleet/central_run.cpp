@@ -15,6 +15,37 @@
 
 namespace tessera::bench {
 
+namespace {
+
+// One run of the trainer over `steps` steps on the CPU, following the task's run-wide schedule.
+common::TrainConfig central_train_config(const server::TaskConfig& config, const SimSettings& settings,
+                                         std::int64_t steps) {
+    auto train =
+        common::train_config_for(server::inner_loop_of(config, steps, static_cast<std::int64_t>(settings.seed)));
+    train.device = "cpu";
+    train.num_classes = config.num_classes;
+    if (config.lr_schedule) {
+        // The task's run-wide schedule at step s's position s·B, as the fleet's units follow it.
+        train.schedule = config.lr_schedule;
+        train.schedule_from = 0;
+        train.schedule_to = train.steps * config.batch_size;
+    }
+    return train;
+}
+
+// The figures at the budget: the whole validation set, and the judge's scores when it runs.
+common::Status final_figures(server::ModelProbe& probe, const common::NamedTensors& weights,
+                             const server::TaskConfig& config, const SimSettings& settings, RunResult& result) {
+    auto full = probe.evaluate(weights, std::numeric_limits<std::int64_t>::max());
+    if (!full) return full.error();
+    result.final_loss = full->loss;
+    result.final_accuracy = full->accuracy.value_or(-1);
+    if (settings.judge == nullptr) return {};
+    return score_run(*settings.judge, config.model, weights, settings.judge_guidances, result);
+}
+
+}  // namespace
+
 common::Result<RunResult> run_central(const server::TaskConfig& config, double samples_per_s,
                                       const SimSettings& settings) {
     if (!(samples_per_s > 0)) return common::make_error("the central baseline needs a positive speed");
@@ -60,16 +91,7 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
     // indivisible) is compared with central at its own sample count; the final figures on the
     // whole validation set are taken at the budget itself.
     std::int64_t budget_steps = (settings.sample_budget + config.batch_size - 1) / config.batch_size;
-    auto train = common::train_config_for(
-        server::inner_loop_of(config, budget_steps + budget_steps / 4, static_cast<std::int64_t>(settings.seed)));
-    train.device = "cpu";
-    train.num_classes = config.num_classes;
-    if (config.lr_schedule) {
-        // The task's run-wide schedule at step s's position s·B, as the fleet's units follow it.
-        train.schedule = config.lr_schedule;
-        train.schedule_from = 0;
-        train.schedule_to = train.steps * config.batch_size;
-    }
+    auto train = central_train_config(config, settings, budget_steps + budget_steps / 4);
     // A point at the first step whose samples reach the next milestone, however many it passed.
     std::int64_t milestones_passed = 0;
     auto milestone_steps = [&] {
@@ -85,16 +107,7 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
         add_point(step, named);
         if (step != budget_steps || !failure) return;
         result.budget_point = result.curve.size() - 1;
-        auto full = (*probe)->evaluate(named, std::numeric_limits<std::int64_t>::max());
-        if (!full) {
-            failure = full.error();
-            return;
-        }
-        result.final_loss = full->loss;
-        result.final_accuracy = full->accuracy.value_or(-1);
-        if (settings.judge == nullptr) return;
-        if (auto scored = score_run(*settings.judge, config.model, named, settings.judge_guidances, result); !scored)
-            failure = scored.error();
+        failure = final_figures(**probe, named, config, settings, result);
     };
     auto outcome = common::train(config.model, common::from_named_f32(*theta0), *data, train);
     if (!outcome) return outcome.error();

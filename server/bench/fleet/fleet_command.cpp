@@ -155,45 +155,102 @@ common::Result<double> payload_scale(const CommandOptions& o) {
     return static_cast<double>(server::value_count(*other)) / static_cast<double>(server::value_count(*own));
 }
 
+// The judge of generated samples, when the command asked for one.
+common::Result<std::unique_ptr<SampleJudge>> make_judge(const CommandOptions& o) {
+    if (o.judge_data.empty()) return std::unique_ptr<SampleJudge>();
+    JudgeOptions options;
+    options.pixels = o.judge_data;
+    options.latents = o.data;
+    options.cache = o.judge_cache.empty() ? std::filesystem::path(o.judge_data) / "judge-cnn.safetensors"
+                                          : std::filesystem::path(o.judge_cache);
+    options.per_class = o.judge_per_class;
+    options.sampling_steps = o.judge_steps;
+    options.quiet = o.sim.quiet;
+    return SampleJudge::make(options);
+}
+
+// One run of the campaign. A failure says its exit code: 2 for a run the options cannot
+// make, 1 for one that failed. A synchronous run says so in `settings`.
+common::Result<RunResult> run_one(const CommandOptions& o, const std::string& run,
+                                  const std::vector<SimVolunteer>& fleet, SimSettings& settings, int& exit_code) {
+    exit_code = 2;
+    auto own_lr = o.run_lr.find(run);
+    bool has_own_lr = own_lr != o.run_lr.end();
+    common::Result<RunResult> result = common::make_error("not run");
+    if (run == "central" || run == "ddp") {
+        auto config = base_config(o, server::PolicyKind::FedAsync);
+        if (!config) return config.error();
+        if (run == "central" && has_own_lr) config->lr = own_lr->second;
+        double ddp_lr = run == "ddp" && has_own_lr ? own_lr->second : o.ddp_lr;
+        exit_code = 1;
+        result = run == "central" ? run_central(*config, median_speed(fleet), settings)
+                                  : run_ddp(*config, fleet, ddp_lr, settings);
+        if (!result) return common::make_error(run + ": " + result.message());
+        return result;
+    }
+    auto config = config_for(o, run, static_cast<std::int64_t>(fleet.size()), settings.synchronous);
+    if (!config) return config.error();
+    if (has_own_lr) config->lr = own_lr->second;
+    if (settings.synchronous && !honest_and_steady(fleet))
+        return common::make_error(run + " needs a fleet without churn or hostile volunteers");
+    exit_code = 1;
+    auto work = std::filesystem::path(o.out) / ("state-" + run);
+    std::filesystem::remove_all(work);
+    result = simulate_fleet(*config, fleet, settings, work);
+    std::filesystem::remove_all(work);
+    if (!result) return common::make_error(run + ": " + result.message());
+    return result;
+}
+
+// The judge's ceilings (judge.csv) and, over several guidance scales, each one's figures.
+common::Status write_judge_outputs(const CommandOptions& o, const SampleJudge& judge,
+                                   const std::vector<RunResult>& results) {
+    auto out = std::filesystem::path(o.out);
+    const auto& c = judge.ceilings();
+    std::cout << "cas: share of " << o.judge_per_class << " samples per class (guidance "
+              << o.sim.judge_guidances.front() << ", " << o.judge_steps
+              << " steps) that a cnn trained on the real images classifies as asked; "
+              << "ceilings: real test images " << format_share(c.real_images) << ", decoded test latents "
+              << format_share(c.reconstructed) << "\n";
+    std::ofstream ceilings(out / "judge.csv");
+    ceilings << "real_images,decoded_test_latents,samples_per_class\n"
+             << c.real_images << "," << c.reconstructed << "," << o.judge_per_class << "\n";
+    if (o.sim.judge_guidances.size() <= 1) return {};
+    print_guidance(std::cout, results, o.sim.judge_guidances);
+    return write_guidance_csv(out / "guidance.csv", results, o.sim.judge_guidances);
+}
+
+// The campaign's files: curves and summary, the checks' figures, and the probes when asked.
+common::Status write_outputs(const CommandOptions& o, const std::vector<RunResult>& results,
+                             const std::vector<RunSummary>& rows, double target) {
+    auto out = std::filesystem::path(o.out);
+    if (auto status = write_curves_and_summary(out, results, rows, target); !status) return status;
+    if (auto status = write_checks_csv(out / "checks.csv", results); !status) return status;
+    if (!o.sim.probe_deltas) return {};
+    print_probes(std::cout, results);
+    return write_probes_csv(out / "probes.csv", results);
+}
+
 int run_campaign(CommandOptions& o) {
+    auto fail = [](int exit_code, const std::string& message) {
+        std::cerr << "tessera-bench fleet: " << message << "\n";
+        return exit_code;
+    };
     auto fleet = make_fleet(o);
-    if (!fleet) {
-        std::cerr << "tessera-bench fleet: " << fleet.message() << "\n";
-        return 2;
-    }
+    if (!fleet) return fail(2, fleet.message());
     auto scale = payload_scale(o);
-    if (!scale) {
-        std::cerr << "tessera-bench fleet: " << scale.message() << "\n";
-        return 2;
-    }
+    if (!scale) return fail(2, scale.message());
     o.sim.payload_scale = *scale;
     if (!o.transfer_as.empty())
         std::cerr << "transfers counted as " << o.transfer_as << "'s: model, patch and delta bytes x " << *scale
                   << "\n";
-    auto k = static_cast<std::int64_t>(fleet->size());
     std::filesystem::create_directories(o.out);
     auto fleet_label = std::filesystem::exists(o.fleet) ? std::filesystem::path(o.fleet).stem().string() : o.fleet;
-    std::cerr << "fleet " << fleet_label << ": " << k << " volunteers, median " << median_speed(*fleet)
+    std::cerr << "fleet " << fleet_label << ": " << fleet->size() << " volunteers, median " << median_speed(*fleet)
               << " samples/s; budget " << o.sim.sample_budget << " samples\n";
-
-    std::unique_ptr<SampleJudge> judge;
-    if (!o.judge_data.empty()) {
-        JudgeOptions options;
-        options.pixels = o.judge_data;
-        options.latents = o.data;
-        options.cache = o.judge_cache.empty() ? std::filesystem::path(o.judge_data) / "judge-cnn.safetensors"
-                                              : std::filesystem::path(o.judge_cache);
-        options.per_class = o.judge_per_class;
-        options.sampling_steps = o.judge_steps;
-        options.quiet = o.sim.quiet;
-        auto made = SampleJudge::make(options);
-        if (!made) {
-            std::cerr << "tessera-bench fleet: " << made.message() << "\n";
-            return 1;
-        }
-        judge = std::move(*made);
-        o.sim.judge = judge.get();
-    }
+    auto judge = make_judge(o);
+    if (!judge) return fail(1, judge.message());
+    o.sim.judge = judge->get();
 
     std::vector<RunResult> results;
     double target = o.target_loss;  // 0 until given, or until a sync run sets it
@@ -204,85 +261,23 @@ int run_campaign(CommandOptions& o) {
         settings.target_loss = target;
         settings.overrun = o.overrun;
         std::cerr << run << ":\n";
-        common::Result<RunResult> result = common::make_error("not run");
-        if (run == "central" || run == "ddp") {
-            auto config = base_config(o, server::PolicyKind::FedAsync);
-            if (!config) {
-                std::cerr << "tessera-bench fleet: " << config.message() << "\n";
-                return 2;
-            }
-            auto own_lr = o.run_lr.find(run);
-            if (run == "central" && own_lr != o.run_lr.end()) config->lr = own_lr->second;
-            double ddp_lr = run == "ddp" && own_lr != o.run_lr.end() ? own_lr->second : o.ddp_lr;
-            result = run == "central" ? run_central(*config, median_speed(*fleet), settings)
-                                      : run_ddp(*config, *fleet, ddp_lr, settings);
-        } else {
-            auto config = config_for(o, run, k, settings.synchronous);
-            if (!config) {
-                std::cerr << "tessera-bench fleet: " << config.message() << "\n";
-                return 2;
-            }
-            if (auto own_lr = o.run_lr.find(run); own_lr != o.run_lr.end()) config->lr = own_lr->second;
-            if (settings.synchronous && !honest_and_steady(*fleet)) {
-                std::cerr << "tessera-bench fleet: " << run << " needs a fleet without churn or hostile volunteers\n";
-                return 2;
-            }
-            auto work = std::filesystem::path(o.out) / ("state-" + run);
-            std::filesystem::remove_all(work);
-            result = simulate_fleet(*config, *fleet, settings, work);
-            std::filesystem::remove_all(work);
-        }
-        if (!result) {
-            std::cerr << "tessera-bench fleet: " << run << ": " << result.message() << "\n";
-            return 1;
-        }
+        int exit_code = 0;
+        auto result = run_one(o, run, *fleet, settings, exit_code);
+        if (!result) return fail(exit_code, result.message());
         // Later runs go on past the budget until they reach sync's loss (time to target).
         if (target <= 0 && settings.synchronous) target = result->curve.at(result->budget_point).loss;
         results.push_back(std::move(*result));
         // Every finished run is on disk at once: a campaign stopped midway keeps what it measured.
         double so_far = target;
         if (auto status = write_curves_and_summary(o.out, results, summarize(results, o.target_loss, so_far), so_far);
-            !status) {
-            std::cerr << "tessera-bench fleet: " << status.message() << "\n";
-            return 1;
-        }
+            !status)
+            return fail(1, status.message());
     }
     auto rows = summarize(results, o.target_loss, target);
     print_summary(std::cout, rows, target);
-    auto out = std::filesystem::path(o.out);
-    if (judge) {
-        const auto& c = judge->ceilings();
-        std::cout << "cas: share of " << o.judge_per_class << " samples per class (guidance "
-                  << o.sim.judge_guidances.front() << ", " << o.judge_steps
-                  << " steps) that a cnn trained on the real images classifies as asked; "
-                  << "ceilings: real test images " << format_share(c.real_images) << ", decoded test latents "
-                  << format_share(c.reconstructed) << "\n";
-        std::ofstream ceilings(out / "judge.csv");
-        ceilings << "real_images,decoded_test_latents,samples_per_class\n"
-                 << c.real_images << "," << c.reconstructed << "," << o.judge_per_class << "\n";
-        if (o.sim.judge_guidances.size() > 1) {
-            print_guidance(std::cout, results, o.sim.judge_guidances);
-            if (auto status = write_guidance_csv(out / "guidance.csv", results, o.sim.judge_guidances); !status) {
-                std::cerr << "tessera-bench fleet: " << status.message() << "\n";
-                return 1;
-            }
-        }
-    }
-    if (auto status = write_curves_and_summary(out, results, rows, target); !status) {
-        std::cerr << "tessera-bench fleet: " << status.message() << "\n";
-        return 1;
-    }
-    if (auto status = write_checks_csv(out / "checks.csv", results); !status) {
-        std::cerr << "tessera-bench fleet: " << status.message() << "\n";
-        return 1;
-    }
-    if (o.sim.probe_deltas) {
-        print_probes(std::cout, results);
-        if (auto status = write_probes_csv(out / "probes.csv", results); !status) {
-            std::cerr << "tessera-bench fleet: " << status.message() << "\n";
-            return 1;
-        }
-    }
+    if (*judge)
+        if (auto status = write_judge_outputs(o, **judge, results); !status) return fail(1, status.message());
+    if (auto status = write_outputs(o, results, rows, target); !status) return fail(1, status.message());
     return 0;
 }
 

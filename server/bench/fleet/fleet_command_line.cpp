@@ -50,12 +50,8 @@ common::Result<std::map<std::string, double>> parse_run_lrs(const std::string& t
     return rates;
 }
 
-}  // namespace
-
-cxxopts::Options fleet_command_options() {
-    cxxopts::Options options("tessera-bench fleet",
-                             "Asynchronous training by a simulated volunteer fleet on a virtual clock, against the "
-                             "central, ddp and sync baselines");
+// The fleet, the runs and their measurement.
+void add_run_options(cxxopts::Options& options) {
     options.add_options()("data", "dataset directory (tessera-data prepare)", cxxopts::value<std::string>())(
         "fleet", "preset (uniform, home, churn, hostile) or a fleet JSON file",
         cxxopts::value<std::string>()->default_value("home"))("volunteers", "volunteers of a preset fleet (K)",
@@ -79,9 +75,13 @@ cxxopts::Options fleet_command_options() {
         "tick", "transitioner period, virtual seconds", cxxopts::value<double>()->default_value("10"))(
         "out", "output directory (curves.csv, summary.csv, checks.csv)",
         cxxopts::value<std::string>()->default_value("fleet-out"))("model", "model preset (default: the dataset's)",
-                                                                   cxxopts::value<std::string>()->default_value(""))(
-        "local-steps", "H", cxxopts::value<std::int64_t>())("batch", "batch size", cxxopts::value<std::int64_t>())(
-        "lr", "inner learning rate", cxxopts::value<double>())(
+                                                                   cxxopts::value<std::string>()->default_value(""));
+}
+
+// The task the async runs train: its hyperparameters, checks, codecs and merging.
+void add_task_options(cxxopts::Options& options) {
+    options.add_options()("local-steps", "H", cxxopts::value<std::int64_t>())(
+        "batch", "batch size", cxxopts::value<std::int64_t>())("lr", "inner learning rate", cxxopts::value<double>())(
         "target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())(
         "min-rounds", "lower H so each volunteer gets this many units over a named --lr-schedule (20 with one; 0: off)",
         cxxopts::value<std::int64_t>())(
@@ -119,9 +119,14 @@ cxxopts::Options fleet_command_options() {
         cxxopts::value<double>()->default_value("-1"))(
         "eta", "async runs' server learning rate (0: the policy's default)",
         cxxopts::value<double>()->default_value("0"))("buffer", "fedbuff/diloco buffer (0: the policy's default)",
-                                                      cxxopts::value<std::int64_t>()->default_value("0"))(
-        "judge", "pixel dataset of the real images: score each DiT run's samples with a cnn trained on it",
-        cxxopts::value<std::string>()->default_value(""))(
+                                                      cxxopts::value<std::int64_t>()->default_value("0"));
+}
+
+// Scoring the samples, counting transfers as another model's, probing the deltas.
+void add_judge_options(cxxopts::Options& options) {
+    options.add_options()("judge",
+                          "pixel dataset of the real images: score each DiT run's samples with a cnn trained on it",
+                          cxxopts::value<std::string>()->default_value(""))(
         "judge-cache", "the judge's weights (default: <judge>/judge-cnn.safetensors; trained when absent)",
         cxxopts::value<std::string>()->default_value(""))("judge-samples", "samples per class the judge scores",
                                                           cxxopts::value<std::int64_t>()->default_value("100"))(
@@ -134,6 +139,17 @@ cxxopts::Options fleet_command_options() {
         cxxopts::value<std::string>()->default_value(""))(
         "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")("quiet",
                                                                                            "no progress lines");
+}
+
+}  // namespace
+
+cxxopts::Options fleet_command_options() {
+    cxxopts::Options options("tessera-bench fleet",
+                             "Asynchronous training by a simulated volunteer fleet on a virtual clock, against the "
+                             "central, ddp and sync baselines");
+    add_run_options(options);
+    add_task_options(options);
+    add_judge_options(options);
     return options;
 }
 

@@ -57,6 +57,87 @@ std::optional<double> loss_at_samples(const std::vector<CurvePoint>& curve, std:
     return std::nullopt;
 }
 
+namespace {
+
+// The run's size figures: samples at the budget, staleness weighted by samples, transfers and
+// the state directory.
+void fill_volume(RunSummary& row, const RunResult& run) {
+    if (!run.curve.empty()) {
+        const auto& at_budget = run.curve.at(run.budget_point);
+        row.samples = at_budget.samples;
+        row.virtual_s = at_budget.virtual_s;
+        row.samples_run = run.curve.back().samples;
+    }
+    double staleness = 0, weight = 0;
+    for (std::size_t i = 1; i < run.curve.size(); ++i) {
+        double n = static_cast<double>(run.curve[i].samples - run.curve[i - 1].samples);
+        staleness += run.curve[i].staleness * n;
+        weight += n;
+    }
+    row.mean_staleness = weight > 0 ? staleness / weight : 0;
+    if (run.units_issued > 0) {
+        row.mb_down_per_unit = run.bytes_down / 1e6 / static_cast<double>(run.units_issued);
+        row.mb_up_per_unit = run.bytes_up / 1e6 / static_cast<double>(run.units_issued);
+        row.mb_shards_per_unit = run.bytes_down_shards / 1e6 / static_cast<double>(run.units_issued);
+        row.patched_share = static_cast<double>(run.units_on_patches) / static_cast<double>(run.units_issued);
+    }
+    if (run.unit_s > 0) row.transfer_share = run.transfer_s / run.unit_s;
+    for (const auto& p : run.curve)
+        row.state_mb_max = std::max(row.state_mb_max, static_cast<double>(p.state_bytes) / 1e6);
+    if (!run.curve.empty()) row.state_mb_end = static_cast<double>(run.curve.back().state_bytes) / 1e6;
+}
+
+// What was not merged, and what became of each attack's results: "noise=9/11", with reasons.
+void fill_outcomes(RunSummary& row, const RunResult& run) {
+    std::ostringstream wasted;
+    for (const auto& [outcome, count] : run.outcomes.count)
+        if (outcome != "merged") wasted << (wasted.tellp() > 0 ? " " : "") << outcome << "=" << count;
+    row.wasted = wasted.str();
+    std::ostringstream attacks;
+    for (const auto& [attack, outcome] : run.attacks)
+        if (attack != "none")
+            attacks << (attacks.tellp() > 0 ? " " : "") << attack << "=" << outcome.merged << "/" << outcome.returned;
+    row.attacks = attacks.str();
+    std::ostringstream refusals;
+    for (const auto& [attack, outcome] : run.attacks) {
+        std::int64_t refused = 0;
+        std::ostringstream reasons;
+        for (const auto& [reason, count] : outcome.refused) {
+            refused += count;
+            reasons << (reasons.tellp() > 0 ? " " : "") << reason << "=" << count;
+        }
+        refusals << (refusals.tellp() > 0 ? " " : "") << attack << "=" << refused << "/" << outcome.returned
+                 << (refused > 0 ? "(" + reasons.str() + ")" : "");
+        if (attack == "none" && outcome.returned > 0)
+            row.honest_refused = static_cast<double>(refused) / static_cast<double>(outcome.returned);
+    }
+    row.refusals = refusals.str();
+}
+
+// The contribution checks' cost and the honest gains per step they judge by.
+void fill_check_costs(RunSummary& row, const RunResult& run) {
+    const auto& cost = run.server_cost;
+    if (cost.checked > 0) {
+        row.check_ms_per_result = 1000 * cost.check_s / static_cast<double>(cost.checked);
+        row.loss_checked_share = static_cast<double>(cost.loss_checked) / static_cast<double>(cost.checked);
+    }
+    if (cost.check_s + cost.merge_s > 0) row.check_share = cost.check_s / (cost.check_s + cost.merge_s);
+    if (cost.training_s > 0) row.check_vs_training = cost.check_s / cost.training_s;
+    std::vector<double> gains;
+    for (const auto& c : run.checked)
+        if (c.attack == "none" && c.gain_per_step) gains.push_back(*c.gain_per_step);
+    if (!gains.empty()) {
+        std::sort(gains.begin(), gains.end());
+        auto at = [&](double q) { return gains[static_cast<std::size_t>(q * static_cast<double>(gains.size() - 1))]; };
+        row.gain_p10 = at(0.1);
+        row.gain_median = at(0.5);
+        row.gain_p90 = at(0.9);
+    }
+    row.calibration_gain = cost.calibration_gain;
+}
+
+}  // namespace
+
 std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double target_loss, double& target_used) {
     const auto* central = find_run(runs, "central");
     const auto* ddp = find_run(runs, "ddp");
@@ -76,12 +157,6 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
         row.volunteers = run.volunteers;
         row.budget_reached = run.budget_reached;
         row.units = run.units_issued;
-        if (!run.curve.empty()) {
-            const auto& at_budget = run.curve.at(run.budget_point);
-            row.samples = at_budget.samples;
-            row.virtual_s = at_budget.virtual_s;
-            row.samples_run = run.curve.back().samples;
-        }
         row.final_loss = run.final_loss;
         row.final_accuracy = run.final_accuracy;
         row.sample_accuracy = run.sample_accuracy;
@@ -93,67 +168,9 @@ std::vector<RunSummary> summarize(const std::vector<RunResult>& runs, double tar
             row.speedup_vs_sync = *sync_time / *row.time_to_target;
         auto merged = run.outcomes.seconds.find("merged");
         if (run.online_s > 0 && merged != run.outcomes.seconds.end()) row.utilisation = merged->second / run.online_s;
-        double staleness = 0, weight = 0;
-        for (std::size_t i = 1; i < run.curve.size(); ++i) {
-            double n = static_cast<double>(run.curve[i].samples - run.curve[i - 1].samples);
-            staleness += run.curve[i].staleness * n;
-            weight += n;
-        }
-        row.mean_staleness = weight > 0 ? staleness / weight : 0;
-        if (run.units_issued > 0) {
-            row.mb_down_per_unit = run.bytes_down / 1e6 / static_cast<double>(run.units_issued);
-            row.mb_up_per_unit = run.bytes_up / 1e6 / static_cast<double>(run.units_issued);
-            row.mb_shards_per_unit = run.bytes_down_shards / 1e6 / static_cast<double>(run.units_issued);
-            row.patched_share = static_cast<double>(run.units_on_patches) / static_cast<double>(run.units_issued);
-        }
-        if (run.unit_s > 0) row.transfer_share = run.transfer_s / run.unit_s;
-        for (const auto& p : run.curve)
-            row.state_mb_max = std::max(row.state_mb_max, static_cast<double>(p.state_bytes) / 1e6);
-        if (!run.curve.empty()) row.state_mb_end = static_cast<double>(run.curve.back().state_bytes) / 1e6;
-        std::ostringstream wasted;
-        for (const auto& [outcome, count] : run.outcomes.count)
-            if (outcome != "merged") wasted << (wasted.tellp() > 0 ? " " : "") << outcome << "=" << count;
-        row.wasted = wasted.str();
-        std::ostringstream attacks;
-        for (const auto& [attack, outcome] : run.attacks)
-            if (attack != "none")
-                attacks << (attacks.tellp() > 0 ? " " : "") << attack << "=" << outcome.merged << "/"
-                        << outcome.returned;
-        row.attacks = attacks.str();
-        std::ostringstream refusals;
-        for (const auto& [attack, outcome] : run.attacks) {
-            std::int64_t refused = 0;
-            std::ostringstream reasons;
-            for (const auto& [reason, count] : outcome.refused) {
-                refused += count;
-                reasons << (reasons.tellp() > 0 ? " " : "") << reason << "=" << count;
-            }
-            refusals << (refusals.tellp() > 0 ? " " : "") << attack << "=" << refused << "/" << outcome.returned
-                     << (refused > 0 ? "(" + reasons.str() + ")" : "");
-            if (attack == "none" && outcome.returned > 0)
-                row.honest_refused = static_cast<double>(refused) / static_cast<double>(outcome.returned);
-        }
-        row.refusals = refusals.str();
-        const auto& cost = run.server_cost;
-        if (cost.checked > 0) {
-            row.check_ms_per_result = 1000 * cost.check_s / static_cast<double>(cost.checked);
-            row.loss_checked_share = static_cast<double>(cost.loss_checked) / static_cast<double>(cost.checked);
-        }
-        if (cost.check_s + cost.merge_s > 0) row.check_share = cost.check_s / (cost.check_s + cost.merge_s);
-        if (cost.training_s > 0) row.check_vs_training = cost.check_s / cost.training_s;
-        std::vector<double> gains;
-        for (const auto& c : run.checked)
-            if (c.attack == "none" && c.gain_per_step) gains.push_back(*c.gain_per_step);
-        if (!gains.empty()) {
-            std::sort(gains.begin(), gains.end());
-            auto at = [&](double q) {
-                return gains[static_cast<std::size_t>(q * static_cast<double>(gains.size() - 1))];
-            };
-            row.gain_p10 = at(0.1);
-            row.gain_median = at(0.5);
-            row.gain_p90 = at(0.9);
-        }
-        row.calibration_gain = cost.calibration_gain;
+        fill_volume(row, run);
+        fill_outcomes(row, run);
+        fill_check_costs(row, run);
         rows.push_back(std::move(row));
     }
     return rows;

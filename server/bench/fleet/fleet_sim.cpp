@@ -128,6 +128,30 @@ private:
         return {};
     }
 
+    // The bytes a volunteer downloads for a unit: the model (scaled to the payload), and the
+    // shards not in its cache. The client's cache holds the model version it trained last, and
+    // every shard it fetched; patches from the model it holds replace the model when the unit
+    // offers them.
+    std::pair<double, double> download_of(const VolunteerState& v, const common::WorkUnit& unit) {
+        double model_bytes =
+            unit.model_blob.sha256 == v.cached_model ? 0.0 : static_cast<double>(unit.model_blob.bytes);
+        if (!unit.patches.empty() && unit.patch_from == v.cached_model) {
+            model_bytes = 0;
+            for (const auto& patch : unit.patches) model_bytes += static_cast<double>(patch.bytes);
+            ++result_.units_on_patches;
+        }
+        double shard_bytes = 0;
+        for (const auto& shard : unit.shards)
+            if (!v.cached_shards.count(shard.sha256)) shard_bytes += static_cast<double>(shard.bytes);
+        return {model_bytes * settings_.payload_scale, shard_bytes};
+    }
+
+    // A unit computed to its end: its transfers' share of the volunteers' time.
+    void count_unit_time(double transfer_s, double compute_s) {
+        result_.transfer_s += transfer_s;
+        result_.unit_s += transfer_s + compute_s;
+    }
+
     common::Status request(std::size_t i) {
         auto& v = volunteers_[i];
         if (!v.online || v.held) return {};
@@ -152,19 +176,7 @@ private:
         ++result_.units_issued;
         ++round_outstanding_;
 
-        // The client's cache holds the model version it trained last, and every shard it fetched;
-        // patches from the model it holds replace the model when the unit offers them.
-        double model_bytes =
-            unit->model_blob.sha256 == v.cached_model ? 0.0 : static_cast<double>(unit->model_blob.bytes);
-        if (!unit->patches.empty() && unit->patch_from == v.cached_model) {
-            model_bytes = 0;
-            for (const auto& patch : unit->patches) model_bytes += static_cast<double>(patch.bytes);
-            ++result_.units_on_patches;
-        }
-        model_bytes *= settings_.payload_scale;
-        double shard_bytes = 0;
-        for (const auto& shard : unit->shards)
-            if (!v.cached_shards.count(shard.sha256)) shard_bytes += static_cast<double>(shard.bytes);
+        auto [model_bytes, shard_bytes] = download_of(v, *unit);
         double down_bytes = model_bytes + shard_bytes;
         std::int64_t samples = unit->hyper.local_steps * unit->hyper.batch_size;
         double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
@@ -191,10 +203,7 @@ private:
         result_.bytes_down += down_bytes;
         result_.bytes_down_shards += shard_bytes;
         result_.bytes_up += upload_bytes;
-        if (!leaves_first) {
-            result_.transfer_s += transfer_s;
-            result_.unit_s += transfer_s + compute_s;
-        }
+        if (!leaves_first) count_unit_time(transfer_s, compute_s);
         for (const auto& shard : unit->shards) v.cached_shards.insert(shard.sha256);
         v.cached_model = unit->model_blob.sha256;
         issued_.emplace(unit->wu_id, issued);
