@@ -138,6 +138,18 @@ tessera::common::Status read_preferences(const cxxopts::ParseResult& args,
     return {};
 }
 
+// The transfer rate caps, Mbit/s (0: none).
+tessera::common::Status read_rate_caps(const cxxopts::ParseResult& args, tessera::client::VolunteerOptions& volunteer) {
+    for (auto [name, field] : {std::pair{"max-download-mbps", &volunteer.max_download_mbps},
+                               std::pair{"max-upload-mbps", &volunteer.max_upload_mbps}}) {
+        *field = args[name].as<double>();
+        if (!(*field == 0 || (*field >= 0.01 && *field <= 1e6)))
+            return tessera::common::make_error(std::string("--") + name +
+                                               " must be 0 (no cap) or between 0.01 and 1000000");
+    }
+    return {};
+}
+
 CommandLine parse_command_line(int argc, char** argv) {
     auto options = client_options();
     std::string word = argc > 1 ? argv[1] : "";
@@ -191,12 +203,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     if (!(grace_s >= 0 && grace_s <= 86400)) return usage_error("--stop-grace must be between 0 and 86400 seconds");
     line.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(grace_s * 1000)));
     if (auto read = read_preferences(args, volunteer.preferences); !read) return usage_error(read.message());
-    for (auto [name, field] : {std::pair{"max-download-mbps", &volunteer.max_download_mbps},
-                               std::pair{"max-upload-mbps", &volunteer.max_upload_mbps}}) {
-        *field = args[name].as<double>();
-        if (!(*field == 0 || (*field >= 0.01 && *field <= 1e6)))
-            return usage_error(std::string("--") + name + " must be 0 (no cap) or between 0.01 and 1000000");
-    }
+    if (auto read = read_rate_caps(args, volunteer); !read) return usage_error(read.message());
     return line;
 }
 

@@ -108,6 +108,32 @@ common::Result<common::ShardData> read_shards(const std::vector<std::filesystem:
     return common::concat_shards(shards);
 }
 
+// Whether the unit keeps the volunteer's optimizer moments; when it does and they are this
+// task's and model's, `config` resumes from them (in `resumed`). Why they were dropped, in `note`.
+bool resume_kept_moments(const common::WorkUnit& unit, const common::TorchTensorMap& theta0, const RunOptions& options,
+                         common::TrainConfig& config, common::InnerOptimizerState& resumed, std::string& note) {
+    // A fresh unit (a replica, or a task that does not keep state) neither reads nor
+    // replaces the kept moments.
+    if (options.optimizer == nullptr || unit.hyper.optimizer != common::InnerOptimizer::Kept) return false;
+    if (moments_bytes(theta0) > kMaxOptimizerStateBytes) {
+        note = "the model's optimizer state (" + std::to_string(moments_bytes(theta0) >> 20) +
+               " MiB) is larger than the client keeps: fresh moments for every unit";
+        *options.optimizer = {};
+        return false;
+    }
+    config.return_optimizer = true;
+    const auto& kept = *options.optimizer;
+    if (!kept.empty() && kept.task_id == unit.task_id && kept.model == unit.model) {
+        resumed = {common::from_named_f32(kept.exp_avg), common::from_named_f32(kept.exp_avg_sq), kept.steps};
+        config.resume_optimizer = &resumed;
+        config.warmup_steps = 0;  // the warm-up protects fresh moments; these are not
+    } else if (!kept.empty()) {
+        note = "dropped the kept optimizer state: it belongs to task " + kept.task_id + " (" + kept.model +
+               "), this unit to task " + unit.task_id + " (" + unit.model + ")";
+    }
+    return true;
+}
+
 // Trains the unit in the device's memory: an out-of-memory error halves the micro-batch and
 // tries again (the micro-batch that fitted is remembered for the next unit of the kind), and
 // kept moments that do not fit the model are dropped for fresh ones, saying why in `note`.
@@ -194,30 +220,7 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
 
     common::InnerOptimizerState resumed;
     std::string resumed_note;
-    // A fresh unit (a replica, or a task that does not keep state) neither reads nor
-    // replaces the kept moments.
-    bool keeps_state = options.optimizer != nullptr && unit.hyper.optimizer == common::InnerOptimizer::Kept;
-    if (keeps_state && moments_bytes(*theta0) > kMaxOptimizerStateBytes) {
-        keeps_state = false;
-        resumed_note = "the model's optimizer state (" + std::to_string(moments_bytes(*theta0) >> 20) +
-                       " MiB) is larger than the client keeps: fresh moments for every unit";
-        *options.optimizer = {};
-    }
-    if (keeps_state) {
-        config.return_optimizer = true;
-        const auto& kept = *options.optimizer;
-        if (!kept.empty() && kept.task_id == unit.task_id && kept.model == unit.model) {
-            resumed = {common::from_named_f32(kept.exp_avg), common::from_named_f32(kept.exp_avg_sq), kept.steps};
-            config.resume_optimizer = &resumed;
-            config.warmup_steps = 0;  // the warm-up protects fresh moments; these are not
-        } else if (!kept.empty()) {
-            resumed_note = "dropped the kept optimizer state: it belongs to task " + kept.task_id + " (" + kept.model +
-                           "), this unit to task " + unit.task_id + " (" + unit.model + ")";
-        }
-    }
-
-    // The micro-batch that fitted this model and batch in the GPU's memory before is used
-    // again, so only the first unit of a kind pays for finding it.
+    bool keeps_state = resume_kept_moments(unit, *theta0, options, config, resumed, resumed_note);
     auto outcome = train_fitting(unit, *theta0, *data, config, progress, resumed_note);
     if (!outcome) return outcome.error();
     RunOutput output;

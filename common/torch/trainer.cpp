@@ -176,6 +176,35 @@ torch::Tensor accumulate_gradients(Workload& workload, const Batch& batch, std::
     return step_loss;
 }
 
+// A unit's samples on the training device. Its shards are a few MB: they move once, not a
+// batch at a time.
+struct DeviceSamples {
+    DeviceSamples(const ShardData& data, torch::Device device)
+        : inputs(data.inputs.to(device)), labels(data.labels.to(device)),
+          text(data.text_emb.defined() ? data.text_emb.to(device) : data.text_emb) {}
+    Batch at(const torch::Tensor& index) const {
+        return {inputs.index_select(0, index),
+                labels.index_select(0, index),
+                text.defined() ? text.index_select(0, index) : torch::Tensor(),
+                {}};
+    }
+    torch::Tensor inputs, labels, text;
+};
+
+// Steps done, the last loss read and the samples per second since `started`.
+void report_progress(const ProgressCallback& progress, std::int64_t steps_done, std::int64_t steps, double loss,
+                     std::int64_t rows, std::chrono::steady_clock::time_point started) {
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    progress({steps_done, steps, loss, elapsed > 0 ? static_cast<double>(steps_done * rows) / elapsed : 0.0});
+}
+
+// The step losses not read yet, read in one transfer from the device.
+void read_losses(std::vector<torch::Tensor>& pending, std::vector<double>& losses) {
+    auto read = torch::stack(pending).cpu();
+    for (std::int64_t i = 0; i < read.numel(); ++i) losses.push_back(read[i].item<double>());
+    pending.clear();
+}
+
 TorchTensorMap current_weights(torch::nn::Module& module) {
     torch::NoGradGuard no_grad;
     TorchTensorMap weights;
@@ -216,10 +245,7 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     module->train();
 
     bool cuda = device->is_cuda();
-    // A unit's shards are a few MB: they move to the device once, not a batch at a time.
-    auto inputs = data.inputs.to(*device);
-    auto labels = data.labels.to(*device);
-    auto text = data.text_emb.defined() ? data.text_emb.to(*device) : data.text_emb;
+    DeviceSamples samples(data, *device);
 
     auto parameters = module->parameters();
     MultiTensorAdamW optimizer(parameters, config.weight_decay);
@@ -239,10 +265,7 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
         const double lr = learning_rate(config, step);
         if (config.on_lr) config.on_lr(step, lr);
         auto index = order.next();
-        Batch batch{inputs.index_select(0, index),
-                    labels.index_select(0, index),
-                    text.defined() ? text.index_select(0, index) : torch::Tensor(),
-                    {}};
+        auto batch = samples.at(index);
         (*workload)->draw(batch, config.seed, step);
         optimizer.zero_grad();
         pending.push_back(accumulate_gradients(**workload, batch, rows, micro, cuda));
@@ -251,14 +274,8 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
         if (config.snapshot && config.snapshot_every > 0 && (step + 1) % config.snapshot_every == 0)
             config.snapshot(step + 1, current_weights(*module));
         if (static_cast<std::int64_t>(pending.size()) == kLossReadEvery || step + 1 == config.steps) {
-            auto read = torch::stack(pending).cpu();
-            for (std::int64_t i = 0; i < read.numel(); ++i) losses.push_back(read[i].item<double>());
-            pending.clear();
-            if (progress) {
-                double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-                progress({step + 1, config.steps, losses.back(),
-                          elapsed > 0 ? static_cast<double>((step + 1) * rows) / elapsed : 0.0});
-            }
+            read_losses(pending, losses);
+            if (progress) report_progress(progress, step + 1, config.steps, losses.back(), rows, started);
         }
     }
     if (cuda) torch::cuda::synchronize();

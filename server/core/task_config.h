@@ -125,6 +125,9 @@ std::int64_t default_min_rounds(const TaskConfig& config);
 common::Status validate_task_config(const TaskConfig& config);
 
 boost::json::value to_json(const TaskConfig& config);
+// The stored form read back with each field's bounds, without the settings' relations that
+// task_config_from_json checks as well (task_config_json.cpp).
+common::Result<TaskConfig> read_task_config(const boost::json::value& json);
 common::Result<TaskConfig> task_config_from_json(const boost::json::value& json);
 common::Result<TaskConfig> parse_task_config(std::string_view text);
 

@@ -44,6 +44,40 @@ common::Status final_figures(server::ModelProbe& probe, const common::NamedTenso
     return score_run(*settings.judge, config.model, weights, settings.judge_guidances, result);
 }
 
+// A curve point at `step` of a run of batch `batch` at `samples_per_s`.
+CurvePoint curve_point(std::int64_t step, const server::ProbeResult& eval, std::int64_t batch, double samples_per_s) {
+    CurvePoint point;
+    point.samples = step * batch;
+    point.virtual_s = static_cast<double>(point.samples) / samples_per_s;
+    point.version = step;
+    point.loss = eval.loss;
+    point.accuracy = eval.accuracy.value_or(-1);
+    point.busy = step > 0 ? 1 : 0;
+    return point;
+}
+
+common::Result<std::unique_ptr<server::ModelProbe>> validation_probe(const server::TaskConfig& config,
+                                                                     const std::filesystem::path& validation) {
+    auto factory = server::make_torch_probe_factory(config, validation);
+    if (!factory) return factory.error();
+    return (*factory)();
+}
+
+// The first step whose samples reach curve milestone `n`.
+std::int64_t steps_to_milestone(const SimSettings& settings, std::int64_t n, std::int64_t batch) {
+    auto samples = curve_milestone(settings.sample_budget, settings.curve_points, n, settings.curve_spacing);
+    return std::max<std::int64_t>(1, (samples + batch - 1) / batch);
+}
+
+// The result of a run on one machine, named by the settings (central's, or ddp's).
+RunResult one_machine_run(const SimSettings& settings) {
+    RunResult result;
+    result.name = settings.run_name.empty() ? "central" : settings.run_name;
+    result.fleet = settings.fleet_name;
+    result.volunteers = 1;
+    return result;
+}
+
 }  // namespace
 
 common::Result<RunResult> run_central(const server::TaskConfig& config, double samples_per_s,
@@ -54,18 +88,13 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
     if (!manifest) return manifest.error();
     auto data = common::load_training_set(dir, *manifest);
     if (!data) return data.error();
-    auto factory = server::make_torch_probe_factory(config, dir / manifest->validation.file);
-    if (!factory) return factory.error();
-    auto probe = (*factory)();
+    auto probe = validation_probe(config, dir / manifest->validation.file);
     if (!probe) return probe.error();
     auto theta0 = server::initial_weights(config);
     if (!theta0) return theta0.error();
     if (settings.threads > 0) torch::set_num_threads(settings.threads);
 
-    RunResult result;
-    result.name = settings.run_name.empty() ? "central" : settings.run_name;
-    result.fleet = settings.fleet_name;
-    result.volunteers = 1;
+    auto result = one_machine_run(settings);
     auto eval_samples = curve_samples(settings);
     common::Status failure;
     auto add_point = [&](std::int64_t step, const common::NamedTensors& weights) {
@@ -74,16 +103,10 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
             failure = eval.error();
             return;
         }
-        CurvePoint point;
-        point.samples = step * config.batch_size;
-        point.virtual_s = static_cast<double>(point.samples) / samples_per_s;
-        point.version = step;
-        point.loss = eval->loss;
-        point.accuracy = eval->accuracy.value_or(-1);
-        point.busy = step > 0 ? 1 : 0;
-        result.curve.push_back(point);
+        result.curve.push_back(curve_point(step, *eval, config.batch_size, samples_per_s));
         if (!settings.quiet)
-            std::cerr << "  " << result.name << ": samples " << point.samples << ", loss " << point.loss << "\n";
+            std::cerr << "  " << result.name << ": samples " << result.curve.back().samples << ", loss "
+                      << result.curve.back().loss << "\n";
     };
     add_point(0, *theta0);
 
@@ -94,11 +117,7 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
     auto train = central_train_config(config, settings, budget_steps + budget_steps / 4);
     // A point at the first step whose samples reach the next milestone, however many it passed.
     std::int64_t milestones_passed = 0;
-    auto milestone_steps = [&] {
-        auto samples = curve_milestone(settings.sample_budget, settings.curve_points, milestones_passed + 1,
-                                       settings.curve_spacing);
-        return std::max<std::int64_t>(1, (samples + config.batch_size - 1) / config.batch_size);
-    };
+    auto milestone_steps = [&] { return steps_to_milestone(settings, milestones_passed + 1, config.batch_size); };
     train.snapshot_every = 1;
     train.snapshot = [&](std::int64_t step, const common::TorchTensorMap& weights) {
         if (!failure || (step < milestone_steps() && step != budget_steps)) return;
@@ -112,12 +131,12 @@ common::Result<RunResult> run_central(const server::TaskConfig& config, double s
     auto outcome = common::train(config.model, common::from_named_f32(*theta0), *data, train);
     if (!outcome) return outcome.error();
     if (!failure) return failure.error();
+    // One volunteer, busy all the time, whose one "unit" was the whole run.
     result.budget_reached = true;
     result.units_issued = 1;
     result.outcomes.count["merged"] = 1;
-    double budget_s = static_cast<double>(budget_steps * config.batch_size) / samples_per_s;
-    result.outcomes.seconds["merged"] = budget_s;
-    result.online_s = budget_s;
+    result.online_s = result.outcomes.seconds["merged"] =
+        static_cast<double>(budget_steps * config.batch_size) / samples_per_s;
     return result;
 }
 

@@ -128,10 +128,8 @@ private:
         return {};
     }
 
-    // The bytes a volunteer downloads for a unit: the model (scaled to the payload), and the
-    // shards not in its cache. The client's cache holds the model version it trained last, and
-    // every shard it fetched; patches from the model it holds replace the model when the unit
-    // offers them.
+    // A unit's download: its model (scaled), or patches from the model last trained when offered,
+    // and the shards the volunteer has not fetched before.
     std::pair<double, double> download_of(const VolunteerState& v, const common::WorkUnit& unit) {
         double model_bytes =
             unit.model_blob.sha256 == v.cached_model ? 0.0 : static_cast<double>(unit.model_blob.bytes);
