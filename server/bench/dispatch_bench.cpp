@@ -21,6 +21,7 @@
 #include "delta_codec.h"
 #include "file_io.h"
 #include "http_client.h"
+#include "made_up_results.h"
 #include "percentile.h"
 #include "result_upload.h"
 #include "server_api.h"
@@ -122,13 +123,7 @@ common::Status create_bench_task(const DispatchBenchOptions& options, const serv
     if (!config) return config.error();
     config->codec = {common::DeltaDType::Int8, options.topk_fraction};
     config->loss_check = 0;  // the front end is measured here; `ingest` measures validation
-    config->replication = 0;
-    // Every result is the same made-up delta: trusted volunteers, no copy, alignment or norm checks.
-    config->trust_streak = 0;
-    config->copy_similarity = 1;
-    config->min_alignment = -1;
-    config->norm_floor = 0;
-    config->norm_bound = 1e9;
+    accept_made_up_results(*config);  // every result is the same made-up delta
     // The curve's evaluations and the gallery's samples are a fixed background cost that
     // does not grow with the load: one evaluation an hour, no gallery.
     config->eval_interval_s = 3600;

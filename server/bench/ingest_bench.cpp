@@ -14,6 +14,7 @@
 #include "command_line.h"
 #include "delta_codec.h"
 #include "in_process_server.h"
+#include "made_up_results.h"
 #include "merge_policy.h"
 #include "result_upload.h"
 #include "signed_envelope.h"
@@ -166,13 +167,7 @@ common::Result<server::TaskConfig> ingest_task_config(const IngestBenchOptions& 
     if (!patches) return patches.error();
     config->patches = *patches;
     config->loss_check = options.loss_check;
-    config->replication = 0;
-    // Four made-up deltas, reused: trusted volunteers, no copy, alignment or norm checks.
-    config->trust_streak = 0;
-    config->copy_similarity = 1;
-    config->min_alignment = -1;
-    config->norm_floor = 0;
-    config->norm_bound = 1e9;
+    accept_made_up_results(*config);  // four made-up deltas, reused
     config->target_seconds = 0;
     if (options.buffer > 0) config->merge.buffer_size = options.buffer;
     return config;
