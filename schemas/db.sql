@@ -1,4 +1,4 @@
--- The server's SQLite schema (tessera-server; docs/operations.md), version 10
+-- The server's SQLite schema (tessera-server; docs/operations.md), version 11
 -- (Store::kSchemaVersion).
 -- Applied by server/store/store.cpp when PRAGMA user_version is 0; older files are migrated
 -- there. schemas/db_postgres.sql is the same schema for PostgreSQL: change both together
@@ -124,7 +124,10 @@ CREATE TABLE assignments (
   metrics       TEXT,                     -- JSON from the result manifest
   credit        REAL NOT NULL DEFAULT 0,
   merged_version INTEGER,
-  accepted_seq  INTEGER                   -- acceptance order, so merges replay in order
+  accepted_seq  INTEGER,                  -- acceptance order, so merges replay in order
+  -- Schema 11: the process validating a returned result, until when (validation_stage.h).
+  claimed_by    TEXT,
+  claimed_until INTEGER
 );
 CREATE INDEX assignments_by_state ON assignments(state);
 CREATE INDEX assignments_by_client ON assignments(client_id, state);

@@ -1,5 +1,5 @@
 -- The server's PostgreSQL schema (tessera-server --db postgresql://…; docs/scaling.md).
--- Version 10 (Store::kSchemaVersion), the same tables as schemas/db.sql (SQLite) with
+-- Version 11 (Store::kSchemaVersion), the same tables as schemas/db.sql (SQLite) with
 -- PostgreSQL's types: 64-bit integers, double precision reals, identity ids, and a `rowid`
 -- column (insertion order, as SQLite's implicit rowid, which the queries order by) in tasks,
 -- shards, work_units and assignments. Applied by server/store/store.cpp to an empty database;
@@ -130,6 +130,9 @@ CREATE TABLE assignments (
   credit        DOUBLE PRECISION NOT NULL DEFAULT 0,
   merged_version BIGINT,
   accepted_seq  BIGINT,                  -- acceptance order, so merges replay in order
+  -- Schema 11: the process validating a returned result, until when (validation_stage.h).
+  claimed_by    TEXT,
+  claimed_until BIGINT,
   rowid         BIGINT GENERATED ALWAYS AS IDENTITY  -- insertion order
 );
 CREATE INDEX assignments_by_state ON assignments(state);

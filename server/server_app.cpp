@@ -136,6 +136,7 @@ void ServerApp::stop() {
 std::uint16_t ServerApp::port() const { return parts_->http->port(); }
 Store& ServerApp::store() { return parts_->core->store(); }
 Transitioner& ServerApp::transitioner() { return parts_->core->transitioner(); }
+ValidationStage& ServerApp::validation() { return parts_->core->validation(); }
 bool ServerApp::leading(const std::string& task_id) const {
     auto runtime = parts_->core->tasks().find(task_id);
     return runtime && runtime->aggregator->leading();

@@ -1,6 +1,6 @@
 // The running server: the server's components (server_core.h) with the HTTP server, the API,
 // the dashboard, the event hub and the transitioner's timer; it resumes after a crash (orphan
-// files removed, stored results revalidated, accepted results re-merged) and shuts down in
+// files removed, stored results validated, accepted results re-merged) and shuts down in
 // order. Used by `tessera-server run` and by the in-process tests.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "server_options.h"
 #include "store.h"
 #include "transitioner.h"
+#include "validation_stage.h"
 
 namespace tessera::server {
 
@@ -24,6 +25,7 @@ public:
     std::uint16_t port() const;
     Store& store();
     Transitioner& transitioner();
+    ValidationStage& validation();
     // Whether this process runs the task's aggregator now (it holds the task's lease).
     bool leading(const std::string& task_id) const;
     // Serves tasks created (and drops tasks finished) since the last look; the watcher does

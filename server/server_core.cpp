@@ -7,6 +7,7 @@
 #include "dataset_manifest.h"
 #include "file_io.h"
 #include "logger.h"
+#include "process_holder.h"
 #include "task_lookup.h"
 #include "torch_model.h"
 #include "work_pool.h"
@@ -31,6 +32,7 @@ struct ServerCore::Parts {
     std::string process_name;  // in the leases it holds
     std::unique_ptr<TaskRuntimes> tasks;
     std::unique_ptr<Validator> validator;
+    std::unique_ptr<ValidationStage> validation;
     std::unique_ptr<Transitioner> transitioner;
     std::unique_ptr<Scheduler> scheduler;
     std::unique_ptr<ResultIntake> intake;
@@ -38,6 +40,7 @@ struct ServerCore::Parts {
 
     // On a failed start too: no pool thread may outlive the components its jobs use.
     ~Parts() {
+        if (validation) validation->stop();
         if (work) work->join();
         if (tasks) tasks->stop();
     }
@@ -212,8 +215,7 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
     p.work = std::make_unique<WorkPool>(p.options.work_threads);
     p.executor = p.work->executor();
     p.curve_executor = p.options.loss_curve ? p.executor : [](std::function<void()>) {};
-    p.process_name =
-        p.options.process_name.empty() ? AggregatorElection::process_holder_name() : p.options.process_name;
+    p.process_name = p.options.process_name.empty() ? process_holder_name() : p.options.process_name;
 
     Parts* raw = &p;
     p.tasks = std::make_unique<TaskRuntimes>(
@@ -227,22 +229,22 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
             if (auto runtime = raw->tasks->find(task_id)) runtime->aggregator->enqueue(id);
         },
         seed);
-    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.executor, p.options.clock);
+    ValidationStageSettings claims{p.process_name, kValidationClaimS,
+                                   std::chrono::milliseconds(p.options.validation_poll_ms)};
+    p.validation =
+        std::make_unique<ValidationStage>(*p.store, *p.validator, p.executor, p.options.clock, std::move(claims));
+    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.options.clock);
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.options.clock, p.options.blob_base_url,
                                               p.options.seed ? seed + 1 : std::uint64_t{std::random_device{}()},
                                               [raw](const std::string& id) { return raw->tasks->find(id) != nullptr; });
-    p.intake =
-        std::make_unique<ResultIntake>(*p.store, *p.results, p.delta_caps, p.options.clock,
-                                       [raw](const std::string& id) { raw->validator->submit(id, raw->executor); });
+    p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.delta_caps, p.options.clock, *p.validation);
     return std::unique_ptr<ServerCore>(new ServerCore(std::move(parts)));
 }
 
 common::Status ServerCore::start() {
     auto& p = *parts_;
     if (auto status = p.tasks->refresh(); !status) return status.error();
-    auto returned = p.store->in_state(AssignmentState::Returned);
-    if (!returned) return returned.error();
-    for (const auto& a : *returned) p.validator->submit(a.id, p.executor);
+    if (auto status = p.validation->start(); !status) return status.error();
     if (p.options.task_poll_ms > 0) p.tasks->watch(std::chrono::milliseconds(p.options.task_poll_ms));
     return {};
 }
@@ -251,7 +253,10 @@ void ServerCore::stop() {
     auto& p = *parts_;
     if (p.stopped) return;
     p.stopped = true;
-    p.work->join();   // queued validations finish; their accepted results reach the aggregator
+    p.validation->stop();
+    p.work->join();  // queued validations finish; their accepted results reach the aggregator
+    if (auto released = p.validation->release(); !released)  // else they wait for their claims to lapse
+        common::process_log().warning("validation", "giving up the claims on results: " + released.message());
     p.tasks->stop();  // a failed commit waiting to retry is replayed by the next leader
 }
 
@@ -278,6 +283,7 @@ TaskRuntimes& ServerCore::tasks() { return *parts_->tasks; }
 Scheduler& ServerCore::scheduler() { return *parts_->scheduler; }
 ResultIntake& ServerCore::intake() { return *parts_->intake; }
 Validator& ServerCore::validator() { return *parts_->validator; }
+ValidationStage& ServerCore::validation() { return *parts_->validation; }
 Transitioner& ServerCore::transitioner() { return *parts_->transitioner; }
 
 }  // namespace tessera::server

@@ -1,6 +1,6 @@
 // The server's components without its HTTP front end, built in one place: the store, the
 // key, blobs and result files, published models, the scheduler, the result intake, the
-// validator (on a work pool: work_pool.h), the transitioner and the served tasks (each with its
+// validation stage and its validator (on a work pool: work_pool.h), the transitioner and the served tasks (each with its
 // probes, aggregator election and dashboard facts: task_runtimes.h). ServerApp adds the HTTP
 // server, the API, the dashboard and the transitioner's timer; the fleet simulator and the
 // ingest benchmark (InProcessServer) drive it as it is. What differs between them is only what
@@ -25,6 +25,7 @@
 #include "store.h"
 #include "task_runtimes.h"
 #include "transitioner.h"
+#include "validation_stage.h"
 #include "validator.h"
 
 namespace tessera::server {
@@ -37,11 +38,13 @@ public:
     ~ServerCore();
 
     // Serves the tasks (a task's aggregator runs here when this process gets its lease),
-    // queues the results stored but not validated before a restart, and from then on notices
-    // new and finished tasks every task_poll_ms.
+    // starts the validation stage (it claims the results nobody validates, such as those of
+    // this host's processes that died) and from then on notices new and finished tasks every
+    // task_poll_ms.
     common::Status start();
-    // Runs the queued validations (their accepted results reach the aggregators), then stops
-    // every task: each aggregator checkpoints and lets its lease go.
+    // Runs the queued validations (their accepted results reach the aggregators), gives up the
+    // claims on results left unvalidated, then stops every task: each aggregator checkpoints
+    // and lets its lease go.
     void stop();
     // Blocks until no validation, evaluation or merge is queued or running.
     void wait_idle();
@@ -60,6 +63,7 @@ public:
     Scheduler& scheduler();
     ResultIntake& intake();
     Validator& validator();
+    ValidationStage& validation();
     Transitioner& transitioner();
 
     struct Parts;

@@ -62,6 +62,9 @@ struct ServerOptions {
     // lease taken at start is kept with no thread renewing it (one process, a lease that outlasts
     // the run: the fleet simulator, whose database then changes only when it is driven).
     std::int64_t election_poll_ms = 1000;
+    // Results whose validation claim lapsed (an error, a process gone) are claimed this often;
+    // 0: only by ValidationStage::poll() (tests, the fleet simulator).
+    std::int64_t validation_poll_ms = 1000;
     // Tasks created or finished while the server runs are noticed this often; 0: only by
     // refresh_tasks() (tests).
     std::int64_t task_poll_ms = 1000;

@@ -2,10 +2,6 @@
 // this process's aggregator as the lease comes and goes.
 #include "aggregator_election.h"
 
-#include <unistd.h>
-
-#include <random>
-
 #include "logger.h"
 
 namespace tessera::server {
@@ -16,15 +12,6 @@ AggregatorElection::AggregatorElection(Store& store, Clock clock, AggregatorFact
       follower_(std::move(follower)) {}
 
 AggregatorElection::~AggregatorElection() { stop(); }
-
-std::string AggregatorElection::process_holder_name() {
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-    std::random_device random;
-    char suffix[9];
-    std::snprintf(suffix, sizeof suffix, "%08x", random());
-    return std::string(host[0] ? host : "host") + ":" + std::to_string(::getpid()) + ":" + suffix;
-}
 
 common::Status AggregatorElection::start(const std::string& task_id) {
     task_id_ = task_id;

@@ -23,7 +23,7 @@
 namespace tessera::server {
 
 struct ElectionSettings {
-    std::string holder;         // this process: host:pid:random
+    std::string holder;         // this process (process_holder.h)
     std::int64_t lease_s = 15;  // a lease not renewed for this long may be taken
     std::chrono::milliseconds poll{1000};  // zero: no renewal or polling threads
 };
@@ -51,9 +51,6 @@ public:
     // This process's aggregator while it leads; null while it follows.
     std::shared_ptr<Aggregator> aggregator() const;
     const std::string& holder() const { return settings_.holder; }
-
-    // host:pid:random, unique among the processes on one database.
-    static std::string process_holder_name();
 
 private:
     void renew_loop();

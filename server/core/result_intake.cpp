@@ -75,13 +75,14 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
 
     if (auto status = delta.store(results_, a.id); !status) return status.error();
     auto metrics = boost::json::serialize(common::to_json(*manifest).at("metrics"));
-    auto recorded = store_.record_return(a.id, delta.sha256, manifest->delta_blob.bytes, metrics, now);
+    auto recorded =
+        store_.record_return(a.id, delta.sha256, manifest->delta_blob.bytes, metrics, now, validation_.claim_now());
     if (!recorded || !*recorded) {
         results_.remove(a.id);
         if (!recorded) return recorded.error();
         return outcome(409, "conflict", "work unit " + a.id + " changed state while uploading");
     }
-    on_stored_(a.id);
+    validation_.stored(a.id);
     return outcome(200, "", "stored; validation follows");
 }
 

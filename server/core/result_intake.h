@@ -1,6 +1,7 @@
 // Receiving a result upload: the cheap checks (manifest, assignment, deadline, base version,
 // encoding, size, hash), then the delta is written to disk and its row committed — only then
-// is the upload acknowledged — and the validator takes over. Refusals that concern the
+// is the upload acknowledged — and the validation stage takes over (the row is stored under
+// this process's claim and handed to it). Refusals that concern the
 // volunteer's own assignment are stored as rejections. Thread-safe.
 #pragma once
 
@@ -12,7 +13,7 @@
 #include "delta_caps.h"
 #include "result_files.h"
 #include "store.h"
-#include "validator.h"
+#include "validation_stage.h"
 
 namespace tessera::server {
 
@@ -35,9 +36,9 @@ class ResultIntake {
 public:
     // A delta larger than its task's cap in `delta_caps` is refused (`too_large`).
     ResultIntake(Store& store, ResultFiles& results, const DeltaCaps& delta_caps, Clock clock,
-                 std::function<void(const std::string&)> on_stored)
-        : store_(store), results_(results), delta_caps_(delta_caps), clock_(std::move(clock)),
-          on_stored_(std::move(on_stored)) {}
+                 ValidationStage& validation)
+        : store_(store), results_(results), delta_caps_(delta_caps), clock_(std::move(clock)), validation_(validation) {
+    }
     // `body` is the whole signed upload (docs/protocol.md, "Uploading a result").
     common::Result<IntakeOutcome> receive(const std::string& client_id, common::ByteView body);
     // The same for an upload already split into its manifest and its delta.
@@ -51,7 +52,7 @@ private:
     ResultFiles& results_;
     const DeltaCaps& delta_caps_;
     Clock clock_;
-    std::function<void(const std::string&)> on_stored_;
+    ValidationStage& validation_;
 };
 
 }  // namespace tessera::server

@@ -1,4 +1,4 @@
-// Transitioner: deadlines, lonely replicas and validations to try again, task by task.
+// Transitioner: deadlines and lonely replicas, task by task.
 #include "transitioner.h"
 
 #include "liveness.h"
@@ -53,13 +53,6 @@ common::Result<TickReport> Transitioner::tick() {
     for (const auto& record : *tasks)
         if (auto status = tick_task(record, now, report); !status)
             report.task_errors.push_back("task " + record.id + ": " + status.message());
-    auto returned = store_.in_state(AssignmentState::Returned);
-    if (!returned) return returned.error();
-    for (const auto& a : *returned) {
-        if (a.returned_at.value_or(now) >= now - kRevalidateAfterS) continue;  // its validation may be running
-        validator_.submit(a.id, executor_);
-        ++report.revalidated;
-    }
     return report;
 }
 

@@ -38,22 +38,6 @@ double Validator::credit_for(const TaskConfig& config, std::int64_t local_steps)
     return static_cast<double>(local_steps * config.batch_size) / 1000.0;
 }
 
-void Validator::submit(const std::string& assignment_id, const Executor& executor) {
-    {
-        std::lock_guard lock(mutex_);
-        if (!in_flight_.insert(assignment_id).second) return;
-    }
-    executor([this, assignment_id] {
-        if (auto status = validate(assignment_id); !status)
-            common::process_log().error("validation",
-                                        "validator: " + assignment_id + ": " + status.message() +
-                                            " (validated again by the transitioner later)",
-                                        {{"assignment_id", assignment_id}});
-        std::lock_guard lock(mutex_);
-        in_flight_.erase(assignment_id);
-    });
-}
-
 bool Validator::draw(double chance) {
     if (chance >= 1) return true;
     std::lock_guard lock(mutex_);

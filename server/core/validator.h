@@ -14,7 +14,6 @@
 #include <map>
 #include <mutex>
 #include <random>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,11 +34,9 @@ public:
               CopyDetector& copies, CheckCosts& costs, Clock clock, std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted,
               std::uint64_t seed);
 
-    // Runs the checks now, on the calling thread.
+    // Runs the checks now, on the calling thread (the validation stage calls it for the results
+    // this process claimed: validation_stage.h).
     common::Status validate(const std::string& assignment_id);
-    // Queues validate() on `executor` (errors are logged); a result already queued or being
-    // validated is not queued twice.
-    void submit(const std::string& assignment_id, const Executor& executor);
     // Accepts a validated result whose replica never came back (it is merged alone).
     common::Status accept_alone(const AssignmentRecord& assignment);
     // 1 credit = 1000 training samples of an accepted result.
@@ -80,8 +77,7 @@ private:
     StallGuard guard_;
     std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted_;
     KeyedMutex replica_locks_;         // a replicated unit is settled by one thread at a time
-    std::mutex mutex_;                 // guards rng_ and in_flight_
-    std::set<std::string> in_flight_;  // submitted, verdict not stored yet
+    std::mutex mutex_;                 // guards rng_
     std::mt19937_64 rng_;
 };
 

@@ -22,6 +22,13 @@ struct LeaseClaim {
     std::string holder;
 };
 
+// A process's claim on the validation of a returned result (validation_stage.h): the process
+// and the time the claim lapses at. An empty holder: nobody's.
+struct ResultClaim {
+    std::string holder;
+    std::int64_t until = 0;
+};
+
 struct LeaseRecord {
     std::string name;
     std::string holder;

@@ -105,7 +105,8 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
 // pinned flags, 6 → 7 (both back ends; PostgreSQL support began at 6) the leases table and
 // the tasks' weights, 7 → 8 (both) the alignment figure of assignments, 8 → 9 (both) the
 // concurrency stamped on accepted results, 9 → 10 (both) the results' steps at the full learning
-// rate (the checks' per-step figures). A database from a newer server is refused.
+// rate (the checks' per-step figures), 10 → 11 (both) the validation claim of a returned result. A
+// database from a newer server is refused.
 namespace {
 
 // Schema 7's additions, as in both schema files (BIGINT and REAL are 64-bit on both).
@@ -115,6 +116,8 @@ constexpr const char* kSchema7Sql =
 constexpr const char* kSchema8Sql = "ALTER TABLE assignments ADD COLUMN alignment DOUBLE PRECISION;";
 constexpr const char* kSchema9Sql = "ALTER TABLE assignments ADD COLUMN concurrency BIGINT;";
 constexpr const char* kSchema10Sql = "ALTER TABLE assignments ADD COLUMN full_rate_steps DOUBLE PRECISION;";
+constexpr const char* kSchema11Sql =
+    "ALTER TABLE assignments ADD COLUMN claimed_by TEXT; ALTER TABLE assignments ADD COLUMN claimed_until BIGINT;";
 
 // PostgreSQL databases began at schema 6.
 void migrate_postgres(Database& db, std::int64_t version) {
@@ -123,7 +126,8 @@ void migrate_postgres(Database& db, std::int64_t version) {
     if (version < 7) db.exec(kSchema7Sql);
     if (version < 8) db.exec(kSchema8Sql);
     if (version < 9) db.exec(kSchema9Sql);
-    db.exec(kSchema10Sql);
+    if (version < 10) db.exec(kSchema10Sql);
+    db.exec(kSchema11Sql);
 }
 
 void migrate_sqlite(Database& db, std::int64_t version) {
@@ -157,7 +161,8 @@ void migrate_sqlite(Database& db, std::int64_t version) {
     if (version < 7) db.exec(kSchema7Sql);
     if (version < 8) db.exec(kSchema8Sql);
     if (version < 9) db.exec(kSchema9Sql);
-    db.exec(kSchema10Sql);
+    if (version < 10) db.exec(kSchema10Sql);
+    db.exec(kSchema11Sql);
 }
 
 }  // namespace

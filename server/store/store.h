@@ -44,7 +44,7 @@ public:
     static common::Result<std::unique_ptr<Store>> connect(const std::string& url, bool create);
     ~Store();
 
-    static constexpr std::int64_t kSchemaVersion = 10;
+    static constexpr std::int64_t kSchemaVersion = 11;
     common::Result<std::int64_t> schema_version();
     // The database's size on disk: PostgreSQL's for the whole database; SQLite's pages (its
     // WAL not counted).
@@ -167,8 +167,21 @@ public:
 
     // Lifecycle transitions. Each returns false (or an empty list) when the assignment was
     // not in the state the transition starts from.
+    // `claim`: the process that will validate the result (none: the first that claims it).
     common::Result<bool> record_return(const std::string& id, const std::string& delta_sha256, std::int64_t delta_bytes,
-                                       const std::string& metrics_json, std::int64_t now);
+                                       const std::string& metrics_json, std::int64_t now,
+                                       const ResultClaim& claim = {});
+    // Claims up to `limit` returned results for `claim`, oldest first: those nobody holds, those
+    // whose claim lapsed by `now`, and those of the `released` holders (processes known to be
+    // gone). Two processes never claim the same result (on PostgreSQL the rows are locked and
+    // skipped by a concurrent claim). Returns their ids.
+    common::Result<std::vector<std::string>> claim_returned(const ResultClaim& claim, std::int64_t now,
+                                                            std::size_t limit,
+                                                            const std::vector<std::string>& released = {});
+    // The processes that hold claims on returned results.
+    common::Result<std::vector<std::string>> result_claim_holders();
+    // Gives up `holder`'s claims on results still returned; returns how many.
+    common::Result<std::int64_t> release_result_claims(const std::string& holder);
     common::Result<bool> mark_validated(const std::string& id, const CheckFigures& figures, std::int64_t now);
     // Accepted results are merged (`merge`) or confirm a twin that is (state confirmed).
     // Grants credit, extends the volunteer's valid streak, closes the unit when it has

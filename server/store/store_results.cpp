@@ -5,19 +5,20 @@
 namespace tessera::server {
 
 common::Result<bool> Store::record_return(const std::string& id, const std::string& delta_sha256,
-                                          std::int64_t delta_bytes, const std::string& metrics_json, std::int64_t now) {
+                                          std::int64_t delta_bytes, const std::string& metrics_json, std::int64_t now,
+                                          const ResultClaim& claim) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (!transition(db(), id, "('in_progress')", "returned")) return false;
-        Statement(db(),
-                  "UPDATE assignments SET returned_at = ?, delta_sha256 = ?, delta_bytes = ?, metrics = ? "
-                  "WHERE id = ?")
-            .bind(1, now)
-            .bind(2, delta_sha256)
-            .bind(3, delta_bytes)
-            .bind(4, metrics_json)
-            .bind(5, id)
-            .run();
+        Statement update(db(),
+                         "UPDATE assignments SET returned_at = ?, delta_sha256 = ?, delta_bytes = ?, metrics = ?, "
+                         "claimed_by = ?, claimed_until = ? WHERE id = ?");
+        update.bind(1, now).bind(2, delta_sha256).bind(3, delta_bytes).bind(4, metrics_json);
+        if (claim.holder.empty())
+            update.bind_null(5).bind_null(6);
+        else
+            update.bind(5, claim.holder).bind(6, claim.until);
+        update.bind(7, id).run();
         insert_event(db(), "result_received", {{"assignment_id", id}, {"bytes", delta_bytes}}, now);
         transaction.commit();
         return true;
@@ -153,6 +154,62 @@ common::Result<std::optional<EndedAssignment>> Store::abandon(const std::string&
         insert_event(db(), "work_abandoned", {{"assignment_id", id}}, now);
         transaction.commit();
         return std::optional<EndedAssignment>(ended);
+    });
+}
+
+common::Result<std::vector<std::string>> Store::claim_returned(const ResultClaim& claim, std::int64_t now,
+                                                               std::size_t limit,
+                                                               const std::vector<std::string>& released) {
+    return guarded([&]() -> common::Result<std::vector<std::string>> {
+        Transaction transaction(db());
+        std::string gone;
+        for (std::size_t i = 0; i < released.size(); ++i) gone += i ? ", ?" : " OR claimed_by IN (?";
+        if (!released.empty()) gone += ")";
+        bool postgres = db().dialect() == Dialect::Postgres;
+        Statement unclaimed(db(),
+                            "SELECT id FROM assignments WHERE state = 'returned' AND (claimed_by IS NULL OR "
+                            "claimed_until <= ?" +
+                                gone + ") ORDER BY returned_at, rowid LIMIT ?" +
+                                (postgres ? " FOR UPDATE SKIP LOCKED" : ""));
+        int at = 1;
+        unclaimed.bind(at++, now);
+        for (const auto& holder : released) unclaimed.bind(at++, holder);
+        unclaimed.bind(at, static_cast<std::int64_t>(limit));
+        std::vector<std::string> ids;
+        while (unclaimed.step()) ids.push_back(unclaimed.text(0));
+        for (const auto& id : ids)
+            Statement(db(), "UPDATE assignments SET claimed_by = ?, claimed_until = ? WHERE id = ?")
+                .bind(1, claim.holder)
+                .bind(2, claim.until)
+                .bind(3, id)
+                .run();
+        transaction.commit();
+        return ids;
+    });
+}
+
+common::Result<std::vector<std::string>> Store::result_claim_holders() {
+    return reading([&]() -> common::Result<std::vector<std::string>> {
+        Statement query(db(),
+                        "SELECT DISTINCT claimed_by FROM assignments WHERE state = 'returned' AND claimed_by IS NOT "
+                        "NULL ORDER BY claimed_by");
+        std::vector<std::string> holders;
+        while (query.step()) holders.push_back(query.text(0));
+        return holders;
+    });
+}
+
+common::Result<std::int64_t> Store::release_result_claims(const std::string& holder) {
+    return guarded([&]() -> common::Result<std::int64_t> {
+        Transaction transaction(db());
+        Statement(db(),
+                  "UPDATE assignments SET claimed_by = NULL, claimed_until = NULL WHERE state = 'returned' AND "
+                  "claimed_by = ?")
+            .bind(1, holder)
+            .run();
+        auto released = db().changes();
+        transaction.commit();
+        return released;
     });
 }
 

@@ -65,7 +65,8 @@ public:
         options.state = state_;
         options.http.address = "127.0.0.1";
         options.http.port = 0;
-        options.tick_interval_s = 0;  // tests tick the transitioner themselves
+        options.tick_interval_s = 0;     // tests tick the transitioner themselves
+        options.validation_poll_ms = 0;  // and poll the validation stage
         options.work_threads = 2;
         options.clock = [this] { return now_.load(); };
         if (adjust_options_) adjust_options_(options);

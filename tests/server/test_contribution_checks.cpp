@@ -350,8 +350,8 @@ TEST_CASE("a malformed stored calibration is a clear error; the result waits, un
 
     REQUIRE(server.store().set_setting("calibration/" + task, R"({"norm_per_step": 1, "gain_per_step": 0.01,
                                                                   "steps": 12})"));
-    server.advance(server::kRevalidateAfterS + 1);
-    REQUIRE(server.app().transitioner().tick());  // validates what was left returned
+    server.advance(server::kValidationClaimS + 1);
+    REQUIRE(server.app().validation().poll());  // its claim lapsed: validated again
     server.app().wait_idle();
     CHECK(state_of(server, wu.wu_id) != "returned");
 }

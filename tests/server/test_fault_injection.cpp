@@ -8,11 +8,15 @@
 // an error is tried again.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <iostream>
 #include <sstream>
 #include <thread>
 
 #include "faulty_file_system.h"
+#include "process_holder.h"
 #include "server_fixture.h"
 #include "sqlite_database.h"
 
@@ -196,6 +200,36 @@ TEST_CASE("an exception inside a request is answered 500 with an incident number
     CHECK(server->version() == 1);
 }
 
+TEST_CASE("a result left unvalidated at a graceful stop is validated at the next start, its claim given up") {
+    FaultyFileSystem faults;
+    auto server = server_with(faults, PolicyKind::FedAsync);
+    TestVolunteer volunteer(*server);
+    auto wu = volunteer.request_work().value();
+    faults.fail_reads([&](const auto& path) { return path.parent_path() == server->state().results(); });
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 200);
+    server->app().wait_idle();
+    REQUIRE(state_of(*server, wu.wu_id) == "returned");
+    CHECK(server->store().result_claim_holders().value().size() == 1);  // this process's
+    server->stop();
+    server->start();  // the same clock: no claim has lapsed
+    server->app().wait_idle();
+    CHECK(state_of(*server, wu.wu_id) == "merged");
+}
+
+TEST_CASE("a claim holder is known gone only when it is a process of this host that exited") {
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) ::_exit(0);
+    REQUIRE(::waitpid(child, nullptr, 0) == child);
+    auto me = process_holder_name();
+    auto host = me.substr(0, me.find(':'));
+    CHECK(!holder_gone(me));
+    CHECK(holder_gone(host + ":" + std::to_string(child) + ":0badc0de"));
+    CHECK(!holder_gone("another-host-" + host + ":" + std::to_string(child) + ":0badc0de"));
+    CHECK(!holder_gone(host + ":not-a-pid:0badc0de"));
+    CHECK(!holder_gone("no colons"));
+}
+
 TEST_CASE("a full disk is answered 503 storage_full with Retry-After, and the upload succeeds once space returns") {
     FaultyFileSystem faults;
     auto server = server_with(faults, PolicyKind::FedAsync);
@@ -212,7 +246,7 @@ TEST_CASE("a full disk is answered 503 storage_full with Retry-After, and the up
     CHECK(state_of(*server, wu.wu_id) == "merged");
 }
 
-TEST_CASE("a validation that fails with an error is tried again by the transitioner") {
+TEST_CASE("a validation that fails with an error is tried again once its claim lapses") {
     FaultyFileSystem faults;
     auto server = server_with(faults, PolicyKind::FedAsync);
     TestVolunteer volunteer(*server);
@@ -222,9 +256,9 @@ TEST_CASE("a validation that fails with an error is tried again by the transitio
     server->app().wait_idle();
     CHECK(faults.faults_injected() == 1);
     CHECK(state_of(*server, wu.wu_id) == "returned");                     // no verdict: the error was not the result's
-    CHECK(server->app().transitioner().tick().value().revalidated == 0);  // too recent to retry
-    server->advance(kRevalidateAfterS + 1);
-    CHECK(server->app().transitioner().tick().value().revalidated == 1);
+    CHECK(server->app().validation().poll().value() == 0);                // still this process's claim
+    server->advance(kValidationClaimS + 1);
+    CHECK(server->app().validation().poll().value() == 1);
     server->app().wait_idle();
     CHECK(state_of(*server, wu.wu_id) == "merged");
     CHECK(server->version() == 1);

@@ -220,8 +220,8 @@ TEST_CASE(
     CHECK(server.version() == 0);
 
     REQUIRE(server.store().remove_setting(key));
-    server.advance(server::kRevalidateAfterS + 1);
-    REQUIRE(server.app().transitioner().tick());
+    server.advance(server::kValidationClaimS + 1);
+    REQUIRE(server.app().validation().poll());
     server.app().wait_idle();
     CHECK(server.version() == 1);
     CHECK(http_get(server.port(), "/metrics").status == 200);

@@ -3,6 +3,7 @@
 // on a fresh database.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <memory>
@@ -656,4 +657,61 @@ TEST_CASE("group commit: calls that wait for a batch commit together; a failed c
     // The writer is usable again: the next batch commits.
     CHECK(group.run(insert(6, true)).empty());
     CHECK(rows_of(*check, "t") == 5);
+}
+
+TEST_CASE("validation claims: a result has one holder until its claim lapses; gone holders' results are released") {
+    on_each_backend([](Backend& b) {
+        auto& store = *b.store;
+        make_task(store, "t", 50);
+        auto alice = make_client(store, "key-a");
+        std::vector<std::string> ids;
+        for (int i = 0; i < 4; ++i) ids.push_back(issue(store, "w" + std::to_string(i), alice.id, 1000, 2000).id);
+        REQUIRE(store.record_return(ids[0], "d", 8, "{}", 1100, {"A", 1160}).value());
+        REQUIRE(store.record_return(ids[1], "d", 8, "{}", 1101).value());  // nobody's
+        REQUIRE(store.record_return(ids[2], "d", 8, "{}", 1102, {"gone", 1162}).value());
+        using Ids = std::vector<std::string>;
+
+        CHECK(store.claim_returned({"B", 1200}, 1110, 10).value() == Ids{ids[1]});
+        CHECK(store.claim_returned({"C", 1200}, 1110, 10).value().empty());  // every result has a holder
+        CHECK(store.claim_returned({"B", 1200}, 1110, 10, {"gone"}).value() == Ids{ids[2]});
+        CHECK(store.result_claim_holders().value() == Ids{"A", "B"});
+        CHECK(store.claim_returned({"C", 1300}, 1160, 10).value() == Ids{ids[0]});  // A's claim lapsed
+        CHECK(store.claim_returned({"D", 1400}, 1200, 1).value() == Ids{ids[1]});   // B's too: the oldest first
+
+        REQUIRE(store.accept(ids[0], {1, 0.01, 0.4, 12}, 1, true, 1201).value());  // no longer returned
+        CHECK(store.release_result_claims("C").value() == 0);
+        CHECK(store.release_result_claims("B").value() == 1);
+        CHECK(store.claim_returned({"E", 1500}, 1201, 10).value() == Ids{ids[2]});
+        CHECK(store.result_claim_holders().value() == Ids{"D", "E"});
+        CHECK(store.claim_returned({"F", 1500}, 1201, 10).value().empty());
+    });
+}
+
+TEST_CASE("validation claims: two processes claiming together never take the same result") {
+    on_each_backend([](Backend& b) {
+        make_task(*b.store, "t", 50);
+        auto alice = make_client(*b.store, "key-a");
+        constexpr int kResults = 40;
+        for (int i = 0; i < kResults; ++i) {
+            auto a = issue(*b.store, "w" + std::to_string(i), alice.id, 1000, 2000);
+            REQUIRE(b.store->record_return(a.id, "d", 8, "{}", 1100 + i).value());
+        }
+        auto other = b.reopen();
+        auto claim_all = [](Store& store, const std::string& holder) {
+            std::vector<std::string> mine;
+            for (;;) {
+                auto claimed = store.claim_returned({holder, 5000}, 1200, 3);
+                REQUIRE_MESSAGE(claimed.ok(), claimed.message());
+                if (claimed->empty()) return mine;
+                mine.insert(mine.end(), claimed->begin(), claimed->end());
+            }
+        };
+        auto first = std::async(std::launch::async, [&] { return claim_all(*b.store, "P1"); });
+        auto second = claim_all(*other, "P2");
+        auto all = first.get();
+        all.insert(all.end(), second.begin(), second.end());
+        std::sort(all.begin(), all.end());
+        CHECK(all.size() == kResults);
+        CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());  // none twice
+    });
 }

@@ -46,6 +46,7 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const S
     options.checkpoint_every = checkpoints.every;
     options.keep_checkpoints = checkpoints.keep;
     options.aggregator_lease_s = std::int64_t{1} << 40;
+    options.validation_poll_ms = 0;
     options.election_poll_ms = 0;  // no thread writes the database behind the simulation's back
     options.loss_curve = false;  // the simulator draws its own curve on the validation set it is asked for
     options.sample_renderer = [](const TaskConfig&) { return std::optional<SampleRendererFactory>(); };
