@@ -121,13 +121,12 @@ CREATE TABLE assignments (
   alignment     DOUBLE PRECISION,         -- cosine with the consensus of other units' results, when checked (schema 8)
   concurrency   BIGINT,                   -- the task's volunteers when it was accepted for merging (schema 9)
   full_rate_steps DOUBLE PRECISION,        -- its steps weighted by their share of the task's learning rate, when checked (schema 10)
+  claimed_by    TEXT,                     -- the process validating a returned result (schema 11; validation_stage.h)
+  claimed_until INTEGER,                  -- and until when its claim holds
   metrics       TEXT,                     -- JSON from the result manifest
   credit        REAL NOT NULL DEFAULT 0,
   merged_version INTEGER,
-  accepted_seq  INTEGER,                  -- acceptance order, so merges replay in order
-  -- Schema 11: the process validating a returned result, until when (validation_stage.h).
-  claimed_by    TEXT,
-  claimed_until INTEGER
+  accepted_seq  INTEGER                   -- acceptance order, so merges replay in order
 );
 CREATE INDEX assignments_by_state ON assignments(state);
 CREATE INDEX assignments_by_client ON assignments(client_id, state);

@@ -600,6 +600,7 @@ TEST_CASE(
             "ALTER TABLE model_versions DROP COLUMN checkpoint; ALTER TABLE model_versions DROP COLUMN pinned; "
             "DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment; "
             "ALTER TABLE assignments DROP COLUMN concurrency; ALTER TABLE assignments DROP COLUMN full_rate_steps; "
+            "ALTER TABLE assignments DROP COLUMN claimed_by; ALTER TABLE assignments DROP COLUMN claimed_until; "
             "PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
@@ -623,6 +624,7 @@ TEST_CASE(
     CHECK(after.validation_samples.value() == 128);
     CHECK(after.validation_full);
     CHECK(store->claim_lease({"aggregator:" + task.id, "me"}, 100, 115).value());  // schema 7's table
+    CHECK(store->result_claim_holders().value().empty());                          // schema 11's columns
 }
 
 TEST_CASE("start-up removes orphan files: uncommitted checkpoints and stray deltas") {

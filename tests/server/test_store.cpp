@@ -139,16 +139,19 @@ TEST_CASE("the schema is applied once, settings persist, and a newer schema is r
 }
 
 TEST_CASE(
-    "a schema-6 database gains the leases table, the tasks' weights and the results' alignment, concurrency and "
-    "steps at the full rate") {
+    "a schema-6 database gains the leases table, the tasks' weights and the results' alignment, concurrency, "
+    "steps at the full rate and validation claims") {
     on_each_backend([](Backend& b) {
         REQUIRE(b.store->claim_lease({"aggregator:t", "a"}, 100, 115).value());
         b.store.reset();
         {
             auto db = open_database(b.url, false);
             db->begin();
-            db->exec("DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment; "
-                     "ALTER TABLE assignments DROP COLUMN concurrency; ALTER TABLE assignments DROP COLUMN full_rate_steps");
+            db->exec(
+                "DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN "
+                "alignment; "
+                "ALTER TABLE assignments DROP COLUMN concurrency; ALTER TABLE assignments DROP COLUMN full_rate_steps; "
+                "ALTER TABLE assignments DROP COLUMN claimed_by; ALTER TABLE assignments DROP COLUMN claimed_until");
             db->set_schema_version(6);
             db->exec("COMMIT");
         }
@@ -159,6 +162,7 @@ TEST_CASE(
         make_task(*b.store, "t", 50);
         CHECK(b.store->task("t").value()->weight == 1);
         CHECK(b.store->recent_norms_per_step("t", 10).value().empty());  // reads full_rate_steps
+        CHECK(b.store->result_claim_holders().value().empty());          // reads claimed_by
     });
 }
 
