@@ -222,13 +222,8 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
         *p.store, [raw](const TaskView& task) { return start_task(*raw, task); },
         [raw](TaskRuntime& runtime) { stop_task(*raw, runtime); });
     auto seed = p.options.seed ? *p.options.seed : std::uint64_t{std::random_device{}()};
-    p.validator = std::make_unique<Validator>(
-        *p.store, *p.results, *p.models, p.probe_pools, *p.blobs, p.copies, p.metrics.checks(), p.options.clock,
-        [raw](const std::string& task_id, const std::string& id) {
-            // Merged here when this process leads the task; otherwise the leader's poll finds it.
-            if (auto runtime = raw->tasks->find(task_id)) runtime->aggregator->enqueue(id);
-        },
-        seed);
+    p.validator = std::make_unique<Validator>(*p.store, *p.results, *p.models, p.probe_pools, *p.blobs, p.copies,
+                                              p.metrics.checks(), p.options.clock, *p.tasks, seed);
     ValidationStageSettings claims{p.process_name, kValidationClaimS,
                                    std::chrono::milliseconds(p.options.validation_poll_ms)};
     p.validation =

@@ -77,7 +77,7 @@ void AggregatorElection::manage_loop() {
         else if (!lead && running)
             step_down("its lease ran out or another process took it");
         else if (running)
-            queue_accepted_elsewhere();
+            queue_accepted();
         else
             follow();
         lock.lock();
@@ -114,11 +114,11 @@ void AggregatorElection::step_down(const std::string& why) {
     aggregator->stop(false);  // no checkpoint: the task's files are the new leader's now
 }
 
-// Results accepted by the other processes reach the leader only through the database.
-void AggregatorElection::queue_accepted_elsewhere() {
+// Accepted results reach the aggregator only through the database, from this process or another.
+void AggregatorElection::queue_accepted() {
     auto pending = store_.accepted_unmerged(task_id_);
     if (!pending) {
-        common::process_log().error("aggregator_poll", "polling accepted results: " + pending.message());
+        common::process_log().error("aggregator_poll", "reading accepted results: " + pending.message());
         return;
     }
     std::lock_guard lock(mutex_);
@@ -139,11 +139,8 @@ void AggregatorElection::follow() {
     follower_(task_id_, followed_version_);
 }
 
-void AggregatorElection::enqueue(const std::string& assignment_id) {
-    std::lock_guard lock(mutex_);
-    if (!aggregator_) return;
-    queued_.insert(assignment_id);
-    aggregator_->enqueue(assignment_id);
+void AggregatorElection::accepted() {
+    if (leading()) queue_accepted();
 }
 
 void AggregatorElection::wait_idle(bool through_retries) {

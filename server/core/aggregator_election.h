@@ -3,8 +3,9 @@
 // and follows otherwise. A renewal thread claims the lease every poll (renewing it while held,
 // taking it once the holder let it expire), so when the holder dies another process leads
 // within lease_s plus two polls. A new leader resumes from the last committed version (its
-// checkpoint and the results logged since) with every accepted, unmerged result queued; while
-// leading it polls for results the other processes accepted. Its commits are fenced by the
+// checkpoint and the results logged since) with every accepted, unmerged result queued. While
+// leading it takes the accepted results from the store, whichever process accepted them: at
+// once when this process accepted one (accepted()), otherwise at its next poll. Its commits are fenced by the
 // lease, so a process that lost it without noticing (paused, cut off) commits nothing.
 // Thread-safe.
 #pragma once
@@ -42,8 +43,10 @@ public:
     // Claims the lease once and, when this process gets it, starts the aggregator at once (its
     // failure is this call's); then keeps claiming on its own threads (none when poll is zero).
     common::Status start(const std::string& task_id);
-    // A result this process accepted; merged when leading (the leader's poll finds it otherwise).
-    void enqueue(const std::string& assignment_id);
+    // This process accepted a result of the task: while leading, the accepted results are taken
+    // from the store now, on the calling thread (so a validation's job ends with its result
+    // queued for merging).
+    void accepted();
     void wait_idle(bool through_retries = true);
     // Stops the aggregator (it checkpoints) and gives the lease up for the next process.
     void stop();
@@ -57,7 +60,7 @@ private:
     void manage_loop();
     void take_over();
     void step_down(const std::string& why);
-    void queue_accepted_elsewhere();
+    void queue_accepted();
     void follow();
     bool holding() const;  // under mutex_
 

@@ -28,11 +28,11 @@ common::Result<std::int64_t> concurrency_now(Store& store, const std::string& ta
 }  // namespace
 
 Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
-                     CopyDetector& copies, CheckCosts& costs, Clock clock,
-                     std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted, std::uint64_t seed)
+                     CopyDetector& copies, CheckCosts& costs, Clock clock, AcceptedResults& accepted,
+                     std::uint64_t seed)
     : store_(store), results_(results), models_(models), copies_(copies),
       checks_(store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)), guard_(store, clock_),
-      on_accepted_(std::move(on_accepted)), rng_(seed) {}
+      accepted_(accepted), rng_(seed) {}
 
 double Validator::credit_for(const TaskConfig& config, std::int64_t local_steps) {
     return static_cast<double>(local_steps * config.batch_size) / 1000.0;
@@ -271,7 +271,7 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
             return status.error();
     }
     if (merge) {
-        on_accepted_(a.task_id, a.id);
+        accepted_.accepted(a.task_id);
     } else {
         results_.remove(a.id);
     }

@@ -28,11 +28,18 @@
 
 namespace tessera::server {
 
+// Told of each result accepted for merging; the task's aggregator then takes the accepted
+// results from the store (aggregator_election.h), as it does for those other processes accepted.
+class AcceptedResults {
+public:
+    virtual ~AcceptedResults() = default;
+    virtual void accepted(const std::string& task_id) = 0;
+};
+
 class Validator {
 public:
     Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
-              CopyDetector& copies, CheckCosts& costs, Clock clock, std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted,
-              std::uint64_t seed);
+              CopyDetector& copies, CheckCosts& costs, Clock clock, AcceptedResults& accepted, std::uint64_t seed);
 
     // Runs the checks now, on the calling thread (the validation stage calls it for the results
     // this process claimed: validation_stage.h).
@@ -75,7 +82,7 @@ private:
     ResultChecks checks_;
     Clock clock_;
     StallGuard guard_;
-    std::function<void(const std::string& task_id, const std::string& assignment_id)> on_accepted_;
+    AcceptedResults& accepted_;
     KeyedMutex replica_locks_;         // a replicated unit is settled by one thread at a time
     std::mutex mutex_;                 // guards rng_
     std::mt19937_64 rng_;
