@@ -161,7 +161,9 @@ common::Result<std::vector<std::string>> Store::claim_returned(const ResultClaim
                                                                std::size_t limit,
                                                                const std::vector<std::string>& released) {
     return guarded([&]() -> common::Result<std::vector<std::string>> {
-        Transaction transaction(db());
+        // Read committed: the rows are locked and skipped, not compared for serializability,
+        // so a claim never makes a concurrent upload or verdict fail as a conflict.
+        Transaction transaction(db(), Isolation::ReadCommitted);
         std::string gone;
         for (std::size_t i = 0; i < released.size(); ++i) gone += i ? ", ?" : " OR claimed_by IN (?";
         if (!released.empty()) gone += ")";
