@@ -16,6 +16,8 @@
 #include "doctor.h"
 #include "local_control.h"
 #include "options_with_config.h"
+#include "rate_limiter.h"
+#include "result_upload.h"
 #include "several_servers.h"
 #include "stop_signals.h"
 #include "tessera_version.h"
@@ -212,9 +214,9 @@ CommandLine parse_command_line(int argc, char** argv) {
 // default upload pace (its body must average 8 KiB/s once 300 s have passed); none when the cap
 // is faster than that, or not set.
 std::optional<long long> largest_upload_mb(double cap_mbps) {
-    constexpr double kMinBytesPerS = 8 << 10;
-    constexpr double kGraceS = 300;
-    double rate = cap_mbps * 1e6 / 8;
+    constexpr auto kMinBytesPerS = static_cast<double>(tessera::common::kDefaultUploadMinBytesPerS);
+    constexpr auto kGraceS = static_cast<double>(tessera::common::kDefaultUploadGraceS);
+    double rate = tessera::client::RateLimiter::bytes_per_second_of_mbps(cap_mbps);
     if (!(cap_mbps > 0) || rate >= kMinBytesPerS) return std::nullopt;
     return static_cast<long long>(kGraceS / (1 / rate - 1 / kMinBytesPerS) / 1e6);
 }

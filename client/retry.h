@@ -16,8 +16,8 @@
 namespace tessera::client {
 
 struct RetryPolicy {
-    std::chrono::milliseconds base{1000};
-    std::chrono::milliseconds cap{60000};
+    std::chrono::milliseconds base = kBackoffBase;
+    std::chrono::milliseconds cap = kBackoffCap;
 };
 
 // Sleeps `duration` in 100 ms steps; false (at once) when `stopping()` is or turns true.

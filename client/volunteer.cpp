@@ -3,6 +3,7 @@
 #include "volunteer_loop.h"
 
 #include "file_io.h"
+#include "safetensors.h"
 #include "tessera_version.h"
 #include "text_encoding.h"
 #include "version_number.h"
@@ -15,7 +16,8 @@ namespace {
 // all of them); `quit` stops a transfer in progress.
 HttpOptions http_options_of(const VolunteerOptions& options, const SharedMachine* shared,
                             const VolunteerControl& control) {
-    HttpOptions http{std::chrono::seconds(60), 16 << 20, options.ca_file, nullptr, nullptr, nullptr};
+    HttpOptions http;
+    http.ca_file = options.ca_file;
     http.interrupted = [&control] { return control.abandon_now.load(); };
     if (shared) {
         http.download_limit = shared->download_limit;
@@ -165,7 +167,7 @@ Volunteer::Next Volunteer::resume() {
     const auto& work = **current;
     std::error_code error;
     auto body = work.phase == "uploading" && std::filesystem::exists(state_.delta_file(), error)
-                    ? common::read_file(state_.delta_file(), std::uint64_t{8} << 30)
+                    ? common::read_file(state_.delta_file(), common::kMaxModelBytes)
                     : common::Result<common::Bytes>(common::make_error("no finished result"));
     if (body) {
         std::string packed(body->begin(), body->end());

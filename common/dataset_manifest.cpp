@@ -21,7 +21,7 @@ DatasetFile read_file_entry(const boost::json::value& json, const std::string& p
     JsonObjectReader reader(json, path);
     DatasetFile f;
     f.file = reader.string("file", 0, 255);
-    f.sha256 = reader.string("sha256", 0, 64);
+    f.sha256 = reader.string("sha256", 0, kSha256HexLength);
     f.bytes = reader.integer("bytes", 0, INT64_MAX);
     f.samples = reader.integer("samples", 0, INT64_MAX);
     if (!reader.failed() && (f.file.find('/') != std::string::npos || f.file.starts_with(".")))

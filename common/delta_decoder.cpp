@@ -138,7 +138,8 @@ Result<std::vector<std::int64_t>> read_shape(const std::string& name, const Tens
                                              std::uint64_t element_budget, std::uint64_t& numel) {
     if (shape_view.dtype != DType::I64 || shape_view.shape.size() != 1 ||
         shape_view.numel() > static_cast<std::int64_t>(kMaxRank))
-        return make_error("delta: tensor \"" + name + "\" #shape must be an I64 vector of rank <= 8");
+        return make_error("delta: tensor \"" + name +
+                          "\" #shape must be an I64 vector of rank <= " + std::to_string(kMaxRank));
     std::vector<std::int64_t> shape;
     numel = 1;
     for (std::int64_t i = 0; i < shape_view.numel(); ++i) {

@@ -16,6 +16,9 @@ constexpr std::size_t kEd25519PublicKeyBytes = 32;
 constexpr std::size_t kEd25519SignatureBytes = 64;
 // A key id is the first 8 bytes of SHA-256(raw public key), in hex.
 constexpr std::size_t kKeyIdHexLength = 16;
+// Padded base64 of a raw public key and of a signature, as JSON carries them.
+constexpr std::size_t kEd25519PublicKeyBase64Length = (kEd25519PublicKeyBytes + 2) / 3 * 4;  // 44
+constexpr std::size_t kEd25519SignatureBase64Length = (kEd25519SignatureBytes + 2) / 3 * 4;  // 88
 
 using Ed25519Signature = std::array<std::uint8_t, kEd25519SignatureBytes>;
 using Ed25519PublicKeyBytes = std::array<std::uint8_t, kEd25519PublicKeyBytes>;

@@ -2,6 +2,7 @@
 // schemas/*.json; tests/schemas checks both against the same valid and invalid examples.
 #include "protocol_fields.h"
 
+#include "ed25519.h"
 #include "lr_schedule_json.h"
 #include "sha256.h"
 #include "text_encoding.h"
@@ -72,7 +73,7 @@ std::string read_printable(JsonObjectReader& reader, std::string_view key, std::
 }
 
 std::string read_public_key(JsonObjectReader& reader, std::string_view key) {
-    auto text = reader.string(key, 44, 44);
+    auto text = reader.string(key, kEd25519PublicKeyBase64Length, kEd25519PublicKeyBase64Length);
     if (reader.failed()) return text;
     auto raw = from_base64(text);
     if (!raw || raw->size() != kEd25519PublicKeyBytes)

@@ -9,9 +9,9 @@ namespace tessera::common {
 
 Bytes pack_result_upload(std::string_view manifest_json, ByteView delta) {
     Bytes body;
-    body.reserve(4 + manifest_json.size() + delta.size());
+    body.reserve(kManifestLengthBytes + manifest_json.size() + delta.size());
     auto length = static_cast<std::uint32_t>(manifest_json.size());
-    for (int i = 0; i < 4; ++i) body.push_back(static_cast<std::uint8_t>(length >> (8 * i)));
+    for (std::size_t i = 0; i < kManifestLengthBytes; ++i) body.push_back(static_cast<std::uint8_t>(length >> (8 * i)));
     auto manifest = as_bytes(manifest_json);
     body.insert(body.end(), manifest.begin(), manifest.end());
     body.insert(body.end(), delta.begin(), delta.end());
@@ -37,16 +37,23 @@ Bytes pack_result_of(const WorkUnit& unit, const std::string& client_id, ByteVie
     return pack_result_upload(boost::json::serialize(to_json(manifest)), delta);
 }
 
-Result<ResultUploadView> unpack_result_upload(ByteView body) {
-    if (body.size() < 4) return make_error("result upload: shorter than its 4-byte length prefix");
+Result<std::uint32_t> read_manifest_length(const std::uint8_t* prefix) {
     std::uint32_t length = 0;
-    for (int i = 0; i < 4; ++i) length |= std::uint32_t{body[static_cast<std::size_t>(i)]} << (8 * i);
+    for (std::size_t i = 0; i < kManifestLengthBytes; ++i) length |= std::uint32_t{prefix[i]} << (8 * i);
     if (length == 0 || length > kMaxManifestBytes)
         return make_error("result upload: manifest length " + std::to_string(length) + " is outside 1.." +
                           std::to_string(kMaxManifestBytes));
-    if (length > body.size() - 4)
-        return make_error("result upload: manifest length " + std::to_string(length) + " exceeds the body");
-    return ResultUploadView{as_string_view(body.subspan(4, length)), body.subspan(4 + length)};
+    return length;
+}
+
+Result<ResultUploadView> unpack_result_upload(ByteView body) {
+    if (body.size() < kManifestLengthBytes) return make_error(kUploadTooShort);
+    auto length = read_manifest_length(body.data());
+    if (!length) return length.error();
+    if (*length > body.size() - kManifestLengthBytes)
+        return make_error("result upload: manifest length " + std::to_string(*length) + " exceeds the body");
+    return ResultUploadView{as_string_view(body.subspan(kManifestLengthBytes, *length)),
+                            body.subspan(kManifestLengthBytes + *length)};
 }
 
 }  // namespace tessera::common

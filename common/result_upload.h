@@ -3,6 +3,7 @@
 // Layout: u32 little-endian manifest length, the manifest JSON, then the delta bytes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -13,6 +14,14 @@
 namespace tessera::common {
 
 constexpr std::size_t kMaxManifestBytes = 64 << 10;
+// The bytes before the manifest: its length, u32 little-endian.
+constexpr std::size_t kManifestLengthBytes = 4;
+// What a body shorter than that prefix is told.
+constexpr const char* kUploadTooShort = "result upload: shorter than its 4-byte length prefix";
+// How fast an upload's body must arrive at a server's default settings (tessera-server run
+// --upload-min-rate): at least this average once the grace has passed.
+constexpr std::uint64_t kDefaultUploadMinBytesPerS = 8 << 10;  // 64 kbit/s
+constexpr std::int64_t kDefaultUploadGraceS = 300;
 
 struct ResultUploadView {
     std::string_view manifest_json;
@@ -27,6 +36,8 @@ ResultManifest result_manifest_of(const WorkUnit& unit, const std::string& clien
 // That manifest packed with the delta: the body to upload.
 Bytes pack_result_of(const WorkUnit& unit, const std::string& client_id, ByteView delta, const TrainMetrics& metrics,
                      const std::string& device);
+// The manifest's length from a body's first kManifestLengthBytes, if within 1..kMaxManifestBytes.
+Result<std::uint32_t> read_manifest_length(const std::uint8_t* prefix);
 // Splits an untrusted body; the views point into `body`.
 Result<ResultUploadView> unpack_result_upload(ByteView body);
 

@@ -18,6 +18,9 @@
 
 namespace tessera::common {
 
+// The largest model file, or dense delta of one, any program reads: 8 GiB.
+inline constexpr std::uint64_t kMaxModelBytes = std::uint64_t{8} << 30;
+
 using TensorMetadata = std::map<std::string, std::string>;
 
 // A tensor inside a buffer the caller keeps alive. `data` may be unaligned.

@@ -36,7 +36,8 @@ Result<ServerInfo> parse_server_info(std::string_view text) {
     JsonObjectReader reader(*json, "server_info");
     ServerInfo info;
     info.version = read_version(reader, "version", false);
-    info.server_public_key = reader.string("server_public_key", 44, 44);
+    info.server_public_key =
+        reader.string("server_public_key", kEd25519PublicKeyBase64Length, kEd25519PublicKeyBase64Length);
     if (!reader.failed()) {
         auto raw = from_base64(info.server_public_key);
         if (!raw || raw->size() != kEd25519PublicKeyBytes)

@@ -46,7 +46,7 @@ Result<SignedEnvelope> envelope_from_json(const boost::json::value& json, const 
     SignedEnvelope envelope;
     envelope.key_id = reader.lower_hex("key_id", kKeyIdHexLength);
     auto payload = reader.string("payload", 0, kMaxPayloadBase64);
-    auto signature = reader.string("signature", 88, 88);
+    auto signature = reader.string("signature", kEd25519SignatureBase64Length, kEd25519SignatureBase64Length);
     if (auto status = reader.finish(); !status) return status.error();
     auto payload_bytes = from_base64(payload);
     if (!payload_bytes) return make_error(path + ".payload: " + payload_bytes.message());

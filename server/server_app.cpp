@@ -64,7 +64,6 @@ void tick_until_stopped(ServerApp::Parts& p) {
 ApiLimits api_limits(const ServerOptions& options) {
     ApiLimits limits;
     limits.registrations_per_window = options.registrations_per_hour;
-    limits.registration_window_s = 3600;
     limits.min_client_version = options.min_client_version;
     limits.recommended_client_version = options.recommended_client_version;
     return limits;

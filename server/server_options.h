@@ -10,12 +10,15 @@
 #include <optional>
 #include <string>
 
+#include "aggregator.h"
+#include "aggregator_election.h"
 #include "file_system.h"
 #include "http_server.h"
 #include "model_probe.h"
 #include "sample_gallery.h"
 #include "state_dir.h"
 #include "task_config.h"
+#include "validation_stage.h"
 
 namespace tessera::server {
 
@@ -39,15 +42,15 @@ struct ServerOptions {
     FileSystem* file_system = nullptr;
     // After a failed commit the aggregator restores the last committed version and retries
     // its results this many seconds later.
-    double merge_retry_s = 5;
+    double merge_retry_s = AggregatorHooks{}.retry_s;
     // With downlink patches: a full checkpoint every this many versions or seconds (and at
     // stop); the versions between are stored as patches.
-    std::int64_t checkpoint_every = 20;
-    std::int64_t checkpoint_interval_s = 300;
+    std::int64_t checkpoint_every = AggregatorHooks{}.checkpoint_every;
+    std::int64_t checkpoint_interval_s = AggregatorHooks{}.checkpoint_interval_s;
     bool checkpoint_at_stop = true;  // false: leave the state as kill -9 would (tests)
     // Retention: versions before the newest this many checkpoints lose their files (pinned
     // ones and those live units need are kept); 0 keeps everything.
-    std::int64_t keep_checkpoints = 3;
+    std::int64_t keep_checkpoints = AggregatorHooks{}.keep_checkpoints;
     // New volunteers one network address may register per hour (Sybil limit); 0: no limit.
     std::int64_t registrations_per_hour = 20;
     // Client releases older than this are refused at registration; older than the recommended
@@ -56,15 +59,15 @@ struct ServerOptions {
     std::string recommended_client_version;
     // Several processes on one database: the task's aggregator runs in the one holding its
     // lease; another takes over when it has not been renewed for this long (seconds).
-    std::int64_t aggregator_lease_s = 15;
+    std::int64_t aggregator_lease_s = ElectionSettings{}.lease_s;
     std::string process_name;  // in the lease table; empty: host:pid:random
     // The lease is renewed, and results other processes accepted looked for, this often; 0: the
     // lease taken at start is kept with no thread renewing it (one process, a lease that outlasts
     // the run: the fleet simulator, whose database then changes only when it is driven).
-    std::int64_t election_poll_ms = 1000;
+    std::int64_t election_poll_ms = ElectionSettings{}.poll.count();
     // Results whose validation claim lapsed (an error, a process gone) are claimed this often;
     // 0: only by ValidationStage::poll() (tests, the fleet simulator).
-    std::int64_t validation_poll_ms = 1000;
+    std::int64_t validation_poll_ms = ValidationStageSettings{}.poll.count();
     // Tasks created or finished while the server runs are noticed this often; 0: only by
     // refresh_tasks() (tests).
     std::int64_t task_poll_ms = 1000;

@@ -8,10 +8,13 @@
 
 namespace tessera::client {
 
+// The first wait and the longest, unless a caller chooses its own.
+constexpr std::chrono::milliseconds kBackoffBase = std::chrono::seconds(1);
+constexpr std::chrono::milliseconds kBackoffCap = std::chrono::seconds(60);
+
 class Backoff {
 public:
-    explicit Backoff(std::chrono::milliseconds base = std::chrono::seconds(1),
-                     std::chrono::milliseconds cap = std::chrono::seconds(60),
+    explicit Backoff(std::chrono::milliseconds base = kBackoffBase, std::chrono::milliseconds cap = kBackoffCap,
                      std::uint64_t seed = std::random_device{}())
         : base_(base), cap_(cap), rng_(seed) {}
     // The longest the next wait can be: base·2^attempts, at most the cap.

@@ -39,7 +39,8 @@ ApiResult<std::filesystem::path> BlobCache::ensure(const common::BlobRef& blob, 
 std::optional<std::filesystem::path> BlobCache::find(const std::string& sha256) const {
     std::error_code error;
     auto path = dir_ / sha256;
-    if (!common::is_lower_hex(sha256, 64) || !std::filesystem::is_regular_file(path, error)) return std::nullopt;
+    if (!common::is_lower_hex(sha256, common::kSha256HexLength) || !std::filesystem::is_regular_file(path, error))
+        return std::nullopt;
     std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), error);  // LRU
     return path;
 }
@@ -59,7 +60,7 @@ std::vector<std::string> BlobCache::held() const {
     std::error_code error;
     for (const auto& entry : std::filesystem::directory_iterator(dir_, error)) {
         auto name = entry.path().filename().string();
-        if (common::is_lower_hex(name, 64)) hashes.push_back(name);
+        if (common::is_lower_hex(name, common::kSha256HexLength)) hashes.push_back(name);
     }
     return hashes;
 }

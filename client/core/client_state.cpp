@@ -7,6 +7,8 @@
 
 #include "file_io.h"
 #include "json_strict.h"
+#include "protocol.h"
+#include "sha256.h"
 #include "text_encoding.h"
 
 namespace tessera::client {
@@ -41,8 +43,10 @@ common::Result<std::optional<Identity>> ClientState::load_identity() const {
     if (!json) return json.error();
     if (!*json) return std::optional<Identity>();
     common::JsonObjectReader reader(**json, "identity");
-    Identity identity{reader.string("server", 1), reader.string("client_id", 1, 64),
-                      reader.string("server_public_key", 44, 44), reader.string("server_key_id", 16, 16)};
+    Identity identity{reader.string("server", 1), reader.string("client_id", 1, common::kMaxIdentifier),
+                      reader.string("server_public_key", common::kEd25519PublicKeyBase64Length,
+                                    common::kEd25519PublicKeyBase64Length),
+                      reader.string("server_key_id", common::kKeyIdHexLength, common::kKeyIdHexLength)};
     if (auto status = reader.finish(); !status) return status.error();
     return std::optional<Identity>(identity);
 }
@@ -60,7 +64,7 @@ common::Result<std::optional<CurrentWork>> ClientState::load_current() const {
     if (!json) return json.error();
     if (!*json) return std::optional<CurrentWork>();
     common::JsonObjectReader reader(**json, "current");
-    CurrentWork work{reader.string("envelope", 1, 1 << 20), reader.string("wu_id", 1, 64),
+    CurrentWork work{reader.string("envelope", 1, 1 << 20), reader.string("wu_id", 1, common::kMaxIdentifier),
                      reader.one_of("phase", {"training", "uploading"})};
     if (auto status = reader.finish(); !status) return status.error();
     return std::optional<CurrentWork>(work);
@@ -89,14 +93,14 @@ common::Result<Remembered> ClientState::load_remembered() const {
             reader.fail("field \"shards\": expected an array");
         else
             for (const auto& shard : shards->as_array()) {
-                if (!shard.is_string() || !common::is_lower_hex(shard.as_string(), 64))
+                if (!shard.is_string() || !common::is_lower_hex(shard.as_string(), common::kSha256HexLength))
                     return common::make_error("remembered.json: shards: not a SHA-256 hex string");
                 remembered.shards.emplace_back(shard.as_string());
             }
     }
     if (reader.has("model")) {  // files from before downlink patches lack it
-        remembered.model = reader.string("model", 0, 64);
-        if (!remembered.model.empty() && !common::is_lower_hex(remembered.model, 64))
+        remembered.model = reader.string("model", 0, common::kSha256HexLength);
+        if (!remembered.model.empty() && !common::is_lower_hex(remembered.model, common::kSha256HexLength))
             return common::make_error("remembered.json: model: not a SHA-256 hex string");
     }
     if (auto status = reader.finish(); !status) return common::with_context("remembered.json", status.error());

@@ -4,6 +4,7 @@
 #include "checkpoint.h"
 #include "file_io.h"
 #include "model_patch.h"
+#include "safetensors.h"
 #include "sha256.h"
 
 namespace tessera::client {
@@ -12,13 +13,12 @@ common::Result<std::filesystem::path> build_patched_model(const common::WorkUnit
                                                           const std::filesystem::path& held,
                                                           const std::vector<std::filesystem::path>& patches,
                                                           BlobCache& cache) {
-    constexpr std::uint64_t kMaxModelBytes = std::uint64_t{8} << 30;
-    auto held_bytes = common::read_file(held, kMaxModelBytes);
+    auto held_bytes = common::read_file(held, common::kMaxModelBytes);
     if (!held_bytes) return held_bytes.error();
     auto model = common::read_checkpoint(*held_bytes);
     if (!model) return model.error();
     for (std::size_t i = 0; i < patches.size(); ++i) {
-        auto patch = common::read_file(patches[i], kMaxModelBytes);
+        auto patch = common::read_file(patches[i], common::kMaxModelBytes);
         if (!patch) return patch.error();
         if (auto status = common::apply_patch(*model, *patch); !status)
             return common::with_context("patch " + std::to_string(i + 1) + " of " + std::to_string(patches.size()),

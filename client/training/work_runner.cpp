@@ -91,7 +91,7 @@ common::Result<common::Bytes> encode_with_feedback(const common::WorkUnit& unit,
 }
 
 common::Result<common::TorchTensorMap> read_base_model(const std::filesystem::path& model_file) {
-    auto model_bytes = common::read_file(model_file, std::uint64_t{8} << 30);
+    auto model_bytes = common::read_file(model_file, common::kMaxModelBytes);
     if (!model_bytes) return model_bytes.error();
     auto model = common::parse_safetensors(*model_bytes);
     if (!model) return common::with_context("base model", model.error());

@@ -6,6 +6,7 @@
 #include "command_line.h"
 #include "command_support.h"
 #include "file_io.h"
+#include "safetensors.h"
 #include "sha256.h"
 #include "task_lookup.h"
 
@@ -56,7 +57,7 @@ int export_command(int argc, char** argv) {
     BlobStore blobs(state.blobs());
     // The true model, not the published one the downlink patches approach.
     auto sha256 = (*version)->state_sha256.value_or((*version)->blob_sha256);
-    auto bytes = blobs.read(sha256, std::uint64_t{8} << 30);
+    auto bytes = blobs.read(sha256, common::kMaxModelBytes);
     if (!bytes) return fail("export", bytes.message());
     if (common::sha256_hex(*bytes) != sha256)
         return fail("export", "the stored checkpoint of version " + std::to_string(number) + " is damaged");

@@ -29,31 +29,41 @@ common::Result<std::pair<std::string, std::uint16_t>> parse_listen(const std::st
     return std::make_pair(host, static_cast<std::uint16_t>(port));
 }
 
+// Every default is ServerOptions' own.
 cxxopts::Options run_options() {
+    const ServerOptions defaults;
+    const auto& http = defaults.http;
+    auto text = [](auto value) { return std::to_string(value); };
     cxxopts::Options options("tessera-server run", "Serve the API, blobs and work");
     options.add_options()("state", "state directory", cxxopts::value<std::string>())(
         "listen", "address and port (port 0: any free port)",
-        cxxopts::value<std::string>()->default_value("127.0.0.1:8443"))(
+        cxxopts::value<std::string>()->default_value(http.address + ":" + text(http.port)))(
         "tls-cert", "PEM certificate chain: serve HTTPS", cxxopts::value<std::string>()->default_value(""))(
         "tls-key", "PEM private key of the certificate", cxxopts::value<std::string>()->default_value(""))(
         "blob-url-base", "work units send volunteers to URL/<sha256> for blobs (an HTTP cache of blobs/)",
-        cxxopts::value<std::string>()->default_value(""))("io-threads", "threads moving HTTP bytes",
-                                                          cxxopts::value<std::size_t>()->default_value("2"))(
+        cxxopts::value<std::string>()->default_value(""))(
+        "io-threads", "threads moving HTTP bytes",
+        cxxopts::value<std::size_t>()->default_value(text(defaults.io_threads)))(
         "handler-threads", "threads answering requests (database, hashing, fsync, signing)",
-        cxxopts::value<std::size_t>()->default_value("4"))("work-threads", "threads for loss checks and evaluation",
-                                                           cxxopts::value<std::size_t>()->default_value("2"))(
-        "max-connections", "open connections at most", cxxopts::value<std::size_t>()->default_value("256"))(
+        cxxopts::value<std::size_t>()->default_value(text(defaults.handler_threads)))(
+        "work-threads", "threads for loss checks and evaluation",
+        cxxopts::value<std::size_t>()->default_value(text(defaults.work_threads)))(
+        "max-connections", "open connections at most",
+        cxxopts::value<std::size_t>()->default_value(text(http.max_connections)))(
         "upload-spool", "MiB of upload bodies being received at once, spooled to disk (one is always let in)",
-        cxxopts::value<std::uint64_t>()->default_value("2048"))("uploads-per-volunteer",
-                                                                "upload bodies of one volunteer received at once",
-                                                                cxxopts::value<std::size_t>()->default_value("2"))(
-        "upload-min-rate", "KiB/s an upload's body must average once its first 300 s have passed (0: no minimum)",
-        cxxopts::value<std::uint64_t>()->default_value("8"))(
+        cxxopts::value<std::uint64_t>()->default_value(text(http.upload_spool_bytes >> 20)))(
+        "uploads-per-volunteer", "upload bodies of one volunteer received at once",
+        cxxopts::value<std::size_t>()->default_value(text(http.max_uploads_per_client)))(
+        "upload-min-rate",
+        "KiB/s an upload's body must average once its first " + text(http.upload_pace.grace.count()) +
+            " s have passed (0: no minimum)",
+        cxxopts::value<std::uint64_t>()->default_value(text(http.upload_pace.min_bytes_per_s >> 10)))(
         "upload-idle-timeout", "seconds an upload's body may send nothing before its connection is closed",
-        cxxopts::value<std::int64_t>()->default_value("60"))("tick", "seconds between deadline checks",
-                                                             cxxopts::value<std::int64_t>()->default_value("5"))(
+        cxxopts::value<std::int64_t>()->default_value(text(http.upload_pace.idle_timeout.count())))(
+        "tick", "seconds between deadline checks",
+        cxxopts::value<std::int64_t>()->default_value(text(defaults.tick_interval_s)))(
         "registrations-per-hour", "new volunteers one address may register per hour; 0: no limit",
-        cxxopts::value<std::int64_t>()->default_value("20"))(
+        cxxopts::value<std::int64_t>()->default_value(text(defaults.registrations_per_hour)))(
         "trusted-proxy",
         "reverse proxies (their addresses, e.g. 127.0.0.1) whose X-Forwarded-For names the client "
         "(empty: none)",
@@ -63,15 +73,15 @@ cxxopts::Options run_options() {
         "recommended-client-version", "tell clients older than this release to update (empty: this server's own)",
         cxxopts::value<std::string>()->default_value(""))(
         "checkpoint-every", "with downlink patches: a full checkpoint every N versions (1: every version)",
-        cxxopts::value<std::int64_t>()->default_value("20"))(
+        cxxopts::value<std::int64_t>()->default_value(text(defaults.checkpoint_every)))(
         "checkpoint-interval", "with downlink patches: a full checkpoint at least every S seconds",
-        cxxopts::value<std::int64_t>()->default_value("300"))(
+        cxxopts::value<std::int64_t>()->default_value(text(defaults.checkpoint_interval_s)))(
         "keep-checkpoints", "retention: keep the newest N checkpoints and what follows them; 0: keep everything",
-        cxxopts::value<std::int64_t>()->default_value("3"))(
+        cxxopts::value<std::int64_t>()->default_value(text(defaults.keep_checkpoints)))(
         "aggregator-lease",
         "processes on one database: another runs a task's aggregator when its runner has not renewed its lease "
         "for S seconds",
-        cxxopts::value<std::int64_t>()->default_value("15"))(
+        cxxopts::value<std::int64_t>()->default_value(text(defaults.aggregator_lease_s)))(
         "json-logs", "log one JSON object per line (event, level, message, time, fields) instead of text");
     add_database_option(options);
     common::add_config_option(options);

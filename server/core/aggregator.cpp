@@ -10,6 +10,7 @@
 #include "logger.h"
 #include "model_patch.h"
 #include "model_cache.h"
+#include "safetensors.h"
 #include "sha256.h"
 
 namespace tessera::server {
@@ -17,7 +18,6 @@ namespace {
 
 // Merging has paused when no result has arrived for this long (docs/architecture.md).
 constexpr auto kMergePause = std::chrono::milliseconds(250);
-constexpr std::uint64_t kMaxModelBytes = std::uint64_t{8} << 30;
 
 }  // namespace
 
@@ -56,7 +56,7 @@ common::Status Aggregator::load_committed(std::int64_t version) {
                                   std::to_string(version));
     const auto& start = **found;
     auto read_model = [&](const std::string& sha256) -> common::Result<common::NamedTensors> {
-        auto bytes = blobs_.read(sha256, kMaxModelBytes);
+        auto bytes = blobs_.read(sha256, common::kMaxModelBytes);
         if (!bytes) return common::with_context("model version " + std::to_string(start.version), bytes.error());
         return common::read_checkpoint(*bytes);
     };
@@ -75,7 +75,7 @@ common::Status Aggregator::load_committed(std::int64_t version) {
     auto policy = make_merge_policy(task_.config.merge);
     if (!policy) return policy.error();
     if (start.optimizer_sha256) {
-        auto state_bytes = blobs_.read(*start.optimizer_sha256, kMaxModelBytes);
+        auto state_bytes = blobs_.read(*start.optimizer_sha256, common::kMaxModelBytes);
         if (!state_bytes) return state_bytes.error();
         auto state = common::read_checkpoint(*state_bytes);
         if (!state) return state.error();

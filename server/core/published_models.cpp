@@ -3,16 +3,15 @@
 
 #include "checkpoint.h"
 #include "model_patch.h"
+#include "safetensors.h"
 #include "sha256.h"
 #include "task_lookup.h"
 
 namespace tessera::server {
 namespace {
 
-constexpr std::uint64_t kMaxModelBytes = std::uint64_t{8} << 30;
-
 common::Result<common::NamedTensors> read_model(const BlobStore& blobs, const std::string& sha256) {
-    auto bytes = blobs.read(sha256, kMaxModelBytes);
+    auto bytes = blobs.read(sha256, common::kMaxModelBytes);
     if (!bytes) return bytes.error();
     return common::read_checkpoint(*bytes);
 }
@@ -67,7 +66,7 @@ common::Result<common::NamedTensors> PublishedModels::model(const std::string& t
         if (v.blob_sha256 == previous) continue;  // not published at v
         auto context = "the patch of version " + std::to_string(v.version);
         if (!v.patch_sha256) return common::make_error(context + " is missing");
-        auto patch = blobs_.read(*v.patch_sha256, kMaxModelBytes);
+        auto patch = blobs_.read(*v.patch_sha256, common::kMaxModelBytes);
         if (!patch) return common::with_context(context, patch.error());
         if (common::sha256_hex(*patch) != *v.patch_sha256) return common::make_error(context + " is damaged");
         if (auto status = common::apply_patch(model, *patch); !status)

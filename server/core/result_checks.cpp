@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "paired_losses.h"
 #include "rejection_reasons.h"
@@ -13,6 +14,13 @@ namespace tessera::server {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+
+// A figure as people write it: 4.5, not 4.500000.
+std::string plain(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    return text;
+}
 
 void add_seconds(std::atomic<double>& total, SteadyClock::time_point started) {
     total.fetch_add(std::chrono::duration<double>(SteadyClock::now() - started).count());
@@ -176,8 +184,9 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
            judge(verdict, suspended, reason::kMisaligned,
                  "cosine similarity " + std::to_string(*alignment) +
                      " with the consensus of recent results of other units is below " + std::to_string(threshold) +
-                     (threshold < task.config.min_alignment ? " (the median of recent valid results less 4.5 spreads)"
-                                                            : ""));
+                     (threshold < task.config.min_alignment
+                          ? " (the median of recent valid results less " + plain(kAlignmentSpreads) + " spreads)"
+                          : ""));
 }
 
 common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,

@@ -2,6 +2,7 @@
 #include "result_files.h"
 
 #include "logger.h"
+#include "safetensors.h"
 
 namespace tessera::server {
 
@@ -14,7 +15,7 @@ common::Status ResultFiles::adopt(const std::string& assignment_id, const std::f
 }
 
 common::Result<common::Bytes> ResultFiles::read_bytes(const std::string& assignment_id) const {
-    return files_.read(state_.result_file(assignment_id), std::uint64_t{8} << 30);
+    return files_.read(state_.result_file(assignment_id), common::kMaxModelBytes);
 }
 
 common::Result<common::NamedTensors> ResultFiles::read(const std::string& assignment_id,

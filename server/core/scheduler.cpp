@@ -171,7 +171,7 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::try_assign(const 
     if (!fleet) return fleet.error();
     unit.local_steps = unit_local_steps(view.config, *fleet, request.samples_per_s);
     unit.seed = static_cast<std::int64_t>(random_bits() >> 11);  // 53 bits: exact in JSON
-    auto active = store_.active_clients(clock_() - 600, 2);
+    auto active = store_.active_clients(clock_() - kVolunteerActiveWindowS, 2);
     if (!active) return active.error();
     bool others_around = *active >= 2;
     unit.replicas = others_around && uniform() < replication_chance(view.config, client) ? 2 : 1;

@@ -103,20 +103,25 @@ common::Status check_settings(const TaskConfig& c) {
     auto fail = [](const std::string& what) { return common::Status(common::make_error(what)); };
     if (auto status = validate_settings(c.merge); !status) return status;
     if (c.sample_shape.size() != 3) return fail("sample_shape must be [C, H, W]");
-    if (c.local_steps < 1 || c.local_steps > 100000) return fail("local steps must be in 1..100000");
-    if (c.batch_size < 1 || c.batch_size > 65536) return fail("batch size must be in 1..65536");
-    if (!(c.lr > 0 && c.lr <= 10)) return fail("lr must be in (0, 10]");
-    if (c.warmup_steps < 0 || !(c.weight_decay >= 0 && c.weight_decay <= 10) || !(c.grad_clip >= 0))
+    if (c.local_steps < 1 || c.local_steps > kMaxLocalSteps)
+        return fail("local steps must be in 1.." + std::to_string(kMaxLocalSteps));
+    if (c.batch_size < 1 || c.batch_size > kMaxBatchSize)
+        return fail("batch size must be in 1.." + std::to_string(kMaxBatchSize));
+    if (!(c.lr > 0 && c.lr <= kMaxLr)) return fail("lr must be in (0, " + std::to_string(kMaxLr) + "]");
+    if (c.warmup_steps < 0 || !(c.weight_decay >= 0 && c.weight_decay <= kMaxWeightDecay) || !(c.grad_clip >= 0))
         return fail("warmup, weight decay and grad clip must be >= 0");
     if (!(c.codec.topk_fraction > 0 && c.codec.topk_fraction <= 1)) return fail("top-k fraction must be in (0, 1]");
     if (c.patches && (c.patches->dtype == common::DeltaDType::F32 ||
                       !(c.patches->topk_fraction > 0 && c.patches->topk_fraction <= 1)))
         return fail("patches must be bf16, int8, int4 or int2 with a top-k fraction in (0, 1]");
-    if (c.publish_every < 1 || c.publish_every > 10000) return fail("publish every must be in 1..10000 versions");
+    if (c.publish_every < 1 || c.publish_every > kMaxPublishEvery)
+        return fail("publish every must be in 1.." + std::to_string(kMaxPublishEvery) + " versions");
     if (c.deadline_s < 10) return fail("the deadline must be at least 10 s");
-    if (c.shards_per_unit < 1 || c.shards_per_unit > 256) return fail("shards per unit must be in 1..256");
+    if (c.shards_per_unit < 1 || c.shards_per_unit > static_cast<std::int64_t>(common::kMaxShardsPerWorkUnit))
+        return fail("shards per unit must be in 1.." + std::to_string(common::kMaxShardsPerWorkUnit));
     if (!(c.target_seconds >= 0)) return fail("target seconds must be >= 0");
-    if (c.min_rounds < 0 || c.min_rounds > 1000000) return fail("min rounds must be in 0..1000000");
+    if (c.min_rounds < 0 || c.min_rounds > kMaxMinRounds)
+        return fail("min rounds must be in 0.." + std::to_string(kMaxMinRounds));
     if (c.min_rounds > 0 && !(c.lr_schedule && c.lr_schedule->total_samples > 0))
         return fail("min rounds needs an lr schedule with its total samples (the run the rounds divide)");
     if (c.max_failures < 1) return fail("max failures must be >= 1");
@@ -134,7 +139,8 @@ common::Status check_settings(const TaskConfig& c) {
     if (!(c.min_gain >= 0 && c.min_gain <= 1)) return fail("min gain must be in [0, 1]");
     if (!(c.copy_similarity > 0 && c.copy_similarity <= 1)) return fail("copy similarity must be in (0, 1]");
     if (!(c.min_alignment >= -1 && c.min_alignment < 1)) return fail("min alignment must be in [-1, 1)");
-    if (c.trust_streak < 0 || c.trust_streak > 1000) return fail("trust streak must be in 0..1000");
+    if (c.trust_streak < 0 || c.trust_streak > kMaxTrustStreak)
+        return fail("trust streak must be in 0.." + std::to_string(kMaxTrustStreak));
     if (c.quarantine_rejections < 1 || c.quarantine_window_s < 1)
         return fail("quarantine rejections and window must be >= 1");
     if (c.eval_samples < 1 || c.eval_interval_s < 0 || c.eval_full_interval_s < 0)

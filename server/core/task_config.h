@@ -20,6 +20,15 @@ namespace tessera::server {
 
 // The fewest samples a loss check may evaluate (its spread is estimated from them).
 constexpr std::int64_t kMinCheckSamples = 16;
+// Upper bounds that the check at creation and the stored form's reader both apply (the
+// whole numbers; learning rate and weight decay are at most these too).
+constexpr std::int64_t kMaxLocalSteps = 100000;
+constexpr std::int64_t kMaxBatchSize = 65536;
+constexpr std::int64_t kMaxLr = 10;
+constexpr std::int64_t kMaxWeightDecay = 10;
+constexpr std::int64_t kMaxPublishEvery = 10000;
+constexpr std::int64_t kMaxMinRounds = 1000000;
+constexpr std::int64_t kMaxTrustStreak = 1000;
 
 struct TaskConfig {
     std::string task_id;

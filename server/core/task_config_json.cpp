@@ -74,7 +74,7 @@ using common::JsonObjectReader;
 constexpr std::int64_t kBig = common::kMaxSafeInteger;
 
 void read_data_fields(JsonObjectReader& r, TaskConfig& c) {
-    c.task_id = r.string("task_id", 1, 64);
+    c.task_id = r.string("task_id", 1, common::kMaxIdentifier);
     c.model = r.string("model", 1, 64);
     c.data_dir = r.string("data_dir", 1);
     c.data_kind = r.one_of("data_kind", {"latents", "pixels"});
@@ -114,11 +114,11 @@ void read_merge_fields(JsonObjectReader& r, TaskConfig& c) {
 }
 
 void read_training_fields(JsonObjectReader& r, TaskConfig& c) {
-    c.local_steps = r.integer("local_steps", 1, 100000);
-    c.batch_size = r.integer("batch_size", 1, 65536);
-    c.lr = r.number("lr", 0, 10);
+    c.local_steps = r.integer("local_steps", 1, kMaxLocalSteps);
+    c.batch_size = r.integer("batch_size", 1, kMaxBatchSize);
+    c.lr = r.number("lr", 0, kMaxLr);
     c.warmup_steps = r.integer("warmup_steps", 0, 100000);
-    c.weight_decay = r.number("weight_decay", 0, 10);
+    c.weight_decay = r.number("weight_decay", 0, kMaxWeightDecay);
     c.grad_clip = r.number("grad_clip", 0, 1e6);
     // Tasks created before volunteers kept their optimizer state start it afresh.
     if (r.has("inner_optimizer"))
@@ -142,13 +142,13 @@ void read_transfer_fields(JsonObjectReader& r, TaskConfig& c) {
             common::delta_dtype_from_name(r.one_of("patch_codec", {"off", "bf16", "int8", "int4", "int2"}));
         auto fraction = r.number("patch_topk_fraction", 0, 1);
         if (patch_dtype) c.patches = common::DeltaEncoding{*patch_dtype, fraction};
-        c.publish_every = r.integer("publish_every", 1, 10000);
+        c.publish_every = r.integer("publish_every", 1, kMaxPublishEvery);
     }
     c.deadline_s = r.integer("deadline_s", 1, kBig);
-    c.shards_per_unit = r.integer("shards_per_unit", 1, 256);
+    c.shards_per_unit = r.integer("shards_per_unit", 1, static_cast<std::int64_t>(common::kMaxShardsPerWorkUnit));
     c.target_seconds = r.number("target_seconds", 0, 1e9);
     // Tasks created before units were sized to the fleet keep H and the time-based sizing.
-    if (r.has("min_rounds")) c.min_rounds = r.integer("min_rounds", 0, 1000000);
+    if (r.has("min_rounds")) c.min_rounds = r.integer("min_rounds", 0, kMaxMinRounds);
     if (r.has("units_end_together")) c.units_end_together = r.boolean("units_end_together");
 }
 
@@ -170,7 +170,7 @@ void read_check_fields(JsonObjectReader& r, TaskConfig& c) {
     if (r.has("min_gain")) c.min_gain = r.number("min_gain", 0, 1);
     if (r.has("copy_similarity")) c.copy_similarity = r.number("copy_similarity", 0, 1);
     if (r.has("min_alignment")) c.min_alignment = r.number("min_alignment", -1, 1);
-    if (r.has("trust_streak")) c.trust_streak = r.integer("trust_streak", 0, 1000);
+    if (r.has("trust_streak")) c.trust_streak = r.integer("trust_streak", 0, kMaxTrustStreak);
     if (r.has("quarantine_rejections")) c.quarantine_rejections = r.integer("quarantine_rejections", 1, 100000);
     if (r.has("quarantine_window_s")) c.quarantine_window_s = r.integer("quarantine_window_s", 1, kBig);
     c.eval_samples = r.integer("eval_samples", 1, 1 << 24);

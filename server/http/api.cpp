@@ -41,7 +41,7 @@ RouteSpec admin_route(http::verb method, std::string_view path) {
 
 // An upload's body: its length prefix, its manifest and a delta of at most `delta_cap` bytes.
 std::uint64_t upload_body_limit(std::int64_t delta_cap) {
-    return static_cast<std::uint64_t>(delta_cap) + 4 + common::kMaxManifestBytes;
+    return static_cast<std::uint64_t>(delta_cap) + common::kManifestLengthBytes + common::kMaxManifestBytes;
 }
 
 }  // namespace
@@ -73,7 +73,7 @@ std::vector<Route> Api::public_routes() {
          [this](const Request& r, const RouteCall& c) {
              // A published model between checkpoints is written when first asked for.
              std::string name(c.rest);
-             if (common::is_lower_hex(name, 64) && !blobs_.has(name))
+             if (common::is_lower_hex(name, common::kSha256HexLength) && !blobs_.has(name))
                  if (auto built = published_.ensure_blob(name); !built) return internal_error(r, built.message());
              return serve_blob(r, blobs_, c.rest);
          }},
@@ -275,7 +275,7 @@ Response Api::handle_upload(UploadRequest request) {
         auto body_sha256 = empty ? common::sha256_hex({}) : upload.body_sha256;
         auto auth = authenticate(request.base(), body_sha256, store_, clock_());
         if (auto* failure = std::get_if<AuthFailure>(&auth)) return refusal_response(reply_to, *failure);
-        if (empty) return bad_request(reply_to, "result upload: shorter than its 4-byte length prefix");
+        if (empty) return bad_request(reply_to, common::kUploadTooShort);
         if (!upload.error.empty())
             return upload.disk_error ? internal_error(reply_to, upload.error) : bad_request(reply_to, upload.error);
         ReceivedDelta delta{upload.delta_bytes, upload.delta_sha256,

@@ -5,6 +5,7 @@
 
 #include "file_range_body.h"
 #include "logger.h"
+#include "sha256.h"
 #include "text_encoding.h"
 
 namespace tessera::server {
@@ -53,7 +54,7 @@ template <class Message>
 void set_blob_headers(Message& response, const Request& request, const std::string& etag) {
     response.set(http::field::server, "tessera-server");
     response.set(http::field::etag, etag);
-    response.set(http::field::cache_control, "public, max-age=31536000, immutable");
+    response.set(http::field::cache_control, kImmutableCacheControl);
     response.set(http::field::accept_ranges, "bytes");
     response.set(http::field::content_type, "application/octet-stream");
     response.keep_alive(request.keep_alive());
@@ -96,7 +97,7 @@ Response blob_content(const Request& request, const std::string& etag, std::uniq
 }  // namespace
 
 Response serve_blob(const Request& request, const BlobStore& blobs, std::string_view sha256) {
-    if (!common::is_lower_hex(sha256, 64))
+    if (!common::is_lower_hex(sha256, common::kSha256HexLength))
         return error_response(request, http::status::bad_request, "bad_request",
                               "blob names are 64 lowercase hex digits");
     std::string name(sha256);

@@ -304,7 +304,7 @@ Response Dashboard::sample_image(const Request& request, const std::string& task
     http::response<http::vector_body<std::uint8_t>> response{http::status::ok, request.version()};
     response.set(http::field::server, "tessera-server");
     response.set(http::field::content_type, "image/png");
-    response.set(http::field::cache_control, "public, max-age=31536000, immutable");
+    response.set(http::field::cache_control, kImmutableCacheControl);
     response.keep_alive(request.keep_alive());
     if (request.method() == http::verb::get) response.body().assign(png->begin(), png->end());
     response.prepare_payload();

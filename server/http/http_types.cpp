@@ -72,7 +72,7 @@ Response internal_error(const Request& request, const std::string& message) {
         auto response = string_response(request, http::status::service_unavailable,
                                         error_body("storage_full", "the server is out of disk space: " + message),
                                         "application/json");
-        response.set(http::field::retry_after, "60");
+        response.set(http::field::retry_after, std::to_string(kStorageFullRetryAfterS));
         return response;
     }
     return error_response(request, http::status::internal_server_error, "internal", message);

@@ -26,6 +26,10 @@ Response error_response(const Request& request, http::status status, const std::
 // 500 {"error": "internal", …}: a server-side failure (database, disk).
 // 503 `busy`: the server cannot take this request now; `Retry-After` says when to try again.
 Response busy_response(const Request& request, const std::string& message, int retry_after_s);
+// A full disk's Retry-After (seconds).
+constexpr int kStorageFullRetryAfterS = 60;
+// What never changes under its URL (blobs named by their hash, assets named by theirs).
+constexpr const char* kImmutableCacheControl = "public, max-age=31536000, immutable";
 // 500 `internal`; but 503 `storage_full` with Retry-After when the message says the disk (or
 // the database) is full, since the same request can succeed once space returns.
 Response internal_error(const Request& request, const std::string& message);

@@ -9,12 +9,14 @@
 #include <chrono>
 #include <cstdint>
 
+#include "result_upload.h"
+
 namespace tessera::server {
 
 struct UploadPace {
     std::chrono::seconds idle_timeout{60};
-    std::chrono::seconds grace{300};
-    std::uint64_t min_bytes_per_s = 8 << 10;  // 64 kbit/s; 0: only the idle timeout
+    std::chrono::seconds grace{common::kDefaultUploadGraceS};
+    std::uint64_t min_bytes_per_s = common::kDefaultUploadMinBytesPerS;  // 0: only the idle timeout
 };
 
 // The time by which more of a body begun at `started`, `received` bytes of it in by `now`, must

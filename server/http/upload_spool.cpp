@@ -73,11 +73,9 @@ void SpoolWriter::take(const std::uint8_t* data, std::size_t size) {
         prefix_[prefix_read_++] = *data++;
         --size;
         if (prefix_read_ < prefix_.size()) continue;
-        for (int i = 0; i < 4; ++i) manifest_length_ |= std::uint32_t{prefix_[static_cast<std::size_t>(i)]} << (8 * i);
-        if (manifest_length_ == 0 || manifest_length_ > common::kMaxManifestBytes)
-            return fail("result upload: manifest length " + std::to_string(manifest_length_) + " is outside 1.." +
-                            std::to_string(common::kMaxManifestBytes),
-                        false);
+        auto length = common::read_manifest_length(prefix_.data());
+        if (!length) return fail(length.message(), false);
+        manifest_length_ = *length;
     }
     auto& manifest = upload_.manifest_json;
     if (manifest.size() < manifest_length_ && size > 0) {
@@ -101,7 +99,7 @@ void SpoolWriter::take(const std::uint8_t* data, std::size_t size) {
 void SpoolWriter::finish() {
     upload_.body_sha256 = common::to_hex(body_hash_.finish());  // the signature is checked first, whatever else
     if (!upload_.error.empty()) return;
-    if (prefix_read_ < prefix_.size()) return fail("result upload: shorter than its 4-byte length prefix", false);
+    if (prefix_read_ < prefix_.size()) return fail(common::kUploadTooShort, false);
     if (upload_.manifest_json.size() < manifest_length_)
         return fail("result upload: manifest length " + std::to_string(manifest_length_) + " exceeds the body", false);
     upload_.delta_sha256 = common::to_hex(delta_hash_.finish());

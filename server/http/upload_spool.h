@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <string>
 
+#include "result_upload.h"
 #include "sha256.h"
 
 namespace tessera::server {
@@ -71,7 +72,7 @@ private:
 
     SpooledUpload& upload_;
     int fd_ = -1;
-    std::array<std::uint8_t, 4> prefix_{};
+    std::array<std::uint8_t, common::kManifestLengthBytes> prefix_{};
     std::size_t prefix_read_ = 0;
     std::uint32_t manifest_length_ = 0;
     common::Sha256 body_hash_, delta_hash_;

@@ -17,6 +17,9 @@
 
 namespace tessera::server {
 
+// How much of a failed statement's SQL its error quotes.
+constexpr std::size_t kSqlExcerptChars = 60;
+
 class DatabaseError : public std::runtime_error {
 public:
     explicit DatabaseError(const std::string& what, bool retryable = false)

@@ -27,7 +27,7 @@ void check(pg_conn* connection, PGresult* result, std::string_view sql) {
     std::string message = result ? PQresultErrorMessage(result) : PQerrorMessage(connection);
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
     bool retryable = code == "40001" || code == "40P01";
-    throw DatabaseError("SQL failed (" + std::string(sql.substr(0, 60)) + "): " + message, retryable);
+    throw DatabaseError("SQL failed (" + std::string(sql.substr(0, kSqlExcerptChars)) + "): " + message, retryable);
 }
 
 class PostgresRows : public Rows {

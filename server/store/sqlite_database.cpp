@@ -29,7 +29,7 @@ public:
         int rc = sqlite3_step(statement_);
         if (rc == SQLITE_ROW) return true;
         if (rc == SQLITE_DONE) return false;
-        fail(db_, "step " + std::string(sqlite3_sql(statement_)).substr(0, 60));
+        fail(db_, "step " + std::string(sqlite3_sql(statement_)).substr(0, kSqlExcerptChars));
     }
     bool is_null(int column) const override { return sqlite3_column_type(statement_, column) == SQLITE_NULL; }
     std::int64_t integer(int column) const override { return sqlite3_column_int64(statement_, column); }
@@ -94,7 +94,7 @@ sqlite3_stmt* SqliteDatabase::take_statement(std::string_view sql) {
     }
     sqlite3_stmt* statement = nullptr;
     if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &statement, nullptr) != SQLITE_OK)
-        fail(db_, "cannot prepare " + std::string(sql.substr(0, 60)));
+        fail(db_, "cannot prepare " + std::string(sql.substr(0, kSqlExcerptChars)));
     return statement;
 }
 
@@ -117,7 +117,7 @@ void SqliteDatabase::exec(std::string_view sql) {
     if (sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
         std::string error = message ? message : "unknown error";
         sqlite3_free(message);
-        throw DatabaseError("SQL failed (" + text.substr(0, 60) + "): " + error);
+        throw DatabaseError("SQL failed (" + text.substr(0, kSqlExcerptChars) + "): " + error);
     }
 }
 

@@ -168,16 +168,19 @@ void migrate_sqlite(Database& db, std::int64_t version) {
 }  // namespace
 
 void Store::migrate() {
-    // Server processes starting together on one PostgreSQL database apply the schema once.
+    // Server processes starting together on one PostgreSQL database apply the schema once,
+    // under this advisory lock (a number of Tessera's own).
+    static constexpr const char* kLockMigration = "SELECT pg_advisory_lock(7361001)";
+    static constexpr const char* kUnlockMigration = "SELECT pg_advisory_unlock(7361001)";
     struct MigrationLock {
         Database& db;
         explicit MigrationLock(Database& db) : db(db) {
-            if (db.dialect() == Dialect::Postgres) db.exec("SELECT pg_advisory_lock(7361001)");
+            if (db.dialect() == Dialect::Postgres) db.exec(kLockMigration);
         }
         ~MigrationLock() {
             if (db.dialect() != Dialect::Postgres) return;
             try {
-                db.exec("SELECT pg_advisory_unlock(7361001)");
+                db.exec(kUnlockMigration);
             } catch (const DatabaseError&) {
                 // The connection is gone; so is its lock.
             }
