@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <csignal>
 #include <iostream>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <thread>
 
@@ -65,7 +67,14 @@ struct CommandLine {
     int exit_code = -1;  // >= 0: exit at once (help printed, or a mistake reported)
 };
 
+// Defaults written as VolunteerOptions has them.
 cxxopts::Options client_options() {
+    const tessera::client::VolunteerOptions defaults;
+    auto plain = [](double value) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", value);
+        return std::string(text);
+    };
     cxxopts::Options options("tessera-client",
                              "Lend your GPU (or CPU) to a Tessera training run.\n"
                              "  tessera-client doctor [options]: check this machine, the state directory and the server\n"
@@ -73,24 +82,28 @@ cxxopts::Options client_options() {
                              "    client running on that state directory");
     options.add_options()("server", "server URL, e.g. https://host:8443; several, comma-separated, share the machine",
                           cxxopts::value<std::string>())(
-        "share", "with several servers: each one's share of the machine's time, comma-separated in the same order "
-                 "(default 1 each)",
+        "share",
+        "with several servers: each one's share of the machine's time, comma-separated in the same order "
+        "(default 1 each)",
         cxxopts::value<std::string>()->default_value(""))(
         "state", "state directory (key, identity, cache)",
         cxxopts::value<std::string>()->default_value(".tessera-client"))(
-        "device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))(
+        "device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value(defaults.device))(
         "threads", "CPU threads for training (0: all)", cxxopts::value<int>()->default_value("0"))(
         "max-gpu-mem", "cap GPU memory use at this many GB (0: no cap)", cxxopts::value<double>()->default_value("0"))(
-        "cache-quota", "blob cache size in GB", cxxopts::value<double>()->default_value("4"))(
+        "cache-quota", "blob cache size in GB",
+        cxxopts::value<double>()->default_value(plain(static_cast<double>(defaults.cache_quota_bytes >> 30))))(
         "once", "stop after one work unit")("name", "name shown on the leaderboard",
-                                            cxxopts::value<std::string>()->default_value("volunteer"))(
+                                            cxxopts::value<std::string>()->default_value(defaults.name))(
         "quiet", "no progress bars, errors only")("json-logs", "one JSON object per line on stdout")(
         "ca-cert", "trust this CA file for the server's TLS certificate",
-        cxxopts::value<std::string>()->default_value(""))("heartbeat", "seconds between heartbeats while training",
-                                                          cxxopts::value<double>()->default_value("30"))(
+        cxxopts::value<std::string>()->default_value(""))(
+        "heartbeat", "seconds between heartbeats while training",
+        cxxopts::value<double>()->default_value(
+            plain(std::chrono::duration<double>(defaults.heartbeat_interval).count())))(
         "stop-grace", "seconds a stop request waits for the current unit before giving it back (0: no limit)",
         cxxopts::value<double>()->default_value("0"))("version", "print the version and exit")("h,help",
-                                                                                             "show this help");
+                                                                                               "show this help");
     options.add_options("When to work")(
         "idle-minutes", "work only once the user has been idle this many minutes (0: whether or not they are active)",
         cxxopts::value<double>()->default_value("0"))(

@@ -76,7 +76,7 @@ Volunteer::Next Volunteer::start() {
     auto probed = probe_device(options_.device, options_.threads);
     if (!probed) return Stop{StopReason::Error, probed.message()};
     device_ = *probed;
-    device_.name = device_.name.substr(0, 128);
+    device_.name = device_.name.substr(0, common::kMaxDeviceName);
     log_.info("device", "device: " + describe_device(options_.device, options_.threads),
               {{"kind", device_.kind}, {"name", device_.name}, {"memory_bytes", device_.memory_bytes}});
     auto remembered = state_.load_remembered();

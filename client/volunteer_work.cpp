@@ -9,6 +9,7 @@
 #include "model_patcher.h"
 #include "progress_bar.h"
 #include "result_upload.h"
+#include "sha256.h"
 #include "signed_envelope.h"
 #include "text_encoding.h"
 
@@ -124,7 +125,7 @@ ApiResult<std::filesystem::path> Volunteer::patch_model(const Url& base) {
         auto path = fetch_blob(patch, base);
         if (!path) {
             if (path.error().kind != FailureKind::Stopped)
-                log_.error("patch " + patch.sha256.substr(0, 12) + ": " + path.message() +
+                log_.error("patch " + common::short_hash(patch.sha256) + ": " + path.message() +
                            "; downloading the model whole");
             return path.error();
         }
@@ -149,7 +150,7 @@ ApiResult<std::filesystem::path> Volunteer::fetch_blob(const common::BlobRef& bl
             if (!log_.quiet()) bar.update(static_cast<std::int64_t>(done));
         });
     };
-    auto what = "download of " + blob.sha256.substr(0, 12);
+    auto what = "download of " + common::short_hash(blob.sha256);
     auto path = with_retries(turn_released_on_failure(download), abandoning(), log_, what, options_.retry);
     if (!path && path.error().kind == FailureKind::BadAnswer) {  // corrupt in transit? once more
         log_.error(what + ": " + path.message() + "; downloading it again");
@@ -229,8 +230,8 @@ Volunteer::Next Volunteer::train() {
 Volunteer::Next Volunteer::pack(RunOutput output) {
     const auto& unit = unit_->unit;
     samples_per_s_ = output.metrics.samples_per_s;
-    auto body =
-        common::pack_result_of(unit, api_->client_id(), output.delta, output.metrics, output.device.substr(0, 128));
+    auto body = common::pack_result_of(unit, api_->client_id(), output.delta, output.metrics,
+                                       output.device.substr(0, common::kMaxDeviceName));
     if (auto written = common::write_file_atomic(state_.delta_file(), body); !written)
         return give_back(Stop{StopReason::Error, written.message()});
     if (auto saved = state_.save_current({unit_->envelope_json, unit.wu_id, "uploading"}); !saved)

@@ -65,7 +65,7 @@ Result<DatasetManifest> load_dataset_manifest(const std::filesystem::path& path)
     m.name = reader.string("name", 1, 128);
     m.kind = reader.one_of("kind", {"latents", "pixels"});
     m.scale_factor = reader.number("scale_factor", 1e-9, 1e9);
-    m.text_dim = reader.integer("text_dim", 0, 1 << 16);
+    m.text_dim = reader.integer("text_dim", 0, kMaxTextDim);
     m.reconstruction_mse = reader.number("reconstruction_mse", -1, 1e9);
     if (const auto* shape = reader.field("sample_shape")) {
         const auto* array = shape->if_array();
@@ -74,14 +74,14 @@ Result<DatasetManifest> load_dataset_manifest(const std::filesystem::path& path)
             reader.fail("sample_shape must be [C, H, W]");
         else
             for (const auto& d : *array)
-                if (json_to_integer(d, 1, 1 << 16, dim))
+                if (json_to_integer(d, 1, kMaxSampleDim, dim))
                     m.sample_shape.push_back(dim);
                 else
                     reader.fail("sample_shape holds a non-positive or non-integer dimension");
     }
     if (const auto* classes = reader.field("classes")) {
         const auto* array = classes->if_array();
-        if (array == nullptr || array->empty() || array->size() > 100000)
+        if (array == nullptr || array->empty() || array->size() > static_cast<std::size_t>(kMaxClasses))
             reader.fail("classes must be a non-empty array");
         else
             for (const auto& c : *array)

@@ -11,6 +11,12 @@
 
 namespace tessera::common {
 
+// Bounds of a dataset's description that a task made from it repeats (its stored config):
+// one set, so that every dataset the manifest reader accepts makes a task that can be loaded.
+constexpr std::int64_t kMaxSampleDim = 1 << 16;
+constexpr std::int64_t kMaxTextDim = 1 << 16;
+constexpr std::int64_t kMaxClasses = 100000;
+
 struct DatasetFile {
     std::string file;    // relative to the dataset directory
     std::string sha256;  // of the file's bytes

@@ -109,7 +109,7 @@ Result<ResultManifest> result_manifest_from_json(const boost::json::value& json)
     m.delta_blob = read_blob_field(reader, "delta_blob");
     m.encoding = read_encoding(reader, "encoding");
     m.metrics = read_metrics(reader, "metrics");
-    m.device = read_printable(reader, "device", 1, 128);
+    m.device = read_printable(reader, "device", 1, kMaxDeviceName);
     return finish(reader, std::move(m));
 }
 
@@ -163,7 +163,7 @@ Result<WorkRequest> work_request_from_json(const boost::json::value& json) {
     if (const auto* device = reader.field("device")) {
         JsonObjectReader d(*device, reader.path_of("device"));
         m.device.kind = d.one_of("kind", {"cpu", "cuda"});
-        m.device.name = read_printable(d, "name", 1, 128);
+        m.device.name = read_printable(d, "name", 1, kMaxDeviceName);
         m.device.memory_bytes = d.integer("memory_bytes", 0, kMaxSafeInteger);
         m.device.threads = d.integer("threads", 1, 4096);
         reader.absorb(d.finish());

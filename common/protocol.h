@@ -24,6 +24,7 @@ constexpr std::size_t kMaxCachedShards = 512;  // 512 hashes ≈ 34 KiB, within 
 constexpr std::size_t kMaxTaskChoices = 64;    // names in a work request's "tasks" or "exclude_tasks"
 constexpr std::size_t kMaxPatchChain = 64;     // patches a work unit may chain
 constexpr std::size_t kMaxIdentifier = 64;
+constexpr std::size_t kMaxDeviceName = 128;  // a device's name as a volunteer reports it
 
 // An id field's text (a task, unit, client or model preset name): 1–64 of [A-Za-z0-9_-].
 bool is_identifier(std::string_view text);

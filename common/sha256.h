@@ -14,6 +14,9 @@ namespace tessera::common {
 
 using Sha256Digest = std::array<std::uint8_t, 32>;
 constexpr std::size_t kSha256HexLength = 64;
+// A hash as messages show it: its first 12 hex digits.
+constexpr std::size_t kShortHashChars = 12;
+inline std::string short_hash(const std::string& hex) { return hex.substr(0, kShortHashChars); }
 
 Sha256Digest sha256(ByteView bytes);
 std::string sha256_hex(ByteView bytes);

@@ -28,8 +28,8 @@ ApiResult<std::filesystem::path> BlobCache::ensure(const common::BlobRef& blob, 
     if (!digest) return ApiFailure{FailureKind::Local, digest.message()};
     if (*digest != blob.sha256) {
         std::filesystem::remove(part, error);
-        return ApiFailure{FailureKind::BadAnswer, "blob " + blob.sha256.substr(0, 12) + " arrived with hash " +
-                                                      digest->substr(0, 12) + ": discarded"};
+        return ApiFailure{FailureKind::BadAnswer, "blob " + common::short_hash(blob.sha256) + " arrived with hash " +
+                                                      common::short_hash(*digest) + ": discarded"};
     }
     std::filesystem::rename(part, path, error);
     if (error) return ApiFailure{FailureKind::Local, "cannot store blob: " + error.message()};
@@ -47,7 +47,7 @@ std::optional<std::filesystem::path> BlobCache::find(const std::string& sha256) 
 
 common::Result<std::filesystem::path> BlobCache::put(const common::BlobRef& blob, common::ByteView bytes) {
     if (bytes.size() != static_cast<std::uint64_t>(blob.bytes) || common::sha256_hex(bytes) != blob.sha256)
-        return common::make_error("the bytes are not blob " + blob.sha256.substr(0, 12) + "'s");
+        return common::make_error("the bytes are not blob " + common::short_hash(blob.sha256) + "'s");
     std::error_code error;
     std::filesystem::create_directories(dir_, error);
     auto path = dir_ / blob.sha256;

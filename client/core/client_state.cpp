@@ -17,7 +17,7 @@ namespace {
 common::Result<std::optional<boost::json::value>> read_json(const std::filesystem::path& path) {
     std::error_code error;
     if (!std::filesystem::exists(path, error)) return std::optional<boost::json::value>();
-    auto bytes = common::read_file(path, 1 << 20);
+    auto bytes = common::read_file(path, common::JsonLimits{}.max_bytes);
     if (!bytes) return bytes.error();
     auto json = common::parse_json_strict(common::as_string_view(*bytes));
     if (!json) return common::with_context(path.string(), json.error());

@@ -28,8 +28,8 @@ common::Result<std::filesystem::path> build_patched_model(const common::WorkUnit
     if (!bytes) return bytes.error();
     auto sha256 = common::sha256_hex(*bytes);
     if (sha256 != unit.model_blob.sha256)
-        return common::make_error("the patched model's SHA-256 is " + sha256.substr(0, 12) + ", the unit's " +
-                                  unit.model_blob.sha256.substr(0, 12));
+        return common::make_error("the patched model's SHA-256 is " + common::short_hash(sha256) + ", the unit's " +
+                                  common::short_hash(unit.model_blob.sha256));
     return cache.put(unit.model_blob, *bytes);
 }
 

@@ -3,11 +3,14 @@
 // in task_control_command.cpp.
 #include <cxxopts.hpp>
 
+#include <cstdio>
 #include <optional>
+#include <string>
 
 #include "command_line.h"
 #include "command_support.h"
 #include "commands.h"
+#include "sha256.h"
 #include "task_setup.h"
 
 namespace tessera::server {
@@ -128,6 +131,16 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     return c;
 }
 
+// A help line with the default a new task gets, from TaskConfig itself: "what (value)".
+std::string with_default(const std::string& what, double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    return what + " (" + text + ")";
+}
+std::string with_default(const std::string& what, std::int64_t value) {
+    return what + " (" + std::to_string(value) + ")";
+}
+
 // The options of `task create`, by what they set.
 void add_merge_options(cxxopts::Options& options) {
     options.add_options()("policy", "fedasync, fedbuff, diloco or diloco-dn",
@@ -148,8 +161,10 @@ void add_merge_options(cxxopts::Options& options) {
 }
 
 void add_training_options(cxxopts::Options& options) {
-    options.add_options()("local-steps", "inner steps H per work unit (50)", cxxopts::value<std::int64_t>())(
-        "batch", "batch size (64)", cxxopts::value<std::int64_t>())(
+    const TaskConfig d;
+    options.add_options()("local-steps", with_default("inner steps H per work unit", d.local_steps),
+                          cxxopts::value<std::int64_t>())("batch", with_default("batch size", d.batch_size),
+                                                          cxxopts::value<std::int64_t>())(
         "lr", "inner AdamW learning rate (dit-tiny 4e-3, cnn 1e-3, dit-s and dit-b 3e-4)", cxxopts::value<double>())(
         "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (kept)",
         cxxopts::value<std::string>())(
@@ -161,40 +176,60 @@ void add_training_options(cxxopts::Options& options) {
         "warmup-samples", "samples merged over which the lr warms up (two units: 2 x H x batch)",
         cxxopts::value<std::int64_t>())("final-lr-ratio", "cosine: the lr at the end, as a fraction of --lr (0.1)",
                                         cxxopts::value<double>())(
-        "target-seconds", "scale H so a unit takes about this long; 0 = off (120)", cxxopts::value<double>())(
-        "min-rounds", "lower H so each volunteer gets this many units over --schedule-samples; 0 = off (20 with it)",
-        cxxopts::value<std::int64_t>())(
+        "target-seconds", with_default("scale H so a unit takes about this long; 0 = off", d.target_seconds),
+        cxxopts::value<double>())("min-rounds",
+                                  "lower H so each volunteer gets this many units over --schedule-samples; 0 = off (" +
+                                      std::to_string(kDefaultMinRounds) + " with it)",
+                                  cxxopts::value<std::int64_t>())(
         "units-end-together", "size units as a share of the fastest volunteer's, steps proportional to speed");
 }
 
 void add_check_options(cxxopts::Options& options) {
+    const TaskConfig d;
     options.add_options()("deadline", "time a volunteer has per unit, e.g. 30m (30m)", cxxopts::value<std::string>())(
-        "replication", "chance a unit is computed twice and compared (0.1)", cxxopts::value<double>())(
-        "loss-check", "fraction of a trusted volunteer's results given the loss checks (0.1)",
-        cxxopts::value<double>())("check-samples", "samples of each loss check's evaluations (128)",
+        "replication", with_default("chance a unit is computed twice and compared", d.replication),
+        cxxopts::value<double>())(
+        "loss-check", with_default("fraction of a trusted volunteer's results given the loss checks", d.loss_check),
+        cxxopts::value<double>())("check-samples",
+                                  with_default("samples of each loss check's evaluations", d.check_samples),
                                   cxxopts::value<std::int64_t>())(
-        "norm-floor", "smallest norm per step, as a fraction of the median (0.1)", cxxopts::value<double>())(
-        "min-gain", "smallest gain on the unit's own samples, as a fraction of the median (0.25)",
-        cxxopts::value<double>())("copy-similarity", "cosine above which a delta is a copy (0.995)",
+        "norm-floor", with_default("smallest norm per step, as a fraction of the median", d.norm_floor),
+        cxxopts::value<double>())(
+        "min-gain", with_default("smallest gain on the unit's own samples, as a fraction of the median", d.min_gain),
+        cxxopts::value<double>())("copy-similarity",
+                                  with_default("cosine above which a delta is a copy", d.copy_similarity),
                                   cxxopts::value<double>())(
-        "min-alignment", "smallest cosine with the consensus of recent results (0.1)", cxxopts::value<double>())(
-        "trust-streak", "valid results in a row before a volunteer is trusted (5)", cxxopts::value<std::int64_t>())(
-        "quarantine-after", "refusals within the window that quarantine a volunteer (3)",
+        "min-alignment", with_default("smallest cosine with the consensus of recent results", d.min_alignment),
+        cxxopts::value<double>())("trust-streak",
+                                  with_default("valid results in a row before a volunteer is trusted", d.trust_streak),
+                                  cxxopts::value<std::int64_t>())(
+        "quarantine-after",
+        with_default("refusals within the window that quarantine a volunteer", d.quarantine_rejections),
         cxxopts::value<std::int64_t>())("quarantine-window", "the quarantine rule's window, e.g. 1h (1h)",
                                         cxxopts::value<std::string>())(
-        "max-failures", "failures before a unit is retired (3)", cxxopts::value<std::int64_t>())(
-        "max-in-flight", "units one volunteer may hold (2)", cxxopts::value<std::int64_t>())(
-        "requires-device", "volunteers that may take its units: any or cuda (any)", cxxopts::value<std::string>())(
-        "min-device-memory", "GB of device memory a volunteer needs (0)", cxxopts::value<double>());
+        "max-failures", with_default("failures before a unit is retired", d.max_failures),
+        cxxopts::value<std::int64_t>())("max-in-flight", with_default("units one volunteer may hold", d.max_in_flight),
+                                        cxxopts::value<std::int64_t>())(
+        "requires-device", "volunteers that may take its units: any or cuda (" + d.requires_device + ")",
+        cxxopts::value<std::string>())("min-device-memory",
+                                       with_default("GB of device memory a volunteer needs", d.min_device_memory_gb),
+                                       cxxopts::value<double>());
 }
 
 void add_transfer_options(cxxopts::Options& options) {
-    options.add_options()("codec", "delta encoding: f32, bf16, int8, int4, int2 (int4)", cxxopts::value<std::string>())(
-        "topk", "fraction of each tensor kept, (0, 1] (1)", cxxopts::value<double>())(
-        "patch-codec", "downlink patches between versions: off, bf16, int8, int4, int2 (int2)",
-        cxxopts::value<std::string>())("publish-every", "with patches: publish the model every N versions (1)",
-                                       cxxopts::value<std::int64_t>())("shards-per-unit", "shards in one work unit (1)",
-                                                                       cxxopts::value<std::int64_t>());
+    const TaskConfig d;
+    options.add_options()(
+        "codec",
+        "delta encoding: f32, bf16, int8, int4, int2 (" + std::string(common::delta_dtype_name(d.codec.dtype)) + ")",
+        cxxopts::value<std::string>())(
+        "topk", with_default("fraction of each tensor kept, (0, 1]", d.codec.topk_fraction), cxxopts::value<double>())(
+        "patch-codec",
+        "downlink patches between versions: off, bf16, int8, int4, int2 (" +
+            std::string(d.patches ? common::delta_dtype_name(d.patches->dtype) : "off") + ")",
+        cxxopts::value<std::string>())(
+        "publish-every", with_default("with patches: publish the model every N versions", d.publish_every),
+        cxxopts::value<std::int64_t>())("shards-per-unit", with_default("shards in one work unit", d.shards_per_unit),
+                                        cxxopts::value<std::int64_t>());
 }
 
 void add_task_options(cxxopts::Options& options) {
@@ -209,9 +244,12 @@ void add_task_options(cxxopts::Options& options) {
     add_check_options(options);
     add_transfer_options(options);
     options.add_options()("weight", "its share of work among the running tasks (1)", cxxopts::value<double>())(
-        "eval-samples", "validation samples per evaluation (512)", cxxopts::value<std::int64_t>())(
-        "eval-interval", "seconds between validation-curve points (10)", cxxopts::value<std::int64_t>())(
-        "eval-full-interval", "seconds between curve points on the whole validation set (300)",
+        "eval-samples", with_default("validation samples per evaluation", TaskConfig{}.eval_samples),
+        cxxopts::value<std::int64_t>())(
+        "eval-interval", with_default("seconds between validation-curve points", TaskConfig{}.eval_interval_s),
+        cxxopts::value<std::int64_t>())(
+        "eval-full-interval",
+        with_default("seconds between curve points on the whole validation set", TaskConfig{}.eval_full_interval_s),
         cxxopts::value<std::int64_t>())("seed", "seed of the initial weights",
                                         cxxopts::value<std::int64_t>()->default_value("0"));
 }
@@ -247,8 +285,8 @@ int task_command(int argc, char** argv) {
     auto version0 = (*store)->version(task->id, 0);
     std::cout << "task " << task->id << ": model " << config->model << ", " << (shards ? shards->size() : 0)
               << " shards, policy " << policy_name(config->merge.kind) << " (" << config->merge.staleness.to_string()
-              << "), version 0 " << (version0 && *version0 ? (*version0)->blob_sha256.substr(0, 12) : std::string("?"))
-              << "\n";
+              << "), version 0 "
+              << (version0 && *version0 ? common::short_hash((*version0)->blob_sha256) : std::string("?")) << "\n";
     return 0;
 }
 

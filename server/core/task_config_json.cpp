@@ -2,6 +2,7 @@
 // field with each one's bounds. Fields added since the first tasks have their defaults when absent.
 #include <boost/json.hpp>
 
+#include "dataset_manifest.h"
 #include "json_strict.h"
 #include "lr_schedule_json.h"
 #include "protocol.h"
@@ -81,11 +82,12 @@ void read_data_fields(JsonObjectReader& r, TaskConfig& c) {
     if (const auto* shape = r.field("sample_shape"); shape && shape->is_array())
         for (const auto& d : shape->as_array()) {
             std::int64_t v = 0;
-            if (!common::json_to_integer(d, 1, 4096, v)) r.fail("sample_shape: expected positive integers");
+            if (!common::json_to_integer(d, 1, common::kMaxSampleDim, v))
+                r.fail("sample_shape: expected positive integers");
             c.sample_shape.push_back(v);
         }
-    c.num_classes = r.integer("num_classes", 0, 100000);
-    c.text_dim = r.integer("text_dim", 0, 100000);
+    c.num_classes = r.integer("num_classes", 0, common::kMaxClasses);
+    c.text_dim = r.integer("text_dim", 0, common::kMaxTextDim);
     c.init_seed = r.integer("init_seed", 0, kBig);
 }
 

@@ -23,7 +23,8 @@ common::Result<IdxArray> read_idx_file(const std::filesystem::path& path) {
     }
     int closed = gzclose(file);
     if (n < 0 || closed != Z_OK) return common::make_error(path.string() + ": corrupt gzip data");
-    if (raw.size() > kMaxIdxBytes) return common::make_error(path.string() + ": larger than 256 MiB");
+    if (raw.size() > kMaxIdxBytes)
+        return common::make_error(path.string() + ": larger than " + std::to_string(kMaxIdxBytes >> 20) + " MiB");
     if (raw.size() < 4 || raw[0] != 0 || raw[1] != 0 || raw[2] != kUnsignedByte || raw[3] == 0 || raw[3] > 4)
         return common::make_error(path.string() + ": not an IDX file of unsigned bytes");
 

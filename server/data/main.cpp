@@ -30,13 +30,15 @@ int fail(const std::string& message) {
 
 int run_prepare(int argc, char** argv) {
     cxxopts::Options options("tessera-data prepare", "Prepare Fashion-MNIST shards (latents by default)");
+    const tessera::data::PrepareOptions defaults;
     options.add_options()("dataset", "dataset name (fashion-mnist)", cxxopts::value<std::string>())(
         "out", "output directory", cxxopts::value<std::string>())(
         "pixels", "write 28x28 pixel shards for the classifier instead of latents")(
-        "source", "directory of the IDX files",
-        cxxopts::value<std::string>()->default_value("/usr/share/datasets/fashion-mnist"))(
-        "shard-size", "samples per shard, at most", cxxopts::value<std::int64_t>()->default_value("4096"))(
-        "autoencoder-steps", "autoencoder training steps", cxxopts::value<std::int64_t>()->default_value("2000"))(
+        "source", "directory of the IDX files", cxxopts::value<std::string>()->default_value(defaults.source.string()))(
+        "shard-size", "samples per shard, at most",
+        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.shard_size)))(
+        "autoencoder-steps", "autoencoder training steps",
+        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.autoencoder_steps)))(
         "limit", "use only the first N training images (0: all)", cxxopts::value<std::int64_t>()->default_value("0"))(
         "seed", "random seed", cxxopts::value<std::uint64_t>()->default_value("0"))(
         "threads", "CPU threads for LibTorch (0: its default)", cxxopts::value<int>()->default_value("0"));

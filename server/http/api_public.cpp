@@ -64,7 +64,7 @@ Response Api::volunteers(const Request& request, bool full) {
 }
 
 Response Api::rejections(const Request& request) {
-    auto limit = query_integer(request.target(), "limit", 50, 1, 1000);
+    auto limit = query_integer(request.target(), "limit", 50, 1, kMaxQueryLimit);
     auto rows = store_.rejections(static_cast<int>(limit));
     if (!rows) return internal_error(request, rows.message());
     boost::json::array list;
@@ -80,7 +80,7 @@ Response Api::rejections(const Request& request) {
 
 Response Api::events(const Request& request) {
     auto after = query_integer(request.target(), "after", 0, 0, common::kMaxSafeInteger);
-    auto limit = query_integer(request.target(), "limit", 100, 1, 1000);
+    auto limit = query_integer(request.target(), "limit", 100, 1, kMaxQueryLimit);
     auto rows = store_.events_after(after, static_cast<int>(limit));
     if (!rows) return internal_error(request, rows.message());
     boost::json::array list;

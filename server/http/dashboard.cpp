@@ -224,7 +224,7 @@ Response Dashboard::stats(const Request& request, const std::string& task_id) {
 // zeros, and merged results by staleness.
 Response Dashboard::history(const Request& request, const std::string& task_id) {
     auto bucket_s = query_integer(request.target(), "bucket", 60, 10, 86400);
-    auto count = query_integer(request.target(), "buckets", 120, 1, 1000);
+    auto count = query_integer(request.target(), "buckets", 120, 1, kMaxQueryLimit);
     auto found = task_of(request, task_id);
     if (auto* response = std::get_if<Response>(&found)) return std::move(*response);
     auto& task = std::get<std::optional<TaskView>>(found);

@@ -45,6 +45,8 @@ boost::json::value number_or_null(const std::optional<std::int64_t>& value);
 
 // A request target without its query.
 std::string_view path_of(std::string_view target);
+// The most rows (or buckets) one query of the API or the dashboard returns.
+constexpr std::int64_t kMaxQueryLimit = 1000;
 // Query parameter `name` as an integer in [min, max], or `fallback` when absent or bad.
 std::int64_t query_integer(std::string_view target, std::string_view name, std::int64_t fallback, std::int64_t min,
                            std::int64_t max);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "rejection_reasons.h"
+#include "stall_guard.h"
 
 namespace tessera::server {
 namespace {
@@ -95,7 +96,8 @@ std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& me
         out << "tessera_work_units{state=\"" << state << "\"} " << count << '\n';
     family(out, "tessera_volunteers", "gauge", "Registered volunteers.");
     out << "tessera_volunteers " << stored.counts.clients << '\n';
-    family(out, "tessera_volunteers_active", "gauge", "Volunteers seen in the last 10 minutes.");
+    family(out, "tessera_volunteers_active", "gauge",
+           "Volunteers seen in the last " + std::to_string(kVolunteerActiveWindowS / 60) + " minutes.");
     out << "tessera_volunteers_active " << stored.counts.clients_active << '\n';
     family(out, "tessera_volunteers_quarantined", "gauge", "Volunteers whose results are kept but not merged.");
     out << "tessera_volunteers_quarantined " << stored.counts.clients_quarantined << '\n';
@@ -126,7 +128,8 @@ std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& me
            "Seconds since the current task's first result returned after its last merge (0 when none waits).");
     out << "tessera_task_seconds_without_merge " << stored.seconds_without_merge << '\n';
     family(out, "tessera_task_stalled", "gauge",
-           "1 when the current task has merged nothing for 300 s while results came back.");
+           "1 when the current task has merged nothing for " + std::to_string(StallGuard::kStallSeconds) +
+               " s while results came back.");
     out << "tessera_task_stalled " << (stored.stalled ? 1 : 0) << '\n';
     metrics.write(out);
     return out.str();

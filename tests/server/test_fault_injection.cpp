@@ -200,20 +200,37 @@ TEST_CASE("an exception inside a request is answered 500 with an incident number
     CHECK(server->version() == 1);
 }
 
+namespace {
+
+// A server holding one result left `returned`: its validation failed on an unreadable file.
+struct UnvalidatedResult {
+    std::unique_ptr<TestServer> server;
+    std::string wu_id;
+};
+UnvalidatedResult unvalidated_result(FaultyFileSystem& faults) {
+    UnvalidatedResult made{server_with(faults, PolicyKind::FedAsync), ""};
+    auto& server = *made.server;
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    made.wu_id = wu.wu_id;
+    faults.fail_reads([results = server.state().results()](const auto& path) { return path.parent_path() == results; });
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 200);
+    server.app().wait_idle();
+    CHECK(faults.faults_injected() == 1);
+    CHECK(state_of(server, wu.wu_id) == "returned");  // no verdict: the error was not the result's
+    return made;
+}
+
+}  // namespace
+
 TEST_CASE("a result left unvalidated at a graceful stop is validated at the next start, its claim given up") {
     FaultyFileSystem faults;
-    auto server = server_with(faults, PolicyKind::FedAsync);
-    TestVolunteer volunteer(*server);
-    auto wu = volunteer.request_work().value();
-    faults.fail_reads([&](const auto& path) { return path.parent_path() == server->state().results(); });
-    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 200);
-    server->app().wait_idle();
-    REQUIRE(state_of(*server, wu.wu_id) == "returned");
+    auto [server, wu_id] = unvalidated_result(faults);
     CHECK(server->store().result_claim_holders().value().size() == 1);  // this process's
     server->stop();
     server->start();  // the same clock: no claim has lapsed
     server->app().wait_idle();
-    CHECK(state_of(*server, wu.wu_id) == "merged");
+    CHECK(state_of(*server, wu_id) == "merged");
 }
 
 TEST_CASE("a claim holder is known gone only when it is a process of this host that exited") {
@@ -248,18 +265,11 @@ TEST_CASE("a full disk is answered 503 storage_full with Retry-After, and the up
 
 TEST_CASE("a validation that fails with an error is tried again once its claim lapses") {
     FaultyFileSystem faults;
-    auto server = server_with(faults, PolicyKind::FedAsync);
-    TestVolunteer volunteer(*server);
-    auto wu = volunteer.request_work().value();
-    faults.fail_reads([&](const auto& path) { return path.parent_path() == server->state().results(); });
-    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status == 200);
-    server->app().wait_idle();
-    CHECK(faults.faults_injected() == 1);
-    CHECK(state_of(*server, wu.wu_id) == "returned");                     // no verdict: the error was not the result's
-    CHECK(server->app().validation().poll().value() == 0);                // still this process's claim
+    auto [server, wu_id] = unvalidated_result(faults);
+    CHECK(server->app().validation().poll().value() == 0);  // still this process's claim
     server->advance(kValidationClaimS + 1);
     CHECK(server->app().validation().poll().value() == 1);
     server->app().wait_idle();
-    CHECK(state_of(*server, wu.wu_id) == "merged");
+    CHECK(state_of(*server, wu_id) == "merged");
     CHECK(server->version() == 1);
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 
+#include "dataset_manifest.h"
 #include "task_config.h"
 
 using namespace tessera;
@@ -41,7 +42,8 @@ TEST_CASE("a setting past the bound it is stored with is refused at creation, no
         {"loss_tolerance", [](TaskConfig& c) { c.loss_tolerance = 101; }},
         {"check_samples", [](TaskConfig& c) { c.check_samples = (1 << 24) + 1; }},
         {"eval_samples", [](TaskConfig& c) { c.eval_samples = (1 << 24) + 1; }},
-        {"num_classes", [](TaskConfig& c) { c.num_classes = 100001; }},
+        {"num_classes", [](TaskConfig& c) { c.num_classes = common::kMaxClasses + 1; }},
+        {"text_dim", [](TaskConfig& c) { c.text_dim = common::kMaxTextDim + 1; }},  // the manifest's bound too
         {"min_device_memory_gb", [](TaskConfig& c) { c.min_device_memory_gb = 2e6; }},
     };
     REQUIRE(validate_task_config(valid_task()).ok());
@@ -65,6 +67,11 @@ TEST_CASE("a task at the top of every bound is created and loads back unchanged"
     config.warmup_steps = 100000;
     config.check_samples = 1 << 24;
     config.eval_samples = 1 << 24;
+    // A dataset the manifest reader accepts (common/dataset_manifest.h) makes a task that loads:
+    // its shape, text size and classes at the manifest's bounds (a dimension over 4096 once did not).
+    config.sample_shape = {4, common::kMaxSampleDim, common::kMaxSampleDim};
+    config.text_dim = common::kMaxTextDim;
+    config.num_classes = common::kMaxClasses;
     REQUIRE(validate_task_config(config).ok());
     auto back = task_config_from_json(to_json(config));
     REQUIRE_MESSAGE(back.ok(), back.message());
@@ -72,6 +79,9 @@ TEST_CASE("a task at the top of every bound is created and loads back unchanged"
     CHECK(back->max_in_flight == 1000);
     CHECK(back->quarantine_rejections == 100000);
     CHECK(back->eval_samples == (1 << 24));
+    CHECK(back->sample_shape == config.sample_shape);
+    CHECK(back->text_dim == common::kMaxTextDim);
+    CHECK(back->num_classes == common::kMaxClasses);
 }
 
 TEST_CASE("min_rounds and units_end_together: checked, stored, absent in older tasks") {

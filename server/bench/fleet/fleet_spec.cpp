@@ -139,7 +139,7 @@ common::Result<FleetSpec> parse_fleet(std::string_view json_text) {
 }
 
 common::Result<FleetSpec> load_fleet_file(const std::string& path) {
-    auto bytes = common::read_file(path, 1 << 20);
+    auto bytes = common::read_file(path, common::JsonLimits{}.max_bytes);
     if (!bytes) return bytes.error();
     auto spec = parse_fleet(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
     if (!spec) return common::with_context(path, spec.error());
