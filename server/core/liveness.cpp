@@ -8,7 +8,7 @@
 
 namespace tessera::server {
 
-common::Result<TaskLiveness> task_liveness(Store& store, const std::string& task_id, std::int64_t now) {
+common::Result<TaskLiveness> task_liveness(ResultStore& store, const std::string& task_id, std::int64_t now) {
     auto figures = store.stall_figures(task_id, "");
     if (!figures) return figures.error();
     TaskLiveness liveness;

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "store.h"
+#include "store_results.h"
 
 namespace tessera::server {
 
@@ -22,7 +22,7 @@ struct TaskLiveness {
     std::map<std::string, std::int64_t> refusals;  // since the last merge, by reason; filled when stalled
 };
 
-common::Result<TaskLiveness> task_liveness(Store& store, const std::string& task_id, std::int64_t now);
+common::Result<TaskLiveness> task_liveness(ResultStore& store, const std::string& task_id, std::int64_t now);
 
 // "merged nothing for 412 s while results came back; refused since its last merge: misaligned 9"
 std::string describe_stall(const std::string& task_id, const TaskLiveness& liveness);

@@ -6,7 +6,7 @@
 
 namespace tessera::server {
 
-ValidationStage::ValidationStage(Store& store, Validator& validator, Executor executor, Clock clock,
+ValidationStage::ValidationStage(ResultStore& store, Validator& validator, Executor executor, Clock clock,
                                  ValidationStageSettings settings)
     : store_(store), validator_(validator), executor_(std::move(executor)), clock_(std::move(clock)),
       settings_(std::move(settings)) {}

@@ -35,7 +35,7 @@ struct ValidationStageSettings {
 
 class ValidationStage {
 public:
-    ValidationStage(Store& store, Validator& validator, Executor executor, Clock clock,
+    ValidationStage(ResultStore& store, Validator& validator, Executor executor, Clock clock,
                     ValidationStageSettings settings);
     ~ValidationStage();
 
@@ -59,7 +59,7 @@ private:
     void validate_later(const std::string& assignment_id);
     void poll_loop();
 
-    Store& store_;
+    ResultStore& store_;
     Validator& validator_;
     Executor executor_;
     Clock clock_;

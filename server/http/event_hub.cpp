@@ -21,7 +21,7 @@ std::string sse_text(const EventRecord& e) {
 
 }  // namespace
 
-EventHub::EventHub(Store& store, std::chrono::milliseconds period, std::size_t capacity)
+EventHub::EventHub(HistoryStore& store, std::chrono::milliseconds period, std::size_t capacity)
     : store_(store), capacity_(capacity) {
     if (auto last = store_.last_event_id()) newest_ = *last;  // older events are read on demand
     if (period.count() <= 0) return;

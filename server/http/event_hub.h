@@ -14,14 +14,14 @@
 #include <string>
 #include <thread>
 
-#include "store.h"
+#include "store_history.h"
 
 namespace tessera::server {
 
 class EventHub {
 public:
     // `period` 0: no thread (tests call refresh()).
-    EventHub(Store& store, std::chrono::milliseconds period, std::size_t capacity = 1000);
+    EventHub(HistoryStore& store, std::chrono::milliseconds period, std::size_t capacity = 1000);
     ~EventHub();
     EventHub(const EventHub&) = delete;
     EventHub& operator=(const EventHub&) = delete;
@@ -40,7 +40,7 @@ public:
     std::uint64_t store_reads() const;
 
 private:
-    Store& store_;
+    HistoryStore& store_;
     std::size_t capacity_;
     mutable std::mutex mutex_;
     std::condition_variable stop_;

@@ -37,6 +37,9 @@ void insert_event(Database& db, std::string_view kind, const boost::json::object
 
 thread_local Database* current_connection = nullptr;
 
+StoreCore::StoreCore() = default;
+StoreCore::~StoreCore() = default;
+
 Store::Store(std::unique_ptr<Database> db) { writers_.add(std::move(db)); }
 Store::~Store() = default;
 
@@ -47,7 +50,7 @@ void wait_before_retry(int attempt) {
     std::this_thread::sleep_for(std::chrono::microseconds(draw(random)));
 }
 
-Database& Store::db() {
+Database& StoreCore::db() {
     if (current_connection == nullptr) throw DatabaseError("no connection is bound to this call");
     return *current_connection;
 }
@@ -216,7 +219,7 @@ common::Result<std::int64_t> Store::schema_version() {
     return reading([&]() -> common::Result<std::int64_t> { return db().schema_version(); });
 }
 
-common::Status Store::set_setting(const std::string& key, const std::string& value) {
+common::Status SettingStore::set_setting(const std::string& key, const std::string& value) {
     return guarded([&]() -> common::Status {
         Statement(db(),
                   "INSERT INTO settings(key, value) VALUES (?, ?) "
@@ -228,7 +231,7 @@ common::Status Store::set_setting(const std::string& key, const std::string& val
     });
 }
 
-common::Result<std::optional<std::string>> Store::setting(const std::string& key) {
+common::Result<std::optional<std::string>> SettingStore::setting(const std::string& key) {
     return reading([&]() -> common::Result<std::optional<std::string>> {
         Statement query(db(), "SELECT value FROM settings WHERE key = ?");
         query.bind(1, key);
@@ -237,7 +240,7 @@ common::Result<std::optional<std::string>> Store::setting(const std::string& key
     });
 }
 
-common::Status Store::add_event(const std::string& kind, const std::string& detail_json, std::int64_t now) {
+common::Status HistoryStore::add_event(const std::string& kind, const std::string& detail_json, std::int64_t now) {
     return guarded([&]() -> common::Status {
         Statement(db(), "INSERT INTO events(at, kind, detail) VALUES (?, ?, ?)")
             .bind(1, now)
@@ -248,7 +251,7 @@ common::Status Store::add_event(const std::string& kind, const std::string& deta
     });
 }
 
-common::Result<std::vector<EventRecord>> Store::events_after(std::int64_t after_id, int limit) {
+common::Result<std::vector<EventRecord>> HistoryStore::events_after(std::int64_t after_id, int limit) {
     return reading([&]() -> common::Result<std::vector<EventRecord>> {
         Statement query(db(), "SELECT id, at, kind, detail FROM events WHERE id > ? ORDER BY id LIMIT ?");
         query.bind(1, after_id).bind(2, limit);
@@ -258,7 +261,7 @@ common::Result<std::vector<EventRecord>> Store::events_after(std::int64_t after_
     });
 }
 
-common::Result<std::vector<RejectionRecord>> Store::rejections(int limit) {
+common::Result<std::vector<RejectionRecord>> HistoryStore::rejections(int limit) {
     return reading([&]() -> common::Result<std::vector<RejectionRecord>> {
         Statement query(db(),
                         "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
@@ -272,7 +275,7 @@ common::Result<std::vector<RejectionRecord>> Store::rejections(int limit) {
     });
 }
 
-common::Result<std::optional<RejectionRecord>> Store::rejection_of(const std::string& assignment_id) {
+common::Result<std::optional<RejectionRecord>> HistoryStore::rejection_of(const std::string& assignment_id) {
     return reading([&]() -> common::Result<std::optional<RejectionRecord>> {
         Statement query(db(),
                         "SELECT id, assignment_id, client_id, reason, detail, at FROM rejections "
@@ -284,7 +287,7 @@ common::Result<std::optional<RejectionRecord>> Store::rejection_of(const std::st
     });
 }
 
-common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
+common::Result<StoreCounts> HistoryStore::counts(std::int64_t active_since) {
     return reading([&]() -> common::Result<StoreCounts> {
         StoreCounts counts;
         for (auto state : all_assignment_states()) counts.assignments[std::string(assignment_state_name(state))] = 0;
@@ -309,7 +312,7 @@ common::Result<StoreCounts> Store::counts(std::int64_t active_since) {
     });
 }
 
-common::Result<std::int64_t> Store::active_clients(std::int64_t since, std::int64_t at_most) {
+common::Result<std::int64_t> HistoryStore::active_clients(std::int64_t since, std::int64_t at_most) {
     return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(), "SELECT COUNT(*) FROM (SELECT 1 FROM clients WHERE last_seen >= ? LIMIT ?) AS recent");
         query.bind(1, since).bind(2, at_most);
@@ -322,7 +325,7 @@ common::Result<std::set<std::string>> Store::referenced_blobs() {
     return reading([&]() -> common::Result<std::set<std::string>> {
         std::set<std::string> blobs;
         Statement query(db(),
-                        // A retired version's published model is no longer needed (Store::retire_versions).
+                        // A retired version's published model is no longer needed (VersionStore::retire_versions).
                         "SELECT blob_sha256 FROM model_versions "
                         "WHERE checkpoint = 1 OR patch_sha256 IS NOT NULL OR pinned = 1 UNION "
                         "SELECT optimizer_sha256 FROM model_versions WHERE optimizer_sha256 IS NOT NULL "

@@ -11,7 +11,7 @@ constexpr const char* kMergingStates = "('accepted', 'merged')";
 
 }  // namespace
 
-common::Result<StallFigures> Store::stall_figures(const std::string& task_id, const std::string& reason) {
+common::Result<StallFigures> ResultStore::stall_figures(const std::string& task_id, const std::string& reason) {
     return reading([&]() -> common::Result<StallFigures> {
         StallFigures figures;
         Statement last(db(), std::string("SELECT MAX(a.returned_at) FROM assignments a JOIN work_units w ON "
@@ -36,7 +36,7 @@ common::Result<StallFigures> Store::stall_figures(const std::string& task_id, co
     });
 }
 
-common::Result<std::vector<double>> Store::recent_alignments(const std::string& task_id, int limit) {
+common::Result<std::vector<double>> ResultStore::recent_alignments(const std::string& task_id, int limit) {
     return reading([&]() -> common::Result<std::vector<double>> {
         Statement query(db(),
                         "SELECT a.alignment FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
@@ -50,7 +50,7 @@ common::Result<std::vector<double>> Store::recent_alignments(const std::string& 
     });
 }
 
-common::Result<std::int64_t> Store::merges_since(const std::string& task_id, std::int64_t since) {
+common::Result<std::int64_t> ResultStore::merges_since(const std::string& task_id, std::int64_t since) {
     return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(), std::string("SELECT COUNT(*) FROM assignments a JOIN work_units w ON "
                                           "w.id = a.work_unit_id WHERE w.task_id = ? AND a.returned_at >= ? "
@@ -61,7 +61,7 @@ common::Result<std::int64_t> Store::merges_since(const std::string& task_id, std
     });
 }
 
-common::Result<std::vector<std::pair<std::string, std::string>>> Store::settings_with_prefix(
+common::Result<std::vector<std::pair<std::string, std::string>>> SettingStore::settings_with_prefix(
     const std::string& prefix) {
     return reading([&]() -> common::Result<std::vector<std::pair<std::string, std::string>>> {
         // substr, not LIKE: a task id may hold LIKE's wildcards (the cast: PostgreSQL's substr
@@ -74,7 +74,7 @@ common::Result<std::vector<std::pair<std::string, std::string>>> Store::settings
     });
 }
 
-common::Status Store::remove_setting(const std::string& key) {
+common::Status SettingStore::remove_setting(const std::string& key) {
     return guarded([&]() -> common::Status {
         Statement(db(), "DELETE FROM settings WHERE key = ?").bind(1, key).run();
         return {};

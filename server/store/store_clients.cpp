@@ -40,11 +40,11 @@ std::string new_client_id() {
 
 }  // namespace
 
-common::Result<std::optional<ClientRecord>> Store::register_client(const std::string& public_key,
-                                                                   const std::string& name,
-                                                                   const std::string& client_version,
-                                                                   const std::string& address, std::int64_t now,
-                                                                   RegistrationLimit limit) {
+common::Result<std::optional<ClientRecord>> ClientStore::register_client(const std::string& public_key,
+                                                                         const std::string& name,
+                                                                         const std::string& client_version,
+                                                                         const std::string& address, std::int64_t now,
+                                                                         RegistrationLimit limit) {
     return guarded([&]() -> common::Result<std::optional<ClientRecord>> {
         Transaction transaction(db());
         Statement existing(db(), std::string("SELECT ") + kClientColumns + " FROM clients WHERE public_key = ?");
@@ -89,7 +89,7 @@ common::Result<std::optional<ClientRecord>> Store::register_client(const std::st
     });
 }
 
-common::Result<std::optional<ClientRecord>> Store::client(const std::string& id) {
+common::Result<std::optional<ClientRecord>> ClientStore::client(const std::string& id) {
     return reading([&]() -> common::Result<std::optional<ClientRecord>> {
         Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients WHERE id = ?");
         query.bind(1, id);
@@ -98,8 +98,8 @@ common::Result<std::optional<ClientRecord>> Store::client(const std::string& id)
     });
 }
 
-common::Status Store::note_client_seen(const std::string& id, const std::string& device, double samples_per_s,
-                                       std::int64_t now) {
+common::Status ClientStore::note_client_seen(const std::string& id, const std::string& device, double samples_per_s,
+                                             std::int64_t now) {
     return guarded([&]() -> common::Status {
         Statement(db(), "UPDATE clients SET last_seen = ?, device = ?, samples_per_s = ? WHERE id = ?")
             .bind(1, now)
@@ -111,8 +111,8 @@ common::Status Store::note_client_seen(const std::string& id, const std::string&
     });
 }
 
-common::Result<bool> Store::claim_nonce(const std::string& client_id, const std::string& nonce, std::int64_t now,
-                                        std::int64_t window_s) {
+common::Result<bool> ClientStore::claim_nonce(const std::string& client_id, const std::string& nonce, std::int64_t now,
+                                              std::int64_t window_s) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (now - nonces_pruned_at_ >= window_s) {
@@ -127,7 +127,7 @@ common::Result<bool> Store::claim_nonce(const std::string& client_id, const std:
     });
 }
 
-common::Status Store::set_client_banned(const std::string& id, bool banned, std::int64_t now) {
+common::Status ClientStore::set_client_banned(const std::string& id, bool banned, std::int64_t now) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db());
         Statement(db(), "UPDATE clients SET banned = ? WHERE id = ?").bind(1, banned ? 1 : 0).bind(2, id).run();
@@ -138,7 +138,7 @@ common::Status Store::set_client_banned(const std::string& id, bool banned, std:
     });
 }
 
-common::Result<std::int64_t> Store::registrations_from(const std::string& address, std::int64_t since) {
+common::Result<std::int64_t> ClientStore::registrations_from(const std::string& address, std::int64_t since) {
     return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(), "SELECT COUNT(*) FROM clients WHERE address = ? AND registered_at >= ?");
         query.bind(1, address).bind(2, since).step();
@@ -146,7 +146,7 @@ common::Result<std::int64_t> Store::registrations_from(const std::string& addres
     });
 }
 
-common::Result<std::int64_t> Store::rejections_since(const std::string& client_id, std::int64_t since) {
+common::Result<std::int64_t> ClientStore::rejections_since(const std::string& client_id, std::int64_t since) {
     return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(),
                         "SELECT COUNT(*) FROM rejections WHERE client_id = ? AND at >= ? "
@@ -156,8 +156,8 @@ common::Result<std::int64_t> Store::rejections_since(const std::string& client_i
     });
 }
 
-common::Result<bool> Store::set_client_quarantined(const std::string& id, bool quarantined, const std::string& why,
-                                                   std::int64_t now) {
+common::Result<bool> ClientStore::set_client_quarantined(const std::string& id, bool quarantined,
+                                                         const std::string& why, std::int64_t now) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         // Entering quarantine starts a new streak: only valid results from now on lift it.
@@ -177,7 +177,7 @@ common::Result<bool> Store::set_client_quarantined(const std::string& id, bool q
     });
 }
 
-common::Result<std::vector<ClientRecord>> Store::clients() {
+common::Result<std::vector<ClientRecord>> ClientStore::clients() {
     return reading([&]() -> common::Result<std::vector<ClientRecord>> {
         Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients ORDER BY credit DESC, id");
         std::vector<ClientRecord> rows;

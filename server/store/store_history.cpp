@@ -20,7 +20,7 @@ std::string count_where(const std::string& condition) {
 
 }  // namespace
 
-common::Result<std::int64_t> Store::last_event_id() {
+common::Result<std::int64_t> HistoryStore::last_event_id() {
     return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(), "SELECT COALESCE(MAX(id), 0) FROM events");
         query.step();
@@ -28,8 +28,8 @@ common::Result<std::int64_t> Store::last_event_id() {
     });
 }
 
-common::Result<std::vector<HistoryBucket>> Store::history(const std::string& task_id, std::int64_t since,
-                                                          std::int64_t bucket_s) {
+common::Result<std::vector<HistoryBucket>> HistoryStore::history(const std::string& task_id, std::int64_t since,
+                                                                 std::int64_t bucket_s) {
     return reading([&]() -> common::Result<std::vector<HistoryBucket>> {
         std::map<std::int64_t, HistoryBucket> buckets;
         auto dialect = db().dialect();
@@ -62,7 +62,7 @@ common::Result<std::vector<HistoryBucket>> Store::history(const std::string& tas
     });
 }
 
-common::Result<ActivityTotals> Store::activity_since(const std::string& task_id, std::int64_t since) {
+common::Result<ActivityTotals> HistoryStore::activity_since(const std::string& task_id, std::int64_t since) {
     return reading([&]() -> common::Result<ActivityTotals> {
         Statement query(db(), "SELECT " + count_where("a.state IN ('accepted', 'merged')") + ", " +
                                   merged_samples(db().dialect()) + " " + kTaskResults + "AND a.returned_at >= ?");
@@ -72,7 +72,7 @@ common::Result<ActivityTotals> Store::activity_since(const std::string& task_id,
     });
 }
 
-common::Result<RunProgress> Store::run_progress(const std::string& task_id, std::int64_t issued_since) {
+common::Result<RunProgress> HistoryStore::run_progress(const std::string& task_id, std::int64_t issued_since) {
     auto volunteers = task_volunteers(task_id, issued_since);
     if (!volunteers) return volunteers.error();
     return reading([&]() -> common::Result<RunProgress> {
@@ -89,7 +89,7 @@ common::Result<RunProgress> Store::run_progress(const std::string& task_id, std:
     });
 }
 
-common::Result<std::int64_t> Store::task_volunteers(const std::string& task_id, std::int64_t issued_since) {
+common::Result<std::int64_t> HistoryStore::task_volunteers(const std::string& task_id, std::int64_t issued_since) {
     return reading([&]() -> common::Result<std::int64_t> {
         Statement volunteers(db(), std::string("SELECT COUNT(DISTINCT a.client_id) ") + kTaskResults +
                                        "AND a.issued_at >= ?");
@@ -99,7 +99,7 @@ common::Result<std::int64_t> Store::task_volunteers(const std::string& task_id, 
     });
 }
 
-common::Result<std::map<std::int64_t, std::int64_t>> Store::staleness_counts(const std::string& task_id) {
+common::Result<std::map<std::int64_t, std::int64_t>> HistoryStore::staleness_counts(const std::string& task_id) {
     return reading([&]() -> common::Result<std::map<std::int64_t, std::int64_t>> {
         // A result merged into version v was added to the model at version v - 1: the
         // aggregator commits whatever its policy merged before it takes the next result.
@@ -112,7 +112,7 @@ common::Result<std::map<std::int64_t, std::int64_t>> Store::staleness_counts(con
     });
 }
 
-common::Result<std::map<std::string, std::int64_t>> Store::rejection_counts() {
+common::Result<std::map<std::string, std::int64_t>> HistoryStore::rejection_counts() {
     return reading([&]() -> common::Result<std::map<std::string, std::int64_t>> {
         Statement query(db(), "SELECT reason, COUNT(*) FROM rejections GROUP BY reason");
         std::map<std::string, std::int64_t> counts;

@@ -60,7 +60,7 @@ auto run_caught(F& body, bool& threw, bool& retry) -> decltype(body()) {
 // Runs `body` on a free connection of `pool`. A transaction that conflicted with another
 // (PostgreSQL) runs again, a few times.
 template <class F>
-auto Store::guarded_on(ConnectionPool& pool, F&& body) -> decltype(body()) {
+auto StoreCore::guarded_on(ConnectionPool& pool, F&& body) -> decltype(body()) {
     constexpr int kAttempts = 20;
     ConnectionLease lease(pool.acquire(), [&pool](Database* connection) { pool.release(connection); });
     for (int attempt = 1;; ++attempt) {
@@ -74,7 +74,7 @@ auto Store::guarded_on(ConnectionPool& pool, F&& body) -> decltype(body()) {
 
 // A writing call: on SQLite in the next group commit (group_commit.h), else on a free writer.
 template <class F>
-auto Store::guarded(F&& body) -> decltype(body()) {
+auto StoreCore::guarded(F&& body) -> decltype(body()) {
     if (!group_) return guarded_on(writers_, std::forward<F>(body));
     std::optional<decltype(body())> result;
     bool threw = false;

@@ -4,7 +4,7 @@
 
 namespace tessera::server {
 
-common::Result<bool> Store::claim_lease(const LeaseClaim& claim, std::int64_t now, std::int64_t expires_at) {
+common::Result<bool> LeaseStore::claim_lease(const LeaseClaim& claim, std::int64_t now, std::int64_t expires_at) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         Statement(db(),
@@ -22,7 +22,7 @@ common::Result<bool> Store::claim_lease(const LeaseClaim& claim, std::int64_t no
     });
 }
 
-common::Status Store::release_lease(const LeaseClaim& claim) {
+common::Status LeaseStore::release_lease(const LeaseClaim& claim) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db());
         Statement(db(), "DELETE FROM leases WHERE name = ? AND holder = ?").bind(1, claim.name).bind(2, claim.holder).run();
@@ -31,7 +31,7 @@ common::Status Store::release_lease(const LeaseClaim& claim) {
     });
 }
 
-common::Result<std::optional<LeaseRecord>> Store::lease(const std::string& name) {
+common::Result<std::optional<LeaseRecord>> LeaseStore::lease(const std::string& name) {
     return reading([&]() -> common::Result<std::optional<LeaseRecord>> {
         Statement row(db(), "SELECT name, holder, expires_at FROM leases WHERE name = ?");
         row.bind(1, name);

@@ -4,9 +4,9 @@
 
 namespace tessera::server {
 
-common::Result<bool> Store::record_return(const std::string& id, const std::string& delta_sha256,
-                                          std::int64_t delta_bytes, const std::string& metrics_json, std::int64_t now,
-                                          const ResultClaim& claim) {
+common::Result<bool> ResultStore::record_return(const std::string& id, const std::string& delta_sha256,
+                                                std::int64_t delta_bytes, const std::string& metrics_json,
+                                                std::int64_t now, const ResultClaim& claim) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (!transition(db(), id, "('in_progress')", "returned")) return false;
@@ -25,7 +25,7 @@ common::Result<bool> Store::record_return(const std::string& id, const std::stri
     });
 }
 
-common::Result<bool> Store::mark_validated(const std::string& id, const CheckFigures& figures, std::int64_t now) {
+common::Result<bool> ResultStore::mark_validated(const std::string& id, const CheckFigures& figures, std::int64_t now) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (!transition(db(), id, "('returned')", "validated")) return false;
@@ -44,8 +44,8 @@ common::Result<bool> Store::mark_validated(const std::string& id, const CheckFig
     });
 }
 
-common::Result<bool> Store::accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
-                                   std::int64_t now, std::int64_t concurrency) {
+common::Result<bool> ResultStore::accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
+                                         std::int64_t now, std::int64_t concurrency) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (!transition(db(), id, "('returned', 'validated')", merge ? "accepted" : "confirmed")) return false;
@@ -87,8 +87,8 @@ common::Result<bool> Store::accept(const std::string& id, const CheckFigures& fi
     });
 }
 
-common::Result<bool> Store::reject(const std::string& id, const std::string& reason, const std::string& detail,
-                                   std::int64_t now, std::int64_t max_failures, const CheckFigures& figures) {
+common::Result<bool> ResultStore::reject(const std::string& id, const std::string& reason, const std::string& detail,
+                                         std::int64_t now, std::int64_t max_failures, const CheckFigures& figures) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (!transition(db(), id, "('in_progress', 'returned', 'validated')", "rejected")) return false;
@@ -119,8 +119,8 @@ common::Result<bool> Store::reject(const std::string& id, const std::string& rea
     });
 }
 
-common::Result<std::vector<EndedAssignment>> Store::expire_overdue(const std::string& task_id, std::int64_t now,
-                                                                   std::int64_t max_failures) {
+common::Result<std::vector<EndedAssignment>> ResultStore::expire_overdue(const std::string& task_id, std::int64_t now,
+                                                                         std::int64_t max_failures) {
     return guarded([&]() -> common::Result<std::vector<EndedAssignment>> {
         Transaction transaction(db());
         Statement overdue(db(),
@@ -144,8 +144,8 @@ common::Result<std::vector<EndedAssignment>> Store::expire_overdue(const std::st
     });
 }
 
-common::Result<std::optional<EndedAssignment>> Store::abandon(const std::string& id, std::int64_t now,
-                                                              std::int64_t max_failures) {
+common::Result<std::optional<EndedAssignment>> ResultStore::abandon(const std::string& id, std::int64_t now,
+                                                                    std::int64_t max_failures) {
     return guarded([&]() -> common::Result<std::optional<EndedAssignment>> {
         Transaction transaction(db());
         if (!transition(db(), id, "('in_progress')", "abandoned")) return std::optional<EndedAssignment>();
@@ -157,9 +157,9 @@ common::Result<std::optional<EndedAssignment>> Store::abandon(const std::string&
     });
 }
 
-common::Result<std::vector<std::string>> Store::claim_returned(const ResultClaim& claim, std::int64_t now,
-                                                               std::size_t limit,
-                                                               const std::vector<std::string>& released) {
+common::Result<std::vector<std::string>> ResultStore::claim_returned(const ResultClaim& claim, std::int64_t now,
+                                                                     std::size_t limit,
+                                                                     const std::vector<std::string>& released) {
     return guarded([&]() -> common::Result<std::vector<std::string>> {
         // Read committed: the rows are locked and skipped, not compared for serializability,
         // so a claim never makes a concurrent upload or verdict fail as a conflict.
@@ -190,7 +190,7 @@ common::Result<std::vector<std::string>> Store::claim_returned(const ResultClaim
     });
 }
 
-common::Result<std::vector<std::string>> Store::result_claim_holders() {
+common::Result<std::vector<std::string>> ResultStore::result_claim_holders() {
     return reading([&]() -> common::Result<std::vector<std::string>> {
         Statement query(db(),
                         "SELECT DISTINCT claimed_by FROM assignments WHERE state = 'returned' AND claimed_by IS NOT "
@@ -201,7 +201,7 @@ common::Result<std::vector<std::string>> Store::result_claim_holders() {
     });
 }
 
-common::Result<std::int64_t> Store::release_result_claims(const std::string& holder) {
+common::Result<std::int64_t> ResultStore::release_result_claims(const std::string& holder) {
     return guarded([&]() -> common::Result<std::int64_t> {
         Transaction transaction(db());
         Statement(db(),
@@ -215,7 +215,7 @@ common::Result<std::int64_t> Store::release_result_claims(const std::string& hol
     });
 }
 
-common::Result<std::vector<AssignmentRecord>> Store::in_state(AssignmentState state) {
+common::Result<std::vector<AssignmentRecord>> ResultStore::in_state(AssignmentState state) {
     return reading([&]() -> common::Result<std::vector<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
@@ -227,7 +227,7 @@ common::Result<std::vector<AssignmentRecord>> Store::in_state(AssignmentState st
     });
 }
 
-common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std::string& task_id) {
+common::Result<std::vector<AssignmentRecord>> ResultStore::accepted_unmerged(const std::string& task_id) {
     return reading([&]() -> common::Result<std::vector<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
@@ -239,7 +239,7 @@ common::Result<std::vector<AssignmentRecord>> Store::accepted_unmerged(const std
     });
 }
 
-common::Result<std::vector<double>> Store::recent_norms_per_step(const std::string& task_id, int limit) {
+common::Result<std::vector<double>> ResultStore::recent_norms_per_step(const std::string& task_id, int limit) {
     return reading([&]() -> common::Result<std::vector<double>> {
         // Walks the acceptance index from the newest (on SQLite, CROSS JOIN and the unary + keep
         // its planner from scanning every accepted row of the task and sorting them).
@@ -259,8 +259,8 @@ common::Result<std::vector<double>> Store::recent_norms_per_step(const std::stri
     });
 }
 
-common::Result<std::vector<double>> Store::recent_gains_per_step(const std::string& task_id, int limit,
-                                                                 std::int64_t min_base_version) {
+common::Result<std::vector<double>> ResultStore::recent_gains_per_step(const std::string& task_id, int limit,
+                                                                       std::int64_t min_base_version) {
     return reading([&]() -> common::Result<std::vector<double>> {
         Statement query(db(),
                         "SELECT a.gain_per_step FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
@@ -273,7 +273,7 @@ common::Result<std::vector<double>> Store::recent_gains_per_step(const std::stri
     });
 }
 
-common::Status Store::set_replicas(const std::string& work_unit_id, std::int64_t replicas) {
+common::Status ResultStore::set_replicas(const std::string& work_unit_id, std::int64_t replicas) {
     return guarded([&]() -> common::Status {
         Statement(db(), "UPDATE work_units SET replicas = ? WHERE id = ?")
             .bind(1, replicas)
@@ -283,8 +283,8 @@ common::Status Store::set_replicas(const std::string& work_unit_id, std::int64_t
     });
 }
 
-common::Result<std::vector<AssignmentRecord>> Store::lonely_validated(const std::string& task_id, std::int64_t now,
-                                                                      std::int64_t wait_s) {
+common::Result<std::vector<AssignmentRecord>> ResultStore::lonely_validated(const std::string& task_id,
+                                                                            std::int64_t now, std::int64_t wait_s) {
     return reading([&]() -> common::Result<std::vector<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "

@@ -23,8 +23,8 @@ TaskRecord read_task(const Statement& row) {
 
 }  // namespace
 
-common::Status Store::create_task(const TaskRecord& task, const std::vector<ShardRecord>& shards,
-                                  const VersionRecord& version0) {
+common::Status TaskStore::create_task(const TaskRecord& task, const std::vector<ShardRecord>& shards,
+                                      const VersionRecord& version0) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db());
         Statement exists(db(), "SELECT 1 FROM tasks WHERE id = ?");
@@ -51,7 +51,7 @@ common::Status Store::create_task(const TaskRecord& task, const std::vector<Shar
     });
 }
 
-common::Result<std::optional<TaskRecord>> Store::current_task() {
+common::Result<std::optional<TaskRecord>> TaskStore::current_task() {
     return reading([&]() -> common::Result<std::optional<TaskRecord>> {
         Statement query(db(), std::string("SELECT ") + kTaskColumns +
                                   " FROM tasks WHERE state != 'finished' ORDER BY created_at DESC, rowid DESC LIMIT 1");
@@ -60,7 +60,7 @@ common::Result<std::optional<TaskRecord>> Store::current_task() {
     });
 }
 
-common::Result<std::optional<TaskRecord>> Store::task(const std::string& id) {
+common::Result<std::optional<TaskRecord>> TaskStore::task(const std::string& id) {
     return reading([&]() -> common::Result<std::optional<TaskRecord>> {
         Statement query(db(), std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?");
         query.bind(1, id);
@@ -69,7 +69,7 @@ common::Result<std::optional<TaskRecord>> Store::task(const std::string& id) {
     });
 }
 
-common::Result<std::vector<TaskRecord>> Store::tasks() {
+common::Result<std::vector<TaskRecord>> TaskStore::tasks() {
     return reading([&]() -> common::Result<std::vector<TaskRecord>> {
         Statement query(db(), std::string("SELECT ") + kTaskColumns + " FROM tasks ORDER BY created_at, rowid");
         std::vector<TaskRecord> rows;
@@ -78,7 +78,7 @@ common::Result<std::vector<TaskRecord>> Store::tasks() {
     });
 }
 
-common::Status Store::set_task_state(const std::string& id, TaskState state, std::int64_t now) {
+common::Status TaskStore::set_task_state(const std::string& id, TaskState state, std::int64_t now) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db());
         Statement(db(), "UPDATE tasks SET state = ? WHERE id = ?").bind(1, task_state_name(state)).bind(2, id).run();
@@ -89,7 +89,7 @@ common::Status Store::set_task_state(const std::string& id, TaskState state, std
     });
 }
 
-common::Status Store::set_task_weight(const std::string& id, double weight) {
+common::Status TaskStore::set_task_weight(const std::string& id, double weight) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db());
         Statement(db(), "UPDATE tasks SET weight = ? WHERE id = ?").bind(1, weight).bind(2, id).run();
@@ -99,7 +99,7 @@ common::Status Store::set_task_weight(const std::string& id, double weight) {
     });
 }
 
-common::Result<std::int64_t> Store::results_in_flight(const std::string& task_id) {
+common::Result<std::int64_t> TaskStore::results_in_flight(const std::string& task_id) {
     return reading([&]() -> common::Result<std::int64_t> {
         Statement query(db(),
                         "SELECT COUNT(*) FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
@@ -111,7 +111,7 @@ common::Result<std::int64_t> Store::results_in_flight(const std::string& task_id
 }
 
 // Another result returned in the same second counts as before: ids carry no order.
-common::Result<bool> Store::returned_before(const AssignmentRecord& a) {
+common::Result<bool> TaskStore::returned_before(const AssignmentRecord& a) {
     return reading([&]() -> common::Result<bool> {
         auto at = a.returned_at.value_or(std::numeric_limits<std::int64_t>::max());
         Statement query(db(),
@@ -122,7 +122,7 @@ common::Result<bool> Store::returned_before(const AssignmentRecord& a) {
     });
 }
 
-common::Result<std::vector<ShardRecord>> Store::shards(const std::string& task_id) {
+common::Result<std::vector<ShardRecord>> TaskStore::shards(const std::string& task_id) {
     return reading([&]() -> common::Result<std::vector<ShardRecord>> {
         Statement query(db(), "SELECT sha256, bytes, samples, uses FROM shards WHERE task_id = ? ORDER BY rowid");
         query.bind(1, task_id);

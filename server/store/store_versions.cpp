@@ -56,7 +56,7 @@ void insert_version(Database& db, const VersionRecord& v) {
         .run();
 }
 
-common::Result<std::optional<VersionRecord>> Store::version(const std::string& task_id, std::int64_t version) {
+common::Result<std::optional<VersionRecord>> VersionStore::version(const std::string& task_id, std::int64_t version) {
     return reading([&]() -> common::Result<std::optional<VersionRecord>> {
         Statement query(
             db(), std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? AND version = ?");
@@ -66,7 +66,7 @@ common::Result<std::optional<VersionRecord>> Store::version(const std::string& t
     });
 }
 
-common::Result<std::vector<VersionRecord>> Store::versions(const std::string& task_id) {
+common::Result<std::vector<VersionRecord>> VersionStore::versions(const std::string& task_id) {
     return reading([&]() -> common::Result<std::vector<VersionRecord>> {
         Statement query(
             db(), std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? ORDER BY version");
@@ -77,8 +77,8 @@ common::Result<std::vector<VersionRecord>> Store::versions(const std::string& ta
     });
 }
 
-common::Result<std::vector<VersionRecord>> Store::versions_between(const std::string& task_id, std::int64_t after,
-                                                                   std::int64_t through) {
+common::Result<std::vector<VersionRecord>> VersionStore::versions_between(const std::string& task_id,
+                                                                          std::int64_t after, std::int64_t through) {
     return reading([&]() -> common::Result<std::vector<VersionRecord>> {
         Statement query(db(), std::string("SELECT ") + kVersionColumns +
                                   " FROM model_versions WHERE task_id = ? AND version > ? AND version <= ? "
@@ -90,8 +90,8 @@ common::Result<std::vector<VersionRecord>> Store::versions_between(const std::st
     });
 }
 
-common::Result<std::optional<Store::BlobVersions>> Store::versions_of_blob(const std::string& task_id,
-                                                                           const std::string& sha256) {
+common::Result<std::optional<VersionStore::BlobVersions>> VersionStore::versions_of_blob(const std::string& task_id,
+                                                                                         const std::string& sha256) {
     return reading([&]() -> common::Result<std::optional<BlobVersions>> {
         Statement query(db(),
                         "SELECT MIN(version), MAX(version) FROM model_versions WHERE task_id = ? AND blob_sha256 = ?");
@@ -101,7 +101,7 @@ common::Result<std::optional<Store::BlobVersions>> Store::versions_of_blob(const
     });
 }
 
-common::Result<std::optional<std::pair<std::string, std::int64_t>>> Store::version_publishing(
+common::Result<std::optional<std::pair<std::string, std::int64_t>>> VersionStore::version_publishing(
     const std::string& sha256) {
     using Owner = std::optional<std::pair<std::string, std::int64_t>>;
     return reading([&]() -> common::Result<Owner> {
@@ -116,7 +116,8 @@ common::Result<std::optional<std::pair<std::string, std::int64_t>>> Store::versi
     });
 }
 
-common::Result<std::optional<VersionRecord>> Store::last_checkpoint(const std::string& task_id, std::int64_t at_most) {
+common::Result<std::optional<VersionRecord>> VersionStore::last_checkpoint(const std::string& task_id,
+                                                                           std::int64_t at_most) {
     return reading([&]() -> common::Result<std::optional<VersionRecord>> {
         Statement query(db(), std::string("SELECT ") + kVersionColumns +
                                   " FROM model_versions WHERE task_id = ? AND version <= ? AND checkpoint = 1 "
@@ -127,8 +128,9 @@ common::Result<std::optional<VersionRecord>> Store::last_checkpoint(const std::s
     });
 }
 
-common::Result<std::vector<Store::MergedResult>> Store::merged_between(const std::string& task_id, std::int64_t after,
-                                                                       std::int64_t through) {
+common::Result<std::vector<VersionStore::MergedResult>> VersionStore::merged_between(const std::string& task_id,
+                                                                                     std::int64_t after,
+                                                                                     std::int64_t through) {
     return reading([&]() -> common::Result<std::vector<MergedResult>> {
         Statement query(db(),
                         "SELECT a.id, a.merged_version FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
@@ -141,9 +143,9 @@ common::Result<std::vector<Store::MergedResult>> Store::merged_between(const std
     });
 }
 
-common::Status Store::set_checkpoint(const std::string& task_id, std::int64_t version,
-                                     const std::optional<std::string>& state_sha256,
-                                     const std::optional<std::string>& optimizer_sha256) {
+common::Status VersionStore::set_checkpoint(const std::string& task_id, std::int64_t version,
+                                            const std::optional<std::string>& state_sha256,
+                                            const std::optional<std::string>& optimizer_sha256) {
     return guarded([&]() -> common::Status {
         Statement(db(),
                   "UPDATE model_versions SET checkpoint = 1, state_sha256 = COALESCE(?, state_sha256), "
@@ -158,7 +160,7 @@ common::Status Store::set_checkpoint(const std::string& task_id, std::int64_t ve
     });
 }
 
-common::Result<Store::Retired> Store::retire_versions(const std::string& task_id, std::int64_t keep) {
+common::Result<VersionStore::Retired> VersionStore::retire_versions(const std::string& task_id, std::int64_t keep) {
     return guarded([&]() -> common::Result<Retired> {
         Transaction transaction(db());
         auto first_kept = [&](const std::string& sql, std::int64_t argument) -> std::optional<std::int64_t> {
@@ -212,7 +214,7 @@ common::Result<Store::Retired> Store::retire_versions(const std::string& task_id
     });
 }
 
-common::Result<bool> Store::set_pinned(const std::string& task_id, std::int64_t version, bool pinned) {
+common::Result<bool> VersionStore::set_pinned(const std::string& task_id, std::int64_t version, bool pinned) {
     return guarded([&]() -> common::Result<bool> {
         Statement(db(), "UPDATE model_versions SET pinned = ? WHERE task_id = ? AND version = ? AND checkpoint = 1")
             .bind(1, std::int64_t{pinned ? 1 : 0})
@@ -227,8 +229,8 @@ common::Result<bool> Store::set_pinned(const std::string& task_id, std::int64_t 
 // after the other, the second sees the first's version), and each result's update re-checks
 // its state. Serializable, its predicate locks over a whole batch of results would conflict
 // with every acceptance running beside it (docs/scaling.md).
-common::Status Store::commit_version(const VersionRecord& version, const std::vector<std::string>& merged,
-                                     const std::optional<LeaseClaim>& fence) {
+common::Status VersionStore::commit_version(const VersionRecord& version, const std::vector<std::string>& merged,
+                                            const std::optional<LeaseClaim>& fence) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db(), Isolation::ReadCommitted);
         bool postgres = db().dialect() == Dialect::Postgres;
@@ -270,8 +272,8 @@ common::Status Store::commit_version(const VersionRecord& version, const std::ve
     });
 }
 
-common::Status Store::set_validation_result(const std::string& task_id, std::int64_t version,
-                                            const ValidationResult& result) {
+common::Status VersionStore::set_validation_result(const std::string& task_id, std::int64_t version,
+                                                   const ValidationResult& result) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db());
         Statement(db(),

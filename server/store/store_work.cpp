@@ -109,8 +109,8 @@ WorkUnitRecord read_work_unit(const Statement& row) {
     return w;
 }
 
-common::Result<Store::Claim> Store::create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first,
-                                                     std::int64_t max_in_flight) {
+common::Result<WorkStore::Claim> WorkStore::create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first,
+                                                             std::int64_t max_in_flight) {
     return guarded([&]() -> common::Result<Claim> {
         Transaction transaction(db());
         if (units_in_progress(db(), first.client_id) >= max_in_flight) return Claim::Busy;
@@ -137,8 +137,9 @@ common::Result<Store::Claim> Store::create_work_unit(const WorkUnitRecord& unit,
     });
 }
 
-common::Result<Store::Claim> Store::add_assignment(const AssignmentRecord& assignment,
-                                                   std::optional<std::int64_t> rebase_to, std::int64_t max_in_flight) {
+common::Result<WorkStore::Claim> WorkStore::add_assignment(const AssignmentRecord& assignment,
+                                                           std::optional<std::int64_t> rebase_to,
+                                                           std::int64_t max_in_flight) {
     return guarded([&]() -> common::Result<Claim> {
         Transaction transaction(db());
         Statement unit(db(), "SELECT state, replicas FROM work_units WHERE id = ?");
@@ -164,8 +165,8 @@ common::Result<Store::Claim> Store::add_assignment(const AssignmentRecord& assig
     });
 }
 
-common::Result<std::vector<WorkUnitRecord>> Store::reissuable_work_units(const std::string& task_id,
-                                                                         const std::string& client_id) {
+common::Result<std::vector<WorkUnitRecord>> WorkStore::reissuable_work_units(const std::string& task_id,
+                                                                             const std::string& client_id) {
     return reading([&]() -> common::Result<std::vector<WorkUnitRecord>> {
         Statement query(
             db(), std::string("SELECT ") + kWorkUnitColumns +
@@ -182,11 +183,11 @@ common::Result<std::vector<WorkUnitRecord>> Store::reissuable_work_units(const s
     });
 }
 
-common::Result<std::int64_t> Store::in_flight(const std::string& client_id) {
+common::Result<std::int64_t> WorkStore::in_flight(const std::string& client_id) {
     return reading([&]() -> common::Result<std::int64_t> { return units_in_progress(db(), client_id); });
 }
 
-common::Result<std::vector<std::string>> Store::tasks_in_progress(const std::string& client_id) {
+common::Result<std::vector<std::string>> WorkStore::tasks_in_progress(const std::string& client_id) {
     return reading([&]() -> common::Result<std::vector<std::string>> {
         Statement query(db(),
                         "SELECT DISTINCT w.task_id FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
@@ -198,7 +199,7 @@ common::Result<std::vector<std::string>> Store::tasks_in_progress(const std::str
     });
 }
 
-common::Result<std::int64_t> Store::live_assignments(const std::string& work_unit_id) {
+common::Result<std::int64_t> WorkStore::live_assignments(const std::string& work_unit_id) {
     return reading([&]() -> common::Result<std::int64_t> {
         Statement query(
             db(), std::string("SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN ") + kLiveStates);
@@ -207,7 +208,7 @@ common::Result<std::int64_t> Store::live_assignments(const std::string& work_uni
     });
 }
 
-common::Result<std::optional<AssignmentRecord>> Store::assignment(const std::string& id) {
+common::Result<std::optional<AssignmentRecord>> WorkStore::assignment(const std::string& id) {
     return reading([&]() -> common::Result<std::optional<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id WHERE a.id = ?");
@@ -217,7 +218,7 @@ common::Result<std::optional<AssignmentRecord>> Store::assignment(const std::str
     });
 }
 
-common::Result<std::optional<WorkUnitRecord>> Store::work_unit(const std::string& id) {
+common::Result<std::optional<WorkUnitRecord>> WorkStore::work_unit(const std::string& id) {
     return reading([&]() -> common::Result<std::optional<WorkUnitRecord>> {
         Statement query(db(), std::string("SELECT ") + kWorkUnitColumns + " FROM work_units WHERE id = ?");
         query.bind(1, id);
@@ -226,7 +227,7 @@ common::Result<std::optional<WorkUnitRecord>> Store::work_unit(const std::string
     });
 }
 
-common::Result<std::vector<AssignmentRecord>> Store::assignments_of(const std::string& work_unit_id) {
+common::Result<std::vector<AssignmentRecord>> WorkStore::assignments_of(const std::string& work_unit_id) {
     return reading([&]() -> common::Result<std::vector<AssignmentRecord>> {
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "

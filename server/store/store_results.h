@@ -1,0 +1,94 @@
+// The store's results after their upload: their lifecycle, their validation claims, and the
+// figures of past results the contribution checks compare with (store_results.cpp,
+// store_checks.cpp). One part of Store (store.h): a component given only this part sees only
+// these calls.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "records.h"
+#include "result.h"
+#include "store_core.h"
+
+namespace tessera::server {
+
+// Why an assignment left in_progress without a result: its deadline passed or its volunteer
+// gave it up.
+struct EndedAssignment {
+    std::string assignment_id;
+    std::string work_unit_id;
+    bool work_unit_retired = false;
+};
+
+class ResultStore : protected virtual StoreCore {
+public:
+    // Lifecycle transitions. Each returns false (or an empty list) when the assignment was
+    // not in the state the transition starts from.
+    // `claim`: the process that will validate the result (none: the first that claims it).
+    common::Result<bool> record_return(const std::string& id, const std::string& delta_sha256, std::int64_t delta_bytes,
+                                       const std::string& metrics_json, std::int64_t now,
+                                       const ResultClaim& claim = {});
+    // Claims up to `limit` returned results for `claim`, oldest first: those nobody holds, those
+    // whose claim lapsed by `now`, and those of the `released` holders (processes known to be
+    // gone). Two processes never claim the same result (on PostgreSQL the rows are locked and
+    // skipped by a concurrent claim). Returns their ids.
+    common::Result<std::vector<std::string>> claim_returned(const ResultClaim& claim, std::int64_t now,
+                                                            std::size_t limit,
+                                                            const std::vector<std::string>& released = {});
+    // The processes that hold claims on returned results.
+    common::Result<std::vector<std::string>> result_claim_holders();
+    // Gives up `holder`'s claims on results still returned; returns how many.
+    common::Result<std::int64_t> release_result_claims(const std::string& holder);
+    common::Result<bool> mark_validated(const std::string& id, const CheckFigures& figures, std::int64_t now);
+    // Accepted results are merged (`merge`) or confirm a twin that is (state confirmed).
+    // Grants credit, extends the volunteer's valid streak, closes the unit when it has
+    // enough accepted replicas. `concurrency`: the task's volunteers now, stored with it.
+    common::Result<bool> accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
+                                std::int64_t now, std::int64_t concurrency = 1);
+    // `figures`: the gain per step and alignment the checks measured before refusing (the
+    // norm is not kept for refused results).
+    common::Result<bool> reject(const std::string& id, const std::string& reason, const std::string& detail,
+                                std::int64_t now, std::int64_t max_failures, const CheckFigures& figures = {});
+    // The task's in-progress assignments past their deadline time out.
+    common::Result<std::vector<EndedAssignment>> expire_overdue(const std::string& task_id, std::int64_t now,
+                                                                std::int64_t max_failures);
+    common::Result<std::optional<EndedAssignment>> abandon(const std::string& id, std::int64_t now,
+                                                           std::int64_t max_failures);
+
+    // What the validator and aggregator resume with after a restart.
+    common::Result<std::vector<AssignmentRecord>> in_state(AssignmentState state);
+    common::Result<std::vector<AssignmentRecord>> accepted_unmerged(const std::string& task_id);
+    // ‖Δ‖ / local steps of the most recent accepted results (units differ in length).
+    common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit);
+    // Gains per step of the most recent results given the proof of training, accepted or not
+    // (so the margin follows the model as honest gains shrink), newest first; only those of
+    // units based on `min_base_version` or later.
+    common::Result<std::vector<double>> recent_gains_per_step(const std::string& task_id, int limit,
+                                                              std::int64_t min_base_version = 0);
+    // What the stall guard judges a check by (store_checks.cpp): when the task last merged a
+    // result, and the refusals on `reason` since then.
+    common::Result<StallFigures> stall_figures(const std::string& task_id, const std::string& reason);
+    // Alignments (cosines with the consensus) of the most recent results that passed the
+    // checks, newest first: what honest results show now (refused ones are left out, so that
+    // refused noise cannot lower the bar).
+    common::Result<std::vector<double>> recent_alignments(const std::string& task_id, int limit);
+    // Results of the task accepted for merging (accepted or merged) that returned at `since` or later.
+    common::Result<std::int64_t> merges_since(const std::string& task_id, std::int64_t since);
+    // How many results a replicated unit needs (a tie-break raises it; a settled quorum sets it
+    // to the results accepted, so the unit is done).
+    common::Status set_replicas(const std::string& work_unit_id, std::int64_t replicas);
+    // Validated results whose twin has not come back within `wait_s` and is not in progress.
+    common::Result<std::vector<AssignmentRecord>> lonely_validated(const std::string& task_id, std::int64_t now,
+                                                                   std::int64_t wait_s);
+
+protected:
+    ResultStore() = default;
+};
+
+}  // namespace tessera::server

@@ -1,0 +1,49 @@
+// The store's work units and their assignments (store_work.cpp). One part of Store (store.h): a
+// component given only this part sees only these calls.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "records.h"
+#include "result.h"
+#include "store_core.h"
+
+namespace tessera::server {
+
+class WorkStore : protected virtual StoreCore {
+public:
+    // Work units and assignments. An assignment is a claim, decided in its own transaction, so
+    // that concurrent requests (threads or processes) need no lock around the scheduler: it is
+    // made only while its volunteer holds fewer than `max_in_flight` units in progress (Busy
+    // otherwise) and, for an existing unit, while the unit is open with a free replica slot
+    // (Taken otherwise: another request gave it out since the scheduler found it free).
+    enum class Claim { Made, Taken, Busy };
+    common::Result<Claim> create_work_unit(const WorkUnitRecord& unit, const AssignmentRecord& first,
+                                           std::int64_t max_in_flight = kNoInFlightLimit);
+    // A further assignment of an open unit; `rebase_to` moves an unreplicated unit with no
+    // live assignment onto a newer model version first.
+    common::Result<Claim> add_assignment(const AssignmentRecord& assignment, std::optional<std::int64_t> rebase_to,
+                                         std::int64_t max_in_flight = kNoInFlightLimit);
+    static constexpr std::int64_t kNoInFlightLimit = std::int64_t{1} << 62;
+    // Open units with fewer live assignments than replicas that `client_id` has not held.
+    common::Result<std::vector<WorkUnitRecord>> reissuable_work_units(const std::string& task_id,
+                                                                      const std::string& client_id);
+    common::Result<std::int64_t> in_flight(const std::string& client_id);
+    // The tasks of a volunteer's units in progress (each once).
+    common::Result<std::vector<std::string>> tasks_in_progress(const std::string& client_id);
+    common::Result<std::optional<AssignmentRecord>> assignment(const std::string& id);
+    common::Result<std::optional<WorkUnitRecord>> work_unit(const std::string& id);
+    common::Result<std::vector<AssignmentRecord>> assignments_of(const std::string& work_unit_id);
+    common::Result<std::int64_t> live_assignments(const std::string& work_unit_id);
+
+protected:
+    WorkStore() = default;
+};
+
+}  // namespace tessera::server
