@@ -228,7 +228,7 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
                                    std::chrono::milliseconds(p.options.validation_poll_ms)};
     p.validation =
         std::make_unique<ValidationStage>(*p.store, *p.validator, p.executor, p.options.clock, std::move(claims));
-    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.validator, p.options.clock);
+    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.store, *p.validator, p.options.clock);
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.options.clock, p.options.blob_base_url,
                                               p.options.seed ? seed + 1 : std::uint64_t{std::random_device{}()},
                                               [raw](const std::string& id) { return raw->tasks->find(id) != nullptr; });

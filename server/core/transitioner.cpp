@@ -9,13 +9,13 @@ common::Status Transitioner::tick_task(const TaskRecord& record, std::int64_t no
     auto task = task_view(record);
     if (!task) return task.error();
     const auto& config = task->config;
-    auto ended = store_.expire_overdue(record.id, now, config.max_failures);
+    auto ended = results_.expire_overdue(record.id, now, config.max_failures);
     if (!ended) return ended.error();
     for (const auto& e : *ended) {
         ++report.timed_out;
         if (e.work_unit_retired) ++report.retired;
     }
-    auto lonely = store_.lonely_validated(record.id, now, config.deadline_s);
+    auto lonely = results_.lonely_validated(record.id, now, config.deadline_s);
     if (!lonely) return lonely.error();
     for (const auto& a : *lonely) {
         if (auto status = validator_.accept_alone(a); !status) return status.error();
@@ -29,7 +29,7 @@ common::Status Transitioner::note_liveness(const TaskRecord& record, std::int64_
         stalled_.erase(record.id);
         return {};
     }
-    auto liveness = task_liveness(store_, record.id, now);
+    auto liveness = task_liveness(results_, record.id, now);
     if (!liveness) return liveness.error();
     bool known = stalled_.count(record.id) > 0;
     if (liveness->stalled && !known) {
@@ -44,7 +44,7 @@ common::Status Transitioner::note_liveness(const TaskRecord& record, std::int64_
 
 common::Result<TickReport> Transitioner::tick() {
     TickReport report;
-    auto tasks = store_.tasks();
+    auto tasks = tasks_.tasks();
     if (!tasks) return tasks.error();
     auto now = clock_();
     // Every task, finished ones included: units issued before a task finished still time out.

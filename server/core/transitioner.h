@@ -29,15 +29,17 @@ struct TickReport {
 
 class Transitioner {
 public:
-    Transitioner(Store& store, Validator& validator, Clock clock)
-        : store_(store), validator_(validator), clock_(std::move(clock)) {}
+    // The tasks it walks and the results it moves: the store's two parts it uses.
+    Transitioner(TaskStore& tasks, ResultStore& results, Validator& validator, Clock clock)
+        : tasks_(tasks), results_(results), validator_(validator), clock_(std::move(clock)) {}
     common::Result<TickReport> tick();
 
 private:
     common::Status tick_task(const TaskRecord& record, std::int64_t now, TickReport& report);
     common::Status note_liveness(const TaskRecord& record, std::int64_t now, TickReport& report);
 
-    Store& store_;
+    TaskStore& tasks_;
+    ResultStore& results_;
     Validator& validator_;
     Clock clock_;
     std::set<std::string> stalled_;  // tasks reported as merging nothing
