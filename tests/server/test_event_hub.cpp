@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "event_hub.h"
+#include "store.h"
 #include "io_thread.h"
 #include "temp_dir.h"
 
