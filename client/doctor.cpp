@@ -11,6 +11,7 @@
 #include <fstream>
 #include <vector>
 
+#include "bytes.h"
 #include "client_state.h"
 #include "ed25519.h"
 #include "http_client.h"
@@ -25,7 +26,7 @@ namespace {
 
 std::string gib(std::int64_t bytes) {
     char text[32];
-    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / double(1 << 30));
+    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / double(common::kGiB));
     return text;
 }
 
@@ -139,7 +140,7 @@ void check_state_directory(Report& report, const VolunteerOptions& options) {
     if (statvfs(where.c_str(), &disk) == 0) {
         auto free_bytes = static_cast<std::int64_t>(disk.f_bavail) * static_cast<std::int64_t>(disk.f_frsize);
         auto quota = static_cast<std::int64_t>(options.cache_quota_bytes);
-        if (free_bytes < (std::int64_t{1} << 30))
+        if (free_bytes < common::kGiB)
             report.fail(gib(free_bytes) + " free on " + where.string(), "free some disk: a unit needs its model and data");
         else if (free_bytes < quota)
             report.warn(gib(free_bytes) + " free on " + where.string() + ", below the cache quota (" + gib(quota) + ")",

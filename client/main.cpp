@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "allocator_tuning.h"
+#include "bytes.h"
 #include "doctor.h"
 #include "local_control.h"
 #include "options_with_config.h"
@@ -205,7 +206,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     volunteer.max_gpu_memory_gb = args["max-gpu-mem"].as<double>();
     auto quota_gb = args["cache-quota"].as<double>();
     if (!(quota_gb >= 0 && quota_gb <= 1e6)) return usage_error("--cache-quota must be between 0 and 1000000 GB");
-    volunteer.cache_quota_bytes = static_cast<std::uint64_t>(quota_gb * (1 << 30));
+    volunteer.cache_quota_bytes = static_cast<std::uint64_t>(quota_gb * double(tessera::common::kGiB));
     volunteer.once = args.count("once") > 0;
     volunteer.name = args["name"].as<std::string>();
     volunteer.quiet = args.count("quiet") > 0;

@@ -20,9 +20,12 @@ struct RetryPolicy {
     std::chrono::milliseconds cap = kBackoffCap;
 };
 
-// Sleeps `duration` in 100 ms steps; false (at once) when `stopping()` is or turns true.
+// How often a wait looks whether it should stop (a stop, a pause or its end is seen this late).
+constexpr std::chrono::milliseconds kStopCheckStep{100};
+
+// Sleeps `duration` in kStopCheckStep steps; false (at once) when `stopping()` is or turns true.
 inline bool sleep_unless_stopping(std::chrono::milliseconds duration, const std::function<bool()>& stopping) {
-    constexpr auto kStep = std::chrono::milliseconds(100);
+    constexpr auto kStep = kStopCheckStep;
     for (auto slept = std::chrono::milliseconds(0);; slept += kStep) {
         if (stopping()) return false;
         if (slept >= duration) return true;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "retry.h"
+
 namespace tessera::client {
 
 TurnTable::TurnTable(std::vector<double> shares, std::chrono::seconds max_saved)
@@ -44,7 +46,7 @@ bool TurnTable::wait_for_turn(std::unique_lock<std::mutex>& lock, std::size_t in
             return false;
         }
         if (!holder_ && next_in_line() == index) break;
-        wake_.wait_for(lock, std::chrono::milliseconds(100));  // wakes on end(), or to look at stopping()
+        wake_.wait_for(lock, kStopCheckStep);  // wakes on end(), or to look at stopping()
     }
     waiting_[index] = false;
     holder_ = index;

@@ -16,6 +16,7 @@
 #include "retry.h"
 #include "machine_sensors.h"
 #include "volunteer_status.h"
+#include "bytes.h"
 
 namespace tessera::common {
 class Logger;
@@ -29,7 +30,7 @@ struct VolunteerOptions {
     std::string device = "auto";
     int threads = 0;
     double max_gpu_memory_gb = 0;
-    std::uint64_t cache_quota_bytes = std::uint64_t{4} << 30;
+    std::uint64_t cache_quota_bytes = 4 * common::kGiB;
     bool once = false;  // stop after one work unit
     std::string name = "volunteer";
     bool quiet = false;

@@ -9,6 +9,7 @@
 #include "model_patcher.h"
 #include "progress_bar.h"
 #include "result_upload.h"
+#include "retry.h"
 #include "sha256.h"
 #include "signed_envelope.h"
 #include "text_encoding.h"
@@ -285,7 +286,7 @@ bool Volunteer::wait_while_paused(const HeartbeatSender& heartbeat, std::int64_t
             in_time = false;
             break;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::this_thread::sleep_for(kStopCheckStep);
     }
     clock.waited += std::chrono::steady_clock::now() - began;
     status_.set_phase("training");

@@ -1,4 +1,4 @@
-// Byte buffers and views shared by the codecs: owned Bytes, borrowed ByteView.
+// Byte buffers and views shared by the codecs (owned Bytes, borrowed ByteView), and sizes.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,10 @@
 #include <vector>
 
 namespace tessera::common {
+
+// Sizes in bytes.
+inline constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+inline constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 
 using Bytes = std::vector<std::uint8_t>;
 using ByteView = std::span<const std::uint8_t>;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "bytes.h"
 #include "text_encoding.h"
 
 namespace tessera::common {
@@ -49,7 +50,7 @@ Result<std::string> sha256_file_hex(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return make_error("cannot open " + path.string() + " for hashing");
     Sha256 hasher;
-    std::vector<char> buffer(1 << 20);
+    std::vector<char> buffer(kMiB);
     while (in) {
         in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
         hasher.update(as_bytes(std::string_view(buffer.data(), static_cast<std::size_t>(in.gcount()))));

@@ -1,13 +1,14 @@
 // Signed envelopes: domain-separated Ed25519 over the payload bytes.
 #include "signed_envelope.h"
 
+#include "bytes.h"
 #include "json_strict.h"
 #include "text_encoding.h"
 
 namespace tessera::common {
 namespace {
 
-constexpr std::size_t kMaxPayloadBase64 = 1 << 20;
+constexpr std::size_t kMaxPayloadBase64 = kMiB;
 
 std::string signed_message(std::string_view purpose, std::string_view payload) {
     std::string message = "tessera/v1/";

@@ -130,8 +130,9 @@ common::Result<std::shared_ptr<TaskRuntime>> start_task(ServerCore::Parts& p, co
         auto model = raw->models->get(task_id, version);
         if (model) raw->copies.note_model(task_id, version, **model);
     };
-    runtime->aggregator = std::make_unique<AggregatorElection>(*p.store, p.options.clock, std::move(make_aggregator),
-                                                               std::move(election), std::move(follow));
+    runtime->aggregator =
+        std::make_unique<AggregatorElection>(*p.store, *p.store, *p.store, p.options.clock, std::move(make_aggregator),
+                                             std::move(election), std::move(follow));
     p.probe_pools.add(id, runtime->probes);
     if (auto status = runtime->aggregator->start(id); !status) {
         p.probe_pools.remove(id);
@@ -210,7 +211,7 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
     if (auto status = open_state(p, files); !status) return status.error();
     p.blobs = std::make_unique<BlobStore>(p.options.state.blobs(), files);
     p.results = std::make_unique<ResultFiles>(p.options.state, files);
-    p.published = std::make_unique<PublishedModels>(*p.store, *p.blobs);
+    p.published = std::make_unique<PublishedModels>(*p.store, *p.store, *p.blobs);
     p.models = std::make_unique<ModelCache>(*p.published);
     p.work = std::make_unique<WorkPool>(p.options.work_threads);
     p.executor = p.work->executor();
@@ -228,11 +229,12 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
                                    std::chrono::milliseconds(p.options.validation_poll_ms)};
     p.validation =
         std::make_unique<ValidationStage>(*p.store, *p.validator, p.executor, p.options.clock, std::move(claims));
-    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.store, *p.validator, p.options.clock);
+    p.transitioner = std::make_unique<Transitioner>(*p.store, *p.store, *p.validator, p.options.clock, p.process_name);
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.options.clock, p.options.blob_base_url,
                                               p.options.seed ? seed + 1 : std::uint64_t{std::random_device{}()},
                                               [raw](const std::string& id) { return raw->tasks->find(id) != nullptr; });
-    p.intake = std::make_unique<ResultIntake>(*p.store, *p.results, p.delta_caps, p.options.clock, *p.validation);
+    p.intake = std::make_unique<ResultIntake>(*p.store, *p.store, *p.store, *p.results, p.delta_caps, p.options.clock,
+                                              *p.validation);
     return std::unique_ptr<ServerCore>(new ServerCore(std::move(parts)));
 }
 

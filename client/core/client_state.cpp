@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include "bytes.h"
 #include "file_io.h"
 #include "json_strict.h"
 #include "protocol.h"
@@ -64,7 +65,7 @@ common::Result<std::optional<CurrentWork>> ClientState::load_current() const {
     if (!json) return json.error();
     if (!*json) return std::optional<CurrentWork>();
     common::JsonObjectReader reader(**json, "current");
-    CurrentWork work{reader.string("envelope", 1, 1 << 20), reader.string("wu_id", 1, common::kMaxIdentifier),
+    CurrentWork work{reader.string("envelope", 1, common::kMiB), reader.string("wu_id", 1, common::kMaxIdentifier),
                      reader.one_of("phase", {"training", "uploading"})};
     if (auto status = reader.finish(); !status) return status.error();
     return std::optional<CurrentWork>(work);

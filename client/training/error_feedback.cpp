@@ -1,6 +1,7 @@
 // The volunteer's error-feedback residual: its file, and the arithmetic around one encoding.
 #include "error_feedback.h"
 
+#include "bytes.h"
 #include "file_io.h"
 #include "state_file.h"
 
@@ -12,7 +13,7 @@ constexpr std::string_view kFormat = "tessera.error_feedback";
 }  // namespace
 
 common::Result<ErrorFeedback> load_error_feedback(const std::filesystem::path& file) {
-    auto read = read_state_file(file, kFormat, std::uint64_t{16} << 30, "an error-feedback file");
+    auto read = read_state_file(file, kFormat, 16 * common::kGiB, "an error-feedback file");
     if (!read) return read.error();
     if (!*read) return ErrorFeedback{};
     const auto& metadata = (*read)->metadata;

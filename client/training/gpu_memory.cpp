@@ -1,3 +1,4 @@
+#include "bytes.h"
 #include "gpu_memory.h"
 
 #include <algorithm>
@@ -16,7 +17,7 @@ common::Status limit_gpu_memory(const c10::Device& device, double gigabytes) {
     std::size_t free_bytes = 0, total_bytes = 0;
     if (cudaSetDevice(index) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
         return common::make_error("cannot read the memory of " + device.str());
-    double fraction = std::min(1.0, gigabytes * double(1 << 30) / double(total_bytes));
+    double fraction = std::min(1.0, gigabytes * double(common::kGiB) / double(total_bytes));
     c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, index);
     return {};
 #else

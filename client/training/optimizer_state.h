@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "bytes.h"
 #include "delta_codec.h"
 #include "result.h"
 
@@ -17,7 +18,7 @@ namespace tessera::client {
 
 // 8 bytes per parameter; a model whose moments would exceed this is trained with fresh ones
 // (dit-b's are 718 MB).
-constexpr std::uint64_t kMaxOptimizerStateBytes = std::uint64_t{2} << 30;
+constexpr std::uint64_t kMaxOptimizerStateBytes = 2 * common::kGiB;
 
 struct KeptOptimizerState {
     std::string task_id;  // the task and model preset the moments belong to

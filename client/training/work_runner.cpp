@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "bytes.h"
 #include "file_io.h"
 #include "safetensors.h"
 #include "torch/device_delta.h"
@@ -193,7 +194,7 @@ std::string describe_device(const std::string& device, int threads) {
     auto info = probe_device(device, threads);
     if (!info) return device + " (" + info.message() + ")";
     char memory[32];
-    std::snprintf(memory, sizeof memory, "%.1f GiB", static_cast<double>(info->memory_bytes) / double(1 << 30));
+    std::snprintf(memory, sizeof memory, "%.1f GiB", static_cast<double>(info->memory_bytes) / double(common::kGiB));
     if (info->kind == "cpu") return "cpu (" + std::to_string(info->threads) + " threads, " + memory + ")";
     auto parsed = common::parse_device(device);
     return parsed->str() + " (" + info->name + ", " + (info->memory_bytes > 0 ? memory : "memory unknown") + ")";

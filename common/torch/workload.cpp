@@ -167,7 +167,7 @@ Result<std::unique_ptr<Workload>> make_workload(std::string_view name, const Dat
     std::lock_guard lock(global_rng);
     torch::manual_seed(seed);
     if (preset->kind == ModelKind::Cnn) {
-        if (shape.channels != 1 || shape.size != 28 || shape.num_classes != 10)
+        if (shape.channels != 1 || shape.size != CnnImpl::kImageSide || shape.num_classes != CnnImpl::kClasses)
             return make_error("preset cnn needs 1×28×28 pixel shards with 10 classes");
         return std::unique_ptr<Workload>(std::make_unique<CnnWorkload>(*preset));
     }

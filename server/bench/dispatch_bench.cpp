@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 
+#include "bytes.h"
 #include "checkpoint.h"
 #include "command_line.h"
 #include "database.h"
@@ -61,7 +62,7 @@ common::Result<common::Bytes> made_up_delta(server::Store& store, const server::
     if (!task || !*task) return common::make_error("no task");
     auto versions = store.versions((*task)->id);
     if (!versions) return versions.error();
-    auto bytes = common::read_file(state.blobs() / versions->at(0).blob_sha256, std::uint64_t{4} << 30);
+    auto bytes = common::read_file(state.blobs() / versions->at(0).blob_sha256, 4 * common::kGiB);
     if (!bytes) return bytes.error();
     auto model = common::read_checkpoint(*bytes);
     if (!model) return model.error();
@@ -78,7 +79,7 @@ common::Result<common::Bytes> made_up_delta(server::Store& store, const server::
 void one_unit(Volunteer& v, const common::Bytes& delta, ThreadTally& tally) {
     common::WorkRequest request;
     request.client_id = v.api->client_id();
-    request.device = {"cpu", "dispatch bench", std::int64_t{8} << 30, 1};
+    request.device = {"cpu", "dispatch bench", 8 * common::kGiB, 1};
     request.samples_per_s = 1000;
     auto started = Clock::now();
     auto response = v.api->request_work(request);

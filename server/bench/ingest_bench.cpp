@@ -11,6 +11,7 @@
 #include <iostream>
 #include <random>
 
+#include "bytes.h"
 #include "command_line.h"
 #include "delta_codec.h"
 #include "in_process_server.h"
@@ -106,7 +107,7 @@ common::Result<PipelineFigures> run_pipeline(server::InProcessServer& server, co
         auto volunteer = static_cast<std::size_t>(i % kVolunteers);
         common::WorkRequest request;
         request.client_id = ids[volunteer];
-        request.device = {"cpu", "ingest bench", std::int64_t{8} << 30, 1};
+        request.device = {"cpu", "ingest bench", 8 * common::kGiB, 1};
         request.samples_per_s = 1000;
         request.held_model = held[volunteer];
         auto response = server.request_work(request);
@@ -227,7 +228,7 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     auto merge_s = merge_loop_seconds((*server)->config(), **model, deltas->front(), 5);
     if (!merge_s) return merge_s.error();
     // Arrays of at least 64 MB each, so the triad measures memory and not a cache.
-    double triad = triad_bytes_per_s(std::max<std::size_t>(static_cast<std::size_t>(parameters), 16u << 20));
+    double triad = triad_bytes_per_s(std::max<std::size_t>(static_cast<std::size_t>(parameters), 16 * common::kMiB));
     IngestFigures figures;
     figures.parameters = parameters;
     figures.result_bytes = deltas->front().size();

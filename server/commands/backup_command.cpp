@@ -2,6 +2,7 @@
 // while the server runs, and a backup into a new state directory (docs/operations.md, "Backups").
 #include <cxxopts.hpp>
 
+#include "bytes.h"
 #include "command_line.h"
 #include "command_support.h"
 #include "state_backup.h"
@@ -11,7 +12,8 @@ namespace {
 
 void print_report(const std::string& what, const BackupReport& report) {
     std::cout << what << ": " << report.tasks << " task(s), the database, the server key and operator token, "
-              << report.files << " files (" << report.bytes / (1 << 20) << " MiB); every file a restart needs is there\n";
+              << report.files << " files (" << report.bytes / common::kMiB
+              << " MiB); every file a restart needs is there\n";
 }
 
 }  // namespace

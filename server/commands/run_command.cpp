@@ -11,6 +11,7 @@
 #include "server_app.h"
 #include "tessera_version.h"
 #include "version_number.h"
+#include "bytes.h"
 
 namespace tessera::server {
 namespace {
@@ -105,7 +106,7 @@ common::Result<ServerOptions> server_options_of(const cxxopts::ParseResult& args
     server.http.tls_cert = args["tls-cert"].as<std::string>();
     server.http.tls_key = args["tls-key"].as<std::string>();
     server.http.max_connections = args["max-connections"].as<std::size_t>();
-    server.http.upload_spool_bytes = args["upload-spool"].as<std::uint64_t>() << 20;
+    server.http.upload_spool_bytes = args["upload-spool"].as<std::uint64_t>() * common::kMiB;
     server.http.max_uploads_per_client = args["uploads-per-volunteer"].as<std::size_t>();
     if (server.http.max_uploads_per_client < 1) return fail("--uploads-per-volunteer must be >= 1");
     auto min_rate = args["upload-min-rate"].as<std::uint64_t>();

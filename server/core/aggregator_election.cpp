@@ -6,10 +6,10 @@
 
 namespace tessera::server {
 
-AggregatorElection::AggregatorElection(Store& store, Clock clock, AggregatorFactory make, ElectionSettings settings,
-                                       Follower follower)
-    : store_(store), clock_(std::move(clock)), make_(std::move(make)), settings_(std::move(settings)),
-      follower_(std::move(follower)) {}
+AggregatorElection::AggregatorElection(TaskStore& tasks, ResultStore& results, LeaseStore& leases, Clock clock,
+                                       AggregatorFactory make, ElectionSettings settings, Follower follower)
+    : tasks_(tasks), results_(results), leases_(leases), clock_(std::move(clock)), make_(std::move(make)),
+      settings_(std::move(settings)), follower_(std::move(follower)) {}
 
 AggregatorElection::~AggregatorElection() { stop(); }
 
@@ -17,12 +17,12 @@ common::Status AggregatorElection::start(const std::string& task_id) {
     task_id_ = task_id;
     claim_ = {"aggregator:" + task_id, settings_.holder};
     auto now = clock_();
-    auto claimed = store_.claim_lease(claim_, now, now + settings_.lease_s);
+    auto claimed = leases_.claim_lease(claim_, now, now + settings_.lease_s);
     if (!claimed) return claimed.error();
     if (*claimed) {
         std::shared_ptr<Aggregator> aggregator = make_(claim_);
         if (auto status = aggregator->start(task_id); !status) {
-            (void)store_.release_lease(claim_);
+            (void)leases_.release_lease(claim_);
             return status;
         }
         std::lock_guard lock(mutex_);
@@ -57,7 +57,7 @@ void AggregatorElection::renew_loop() {
     while (!stopping_) {
         lock.unlock();
         auto now = clock_();
-        auto claimed = store_.claim_lease(claim_, now, now + settings_.lease_s);
+        auto claimed = leases_.claim_lease(claim_, now, now + settings_.lease_s);
         if (!claimed)  // the lease runs out unless a later claim succeeds
             common::process_log().warning("lease", "renewing the lease " + claim_.name + ": " + claimed.message());
         lock.lock();
@@ -116,7 +116,7 @@ void AggregatorElection::step_down(const std::string& why) {
 
 // Accepted results reach the aggregator only through the database, from this process or another.
 void AggregatorElection::queue_accepted() {
-    auto pending = store_.accepted_unmerged(task_id_);
+    auto pending = results_.accepted_unmerged(task_id_);
     if (!pending) {
         common::process_log().error("aggregator_poll", "reading accepted results: " + pending.message());
         return;
@@ -133,7 +133,7 @@ void AggregatorElection::queue_accepted() {
 
 void AggregatorElection::follow() {
     if (!follower_) return;
-    auto task = store_.task(task_id_);
+    auto task = tasks_.task(task_id_);
     if (!task || !*task || (*task)->version == followed_version_) return;
     followed_version_ = (*task)->version;
     follower_(task_id_, followed_version_);
@@ -169,7 +169,7 @@ void AggregatorElection::stop() {
     if (!aggregator) return;
     aggregator->wait_idle(false);  // a failed commit waiting to retry is replayed by the next leader
     aggregator->stop();
-    if (auto released = store_.release_lease(claim_); !released)
+    if (auto released = leases_.release_lease(claim_); !released)
         common::process_log().warning("lease", "releasing the lease " + claim_.name + ": " + released.message());
 }
 

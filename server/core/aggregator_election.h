@@ -36,8 +36,9 @@ public:
     // While following: called with the task's committed version whenever it moved.
     using Follower = std::function<void(const std::string& task_id, std::int64_t version)>;
 
-    AggregatorElection(Store& store, Clock clock, AggregatorFactory make, ElectionSettings settings,
-                       Follower follower = {});
+    // The task it elects for, its lease, the accepted results it hands the aggregator.
+    AggregatorElection(TaskStore& tasks, ResultStore& results, LeaseStore& leases, Clock clock, AggregatorFactory make,
+                       ElectionSettings settings, Follower follower = {});
     ~AggregatorElection();
 
     // Claims the lease once and, when this process gets it, starts the aggregator at once (its
@@ -64,7 +65,9 @@ private:
     void follow();
     bool holding() const;  // under mutex_
 
-    Store& store_;
+    TaskStore& tasks_;
+    ResultStore& results_;
+    LeaseStore& leases_;
     Clock clock_;
     AggregatorFactory make_;
     ElectionSettings settings_;

@@ -1,6 +1,7 @@
 // BlobStore: content-addressed files written atomically.
 #include "blob_store.h"
 
+#include "bytes.h"
 #include "sha256.h"
 
 namespace tessera::server {
@@ -15,7 +16,7 @@ common::Result<common::BlobRef> BlobStore::put(common::ByteView bytes) {
 }
 
 common::Result<common::BlobRef> BlobStore::put_file(const std::filesystem::path& source, const std::string& sha256) {
-    auto bytes = files_.read(source, std::uint64_t{4} << 30);
+    auto bytes = files_.read(source, 4 * common::kGiB);
     if (!bytes) return bytes.error();
     auto ref = put(*bytes);
     if (ref && ref->sha256 != sha256)

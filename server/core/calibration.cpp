@@ -12,13 +12,13 @@ std::string key_of(const std::string& task_id) { return "calibration/" + task_id
 
 }  // namespace
 
-common::Status save_calibration(Store& store, const std::string& task_id, const Calibration& c) {
+common::Status save_calibration(SettingStore& store, const std::string& task_id, const Calibration& c) {
     boost::json::object json{
         {"norm_per_step", c.norm_per_step}, {"gain_per_step", c.gain_per_step}, {"steps", c.steps}};
     return store.set_setting(key_of(task_id), boost::json::serialize(json));
 }
 
-common::Result<std::optional<Calibration>> load_calibration(Store& store, const std::string& task_id) {
+common::Result<std::optional<Calibration>> load_calibration(SettingStore& store, const std::string& task_id) {
     auto text = store.setting(key_of(task_id));
     if (!text) return text.error();
     if (!*text) return std::optional<Calibration>();

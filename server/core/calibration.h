@@ -19,8 +19,8 @@ struct Calibration {
     std::int64_t steps = 0;
 };
 
-common::Status save_calibration(Store& store, const std::string& task_id, const Calibration& calibration);
+common::Status save_calibration(SettingStore& store, const std::string& task_id, const Calibration& calibration);
 // None for a task created before calibrations existed.
-common::Result<std::optional<Calibration>> load_calibration(Store& store, const std::string& task_id);
+common::Result<std::optional<Calibration>> load_calibration(SettingStore& store, const std::string& task_id);
 
 }  // namespace tessera::server

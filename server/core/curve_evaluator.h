@@ -24,8 +24,8 @@ namespace tessera::server {
 class CurveEvaluator : public std::enable_shared_from_this<CurveEvaluator> {
 public:
     using Model = std::shared_ptr<const common::NamedTensors>;
-    CurveEvaluator(Store& store, std::shared_ptr<ProbePool> probes, Executor executor, Clock clock, std::string task_id,
-                   std::int64_t samples, std::int64_t interval_s, std::int64_t full_interval_s)
+    CurveEvaluator(VersionStore& store, std::shared_ptr<ProbePool> probes, Executor executor, Clock clock,
+                   std::string task_id, std::int64_t samples, std::int64_t interval_s, std::int64_t full_interval_s)
         : store_(store), probes_(std::move(probes)), executor_(std::move(executor)), clock_(std::move(clock)),
           task_id_(std::move(task_id)), samples_(samples), interval_s_(interval_s), full_interval_s_(full_interval_s),
           last_full_at_(clock_()) {}
@@ -40,7 +40,7 @@ private:
     void launch_locked();
     void evaluate(std::int64_t version, const Model& model, bool full);
 
-    Store& store_;
+    VersionStore& store_;  // where the figures go
     std::shared_ptr<ProbePool> probes_;
     Executor executor_;
     Clock clock_;

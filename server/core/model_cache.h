@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "bytes.h"
 #include "delta_codec.h"
 #include "published_models.h"
 
@@ -37,6 +38,6 @@ std::int64_t value_count(const common::NamedTensors& tensors);
 
 // The largest delta file an honest volunteer sends for a model of `values` values: f32 top-k
 // stores an index and a value per entry, plus room for the header.
-inline std::int64_t max_delta_bytes_for(std::int64_t values) { return 2 * 4 * values + (1 << 20); }
+inline std::int64_t max_delta_bytes_for(std::int64_t values) { return 2 * 4 * values + common::kMiB; }
 
 }  // namespace tessera::server

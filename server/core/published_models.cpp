@@ -102,7 +102,7 @@ common::Result<bool> PublishedModels::ensure_blob(const std::string& sha256) {
 }
 
 common::Status PublishedModels::write(const std::string& task_id, const VersionRecord& version) {
-    auto task = load_task(store_, task_id);
+    auto task = load_task(tasks_, task_id);
     if (!task) return task.error();
     auto first = first_publishing(version);
     if (!first) return first.error();

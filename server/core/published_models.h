@@ -17,7 +17,9 @@ namespace tessera::server {
 
 class PublishedModels {
 public:
-    PublishedModels(Store& store, BlobStore& blobs) : store_(store), blobs_(blobs) {}
+    // The tasks' configurations and the versions' records; the files in `blobs`.
+    PublishedModels(TaskStore& tasks, VersionStore& versions, BlobStore& blobs)
+        : tasks_(tasks), store_(versions), blobs_(blobs) {}
 
     // A published model to build from: the model of version `version`.
     struct Start {
@@ -40,7 +42,8 @@ private:
     common::Result<std::int64_t> first_publishing(const VersionRecord& version);
     common::Status write(const std::string& task_id, const VersionRecord& version);
 
-    Store& store_;
+    TaskStore& tasks_;
+    VersionStore& store_;
     BlobStore& blobs_;
     std::mutex mutex_;
 };

@@ -21,9 +21,9 @@ IntakeOutcome outcome(int status, std::string error, std::string message) {
 
 common::Result<IntakeOutcome> ResultIntake::refuse(const AssignmentRecord& a, std::string_view why,
                                                    const std::string& detail) {
-    auto task = load_task(store_, a.task_id);
+    auto task = load_task(tasks_, a.task_id);
     if (!task) return task.error();
-    auto rejected = store_.reject(a.id, std::string(why), detail, clock_(), task->config.max_failures);
+    auto rejected = results_.reject(a.id, std::string(why), detail, clock_(), task->config.max_failures);
     if (!rejected) return rejected.error();
     return outcome(422, std::string(why), detail);
 }
@@ -43,7 +43,7 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
     if (!manifest) return outcome(400, "bad_request", manifest.message());
     if (manifest->client_id != client_id)
         return outcome(403, "forbidden", "the manifest's client_id is not the signer");
-    auto found = store_.assignment(manifest->wu_id);
+    auto found = work_.assignment(manifest->wu_id);
     if (!found) return found.error();
     if (!*found) return outcome(404, "not_found", "no work unit '" + manifest->wu_id + "'");
     const auto& a = **found;
@@ -73,12 +73,12 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
     if (size != manifest->delta_blob.bytes || delta.sha256 != manifest->delta_blob.sha256)
         return refuse(a, reason::kHashMismatch, "the delta's size or SHA-256 differs from the manifest's");
 
-    if (auto status = delta.store(results_, a.id); !status) return status.error();
+    if (auto status = delta.store(files_, a.id); !status) return status.error();
     auto metrics = boost::json::serialize(common::to_json(*manifest).at("metrics"));
     auto recorded =
-        store_.record_return(a.id, delta.sha256, manifest->delta_blob.bytes, metrics, now, validation_.claim_now());
+        results_.record_return(a.id, delta.sha256, manifest->delta_blob.bytes, metrics, now, validation_.claim_now());
     if (!recorded || !*recorded) {
-        results_.remove(a.id);
+        files_.remove(a.id);
         if (!recorded) return recorded.error();
         return outcome(409, "conflict", "work unit " + a.id + " changed state while uploading");
     }

@@ -34,11 +34,12 @@ struct IntakeOutcome {
 
 class ResultIntake {
 public:
-    // A delta larger than its task's cap in `delta_caps` is refused (`too_large`).
-    ResultIntake(Store& store, ResultFiles& results, const DeltaCaps& delta_caps, Clock clock,
-                 ValidationStage& validation)
-        : store_(store), results_(results), delta_caps_(delta_caps), clock_(std::move(clock)), validation_(validation) {
-    }
+    // The tasks' settings, the assignments uploaded to, the results it stores (their files in
+    // `files`). A delta larger than its task's cap in `delta_caps` is refused (`too_large`).
+    ResultIntake(TaskStore& tasks, WorkStore& work, ResultStore& results, ResultFiles& files,
+                 const DeltaCaps& delta_caps, Clock clock, ValidationStage& validation)
+        : tasks_(tasks), work_(work), results_(results), files_(files), delta_caps_(delta_caps),
+          clock_(std::move(clock)), validation_(validation) {}
     // `body` is the whole signed upload (docs/protocol.md, "Uploading a result").
     common::Result<IntakeOutcome> receive(const std::string& client_id, common::ByteView body);
     // The same for an upload already split into its manifest and its delta.
@@ -48,8 +49,10 @@ public:
 private:
     common::Result<IntakeOutcome> refuse(const AssignmentRecord& assignment, std::string_view reason,
                                          const std::string& detail);
-    Store& store_;
-    ResultFiles& results_;
+    TaskStore& tasks_;
+    WorkStore& work_;
+    ResultStore& results_;
+    ResultFiles& files_;
     const DeltaCaps& delta_caps_;
     Clock clock_;
     ValidationStage& validation_;

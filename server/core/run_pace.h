@@ -23,7 +23,7 @@ struct RunPace {
 
 class RunPaceCache {
 public:
-    explicit RunPaceCache(Store& store, std::int64_t refresh_s = 5) : store_(store), refresh_s_(refresh_s) {}
+    explicit RunPaceCache(HistoryStore& store, std::int64_t refresh_s = 5) : store_(store), refresh_s_(refresh_s) {}
     common::Result<RunPace> pace(const TaskConfig& config, std::int64_t now);
 
 private:
@@ -31,7 +31,7 @@ private:
         RunPace pace;
         std::int64_t read_at = 0;
     };
-    Store& store_;
+    HistoryStore& store_;
     std::int64_t refresh_s_;
     std::mutex mutex_;  // guards entries_ (never held while the store is read)
     std::map<std::string, Entry> entries_;

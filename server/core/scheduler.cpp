@@ -9,6 +9,7 @@
 #include <boost/json.hpp>
 
 #include "assignment_unit.h"
+#include "bytes.h"
 #include "signed_envelope.h"
 #include "text_encoding.h"
 #include "trust.h"
@@ -22,7 +23,7 @@ Scheduler::Scheduler(Store& store, PublishedModels& published, const common::Sig
 
 bool Scheduler::device_fits(const TaskConfig& config, const common::DeviceInfo& device) {
     if (config.requires_device == "cuda" && device.kind != "cuda") return false;
-    auto needed = static_cast<std::int64_t>(config.min_device_memory_gb * double(std::int64_t{1} << 30));
+    auto needed = static_cast<std::int64_t>(config.min_device_memory_gb * double(common::kGiB));
     return device.memory_bytes >= needed;
 }
 

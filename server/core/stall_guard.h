@@ -27,7 +27,7 @@ struct SuspendedCheck {
 };
 
 // The checks suspended now, of one task or (task_id empty) of every task; reading re-arms none.
-common::Result<std::vector<SuspendedCheck>> suspended_checks(Store& store, const std::string& task_id = "");
+common::Result<std::vector<SuspendedCheck>> suspended_checks(SettingStore& store, const std::string& task_id = "");
 
 class StallGuard {
 public:
@@ -37,7 +37,9 @@ public:
     static constexpr std::int64_t kRearmMerges = 20;
     static constexpr std::string_view kSettingPrefix = "suspended_check/";
 
-    StallGuard(Store& store, Clock clock) : store_(store), clock_(std::move(clock)) {}
+    // Suspensions are kept as settings, judged by the results' figures, told as events.
+    StallGuard(SettingStore& settings, ResultStore& results, HistoryStore& history, Clock clock)
+        : settings_(settings), results_(results), history_(history), clock_(std::move(clock)) {}
 
     // The checks a guard may suspend: those judged against figures of recent results.
     static bool suspendable(std::string_view reason);
@@ -53,8 +55,9 @@ public:
     common::Result<bool> starved(const TaskView& task);
 
 private:
-
-    Store& store_;
+    SettingStore& settings_;
+    ResultStore& results_;
+    HistoryStore& history_;
     Clock clock_;
 };
 

@@ -8,14 +8,14 @@ common::Result<TaskView> task_view(TaskRecord record) {
     return TaskView{std::move(record), std::move(*config)};
 }
 
-common::Result<TaskView> load_task(Store& store, const std::string& task_id) {
+common::Result<TaskView> load_task(TaskStore& store, const std::string& task_id) {
     auto record = store.task(task_id);
     if (!record) return record.error();
     if (!*record) return common::make_error("no task '" + task_id + "'");
     return task_view(std::move(**record));
 }
 
-common::Result<std::optional<TaskView>> load_current_task(Store& store) {
+common::Result<std::optional<TaskView>> load_current_task(TaskStore& store) {
     auto record = store.current_task();
     if (!record) return record.error();
     if (!*record) return std::optional<TaskView>();

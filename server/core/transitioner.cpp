@@ -15,7 +15,8 @@ common::Status Transitioner::tick_task(const TaskRecord& record, std::int64_t no
         ++report.timed_out;
         if (e.work_unit_retired) ++report.retired;
     }
-    auto lonely = results_.lonely_validated(record.id, now, config.deadline_s);
+    ResultClaim claim{holder_, now + kValidationClaimS};
+    auto lonely = results_.claim_lonely_validated(record.id, now, config.deadline_s, claim);
     if (!lonely) return lonely.error();
     for (const auto& a : *lonely) {
         if (auto status = validator_.accept_alone(a); !status) return status.error();

@@ -1,6 +1,7 @@
 // The transitioner (BOINC's name): moves work along by time, task by task with each task's
 // settings. Overdue assignments time out (their unit is reissued, or retired after too many
-// failures) and a validated replica whose twin never came back is accepted alone; a task that
+// failures) and a validated replica whose twin never came back is accepted alone — each row
+// claimed, so that of several processes' transitioners one moves it; a task that
 // merges nothing while results come back is reported once, when it begins and when it ends
 // (liveness.h). A result whose validation failed with an error is the validation stage's
 // (validation_stage.h: its claim lapses). Run periodically from one thread; tests call tick()
@@ -29,9 +30,11 @@ struct TickReport {
 
 class Transitioner {
 public:
-    // The tasks it walks and the results it moves: the store's two parts it uses.
-    Transitioner(TaskStore& tasks, ResultStore& results, Validator& validator, Clock clock)
-        : tasks_(tasks), results_(results), validator_(validator), clock_(std::move(clock)) {}
+    // The tasks it walks and the results it moves: the store's two parts it uses. `holder`:
+    // this process (process_holder.h), the holder of the lonely results it claims.
+    Transitioner(TaskStore& tasks, ResultStore& results, Validator& validator, Clock clock, std::string holder)
+        : tasks_(tasks), results_(results), validator_(validator), clock_(std::move(clock)),
+          holder_(std::move(holder)) {}
     common::Result<TickReport> tick();
 
 private:
@@ -42,6 +45,7 @@ private:
     ResultStore& results_;
     Validator& validator_;
     Clock clock_;
+    std::string holder_;
     std::set<std::string> stalled_;  // tasks reported as merging nothing
 };
 

@@ -14,7 +14,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
-#include <set>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -22,9 +22,6 @@
 #include "validator.h"
 
 namespace tessera::server {
-
-// A claim on a result's validation lapses this long after it was taken (seconds).
-constexpr std::int64_t kValidationClaimS = 60;
 
 struct ValidationStageSettings {
     std::string holder;                        // this process (process_holder.h)
@@ -56,7 +53,8 @@ public:
 
 private:
     common::Result<std::size_t> claim(const std::vector<std::string>& released);
-    void validate_later(const std::string& assignment_id);
+    void validate_later(const std::string& assignment_id, std::int64_t claimed_until);
+    void validate_if_held(const std::string& assignment_id, std::int64_t claimed_until);
     void poll_loop();
 
     ResultStore& store_;
@@ -67,7 +65,7 @@ private:
 
     std::mutex mutex_;
     std::condition_variable changed_;
-    std::set<std::string> in_flight_;  // queued or being validated here
+    std::map<std::string, std::int64_t> in_flight_;  // queued or being validated here: id → claim's end
     bool stopping_ = false;
     std::thread poller_;
 };

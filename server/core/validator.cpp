@@ -31,8 +31,8 @@ Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, Pro
                      CopyDetector& copies, CheckCosts& costs, Clock clock, AcceptedResults& accepted,
                      std::uint64_t seed)
     : store_(store), results_(results), models_(models), copies_(copies),
-      checks_(store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)), guard_(store, clock_),
-      accepted_(accepted), rng_(seed) {}
+      checks_(store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)),
+      guard_(store, store, store, clock_), accepted_(accepted), rng_(seed) {}
 
 double Validator::credit_for(const TaskConfig& config, std::int64_t local_steps) {
     return static_cast<double>(local_steps * config.batch_size) / 1000.0;

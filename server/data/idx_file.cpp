@@ -1,4 +1,5 @@
 // IDX parsing over zlib's gzread, which reads gzip and plain files alike.
+#include "bytes.h"
 #include "idx_file.h"
 
 #include <zlib.h>
@@ -6,7 +7,7 @@
 namespace tessera::data {
 namespace {
 
-constexpr std::uint64_t kMaxIdxBytes = 256 << 20;
+constexpr std::uint64_t kMaxIdxBytes = 256 * common::kMiB;
 constexpr std::uint8_t kUnsignedByte = 0x08;
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iomanip>
 
+#include "bytes.h"
 #include "file_io.h"
 #include "safetensors.h"
 #include "zstd_codec.h"
@@ -13,7 +14,7 @@
 namespace tessera::data {
 namespace {
 
-constexpr std::uint64_t kMaxFileBytes = std::uint64_t{2} << 30;
+constexpr std::uint64_t kMaxFileBytes = 2 * common::kGiB;
 
 // Values of any dtype as doubles (for statistics only).
 std::vector<double> as_doubles(const common::TensorView& view) {

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 
+#include "bytes.h"
 #include "dataset_manifest.h"
 #include "file_io.h"
 #include "idx_file.h"
@@ -28,6 +29,7 @@ using common::Status;
 const std::vector<std::string> kClasses = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 constexpr std::int64_t kPreviewPerClass = 2;
+constexpr std::int64_t kImageSide = 28;  // Fashion-MNIST's images are kImageSide × kImageSide
 
 struct Split {
     torch::Tensor images;  // u8 (N, 1, 28, 28)
@@ -39,13 +41,13 @@ Result<Split> load_split(const std::filesystem::path& source, const std::string&
     if (!images) return images.error();
     auto labels = read_idx_file(source / (prefix + "-labels-idx1-ubyte.gz"));
     if (!labels) return labels.error();
-    if (images->dims.size() != 3 || images->dims[1] != 28 || images->dims[2] != 28)
+    if (images->dims.size() != 3 || images->dims[1] != kImageSide || images->dims[2] != kImageSide)
         return common::make_error(prefix + " images are not N×28×28");
     if (labels->dims.size() != 1 || labels->dims[0] != images->dims[0])
         return common::make_error(prefix + " labels do not match the images in count");
     auto n = images->dims[0];
     Split split;
-    split.images = torch::from_blob(images->values.data(), {n, 1, 28, 28}, torch::kUInt8).clone();
+    split.images = torch::from_blob(images->values.data(), {n, 1, kImageSide, kImageSide}, torch::kUInt8).clone();
     split.labels = torch::from_blob(labels->values.data(), {n}, torch::kUInt8).to(torch::kInt64);
     if (split.labels.max().item<std::int64_t>() >= static_cast<std::int64_t>(kClasses.size()))
         return common::make_error(prefix + " labels hold a class above 9");
@@ -89,7 +91,8 @@ Result<common::Autoencoder> load_autoencoder(const std::filesystem::path& dir) {
     common::Autoencoder ae{common::Encoder(), common::Decoder()};
     for (auto [name, module] : {std::pair<std::string, torch::nn::Module*>{"encoder.safetensors", ae.encoder.get()},
                                 {"decoder.safetensors", ae.decoder.get()}})
-        if (auto loaded = common::load_state_file(*module, dir / name, 64 << 20); !loaded) return loaded.error();
+        if (auto loaded = common::load_state_file(*module, dir / name, 64 * common::kMiB); !loaded)
+            return loaded.error();
     ae.encoder->eval();
     ae.decoder->eval();
     return ae;
@@ -211,7 +214,7 @@ common::Status prepare_fashion_mnist(const PrepareOptions& options) {
         manifest.name = "fashion-mnist";
         manifest.kind = kind;
         manifest.classes = kClasses;
-        manifest.sample_shape = options.pixels ? std::vector<std::int64_t>{1, 28, 28}
+        manifest.sample_shape = options.pixels ? std::vector<std::int64_t>{1, kImageSide, kImageSide}
                                                : std::vector<std::int64_t>{common::kLatentChannels, common::kLatentSize,
                                                                            common::kLatentSize};
         auto status = options.pixels ? prepare_pixels(options, *train, *test, manifest)

@@ -25,6 +25,7 @@
 #include "api.h"
 #include "upload_pace.h"
 #include "result.h"
+#include "bytes.h"
 
 namespace tessera::server {
 
@@ -39,7 +40,7 @@ struct HttpSettings {
     // Upload bodies being read at once: their bytes (Content-Length, or the upload cap when
     // chunked) in all, and their count per volunteer (beyond either: 503 with Retry-After).
     // Bodies go to disk as they arrive, so this bounds the spool's disk, not memory.
-    std::uint64_t upload_spool_bytes = std::uint64_t{2} << 30;
+    std::uint64_t upload_spool_bytes = 2 * common::kGiB;
     std::size_t max_uploads_per_client = 2;
     // Where upload bodies are spooled: the results directory, so that a received delta is moved
     // into place, not copied (ServerApp sets it).

@@ -22,8 +22,12 @@ struct LeaseClaim {
     std::string holder;
 };
 
-// A process's claim on the validation of a returned result (validation_stage.h): the process
-// and the time the claim lapses at. An empty holder: nobody's.
+// A claim on a result (to validate it, or to accept it alone) lapses this long after it was
+// taken (seconds).
+constexpr std::int64_t kValidationClaimS = 60;
+
+// A process's claim on a result (validation_stage.h, transitioner.h): the process and the
+// time the claim lapses at. An empty holder: nobody's.
 struct ResultClaim {
     std::string holder;
     std::int64_t until = 0;

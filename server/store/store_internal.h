@@ -98,6 +98,10 @@ inline constexpr const char* kAssignmentColumns =
     "a.merged_version, w.task_id, w.base_version, a.gain_per_step, a.alignment, a.concurrency, a.full_rate_steps";
 AssignmentRecord read_assignment(const Statement& row);
 
+// What a claim appends to its SELECT: on PostgreSQL " FOR UPDATE [OF table] SKIP LOCKED" (the
+// rows are locked; rows another transaction holds are skipped), on SQLite nothing (one writer).
+std::string skip_locked(Database& db, std::string_view table = {});
+
 // Moves one assignment between states; false when it was not in `from` (an SQL list).
 bool transition(Database& db, const std::string& id, const char* from, const char* to);
 std::string work_unit_of(Database& db, const std::string& assignment_id);

@@ -122,15 +122,19 @@ common::Result<bool> ResultStore::reject(const std::string& id, const std::strin
 common::Result<std::vector<EndedAssignment>> ResultStore::expire_overdue(const std::string& task_id, std::int64_t now,
                                                                          std::int64_t max_failures) {
     return guarded([&]() -> common::Result<std::vector<EndedAssignment>> {
-        Transaction transaction(db());
+        // A claim, as claim_returned's: on PostgreSQL the overdue rows are locked and those
+        // another process is timing out are skipped, so each times out once, without conflict.
+        Transaction transaction(db(), Isolation::ReadCommitted);
         Statement overdue(db(),
                           "SELECT a.id, a.work_unit_id FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                          "WHERE a.state = 'in_progress' AND a.deadline < ? AND w.task_id = ?");
+                          "WHERE a.state = 'in_progress' AND a.deadline < ? AND w.task_id = ?" +
+                              skip_locked(db(), "a"));
         overdue.bind(1, now).bind(2, task_id);
+        std::vector<EndedAssignment> found;
+        while (overdue.step()) found.push_back({overdue.text(0), overdue.text(1), false});
         std::vector<EndedAssignment> ended;
-        while (overdue.step()) ended.push_back({overdue.text(0), overdue.text(1), false});
-        for (auto& e : ended) {
-            transition(db(), e.assignment_id, "('in_progress')", "timed_out");
+        for (auto& e : found) {
+            if (!transition(db(), e.assignment_id, "('in_progress')", "timed_out")) continue;
             Statement(db(),
                       "UPDATE clients SET valid_streak = 0 WHERE id = "
                       "(SELECT client_id FROM assignments WHERE id = ?)")
@@ -138,6 +142,7 @@ common::Result<std::vector<EndedAssignment>> ResultStore::expire_overdue(const s
                 .run();
             e.work_unit_retired = count_failure(db(), e.work_unit_id, max_failures, now);
             insert_event(db(), "work_timed_out", {{"assignment_id", e.assignment_id}}, now);
+            ended.push_back(e);
         }
         transaction.commit();
         return ended;
@@ -167,12 +172,10 @@ common::Result<std::vector<std::string>> ResultStore::claim_returned(const Resul
         std::string gone;
         for (std::size_t i = 0; i < released.size(); ++i) gone += i ? ", ?" : " OR claimed_by IN (?";
         if (!released.empty()) gone += ")";
-        bool postgres = db().dialect() == Dialect::Postgres;
         Statement unclaimed(db(),
                             "SELECT id FROM assignments WHERE state = 'returned' AND (claimed_by IS NULL OR "
                             "claimed_until <= ?" +
-                                gone + ") ORDER BY returned_at, rowid LIMIT ?" +
-                                (postgres ? " FOR UPDATE SKIP LOCKED" : ""));
+                                gone + ") ORDER BY returned_at, rowid LIMIT ?" + skip_locked(db()));
         int at = 1;
         unclaimed.bind(at++, now);
         for (const auto& holder : released) unclaimed.bind(at++, holder);
@@ -187,6 +190,21 @@ common::Result<std::vector<std::string>> ResultStore::claim_returned(const Resul
                 .run();
         transaction.commit();
         return ids;
+    });
+}
+
+common::Result<bool> ResultStore::renew_result_claim(const std::string& id, const ResultClaim& claim) {
+    return guarded([&]() -> common::Result<bool> {
+        Transaction transaction(db(), Isolation::ReadCommitted);  // one row, as a claim's
+        Statement(db(),
+                  "UPDATE assignments SET claimed_until = ? WHERE id = ? AND state = 'returned' AND claimed_by = ?")
+            .bind(1, claim.until)
+            .bind(2, id)
+            .bind(3, claim.holder)
+            .run();
+        bool renewed = db().changes() == 1;
+        transaction.commit();
+        return renewed;
     });
 }
 
@@ -283,17 +301,28 @@ common::Status ResultStore::set_replicas(const std::string& work_unit_id, std::i
     });
 }
 
-common::Result<std::vector<AssignmentRecord>> ResultStore::lonely_validated(const std::string& task_id,
-                                                                            std::int64_t now, std::int64_t wait_s) {
-    return reading([&]() -> common::Result<std::vector<AssignmentRecord>> {
+common::Result<std::vector<AssignmentRecord>> ResultStore::claim_lonely_validated(const std::string& task_id,
+                                                                                  std::int64_t now, std::int64_t wait_s,
+                                                                                  const ResultClaim& claim) {
+    return guarded([&]() -> common::Result<std::vector<AssignmentRecord>> {
+        Transaction transaction(db(), Isolation::ReadCommitted);  // as claim_returned's
         Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
                                   " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                                  "WHERE a.state = 'validated' AND a.returned_at < ? AND w.task_id = ? AND NOT EXISTS "
+                                  "WHERE a.state = 'validated' AND a.returned_at < ? AND w.task_id = ? AND "
+                                  "(a.claimed_by IS NULL OR a.claimed_until <= ? OR a.claimed_by = ?) AND NOT EXISTS "
                                   "(SELECT 1 FROM assignments b WHERE b.work_unit_id = a.work_unit_id "
-                                  "AND b.id != a.id AND b.state IN ('in_progress', 'returned'))");
-        query.bind(1, now - wait_s).bind(2, task_id);
+                                  "AND b.id != a.id AND b.state IN ('in_progress', 'returned'))" +
+                                  skip_locked(db(), "a"));
+        query.bind(1, now - wait_s).bind(2, task_id).bind(3, now).bind(4, claim.holder);
         std::vector<AssignmentRecord> rows;
         while (query.step()) rows.push_back(read_assignment(query));
+        for (const auto& row : rows)
+            Statement(db(), "UPDATE assignments SET claimed_by = ?, claimed_until = ? WHERE id = ?")
+                .bind(1, claim.holder)
+                .bind(2, claim.until)
+                .bind(3, row.id)
+                .run();
+        transaction.commit();
         return rows;
     });
 }

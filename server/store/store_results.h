@@ -41,6 +41,9 @@ public:
     common::Result<std::vector<std::string>> claim_returned(const ResultClaim& claim, std::int64_t now,
                                                             std::size_t limit,
                                                             const std::vector<std::string>& released = {});
+    // Extends `claim.holder`'s claim on a returned result to `claim.until`; false when the
+    // result has a verdict or another process holds it (one took it after this claim lapsed).
+    common::Result<bool> renew_result_claim(const std::string& id, const ResultClaim& claim);
     // The processes that hold claims on returned results.
     common::Result<std::vector<std::string>> result_claim_holders();
     // Gives up `holder`'s claims on results still returned; returns how many.
@@ -55,7 +58,8 @@ public:
     // norm is not kept for refused results).
     common::Result<bool> reject(const std::string& id, const std::string& reason, const std::string& detail,
                                 std::int64_t now, std::int64_t max_failures, const CheckFigures& figures = {});
-    // The task's in-progress assignments past their deadline time out.
+    // The task's in-progress assignments past their deadline time out (on PostgreSQL those
+    // another process is timing out are skipped: each times out once).
     common::Result<std::vector<EndedAssignment>> expire_overdue(const std::string& task_id, std::int64_t now,
                                                                 std::int64_t max_failures);
     common::Result<std::optional<EndedAssignment>> abandon(const std::string& id, std::int64_t now,
@@ -83,9 +87,11 @@ public:
     // How many results a replicated unit needs (a tie-break raises it; a settled quorum sets it
     // to the results accepted, so the unit is done).
     common::Status set_replicas(const std::string& work_unit_id, std::int64_t replicas);
-    // Validated results whose twin has not come back within `wait_s` and is not in progress.
-    common::Result<std::vector<AssignmentRecord>> lonely_validated(const std::string& task_id, std::int64_t now,
-                                                                   std::int64_t wait_s);
+    // Claims for `claim` the task's validated results whose twin has not come back within
+    // `wait_s` and is not in progress, unless another process's claim on one is live (as
+    // claim_returned: two processes never take the same result).
+    common::Result<std::vector<AssignmentRecord>> claim_lonely_validated(const std::string& task_id, std::int64_t now,
+                                                                         std::int64_t wait_s, const ResultClaim& claim);
 
 protected:
     ResultStore() = default;

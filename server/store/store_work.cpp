@@ -42,6 +42,11 @@ std::int64_t units_in_progress(Database& db, const std::string& client_id) {
 
 }  // namespace
 
+std::string skip_locked(Database& db, std::string_view table) {
+    if (db.dialect() != Dialect::Postgres) return {};
+    return " FOR UPDATE" + (table.empty() ? std::string() : " OF " + std::string(table)) + " SKIP LOCKED";
+}
+
 bool transition(Database& db, const std::string& id, const char* from, const char* to) {
     Statement(db, std::string("UPDATE assignments SET state = '") + to + "' WHERE id = ? AND state IN " + from)
         .bind(1, id)

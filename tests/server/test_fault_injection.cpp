@@ -247,6 +247,37 @@ TEST_CASE("a claim holder is known gone only when it is a process of this host t
     CHECK(!holder_gone("no colons"));
 }
 
+TEST_CASE("a result whose claim lapsed while it waited for a validator is left to the process that took it") {
+    FaultyFileSystem faults;
+    TestServer server([](TaskConfig&) {}, PolicyKind::FedAsync,
+                      [&faults](ServerOptions& options) {
+                          options.file_system = &faults;
+                          options.work_threads = 1;  // one validation at a time: the second waits for the first
+                      });
+    TestVolunteer volunteer(server);
+    auto first = volunteer.request_work().value();
+    auto second = volunteer.request_work().value();
+    faults.hold_reads([results = server.state().results()](const auto& path) { return path.parent_path() == results; });
+    REQUIRE(volunteer.upload(first, volunteer.made_up_delta(first, 1e-3f)).status == 200);
+    for (int i = 0; i < 500 && faults.held_reads() == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(faults.held_reads() == 1);  // the first validation reads its delta, held
+    REQUIRE(volunteer.upload(second, volunteer.made_up_delta(second, 1e-3f)).status == 200);  // queued behind it
+    server.advance(kValidationClaimS + 1);
+    auto taken = server.store().claim_returned({"another-process", server.now() + kValidationClaimS}, server.now(), 10);
+    CHECK(taken.value().size() == 2);  // both claims lapsed: another process takes them
+    faults.release_reads();
+    server.app().wait_idle();
+    CHECK(state_of(server, first.wu_id) == "merged");     // its validation had begun: its verdict stands
+    CHECK(state_of(server, second.wu_id) == "returned");  // not validated here: the other process's
+    CHECK(server.store().result_claim_holders().value() == std::vector<std::string>{"another-process"});
+    // Once that process gives it up, this one claims it and validates it.
+    CHECK(server.store().release_result_claims("another-process").value() == 1);
+    CHECK(server.app().validation().poll().value() == 1);
+    server.app().wait_idle();
+    CHECK(state_of(server, second.wu_id) == "merged");
+}
+
 TEST_CASE("a full disk is answered 503 storage_full with Retry-After, and the upload succeeds once space returns") {
     FaultyFileSystem faults;
     auto server = server_with(faults, PolicyKind::FedAsync);

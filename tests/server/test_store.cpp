@@ -412,13 +412,17 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(!returned_before(second));  // Bob's first, though it came back after Alice's
         CHECK(returned_before(fifth));
         CHECK(store.in_state(AssignmentState::Validated).value().size() == 1);
-        CHECK(store.lonely_validated("t", 2100, 60).value().size() == 1);
+        // Claimed to be accepted alone by one process at a time, until its claim lapses.
+        CHECK(store.claim_lonely_validated("t", 2100, 60, {"P1", 2160}).value().size() == 1);
+        CHECK(store.claim_lonely_validated("t", 2100, 60, {"P2", 2160}).value().empty());      // P1 holds it
+        CHECK(store.claim_lonely_validated("t", 2110, 60, {"P1", 2170}).value().size() == 1);  // P1 again
+        CHECK(store.claim_lonely_validated("t", 2170, 60, {"P2", 2230}).value().size() == 1);  // P1's lapsed
         AssignmentRecord twin = fifth;
         twin.id = "w5-b";
         twin.client_id = bob.id;
         twin.issued_at = 2030;
         REQUIRE(store.add_assignment(twin, std::nullopt).value() == Store::Claim::Made);
-        CHECK(store.lonely_validated("t", 2100, 60).value().empty());  // its twin is in progress
+        CHECK(store.claim_lonely_validated("t", 2300, 60, {"P1", 2360}).value().empty());  // its twin is in progress
         CHECK(store.live_assignments("w5").value() == 2);
         auto replicas = store.assignments_of("w5").value();
         REQUIRE(replicas.size() == 2);
@@ -717,5 +721,31 @@ TEST_CASE("validation claims: two processes claiming together never take the sam
         std::sort(all.begin(), all.end());
         CHECK(all.size() == kResults);
         CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());  // none twice
+    });
+}
+
+TEST_CASE("the transitioner's claims: two processes time out each overdue assignment once") {
+    on_each_backend([](Backend& b) {
+        make_task(*b.store, "t", 50);
+        auto alice = make_client(*b.store, "key-a");
+        constexpr int kUnits = 40;
+        for (int i = 0; i < kUnits; ++i) issue(*b.store, "w" + std::to_string(i), alice.id, 1000, 2000);
+        auto other = b.reopen();
+        auto expire = [](Store& store) {
+            auto ended = store.expire_overdue("t", 3000, 100);
+            REQUIRE_MESSAGE(ended.ok(), ended.message());  // no conflict with the other process
+            std::vector<std::string> units;
+            for (const auto& e : *ended) units.push_back(e.work_unit_id);
+            return units;
+        };
+        auto first = std::async(std::launch::async, [&] { return expire(*b.store); });
+        auto all = expire(*other);
+        auto theirs = first.get();
+        all.insert(all.end(), theirs.begin(), theirs.end());
+        std::sort(all.begin(), all.end());
+        CHECK(all.size() == kUnits);
+        CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());  // none twice
+        for (int i = 0; i < kUnits; ++i)
+            CHECK(b.store->work_unit("w" + std::to_string(i)).value()->failures == 1);  // one failure each
     });
 }

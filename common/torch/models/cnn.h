@@ -16,6 +16,8 @@ public:
     CnnImpl();
     // Dropout keeps a value with probability 1 − kDropout and scales it by 1 / (1 − kDropout).
     static constexpr double kDropout = 0.25;
+    static constexpr std::int64_t kImageSide = 28;  // its input: 1 × kImageSide × kImageSide pixels
+    static constexpr std::int64_t kClasses = 10;
     static constexpr std::int64_t kFlatFeatures = 32 * 7 * 7;
 
     // x: (B, 1, 28, 28) normalised pixels → logits (B, 10). `dropout_scale` (B, kFlatFeatures):

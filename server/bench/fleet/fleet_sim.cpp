@@ -10,6 +10,7 @@
 #include <queue>
 #include <random>
 
+#include "bytes.h"
 #include "calibration.h"
 #include "fleet_accounting.h"
 #include "in_process_server.h"
@@ -155,7 +156,7 @@ private:
         if (!v.online || v.held) return {};
         common::WorkRequest request;
         request.client_id = v.client_id;
-        request.device = {"cuda", v.spec.group, std::int64_t{8} << 30, 1};
+        request.device = {"cuda", v.spec.group, 8 * common::kGiB, 1};
         request.samples_per_s = v.measured_speed;
         request.cached_shards.assign(v.cached_shards.begin(), v.cached_shards.end());
         request.held_model = v.cached_model;

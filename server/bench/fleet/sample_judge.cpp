@@ -16,6 +16,7 @@
 #include "torch/tensor_convert.h"
 #include "torch/trainer.h"
 #include "torch/workload.h"
+#include "bytes.h"
 
 namespace tessera::bench {
 namespace {
@@ -38,7 +39,7 @@ std::string recipe_of(const JudgeOptions& options, const common::DatasetManifest
 // The cached judge, when it exists, was made by `recipe` and loads.
 bool load_cached_judge(torch::nn::Module& judge, const std::filesystem::path& cache, const std::string& recipe) {
     if (!std::filesystem::exists(cache)) return false;
-    auto bytes = common::read_file(cache, 64 << 20);
+    auto bytes = common::read_file(cache, 64 * common::kMiB);
     if (!bytes) return false;
     auto file = common::parse_safetensors(*bytes);
     if (!file) return false;

@@ -1,4 +1,5 @@
 // Slow and broken connections over POSIX sockets.
+#include "bytes.h"
 #include "raw_connections.h"
 
 #include <arpa/inet.h>
@@ -96,7 +97,7 @@ void unknown_uploader(std::uint16_t port, SoakRecord& record) {
     if (!socket.send(request)) return record.count("unknown uploader: send failed");
     auto answer = socket.receive(std::chrono::seconds(10));
     record.count("unknown uploader: answered " + (answer.empty() ? std::string("nothing in 10 s") : status_of(answer)));
-    socket.send(std::string(1 << 20, 'x'));
+    socket.send(std::string(common::kMiB, 'x'));
     socket.reset();
 }
 

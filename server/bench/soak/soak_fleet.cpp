@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "bytes.h"
 #include "checkpoint.h"
 #include "delta_codec.h"
 #include "file_io.h"
@@ -95,7 +96,7 @@ public:
         auto fetched = http.download(server, "/blobs/" + unit.model_blob.sha256, file,
                                      static_cast<std::uint64_t>(unit.model_blob.bytes));
         if (!fetched) return common::make_error("model blob: " + fetched.message());
-        auto bytes = common::read_file(file, std::uint64_t{4} << 30);
+        auto bytes = common::read_file(file, 4 * common::kGiB);
         std::filesystem::remove(file);
         if (!bytes) return bytes.error();
         auto model = common::read_checkpoint(*bytes);
@@ -195,7 +196,7 @@ private:
     double ask_for_work(SoakVolunteer& v, std::mt19937_64& rng) {
         common::WorkRequest request;
         request.client_id = v.api->client_id();
-        request.device = {"cpu", "soak volunteer", std::int64_t{8} << 30, 1};
+        request.device = {"cpu", "soak volunteer", 8 * common::kGiB, 1};
         request.samples_per_s = 1000;
         auto answer = timed("work", [&] { return v.api->request_work(request); });
         if (!answer) return uniform(rng, 5, 20);
