@@ -19,14 +19,14 @@ common::Result<common::NamedTensors> read_model(const BlobStore& blobs, const st
 }  // namespace
 
 common::Result<std::int64_t> PublishedModels::first_publishing(const VersionRecord& version) {
-    auto published = store_.versions_of_blob(version.task_id, version.blob_sha256);
+    auto published = versions_.versions_of_blob(version.task_id, version.blob_sha256);
     if (!published) return published.error();
     return *published ? (*published)->first : version.version;
 }
 
 common::Result<common::NamedTensors> PublishedModels::model(const std::string& task_id, std::int64_t version,
                                                             std::optional<Start> start) {
-    auto record = store_.version(task_id, version);
+    auto record = versions_.version(task_id, version);
     if (!record) return record.error();
     if (!*record) return common::make_error("task '" + task_id + "' has no version " + std::to_string(version));
     if (blobs_.has((*record)->blob_sha256)) return read_model(blobs_, (*record)->blob_sha256);
@@ -36,7 +36,7 @@ common::Result<common::NamedTensors> PublishedModels::model(const std::string& t
     std::string previous;
     std::int64_t from = 0;
     if (start && start->version <= *first) {
-        auto from_record = store_.version(task_id, start->version);
+        auto from_record = versions_.version(task_id, start->version);
         if (!from_record) return from_record.error();
         if (!*from_record) return common::make_error("no version " + std::to_string(start->version));
         model = *start->model;
@@ -44,7 +44,7 @@ common::Result<common::NamedTensors> PublishedModels::model(const std::string& t
         from = start->version;
     } else {  // the newest checkpoint before it whose published model retention has kept
         for (auto at = *first;;) {
-            auto checkpoint = store_.last_checkpoint(task_id, at);
+            auto checkpoint = versions_.last_checkpoint(task_id, at);
             if (!checkpoint) return checkpoint.error();
             if (!*checkpoint)
                 return common::make_error("no stored checkpoint precedes version " + std::to_string(version) +
@@ -60,7 +60,7 @@ common::Result<common::NamedTensors> PublishedModels::model(const std::string& t
             at = (*checkpoint)->version - 1;
         }
     }
-    auto chain = store_.versions_between(task_id, from, *first);
+    auto chain = versions_.versions_between(task_id, from, *first);
     if (!chain) return chain.error();
     for (const auto& v : *chain) {
         if (v.blob_sha256 == previous) continue;  // not published at v
@@ -77,7 +77,7 @@ common::Result<common::NamedTensors> PublishedModels::model(const std::string& t
 }
 
 common::Status PublishedModels::ensure(const std::string& task_id, std::int64_t version) {
-    auto record = store_.version(task_id, version);
+    auto record = versions_.version(task_id, version);
     if (!record) return record.error();
     if (!*record) return common::make_error("task '" + task_id + "' has no version " + std::to_string(version));
     if (blobs_.has((*record)->blob_sha256)) return {};
@@ -91,10 +91,10 @@ common::Status PublishedModels::ensure(const std::string& task_id, std::int64_t 
 
 common::Result<bool> PublishedModels::ensure_blob(const std::string& sha256) {
     if (blobs_.has(sha256)) return true;
-    auto owner = store_.version_publishing(sha256);
+    auto owner = versions_.version_publishing(sha256);
     if (!owner) return owner.error();
     if (!*owner) return false;
-    auto kept = store_.last_checkpoint((*owner)->first, (*owner)->second);
+    auto kept = versions_.last_checkpoint((*owner)->first, (*owner)->second);
     if (!kept) return kept.error();
     if (!*kept) return false;  // retention removed what it was built from
     if (auto status = ensure((*owner)->first, (*owner)->second); !status) return status.error();

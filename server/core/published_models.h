@@ -19,7 +19,7 @@ class PublishedModels {
 public:
     // The tasks' configurations and the versions' records; the files in `blobs`.
     PublishedModels(TaskStore& tasks, VersionStore& versions, BlobStore& blobs)
-        : tasks_(tasks), store_(versions), blobs_(blobs) {}
+        : tasks_(tasks), versions_(versions), blobs_(blobs) {}
 
     // A published model to build from: the model of version `version`.
     struct Start {
@@ -43,7 +43,7 @@ private:
     common::Status write(const std::string& task_id, const VersionRecord& version);
 
     TaskStore& tasks_;
-    VersionStore& store_;
+    VersionStore& versions_;
     BlobStore& blobs_;
     std::mutex mutex_;
 };

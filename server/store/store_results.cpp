@@ -4,6 +4,19 @@
 
 namespace tessera::server {
 
+namespace {
+
+// Names `claim` on the assignment's row, inside the caller's transaction.
+void set_claim(Database& db, const std::string& id, const ResultClaim& claim) {
+    Statement(db, "UPDATE assignments SET claimed_by = ?, claimed_until = ? WHERE id = ?")
+        .bind(1, claim.holder)
+        .bind(2, claim.until)
+        .bind(3, id)
+        .run();
+}
+
+}  // namespace
+
 common::Result<bool> ResultStore::record_return(const std::string& id, const std::string& delta_sha256,
                                                 std::int64_t delta_bytes, const std::string& metrics_json,
                                                 std::int64_t now, const ResultClaim& claim) {
@@ -182,12 +195,7 @@ common::Result<std::vector<std::string>> ResultStore::claim_returned(const Resul
         unclaimed.bind(at, static_cast<std::int64_t>(limit));
         std::vector<std::string> ids;
         while (unclaimed.step()) ids.push_back(unclaimed.text(0));
-        for (const auto& id : ids)
-            Statement(db(), "UPDATE assignments SET claimed_by = ?, claimed_until = ? WHERE id = ?")
-                .bind(1, claim.holder)
-                .bind(2, claim.until)
-                .bind(3, id)
-                .run();
+        for (const auto& id : ids) set_claim(db(), id, claim);
         transaction.commit();
         return ids;
     });
@@ -316,12 +324,7 @@ common::Result<std::vector<AssignmentRecord>> ResultStore::claim_lonely_validate
         query.bind(1, now - wait_s).bind(2, task_id).bind(3, now).bind(4, claim.holder);
         std::vector<AssignmentRecord> rows;
         while (query.step()) rows.push_back(read_assignment(query));
-        for (const auto& row : rows)
-            Statement(db(), "UPDATE assignments SET claimed_by = ?, claimed_until = ? WHERE id = ?")
-                .bind(1, claim.holder)
-                .bind(2, claim.until)
-                .bind(3, row.id)
-                .run();
+        for (const auto& row : rows) set_claim(db(), row.id, claim);
         transaction.commit();
         return rows;
     });
