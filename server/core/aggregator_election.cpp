@@ -166,9 +166,13 @@ void AggregatorElection::stop() {
         std::lock_guard lock(mutex_);
         aggregator = std::move(aggregator_);
     }
-    if (!aggregator) return;
-    aggregator->wait_idle(false);  // a failed commit waiting to retry is replayed by the next leader
-    aggregator->stop();
+    if (aggregator) {
+        aggregator->wait_idle(false);  // a failed commit waiting to retry is replayed by the next leader
+        aggregator->stop();
+    }
+    if (task_id_.empty()) return;  // never started
+    // Also when no aggregator runs: the renewal thread may hold the lease it took after the
+    // leader let it go, before (or without) this process starting an aggregator.
     if (auto released = leases_.release_lease(claim_); !released)
         common::process_log().warning("lease", "releasing the lease " + claim_.name + ": " + released.message());
 }

@@ -49,7 +49,8 @@ public:
     // queued for merging).
     void accepted();
     void wait_idle(bool through_retries = true);
-    // Stops the aggregator (it checkpoints) and gives the lease up for the next process.
+    // Stops the aggregator if it runs (it checkpoints) and gives the lease up for the next
+    // process whenever this one holds it, aggregator or not.
     void stop();
     bool leading() const;
     // This process's aggregator while it leads; null while it follows.

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <set>
 
+#include "aggregator_election.h"
 #include "checkpoint.h"
 #include "file_io.h"
 #include "model_patch.h"
+#include "polling.h"
 #include "server_fixture.h"
 #include "sha256.h"
 #include "sqlite_database.h"
@@ -298,6 +300,34 @@ TEST_CASE("two tasks in one server: a task created while it runs, weights, each 
     CHECK(!server.app().leading("second"));
     CHECK(!server.store().lease("aggregator:second").value().has_value());
     CHECK(server.app().leading(first));
+}
+
+TEST_CASE("a process that took the lease but runs no aggregator gives the lease up when it stops") {
+    // The renewal thread takes a lease its holder let go before the managing thread starts an
+    // aggregator (here it never can: the task is absent); stopping then must not leave the
+    // lease to run out, or a finished task's lease outlives every process serving it.
+    TestServer server;
+    Store& store = server.store();
+    BlobStore blobs(server.state().root() / "election-blobs");
+    PublishedModels published(store, store, blobs);
+    ResultFiles results(server.state());
+    auto clock = [&server] { return server.now(); };
+    auto make = [&](const LeaseClaim& fence) {
+        AggregatorHooks hooks;
+        hooks.fence = fence;
+        return std::make_unique<Aggregator>(
+            store, blobs, published, results, nullptr, [](std::function<void()> job) { job(); }, clock, hooks);
+    };
+    const LeaseClaim other{"aggregator:absent", "other process"};
+    REQUIRE(store.claim_lease(other, server.now(), server.now() + 1000).value());
+    AggregatorElection election(store, store, store, clock, make, {"this process", 15, std::chrono::milliseconds(20)});
+    REQUIRE(election.start("absent").ok());  // follows
+    REQUIRE(store.release_lease(other).ok());
+    REQUIRE(wait_for([&] { return store.lease(other.name).value().value_or(LeaseRecord{}).holder == "this process"; },
+                     std::chrono::seconds(10)));
+    CHECK(!election.leading());
+    election.stop();
+    CHECK(!store.lease(other.name).value().has_value());
 }
 
 TEST_CASE("the in-flight limit holds back work until a unit is returned") {
