@@ -27,7 +27,8 @@ struct ServerCore::Parts {
     DeltaCaps delta_caps;  // the served tasks'
     ServerMetrics metrics;
     std::unique_ptr<WorkPool> work;
-    Executor executor;         // the work pool's
+    std::unique_ptr<WorkPool> validations;  // the validation stage's threads
+    Executor executor;                      // the work pool's
     Executor curve_executor;   // the dashboard's loss curve: the work pool, or nowhere
     std::string process_name;  // in the leases it holds
     std::unique_ptr<TaskRuntimes> tasks;
@@ -41,6 +42,7 @@ struct ServerCore::Parts {
     // On a failed start too: no pool thread may outlive the components its jobs use.
     ~Parts() {
         if (validation) validation->stop();
+        if (validations) validations->join();
         if (work) work->join();
         if (tasks) tasks->stop();
     }
@@ -214,6 +216,7 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
     p.published = std::make_unique<PublishedModels>(*p.store, *p.store, *p.blobs);
     p.models = std::make_unique<ModelCache>(*p.published);
     p.work = std::make_unique<WorkPool>(p.options.work_threads);
+    p.validations = std::make_unique<WorkPool>(p.options.validation_threads);
     p.executor = p.work->executor();
     p.curve_executor = p.options.loss_curve ? p.executor : [](std::function<void()>) {};
     p.process_name = p.options.process_name.empty() ? process_holder_name() : p.options.process_name;
@@ -227,8 +230,8 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
                                               p.metrics.checks(), p.options.clock, *p.tasks, seed);
     ValidationStageSettings claims{p.process_name, kValidationClaimS,
                                    std::chrono::milliseconds(p.options.validation_poll_ms)};
-    p.validation =
-        std::make_unique<ValidationStage>(*p.store, *p.validator, p.executor, p.options.clock, std::move(claims));
+    p.validation = std::make_unique<ValidationStage>(*p.store, *p.validator, p.validations->executor(), p.options.clock,
+                                                     std::move(claims));
     p.transitioner = std::make_unique<Transitioner>(*p.store, *p.store, *p.validator, p.options.clock, p.process_name);
     p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.options.clock, p.options.blob_base_url,
                                               p.options.seed ? seed + 1 : std::uint64_t{std::random_device{}()},
@@ -251,7 +254,8 @@ void ServerCore::stop() {
     if (p.stopped) return;
     p.stopped = true;
     p.validation->stop();
-    p.work->join();  // queued validations finish; their accepted results reach the aggregator
+    p.validations->join();  // queued validations finish; their accepted results reach the aggregator
+    p.work->join();
     if (auto released = p.validation->release(); !released)  // else they wait for their claims to lapse
         common::process_log().warning("validation", "giving up the claims on results: " + released.message());
     p.tasks->stop();  // a failed commit waiting to retry is replayed by the next leader
@@ -260,6 +264,7 @@ void ServerCore::stop() {
 void ServerCore::wait_idle() {
     auto& p = *parts_;
     for (int round = 0; round < 2; ++round) {  // a merge may queue an evaluation, and vice versa
+        p.validations->wait_idle();
         p.work->wait_idle();
         for (const auto& runtime : p.tasks->all()) runtime->aggregator->wait_idle();
     }

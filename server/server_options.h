@@ -28,9 +28,13 @@ struct ServerOptions {
     std::string blob_base_url;        // --blob-url-base; empty: this server's /blobs
     std::size_t io_threads = 2;       // socket I/O only
     std::size_t handler_threads = 4;  // answering requests: database, hashing, fsync, signing
-    // Validation loss checks and evaluations; 0: on the thread that hands them over, with
-    // probes on one thread (the fleet simulator: an upload is validated when it returns).
+    // Loss checks, evaluations and sample drawings (LibTorch's work: each holds a probe, so at
+    // most this many run at once); 0: on the thread that hands them over, with one probe.
     std::size_t work_threads = 2;
+    // Validations, which mostly wait on the database (each takes one of the work threads'
+    // probes for a loss check) and hold their result decoded, 4 bytes a parameter; 0: on the
+    // thread that stored the result (the fleet simulator: an upload is validated when it returns).
+    std::size_t validation_threads = 8;
     std::int64_t tick_interval_s = 5;  // transitioner period
     Clock clock;                       // empty: the system clock
     // Builds probes for a task; empty: LibTorch probes on the task's validation shard.

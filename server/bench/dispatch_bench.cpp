@@ -141,6 +141,8 @@ common::Result<std::vector<std::unique_ptr<ServerApp>>> start_servers(const Disp
     server_options.http.address = "127.0.0.1";
     server_options.http.port = 0;
     server_options.handler_threads = options.handler_threads;
+    server_options.validation_threads = options.validation_threads;
+    server_options.work_threads = options.work_threads;
     server_options.registrations_per_hour = 0;  // thousands of volunteers from one address
     server_options.sample_renderer = [](const server::TaskConfig&) {
         return std::optional<server::SampleRendererFactory>();
@@ -245,7 +247,9 @@ void print_figures(const DispatchBenchOptions& options, const DispatchFigures& f
     char line[768];
     std::snprintf(
         line, sizeof line,
-        "dispatch: %d server%s, %lld volunteers, %d connections, %.1f s: %.1f WU/s (%lld units, %lld no-work answers, "
+        "dispatch: %d server%s, %lld volunteers, %d connections, %zu validation threads, %.1f s: %.1f WU/s (%lld "
+        "units, "
+        "%lld no-work answers, "
         "%lld failures)\n"
         "  work   p50 %.1f ms  p99 %.1f ms\n"
         "  upload p50 %.1f ms  p99 %.1f ms (%zu-byte results)\n"
@@ -253,10 +257,11 @@ void print_figures(const DispatchBenchOptions& options, const DispatchFigures& f
         "  registered %lld volunteers in %.1f s (%.0f/s); draining validation and merges at stop took %.1f s\n"
         "  database: %.1f statements and %.1f commits per unit (its work request, upload, validation and merge)\n",
         options.servers, options.servers > 1 ? "s" : "", static_cast<long long>(options.volunteers),
-        options.connections, figures.seconds, figures.units_per_s, static_cast<long long>(figures.units),
-        static_cast<long long>(figures.no_work), static_cast<long long>(figures.failures), figures.work_p50_ms,
-        figures.work_p99_ms, figures.upload_p50_ms, figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms,
-        figures.unit_p99_ms, static_cast<long long>(options.volunteers), figures.register_s,
+        options.connections, options.validation_threads, figures.seconds, figures.units_per_s,
+        static_cast<long long>(figures.units), static_cast<long long>(figures.no_work),
+        static_cast<long long>(figures.failures), figures.work_p50_ms, figures.work_p99_ms, figures.upload_p50_ms,
+        figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms, figures.unit_p99_ms,
+        static_cast<long long>(options.volunteers), figures.register_s,
         static_cast<double>(options.volunteers) / figures.register_s, drain_s, figures.statements_per_unit,
         figures.commits_per_unit);
     out << line;
@@ -323,6 +328,10 @@ int run_dispatch_command(int argc, char** argv) {
         "topk", "fraction of each tensor in the made-up results", cxxopts::value<double>()->default_value("0.001"))(
         "model", "model preset", cxxopts::value<std::string>()->default_value(defaults.model))(
         "handler-threads", "the server's handler threads", cxxopts::value<std::size_t>()->default_value("4"))(
+        "validation-threads", "the server's validation threads",
+        cxxopts::value<std::size_t>()->default_value(std::to_string(defaults.validation_threads)))(
+        "work-threads", "the server's work threads (loss checks, evaluations)",
+        cxxopts::value<std::size_t>()->default_value(std::to_string(defaults.work_threads)))(
         "db", "the server's database: an empty postgresql://… database (default: SQLite in a temporary directory)",
         cxxopts::value<std::string>()->default_value(""))(
         "servers", "server instances on the --db PostgreSQL database, the volunteers spread over them",
@@ -343,6 +352,8 @@ int run_dispatch_command(int argc, char** argv) {
         options.topk_fraction = args["topk"].as<double>();
         options.model = args["model"].as<std::string>();
         options.handler_threads = args["handler-threads"].as<std::size_t>();
+        options.validation_threads = std::max<std::size_t>(1, args["validation-threads"].as<std::size_t>());
+        options.work_threads = std::max<std::size_t>(1, args["work-threads"].as<std::size_t>());
         options.database_url = args["db"].as<std::string>();
         options.servers = args["servers"].as<int>();
         auto figures = run_dispatch_bench(options, std::cout);

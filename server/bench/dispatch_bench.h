@@ -22,7 +22,9 @@ struct DispatchBenchOptions {
     double seconds = 20;             // measured
     double topk_fraction = 0.001;    // of each tensor: the "tiny" results
     std::string model = "dit-tiny";
-    std::size_t handler_threads = 4;  // the server's --handler-threads
+    std::size_t handler_threads = 4;     // the server's --handler-threads
+    std::size_t validation_threads = 8;  // the server's --validation-threads and its default
+    std::size_t work_threads = 2;        // the server's --work-threads and its default (loss checks)
     std::string database_url;         // --db: an empty PostgreSQL database; empty: SQLite
     // Server instances on the database (more than one: PostgreSQL), each with its own
     // connections and threads, in this process; the volunteers are spread over them evenly,

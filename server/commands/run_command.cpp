@@ -47,8 +47,10 @@ cxxopts::Options run_options() {
         cxxopts::value<std::size_t>()->default_value(text(defaults.io_threads)))(
         "handler-threads", "threads answering requests (database, hashing, fsync, signing)",
         cxxopts::value<std::size_t>()->default_value(text(defaults.handler_threads)))(
-        "work-threads", "threads for loss checks and evaluation",
+        "work-threads", "threads for loss checks, evaluation and samples (LibTorch)",
         cxxopts::value<std::size_t>()->default_value(text(defaults.work_threads)))(
+        "validation-threads", "results validated at once (each holds its delta decoded)",
+        cxxopts::value<std::size_t>()->default_value(text(defaults.validation_threads)))(
         "max-connections", "open connections at most",
         cxxopts::value<std::size_t>()->default_value(text(http.max_connections)))(
         "upload-spool", "MiB of upload bodies being received at once, spooled to disk (one is always let in)",
@@ -119,6 +121,7 @@ common::Result<ServerOptions> server_options_of(const cxxopts::ParseResult& args
     server.io_threads = std::max<std::size_t>(1, args["io-threads"].as<std::size_t>());
     server.handler_threads = std::max<std::size_t>(1, args["handler-threads"].as<std::size_t>());
     server.work_threads = std::max<std::size_t>(1, args["work-threads"].as<std::size_t>());
+    server.validation_threads = std::max<std::size_t>(1, args["validation-threads"].as<std::size_t>());
     server.tick_interval_s = std::max<std::int64_t>(1, args["tick"].as<std::int64_t>());
     auto proxies = parse_trusted_proxies(args["trusted-proxy"].as<std::string>());
     if (!proxies) return fail("--trusted-proxy: " + proxies.message());

@@ -252,7 +252,7 @@ TEST_CASE("a result whose claim lapsed while it waited for a validator is left t
     TestServer server([](TaskConfig&) {}, PolicyKind::FedAsync,
                       [&faults](ServerOptions& options) {
                           options.file_system = &faults;
-                          options.work_threads = 1;  // one validation at a time: the second waits for the first
+                          options.validation_threads = 1;  // one at a time: the second waits for the first
                       });
     TestVolunteer volunteer(server);
     auto first = volunteer.request_work().value();

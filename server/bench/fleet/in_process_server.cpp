@@ -41,6 +41,7 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const S
     options.clock = std::move(clock);
     options.seed = seed;
     options.work_threads = 0;  // an upload is validated, and merged, before upload() returns
+    options.validation_threads = 0;
     options.tick_interval_s = 0;
     options.task_poll_ms = 0;
     options.checkpoint_every = checkpoints.every;
