@@ -278,6 +278,30 @@ TEST_CASE("a result whose claim lapsed while it waited for a validator is left t
     CHECK(state_of(server, second.wu_id) == "merged");
 }
 
+TEST_CASE("validations run on threads of their own: two at once beside one work thread") {
+    // A validation mostly waits (here: on a held read of its delta); the work pool's one thread
+    // for LibTorch's work does not limit how many wait at once.
+    FaultyFileSystem faults;
+    TestServer server([](TaskConfig&) {}, PolicyKind::FedAsync,
+                      [&faults](ServerOptions& options) {
+                          options.file_system = &faults;
+                          options.work_threads = 1;
+                          options.validation_threads = 2;
+                      });
+    TestVolunteer volunteer(server);
+    auto first = volunteer.request_work().value();
+    auto second = volunteer.request_work().value();
+    faults.hold_reads([results = server.state().results()](const auto& path) { return path.parent_path() == results; });
+    REQUIRE(volunteer.upload(first, volunteer.made_up_delta(first, 1e-3f)).status == 200);
+    REQUIRE(volunteer.upload(second, volunteer.made_up_delta(second, 1e-3f)).status == 200);
+    for (int i = 0; i < 500 && faults.held_reads() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(faults.held_reads() == 2);
+    faults.release_reads();
+    server.app().wait_idle();
+    CHECK(state_of(server, first.wu_id) == "merged");
+    CHECK(state_of(server, second.wu_id) == "merged");
+}
+
 TEST_CASE("a full disk is answered 503 storage_full with Retry-After, and the upload succeeds once space returns") {
     FaultyFileSystem faults;
     auto server = server_with(faults, PolicyKind::FedAsync);
