@@ -247,10 +247,8 @@ void print_figures(const DispatchBenchOptions& options, const DispatchFigures& f
     char line[768];
     std::snprintf(
         line, sizeof line,
-        "dispatch: %d server%s, %lld volunteers, %d connections, %zu validation threads, %.1f s: %.1f WU/s (%lld "
-        "units, "
-        "%lld no-work answers, "
-        "%lld failures)\n"
+        "dispatch: %d server%s, %lld volunteers, %d connections, %zu validation threads, %.1f s: %.1f WU/s "
+        "(%lld units, %lld no-work answers, %lld failures)\n"
         "  work   p50 %.1f ms  p99 %.1f ms\n"
         "  upload p50 %.1f ms  p99 %.1f ms (%zu-byte results)\n"
         "  unit   p50 %.1f ms  p99 %.1f ms (ask + upload)\n"
