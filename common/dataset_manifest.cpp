@@ -50,6 +50,9 @@ Status save_dataset_manifest(const std::filesystem::path& path, const DatasetMan
                              {"encoder", file_to_json(m.encoder)},
                              {"decoder", file_to_json(m.decoder)},
                              {"reconstruction_mse", m.reconstruction_mse}};
+    // Written only when present, so a manifest without them reads as before everywhere.
+    if (!m.heldout.file.empty()) json["heldout"] = file_to_json(m.heldout);
+    if (!m.text_encoder.file.empty()) json["text_encoder"] = file_to_json(m.text_encoder);
     return write_file_atomic(path, as_bytes(boost::json::serialize(json) + "\n"));
 }
 
@@ -101,6 +104,9 @@ Result<DatasetManifest> load_dataset_manifest(const std::filesystem::path& path)
     for (auto [key, target] :
          {std::pair{"validation", &m.validation}, {"encoder", &m.encoder}, {"decoder", &m.decoder}})
         if (const auto* entry = reader.field(key)) *target = read_file_entry(*entry, reader.path_of(key), reader);
+    for (auto [key, target] : {std::pair{"heldout", &m.heldout}, {"text_encoder", &m.text_encoder}})
+        if (reader.has(key))
+            if (const auto* entry = reader.field(key)) *target = read_file_entry(*entry, reader.path_of(key), reader);
     if (auto status = reader.finish(); !status) return with_context(path.string(), status.error());
     return m;
 }
@@ -110,6 +116,8 @@ Status verify_dataset_files(const std::filesystem::path& dir, const DatasetManif
     for (const auto& f : m.train) files.push_back(&f);
     if (!m.encoder.file.empty()) files.push_back(&m.encoder);
     if (!m.decoder.file.empty()) files.push_back(&m.decoder);
+    if (!m.heldout.file.empty()) files.push_back(&m.heldout);
+    if (!m.text_encoder.file.empty()) files.push_back(&m.text_encoder);
     for (const auto* f : files) {
         auto path = dir / f->file;
         std::error_code ec;

@@ -35,6 +35,9 @@ struct DatasetManifest {
     DatasetFile validation;
     DatasetFile encoder;  // empty file name when absent (pixels, imported data)
     DatasetFile decoder;
+    // Optional (absent from older manifests and from datasets without them; empty file name):
+    DatasetFile heldout;             // a second held-out shard: combinations training never shows
+    DatasetFile text_encoder;        // the frozen text encoder that embedded the captions
     double reconstruction_mse = -1;  // of the autoencoder on the validation images; -1: n/a
 };
 

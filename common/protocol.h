@@ -52,11 +52,15 @@ struct Hyperparameters {
     // kept: the volunteer starts from the AdamW moments its last unit of the task left (and
     // skips the warm-up when it has them); fresh: from zero moments, its kept ones untouched.
     InnerOptimizer optimizer = InnerOptimizer::Fresh;
-    // One learning-rate schedule over the task's run (lr_schedule.h) in place of the warm-up:
-    // the unit spans positions schedule_from → schedule_to (samples merged).
+    // One learning-rate schedule over the task's run (lr_schedule.h), multiplied by the unit's
+    // warm-up: the unit spans positions schedule_from → schedule_to (samples merged).
     std::optional<LrSchedule> schedule{};
     std::int64_t schedule_from = 0;
     std::int64_t schedule_to = 0;
+    // Text DiTs: a caption is replaced by the model's null caption where the unit's
+    // CaptionDrop stream's uniform is below this (docs/protocol.md). Set by the server for
+    // text tasks only; absent: 0.1.
+    std::optional<double> caption_drop{};
 };
 
 // What a volunteer is asked to compute. Travels inside a SignedEnvelope.

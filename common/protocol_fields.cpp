@@ -166,6 +166,7 @@ boost::json::object hyper_to_json(const Hyperparameters& h) {
         json["schedule_from"] = h.schedule_from;
         json["schedule_to"] = h.schedule_to;
     }
+    if (h.caption_drop) json["caption_drop"] = *h.caption_drop;
     return json;
 }
 
@@ -185,6 +186,7 @@ Hyperparameters read_hyper(JsonObjectReader& parent, std::string_view key) {
         hyper.optimizer =
             inner_optimizer_from_name(reader.one_of("optimizer", {"fresh", "kept"})).value_or(InnerOptimizer::Fresh);
     read_schedule(reader, hyper);
+    if (reader.has("caption_drop")) hyper.caption_drop = reader.number("caption_drop", 0.0, 1.0);
     parent.absorb(reader.finish());
     return hyper;
 }

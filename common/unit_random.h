@@ -20,6 +20,7 @@ enum class DrawPurpose : std::uint64_t {
     Noise = 3,          // DiT: ε, one normal per value of the batch, row-major
     LabelDrop = 4,      // DiT: a sample's label becomes the null class when uniform < 0.1
     DropoutMask = 5,    // cnn: a value before fc1 is kept when uniform ≥ 0.25
+    CaptionDrop = 6,    // text DiT: a sample's caption becomes the null caption when uniform < caption_drop
 };
 
 // SplitMix64's finaliser: z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27;

@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "caption_text.h"
 #include "database.h"
 #include "dataset_manifest.h"
 #include "file_io.h"
@@ -63,7 +64,22 @@ std::optional<SampleRendererFactory> torch_renderer_for(const TaskConfig& config
                                                         const common::Result<common::DatasetManifest>& manifest) {
     if (!manifest || manifest->decoder.file.empty()) return std::nullopt;
     auto decoder = std::filesystem::path(config.data_dir) / manifest->decoder.file;
-    return make_torch_sample_renderer_factory(config, decoder, manifest->scale_factor);
+    return make_torch_sample_renderer_factory(config, decoder, manifest->scale_factor,
+                                              std::filesystem::path(config.data_dir) / manifest->validation.file);
+}
+
+// The captions of a text task's gallery rows: the validation shard's first ones, as texts
+// where the shard carries them, else numbered.
+std::vector<std::string> gallery_captions(const TaskConfig& config, const common::DatasetManifest& manifest) {
+    auto bytes = common::read_file(std::filesystem::path(config.data_dir) / manifest.validation.file,
+                                   common::kMaxCaptionShardBytes);
+    auto texts = bytes ? common::read_caption_texts(*bytes, kGalleryCaptions) : bytes.error();
+    if (texts && !texts->empty()) return *texts;
+    if (!texts) common::process_log().error("samples", "the validation captions: " + texts.message());
+    std::vector<std::string> numbered;
+    auto rows = std::min<std::int64_t>(kGalleryCaptions, manifest.validation.samples);
+    for (std::int64_t i = 0; i < rows; ++i) numbered.push_back("caption " + std::to_string(i + 1));
+    return numbered;
 }
 
 // What the dashboard shows of a task, and its samples: images when the model can draw.
@@ -75,12 +91,17 @@ std::shared_ptr<TaskFacts> task_facts(ServerCore::Parts& p, const TaskView& task
     if (manifest) {
         facts->classes = manifest->classes;
         facts->validation_set_samples = manifest->validation.samples;
+        // A text model's gallery rows are the validation shard's first captions.
+        if (config.text_dim > 0) facts->classes = gallery_captions(config, *manifest);
     }
     auto renderer =
         p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config, manifest);
     if (renderer) {
         facts->samples_kind = "images";
-        facts->gallery = std::make_shared<SampleGallery>(*p.models, task.record.id, std::move(*renderer), p.executor);
+        // Samples from the EMA of the versions where the task keeps one, as PixArt-α and AT-1 do.
+        auto weights = config.ema_decay > 0 ? ema_weights(*p.store, *p.blobs, *p.models, task.record.id)
+                                            : published_weights(*p.models, task.record.id);
+        facts->gallery = std::make_shared<SampleGallery>(std::move(weights), std::move(*renderer), p.executor);
     } else {
         facts->samples_kind = config.model == "cnn" ? "accuracy" : "none";  // the classifier preset
     }

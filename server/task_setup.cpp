@@ -62,7 +62,10 @@ common::Result<TaskConfig> default_task_config(const std::filesystem::path& data
     c.sample_shape = dataset->sample_shape;
     c.num_classes = static_cast<std::int64_t>(dataset->classes.size());
     c.text_dim = dataset->text_dim;
-    c.model = !model.empty() ? model : (dataset->kind == "pixels" ? "cnn" : "dit-tiny");
+    c.model = !model.empty()              ? model
+              : dataset->kind == "pixels" ? "cnn"
+              : dataset->text_dim > 0     ? "dit-tiny-text"
+                                          : "dit-tiny";
     c.task_id = dataset->name + "-" + c.model;
     apply_new_task_defaults(c);
     return c;

@@ -15,55 +15,56 @@ torch::Tensor cpu_randn(at::IntArrayRef shape, at::Generator& generator) {
 
 }  // namespace
 
-torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
-                                    const torch::Tensor& text_emb, const torch::Tensor& t, const torch::Tensor& noise) {
+torch::Tensor flow_matching_sample_losses_at(Dit& model, const torch::Tensor& x0, const DitCondition& condition,
+                                             const torch::Tensor& t, const torch::Tensor& noise) {
     auto t4 = t.view({-1, 1, 1, 1});
     auto xt = (1 - t4) * x0 + t4 * noise;
-    auto velocity = model->forward(xt, t, labels, text_emb);
-    return torch::mse_loss(velocity.to(torch::kFloat32), noise - x0);
-}
-
-torch::Tensor flow_matching_sample_losses_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
-                                             const torch::Tensor& text_emb, const torch::Tensor& t,
-                                             const torch::Tensor& noise) {
-    auto t4 = t.view({-1, 1, 1, 1});
-    auto xt = (1 - t4) * x0 + t4 * noise;
-    auto velocity = model->forward(xt, t, labels, text_emb);
+    auto velocity = model->forward(xt, t, condition);
     return (velocity.to(torch::kFloat32) - (noise - x0)).square().flatten(1).mean(1);
 }
 
-FlowDraws draw_flow(const torch::Tensor& x0, std::uint64_t seed, std::int64_t step) {
+torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const DitCondition& condition,
+                                    const torch::Tensor& t, const torch::Tensor& noise) {
+    auto t4 = t.view({-1, 1, 1, 1});
+    auto xt = (1 - t4) * x0 + t4 * noise;
+    auto velocity = model->forward(xt, t, condition);
+    return torch::mse_loss(velocity.to(torch::kFloat32), noise - x0);
+}
+
+FlowDraws draw_flow(const torch::Tensor& x0, std::uint64_t seed, std::int64_t step, const ConditionDrop& drop) {
     auto b = x0.size(0);
     auto device = x0.device();
     FlowDraws draws;
     draws.t = to_device(torch::sigmoid(unit_normal_tensor(seed, DrawPurpose::Timestep, step, {b})), device);
     draws.noise = to_device(unit_normal_tensor(seed, DrawPurpose::Noise, step, x0.sizes()), device);
-    draws.drop = to_device(unit_below_tensor(seed, DrawPurpose::LabelDrop, step, {b}, kLabelDropout), device);
+    auto purpose = drop.captions ? DrawPurpose::CaptionDrop : DrawPurpose::LabelDrop;
+    draws.drop = to_device(unit_below_tensor(seed, purpose, step, {b}, drop.rate), device);
     return draws;
 }
 
-torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
-                                 const torch::Tensor& text_emb, const FlowDraws& draws) {
-    auto null_class = torch::full_like(labels, model->config().num_classes);
-    auto dropped_labels = torch::where(draws.drop, null_class, labels);
-    torch::Tensor text = text_emb;
-    if (text.defined()) text = text * (~draws.drop).to(text.dtype()).view({-1, 1, 1});
-    return flow_matching_loss_at(model, x0, dropped_labels, text, draws.t, draws.noise);
+torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const DitCondition& condition,
+                                 const FlowDraws& draws) {
+    return flow_matching_loss_at(model, x0, model->dropped(condition, draws.drop), draws.t, draws.noise);
 }
 
-torch::Tensor euler_sample(Dit& model, const torch::Tensor& labels, const SampleOptions& options) {
+std::int64_t condition_rows(const DitCondition& condition) {
+    return condition.text.defined() ? condition.text.size(0) : condition.labels.size(0);
+}
+
+torch::Tensor euler_sample(Dit& model, const DitCondition& condition, const SampleOptions& options) {
     torch::NoGradGuard no_grad;
     const auto& c = model->config();
-    auto device = labels.device();
+    auto rows = condition_rows(condition);
+    auto device = condition.text.defined() ? condition.text.device() : condition.labels.device();
     auto generator = at::detail::createCPUGenerator(options.seed);
-    auto x = cpu_randn({labels.size(0), c.in_channels, c.input_size, c.input_size}, generator).to(device);
-    auto null_labels = torch::full_like(labels, c.num_classes);
+    auto x = cpu_randn({rows, c.in_channels, c.input_size, c.input_size}, generator).to(device);
+    auto unconditional = model->unconditional(rows, device);
     double dt = 1.0 / static_cast<double>(options.steps);
     for (std::int64_t i = options.steps; i > 0; --i) {
-        auto t = torch::full({labels.size(0)}, static_cast<double>(i) * dt, x.options());
-        auto v = model->forward(x, t, labels);
+        auto t = torch::full({rows}, static_cast<double>(i) * dt, x.options());
+        auto v = model->forward(x, t, condition);
         if (options.guidance != 1.0) {
-            auto v_uncond = model->forward(x, t, null_labels);
+            auto v_uncond = model->forward(x, t, unconditional);
             v = v_uncond + options.guidance * (v - v_uncond);
         }
         x = x - dt * v.to(x.dtype());

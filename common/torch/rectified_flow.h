@@ -11,32 +11,44 @@
 
 namespace tessera::common {
 
+// A class model's labels drop to the null class at this rate (the unit's LabelDrop stream).
 constexpr double kLabelDropout = 0.1;
+// A text model's captions drop to the null caption at the task's rate, by default this
+// (PixArt-α's; the unit's CaptionDrop stream, `hyper.caption_drop`).
+constexpr double kDefaultCaptionDrop = 0.1;
 
-// The random draws of one training batch: t ~ logit-normal, ε, and which labels drop out.
-// Drawn for a whole batch before it is split into micro-batches, so accumulation over
+// The random draws of one training batch: t ~ logit-normal, ε, and which conditions drop
+// out. Drawn for a whole batch before it is split into micro-batches, so accumulation over
 // micro-batches computes the same loss as the whole batch. They come from the unit's
 // specified streams (unit_random.h) for the step: t = sigmoid(z) with z the Timestep stream's
-// normals, ε the Noise stream's, a label dropped where the LabelDrop stream's uniform < 0.1.
+// normals, ε the Noise stream's, a label dropped where the LabelDrop stream's uniform < 0.1 (a
+// class model) or a caption where the CaptionDrop stream's uniform < the caption drop rate.
 struct FlowDraws {
     torch::Tensor t;      // (B,)
     torch::Tensor noise;  // like x0
     torch::Tensor drop;   // (B,) bool
 };
 
-// The draws of training step `step` of the unit seeded `seed`, on x0's device.
-FlowDraws draw_flow(const torch::Tensor& x0, std::uint64_t seed, std::int64_t step);
+// What a model's condition drops to the unconditional one by: labels at kLabelDropout, or
+// captions at a task's rate.
+struct ConditionDrop {
+    bool captions = false;
+    double rate = kLabelDropout;
+};
 
-// Training loss: labels in `drop` become the null class (and their text is zeroed).
-torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
-                                 const torch::Tensor& text_emb, const FlowDraws& draws);
+// The draws of training step `step` of the unit seeded `seed`, on x0's device.
+FlowDraws draw_flow(const torch::Tensor& x0, std::uint64_t seed, std::int64_t step, const ConditionDrop& drop = {});
+
+// Training loss: conditions in `drop` become unconditional (DitImpl::dropped).
+torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const DitCondition& condition,
+                                 const FlowDraws& draws);
 
 // Loss at fixed t values with fixed noise: comparable across model versions.
-torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
-                                    const torch::Tensor& text_emb, const torch::Tensor& t, const torch::Tensor& noise);
+torch::Tensor flow_matching_loss_at(Dit& model, const torch::Tensor& x0, const DitCondition& condition,
+                                    const torch::Tensor& t, const torch::Tensor& noise);
 // The same, per sample: (B,) mean squared errors.
-torch::Tensor flow_matching_sample_losses_at(Dit& model, const torch::Tensor& x0, const torch::Tensor& labels,
-                                    const torch::Tensor& text_emb, const torch::Tensor& t, const torch::Tensor& noise);
+torch::Tensor flow_matching_sample_losses_at(Dit& model, const torch::Tensor& x0, const DitCondition& condition,
+                                             const torch::Tensor& t, const torch::Tensor& noise);
 
 struct SampleOptions {
     std::int64_t steps = 30;
@@ -44,7 +56,11 @@ struct SampleOptions {
     std::uint64_t seed = 0;
 };
 
-// Generates latents (B, C, S, S) for `labels` (B,), on the model's device.
-torch::Tensor euler_sample(Dit& model, const torch::Tensor& labels, const SampleOptions& options);
+// Generates latents (B, C, S, S) for a condition of B rows (labels or captions), on the
+// condition's device; guidance mixes in the unconditional velocity (DitImpl::unconditional).
+torch::Tensor euler_sample(Dit& model, const DitCondition& condition, const SampleOptions& options);
+
+// The rows of a condition.
+std::int64_t condition_rows(const DitCondition& condition);
 
 }  // namespace tessera::common

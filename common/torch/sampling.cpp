@@ -32,8 +32,18 @@ Result<Bytes> sample_png_grid(Workload& workload, Decoder& decoder, const GridOp
         (*dit)->eval();
         decoder->to(device);
         decoder->eval();
-        auto labels = torch::arange(options.classes, torch::kInt64).repeat_interleave(options.per_class).to(device);
-        auto latents = euler_sample(*dit, labels, options.sampling);
+        DitCondition condition;
+        if ((*dit)->takes_text()) {
+            if (!options.captions.text.defined()) return make_error("a text model samples for captions; none given");
+            auto rows = [&](const torch::Tensor& t) {
+                return t.defined() ? t.repeat_interleave(options.per_class, 0).to(device) : t;
+            };
+            condition = {{}, rows(options.captions.text), rows(options.captions.text_len)};
+        } else {
+            condition.labels =
+                torch::arange(options.classes, torch::kInt64).repeat_interleave(options.per_class).to(device);
+        }
+        auto latents = euler_sample(*dit, condition, options.sampling);
         auto images = decoder->forward(latents / options.latent_scale);
         (*dit)->train();
         return images_to_png(images, options.per_class);

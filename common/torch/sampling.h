@@ -1,5 +1,5 @@
-// Images from a DiT: sample latents per class with the Euler sampler, decode them with the
-// frozen decoder, and lay them out as one PNG (a row per class).
+// Images from a DiT: sample latents per class (or per caption) with the Euler sampler, decode
+// them with the frozen decoder, and lay them out as one PNG (a row per class or caption).
 #pragma once
 
 #include "../bytes.h"
@@ -12,6 +12,8 @@ namespace tessera::common {
 
 struct GridOptions {
     std::int64_t classes = 10;
+    // A text model's rows: these captions (text and lengths; one row each), on the CPU.
+    DitCondition captions;
     std::int64_t per_class = 8;
     double latent_scale = 1.0;  // the dataset's scale factor: decoder input = latents / scale
     SampleOptions sampling;

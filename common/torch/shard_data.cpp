@@ -17,13 +17,100 @@ constexpr double kPixelStd = 0.3530;
 
 bool is_float(DType dtype) { return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16; }
 
+// Packed caption tokens [T, D] with lengths [N] → [N, max length, D], zero past each length.
+torch::Tensor pad_captions(const torch::Tensor& tokens, const torch::Tensor& lengths) {
+    auto n = lengths.size(0), longest = lengths.max().item<std::int64_t>();
+    auto padded = torch::zeros({n, longest, tokens.size(1)}, tokens.options());
+    auto ends = lengths.cumsum(0);
+    for (std::int64_t i = 0; i < n; ++i) {
+        auto end = ends[i].item<std::int64_t>(), len = lengths[i].item<std::int64_t>();
+        padded[i].slice(0, 0, len).copy_(tokens.slice(0, end - len, end));
+    }
+    return padded;
+}
+
+// Caption lengths from a mask [N, L] of 0/1 (any integer or bool dtype): each row must be
+// ones then zeros, with at least one one.
+Result<torch::Tensor> lengths_from_mask(const TensorView& mask, std::int64_t n, std::int64_t tokens) {
+    if (mask.shape.size() != 2 || mask.shape[0] != n || mask.shape[1] != tokens)
+        return make_error("shard \"text_mask\" must have shape [N, L] like \"text_emb\"'s first two");
+    if (is_float(mask.dtype)) return make_error("shard \"text_mask\" must be an integer or bool tensor");
+    auto tensor = to_torch(mask);
+    if (!tensor) return tensor.error();
+    auto ones = tensor->eq(1);
+    if (!ones.logical_or(tensor->eq(0)).all().item<bool>()) return make_error("shard \"text_mask\" holds values other than 0 and 1");
+    auto len = ones.sum(1).to(torch::kInt64);
+    auto prefix = torch::arange(tokens, torch::kInt64).unsqueeze(0).lt(len.unsqueeze(1));
+    if (!prefix.eq(ones).all().item<bool>())
+        return make_error("shard \"text_mask\" has a row that is not ones followed by zeros");
+    if (len.min().item<std::int64_t>() < 1) return make_error("shard \"text_mask\" has a caption of no tokens");
+    return len;
+}
+
+// The captions of a shard of `n` samples: padded `text_emb` [N, L, D] with `text_len` [N] or
+// `text_mask` [N, L] (or neither: every token counts), or packed `text_tokens` [T, D] with
+// `text_len`. Fills shard.text_emb and shard.text_len; named errors for anything else.
+Status parse_captions(const TensorFile& file, std::int64_t n, ShardData& shard) {
+    const auto* padded = file.find("text_emb");
+    const auto* packed = file.find("text_tokens");
+    const auto* lengths = file.find("text_len");
+    const auto* mask = file.find("text_mask");
+    if (padded == nullptr && packed == nullptr) {
+        if (lengths != nullptr || mask != nullptr)
+            return make_error("shard has caption lengths or a mask but no \"text_emb\" or \"text_tokens\"");
+        return {};
+    }
+    if (padded != nullptr && packed != nullptr) return make_error("shard holds both \"text_emb\" and \"text_tokens\"");
+    if (lengths != nullptr && mask != nullptr) return make_error("shard holds both \"text_len\" and \"text_mask\"");
+    torch::Tensor len;
+    if (lengths != nullptr) {
+        if (lengths->dtype != DType::I64 || lengths->shape.size() != 1 || lengths->shape[0] != n)
+            return make_error("shard \"text_len\" must be I64 of shape [N] (N = " + std::to_string(n) + ")");
+        auto tensor = to_torch(*lengths);
+        if (!tensor) return tensor.error();
+        len = std::move(tensor).value();
+        if (len.min().item<std::int64_t>() < 1) return make_error("shard \"text_len\" has a caption of no tokens");
+    }
+    if (packed != nullptr) {
+        if (!is_float(packed->dtype) || packed->shape.size() != 2)
+            return make_error("shard \"text_tokens\" must be float of shape [T, D]");
+        if (!len.defined()) return make_error("shard \"text_tokens\" needs \"text_len\" (each caption's tokens)");
+        auto total = len.sum().item<std::int64_t>();
+        if (total != packed->shape[0])
+            return make_error("shard \"text_len\" sums to " + std::to_string(total) + " tokens but \"text_tokens\" has " +
+                              std::to_string(packed->shape[0]));
+        auto tokens = to_torch(*packed);
+        if (!tokens) return tokens.error();
+        shard.text_emb = pad_captions(tokens->to(torch::kFloat32), len);
+        shard.text_len = len;
+    } else {
+        if (!is_float(padded->dtype) || padded->shape.size() != 3 || padded->shape[0] != n)
+            return make_error("shard \"text_emb\" must be float of shape [N, L, D] (N = " + std::to_string(n) + ")");
+        auto tokens = to_torch(*padded);
+        if (!tokens) return tokens.error();
+        auto l = padded->shape[1];
+        if (l < 1) return make_error("shard \"text_emb\" has captions of no tokens");
+        if (mask != nullptr) {
+            auto from_mask = lengths_from_mask(*mask, n, l);
+            if (!from_mask) return from_mask.error();
+            len = std::move(from_mask).value();
+        }
+        if (len.defined() && len.max().item<std::int64_t>() > l)
+            return make_error("shard \"text_len\" is longer than \"text_emb\"'s " + std::to_string(l) + " tokens");
+        shard.text_emb = tokens->to(torch::kFloat32);
+        shard.text_len = len.defined() ? len : torch::full({n}, l, torch::kInt64);
+    }
+    if (!torch::isfinite(shard.text_emb).all().item<bool>())
+        return make_error("shard caption embeddings hold non-finite values");
+    return {};
+}
+
 Result<ShardData> parse_shard(ByteView bytes) {
     auto file = parse_safetensors(bytes);
     if (!file) return file.error();
     const auto* labels = file->find("labels");
     const auto* latents = file->find("latents");
     const auto* pixels = file->find("pixels");
-    const auto* text = file->find("text_emb");
     if (labels == nullptr) return make_error("shard has no \"labels\" tensor");
     if (labels->dtype != DType::I64 || labels->shape.size() != 1)
         return make_error("shard \"labels\" must be I64 of shape [N]");
@@ -39,8 +126,6 @@ Result<ShardData> parse_shard(ByteView bytes) {
         return make_error("shard has " + std::to_string(inputs->shape[0]) + " inputs but " + std::to_string(n) +
                           " labels");
     if (n == 0) return make_error("shard holds no samples");
-    if (text != nullptr && (!is_float(text->dtype) || text->shape.size() != 3 || text->shape[0] != n))
-        return make_error("shard \"text_emb\" must be float of shape [N, L, D]");
 
     ShardData shard;
     auto labels_tensor = to_torch(*labels);
@@ -53,11 +138,7 @@ Result<ShardData> parse_shard(ByteView bytes) {
     shard.inputs = shard.pixels ? standardise_pixels(inputs_tensor->to(torch::kFloat32) / 255.0)
                                 : inputs_tensor->to(torch::kFloat32);
     if (!torch::isfinite(shard.inputs).all().item<bool>()) return make_error("shard inputs hold non-finite values");
-    if (text != nullptr) {
-        auto text_tensor = to_torch(*text);
-        if (!text_tensor) return text_tensor.error();
-        shard.text_emb = text_tensor->to(torch::kFloat32);
-    }
+    if (auto captions = parse_captions(*file, n, shard); !captions) return captions.error();
     return shard;
 }
 
@@ -86,7 +167,7 @@ Result<ShardData> load_shard_file(const std::filesystem::path& path) {
 
 Result<ShardData> concat_shards(const std::vector<ShardData>& shards) {
     if (shards.empty()) return make_error("no shards to train on");
-    std::vector<torch::Tensor> inputs, labels, texts;
+    std::vector<torch::Tensor> inputs, labels, texts, lengths;
     for (const auto& shard : shards) {
         if (shard.inputs.sizes().slice(1) != shards[0].inputs.sizes().slice(1) || shard.pixels != shards[0].pixels)
             return make_error("shards differ in sample shape or kind");
@@ -94,16 +175,26 @@ Result<ShardData> concat_shards(const std::vector<ShardData>& shards) {
             return make_error("some shards have text_emb and some do not");
         inputs.push_back(shard.inputs);
         labels.push_back(shard.labels);
-        if (shard.text_emb.defined()) texts.push_back(shard.text_emb);
+        if (shard.text_emb.defined()) {
+            texts.push_back(shard.text_emb);
+            lengths.push_back(shard.text_len);
+        }
     }
     ShardData all;
     all.pixels = shards[0].pixels;
     all.inputs = torch::cat(inputs);
     all.labels = torch::cat(labels);
     if (!texts.empty()) {
-        for (const auto& t : texts)
-            if (t.sizes().slice(1) != texts[0].sizes().slice(1)) return make_error("shards differ in text_emb shape");
+        std::int64_t longest = 0;
+        for (const auto& t : texts) {
+            if (t.size(2) != texts[0].size(2)) return make_error("shards differ in caption width");
+            longest = std::max(longest, t.size(1));
+        }
+        for (auto& t : texts)
+            if (t.size(1) < longest)
+                t = torch::nn::functional::pad(t, torch::nn::functional::PadFuncOptions({0, 0, 0, longest - t.size(1)}));
         all.text_emb = torch::cat(texts);
+        all.text_len = torch::cat(lengths);
     }
     return all;
 }

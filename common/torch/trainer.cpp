@@ -180,15 +180,16 @@ torch::Tensor accumulate_gradients(Workload& workload, const Batch& batch, std::
 // batch at a time.
 struct DeviceSamples {
     DeviceSamples(const ShardData& data, torch::Device device)
-        : inputs(data.inputs.to(device)), labels(data.labels.to(device)),
-          text(data.text_emb.defined() ? data.text_emb.to(device) : data.text_emb) {}
+        : inputs(moved(data.inputs, device)), labels(moved(data.labels, device)), text(moved(data.text_emb, device)),
+          text_len(moved(data.text_len, device)) {}
     Batch at(const torch::Tensor& index) const {
-        return {inputs.index_select(0, index),
-                labels.index_select(0, index),
-                text.defined() ? text.index_select(0, index) : torch::Tensor(),
-                {}};
+        auto rows = [&](const torch::Tensor& all) { return all.defined() ? all.index_select(0, index) : torch::Tensor(); };
+        return {rows(inputs), rows(labels), rows(text), rows(text_len), {}};
     }
-    torch::Tensor inputs, labels, text;
+    static torch::Tensor moved(const torch::Tensor& all, torch::Device device) {
+        return all.defined() ? all.to(device) : all;
+    }
+    torch::Tensor inputs, labels, text, text_len;
 };
 
 // Steps done, the last loss read and the samples per second since `started`.
@@ -239,6 +240,7 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     if (auto checked = check_training_inputs(data, config); !checked) return checked.error();
     auto workload = make_workload(preset, data_shape_of(data, config.num_classes), config.seed);
     if (!workload) return workload.error();
+    (*workload)->set_caption_drop(config.caption_drop);
     auto module = (*workload)->module();
     if (auto loaded = load_state(*module, theta0); !loaded) return loaded.error();
     module->to(*device);
@@ -305,6 +307,7 @@ TrainConfig train_config_for(const Hyperparameters& hyper) {
     config.schedule = hyper.schedule;
     config.schedule_from = hyper.schedule_from;
     config.schedule_to = hyper.schedule_to;
+    config.caption_drop = hyper.caption_drop.value_or(kDefaultCaptionDrop);
     return config;
 }
 

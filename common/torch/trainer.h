@@ -10,6 +10,7 @@
 #include "../lr_schedule.h"
 #include "../protocol.h"
 #include "../result.h"
+#include "rectified_flow.h"
 #include "shard_data.h"
 #include "tensor_convert.h"
 #include "workload.h"
@@ -35,6 +36,7 @@ struct TrainConfig {
     std::uint64_t seed = 0;
     std::string device = "cpu";  // "cpu", "cuda", "cuda:N" or "auto"
     std::int64_t num_classes = 10;
+    double caption_drop = kDefaultCaptionDrop;  // text DiTs: the rate at which captions drop to the null caption
     // > 0: `snapshot` is shown the weights (on the training device) after every this many
     // steps; the fleet simulator's central baseline draws its curve from them.
     std::int64_t snapshot_every = 0;
@@ -51,8 +53,8 @@ struct TrainConfig {
     // false: the _foreach steps, for the benchmark's comparison.
     bool fused_adamw = true;
     // One schedule over the whole run (lr_schedule.h): step s trains at
-    // lr·lr_factor(schedule, unit_position(schedule_from, schedule_to, s, steps), batch), in
-    // place of the per-unit warm-up.
+    // lr·lr_factor(schedule, unit_position(schedule_from, schedule_to, s, steps), batch), times
+    // the per-unit warm-up factor.
     std::optional<LrSchedule> schedule;
     std::int64_t schedule_from = 0;
     std::int64_t schedule_to = 0;

@@ -19,15 +19,17 @@ constexpr std::int64_t kEvalBatch = 256;
 
 const std::vector<ModelPreset>& presets() {
     static const std::vector<ModelPreset> all = [] {
-        auto dit = [](std::string name, std::int64_t hidden, std::int64_t depth, std::int64_t heads) {
-            ModelPreset p{std::move(name), ModelKind::Dit, {}};
+        auto dit = [](std::string name, std::int64_t hidden, std::int64_t depth, std::int64_t heads, bool text) {
+            ModelPreset p{std::move(name), ModelKind::Dit, {}, text};
             p.dit.hidden = hidden;
             p.dit.depth = depth;
             p.dit.heads = heads;
             return p;
         };
-        return std::vector<ModelPreset>{dit("dit-tiny", 64, 2, 2), dit("dit-s", 384, 12, 6), dit("dit-b", 768, 12, 12),
-                                        ModelPreset{"cnn", ModelKind::Cnn, {}}};
+        return std::vector<ModelPreset>{dit("dit-tiny", 64, 2, 2, false),      dit("dit-s", 384, 12, 6, false),
+                                        dit("dit-b", 768, 12, 12, false),      dit("dit-tiny-text", 64, 2, 2, true),
+                                        dit("dit-s-text", 384, 12, 6, true),   dit("dit-b-text", 768, 12, 12, true),
+                                        ModelPreset{"cnn", ModelKind::Cnn, {}, false}};
     }();
     return all;
 }
@@ -39,10 +41,10 @@ void for_each_eval_batch(const ShardData& data, torch::Device device, std::int64
     auto n = std::min(data.size(), max_samples);
     for (std::int64_t begin = 0; begin < n; begin += kEvalBatch) {
         auto end = std::min(n, begin + kEvalBatch);
-        Batch batch{data.inputs.slice(0, begin, end).to(device),
-                    data.labels.slice(0, begin, end).to(device),
-                    data.text_emb.defined() ? data.text_emb.slice(0, begin, end).to(device) : torch::Tensor(),
-                    {}};
+        auto rows = [&](const torch::Tensor& all) {
+            return all.defined() ? all.slice(0, begin, end).to(device) : torch::Tensor();
+        };
+        Batch batch{rows(data.inputs), rows(data.labels), rows(data.text_emb), rows(data.text_len), {}};
         body(batch, begin);
     }
 }
@@ -64,13 +66,15 @@ public:
     Dit& dit() { return model_; }
 
     void draw(Batch& batch, std::uint64_t seed, std::int64_t step) override {
-        auto draws = draw_flow(batch.inputs, seed, step);
+        ConditionDrop drop;
+        if (model_->takes_text()) drop = {true, caption_drop()};
+        auto draws = draw_flow(batch.inputs, seed, step, drop);
         batch.draws = {draws.t, draws.noise, draws.drop};
     }
 
     torch::Tensor loss(const Batch& batch) override {
         FlowDraws draws{batch.draws.at(0), batch.draws.at(1), batch.draws.at(2)};
-        return flow_matching_loss(model_, batch.inputs, batch.labels, batch.text_emb, draws);
+        return flow_matching_loss(model_, batch.inputs, condition_of(batch), draws);
     }
 
     EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) override {
@@ -83,7 +87,7 @@ public:
             for (std::int64_t i = 0; i < kEvalGrid; ++i) {
                 auto t = torch::full({b}, (static_cast<double>(i) + 0.5) / kEvalGrid, torch::kFloat32).to(device);
                 auto noise = torch::randn(batch.inputs.sizes(), generator, torch::kFloat32).to(device);
-                total += flow_matching_sample_losses_at(model_, batch.inputs, batch.labels, batch.text_emb, t, noise)
+                total += flow_matching_sample_losses_at(model_, batch.inputs, condition_of(batch), t, noise)
                              .to(torch::kCPU, torch::kFloat64);
             }
             per_batch.push_back(total / static_cast<double>(kEvalGrid));
@@ -135,12 +139,21 @@ private:
 }  // namespace
 
 Batch Batch::slice(std::int64_t begin, std::int64_t end) const {
-    Batch out{inputs.slice(0, begin, end),
-              labels.slice(0, begin, end),
-              text_emb.defined() ? text_emb.slice(0, begin, end) : torch::Tensor(),
-              {}};
+    auto rows = [&](const torch::Tensor& all) { return all.defined() ? all.slice(0, begin, end) : torch::Tensor(); };
+    Batch out{rows(inputs), rows(labels), rows(text_emb), rows(text_len), {}};
     for (const auto& d : draws) out.draws.push_back(d.slice(0, begin, end));
     return out;
+}
+
+DitCondition condition_of(const Batch& batch) { return {batch.labels, batch.text_emb, batch.text_len}; }
+
+std::string preset_summary() {
+    std::string summary;
+    for (const auto& preset : presets()) {
+        auto takes = preset.kind == ModelKind::Cnn ? "pixels" : preset.text ? "captions" : "class";
+        summary += (summary.empty() ? "" : ", ") + preset.name + " (" + takes + ")";
+    }
+    return summary;
 }
 
 Result<ModelPreset> find_preset(std::string_view name) {
@@ -176,6 +189,11 @@ Result<std::unique_ptr<Workload>> make_workload(std::string_view name, const Dat
     config.input_size = shape.size;
     config.num_classes = shape.num_classes;
     config.text_dim = shape.text_dim;
+    if (preset->text && shape.text_dim == 0)
+        return make_error("preset " + preset->name + " is a text-to-image model: its dataset needs captions (text_emb)");
+    if (!preset->text && shape.text_dim > 0)
+        return make_error("preset " + preset->name + " is class-conditional, but the dataset has captions: use " +
+                          preset->name + "-text");
     if (shape.size % config.patch != 0 || shape.size < config.patch)
         return make_error("latent size " + std::to_string(shape.size) + " is not a multiple of the patch size 2");
     return std::unique_ptr<Workload>(std::make_unique<DitWorkload>(*preset, config));

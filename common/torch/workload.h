@@ -20,7 +20,8 @@ enum class ModelKind { Dit, Cnn };
 struct ModelPreset {
     std::string name;
     ModelKind kind = ModelKind::Dit;
-    DitConfig dit;  // hidden/depth/heads for DiT presets
+    DitConfig dit;      // hidden/depth/heads for DiT presets
+    bool text = false;  // a text-to-image DiT: trains on captioned shards only
 };
 
 // The shape of the data a model is built for (from the dataset).
@@ -32,6 +33,8 @@ struct DataShape {
 };
 
 Result<ModelPreset> find_preset(std::string_view name);
+// Every preset's name, each with what it takes ("dit-tiny (class)", "dit-tiny-text (captions)").
+std::string preset_summary();
 DataShape data_shape_of(const ShardData& data, std::int64_t num_classes);
 
 // One batch, with the random draws its loss needs (filled by Workload::draw; may be empty).
@@ -39,11 +42,15 @@ struct Batch {
     torch::Tensor inputs;
     torch::Tensor labels;
     torch::Tensor text_emb;  // may be undefined
+    torch::Tensor text_len;  // (B,) i64 caption lengths; undefined: every token of text_emb
     std::vector<torch::Tensor> draws;
 
     // Rows [begin, end) of every tensor, draws included.
     Batch slice(std::int64_t begin, std::int64_t end) const;
 };
+
+// A DiT's condition from a batch: its labels, or its captions and their lengths.
+DitCondition condition_of(const Batch& batch);
 
 struct EvalResult {
     double loss = 0;       // the mean of sample_losses
@@ -63,6 +70,9 @@ public:
     // `step` of the unit seeded `seed`, from its specified streams (unit_random.h), so training
     // is reproducible on any device and in any language, and micro-batches see the batch's draws.
     virtual void draw(Batch& batch, std::uint64_t seed, std::int64_t step) = 0;
+    // A text DiT drops captions to its null caption at this rate (the unit's `caption_drop`).
+    void set_caption_drop(double rate) { caption_drop_ = rate; }
+    double caption_drop() const { return caption_drop_; }
     // The training loss of a batch (or a slice of one) with its draws.
     virtual torch::Tensor loss(const Batch& batch) = 0;
     // Deterministic: a fixed t grid and noise seed for DiT, so versions are comparable.
@@ -73,6 +83,7 @@ protected:
 
 private:
     ModelPreset preset_;
+    double caption_drop_ = 0.1;
 };
 
 // Builds the preset's model for data of `shape`. Initial weights come from torch's global

@@ -1,28 +1,49 @@
 // `tessera-server export`: a model version's checkpoint, checked against its hash, as a
-// safetensors file.
+// safetensors file: the model, and where the task keeps one the EMA of its versions beside it
+// (tensors named "ema/" + the model's names), or either alone under the model's names.
 #include <cxxopts.hpp>
 
 #include "blob_store.h"
+#include "checkpoint.h"
 #include "command_line.h"
 #include "command_support.h"
 #include "file_io.h"
+#include "model_ema.h"
 #include "safetensors.h"
 #include "sha256.h"
 #include "task_lookup.h"
 
 namespace tessera::server {
+namespace {
+
+// The EMA saved with a checkpoint's policy state; empty when it has none.
+common::Result<common::NamedTensors> ema_of(BlobStore& blobs, const VersionRecord& version) {
+    if (!version.optimizer_sha256) return common::NamedTensors{};
+    auto bytes = blobs.read(*version.optimizer_sha256, common::kMaxModelBytes);
+    if (!bytes) return common::with_context("the policy state of version " + std::to_string(version.version), bytes.error());
+    auto state = common::read_checkpoint(*bytes);
+    if (!state) return state.error();
+    return split_saved_state(std::move(*state)).ema;
+}
+
+}  // namespace
 
 int export_command(int argc, char** argv) {
     cxxopts::Options options("tessera-server export", "Write a model version as safetensors");
     options.add_options()("state", "state directory", cxxopts::value<std::string>())(
         "task", "task id (default: the current task)", cxxopts::value<std::string>())(
         "version", "model version, a checkpoint (default: the newest checkpoint)", cxxopts::value<std::int64_t>())(
-        "out", "output file", cxxopts::value<std::string>());
+        "out", "output file", cxxopts::value<std::string>())(
+        "weights", "model, ema, or both (the EMA's tensors prefixed ema/; the model alone without an EMA)",
+        cxxopts::value<std::string>()->default_value("both"));
     add_database_option(options);
     auto parsed = common::parse_command_line(options, argc, argv);
     if (!parsed) return parsed.exit_code;
     const auto& args = *parsed;
     if (!args.count("state") || !args.count("out")) return fail("export", "needs --state DIR and --out FILE");
+    auto weights = args["weights"].as<std::string>();
+    if (weights != "model" && weights != "ema" && weights != "both")
+        return fail("export", "--weights must be model, ema or both");
     StateDir state = state_dir_of(args);
     auto store = Store::connect(state.database_url(), false);
     if (!store) return fail("export", store.message());
@@ -61,10 +82,27 @@ int export_command(int argc, char** argv) {
     if (!bytes) return fail("export", bytes.message());
     if (common::sha256_hex(*bytes) != sha256)
         return fail("export", "the stored checkpoint of version " + std::to_string(number) + " is damaged");
+    auto ema = ema_of(blobs, **version);
+    if (!ema) return fail("export", ema.message());
+    if (weights == "ema" && ema->empty())
+        return fail("export", "task " + task->id + " keeps no EMA (its --ema-decay is 0, or it predates EMAs)");
+    if (weights != "model" && !ema->empty()) {
+        auto model = common::read_checkpoint(*bytes);
+        if (!model) return fail("export", model.message());
+        auto stored = common::parse_safetensors(*bytes);
+        if (!stored) return fail("export", stored.message());
+        auto preset = stored->metadata().find("model");
+        auto tensors = weights == "ema" ? std::move(*ema) : with_ema(std::move(*model), *ema);
+        auto file = common::write_checkpoint(
+            tensors, {task->id, preset == stored->metadata().end() ? std::string() : preset->second, number});
+        if (!file) return fail("export", file.message());
+        bytes = std::move(file);
+    }
     if (auto status = common::write_file_atomic(args["out"].as<std::string>(), *bytes); !status)
         return fail("export", status.message());
-    std::cout << "exported " << task->id << " version " << number << " to " << args["out"].as<std::string>()
-              << " (pinned: retention keeps it)\n";
+    std::cout << "exported " << task->id << " version " << number << " ("
+              << (ema->empty() || weights == "model" ? "model" : weights == "ema" ? "EMA" : "model and EMA")
+              << ") to " << args["out"].as<std::string>() << " (pinned: retention keeps it)\n";
     return 0;
 }
 

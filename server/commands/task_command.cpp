@@ -62,6 +62,8 @@ common::Status training_from_args(const cxxopts::ParseResult& args, TaskConfig& 
     take(args, "local-steps", c.local_steps);
     take(args, "batch", c.batch_size);
     take(args, "lr", c.lr);
+    take(args, "caption-drop", c.caption_drop);
+    take(args, "ema-decay", c.ema_decay);
     if (args.count("inner-optimizer")) {
         auto kind = common::inner_optimizer_from_name(args["inner-optimizer"].as<std::string>());
         if (!kind) return common::make_error("--inner-optimizer must be fresh or kept");
@@ -165,7 +167,12 @@ void add_training_options(cxxopts::Options& options) {
     options.add_options()("local-steps", with_default("inner steps H per work unit", d.local_steps),
                           cxxopts::value<std::int64_t>())("batch", with_default("batch size", d.batch_size),
                                                           cxxopts::value<std::int64_t>())(
-        "lr", "inner AdamW learning rate (dit-tiny 4e-3, cnn 1e-3, dit-s and dit-b 3e-4)", cxxopts::value<double>())(
+        "lr", "inner AdamW learning rate (dit-tiny[-text] 4e-3, cnn 1e-3, dit-s and dit-b 3e-4)",
+        cxxopts::value<double>())(
+        "caption-drop", with_default("text models: chance a caption trains as the null caption", d.caption_drop),
+        cxxopts::value<double>())(
+        "ema-decay", with_default("EMA of the versions for samples and exports; 0 = none", kNewTaskEmaDecay),
+        cxxopts::value<double>())(
         "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (kept)",
         cxxopts::value<std::string>())(
         "lr-schedule",
@@ -237,7 +244,10 @@ void add_task_options(cxxopts::Options& options) {
                                                                              cxxopts::value<std::string>())(
         "data", "dataset directory (tessera-data prepare --out)", cxxopts::value<std::string>())(
         "id", "task id (default: <dataset>-<model>)", cxxopts::value<std::string>())(
-        "model", "preset: dit-tiny, dit-s, dit-b, cnn (default: dit-tiny, cnn for pixels)",
+        "model",
+        "preset: dit-tiny, dit-s, dit-b (class-conditional latents); dit-tiny-text, dit-s-text, dit-b-text "
+        "(captioned latents: text-to-image); cnn (pixels) (default: dit-tiny, dit-tiny-text with captions, cnn for "
+        "pixels)",
         cxxopts::value<std::string>());
     add_merge_options(options);
     add_training_options(options);

@@ -10,6 +10,7 @@
 #include "logger.h"
 #include "model_patch.h"
 #include "model_cache.h"
+#include "tensor_math.h"
 #include "safetensors.h"
 #include "sha256.h"
 
@@ -74,12 +75,25 @@ common::Status Aggregator::load_committed(std::int64_t version) {
     }
     auto policy = make_merge_policy(task_.config.merge);
     if (!policy) return policy.error();
+    SavedState saved;
     if (start.optimizer_sha256) {
         auto state_bytes = blobs_.read(*start.optimizer_sha256, common::kMaxModelBytes);
         if (!state_bytes) return state_bytes.error();
         auto state = common::read_checkpoint(*state_bytes);
         if (!state) return state.error();
-        if (auto status = (*policy)->load_optimizer_state(*state, *model); !status) return status;
+        saved = split_saved_state(std::move(*state));
+    }
+    if (auto status = (*policy)->load_optimizer_state(saved.policy, *model); !status) return status;
+    // The EMA starts at the model where a checkpoint has none (version 0, or a task from before).
+    ema_.reset();
+    if (task_.config.ema_decay > 0) {
+        if (!saved.ema.empty()) {
+            if (auto layout = check_same_layout(*model, saved.ema); !layout)
+                return common::with_context("the checkpoint's EMA", layout.error());
+            ema_ = std::move(saved.ema);
+        } else {
+            ema_ = *model;
+        }
     }
     model_ = std::move(*model);
     published_ = std::move(published);
@@ -131,6 +145,7 @@ common::Status Aggregator::replay(std::int64_t after, std::int64_t through) {
         if (!outcome || !outcome->model_changed || sorted(outcome->merged_ids) != sorted(ids))
             return common::make_error("merging the results of version " + std::to_string(v.version) +
                                       " again does not give that version");
+        if (auto status = update_ema(v.version); !status) return status;
         since_checkpoint_.insert(since_checkpoint_.end(), ids.begin(), ids.end());
     }
     version_ = through;
@@ -150,6 +165,11 @@ common::Status Aggregator::replay(std::int64_t after, std::int64_t through) {
                                       std::to_string(published_version_));
     }
     return {};
+}
+
+common::Status Aggregator::update_ema(std::int64_t version) {
+    if (!ema_) return {};
+    return ema_update(*ema_, model_, ema_decay_at(task_.config.ema_decay, version));
 }
 
 common::Status Aggregator::restore_committed() {
@@ -299,8 +319,13 @@ common::Status Aggregator::commit(std::vector<std::string> merged) {
     }
     record.blob_sha256 = blob.sha256;
     record.blob_bytes = blob.bytes;
+    // The EMA of version `next`; it replaces the current one once the version commits.
+    auto next_ema = ema_;
+    if (next_ema)
+        if (auto status = ema_update(*next_ema, model_, ema_decay_at(task_.config.ema_decay, next)); !status)
+            return status;
     if (record.checkpoint) {
-        auto files = write_checkpoint_files(next, blob, blob_version);
+        auto files = write_checkpoint_files(next, blob, blob_version, next_ema);
         if (!files) return files.error();
         record.state_sha256 = files->state_sha256;
         record.optimizer_sha256 = files->optimizer_sha256;
@@ -309,6 +334,7 @@ common::Status Aggregator::commit(std::vector<std::string> merged) {
     record.merged_results = static_cast<std::int64_t>(merged.size());
     if (auto status = store_.commit_version(record, merged, hooks_.fence); !status) return status;
     version_ = next;
+    ema_ = std::move(next_ema);
     if (publish) {
         published_version_ = next;
         published_blob_ = blob;
@@ -321,9 +347,9 @@ common::Status Aggregator::commit(std::vector<std::string> merged) {
     return {};
 }
 
-common::Result<Aggregator::CheckpointFiles> Aggregator::write_checkpoint_files(std::int64_t version,
-                                                                               const common::BlobRef& published_blob,
-                                                                               std::int64_t published_version) {
+common::Result<Aggregator::CheckpointFiles> Aggregator::write_checkpoint_files(
+    std::int64_t version, const common::BlobRef& published_blob, std::int64_t published_version,
+    const std::optional<common::NamedTensors>& ema) {
     auto put = [&](const common::NamedTensors& tensors, std::int64_t at) -> common::Result<common::BlobRef> {
         auto bytes = common::write_checkpoint(tensors, {task_.record.id, task_.config.model, at});
         if (!bytes) return bytes.error();
@@ -338,6 +364,7 @@ common::Result<Aggregator::CheckpointFiles> Aggregator::write_checkpoint_files(s
         files.state_sha256 = state->sha256;
     }
     auto optimizer = policy_->optimizer_state();
+    if (ema) optimizer = with_ema(std::move(optimizer), *ema);
     if (!optimizer.empty()) {
         auto stored = put(optimizer, version);
         if (!stored) return stored.error();
@@ -347,7 +374,7 @@ common::Result<Aggregator::CheckpointFiles> Aggregator::write_checkpoint_files(s
 }
 
 common::Status Aggregator::checkpoint_current() {
-    auto files = write_checkpoint_files(version_, published_blob_, published_version_);
+    auto files = write_checkpoint_files(version_, published_blob_, published_version_, ema_);
     if (!files) return files.error();
     if (auto status = store_.set_checkpoint(task_.record.id, version_, files->state_sha256, files->optimizer_sha256);
         !status)

@@ -9,7 +9,8 @@
 // checkpoint, merges the logged results again in their order (the published model advances by
 // the stored patches and is checked against its hash), and queues accepted results not merged
 // yet; a commit that fails does the same in place, after `retry_s`, so a result is never merged
-// twice nor lost.
+// twice nor lost. With an `ema_decay` it keeps the versions' EMA (model_ema.h), saved with the
+// policy's state at checkpoints and moved on again by the replay.
 // Thread-safe: enqueue() from any thread; everything else runs on the aggregator's thread.
 #pragma once
 
@@ -27,6 +28,7 @@
 #include "blob_store.h"
 #include "curve_evaluator.h"
 #include "merge_policy.h"
+#include "model_ema.h"
 #include "model_probe.h"
 #include "protocol.h"
 #include "published_models.h"
@@ -96,7 +98,10 @@ private:
         std::optional<std::string> optimizer_sha256;
     };
     common::Result<CheckpointFiles> write_checkpoint_files(std::int64_t version, const common::BlobRef& published_blob,
-                                                           std::int64_t published_version);
+                                                           std::int64_t published_version,
+                                                           const std::optional<common::NamedTensors>& ema);
+    // Moves the EMA on to `version`, just made from model_.
+    common::Status update_ema(std::int64_t version);
     // Makes the current version a checkpoint (with patches, at stop).
     common::Status checkpoint_current();
     // Frees the logged results once a checkpoint covers them, and applies retention.
@@ -119,6 +124,7 @@ private:
     std::int64_t published_version_ = 0;             // the version θ̂ was last published at
     common::BlobRef published_blob_;                 // and its checkpoint
     std::unique_ptr<MergePolicy> policy_;
+    std::optional<common::NamedTensors> ema_;  // with the task's ema_decay > 0: the EMA of the versions
     std::atomic<std::int64_t> version_{0};
     std::shared_ptr<CurveEvaluator> curve_;
     std::int64_t checkpoint_version_ = 0;        // the last full checkpoint

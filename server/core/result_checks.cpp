@@ -150,11 +150,16 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
     if (*typical_norm) {
         double typical = **typical_norm;
         double per_step = verdict.figures.norm / steps;
+        // Every figure compared, and where the typical one came from.
+        auto source = norms->size() >= kMinFigures
+                          ? "the median of the last " + std::to_string(norms->size()) + " accepted results"
+                          : std::string("the task's calibration unit, until ") + std::to_string(kMinFigures) +
+                                " results are accepted";
         auto describe_norm = [&](const char* relation, double factor) {
-            return "norm " + std::to_string(verdict.figures.norm) + " over " + std::to_string(unit.hyper.local_steps) +
-                   " steps (" + std::to_string(steps) + " at the full rate) is " + relation + " " +
-                   std::to_string(factor) + " x the typical norm per step (" + std::to_string(factor * typical * steps) +
-                   ")";
+            return "norm " + plain(verdict.figures.norm) + " over " + std::to_string(unit.hyper.local_steps) +
+                   " steps (" + plain(steps) + " at the full rate) is " + plain(per_step) + " per full-rate step, " +
+                   relation + " " + plain(factor) + " x the typical " + plain(typical) + " = " +
+                   plain(factor * typical) + " per step (typical: " + source + ")";
         };
         if (per_step > task.config.norm_bound * typical &&
             judge(verdict, suspended, reason::kNormTooLarge, describe_norm("above", task.config.norm_bound)))

@@ -1,6 +1,10 @@
 // SampleGallery: at most one render at a time, on the work pool, with a rest after each.
 #include "sample_gallery.h"
 
+#include "checkpoint.h"
+#include "model_ema.h"
+#include "safetensors.h"
+
 namespace tessera::server {
 namespace {
 
@@ -8,10 +12,33 @@ constexpr int kRestFactor = 3;  // rest 3× the drawing's time: drawing ≤ 1/4 
 
 }  // namespace
 
-SampleGallery::SampleGallery(ModelCache& models, std::string task_id, SampleRendererFactory factory, Executor executor,
-                             std::size_t keep)
-    : models_(models), task_id_(std::move(task_id)), factory_(std::move(factory)), executor_(std::move(executor)),
-      keep_(keep) {}
+GalleryWeights published_weights(ModelCache& models, std::string task_id) {
+    return [&models, task_id = std::move(task_id)](std::int64_t version) { return models.get(task_id, version); };
+}
+
+GalleryWeights ema_weights(Store& store, BlobStore& blobs, ModelCache& models, std::string task_id) {
+    auto last = std::make_shared<std::pair<std::string, std::shared_ptr<const common::NamedTensors>>>();
+    return [&store, &blobs, &models, task_id = std::move(task_id),
+            last](std::int64_t version) -> common::Result<std::shared_ptr<const common::NamedTensors>> {
+        auto checkpoint = store.last_checkpoint(task_id, version);
+        if (!checkpoint) return checkpoint.error();
+        if (!*checkpoint || !(*checkpoint)->optimizer_sha256) return models.get(task_id, version);
+        const auto& sha256 = *(*checkpoint)->optimizer_sha256;
+        if (last->first == sha256) return last->second;  // renders come one at a time
+        auto bytes = blobs.read(sha256, common::kMaxModelBytes);
+        if (!bytes) return bytes.error();
+        auto state = common::read_checkpoint(*bytes);
+        if (!state) return state.error();
+        auto ema = split_saved_state(std::move(*state)).ema;
+        if (ema.empty()) return models.get(task_id, version);
+        last->first = sha256;
+        last->second = std::make_shared<const common::NamedTensors>(std::move(ema));
+        return last->second;
+    };
+}
+
+SampleGallery::SampleGallery(GalleryWeights weights, SampleRendererFactory factory, Executor executor, std::size_t keep)
+    : weights_(std::move(weights)), factory_(std::move(factory)), executor_(std::move(executor)), keep_(keep) {}
 
 SampleStatus SampleGallery::request(std::int64_t current_version) {
     std::unique_lock lock(mutex_);
@@ -43,7 +70,7 @@ void SampleGallery::render(std::int64_t version) {
             if (!made) return made.error();
             renderer_ = std::move(*made);
         }
-        auto weights = models_.get(task_id_, version);
+        auto weights = weights_(version);
         if (!weights) return weights.error();
         return renderer_->render(**weights);
     }();

@@ -17,9 +17,11 @@
 
 #include "bytes.h"
 #include "delta_codec.h"
+#include "blob_store.h"
 #include "model_cache.h"
 #include "result.h"
 #include "state_dir.h"
+#include "store.h"
 
 namespace tessera::server {
 
@@ -34,6 +36,14 @@ public:
 // Builds the renderer on first use (loading the decoder can take a moment).
 using SampleRendererFactory = std::function<common::Result<std::unique_ptr<SampleRenderer>>()>;
 
+// The weights a version's image is drawn from. Called on a work thread, one call at a time.
+using GalleryWeights = std::function<common::Result<std::shared_ptr<const common::NamedTensors>>(std::int64_t version)>;
+// The published model of each version.
+GalleryWeights published_weights(ModelCache& models, std::string task_id);
+// The EMA saved with the newest checkpoint at or before the version (server/aggregation/
+// model_ema.h); the published model where that checkpoint has none (version 0).
+GalleryWeights ema_weights(Store& store, BlobStore& blobs, ModelCache& models, std::string task_id);
+
 struct SampleStatus {
     std::optional<std::int64_t> version;  // the newest version with an image
     bool rendering = false;
@@ -43,8 +53,7 @@ struct SampleStatus {
 // Owned by shared_ptr: a render's job holds it until the job is done.
 class SampleGallery : public std::enable_shared_from_this<SampleGallery> {
 public:
-    SampleGallery(ModelCache& models, std::string task_id, SampleRendererFactory factory, Executor executor,
-                  std::size_t keep = 4);
+    SampleGallery(GalleryWeights weights, SampleRendererFactory factory, Executor executor, std::size_t keep = 4);
 
     // Starts rendering `current_version` when it is newer than the last image, nothing is
     // being rendered and the pause after the last drawing is over; returns the state.
@@ -55,8 +64,7 @@ public:
 private:
     void render(std::int64_t version);
 
-    ModelCache& models_;
-    std::string task_id_;
+    GalleryWeights weights_;
     SampleRendererFactory factory_;
     Executor executor_;
     std::size_t keep_;

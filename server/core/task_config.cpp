@@ -50,8 +50,11 @@ void apply_new_task_defaults(TaskConfig& config) {
     // best at K = 8, spikes at K = 32); cnn: central's best at a constant rate over 8 epochs
     // (docs/benchmarks.md, "The cnn's rate"). dit-s and dit-b keep 3e-4: no rate was measured
     // for them.
-    if (config.model == "dit-tiny") config.lr = 4e-3;
+    if (config.model == "dit-tiny" || config.model == "dit-tiny-text") config.lr = 4e-3;
     if (config.model == "cnn") config.lr = 1e-3;
+    // dit-tiny-text takes dit-tiny's rate until one is measured for it. The EMA of the versions
+    // for samples and exports, at AT-1's decay (with the warm-up of model_ema.h).
+    config.ema_decay = kNewTaskEmaDecay;
 }
 
 std::int64_t default_warmup_samples(const TaskConfig& config) {
@@ -110,6 +113,8 @@ common::Status check_settings(const TaskConfig& c) {
     if (!(c.lr > 0 && c.lr <= kMaxLr)) return fail("lr must be in (0, " + std::to_string(kMaxLr) + "]");
     if (c.warmup_steps < 0 || !(c.weight_decay >= 0 && c.weight_decay <= kMaxWeightDecay) || !(c.grad_clip >= 0))
         return fail("warmup, weight decay and grad clip must be >= 0");
+    if (!(c.caption_drop >= 0 && c.caption_drop <= 1)) return fail("caption drop must be in [0, 1]");
+    if (!(c.ema_decay >= 0 && c.ema_decay < 1)) return fail("ema decay must be in [0, 1) (0: no EMA)");
     if (!(c.codec.topk_fraction > 0 && c.codec.topk_fraction <= 1)) return fail("top-k fraction must be in (0, 1]");
     if (c.patches && (c.patches->dtype == common::DeltaDType::F32 ||
                       !(c.patches->topk_fraction > 0 && c.patches->topk_fraction <= 1)))
@@ -218,7 +223,8 @@ common::Hyperparameters inner_loop_of(const TaskConfig& config, std::int64_t loc
             .warmup_steps = config.warmup_steps,
             .weight_decay = config.weight_decay,
             .grad_clip = config.grad_clip,
-            .seed = seed};
+            .seed = seed,
+            .caption_drop = config.text_dim > 0 ? std::optional<double>(config.caption_drop) : std::nullopt};
 }
 
 common::UnitRate unit_rate_of(const common::Hyperparameters& hyper) {

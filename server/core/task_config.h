@@ -29,6 +29,7 @@ constexpr std::int64_t kMaxWeightDecay = 10;
 constexpr std::int64_t kMaxPublishEvery = 10000;
 constexpr std::int64_t kMaxMinRounds = 1000000;
 constexpr std::int64_t kMaxTrustStreak = 1000;
+constexpr double kNewTaskEmaDecay = 0.999;
 
 struct TaskConfig {
     std::string task_id;
@@ -49,11 +50,17 @@ struct TaskConfig {
     std::int64_t warmup_steps = 5;
     double weight_decay = 0.01;
     double grad_clip = 1.0;
+    // Text tasks: the rate at which a unit's captions drop to the model's null caption (the
+    // unconditional branch classifier-free guidance needs; PixArt-α's 0.1).
+    double caption_drop = 0.1;
+    // The server keeps the EMA of the versions at this decay (server/aggregation/model_ema.h)
+    // for samples and exports; 0: none (tasks from before it; new tasks get kNewTaskEmaDecay).
+    double ema_decay = 0;
     // kept: volunteers carry their AdamW moments from unit to unit (replicated units stay
     // fresh, so that replicas stay comparable); fresh: every unit starts AdamW afresh.
     common::InnerOptimizer inner_optimizer = common::InnerOptimizer::Fresh;
     // One learning-rate schedule over the run, indexed by samples merged (common/lr_schedule.h),
-    // in place of warmup_steps; none: the per-unit warm-up at a constant lr.
+    // times the per-unit warm-up; none: the per-unit warm-up at a constant lr.
     std::optional<common::LrSchedule> lr_schedule;
     common::DeltaEncoding codec{common::DeltaDType::Int4, 1.0};  // dense int4 (docs/benchmarks.md, "Bandwidth")
     // Downlink: each version is also published as a patch from the previous one, in this

@@ -34,6 +34,8 @@ boost::json::value to_json(const TaskConfig& c) {
             {"warmup_steps", c.warmup_steps},
             {"weight_decay", c.weight_decay},
             {"grad_clip", c.grad_clip},
+            {"caption_drop", c.caption_drop},
+            {"ema_decay", c.ema_decay},
             {"inner_optimizer", common::inner_optimizer_name(c.inner_optimizer)},
             {"lr_schedule", c.lr_schedule ? boost::json::value(common::lr_schedule_to_json(*c.lr_schedule))
                                           : boost::json::value(nullptr)},
@@ -122,6 +124,8 @@ void read_training_fields(JsonObjectReader& r, TaskConfig& c) {
     c.warmup_steps = r.integer("warmup_steps", 0, 100000);
     c.weight_decay = r.number("weight_decay", 0, kMaxWeightDecay);
     c.grad_clip = r.number("grad_clip", 0, 1e6);
+    if (r.has("caption_drop")) c.caption_drop = r.number("caption_drop", 0, 1);
+    if (r.has("ema_decay")) c.ema_decay = r.number("ema_decay", 0, 1);
     // Tasks created before volunteers kept their optimizer state start it afresh.
     if (r.has("inner_optimizer"))
         c.inner_optimizer = common::inner_optimizer_from_name(r.one_of("inner_optimizer", {"fresh", "kept"}))

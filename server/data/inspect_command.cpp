@@ -1,4 +1,5 @@
-// Prints metadata and, per tensor, dtype, shape and value statistics.
+// Prints metadata, per tensor dtype, shape and value statistics, and for a captioned shard
+// its bytes per sample with the captions' share.
 #include "inspect_command.h"
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <iomanip>
 
 #include "bytes.h"
+#include "caption_tensors.h"
 #include "file_io.h"
 #include "safetensors.h"
 #include "zstd_codec.h"
@@ -47,12 +49,44 @@ std::vector<double> as_doubles(const common::TensorView& view) {
     return out;
 }
 
+// A shard with captions: bytes per sample decompressed and compressed (the file's own zstd
+// frame, or what import would store), and the captions' share of each. The compressed share
+// is estimated by compressing the caption tensors and the rest apart.
+void print_sample_sizes(const common::TensorFile& file, common::ByteView raw, std::uint64_t zstd_bytes,
+                        std::ostream& out) {
+    const auto* labels = file.find("labels");
+    if (labels == nullptr || labels->shape.size() != 1 || labels->shape[0] <= 0) return;
+    if (file.find("text_emb") == nullptr && file.find("text_tokens") == nullptr) return;
+    auto n = static_cast<std::uint64_t>(labels->shape[0]);
+    common::Bytes captions, rest;
+    for (const auto& t : file.tensors()) {
+        auto& to = is_caption_tensor(t.name) ? captions : rest;
+        to.insert(to.end(), t.data.begin(), t.data.end());
+    }
+    if (zstd_bytes == 0) {
+        auto packed = common::zstd_compress(raw, 9);
+        if (!packed) return;
+        zstd_bytes = packed->size();
+    }
+    auto packed_captions = common::zstd_compress(captions), packed_rest = common::zstd_compress(rest);
+    if (!packed_captions || !packed_rest) return;
+    auto percent = [](double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; };
+    out << std::fixed << std::setprecision(1) << "  per sample: " << raw.size() / n << " bytes (captions "
+        << percent(static_cast<double>(captions.size()), static_cast<double>(raw.size())) << "%), compressed "
+        << zstd_bytes / n << " bytes (captions ~"
+        << percent(static_cast<double>(packed_captions->size()),
+                   static_cast<double>(packed_captions->size() + packed_rest->size()))
+        << "%)\n"
+        << std::defaultfloat;
+}
+
 }  // namespace
 
 common::Status inspect_tensor_file(const std::filesystem::path& path, std::ostream& out) {
     auto bytes = common::read_file(path, kMaxFileBytes);
     if (!bytes) return bytes.error();
     bool compressed = common::is_zstd_frame(*bytes);
+    std::uint64_t zstd_bytes = compressed ? bytes->size() : 0;
     if (compressed) {
         auto raw = common::zstd_decompress(*bytes, kMaxFileBytes);
         if (!raw) return common::with_context(path.string(), raw.error());
@@ -78,6 +112,7 @@ common::Status inspect_tensor_file(const std::filesystem::path& path, std::ostre
         }
         out << "\n";
     }
+    print_sample_sizes(*file, *bytes, zstd_bytes, out);
     return {};
 }
 

@@ -1,4 +1,5 @@
-// tessera-data: the dataset tool. prepare (Fashion-MNIST → latent or pixel shards),
+// tessera-data: the dataset tool. prepare (Fashion-MNIST → latent or pixel shards, or
+// captioned two-item canvases),
 // inspect (print a tensor file), import (adopt shards made elsewhere).
 #include <torch/torch.h>
 
@@ -18,6 +19,8 @@ constexpr const char* kUsage =
     "usage: tessera-data <command> [options]\n"
     "  prepare fashion-mnist --out DIR [--pixels] [--source DIR] [--shard-size N]\n"
     "                        [--autoencoder-steps N] [--limit N] [--seed N] [--threads N]\n"
+    "  prepare canvases --out DIR [--source DIR] [--shard-size N] [--autoencoder-steps N]\n"
+    "                   [--limit N] [--seed N] [--threads N]\n"
     "  inspect FILE...\n"
     "  import --out DIR [--validation FILE] [--name NAME] [--scale-factor X] [--classes N] FILE...\n"
     "  --version\n"
@@ -29,25 +32,28 @@ int fail(const std::string& message) {
 }
 
 int run_prepare(int argc, char** argv) {
-    cxxopts::Options options("tessera-data prepare", "Prepare Fashion-MNIST shards (latents by default)");
+    cxxopts::Options options("tessera-data prepare",
+                             "Prepare Fashion-MNIST shards (latents by default) or captioned canvases of two items");
     const tessera::data::PrepareOptions defaults;
-    options.add_options()("dataset", "dataset name (fashion-mnist)", cxxopts::value<std::string>())(
+    options.add_options()("dataset", "dataset name (fashion-mnist or canvases)", cxxopts::value<std::string>())(
         "out", "output directory", cxxopts::value<std::string>())(
-        "pixels", "write 28x28 pixel shards for the classifier instead of latents")(
+        "pixels", "fashion-mnist: write 28x28 pixel shards for the classifier instead of latents")(
         "source", "directory of the IDX files", cxxopts::value<std::string>()->default_value(defaults.source.string()))(
         "shard-size", "samples per shard, at most",
         cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.shard_size)))(
         "autoencoder-steps", "autoencoder training steps",
         cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.autoencoder_steps)))(
-        "limit", "use only the first N training images (0: all)", cxxopts::value<std::int64_t>()->default_value("0"))(
-        "seed", "random seed", cxxopts::value<std::uint64_t>()->default_value("0"))(
+        "limit", "fashion-mnist: use only the first N training images; canvases: make N (0: all)",
+        cxxopts::value<std::int64_t>()->default_value("0"))("seed", "random seed",
+                                                            cxxopts::value<std::uint64_t>()->default_value("0"))(
         "threads", "CPU threads for LibTorch (0: its default)", cxxopts::value<int>()->default_value("0"));
     options.parse_positional({"dataset"});
     auto parsed = tessera::common::parse_command_line(options, argc, argv);
     if (!parsed) return parsed.exit_code;
     const auto& args = *parsed;
-    if (!args.count("dataset") || args["dataset"].as<std::string>() != "fashion-mnist")
-        return fail("prepare knows one dataset: fashion-mnist");
+    auto dataset = args.count("dataset") ? args["dataset"].as<std::string>() : "";
+    if (dataset != "fashion-mnist" && dataset != "canvases")
+        return fail("prepare knows two datasets: fashion-mnist and canvases");
     if (!args.count("out")) return fail("prepare needs --out DIR");
     if (args["threads"].as<int>() > 0) torch::set_num_threads(args["threads"].as<int>());
     tessera::data::PrepareOptions prepare;
@@ -58,7 +64,8 @@ int run_prepare(int argc, char** argv) {
     prepare.autoencoder_steps = args["autoencoder-steps"].as<std::int64_t>();
     prepare.limit = args["limit"].as<std::int64_t>();
     prepare.seed = args["seed"].as<std::uint64_t>();
-    auto status = tessera::data::prepare_fashion_mnist(prepare);
+    auto status = dataset == "canvases" ? tessera::data::prepare_canvases(prepare)
+                                        : tessera::data::prepare_fashion_mnist(prepare);
     if (!status) return fail(status.message());
     std::cerr << "dataset ready in " << prepare.out.string() << "\n";
     return 0;
@@ -72,7 +79,8 @@ int run_import(int argc, char** argv) {
         "scale-factor", "latent scale factor already applied (new datasets)",
         cxxopts::value<double>()->default_value("1"))("classes", "number of classes (0: from the labels)",
                                                       cxxopts::value<std::int64_t>()->default_value("0"))(
-        "files", "shard files", cxxopts::value<std::vector<std::string>>());
+        "files", "shard files: safetensors (plain or zstd) or webdataset .tar",
+        cxxopts::value<std::vector<std::string>>());
     options.parse_positional({"files"});
     auto parsed = tessera::common::parse_command_line(options, argc, argv);
     if (!parsed) return parsed.exit_code;

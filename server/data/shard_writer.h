@@ -9,6 +9,10 @@
 
 namespace tessera::data {
 
+// Writes `bytes` as `name` in `dir`, atomically.
+common::Result<common::DatasetFile> write_dataset_file(const std::filesystem::path& dir, const std::string& name,
+                                                       const common::Bytes& bytes, std::int64_t samples);
+
 common::Result<common::DatasetFile> write_tensor_file(const std::filesystem::path& dir, const std::string& name,
                                                       const common::TorchTensorMap& tensors, bool compress,
                                                       std::int64_t samples);

@@ -30,6 +30,7 @@ common::ShardData rows_of(const common::ShardData& data, const torch::Tensor& ro
     chosen.inputs = data.inputs.index_select(0, rows);
     chosen.labels = data.labels.index_select(0, rows);
     if (data.text_emb.defined()) chosen.text_emb = data.text_emb.index_select(0, rows);
+    if (data.text_len.defined()) chosen.text_len = data.text_len.index_select(0, rows);
     chosen.pixels = data.pixels;
     return chosen;
 }
@@ -217,10 +218,12 @@ common::Result<Calibration> calibrate(const TaskConfig& config, const common::Na
 
 std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const TaskConfig& config,
                                                                         const std::filesystem::path& decoder_file,
-                                                                        double latent_scale) {
+                                                                        double latent_scale,
+                                                                        const std::filesystem::path& validation_shard) {
     auto preset = common::find_preset(config.model);
     if (!preset || preset->kind != common::ModelKind::Dit) return std::nullopt;
-    return [config, decoder_file, latent_scale]() -> common::Result<std::unique_ptr<SampleRenderer>> {
+    return [config, decoder_file, latent_scale,
+            validation_shard]() -> common::Result<std::unique_ptr<SampleRenderer>> {
         try {
             common::Decoder decoder;
             if (auto status = common::load_state_file(*decoder, decoder_file); !status)
@@ -233,6 +236,12 @@ std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const Ta
             grid.latent_scale = latent_scale;
             grid.sampling.steps = kSamplingSteps;
             grid.sampling.seed = kSamplingSeed;
+            if (config.text_dim > 0) {
+                auto data = common::load_shard_file(validation_shard);
+                if (!data) return common::with_context("validation captions", data.error());
+                auto rows = std::min<std::int64_t>(kGalleryCaptions, data->size());
+                grid.captions = {{}, data->text_emb.slice(0, 0, rows), data->text_len.slice(0, 0, rows)};
+            }
             return std::unique_ptr<SampleRenderer>(
                 std::make_unique<TorchSampleRenderer>(std::move(*workload), std::move(decoder), grid));
         } catch (const c10::Error& error) {

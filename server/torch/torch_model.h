@@ -24,10 +24,15 @@ common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& con
 // step.
 common::Result<Calibration> calibrate(const TaskConfig& config, const common::NamedTensors& weights,
                                       const std::filesystem::path& validation_shard);
+// A text model's gallery draws a row for each of the validation shard's first captions.
+constexpr std::int64_t kGalleryCaptions = 8;
+
 // Renderers of a class-by-class image grid through the dataset's decoder (`decoder_file`,
-// latents divided by `latent_scale` first); none for presets that do not generate images.
+// latents divided by `latent_scale` first), or for a text model a caption-by-caption grid of
+// the first captions of `validation_shard`; none for presets that do not generate images.
 std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const TaskConfig& config,
                                                                         const std::filesystem::path& decoder_file,
-                                                                        double latent_scale);
+                                                                        double latent_scale,
+                                                                        const std::filesystem::path& validation_shard);
 
 }  // namespace tessera::server

@@ -3,10 +3,13 @@
 // kill -9) merges them again to the very model a server that checkpoints every version has; a
 // published model is rebuilt from the patches when first asked for, and a damaged patch gives
 // a clear error instead of a wrong model. Retention deletes the files of old versions but
-// never what a live unit or a pinned (exported) version needs.
+// never what a live unit or a pinned (exported) version needs. The EMA of the versions comes
+// back from the replay as it was.
 #include <doctest/doctest.h>
 
+#include "checkpoint.h"
 #include "file_io.h"
+#include "model_ema.h"
 #include "server_fixture.h"
 #include "sha256.h"
 
@@ -16,17 +19,25 @@ using namespace tessera::testing;
 namespace {
 
 constexpr int kResults = 5;
+constexpr double kEmaDecay = 0.9;
 
 struct Cadence {
     std::int64_t every = 3;
     bool at_stop = true;
+    std::int64_t keep = 3;  // checkpoints retention keeps; 0: all
 };
 
 std::unique_ptr<TestServer> server_with(Cadence& cadence) {
-    return std::make_unique<TestServer>([](TaskConfig& c) { c.max_in_flight = 100; }, PolicyKind::FedAsync,
+    return std::make_unique<TestServer>(
+        [](TaskConfig& c) {
+            c.max_in_flight = 100;
+            c.ema_decay = kEmaDecay;
+        },
+        PolicyKind::FedAsync,
                                         [&cadence](ServerOptions& options) {
                                             options.checkpoint_every = cadence.every;
                                             options.checkpoint_at_stop = cadence.at_stop;
+                                            options.keep_checkpoints = cadence.keep;
                                         });
 }
 
@@ -87,6 +98,9 @@ TEST_CASE("between checkpoints only patches are written, and a restart replays t
     CHECK(v5.checkpoint);
     REQUIRE(v5.state_sha256.has_value());
     CHECK(*v5.state_sha256 == *clean_v5.state_sha256);  // bit for bit
+    REQUIRE(v5.optimizer_sha256.has_value());
+    REQUIRE(clean_v5.optimizer_sha256.has_value());
+    CHECK(*v5.optimizer_sha256 == *clean_v5.optimizer_sha256);  // the EMA too
     CHECK(result_files(*server) == 0);
     deliver(*server, volunteer, kResults);  // and merging goes on from there
     CHECK(server->version() == kResults + 1);
@@ -178,4 +192,34 @@ TEST_CASE("retention keeps the newest checkpoints, pinned ones and what live uni
     CHECK(http_get(server->port(), "/blobs/" + retired_model).status == 404);  // nothing left to build it from
     deliver(*server, fast, 9);                                                 // merging goes on
     CHECK(server->version() == 11);
+}
+
+TEST_CASE("the EMA saved at a checkpoint is the average of the versions' models") {
+    Cadence every_version{1, true, 0};  // every version's model kept, to average by hand
+    auto server = server_with(every_version);
+    TestVolunteer volunteer(*server);
+    for (int i = 0; i < kResults; ++i) deliver(*server, volunteer, i);
+    auto read = [&](const std::string& sha256) {
+        return common::read_checkpoint(common::read_file(server->state().blobs() / sha256, 1 << 30).value()).value();
+    };
+    auto expected = read(version_of(*server, 0).blob_sha256);  // the EMA starts at version 0's model
+    for (std::int64_t v = 1; v <= kResults; ++v) {
+        auto record = version_of(*server, v);
+        auto model = read(record.state_sha256.value_or(record.blob_sha256));
+        REQUIRE(ema_update(expected, model, ema_decay_at(kEmaDecay, v)).ok());
+    }
+    auto last = version_of(*server, kResults);
+    REQUIRE(last.optimizer_sha256.has_value());
+    auto saved = split_saved_state(read(*last.optimizer_sha256));
+    CHECK(saved.policy.empty());  // fedasync keeps no state of its own
+    REQUIRE(saved.ema.size() == expected.size());
+    double largest = 0, moved = 0;
+    auto model = read(last.state_sha256.value_or(last.blob_sha256));
+    for (std::size_t i = 0; i < expected.size(); ++i)
+        for (std::size_t j = 0; j < expected[i].values.size(); ++j) {
+            largest = std::max(largest, static_cast<double>(std::abs(saved.ema[i].values[j] - expected[i].values[j])));
+            moved = std::max(moved, static_cast<double>(std::abs(saved.ema[i].values[j] - model[i].values[j])));
+        }
+    CHECK(largest < 1e-6);
+    CHECK(moved > 1e-5);  // an average, not the newest model
 }

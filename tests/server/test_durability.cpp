@@ -1,7 +1,7 @@
 // The real tessera-server process: kill -9 while results stream in and merges run, then a
 // restart that loses no acknowledged result and resumes at the last committed version (from
 // the last checkpoint, merging the results logged since again), on SQLite and on PostgreSQL;
-// SIGTERM shuts down cleanly; export writes a committed version.
+// SIGTERM shuts down cleanly; export writes a committed version, with its EMA.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -177,6 +177,20 @@ TEST_CASE("SIGTERM shuts down gracefully and export writes a committed version")
     auto task = store->current_task().value().value();
     CHECK(store->version(task.id, 1).value()->pinned);  // an exported version is kept by retention
     CHECK(!model.empty());
+    // The model and, new tasks keeping one, the EMA of the versions beside it under "ema/".
+    auto ema_tensors = std::count_if(model.begin(), model.end(), [](const auto& t) { return t.name.starts_with("ema/"); });
+    CHECK(ema_tensors > 0);
+    CHECK(static_cast<std::size_t>(ema_tensors) * 2 == model.size());
+    auto ema_out = prepared.dir() / "ema.safetensors";
+    ChildProcess ema_only({std::getenv("TESSERA_SERVER"), "export", "--state", prepared.state().root().string(),
+                           "--version", "1", "--weights", "ema", "--out", ema_out.string()});
+    CHECK(ema_only.wait() == 0);
+    auto ema = common::read_checkpoint(common::read_file(ema_out, 1 << 30).value()).value();
+    REQUIRE(ema.size() * 2 == model.size());
+    CHECK(ema[0].name == model[0].name);  // under the model's own names
+    ChildProcess bad_weights({std::getenv("TESSERA_SERVER"), "export", "--state", prepared.state().root().string(),
+                              "--weights", "best", "--out", ema_out.string()});
+    CHECK(bad_weights.wait() == 1);
     ChildProcess missing({std::getenv("TESSERA_SERVER"), "export", "--state", prepared.state().root().string(),
                           "--version", "9", "--out", out.string()});
     CHECK(missing.wait() == 1);

@@ -47,15 +47,16 @@ TEST_CASE("DiT maps latents to velocities of the same shape; the zero output lay
     config.heads = 2;
     Dit dit(config);
     auto x = torch::randn({3, 4, 8, 8});
-    auto v = dit->forward(x, torch::rand({3}), torch::tensor({0, 5, 10}));
+    auto v = dit->forward(x, torch::rand({3}), {torch::tensor({0, 5, 10}), {}, {}});
     CHECK(v.sizes().vec() == x.sizes().vec());
     CHECK(v.abs().max().item<float>() == 0.0f);
 
     config.text_dim = 32;
     Dit with_text(config);
     auto text = torch::randn({3, 7, 32});
-    CHECK(with_text->forward(x, torch::rand({3}), torch::tensor({1, 2, 3}), text).sizes().vec() == x.sizes().vec());
+    CHECK(with_text->forward(x, torch::rand({3}), {{}, text, {}}).sizes().vec() == x.sizes().vec());
     CHECK(with_text->named_parameters().contains("blocks.0.cross_kv.weight"));
+    CHECK_FALSE(with_text->named_parameters().contains("class_embed.weight"));
 }
 
 TEST_CASE("DiT works on other latent sizes, e.g. 4x32x32 Stable Diffusion latents") {
@@ -64,7 +65,7 @@ TEST_CASE("DiT works on other latent sizes, e.g. 4x32x32 Stable Diffusion latent
     auto* dit = dit_of(**workload);
     REQUIRE(dit != nullptr);
     auto x = torch::randn({2, 4, 32, 32});
-    CHECK((*dit)->forward(x, torch::rand({2}), torch::tensor({3, 999})).sizes().vec() == x.sizes().vec());
+    CHECK((*dit)->forward(x, torch::rand({2}), {torch::tensor({3, 999}), {}, {}}).sizes().vec() == x.sizes().vec());
     CHECK_FALSE(make_workload("dit-tiny", DataShape{4, 7, 10, 0}).ok());
 }
 

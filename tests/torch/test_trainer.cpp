@@ -65,7 +65,7 @@ TEST_CASE("a few hundred dit-tiny steps clearly lower the validation loss") {
     REQUIRE(png.ok());
     CHECK(std::string(png->begin() + 1, png->begin() + 4) == "PNG");
     torch::NoGradGuard no_grad;
-    auto latents = euler_sample(*dit_of(*workload), torch::arange(10), grid.sampling);
+    auto latents = euler_sample(*dit_of(*workload), DitCondition{torch::arange(10), {}, {}}, grid.sampling);
     auto images = decoder->forward(latents / manifest.scale_factor);
     CHECK(images.std().item<double>() > 0.1);
 }

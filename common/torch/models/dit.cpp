@@ -1,10 +1,11 @@
-// DiT with adaLN-single (PixArt-α), class and optional text conditioning.
+// DiT with adaLN-single (PixArt-α), conditioned on a class or on a caption.
 #include "dit.h"
 
 #include <torch/torch.h>
 #include <torch/version.h>
 
 #include <cmath>
+#include <limits>
 
 namespace tessera::common {
 namespace {
@@ -19,15 +20,19 @@ torch::Tensor modulate(const torch::Tensor& x, const torch::Tensor& shift, const
     return x * (1 + scale) + shift;
 }
 
-// softmax(q·kᵀ/√d)·v. On a GPU with LibTorch 2 it is one fused kernel (flash or memory-efficient
-// attention), which never holds the tokens × tokens scores; on the CPU it stays the plain
-// product, so CPU results are the same on every LibTorch version.
-torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+// softmax(q·kᵀ/√d)·v, where `mask` (broadcast to the scores; undefined: none) is true for the
+// keys a query may attend. On a GPU with LibTorch 2 it is one fused kernel (flash or
+// memory-efficient attention), which never holds the tokens × tokens scores; on the CPU it
+// stays the plain product, so CPU results are the same on every LibTorch version.
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& mask = {}) {
 #if TORCH_VERSION_MAJOR >= 2
-    if (q.is_cuda()) return at::scaled_dot_product_attention(q, k, v);
+    if (q.is_cuda()) return at::scaled_dot_product_attention(q, k, v, mask);
 #endif
     auto scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-    return torch::softmax(torch::matmul(q, k.transpose(-2, -1)) * scale, -1).matmul(v);
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+    if (mask.defined()) scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
+    return torch::softmax(scores, -1).matmul(v);
 }
 
 // Sinusoidal features of t·1000, as in DiT's TimestepEmbedder.
@@ -62,6 +67,13 @@ torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
     return torch::linear(x, layer->weight, layer->bias);
 }
 
+// (B, 1, 1, L) bool: true for the caption tokens a query attends (those before its length).
+torch::Tensor caption_key_mask(const DitCondition& condition, std::int64_t tokens) {
+    if (!condition.text_len.defined()) return {};
+    auto positions = torch::arange(tokens, condition.text_len.options());
+    return positions.unsqueeze(0).lt(condition.text_len.unsqueeze(1)).view({-1, 1, 1, tokens});
+}
+
 void init_linear(torch::nn::Linear& layer) {
     torch::nn::init::xavier_uniform_(layer->weight);
     if (layer->options.bias()) torch::nn::init::zeros_(layer->bias);
@@ -82,7 +94,7 @@ DitBlockImpl::DitBlockImpl(const DitConfig& c) : hidden_(c.hidden), heads_(c.hea
     for (auto* layer : {&qkv_, &proj_, &fc1_, &fc2_}) init_linear(*layer);
     if (c.text_dim > 0) {
         cross_q_ = register_module("cross_q", torch::nn::Linear(c.hidden, c.hidden));
-        cross_kv_ = register_module("cross_kv", torch::nn::Linear(c.text_dim, 2 * c.hidden));
+        cross_kv_ = register_module("cross_kv", torch::nn::Linear(c.hidden, 2 * c.hidden));
         cross_proj_ = register_module("cross_proj", torch::nn::Linear(c.hidden, c.hidden));
         for (auto* layer : {&cross_q_, &cross_kv_}) init_linear(*layer);
         // Cross-attention starts switched off, so text conditioning is learned from zero.
@@ -100,11 +112,12 @@ torch::Tensor DitBlockImpl::self_attention(const torch::Tensor& x) {
     return linear(proj_, out.transpose(1, 2).reshape({b, n, hidden_}));
 }
 
-torch::Tensor DitBlockImpl::cross_attention(const torch::Tensor& x, const torch::Tensor& text) {
-    auto b = x.size(0), n = x.size(1), l = text.size(1), head_dim = hidden_ / heads_;
+torch::Tensor DitBlockImpl::cross_attention(const torch::Tensor& x, const torch::Tensor& caption,
+                                            const torch::Tensor& mask) {
+    auto b = x.size(0), n = x.size(1), l = caption.size(1), head_dim = hidden_ / heads_;
     auto q = linear(cross_q_, x).view({b, n, heads_, head_dim}).transpose(1, 2);
-    auto kv = linear(cross_kv_, text).view({b, l, 2, heads_, head_dim}).permute({2, 0, 3, 1, 4});
-    auto out = attention(q, kv[0], kv[1]);
+    auto kv = linear(cross_kv_, caption).view({b, l, 2, heads_, head_dim}).permute({2, 0, 3, 1, 4});
+    auto out = attention(q, kv[0], kv[1], mask);
     return linear(cross_proj_, out.transpose(1, 2).reshape({b, n, hidden_}));
 }
 
@@ -117,12 +130,13 @@ torch::Tensor DitBlockImpl::mlp(const torch::Tensor& x) {
     return linear(fc2_, torch::gelu(h, "tanh"));
 }
 
-torch::Tensor DitBlockImpl::forward(torch::Tensor x, const torch::Tensor& t6, const torch::Tensor& text) {
+torch::Tensor DitBlockImpl::forward(torch::Tensor x, const torch::Tensor& t6, const torch::Tensor& caption,
+                                    const torch::Tensor& caption_mask) {
     auto mod = (scale_shift_table_.unsqueeze(0) + t6).chunk(6, 1);
     const auto &shift_msa = mod[0], &scale_msa = mod[1], &gate_msa = mod[2];
     const auto &shift_mlp = mod[3], &scale_mlp = mod[4], &gate_mlp = mod[5];
     x = x + gate_msa * self_attention(modulate(norm1_(x), shift_msa, scale_msa));
-    if (text.defined() && cross_q_) x = x + cross_attention(x, text);
+    if (cross_q_) x = x + cross_attention(x, caption, caption_mask);
     return x + gate_mlp * mlp(modulate(norm2_(x), shift_mlp, scale_mlp));
 }
 
@@ -132,7 +146,14 @@ DitImpl::DitImpl(const DitConfig& c) : config_(c) {
     t_fc1_ = register_module("t_fc1", torch::nn::Linear(kTimestepFrequencies, c.hidden));
     t_fc2_ = register_module("t_fc2", torch::nn::Linear(c.hidden, c.hidden));
     t_block_ = register_module("t_block", torch::nn::Linear(c.hidden, 6 * c.hidden));
-    class_embed_ = register_module("class_embed", torch::nn::Embedding(c.num_classes + 1, c.hidden));
+    if (c.text_dim > 0) {
+        caption_fc1_ = register_module("caption_fc1", torch::nn::Linear(c.text_dim, c.hidden));
+        caption_fc2_ = register_module("caption_fc2", torch::nn::Linear(c.hidden, c.hidden));
+        null_caption_ = register_parameter(
+            "null_caption", torch::randn({c.null_caption_tokens, c.text_dim}) / std::sqrt(static_cast<double>(c.text_dim)));
+    } else {
+        class_embed_ = register_module("class_embed", torch::nn::Embedding(c.num_classes + 1, c.hidden));
+    }
     blocks_ = register_module("blocks", torch::nn::ModuleList());
     for (std::int64_t i = 0; i < c.depth; ++i) blocks_->push_back(DitBlock(c));
     norm_final_ = register_module("norm_final", plain_norm(c.hidden));
@@ -146,7 +167,9 @@ DitImpl::DitImpl(const DitConfig& c) : config_(c) {
         torch::nn::init::normal_((*layer)->weight, 0.0, 0.02);
         torch::nn::init::zeros_((*layer)->bias);
     }
-    torch::nn::init::normal_(class_embed_->weight, 0.0, 0.02);
+    if (class_embed_) torch::nn::init::normal_(class_embed_->weight, 0.0, 0.02);
+    if (caption_fc1_)
+        for (auto* layer : {&caption_fc1_, &caption_fc2_}) init_linear(*layer);
     // Zero output layer: the untrained model predicts zero velocity everywhere.
     torch::nn::init::zeros_(out_->weight);
     torch::nn::init::zeros_(out_->bias);
@@ -162,16 +185,52 @@ torch::Tensor DitImpl::unpatchify(const torch::Tensor& tokens) const {
     return tokens.view({b, g, g, p, p, ch}).permute({0, 5, 1, 3, 2, 4}).reshape({b, ch, g * p, g * p});
 }
 
-torch::Tensor DitImpl::forward(const torch::Tensor& x, const torch::Tensor& t, const torch::Tensor& labels,
-                               const torch::Tensor& text) {
+torch::Tensor DitImpl::forward(const torch::Tensor& x, const torch::Tensor& t, const DitCondition& condition) {
     auto tokens = linear(patch_embed_, patchify(x)) + pos_embed_;
-    auto c =
-        linear(t_fc2_, torch::silu(linear(t_fc1_, timestep_features(t).to(tokens.dtype())))) + class_embed_(labels);
+    auto c = linear(t_fc2_, torch::silu(linear(t_fc1_, timestep_features(t).to(tokens.dtype()))));
+    torch::Tensor caption, caption_mask;
+    if (takes_text()) {
+        TORCH_CHECK(condition.text.defined() && condition.text.dim() == 3 && condition.text.size(2) == config_.text_dim,
+                    "a text DiT needs captions of width ", config_.text_dim);
+        caption = linear(caption_fc2_, torch::gelu(linear(caption_fc1_, condition.text.to(tokens.dtype())), "tanh"));
+        caption_mask = caption_key_mask(condition, caption.size(1));
+    } else {
+        c = c + class_embed_(condition.labels);
+    }
     auto t6 = linear(t_block_, torch::silu(c)).view({x.size(0), 6, config_.hidden});
-    for (const auto& block : *blocks_) tokens = block->as<DitBlock>()->forward(tokens, t6, text);
+    for (const auto& block : *blocks_) tokens = block->as<DitBlock>()->forward(tokens, t6, caption, caption_mask);
     auto mod = (final_table_.unsqueeze(0) + c.unsqueeze(1)).chunk(2, 1);
     tokens = linear(out_, modulate(norm_final_(tokens), mod[0], mod[1]));
     return unpatchify(tokens);
+}
+
+DitCondition DitImpl::dropped(const DitCondition& condition, const torch::Tensor& drop) const {
+    DitCondition out;
+    if (!takes_text()) {
+        out.labels = torch::where(drop, torch::full_like(condition.labels, config_.num_classes), condition.labels);
+        return out;
+    }
+    auto rows = condition.text.size(0), own = condition.text.size(1), null_tokens = null_caption_.size(0);
+    auto tokens = std::max(own, null_tokens);
+    auto text = condition.text.to(null_caption_.dtype());
+    if (tokens > own) text = torch::nn::functional::pad(text, torch::nn::functional::PadFuncOptions({0, 0, 0, tokens - own}));
+    auto null_text = null_caption_;
+    if (tokens > null_tokens)
+        null_text = torch::nn::functional::pad(null_text, torch::nn::functional::PadFuncOptions({0, 0, 0, tokens - null_tokens}));
+    auto lengths = condition.text_len.defined() ? condition.text_len : torch::full({rows}, own, drop.options().dtype(torch::kInt64));
+    out.text = torch::where(drop.view({-1, 1, 1}), null_text.unsqueeze(0).expand({rows, tokens, config_.text_dim}), text);
+    out.text_len = torch::where(drop, torch::full_like(lengths, null_tokens), lengths);
+    return out;
+}
+
+DitCondition DitImpl::unconditional(std::int64_t rows, torch::Device device) const {
+    DitCondition out;
+    if (!takes_text()) {
+        out.labels = torch::full({rows}, config_.num_classes, torch::TensorOptions(torch::kInt64).device(device));
+        return out;
+    }
+    out.text = null_caption_.unsqueeze(0).expand({rows, null_caption_.size(0), config_.text_dim});
+    return out;  // no lengths: every token of the null caption is attended
 }
 
 }  // namespace tessera::common

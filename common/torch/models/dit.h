@@ -1,8 +1,11 @@
 // A latent diffusion transformer of the DiT / PixArt-α family: 2×2 patches, adaLN-single
-// timestep conditioning (one shared modulation MLP plus a learned table per block), a class
-// embedding with a null class for classifier-free guidance, optional cross-attention to text
-// embeddings, a 3×3 depthwise conv inside each MLP (as in the AT-1 latent transformer), and a
-// zero-initialised output layer. Predicts the rectified-flow velocity.
+// timestep conditioning (one shared modulation MLP plus a learned table per block), a 3×3
+// depthwise conv inside each MLP (as in the AT-1 latent transformer), and a zero-initialised
+// output layer. Predicts the rectified-flow velocity. Conditioned either on a class (an
+// embedding added to the timestep's, with a null class for classifier-free guidance) or, as
+// PixArt-α, on a caption: its token embeddings pass a two-layer projection and every block
+// cross-attends to them, masked by the caption's length; a learned null caption stands in for
+// dropped captions and for the unconditional branch of guidance.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -24,19 +27,30 @@ struct DitConfig {
     std::int64_t input_size = 8;    // latent height = width
     std::int64_t num_classes = 10;  // class index num_classes is the null (unconditional) class
     std::int64_t mlp_ratio = 4;
-    std::int64_t text_dim = 0;  // > 0 adds cross-attention to text_emb tokens
+    // > 0: a text model (no class embedding) over caption tokens this wide.
+    std::int64_t text_dim = 0;
+    std::int64_t null_caption_tokens = 8;  // the learned null caption's length (text models)
+};
+
+// What a DiT is conditioned on: class labels, or a caption (token embeddings and lengths).
+struct DitCondition {
+    torch::Tensor labels;    // (B,) int64; num_classes is the null class (class models)
+    torch::Tensor text;      // (B, L, text_dim) float (text models)
+    torch::Tensor text_len;  // (B,) int64 in [1, L]: tokens past it are padding; undefined: all L
 };
 
 // One transformer block; its modulation comes from the shared adaLN-single projection.
 class DitBlockImpl : public torch::nn::Module {
 public:
     explicit DitBlockImpl(const DitConfig& config);
-    // x: (B, N, H); t6: (B, 6, H); text: (B, L, text_dim) or undefined.
-    torch::Tensor forward(torch::Tensor x, const torch::Tensor& t6, const torch::Tensor& text);
+    // x: (B, N, H); t6: (B, 6, H); caption: (B, L, H) projected caption tokens, or undefined
+    // (class models); caption_mask: (B, 1, 1, L) bool, true where a token is attended.
+    torch::Tensor forward(torch::Tensor x, const torch::Tensor& t6, const torch::Tensor& caption,
+                          const torch::Tensor& caption_mask);
 
 private:
     torch::Tensor self_attention(const torch::Tensor& x);
-    torch::Tensor cross_attention(const torch::Tensor& x, const torch::Tensor& text);
+    torch::Tensor cross_attention(const torch::Tensor& x, const torch::Tensor& caption, const torch::Tensor& mask);
     torch::Tensor mlp(const torch::Tensor& x);
 
     std::int64_t hidden_, heads_, grid_;
@@ -52,11 +66,17 @@ TORCH_MODULE(DitBlock);
 class DitImpl : public torch::nn::Module {
 public:
     explicit DitImpl(const DitConfig& config);
-    // x: (B, C, S, S) noisy latents; t: (B,) in [0, 1]; labels: (B,) int64 (num_classes =
-    // unconditional); text: (B, L, text_dim) or undefined. Returns the velocity, like x.
-    torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& t, const torch::Tensor& labels,
-                          const torch::Tensor& text = {});
+    // x: (B, C, S, S) noisy latents; t: (B,) in [0, 1]. Returns the velocity, like x.
+    torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& t, const DitCondition& condition);
     const DitConfig& config() const { return config_; }
+    bool takes_text() const { return config_.text_dim > 0; }
+
+    // The condition with the rows where `drop` (B,) bool is true made unconditional: the null
+    // class, or the learned null caption (all its tokens attended). Captions are padded to the
+    // longer of their own length and the null caption's.
+    DitCondition dropped(const DitCondition& condition, const torch::Tensor& drop) const;
+    // The unconditional condition for a batch of `rows`, on `device`.
+    DitCondition unconditional(std::int64_t rows, torch::Device device) const;
 
 private:
     torch::Tensor patchify(const torch::Tensor& x) const;
@@ -65,7 +85,9 @@ private:
     DitConfig config_;
     torch::nn::Linear patch_embed_{nullptr};
     torch::nn::Linear t_fc1_{nullptr}, t_fc2_{nullptr}, t_block_{nullptr};
-    torch::nn::Embedding class_embed_{nullptr};
+    torch::nn::Embedding class_embed_{nullptr};               // class models
+    torch::nn::Linear caption_fc1_{nullptr}, caption_fc2_{nullptr};  // text models
+    torch::Tensor null_caption_;                                      // text models: (null tokens, text_dim)
     torch::nn::ModuleList blocks_;
     torch::nn::LayerNorm norm_final_{nullptr};
     torch::nn::Linear out_{nullptr};

@@ -188,7 +188,7 @@ common::Result<double> SampleJudge::score(const std::string& model, const common
             auto end = std::min(begin + kBatch, labels.size(0));
             sampling.seed = o.seed + static_cast<std::uint64_t>(begin);  // the same noise for every model
             auto asked = labels.slice(0, begin, end);
-            auto latents = common::euler_sample(*dit, asked, sampling);
+            auto latents = common::euler_sample(*dit, common::DitCondition{asked, {}, {}}, sampling);
             auto images = impl_->decoder->forward(latents / impl_->latents.scale_factor);
             correct += impl_->classify_decoded(images).eq(asked).sum().item<std::int64_t>();
         }
