@@ -15,6 +15,7 @@
 #include "doctest_after_torch.h"
 #include "fashion_mnist.h"
 #include "file_io.h"
+#include "shell_run.h"
 #include "prepare.h"
 #include "safetensors.h"
 #include "stand_in_text_encoder.h"
@@ -80,20 +81,8 @@ std::vector<std::filesystem::path> shard_paths(const std::filesystem::path& dir,
     return paths;
 }
 
-struct Run {
-    int status;
-    std::string output;
-};
-
-Run run_tool(const std::string& args) {
-    std::string command = std::string(std::getenv("TESSERA_DATA")) + " " + args + " 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    std::string output;
-    char buffer[4096];
-    while (auto n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-    int status = pclose(pipe);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using tessera::testing::Run;
+using tessera::testing::run_tool;
 
 }  // namespace
 

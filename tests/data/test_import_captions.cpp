@@ -16,6 +16,7 @@
 #include "dataset_manifest.h"
 #include "doctest_after_torch.h"
 #include "file_io.h"
+#include "shell_run.h"
 #include "import_command.h"
 #include "inspect_command.h"
 #include "npy_reader.h"
@@ -111,19 +112,7 @@ std::vector<std::string> directory_listing(const std::filesystem::path& dir) {
     return names;
 }
 
-struct Run {
-    int status;
-    std::string output;
-};
-
-Run run(const std::string& command) {
-    FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-    std::string output;
-    char buffer[4096];
-    while (auto n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-    int status = pclose(pipe);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+tessera::testing::Run run(const std::string& command) { return tessera::testing::run_command(command); }
 
 }  // namespace
 

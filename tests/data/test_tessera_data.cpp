@@ -12,6 +12,7 @@
 #include "dataset_manifest.h"
 #include "doctest_after_torch.h"
 #include "file_io.h"
+#include "shell_run.h"
 #include "idx_file.h"
 #include "import_command.h"
 #include "inspect_command.h"
@@ -25,20 +26,8 @@ using tessera::testing::TempDir;
 
 namespace {
 
-struct Run {
-    int status;
-    std::string output;
-};
-
-Run run_tool(const std::string& args) {
-    std::string command = std::string(std::getenv("TESSERA_DATA")) + " " + args + " 2>&1";
-    FILE* pipe = popen(command.c_str(), "r");
-    std::string output;
-    char buffer[4096];
-    while (auto n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-    int status = pclose(pipe);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using tessera::testing::Run;
+using tessera::testing::run_tool;
 
 void write_gz(const std::filesystem::path& path, const Bytes& bytes) {
     gzFile f = gzopen(path.c_str(), "wb");
