@@ -2,8 +2,8 @@
 # scripts/demo ends every program it started, however it is ended. For each of SIGINT to the
 # process group of a demo in the foreground (as Ctrl-C), SIGINT to a demo started with `&`,
 # SIGTERM, SIGHUP to its process group (as a terminal's hangup) and SIGKILL of the script, a demo
-# runs the built programs on a tiny dataset and a free loopback port; once its server listens
-# and its volunteers work, the signal is sent, and within 30 s neither a process it recorded in
+# runs the built programs on a tiny captioned dataset and a free loopback port; once its server
+# listens and its volunteers work, the signal is sent, and within 30 s neither a process it recorded in
 # demo.pids nor any process naming its state directory may be left, and its port must be free.
 #   demo_stops.sh SOURCE_ROOT   (TESSERA_SERVER, TESSERA_CLIENT, TESSERA_DATA: the built programs)
 set -uo pipefail
@@ -50,7 +50,8 @@ ln -s "$TESSERA_SERVER" "$work/bin/tessera-server"
 ln -s "$TESSERA_CLIENT" "$work/bin/tessera-client"
 ln -s "$TESSERA_DATA" "$work/bin/tessera-data"
 started=$SECONDS
-"$TESSERA_DATA" prepare fashion-mnist --out "$work/data" --limit 600 --shard-size 300 --autoencoder-steps 10 \
+# The demo's default task, dit-tiny-text on captioned canvases, on a few of them.
+"$TESSERA_DATA" prepare canvases --out "$work/data" --limit 64 --shard-size 64 --autoencoder-steps 10 \
   --threads 1 > "$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; echo "FAIL: tessera-data prepare"; exit 1; }
 echo "tiny dataset prepared in $((SECONDS - started)) s"
 
