@@ -18,11 +18,14 @@ def modulate(x, shift, scale):
     return x * (1 + scale) + shift
 
 
-def attention(q, k, v):
+def attention(q, k, v, mask=None):
     # As models/dit.cpp: the fused kernel on a GPU with PyTorch 2, the plain product elsewhere.
     if q.is_cuda and hasattr(F, "scaled_dot_product_attention"):
-        return F.scaled_dot_product_attention(q, k, v)
-    return torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1)), -1).matmul(v)
+        return F.scaled_dot_product_attention(q, k, v, mask)
+    scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))
+    if mask is not None:
+        scores = scores.masked_fill(mask.logical_not(), float("-inf"))
+    return torch.softmax(scores, -1).matmul(v)
 
 
 def timestep_features(t):
@@ -49,7 +52,7 @@ def sincos_position_embedding(hidden, grid):
 
 
 class DitBlock(nn.Module):
-    def __init__(self, hidden, heads, grid, mlp_ratio=4):
+    def __init__(self, hidden, heads, grid, text, mlp_ratio=4):
         super().__init__()
         m = hidden * mlp_ratio
         self.hidden, self.heads, self.grid = hidden, heads, grid
@@ -61,12 +64,24 @@ class DitBlock(nn.Module):
         self.dwconv = nn.Conv2d(m, m, 3, padding=1, groups=m)
         self.fc2 = nn.Linear(m, hidden)
         self.scale_shift_table = nn.Parameter(torch.randn(6, hidden) / math.sqrt(hidden))
+        self.text = text
+        if text:
+            self.cross_q = nn.Linear(hidden, hidden)
+            self.cross_kv = nn.Linear(hidden, 2 * hidden)
+            self.cross_proj = nn.Linear(hidden, hidden)
 
     def self_attention(self, x):
         b, n = x.size(0), x.size(1)
         qkv = self.qkv(x).view(b, n, 3, self.heads, self.hidden // self.heads).permute(2, 0, 3, 1, 4)
         out = attention(qkv[0], qkv[1], qkv[2])
         return self.proj(out.transpose(1, 2).reshape(b, n, self.hidden))
+
+    def cross_attention(self, x, caption, mask):
+        b, n, l, d = x.size(0), x.size(1), caption.size(1), self.hidden // self.heads
+        q = self.cross_q(x).view(b, n, self.heads, d).transpose(1, 2)
+        kv = self.cross_kv(caption).view(b, l, 2, self.heads, d).permute(2, 0, 3, 1, 4)
+        out = attention(q, kv[0], kv[1], mask)
+        return self.cross_proj(out.transpose(1, 2).reshape(b, n, self.hidden))
 
     def mlp(self, x):
         b = x.size(0)
@@ -76,25 +91,37 @@ class DitBlock(nn.Module):
         h = self.dwconv(image).flatten(2).transpose(1, 2)
         return self.fc2(F.gelu(h, approximate="tanh"))
 
-    def forward(self, x, t6):
+    def forward(self, x, t6, caption, mask):
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = (
             self.scale_shift_table.unsqueeze(0) + t6).chunk(6, 1)
         x = x + gate_msa * self.self_attention(modulate(self.norm1(x), shift_msa, scale_msa))
+        if self.text:
+            x = x + self.cross_attention(x, caption, mask)
         return x + gate_mlp * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp))
 
 
+NULL_CAPTION_TOKENS = 8
+
+
 class Dit(nn.Module):
-    def __init__(self, hidden, depth, heads, patch=2, in_channels=4, input_size=8, num_classes=10):
+    """The class DiT of models/dit.cpp or, with text_dim > 0, its text DiT (docs/protocol.md)."""
+
+    def __init__(self, hidden, depth, heads, patch=2, in_channels=4, input_size=8, num_classes=10, text_dim=0):
         super().__init__()
         self.hidden, self.patch, self.in_channels, self.input_size = hidden, patch, in_channels, input_size
-        self.num_classes = num_classes
+        self.num_classes, self.text_dim = num_classes, text_dim
         patch_dim = patch * patch * in_channels
         self.patch_embed = nn.Linear(patch_dim, hidden)
         self.t_fc1 = nn.Linear(256, hidden)
         self.t_fc2 = nn.Linear(hidden, hidden)
         self.t_block = nn.Linear(hidden, 6 * hidden)
-        self.class_embed = nn.Embedding(num_classes + 1, hidden)
-        self.blocks = nn.ModuleList(DitBlock(hidden, heads, input_size // patch) for _ in range(depth))
+        if text_dim > 0:
+            self.caption_fc1 = nn.Linear(text_dim, hidden)
+            self.caption_fc2 = nn.Linear(hidden, hidden)
+            self.null_caption = nn.Parameter(torch.randn(NULL_CAPTION_TOKENS, text_dim) / math.sqrt(text_dim))
+        else:
+            self.class_embed = nn.Embedding(num_classes + 1, hidden)
+        self.blocks = nn.ModuleList(DitBlock(hidden, heads, input_size // patch, text_dim > 0) for _ in range(depth))
         self.norm_final = nn.LayerNorm(hidden, elementwise_affine=False, eps=1e-6)
         self.out = nn.Linear(hidden, patch_dim)
         self.final_table = nn.Parameter(torch.randn(2, hidden) / math.sqrt(hidden))
@@ -112,31 +139,64 @@ class Dit(nn.Module):
         g = self.input_size // p
         return tokens.view(b, g, g, p, p, ch).permute(0, 5, 1, 3, 2, 4).reshape(b, ch, g * p, g * p)
 
-    def forward(self, x, t, labels):
+    def forward(self, x, t, condition):
         tokens = self.patch_embed(self.patchify(x)) + self.pos_embed
-        c = self.t_fc2(F.silu(self.t_fc1(timestep_features(t).to(tokens.dtype)))) + self.class_embed(labels)
+        c = self.t_fc2(F.silu(self.t_fc1(timestep_features(t).to(tokens.dtype))))
+        caption = mask = None
+        if self.text_dim > 0:
+            text, lengths = condition
+            caption = self.caption_fc2(F.gelu(self.caption_fc1(text.to(tokens.dtype)), approximate="tanh"))
+            mask = torch.arange(caption.size(1), device=x.device).unsqueeze(0).lt(lengths.unsqueeze(1))
+            mask = mask.view(-1, 1, 1, caption.size(1))
+        else:
+            c = c + self.class_embed(condition)
         t6 = self.t_block(F.silu(c)).view(x.size(0), 6, self.hidden)
         for block in self.blocks:
-            tokens = block(tokens, t6)
+            tokens = block(tokens, t6, caption, mask)
         shift, scale = (self.final_table.unsqueeze(0) + c.unsqueeze(1)).chunk(2, 1)
         return self.unpatchify(self.out(modulate(self.norm_final(tokens), shift, scale)))
 
 
+    def dropped(self, condition, drop):
+        """The condition with the dropped rows' class or caption replaced by the null one."""
+        if self.text_dim == 0:
+            return torch.where(drop, torch.full_like(condition, self.num_classes), condition)
+        text, lengths = condition
+        tokens = max(text.size(1), NULL_CAPTION_TOKENS)
+        text = F.pad(text.to(self.null_caption.dtype), (0, 0, 0, tokens - text.size(1)))
+        null_text = F.pad(self.null_caption, (0, 0, 0, tokens - NULL_CAPTION_TOKENS))
+        text = torch.where(drop.view(-1, 1, 1), null_text.unsqueeze(0).expand(text.size(0), tokens, self.text_dim), text)
+        return text, torch.where(drop, torch.full_like(lengths, NULL_CAPTION_TOKENS), lengths)
+
+
 PRESETS = {"dit-tiny": (64, 2, 2), "dit-s": (384, 12, 6), "dit-b": (768, 12, 12)}
+PRESETS.update({name + "-text": shape for name, shape in list(PRESETS.items())})
 
 
-def flow_matching_loss(model, x0, labels, generator):
+def padded_captions(captions, index):
+    """As ShardData's pad_captions: packed tokens (T, D), starts and lengths → the rows' (B, L, D)
+    zero past each length, L the batch's longest."""
+    tokens, start, len_all = captions
+    lengths = len_all.index_select(0, index)
+    position = torch.arange(int(lengths.max()), device=tokens.device).unsqueeze(0)
+    inside = position.lt(lengths.unsqueeze(1))
+    rows = start.index_select(0, index).unsqueeze(1) + torch.minimum(position, lengths.unsqueeze(1) - 1)
+    text = tokens.index_select(0, rows.flatten()).view(index.size(0), position.size(1), tokens.size(1))
+    return text * inside.unsqueeze(2).to(text.dtype), lengths
+
+
+def flow_matching_loss(model, x0, condition, generator):
     b, device = x0.size(0), x0.device
     t = torch.sigmoid(torch.randn(b, generator=generator)).to(device, non_blocking=True)
     noise = torch.randn(x0.shape, generator=generator).to(device, non_blocking=True)
     drop = (torch.rand(b, generator=generator) < 0.1).to(device, non_blocking=True)
-    labels = torch.where(drop, torch.full_like(labels, model.num_classes), labels)
+    condition = model.dropped(condition, drop)
     t4 = t.view(-1, 1, 1, 1)
     xt = (1 - t4) * x0 + t4 * noise
-    return F.mse_loss(model(xt, t, labels).float(), noise - x0)
+    return F.mse_loss(model(xt, t, condition).float(), noise - x0)
 
 
-def run(model, inputs, labels, steps, batch, lr, warmup, device, generator):
+def run(model, inputs, labels, captions, steps, batch, lr, warmup, device, generator):
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     cuda = device.type == "cuda"
     order = torch.randperm(inputs.size(0), generator=generator)
@@ -152,10 +212,13 @@ def run(model, inputs, labels, steps, batch, lr, warmup, device, generator):
         index = order[cursor:cursor + batch]
         cursor += batch
         x = inputs.index_select(0, index).to(device, non_blocking=True)
-        y = labels.index_select(0, index).to(device, non_blocking=True)
+        if captions is None:
+            condition = labels.index_select(0, index).to(device, non_blocking=True)
+        else:
+            condition = padded_captions(captions, index.to(device))
         optimizer.zero_grad()
         with torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext():
-            loss = flow_matching_loss(model, x, y, generator)
+            loss = flow_matching_loss(model, x, condition, generator)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -189,6 +252,9 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--latent-size", type=int, default=8)
+    parser.add_argument("--channels", type=int, default=4)
+    parser.add_argument("--caption-tokens", type=int, default=120, help="text presets: the longest caption")
+    parser.add_argument("--text-dim", type=int, default=4096, help="text presets: the caption features' width")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup-steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
@@ -201,18 +267,26 @@ def main():
     torch.manual_seed(0)
     device = torch.device(args.device)
     hidden, depth, heads = PRESETS[args.model]
-    model = Dit(hidden, depth, heads, input_size=args.latent_size).to(device)
+    text_dim = args.text_dim if args.model.endswith("-text") else 0
+    model = Dit(hidden, depth, heads, in_channels=args.channels, input_size=args.latent_size,
+                text_dim=text_dim).to(device)
     generator = torch.Generator().manual_seed(0)
-    inputs = torch.randn(args.samples, 4, args.latent_size, args.latent_size, generator=generator)
+    inputs = torch.randn(args.samples, args.channels, args.latent_size, args.latent_size, generator=generator)
     labels = torch.randint(0, 10, (args.samples,), generator=generator)
+    captions = None
+    if text_dim > 0:  # packed f16 tokens, as tessera-data import stores them; lengths in [L/2, L]
+        lengths = torch.randint((args.caption_tokens + 1) // 2, args.caption_tokens + 1, (args.samples,),
+                                generator=generator)
+        tokens = torch.randn(int(lengths.sum()), text_dim, generator=generator).half()
+        captions = tuple(c.to(device) for c in (tokens, lengths.cumsum(0) - lengths, lengths))
     if device.type == "cuda":
         inputs, labels = inputs.pin_memory(), labels.pin_memory()
-    run(model, inputs, labels, args.warmup_steps, args.batch, 3e-4, 10, device, generator)
-    if args.profile:
-        seconds = profiled(args.profile, lambda: run(model, inputs, labels, args.steps, args.batch, 3e-4, 10, device,
-                                                     generator))
-    else:
-        seconds = run(model, inputs, labels, args.steps, args.batch, 3e-4, 10, device, generator)
+
+    def steps(count):
+        return run(model, inputs, labels, captions, count, args.batch, 3e-4, 10, device, generator)
+
+    steps(args.warmup_steps)
+    seconds = profiled(args.profile, lambda: steps(args.steps)) if args.profile else steps(args.steps)
     print(json.dumps({"torch": torch.__version__, "samples_per_s": args.steps * args.batch / seconds,
                       "seconds": seconds, "parameters": sum(p.numel() for p in model.parameters())}))
 

@@ -17,17 +17,8 @@ constexpr double kPixelStd = 0.3530;
 
 bool is_float(DType dtype) { return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16; }
 
-// Packed caption tokens [T, D] with lengths [N] → [N, max length, D], zero past each length.
-torch::Tensor pad_captions(const torch::Tensor& tokens, const torch::Tensor& lengths) {
-    auto n = lengths.size(0), longest = lengths.max().item<std::int64_t>();
-    auto padded = torch::zeros({n, longest, tokens.size(1)}, tokens.options());
-    auto ends = lengths.cumsum(0);
-    for (std::int64_t i = 0; i < n; ++i) {
-        auto end = ends[i].item<std::int64_t>(), len = lengths[i].item<std::int64_t>();
-        padded[i].slice(0, 0, len).copy_(tokens.slice(0, end - len, end));
-    }
-    return padded;
-}
+// Each caption's first row when they are packed back to back in sample order.
+torch::Tensor starts_of(const torch::Tensor& lengths) { return lengths.cumsum(0) - lengths; }
 
 // Caption lengths from a mask [N, L] of 0/1 (any integer or bool dtype): each row must be
 // ones then zeros, with at least one one.
@@ -49,7 +40,8 @@ Result<torch::Tensor> lengths_from_mask(const TensorView& mask, std::int64_t n, 
 
 // The captions of a shard of `n` samples: padded `text_emb` [N, L, D] with `text_len` [N] or
 // `text_mask` [N, L] (or neither: every token counts), or packed `text_tokens` [T, D] with
-// `text_len`. Fills shard.text_emb and shard.text_len; named errors for anything else.
+// `text_len`. Fills the shard's captions, packed in the file's float type; named errors for
+// anything else.
 Status parse_captions(const TensorFile& file, std::int64_t n, ShardData& shard) {
     const auto* padded = file.find("text_emb");
     const auto* packed = file.find("text_tokens");
@@ -81,7 +73,7 @@ Status parse_captions(const TensorFile& file, std::int64_t n, ShardData& shard) 
                               std::to_string(packed->shape[0]));
         auto tokens = to_torch(*packed);
         if (!tokens) return tokens.error();
-        shard.text_emb = pad_captions(tokens->to(torch::kFloat32), len);
+        shard.text_tokens = std::move(tokens).value();
         shard.text_len = len;
     } else {
         if (!is_float(padded->dtype) || padded->shape.size() != 3 || padded->shape[0] != n)
@@ -97,10 +89,13 @@ Status parse_captions(const TensorFile& file, std::int64_t n, ShardData& shard) 
         }
         if (len.defined() && len.max().item<std::int64_t>() > l)
             return make_error("shard \"text_len\" is longer than \"text_emb\"'s " + std::to_string(l) + " tokens");
-        shard.text_emb = tokens->to(torch::kFloat32);
-        shard.text_len = len.defined() ? len : torch::full({n}, l, torch::kInt64);
+        if (!len.defined()) len = torch::full({n}, l, torch::kInt64);
+        auto keep = torch::arange(l, torch::kInt64).unsqueeze(0).lt(len.unsqueeze(1));
+        shard.text_tokens = tokens->index({keep});  // the padding dropped, in sample order
+        shard.text_len = len;
     }
-    if (!torch::isfinite(shard.text_emb).all().item<bool>())
+    shard.text_start = starts_of(shard.text_len);
+    if (!torch::isfinite(shard.text_tokens).all().item<bool>())
         return make_error("shard caption embeddings hold non-finite values");
     return {};
 }
@@ -142,9 +137,50 @@ Result<ShardData> parse_shard(ByteView bytes) {
     return shard;
 }
 
+// Each caption's own tokens in sample order (a shard made by rows() shares all of its source's).
+torch::Tensor own_tokens(const ShardData& shard) {
+    auto offsets = torch::arange(shard.text_len.sum().item<std::int64_t>(), torch::kInt64) -
+                   torch::repeat_interleave(starts_of(shard.text_len), shard.text_len);
+    return shard.text_tokens.index_select(0, torch::repeat_interleave(shard.text_start, shard.text_len) + offsets);
+}
+
 }  // namespace
 
 torch::Tensor standardise_pixels(const torch::Tensor& unit_pixels) { return (unit_pixels - kPixelMean) / kPixelStd; }
+
+PaddedCaptions pad_captions(const torch::Tensor& tokens, const torch::Tensor& start, const torch::Tensor& len,
+                            const torch::Tensor& rows) {
+    auto lengths = len.index_select(0, rows);
+    auto longest = lengths.numel() > 0 ? lengths.max().item<std::int64_t>() : 1;
+    auto position = torch::arange(longest, lengths.options()).unsqueeze(0);
+    auto inside = position.lt(lengths.unsqueeze(1));  // (B, L)
+    // Rows past a caption's end read its last token, then are zeroed.
+    auto index = start.index_select(0, rows).unsqueeze(1) + torch::minimum(position, lengths.unsqueeze(1) - 1);
+    auto text = tokens.index_select(0, index.flatten()).view({rows.size(0), longest, tokens.size(1)});
+    return {text * inside.unsqueeze(2).to(text.dtype()), lengths};
+}
+
+ShardData ShardData::rows(const torch::Tensor& index) const {
+    ShardData chosen;
+    chosen.inputs = inputs.index_select(0, index);
+    chosen.labels = labels.index_select(0, index);
+    chosen.pixels = pixels;
+    if (has_captions()) {
+        chosen.text_tokens = text_tokens;
+        chosen.text_start = text_start.index_select(0, index);
+        chosen.text_len = text_len.index_select(0, index);
+    }
+    return chosen;
+}
+
+ShardData ShardData::slice(std::int64_t begin, std::int64_t end) const {
+    return rows(torch::arange(begin, end, torch::kInt64));
+}
+
+PaddedCaptions ShardData::padded_captions() const {
+    if (!has_captions()) return {};
+    return pad_captions(text_tokens, text_start, text_len, torch::arange(size(), text_len.options()));
+}
 
 Result<ShardData> load_shard(ByteView bytes) {
     try {
@@ -167,16 +203,17 @@ Result<ShardData> load_shard_file(const std::filesystem::path& path) {
 
 Result<ShardData> concat_shards(const std::vector<ShardData>& shards) {
     if (shards.empty()) return make_error("no shards to train on");
-    std::vector<torch::Tensor> inputs, labels, texts, lengths;
+    std::vector<torch::Tensor> inputs, labels, tokens, lengths;
     for (const auto& shard : shards) {
         if (shard.inputs.sizes().slice(1) != shards[0].inputs.sizes().slice(1) || shard.pixels != shards[0].pixels)
             return make_error("shards differ in sample shape or kind");
-        if (shard.text_emb.defined() != shards[0].text_emb.defined())
-            return make_error("some shards have text_emb and some do not");
+        if (shard.has_captions() != shards[0].has_captions())
+            return make_error("some shards have captions and some do not");
+        if (shard.text_dim() != shards[0].text_dim()) return make_error("shards differ in caption width");
         inputs.push_back(shard.inputs);
         labels.push_back(shard.labels);
-        if (shard.text_emb.defined()) {
-            texts.push_back(shard.text_emb);
+        if (shard.has_captions()) {
+            tokens.push_back(own_tokens(shard));
             lengths.push_back(shard.text_len);
         }
     }
@@ -184,17 +221,10 @@ Result<ShardData> concat_shards(const std::vector<ShardData>& shards) {
     all.pixels = shards[0].pixels;
     all.inputs = torch::cat(inputs);
     all.labels = torch::cat(labels);
-    if (!texts.empty()) {
-        std::int64_t longest = 0;
-        for (const auto& t : texts) {
-            if (t.size(2) != texts[0].size(2)) return make_error("shards differ in caption width");
-            longest = std::max(longest, t.size(1));
-        }
-        for (auto& t : texts)
-            if (t.size(1) < longest)
-                t = torch::nn::functional::pad(t, torch::nn::functional::PadFuncOptions({0, 0, 0, longest - t.size(1)}));
-        all.text_emb = torch::cat(texts);
+    if (!tokens.empty()) {
+        all.text_tokens = torch::cat(tokens);  // mixed float types promote (to f32)
         all.text_len = torch::cat(lengths);
+        all.text_start = starts_of(all.text_len);
     }
     return all;
 }

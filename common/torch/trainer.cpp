@@ -180,16 +180,19 @@ torch::Tensor accumulate_gradients(Workload& workload, const Batch& batch, std::
 // batch at a time.
 struct DeviceSamples {
     DeviceSamples(const ShardData& data, torch::Device device)
-        : inputs(moved(data.inputs, device)), labels(moved(data.labels, device)), text(moved(data.text_emb, device)),
+        : inputs(moved(data.inputs, device)), labels(moved(data.labels, device)),
+          text_tokens(moved(data.text_tokens, device)), text_start(moved(data.text_start, device)),
           text_len(moved(data.text_len, device)) {}
     Batch at(const torch::Tensor& index) const {
         auto rows = [&](const torch::Tensor& all) { return all.defined() ? all.index_select(0, index) : torch::Tensor(); };
-        return {rows(inputs), rows(labels), rows(text), rows(text_len), {}};
+        PaddedCaptions captions;
+        if (text_tokens.defined()) captions = pad_captions(text_tokens, text_start, text_len, index);
+        return {rows(inputs), rows(labels), captions.text, captions.len, {}};
     }
     static torch::Tensor moved(const torch::Tensor& all, torch::Device device) {
         return all.defined() ? all.to(device) : all;
     }
-    torch::Tensor inputs, labels, text, text_len;
+    torch::Tensor inputs, labels, text_tokens, text_start, text_len;
 };
 
 // Steps done, the last loss read and the samples per second since `started`.

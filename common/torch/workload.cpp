@@ -41,10 +41,10 @@ void for_each_eval_batch(const ShardData& data, torch::Device device, std::int64
     auto n = std::min(data.size(), max_samples);
     for (std::int64_t begin = 0; begin < n; begin += kEvalBatch) {
         auto end = std::min(n, begin + kEvalBatch);
-        auto rows = [&](const torch::Tensor& all) {
-            return all.defined() ? all.slice(0, begin, end).to(device) : torch::Tensor();
-        };
-        Batch batch{rows(data.inputs), rows(data.labels), rows(data.text_emb), rows(data.text_len), {}};
+        auto part = data.slice(begin, end);
+        auto captions = part.padded_captions();
+        auto moved = [&](const torch::Tensor& t) { return t.defined() ? t.to(device) : t; };
+        Batch batch{moved(part.inputs), moved(part.labels), moved(captions.text), moved(captions.len), {}};
         body(batch, begin);
     }
 }
@@ -169,7 +169,7 @@ DataShape data_shape_of(const ShardData& data, std::int64_t num_classes) {
     shape.channels = data.inputs.size(1);
     shape.size = data.inputs.size(2);
     shape.num_classes = num_classes;
-    shape.text_dim = data.text_emb.defined() ? data.text_emb.size(2) : 0;
+    shape.text_dim = data.text_dim();
     return shape;
 }
 

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include <sys/resource.h>
+
 #include <cxxopts.hpp>
 
 #include "command_line.h"
@@ -22,15 +24,51 @@ namespace tessera::bench {
 namespace {
 
 constexpr std::int64_t kSyntheticSamples = 4096;
+constexpr std::int64_t kSyntheticCaptioned = 256;  // at T5-XXL width 4096 samples' captions would take GBs
 
-// Training FLOPs per sample (3 × forward), counting matmuls, attention and the depthwise conv.
-double training_flops_per_sample(const common::DitConfig& c) {
+bool takes_text(const std::string& model) { return model.ends_with("-text"); }
+std::int64_t synthetic_samples(const TrainBenchOptions& o) {
+    return takes_text(o.model) ? kSyntheticCaptioned : kSyntheticSamples;
+}
+
+// Synthetic training data as a unit holds it: latents, labels and, for a text preset, packed
+// f16 caption tokens (as `tessera-data import` stores them) of lengths in [L/2, L].
+common::ShardData synthetic_data(const TrainBenchOptions& o) {
+    auto generator = at::detail::createCPUGenerator(0);
+    auto n = synthetic_samples(o);
+    common::ShardData data;
+    data.inputs = torch::randn({n, o.channels, o.latent_size, o.latent_size}, generator, torch::kFloat32);
+    data.labels = torch::randint(0, 10, {n}, generator, torch::kInt64);
+    if (takes_text(o.model)) {
+        data.text_len = torch::randint((o.caption_tokens + 1) / 2, o.caption_tokens + 1, {n}, generator, torch::kInt64);
+        data.text_start = data.text_len.cumsum(0) - data.text_len;
+        data.text_tokens = torch::randn({data.text_len.sum().item<std::int64_t>(), o.text_dim}, generator,
+                                        torch::kFloat32)
+                               .to(torch::kFloat16);
+    }
+    return data;
+}
+
+// The process's peak resident memory (Linux: ru_maxrss is in KiB).
+double peak_rss_mib() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+// Training FLOPs per sample (3 × forward), counting matmuls, attention and the depthwise conv;
+// a text DiT's caption projection and cross-attention for captions of `caption` tokens.
+double training_flops_per_sample(const common::DitConfig& c, double caption) {
     double h = static_cast<double>(c.hidden),
            n = static_cast<double>((c.input_size / c.patch) * (c.input_size / c.patch));
     double m = h * static_cast<double>(c.mlp_ratio);
     double per_block = 2 * n * (4 * h * h + 2 * h * m) + 4 * n * n * h + 2 * 9 * m * n + 2 * 6 * h;
     double stem =
         2 * n * h * static_cast<double>(c.patch * c.patch * c.in_channels) * 2 + 2 * (256 * h + h * h + 6 * h * h);
+    if (c.text_dim > 0) {
+        per_block += 2 * n * 2 * h * h + 2 * caption * 2 * h * h + 4 * n * caption * h;
+        stem += 2 * caption * (static_cast<double>(c.text_dim) * h + h * h);
+    }
     return 3 * (stem + static_cast<double>(c.depth) * per_block);
 }
 
@@ -38,8 +76,10 @@ common::Result<double> python_samples_per_s(const TrainBenchOptions& o) {
     std::string command = o.python + " " + o.python_script + " --model " + o.model + " --device " +
                           (o.device == "auto" ? std::string(torch::cuda::is_available() ? "cuda" : "cpu") : o.device) +
                           " --batch " + std::to_string(o.batch) + " --latent-size " + std::to_string(o.latent_size) +
+                          " --channels " + std::to_string(o.channels) + " --caption-tokens " +
+                          std::to_string(o.caption_tokens) + " --text-dim " + std::to_string(o.text_dim) +
                           " --steps " + std::to_string(o.steps) + " --warmup-steps " + std::to_string(o.warmup_steps) +
-                          " --threads " + std::to_string(o.threads) + " --samples " + std::to_string(kSyntheticSamples);
+                          " --threads " + std::to_string(o.threads) + " --samples " + std::to_string(synthetic_samples(o));
     FILE* pipe = popen(command.c_str(), "r");
     if (pipe == nullptr) return common::make_error("cannot run " + command);
     std::string output;
@@ -72,7 +112,8 @@ void print_medians(const TrainBenchOptions& o, common::Workload& workload, std::
         std::printf("C++ with _foreach AdamW: %.2f samples/s (median); fused/_foreach ratio %.3f\n",
                     median(cpp_foreach), cpp_median / median(cpp_foreach));
     if (auto* dit = common::dit_of(workload); dit != nullptr && o.peak_tflops > 0) {
-        double flops = training_flops_per_sample((*dit)->config()) * cpp_median;
+        double mean_caption = static_cast<double>((o.caption_tokens + 1) / 2 + o.caption_tokens) / 2;
+        double flops = training_flops_per_sample((*dit)->config(), mean_caption) * cpp_median;
         std::printf("C++ model FLOPs: %.1f TFLOP/s, MFU %.1f%% of %.0f TFLOP/s\n", flops / 1e12,
                     100 * flops / (o.peak_tflops * 1e12), o.peak_tflops);
     }
@@ -86,10 +127,7 @@ void print_medians(const TrainBenchOptions& o, common::Workload& workload, std::
 
 common::Status run_train_bench(const TrainBenchOptions& o) {
     torch::set_num_threads(o.threads);
-    common::ShardData data;
-    auto generator = at::detail::createCPUGenerator(0);
-    data.inputs = torch::randn({kSyntheticSamples, 4, o.latent_size, o.latent_size}, generator, torch::kFloat32);
-    data.labels = torch::randint(0, 10, {kSyntheticSamples}, generator, torch::kInt64);
+    auto data = synthetic_data(o);
     auto workload = common::make_workload(o.model, common::data_shape_of(data, 10));
     if (!workload) return workload.error();
     auto theta0 = common::state_of(*(*workload)->module());
@@ -100,8 +138,12 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
     config.lr = 3e-4;
     config.warmup_steps = 10;
     std::cout << "model " << o.model << " (" << common::parameter_count(*(*workload)->module())
-              << " parameters), device " << o.device << ", batch " << o.batch << ", latents 4×" << o.latent_size << "×"
-              << o.latent_size << ", threads " << o.threads << ", " << o.steps << " measured steps after "
+              << " parameters), device " << o.device << ", batch " << o.batch << ", latents " << o.channels << "×"
+              << o.latent_size << "×" << o.latent_size;
+    if (data.has_captions())
+        std::cout << ", captions of " << (o.caption_tokens + 1) / 2 << " to " << o.caption_tokens << " tokens × "
+                  << o.text_dim << " (f16, packed)";
+    std::cout << ", threads " << o.threads << ", " << o.steps << " measured steps after "
               << o.warmup_steps << " warm-up, " << o.repeats << " alternating runs each\n";
 
     // Runs alternate between the two sides, so drift in the machine's speed hits both.
@@ -138,17 +180,24 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
         std::fflush(stdout);
     }
     print_medians(o, **workload, cpp, cpp_foreach, python);
+    std::printf("C++ peak resident memory: %.0f MiB (the process, data included)\n", peak_rss_mib());
     return {};
 }
 
 int run_train_command(int argc, char** argv) {
     cxxopts::Options options("tessera-bench train", "Training throughput: C++ trainer vs PyTorch Python");
-    options.add_options()("model", "model preset (dit-tiny, dit-s, dit-b)",
+    options.add_options()("model", "model preset (dit-tiny, dit-s, dit-b, or one of them with -text)",
                           cxxopts::value<std::string>()->default_value("dit-s"))(
         "device", "cpu, cuda, cuda:N or auto", cxxopts::value<std::string>()->default_value("cpu"))(
         "batch", "batch size", cxxopts::value<std::int64_t>()->default_value("32"))(
-        "latent-size", "synthetic latents are 4 x N x N (patch 2: N²/4 tokens per sample)",
-        cxxopts::value<std::int64_t>()->default_value("8"))("steps", "measured steps",
+        "latent-size", "synthetic latents are C x N x N (patch 2: N²/4 tokens per sample)",
+        cxxopts::value<std::int64_t>()->default_value("8"))(
+        "channels", "latent channels: 4 (SD, SDXL VAEs) or 16 (SD3, FLUX)",
+        cxxopts::value<std::int64_t>()->default_value("4"))(
+        "caption-tokens", "text presets: the longest synthetic caption (lengths from half of it)",
+        cxxopts::value<std::int64_t>()->default_value("120"))(
+        "text-dim", "text presets: the caption features' width", cxxopts::value<std::int64_t>()->default_value("4096"))(
+        "steps", "measured steps",
                                                             cxxopts::value<std::int64_t>()->default_value("20"))(
         "warmup", "warm-up steps before measuring", cxxopts::value<std::int64_t>()->default_value("3"))(
         "threads", "CPU threads on both sides", cxxopts::value<int>()->default_value("2"))(
@@ -169,6 +218,14 @@ int run_train_command(int argc, char** argv) {
         bench.latent_size = args["latent-size"].as<std::int64_t>();
         if (bench.latent_size < 2 || bench.latent_size > 256 || bench.latent_size % 2 != 0) {
             std::cerr << "tessera-bench: --latent-size must be even, 2 to 256 (patch 2)\n";
+            return 2;
+        }
+        bench.channels = args["channels"].as<std::int64_t>();
+        bench.caption_tokens = args["caption-tokens"].as<std::int64_t>();
+        bench.text_dim = args["text-dim"].as<std::int64_t>();
+        if (bench.channels < 1 || bench.channels > 64 || bench.caption_tokens < 1 || bench.caption_tokens > 1024 ||
+            bench.text_dim < 1 || bench.text_dim > 8192) {
+            std::cerr << "tessera-bench: --channels 1 to 64, --caption-tokens 1 to 1024, --text-dim 1 to 8192\n";
             return 2;
         }
         bench.steps = args["steps"].as<std::int64_t>();

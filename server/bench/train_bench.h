@@ -14,7 +14,10 @@ struct TrainBenchOptions {
     std::string model = "dit-s";
     std::string device = "cpu";
     std::int64_t batch = 32;
-    std::int64_t latent_size = 8;  // synthetic latents are 4 × size × size: (size / 2)² tokens per sample
+    std::int64_t latent_size = 8;  // synthetic latents are C × size × size: (size / 2)² tokens per sample
+    std::int64_t channels = 4;     // 4 (SD/SDXL VAEs) or 16 (SD3/FLUX)
+    std::int64_t caption_tokens = 120;  // text presets: the longest synthetic caption (lengths in [L/2, L])
+    std::int64_t text_dim = 4096;       // text presets: the caption features' width (T5-XXL)
     std::int64_t steps = 20;
     std::int64_t warmup_steps = 3;
     int threads = 2;

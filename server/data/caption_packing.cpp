@@ -9,14 +9,13 @@
 namespace tessera::data {
 namespace {
 
-// Padded captions [N, L, D] (f32) and lengths [N] → the tokens inside each length, [T, D] f16.
-common::Result<torch::Tensor> packed_tokens(const torch::Tensor& padded, const torch::Tensor& lengths) {
-    auto keep = torch::arange(padded.size(1), torch::kInt64).unsqueeze(0).lt(lengths.unsqueeze(1));
-    auto tokens = padded.index({keep}).to(torch::kFloat16).contiguous();
+// The shard's caption tokens (in sample order, as load_shard packs them) as f16.
+common::Result<torch::Tensor> f16_tokens(const torch::Tensor& tokens) {
+    auto f16 = tokens.to(torch::kFloat16).contiguous();
     // load_shard refused non-finite embeddings, so anything non-finite now overflowed f16.
-    if (!torch::isfinite(tokens).all().item<bool>())
+    if (!torch::isfinite(f16).all().item<bool>())
         return common::make_error("caption embeddings hold values past float16's range (|x| > 65504)");
-    return tokens;
+    return f16;
 }
 
 common::ByteView bytes_of(const torch::Tensor& t) {
@@ -29,7 +28,7 @@ common::Result<common::Bytes> pack_captions(common::ByteView raw, const common::
     auto file = common::parse_safetensors(raw);
     if (!file) return file.error();
     try {
-        auto tokens = packed_tokens(shard.text_emb, shard.text_len);
+        auto tokens = f16_tokens(shard.text_tokens);
         if (!tokens) return tokens.error();
         auto lengths = shard.text_len.to(torch::kInt64).contiguous();
         std::vector<common::TensorView> views;

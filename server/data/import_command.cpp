@@ -105,16 +105,16 @@ common::Result<CheckedShard> check_shard(const std::filesystem::path& path) {
     checked.kind = shard->pixels ? "pixels" : "latents";
     checked.samples = n;
     checked.max_label = shard->labels.max().item<std::int64_t>();
-    checked.text_dim = shard->text_emb.defined() ? shard->text_emb.size(2) : 0;
+    checked.text_dim = shard->text_dim();
 
     auto before_bytes = raw->size();
     auto before_captions = caption_bytes(*raw);
-    bool captions = shard->text_emb.defined();
+    bool captions = shard->has_captions();
     if (captions) {
         auto packed = pack_captions(*raw, *shard);
         if (!packed) return common::with_context(path.string(), packed.error());
         shard->inputs.reset();  // the f32 copies are not needed any more; the check below makes its own
-        shard->text_emb.reset();
+        shard->text_tokens.reset();
         // What is stored must load as training loads it, with the same captions' lengths.
         auto again = common::load_shard(*packed);
         if (!again) return common::with_context(path.string() + ": the packed shard does not load back", again.error());

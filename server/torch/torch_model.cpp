@@ -24,17 +24,6 @@ common::DataShape shape_of(const TaskConfig& config) {
     return shape;
 }
 
-// The given rows of every tensor of `data`.
-common::ShardData rows_of(const common::ShardData& data, const torch::Tensor& rows) {
-    common::ShardData chosen;
-    chosen.inputs = data.inputs.index_select(0, rows);
-    chosen.labels = data.labels.index_select(0, rows);
-    if (data.text_emb.defined()) chosen.text_emb = data.text_emb.index_select(0, rows);
-    if (data.text_len.defined()) chosen.text_len = data.text_len.index_select(0, rows);
-    chosen.pixels = data.pixels;
-    return chosen;
-}
-
 std::vector<double> to_vector(const torch::Tensor& values) {
     auto contiguous = values.to(torch::kFloat64).contiguous();
     const auto* data = contiguous.data_ptr<double>();
@@ -76,7 +65,7 @@ public:
             if (!data) return data.error();
             auto rows = common::first_epoch_rows((*data)->size(), samples.batch_size, samples.steps, samples.seed,
                                                  samples.max_samples);
-            auto chosen = rows_of(**data, rows);
+            auto chosen = (*data)->rows(rows);
             std::vector<SampleLosses> losses;
             for (const auto* w : weights) {
                 auto loss = losses_with(*workload_, common::from_named_f32(*w), chosen);
@@ -240,7 +229,8 @@ std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const Ta
                 auto data = common::load_shard_file(validation_shard);
                 if (!data) return common::with_context("validation captions", data.error());
                 auto rows = std::min<std::int64_t>(kGalleryCaptions, data->size());
-                grid.captions = {{}, data->text_emb.slice(0, 0, rows), data->text_len.slice(0, 0, rows)};
+                auto captions = data->slice(0, rows).padded_captions();
+                grid.captions = {{}, captions.text, captions.len};
             }
             return std::unique_ptr<SampleRenderer>(
                 std::make_unique<TorchSampleRenderer>(std::move(*workload), std::move(decoder), grid));

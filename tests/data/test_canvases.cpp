@@ -112,8 +112,8 @@ TEST_CASE("prepare canvases writes a complete dataset that training loads") {
         auto shard = load_shard_file(path);
         REQUIRE_MESSAGE(shard.ok(), shard.message());
         CHECK(shard->inputs.sizes() == torch::IntArrayRef{shard->size(), 4, 16, 16});
-        REQUIRE(shard->text_emb.defined());
-        CHECK(shard->text_emb.size(2) == kStandInTextDim);
+        REQUIRE(shard->has_captions());
+        CHECK(shard->text_dim() == kStandInTextDim);
         CHECK(shard->text_len.min().item<std::int64_t>() >= 5);  // "a bag above a coat"
         CHECK(shard->text_len.max().item<std::int64_t>() <= 8);  // "a dark bag left of a light coat"
         CHECK(shard->labels.max().item<std::int64_t>() < 10);

@@ -252,9 +252,10 @@ TEST_CASE("a webdataset tar becomes one shard with packed captions") {
     REQUIRE_MESSAGE(loaded.ok(), loaded.message());
     CHECK(loaded->labels.equal(torch::tensor({0, 7, 0}, torch::kInt64)));
     CHECK(loaded->text_len.equal(torch::tensor({3, 3, 2}, torch::kInt64)));
-    CHECK(loaded->text_emb.sizes() == torch::IntArrayRef{3, 3, 3});
-    CHECK(loaded->text_emb[2][0][0].item<float>() == -1.0f);
-    CHECK(loaded->text_emb[2][2].abs().sum().item<float>() == 0.0f);
+    auto padded = loaded->padded_captions().text;
+    CHECK(padded.sizes() == torch::IntArrayRef{3, 3, 3});
+    CHECK(padded[2][0][0].item<float>() == -1.0f);
+    CHECK(padded[2][2].abs().sum().item<float>() == 0.0f);
     CHECK(loaded->inputs.eq(1.0).all().item<bool>());
     auto texts = read_caption_texts(shard->safetensors, 3).value();
     CHECK(texts == std::vector<std::string>{"a caption of 000", "a caption of 001", "zwei Würfel"});
@@ -368,10 +369,12 @@ TEST_CASE("import packs padded captions and keeps every other tensor as it was")
         CHECK(std::find(names.begin(), names.end(), "text_mask") == names.end());
         auto loaded = load_shard(raw).value();
         CHECK(loaded.text_len.equal(expected_len[s]));
+        CHECK((loaded.text_tokens.scalar_type() == torch::kHalf));  // held as stored, not widened
+        auto padded = loaded.padded_captions().text.to(torch::kFloat);
         for (std::int64_t i = 0; i < n; ++i) {
             auto k = expected_len[s][i].item<std::int64_t>();
             auto want = expected_text[s][i].slice(0, 0, k).to(torch::kHalf).to(torch::kFloat);
-            CHECK(loaded.text_emb[i].slice(0, 0, k).equal(want));
+            CHECK(padded[i].slice(0, 0, k).equal(want));
         }
     }
     // Everything but the captions is copied byte for byte, metadata included.
@@ -412,7 +415,7 @@ TEST_CASE("import reads webdataset tars and leaves nothing behind on a bad one")
     auto loaded = load_shard(stored).value();
     CHECK(loaded.labels.equal(torch::tensor({0, 0, 4}, torch::kInt64)));
     CHECK(loaded.text_len.equal(torch::tensor({3, 3, 3}, torch::kInt64)));
-    CHECK(loaded.text_emb.eq(0.5).all().item<bool>());
+    CHECK(loaded.padded_captions().text.eq(0.5).all().item<bool>());
     CHECK(loaded.inputs.eq(1.0).all().item<bool>());
     CHECK(read_caption_texts(stored, 3).value()[2] == "a caption of 002");
 

@@ -10,6 +10,7 @@
 #include "torch/rectified_flow.h"
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
+#include "torch/trainer.h"
 #include "torch/workload.h"
 #include "unit_random.h"
 
@@ -215,8 +216,9 @@ TEST_CASE("caption shards load from padded with lengths, padded with a mask, and
     REQUIRE(from_packed.ok());
     for (const auto* shard : {&*from_lengths, &*from_mask, &*from_packed}) {
         CHECK(values_of(shard->text_len) == values_of(lengths));
-        CHECK(shard->text_emb.sizes().vec() == std::vector<std::int64_t>{3, 4, kWidth});
-        CHECK(max_difference(shard->text_emb, padded) < 0.05);  // f16 / bf16 rounding
+        auto captions = shard->padded_captions().text.to(torch::kFloat);
+        CHECK(captions.sizes().vec() == std::vector<std::int64_t>{3, 4, kWidth});
+        CHECK(max_difference(captions, padded) < 0.05);  // f16 / bf16 rounding
     }
     auto without_lengths = with({{"text_emb", padded}});
     REQUIRE(without_lengths.ok());
@@ -226,8 +228,57 @@ TEST_CASE("caption shards load from padded with lengths, padded with a mask, and
     auto longer = with({{"text_emb", torch::randn({3, 6, kWidth})}}).value();
     auto both = concat_shards({*from_packed, longer});
     REQUIRE(both.ok());
-    CHECK(both->text_emb.size(1) == 6);
+    CHECK(both->padded_captions().text.size(1) == 6);
     CHECK(values_of(both->text_len) == std::vector<std::int64_t>{2, 4, 1, 6, 6, 6});
+
+    // Captions stay packed in the file's type; a batch pads to its own longest caption.
+    CHECK((from_packed->text_tokens.scalar_type() == torch::kBFloat16));
+    CHECK(from_packed->text_tokens.size(0) == 7);
+    auto picked = from_packed->rows(torch::tensor({2, 0}, torch::kInt64)).padded_captions();
+    CHECK(values_of(picked.len) == std::vector<std::int64_t>{1, 2});
+    REQUIRE(picked.text.sizes().vec() == std::vector<std::int64_t>{2, 2, kWidth});
+    auto rounded = packed.to(torch::kBFloat16);
+    CHECK(picked.text[0][0].equal(rounded[6]));
+    CHECK(picked.text[0][1].abs().sum().item<float>() == 0.0f);
+    CHECK(picked.text[1].equal(rounded.slice(0, 0, 2)));
+}
+
+TEST_CASE("real sizes: 16-channel 32×32 latents (256 tokens) with 300-token captions 4096 wide train a unit") {
+    // SD3/FLUX-VAE latents of a 256 px image and T5-XXL captions as PixArt-Σ caches them.
+    constexpr std::int64_t kSamples = 3, kTokens = 300, kT5Width = 4096;
+    auto lengths = torch::tensor({kTokens, std::int64_t{17}, std::int64_t{120}}, torch::kInt64);
+    auto tokens = torch::randn({lengths.sum().item<std::int64_t>(), kT5Width}).to(torch::kFloat16);
+    auto shard = load_shard(shard_bytes({{"latents", torch::randn({kSamples, 16, 32, 32}).to(torch::kFloat16)},
+                                         {"labels", torch::zeros({kSamples}, torch::kInt64)},
+                                         {"text_tokens", tokens},
+                                         {"text_len", lengths}}));
+    REQUIRE_MESSAGE(shard.ok(), shard.message());
+    // The captions are held as stored: f16, only their own tokens (2.5 MB, not 3 × 300 × 4096 × 4).
+    CHECK(shard->text_tokens.nbytes() == static_cast<std::size_t>(437 * kT5Width * 2));
+    auto workload = make_workload("dit-tiny-text", data_shape_of(*shard, 10), 3);
+    REQUIRE_MESSAGE(workload.ok(), workload.message());
+    auto* dit = dit_of(**workload);
+    REQUIRE(dit != nullptr);
+    CHECK((*dit)->config().in_channels == 16);
+    CHECK((*dit)->config().text_dim == kT5Width);
+    TrainConfig config;
+    config.steps = 2;
+    config.batch_size = 2;
+    config.seed = 9;
+    auto theta0 = state_of(*(*workload)->module());
+    auto outcome = train("dit-tiny-text", theta0, *shard, config);
+    REQUIRE_MESSAGE(outcome.ok(), outcome.message());
+    CHECK(outcome->delta.at("caption_fc1.weight").sizes().vec() == std::vector<std::int64_t>{64, kT5Width});
+    double moved = 0;
+    for (const auto& [name, delta] : outcome->delta) {
+        CHECK(torch::isfinite(delta).all().item<bool>());
+        moved += delta.abs().sum().item<double>();
+    }
+    CHECK(moved > 0);
+    auto velocity = (*dit)->forward(shard->inputs.slice(0, 0, 2), torch::full({2}, 0.5),
+                                    {{}, shard->slice(0, 2).padded_captions().text,
+                                     shard->slice(0, 2).padded_captions().len});
+    CHECK(velocity.sizes().vec() == std::vector<std::int64_t>{2, 16, 32, 32});
 }
 
 TEST_CASE("bad caption tensors get a named error") {
