@@ -243,29 +243,37 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
     verdict.figures.gain_per_step = gain;
     auto threshold = gain_threshold(a.task_id, task.config, a.base_version);
     if (!threshold) return threshold.error();
-    if (!(gain_bound > *threshold) &&
+    if (!(gain_bound > threshold->value) &&
         judge(verdict, suspended, reason::kNoImprovement,
               "loss on the unit's own samples went from " + std::to_string(own_change->before) + " to " +
-                  std::to_string(own_change->after) + ": a gain of " + std::to_string(gain) + " per step (at most " +
-                  std::to_string(gain_bound) + "), not above " + std::to_string(*threshold)))
+                  std::to_string(own_change->after) + ": a gain of " + plain(gain) + " per full-rate step over " +
+                  plain(steps) + " (at most " + plain(gain_bound) + "), not above the margin " +
+                  plain(threshold->value) + " (" + threshold->source + ")"))
         return {};
     verdict.flagged = verdict.held_out_gain >= gain * steps;
     return {};
 }
 
-common::Result<double> ResultChecks::gain_threshold(const std::string& task_id, const TaskConfig& config,
-                                                    std::int64_t base_version) {
+common::Result<ResultChecks::GainThreshold> ResultChecks::gain_threshold(const std::string& task_id,
+                                                                         const TaskConfig& config,
+                                                                         std::int64_t base_version) {
     auto gains = store_.recent_gains_per_step(task_id, kHistory);
     if (!gains) return gains.error();
     if (gains->size() >= kMinFigures) {
         auto current = store_.recent_gains_per_step(task_id, kHistory, base_version - kGainVersions);
         if (!current) return current.error();
-        return gain_margin(*gains, *current, config.min_gain);
+        return GainThreshold{gain_margin(*gains, *current, config.min_gain),
+                             "the lower of " + plain(config.min_gain) + " x the median of " +
+                                 std::to_string(current->size()) + " current gains and the median of the last " +
+                                 std::to_string(gains->size()) + " less " + plain(kGainSpreads) + " spreads"};
     }
     auto typical_gain = typical(task_id, *gains, &Calibration::gain_per_step);
     if (!typical_gain) return typical_gain.error();
     // Without a calibration or recent results, the margin is "any improvement at all".
-    return *typical_gain ? config.min_gain * std::max(0.0, **typical_gain) : 0.0;
+    if (!*typical_gain) return GainThreshold{0.0, "any gain: the task has no calibration"};
+    return GainThreshold{config.min_gain * std::max(0.0, **typical_gain),
+                         plain(config.min_gain) + " x the calibration's gain " + plain(**typical_gain) +
+                             " per step, until " + std::to_string(kMinFigures) + " gains are measured"};
 }
 
 common::Result<std::optional<double>> ResultChecks::typical(const std::string& task_id,

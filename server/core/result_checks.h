@@ -74,11 +74,15 @@ private:
     // The base version's per-sample held-out losses (cached for the newest version asked).
     common::Result<std::vector<double>> held_out_base_losses(const std::string& task_id, std::int64_t version,
                                                              const common::NamedTensors& base, std::int64_t samples);
-    // The gain per step a result on `base_version` must exceed: gain_margin of recent gains and
-    // of those within kGainVersions before it; before there are kMinFigures, min_gain × the
-    // calibration's gain.
-    common::Result<double> gain_threshold(const std::string& task_id, const TaskConfig& config,
-                                          std::int64_t base_version);
+    // The gain per step a result on `base_version` must exceed, and where it came from:
+    // gain_margin of recent gains and of those within kGainVersions before it; before there are
+    // kMinFigures, min_gain × the calibration's gain (the lower of its two units').
+    struct GainThreshold {
+        double value = 0;
+        std::string source;
+    };
+    common::Result<GainThreshold> gain_threshold(const std::string& task_id, const TaskConfig& config,
+                                                 std::int64_t base_version);
     // The typical norm or gain per step: the median of recent results, or the calibration's.
     common::Result<std::optional<double>> typical(const std::string& task_id, const std::vector<double>& recent,
                                                   double Calibration::*figure);

@@ -19,9 +19,9 @@ common::Result<common::NamedTensors> initial_weights(const TaskConfig& config);
 // Probes that evaluate on the validation shard at `validation_shard`, loaded once and shared.
 common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& config,
                                                            const std::filesystem::path& validation_shard);
-// The task's calibration unit: the server trains one unit with the task's hyperparameters (at
-// most 100 steps) on the validation shard from `weights` and measures its norm and gain per
-// step.
+// The task's calibration: the server trains one unit with the task's hyperparameters (at most
+// 100 steps) on the validation shard from `weights`, then a second from the first one's
+// weights, and keeps the first's norm per step and the lower of their gains per step.
 common::Result<Calibration> calibrate(const TaskConfig& config, const common::NamedTensors& weights,
                                       const std::filesystem::path& validation_shard);
 // A text model's gallery draws a row for each of the validation shard's first captions.
