@@ -11,6 +11,7 @@
 #include "process_holder.h"
 #include "task_lookup.h"
 #include "torch_model.h"
+#include "torch_prompts.h"
 #include "work_pool.h"
 
 namespace tessera::server {
@@ -50,6 +51,8 @@ struct ServerCore::Parts {
 };
 
 namespace {
+
+constexpr std::size_t kGalleryVersionsKept = 4;  // the dashboard's sample grids
 
 // LibTorch probes on the validation shard named by the task's dataset.json.
 common::Result<ModelProbeFactory> torch_probes_for(const TaskConfig& config) {
@@ -96,12 +99,26 @@ std::shared_ptr<TaskFacts> task_facts(ServerCore::Parts& p, const TaskView& task
     }
     auto renderer =
         p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config, manifest);
+    // A text task's prompts on the dashboard, drawn by the gallery from the same weights.
+    std::optional<TorchPrompts> prompts;
+    if (renderer && manifest && config.text_dim > 0 && !p.options.sample_renderer) {
+        auto made = make_torch_prompts(config, *manifest);
+        if (made) {
+            prompts = std::move(*made);
+        } else {
+            facts->prompts_error = made.message();
+            common::process_log().error("samples", "task " + task.record.id + ": prompts: " + made.message());
+        }
+    }
     if (renderer) {
         facts->samples_kind = "images";
         // Samples from the EMA of the versions where the task keeps one, as PixArt-α and AT-1 do.
         auto weights = config.ema_decay > 0 ? ema_weights(*p.store, *p.blobs, *p.models, task.record.id)
                                             : published_weights(*p.models, task.record.id);
-        facts->gallery = std::make_shared<SampleGallery>(std::move(weights), std::move(*renderer), p.executor);
+        facts->gallery =
+            std::make_shared<SampleGallery>(std::move(weights), std::move(*renderer), p.executor, kGalleryVersionsKept,
+                                            prompts ? prompts->renderer : PromptRendererFactory());
+        if (prompts) facts->prompts = prompts->book;
     } else {
         facts->samples_kind = config.model == "cnn" ? "accuracy" : "none";  // the classifier preset
     }

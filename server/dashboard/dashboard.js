@@ -264,6 +264,94 @@
     if (drawing) samplesTimer = setTimeout(() => showSamples(stats).catch(offline), 2000);
   }
 
+  // ---- prompts: a text task draws a row of samples for a typed prompt or a listed caption ----
+  const prompts = { task: undefined, caption: null, run: 0, drawn: 0, version: 0, url: null };
+  dashboard.prompts = prompts;
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  function promptStatus(text, error = false) {
+    setText('prompt-status', text);
+    $('prompt-status').classList.toggle('error', error);
+  }
+  // Loaded once for each task shown: the form appears only where the task can draw prompts.
+  async function showPrompts(stats) {
+    prompts.version = stats.version;
+    const task = stats.task ? stats.task.id : null;
+    if (prompts.task === task) return;
+    prompts.task = task;
+    prompts.caption = null;
+    const p = task ? await getJson(`${taskApi()}/prompts`) : { available: false };
+    $('prompt-form').hidden = !p.available;
+    if (!p.available) return;
+    setText('prompt-help', `${p.message}. ${p.samples} samples from the EMA weights; CFG is the guidance scale.`);
+    const text = $('prompt-text');
+    text.value = '';
+    text.readOnly = !p.typed;
+    text.placeholder = p.typed ? `e.g. ${p.captions.length ? p.captions[0].text : 'a prompt'}` : 'pick a caption';
+    setText('prompt-words', p.typed ? `words: ${p.vocabulary.join(' ')}` : '');
+    const groups = ['validation', 'heldout'].map((split) => el('optgroup',
+      { label: split === 'heldout' ? 'held-out combinations' : 'validation captions' },
+      ...p.captions.filter((c) => c.split === split).map((c) => el('option', { value: String(c.index), textContent: c.text }))));
+    $('prompt-caption').replaceChildren(el('option', { value: '', textContent: p.typed ? 'or pick a caption…' : 'pick a caption…' }),
+      ...groups.filter((g) => g.children.length));
+    const cfg = $('prompt-cfg');
+    cfg.min = String(p.guidance.min);
+    cfg.max = String(Math.min(p.guidance.max, 7));
+    cfg.value = String(p.guidance.default);
+    setText('prompt-cfg-value', cfg.value);
+  }
+  $('prompt-cfg').addEventListener('input', (event) => setText('prompt-cfg-value', event.target.value));
+  $('prompt-caption').addEventListener('change', (event) => {
+    const chosen = event.target.selectedOptions[0];
+    prompts.caption = event.target.value === '' ? null : Number(event.target.value);
+    if (prompts.caption !== null) $('prompt-text').value = chosen.textContent;
+  });
+  $('prompt-text').addEventListener('input', () => {
+    prompts.caption = null;
+    $('prompt-caption').value = '';
+  });
+  $('prompt-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    drawPrompt().catch((error) => promptStatus(String(error), true));
+  });
+
+  // Asks until the row is drawn (202 while it is drawn or waits its turn), pinned to the
+  // version shown when asked; a newer request abandons an older one.
+  async function drawPrompt() {
+    const run = ++prompts.run;
+    const params = new URLSearchParams();
+    const text = $('prompt-text').value.trim();
+    if (prompts.caption !== null) params.set('caption', String(prompts.caption));
+    else if (text) params.set('prompt', text);
+    else { promptStatus('type a prompt or pick a caption', true); return; }
+    const cfg = $('prompt-cfg').value, seed = $('prompt-seed').value || '0';
+    params.set('cfg', cfg);
+    params.set('seed', seed);
+    params.set('version', String(prompts.version));
+    const path = `${taskApi()}/prompt.png?${params}`;
+    const until = Date.now() + 180_000;
+    promptStatus('drawing…');
+    while (run === prompts.run) {
+      const response = await fetch(path, { cache: 'no-store' });
+      if (run !== prompts.run) return;
+      if (response.status === 200) {
+        if (prompts.url) URL.revokeObjectURL(prompts.url);
+        prompts.url = URL.createObjectURL(await response.blob());
+        const img = $('prompt-img');
+        img.src = prompts.url;
+        img.alt = `${$('prompt-text').value}: samples at CFG ${cfg}, seed ${seed}`;
+        img.hidden = false;
+        promptStatus(`“${$('prompt-text').value}” · CFG ${cfg} · seed ${seed} · version ${response.headers.get('X-Tessera-Version')}`);
+        prompts.drawn += 1;
+        return;
+      }
+      const body = await response.json().catch(() => ({}));
+      if (response.status !== 202) { promptStatus(body.message || `HTTP ${response.status}`, true); return; }
+      if (Date.now() > until) { promptStatus('the server did not draw it in time; try again', true); return; }
+      promptStatus(body.state === 'drawing' ? `drawing from version ${body.version}…` : 'waiting for the sampler…');
+      await sleep(1000 * Math.min(body.retry_after_s || 1, 5));
+    }
+  }
+
   // The task selector: every task, the one shown selected; choosing one opens its page.
   function showTasks(list, stats) {
     const shown = stats.task ? stats.task.id : null;
@@ -301,6 +389,7 @@
       showCharts(versions, minutes, hours);
       showRejections(rejections, showVolunteers(volunteers));
       await showSamples(stats);
+      await showPrompts(stats);
       dashboard.refreshes += 1;
     } catch (error) {
       offline(error);

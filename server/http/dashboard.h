@@ -29,6 +29,10 @@ struct TaskFacts {
     // "accuracy" (a classifier) or "none" (a generator without a decoder).
     std::string samples_kind = "none";
     std::shared_ptr<SampleGallery> gallery;  // for "images"
+    // A text task's prompts (typed words or the dataset's captions), drawn by `gallery`; null
+    // for a class task, and with `prompts_error` for a text task whose prompts failed to load.
+    std::shared_ptr<const PromptBook> prompts;
+    std::string prompts_error;
 };
 // The facts of a task this process serves; null for one it does not serve.
 using TaskFactsLookup = std::function<std::shared_ptr<const TaskFacts>(const std::string& task_id)>;
@@ -55,6 +59,11 @@ public:
     Response history(const Request& request, const std::string& task_id = "");
     Response samples(const Request& request, const std::string& task_id = "");
     Response sample_image(const Request& request, const std::string& task_id, std::string_view name);
+    // What prompts a task can draw (its captions, the encoder's words, the guidance range), and
+    // a prompt's row of samples (?prompt=WORDS or ?caption=N, &cfg=G, &seed=S): the PNG, or 202
+    // while it is drawn or waits its turn (docs/dashboard.md, "Prompts").
+    Response prompts(const Request& request, const std::string& task_id = "");
+    Response prompt_image(const Request& request, const std::string& task_id = "");
 
 private:
     // The task a route names, or the current one (nullopt: none); a 404 for an unknown id.

@@ -129,4 +129,28 @@ double query_number(std::string_view target, std::string_view name, double fallb
     return value;
 }
 
+std::optional<std::string> query_text(std::string_view target, std::string_view name) {
+    auto text = query_value(target, name);
+    if (!text) return std::nullopt;
+    auto hex = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        return -1;
+    };
+    std::string decoded;
+    for (std::size_t i = 0; i < text->size(); ++i) {
+        char c = (*text)[i];
+        if (c == '+') {
+            decoded += ' ';
+        } else if (c == '%' && i + 2 < text->size() && hex((*text)[i + 1]) >= 0 && hex((*text)[i + 2]) >= 0) {
+            decoded += static_cast<char>(hex((*text)[i + 1]) * 16 + hex((*text)[i + 2]));
+            i += 2;
+        } else {
+            decoded += c;
+        }
+    }
+    return decoded;
+}
+
 }  // namespace tessera::server

@@ -52,5 +52,8 @@ std::int64_t query_integer(std::string_view target, std::string_view name, std::
                            std::int64_t max);
 // Query parameter `name` as a finite number, or `fallback` when absent or bad.
 double query_number(std::string_view target, std::string_view name, double fallback);
+// Query parameter `name` percent-decoded ('+' is a space; a malformed escape is kept as it
+// is), or nullopt when absent.
+std::optional<std::string> query_text(std::string_view target, std::string_view name);
 
 }  // namespace tessera::server

@@ -3,8 +3,9 @@
 // A caption's words are looked up in a seeded random embedding table and a fixed sinusoidal
 // position code is added, so word order changes the embedding ("a bag left of a coat" is not
 // "a coat left of a bag"). The weights travel with the dataset (text_encoder.safetensors) so
-// that an operator's typed prompt is embedded exactly as the training captions were.
-// Format in docs/dataset_format.md, "prepare canvases".
+// that an operator's typed prompt is embedded exactly as the training captions were:
+// tessera-data embeds the captions with it, tessera-server the dashboard's prompts
+// (docs/dashboard.md, "Prompts"). Format in docs/dataset_format.md, "prepare canvases".
 #pragma once
 
 #include <torch/types.h>
