@@ -33,15 +33,14 @@ common::TrainConfig central_train_config(const server::TaskConfig& config, const
     return train;
 }
 
-// The figures at the budget: the whole validation set, and the judge's scores when it runs.
+// The figures at the budget: the whole validation set, and the judges' scores when they run.
 common::Status final_figures(server::ModelProbe& probe, const common::NamedTensors& weights,
                              const server::TaskConfig& config, const SimSettings& settings, RunResult& result) {
     auto full = probe.evaluate(weights, std::numeric_limits<std::int64_t>::max());
     if (!full) return full.error();
     result.final_loss = full->loss;
     result.final_accuracy = full->accuracy.value_or(-1);
-    if (settings.judge == nullptr) return {};
-    return score_run(*settings.judge, config.model, weights, settings.judge_guidances, result);
+    return judge_samples(settings, config.model, weights, result);
 }
 
 // A curve point at `step` of a run of batch `batch` at `samples_per_s`.

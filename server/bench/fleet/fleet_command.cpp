@@ -16,6 +16,9 @@
 #include "fleet_report.h"
 #include "fleet_sim.h"
 #include "fleet_spec.h"
+#include "caption_judge.h"
+#include "dataset_manifest.h"
+#include "fidelity_report.h"
 #include "sample_judge.h"
 #include "task_setup.h"
 #include "model_cache.h"
@@ -169,6 +172,29 @@ common::Result<std::unique_ptr<SampleJudge>> make_judge(const CommandOptions& o)
     return SampleJudge::make(options);
 }
 
+// The caption judge, when the dataset is captioned canvases and fidelity was not turned off.
+common::Result<std::unique_ptr<CaptionJudge>> make_caption_judge(const CommandOptions& o) {
+    if (o.fidelity_captions == 0) return std::unique_ptr<CaptionJudge>();
+    auto manifest = common::load_dataset_manifest(std::filesystem::path(o.data) / "dataset.json");
+    if (!manifest) return manifest.error();
+    if (manifest->text_dim <= 0 || manifest->heldout.file.empty()) return std::unique_ptr<CaptionJudge>();
+    CaptionJudgeOptions options;
+    options.data = o.data;
+    options.cache = o.fidelity_cache.empty() ? std::filesystem::path(o.data) / "judge-caption"
+                                             : std::filesystem::path(o.fidelity_cache);
+    options.captions = o.fidelity_captions;
+    options.sampling_steps = o.judge_steps;
+    options.quiet = o.sim.quiet;
+    auto judge = CaptionJudge::make(options);
+    if (judge && !o.sim.quiet) {
+        const auto& c = (*judge)->ceilings();
+        std::cerr << "caption judge ceilings (real canvases, decoded): object " << format_share(c.object)
+                  << ", relation " << format_share(c.relation) << ", attribute " << format_share(c.attribute)
+                  << ", held-out " << format_share(c.heldout) << "\n";
+    }
+    return judge;
+}
+
 // One run of the campaign. A failure says its exit code: 2 for a run the options cannot
 // make, 1 for one that failed. A synchronous run says so in `settings`.
 common::Result<RunResult> run_one(const CommandOptions& o, const std::string& run,
@@ -251,6 +277,9 @@ int run_campaign(CommandOptions& o) {
     auto judge = make_judge(o);
     if (!judge) return fail(1, judge.message());
     o.sim.judge = judge->get();
+    auto caption_judge = make_caption_judge(o);
+    if (!caption_judge) return fail(1, "prompt fidelity: " + caption_judge.message());
+    o.sim.caption_judge = caption_judge->get();
 
     std::vector<RunResult> results;
     double target = o.target_loss;  // 0 until given, or until a sync run sets it
@@ -277,6 +306,13 @@ int run_campaign(CommandOptions& o) {
     print_summary(std::cout, rows, target);
     if (*judge)
         if (auto status = write_judge_outputs(o, **judge, results); !status) return fail(1, status.message());
+    if (*caption_judge) {
+        print_fidelity(std::cout, results, o.sim.judge_guidances, (*caption_judge)->ceilings(), o.fidelity_captions);
+        if (auto status = write_fidelity_csv(std::filesystem::path(o.out) / "fidelity.csv", results,
+                                             o.sim.judge_guidances, (*caption_judge)->ceilings());
+            !status)
+            return fail(1, status.message());
+    }
     if (auto status = write_outputs(o, results, rows, target); !status) return fail(1, status.message());
     return 0;
 }

@@ -135,6 +135,12 @@ void add_judge_options(cxxopts::Options& options) {
         "first in the summary (guidance.csv)",
         cxxopts::value<std::string>()->default_value("3"))("judge-steps", "Euler steps of the judged samples",
                                                            cxxopts::value<std::int64_t>()->default_value("20"))(
+        "fidelity-captions",
+        "captioned canvases (prepare canvases): prompt fidelity of each DiT run on this many validation and "
+        "held-out captions, at each --judge-guidance (fidelity.csv); 0: none",
+        cxxopts::value<std::int64_t>()->default_value("500"))(
+        "fidelity-cache", "the caption judge's cnns (default: <data>/judge-caption; trained when absent)",
+        cxxopts::value<std::string>()->default_value(""))(
         "transfer-as", "count model, patch and delta bytes as this preset's (e.g. dit-b), training the task's model",
         cxxopts::value<std::string>()->default_value(""))(
         "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")("quiet",
@@ -195,6 +201,9 @@ common::Result<CommandOptions> read_fleet_options(const cxxopts::ParseResult& pa
     o.judge_steps = a["judge-steps"].as<std::int64_t>();
     if (o.judge_per_class < 1 || o.judge_steps < 1)
         return common::make_error("--judge-samples and --judge-steps must be >= 1");
+    o.fidelity_cache = a["fidelity-cache"].as<std::string>();
+    o.fidelity_captions = a["fidelity-captions"].as<std::int64_t>();
+    if (o.fidelity_captions < 0) return common::make_error("--fidelity-captions must be >= 0");
     o.sim.sample_budget = a["samples"].as<std::int64_t>();
     o.sim.curve_points = a["points"].as<std::int64_t>();
     auto spacing = parse_curve_spacing(a["spacing"].as<std::string>());

@@ -17,6 +17,8 @@ struct CommandOptions {
     std::string data, fleet, runs, out, model, staleness, judge_data, judge_cache, transfer_as;
     std::int64_t judge_per_class = 100;
     std::int64_t judge_steps = 20;
+    std::string fidelity_cache;        // the caption judge's cnns (default: <data>/judge-caption)
+    std::int64_t fidelity_captions = 500;  // validation and held-out captions scored; 0: no fidelity
     std::int64_t volunteers = 8;
     double base_speed = 100;
     double target_loss = 0;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "delta_probe.h"
+#include "prompt_fidelity.h"
 
 namespace tessera::bench {
 
@@ -69,6 +70,7 @@ struct RunResult {
     double final_accuracy = -1;
     double sample_accuracy = -1;  // the DiT's samples classified as asked (SampleJudge); -1: not scored
     std::vector<double> sample_accuracy_by_guidance;  // at each SimSettings::judge_guidances scale
+    std::vector<PromptFidelity> fidelity_by_guidance;  // captioned canvases (CaptionJudge): at each scale
     bool budget_reached = false;
     std::int64_t units_issued = 0;
     std::int64_t reissued_after_timeout = 0;  // timed-out assignments whose unit went to another

@@ -12,6 +12,7 @@
 
 #include "bytes.h"
 #include "calibration.h"
+#include "caption_judge.h"
 #include "fleet_accounting.h"
 #include "in_process_server.h"
 #include "protocol.h"
@@ -277,8 +278,7 @@ private:
         if (!full) return full.error();
         result_.final_loss = full->loss;
         result_.final_accuracy = full->accuracy.value_or(-1);
-        if (settings_.judge == nullptr) return {};
-        return score_run(*settings_.judge, config_.model, *server_->true_model(), settings_.judge_guidances, result_);
+        return judge_samples(settings_, config_.model, *server_->true_model(), result_);
     }
 
     common::Status evaluate_point() {
@@ -382,6 +382,15 @@ private:
 };
 
 }  // namespace
+
+common::Status judge_samples(const SimSettings& settings, const std::string& model,
+                             const common::NamedTensors& weights, RunResult& result) {
+    if (settings.judge != nullptr)
+        if (auto status = score_run(*settings.judge, model, weights, settings.judge_guidances, result); !status)
+            return status;
+    if (settings.caption_judge == nullptr) return {};
+    return score_run_fidelity(*settings.caption_judge, model, weights, settings.judge_guidances, result);
+}
 
 std::int64_t curve_samples(const SimSettings& settings) {
     return settings.eval_samples > 0 ? settings.eval_samples : std::numeric_limits<std::int64_t>::max();

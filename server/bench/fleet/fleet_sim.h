@@ -19,6 +19,8 @@
 
 namespace tessera::bench {
 
+class CaptionJudge;
+
 struct SimSettings {
     std::string run_name;  // "fedasync", "sync-fedavg", ...
     std::string fleet_name;
@@ -43,6 +45,7 @@ struct SimSettings {
     double payload_scale = 1;
     bool quiet = false;            // no progress lines on stderr
     SampleJudge* judge = nullptr;  // set: score the DiT's samples at the budget point
+    CaptionJudge* caption_judge = nullptr;  // set: score the text DiT's prompt fidelity there
     std::vector<double> judge_guidances{3.0};  // at these guidance scales (the first is the headline)
     bool probe_deltas = false;     // RunResult::probes: every honest delta's modules (delta_probe.h)
 };
@@ -50,6 +53,10 @@ struct SimSettings {
 // Runs one simulation in `work_dir` (a fresh server state directory is made inside it).
 common::Result<RunResult> simulate_fleet(const server::TaskConfig& config, const std::vector<SimVolunteer>& fleet,
                                          const SimSettings& settings, const std::filesystem::path& work_dir);
+
+// The judges' figures of `weights` at the budget point, into `result` (none set: nothing).
+common::Status judge_samples(const SimSettings& settings, const std::string& model,
+                             const common::NamedTensors& weights, RunResult& result);
 
 // The validation samples of a curve point: eval_samples, or all.
 std::int64_t curve_samples(const SimSettings& settings);

@@ -5,48 +5,25 @@
 
 #include <iostream>
 
+#include "judge_cnn.h"
 #include "dataset_manifest.h"
-#include "file_io.h"
-#include "safetensors.h"
 #include "torch/models/cnn.h"
 #include "torch/models/autoencoder.h"
 #include "torch/model_state.h"
 #include "torch/rectified_flow.h"
 #include "torch/shard_data.h"
-#include "torch/tensor_convert.h"
-#include "torch/trainer.h"
 #include "torch/workload.h"
-#include "bytes.h"
 
 namespace tessera::bench {
 namespace {
 
 constexpr std::int64_t kBatch = 250;  // samples drawn and judged at once
-constexpr std::int64_t kJudgeBatch = 64;
-constexpr double kJudgeLr = 1e-3;
-constexpr double kJudgeWeightDecay = 0.01;
-constexpr const char* kRecipeKey = "judge_recipe";
 
 // How the judge was made: a cache made any other way (or from other images) is not reused.
-std::string recipe_of(const JudgeOptions& options, const common::DatasetManifest& pixels) {
-    std::string recipe = "cnn epochs=" + std::to_string(options.epochs) + " batch=" + std::to_string(kJudgeBatch) +
-                         " lr=" + std::to_string(kJudgeLr) + " wd=" + std::to_string(kJudgeWeightDecay) +
-                         " seed=" + std::to_string(options.seed) + " train=";
-    for (const auto& file : pixels.train) recipe += file.sha256.substr(0, 12) + ",";
+JudgeCnnRecipe recipe_of(const JudgeOptions& options, const common::DatasetManifest& pixels) {
+    JudgeCnnRecipe recipe{options.epochs, options.seed, ""};
+    for (const auto& file : pixels.train) recipe.data += file.sha256.substr(0, 12) + ",";
     return recipe;
-}
-
-// The cached judge, when it exists, was made by `recipe` and loads.
-bool load_cached_judge(torch::nn::Module& judge, const std::filesystem::path& cache, const std::string& recipe) {
-    if (!std::filesystem::exists(cache)) return false;
-    auto bytes = common::read_file(cache, 64 * common::kMiB);
-    if (!bytes) return false;
-    auto file = common::parse_safetensors(*bytes);
-    if (!file) return false;
-    auto made_by = file->metadata().find(kRecipeKey);
-    if (made_by == file->metadata().end() || made_by->second != recipe) return false;
-    auto state = common::to_torch_map(*file);
-    return state && common::load_state(judge, *state);
 }
 
 common::DataShape shape_of(const common::DatasetManifest& manifest) {
@@ -63,46 +40,13 @@ common::DataShape shape_of(const common::DatasetManifest& manifest) {
 struct SampleJudge::Impl {
     JudgeOptions options;
     common::DatasetManifest latents;
-    std::int64_t image_size = 28;  // the real images' side; decoded images are cropped to it
     common::Cnn judge;
     common::Decoder decoder;
     JudgeCeilings ceilings;
 
-    // Fits the judge to the real training images from the cnn preset's seeded initial weights.
-    common::Status train(const std::filesystem::path& pixels_dir, const common::DatasetManifest& pixels,
-                         const std::string& recipe) {
-        auto data = common::load_training_set(pixels_dir, pixels);
-        if (!data) return data.error();
-        auto workload = common::make_workload("cnn", shape_of(pixels), options.seed);
-        if (!workload) return workload.error();
-        common::TrainConfig train;
-        train.batch_size = kJudgeBatch;
-        train.steps = options.epochs * data->size() / train.batch_size;
-        train.lr = kJudgeLr;
-        train.weight_decay = kJudgeWeightDecay;
-        train.seed = options.seed;
-        train.num_classes = static_cast<std::int64_t>(pixels.classes.size());
-        if (!options.quiet)
-            std::cerr << "judge: training the cnn on " << data->size() << " real images for " << options.epochs
-                      << " epochs\n";
-        auto theta0 = common::state_of(*(*workload)->module());
-        auto outcome = common::train("cnn", theta0, *data, train);
-        if (!outcome) return outcome.error();
-        common::TorchTensorMap trained;
-        for (const auto& [name, value] : theta0) trained.emplace(name, value + outcome->delta.at(name));
-        if (auto status = common::load_state(*judge, trained); !status) return status;
-        auto bytes = common::to_safetensors(trained, {{kRecipeKey, recipe}});
-        if (!bytes) return bytes.error();
-        return common::write_file_atomic(options.cache, *bytes);
-    }
-
     // Decoded images (B, 1, S, S) in [-1, 1] → the judge's classes, from the centre crop of
     // the real images' size (the autoencoder pads 28×28 to 32×32 with background).
-    torch::Tensor classify_decoded(const torch::Tensor& images) {
-        auto margin = (images.size(2) - image_size) / 2;
-        auto crop = images.slice(2, margin, margin + image_size).slice(3, margin, margin + image_size);
-        return judge->forward(common::standardise_pixels((crop.clamp(-1, 1) + 1) / 2)).argmax(1);
-    }
+    torch::Tensor classify_decoded(const torch::Tensor& images) { return judge->forward(judge_input(images)).argmax(1); }
 
     common::Status measure_ceilings(const std::filesystem::path& pixels_dir, const common::DatasetManifest& pixels) {
         auto real = common::load_shard_file(pixels_dir / pixels.validation.file);
@@ -144,19 +88,15 @@ common::Result<std::unique_ptr<SampleJudge>> SampleJudge::make(const JudgeOption
     auto impl = std::make_unique<Impl>();
     impl->options = options;
     impl->latents = *latents;
-    impl->image_size = pixels->sample_shape.at(1);
     try {
         torch::NoGradGuard no_grad;
         if (auto status = common::load_state_file(*impl->decoder, options.latents / latents->decoder.file); !status)
             return common::with_context("decoder", status.error());
-        auto recipe = recipe_of(options, *pixels);
-        if (!load_cached_judge(*impl->judge, options.cache, recipe)) {
-            torch::AutoGradMode training(true);
-            if (auto status = impl->train(options.pixels, *pixels, recipe); !status)
-                return common::with_context("judge", status.error());
-        } else if (!options.quiet) {
-            std::cerr << "judge: reusing " << options.cache.string() << "\n";
-        }
+        auto images = [&] { return common::load_training_set(options.pixels, *pixels); };
+        if (auto status = load_or_fit_judge_cnn(impl->judge, images, recipe_of(options, *pixels), options.cache,
+                                                "judge", options.quiet);
+            !status)
+            return common::with_context("judge", status.error());
         impl->judge->eval();
         impl->decoder->eval();
         if (auto status = impl->measure_ceilings(options.pixels, *pixels); !status) return status.error();
