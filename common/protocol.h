@@ -25,6 +25,7 @@ constexpr std::size_t kMaxTaskChoices = 64;    // names in a work request's "tas
 constexpr std::size_t kMaxPatchChain = 64;     // patches a work unit may chain
 constexpr std::size_t kMaxIdentifier = 64;
 constexpr std::size_t kMaxDeviceName = 128;  // a device's name as a volunteer reports it
+constexpr double kMaxPatchMask = 0x1.fffffffffffffp-1;  // the largest double below 1: `patch_mask` is in [0, 1)
 
 // An id field's text (a task, unit, client or model preset name): 1–64 of [A-Za-z0-9_-].
 bool is_identifier(std::string_view text);
@@ -61,6 +62,9 @@ struct Hyperparameters {
     // CaptionDrop stream's uniform is below this (docs/protocol.md). Set by the server for
     // text tasks only; absent: 0.1.
     std::optional<double> caption_drop{};
+    // DiTs: the fraction of each sample's patches dropped after the patch mixer (MicroDiT's
+    // deferred masking; docs/protocol.md). 0 (absent on the wire): every patch trains.
+    double patch_mask = 0;
 };
 
 // What a volunteer is asked to compute. Travels inside a SignedEnvelope.

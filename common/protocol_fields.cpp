@@ -167,6 +167,7 @@ boost::json::object hyper_to_json(const Hyperparameters& h) {
         json["schedule_to"] = h.schedule_to;
     }
     if (h.caption_drop) json["caption_drop"] = *h.caption_drop;
+    if (h.patch_mask > 0) json["patch_mask"] = h.patch_mask;
     return json;
 }
 
@@ -187,6 +188,7 @@ Hyperparameters read_hyper(JsonObjectReader& parent, std::string_view key) {
             inner_optimizer_from_name(reader.one_of("optimizer", {"fresh", "kept"})).value_or(InnerOptimizer::Fresh);
     read_schedule(reader, hyper);
     if (reader.has("caption_drop")) hyper.caption_drop = reader.number("caption_drop", 0.0, 1.0);
+    if (reader.has("patch_mask")) hyper.patch_mask = reader.number("patch_mask", 0.0, kMaxPatchMask);
     parent.absorb(reader.finish());
     return hyper;
 }

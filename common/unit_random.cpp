@@ -40,15 +40,44 @@ double UnitStream::normal(std::uint64_t i) const {
     return (i & 1) == 0 ? even : odd;
 }
 
-std::vector<std::int64_t> unit_permutation(const UnitStream& stream, std::int64_t n) {
+namespace {
+
+// Fisher–Yates over 0 … n−1 with words first_word + k.
+std::vector<std::int64_t> permutation_from(const UnitStream& stream, std::int64_t n, std::uint64_t first_word) {
     std::vector<std::int64_t> order(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
     for (std::uint64_t k = 0; k + 1 < order.size(); ++k) {
         auto i = order.size() - 1 - k;
-        auto j = static_cast<std::size_t>((static_cast<unsigned __int128>(stream.word(k)) * (i + 1)) >> 64);
+        auto word = stream.word(first_word + k);
+        auto j = static_cast<std::size_t>((static_cast<unsigned __int128>(word) * (i + 1)) >> 64);
         std::swap(order[i], order[j]);
     }
     return order;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> unit_permutation(const UnitStream& stream, std::int64_t n) {
+    return permutation_from(stream, n, 0);
+}
+
+std::int64_t kept_token_count(std::int64_t tokens, double ratio) {
+    auto kept = static_cast<std::int64_t>(std::floor((1.0 - ratio) * static_cast<double>(tokens) + 0.5));
+    return std::clamp<std::int64_t>(kept, 1, std::max<std::int64_t>(tokens, 1));
+}
+
+std::vector<std::int64_t> unit_kept_tokens(const UnitStream& stream, std::int64_t rows, std::int64_t tokens,
+                                           std::int64_t kept) {
+    std::vector<std::int64_t> out;
+    out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(rows * kept, 0)));
+    auto words_per_row = static_cast<std::uint64_t>(std::max<std::int64_t>(tokens - 1, 0));
+    for (std::int64_t r = 0; r < rows; ++r) {
+        auto order = permutation_from(stream, tokens, static_cast<std::uint64_t>(r) * words_per_row);
+        order.resize(static_cast<std::size_t>(kept));
+        std::sort(order.begin(), order.end());
+        out.insert(out.end(), order.begin(), order.end());
+    }
+    return out;
 }
 
 std::vector<std::uint8_t> unit_below(const UnitStream& stream, std::size_t count, double threshold) {

@@ -21,6 +21,7 @@ enum class DrawPurpose : std::uint64_t {
     LabelDrop = 4,      // DiT: a sample's label becomes the null class when uniform < 0.1
     DropoutMask = 5,    // cnn: a value before fc1 is kept when uniform ≥ 0.25
     CaptionDrop = 6,    // text DiT: a sample's caption becomes the null caption when uniform < caption_drop
+    PatchMask = 7,      // DiT with patch masking: the tokens each sample keeps (unit_kept_tokens)
 };
 
 // SplitMix64's finaliser: z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27;
@@ -48,6 +49,15 @@ private:
 // Fisher–Yates over 0 … n−1: for k = 0, 1, …, n−2 with i = n−1−k, j = ⌊word(k) · (i + 1) / 2^64⌋
 // (the high word of the 128-bit product), swap positions i and j.
 std::vector<std::int64_t> unit_permutation(const UnitStream& stream, std::int64_t n);
+
+// Patch masking: the tokens a sample keeps when a fraction `ratio` in [0, 1) of its `tokens` is
+// dropped: max(1, ⌊(1 − ratio) · tokens + 0.5⌋), computed in double.
+std::int64_t kept_token_count(std::int64_t tokens, double ratio);
+// The tokens each of `rows` samples keeps, rows × kept, row-major: for sample r, the Fisher–Yates
+// permutation of 0 … tokens−1 above made with words r·(tokens − 1) + k in place of word(k), and of
+// it the first `kept` entries, sorted ascending.
+std::vector<std::int64_t> unit_kept_tokens(const UnitStream& stream, std::int64_t rows, std::int64_t tokens,
+                                           std::int64_t kept);
 
 // For i = 0 … count−1: 1 where uniform(i) < threshold (compared in double), else 0.
 std::vector<std::uint8_t> unit_below(const UnitStream& stream, std::size_t count, double threshold);

@@ -42,9 +42,24 @@ FlowDraws draw_flow(const torch::Tensor& x0, std::uint64_t seed, std::int64_t st
     return draws;
 }
 
+torch::Tensor draw_kept_tokens(const Dit& model, const torch::Tensor& x0, std::uint64_t seed, std::int64_t step,
+                               double ratio) {
+    auto side = x0.size(2) / model->config().patch;
+    auto tokens = side * side;
+    auto keep = unit_kept_tokens_tensor(seed, step, x0.size(0), tokens, kept_token_count(tokens, ratio));
+    return to_device(keep, x0.device());
+}
+
 torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const DitCondition& condition,
                                  const FlowDraws& draws) {
-    return flow_matching_loss_at(model, x0, model->dropped(condition, draws.drop), draws.t, draws.noise);
+    if (!draws.keep.defined())
+        return flow_matching_loss_at(model, x0, model->dropped(condition, draws.drop), draws.t, draws.noise);
+    auto t4 = draws.t.view({-1, 1, 1, 1});
+    auto xt = (1 - t4) * x0 + t4 * draws.noise;
+    auto velocity = model->forward_kept(xt, draws.t, model->dropped(condition, draws.drop), draws.keep);
+    auto target = model->patchify(draws.noise - x0);
+    target = target.gather(1, draws.keep.unsqueeze(-1).expand({target.size(0), draws.keep.size(1), target.size(2)}));
+    return torch::mse_loss(velocity.to(torch::kFloat32), target);
 }
 
 std::int64_t condition_rows(const DitCondition& condition) {

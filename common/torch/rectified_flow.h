@@ -27,6 +27,8 @@ struct FlowDraws {
     torch::Tensor t;      // (B,)
     torch::Tensor noise;  // like x0
     torch::Tensor drop;   // (B,) bool
+    // Patch masking: (B, K) i64, the tokens each sample keeps (the PatchMask stream); undefined: off.
+    torch::Tensor keep;
 };
 
 // What a model's condition drops to the unconditional one by: labels at kLabelDropout, or
@@ -39,7 +41,13 @@ struct ConditionDrop {
 // The draws of training step `step` of the unit seeded `seed`, on x0's device.
 FlowDraws draw_flow(const torch::Tensor& x0, std::uint64_t seed, std::int64_t step, const ConditionDrop& drop = {});
 
-// Training loss: conditions in `drop` become unconditional (DitImpl::dropped).
+// The tokens each sample of x0 (B, C, S, S) keeps at training step `step` when the fraction
+// `ratio` in (0, 1) of its patches is dropped (kept_token_count, unit_kept_tokens), on x0's device.
+torch::Tensor draw_kept_tokens(const Dit& model, const torch::Tensor& x0, std::uint64_t seed, std::int64_t step,
+                               double ratio);
+
+// Training loss: conditions in `drop` become unconditional (DitImpl::dropped). With kept tokens,
+// the mean squared error over the kept patches' values only (DitImpl::forward_kept).
 torch::Tensor flow_matching_loss(Dit& model, const torch::Tensor& x0, const DitCondition& condition,
                                  const FlowDraws& draws);
 

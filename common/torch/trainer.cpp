@@ -244,6 +244,10 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     auto workload = make_workload(preset, data_shape_of(data, config.num_classes), config.seed);
     if (!workload) return workload.error();
     (*workload)->set_caption_drop(config.caption_drop);
+    if (!(config.patch_mask >= 0 && config.patch_mask < 1)) return make_error("patch mask must be in [0, 1)");
+    if (config.patch_mask > 0 && dit_of(**workload) == nullptr)
+        return make_error("patch masking needs a DiT preset: " + preset + " has no patches");
+    (*workload)->set_patch_mask(config.patch_mask);
     auto module = (*workload)->module();
     if (auto loaded = load_state(*module, theta0); !loaded) return loaded.error();
     module->to(*device);
@@ -311,6 +315,7 @@ TrainConfig train_config_for(const Hyperparameters& hyper) {
     config.schedule_from = hyper.schedule_from;
     config.schedule_to = hyper.schedule_to;
     config.caption_drop = hyper.caption_drop.value_or(kDefaultCaptionDrop);
+    config.patch_mask = hyper.patch_mask;
     return config;
 }
 

@@ -37,6 +37,7 @@ struct TrainConfig {
     std::string device = "cpu";  // "cpu", "cuda", "cuda:N" or "auto"
     std::int64_t num_classes = 10;
     double caption_drop = kDefaultCaptionDrop;  // text DiTs: the rate at which captions drop to the null caption
+    double patch_mask = 0;  // DiTs: the fraction of each sample's patches dropped after the mixer, in [0, 1)
     // > 0: `snapshot` is shown the weights (on the training device) after every this many
     // steps; the fleet simulator's central baseline draws its curve from them.
     std::int64_t snapshot_every = 0;

@@ -33,6 +33,13 @@ torch::Tensor unit_permutation_tensor(std::uint64_t seed, std::int64_t epoch, st
     return torch::from_blob(order.data(), {n}, torch::kInt64).clone();
 }
 
+torch::Tensor unit_kept_tokens_tensor(std::uint64_t seed, std::int64_t step, std::int64_t rows, std::int64_t tokens,
+                                      std::int64_t kept) {
+    auto keep = unit_kept_tokens(UnitStream(seed, DrawPurpose::PatchMask, static_cast<std::uint64_t>(step)), rows,
+                                 tokens, kept);
+    return torch::from_blob(keep.data(), {rows, kept}, torch::kInt64).clone();
+}
+
 torch::Tensor to_device(const torch::Tensor& drawn, torch::Device device) {
     return device.is_cuda() ? drawn.pin_memory().to(device, /*non_blocking=*/true) : drawn.to(device);
 }

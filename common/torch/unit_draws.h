@@ -17,6 +17,11 @@ torch::Tensor unit_below_tensor(std::uint64_t seed, DrawPurpose purpose, std::in
 // The permutation of `n` rows for an epoch (purpose BatchOrder, step = epoch), i64.
 torch::Tensor unit_permutation_tensor(std::uint64_t seed, std::int64_t epoch, std::int64_t n);
 
+// The tokens each of `rows` samples keeps under patch masking (purpose PatchMask; unit_kept_tokens),
+// (rows, kept) i64, ascending in each row.
+torch::Tensor unit_kept_tokens_tensor(std::uint64_t seed, std::int64_t step, std::int64_t rows, std::int64_t tokens,
+                                      std::int64_t kept);
+
 // To the training device. A copy to a GPU from pinned memory does not wait for the GPU; one
 // from pageable memory would, every step.
 torch::Tensor to_device(const torch::Tensor& drawn, torch::Device device);

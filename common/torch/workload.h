@@ -20,7 +20,7 @@ enum class ModelKind { Dit, Cnn };
 struct ModelPreset {
     std::string name;
     ModelKind kind = ModelKind::Dit;
-    DitConfig dit;      // hidden/depth/heads for DiT presets
+    DitConfig dit;      // hidden/depth/heads/mixer_depth for DiT presets
     bool text = false;  // a text-to-image DiT: trains on captioned shards only
 };
 
@@ -66,13 +66,18 @@ public:
     virtual ~Workload() = default;
     const ModelPreset& preset() const { return preset_; }
     virtual std::shared_ptr<torch::nn::Module> module() = 0;
-    // Fills batch.draws (DiT: t, noise, label drops; cnn: the dropout mask) for training step
+    // Fills batch.draws (DiT: t, noise, condition drops, with patch masking the kept tokens; cnn:
+    // the dropout mask) for training step
     // `step` of the unit seeded `seed`, from its specified streams (unit_random.h), so training
     // is reproducible on any device and in any language, and micro-batches see the batch's draws.
     virtual void draw(Batch& batch, std::uint64_t seed, std::int64_t step) = 0;
     // A text DiT drops captions to its null caption at this rate (the unit's `caption_drop`).
     void set_caption_drop(double rate) { caption_drop_ = rate; }
     double caption_drop() const { return caption_drop_; }
+    // A DiT drops this fraction of each sample's patches after its patch mixer (the unit's
+    // `patch_mask`; 0: off). Training only: evaluation and sampling see every patch.
+    void set_patch_mask(double ratio) { patch_mask_ = ratio; }
+    double patch_mask() const { return patch_mask_; }
     // The training loss of a batch (or a slice of one) with its draws.
     virtual torch::Tensor loss(const Batch& batch) = 0;
     // Deterministic: a fixed t grid and noise seed for DiT, so versions are comparable.
@@ -84,6 +89,7 @@ protected:
 private:
     ModelPreset preset_;
     double caption_drop_ = 0.1;
+    double patch_mask_ = 0;
 };
 
 // Builds the preset's model for data of `shape`. Initial weights come from torch's global

@@ -4,7 +4,7 @@ the text DiT (the `-text` presets) — written from docs/protocol.md ("Training 
 "Randomness", "Model presets") and docs/dataset_format.md ("Captions") alone, with Debian's
 python3-torch used only for tensor arithmetic and autograd. It reads a unit's inputs from DIR:
 unit.json with the unit's `model` and its hyper fields (`local_steps`, `batch_size`, `lr`,
-`warmup_steps`, `weight_decay`, `grad_clip`, `seed`, optionally `caption_drop`; `shard_files`,
+`warmup_steps`, `weight_decay`, `grad_clip`, `seed`, optionally `caption_drop` and `patch_mask`; `shard_files`,
 the shard files in the unit's order, default ["shard.safetensors"]), theta0.safetensors and the
 shards (uncompressed), and writes its delta to DIR/delta_python.safetensors. The test suite
 compares it with the reference trainer's delta. A `fresh` unit without a `schedule` only.
@@ -20,8 +20,9 @@ import torch
 
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
-BATCH_ORDER, TIMESTEP, NOISE, LABEL_DROP, CAPTION_DROP = 1, 2, 3, 4, 6
+BATCH_ORDER, TIMESTEP, NOISE, LABEL_DROP, CAPTION_DROP, PATCH_MASK = 1, 2, 3, 4, 6, 7
 HEADS = {"dit-tiny": 2, "dit-s": 6, "dit-b": 12}
+MIXER_DEPTH = {"dit-tiny": 1, "dit-s": 2, "dit-b": 2}
 LABEL_DROP_RATE = 0.1
 CAPTION_DROP_DEFAULT = 0.1
 
@@ -51,13 +52,23 @@ class Stream:
             out += [r * math.cos(2.0 * math.pi * u2), r * math.sin(2.0 * math.pi * u2)]
         return torch.tensor(out[:count], dtype=torch.float64).to(torch.float32)
 
-    def permutation(self, n):
+    def permutation(self, n, first_word=0):
         order = list(range(n))
         for k in range(n - 1):
             i = n - 1 - k
-            j = (self.word(k) * (i + 1)) >> 64
+            j = (self.word(first_word + k) * (i + 1)) >> 64
             order[i], order[j] = order[j], order[i]
         return order
+
+    def kept_tokens(self, rows, tokens, kept):
+        """Patch masking: sample r keeps the first `kept` of the permutation made with words
+        r·(tokens − 1) + k, ascending; (rows, kept) int64."""
+        return torch.tensor([sorted(self.permutation(tokens, r * (tokens - 1))[:kept]) for r in range(rows)],
+                            dtype=torch.int64)
+
+
+def kept_count(tokens, ratio):
+    return max(1, math.floor((1.0 - ratio) * tokens + 0.5))
 
 
 DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I64": torch.int64,
@@ -162,7 +173,14 @@ def attend(q, k, v, mask=None):
     return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
 
 
-def dit_forward(w, x, t, heads, labels=None, caption=None, lengths=None):
+def take(v, keep):
+    """Rows `keep` (B, K) of v (B, N, W)."""
+    return torch.gather(v, 1, keep.unsqueeze(-1).expand(-1, -1, v.shape[2]))
+
+
+def dit_forward(w, x, t, heads, labels=None, caption=None, lengths=None, keep=None, mixer=0):
+    """The velocity (B, C, S, S); with `keep` (B, K), the kept patches' only, (B, K, P), the
+    blocks from `mixer` on seeing the kept tokens alone."""
     batch, channels, side, _ = x.shape
     grid, hidden = side // 2, w["patch_embed.weight"].shape[0]
     tokens, d = grid * grid, hidden // heads
@@ -183,7 +201,11 @@ def dit_forward(w, x, t, heads, labels=None, caption=None, lengths=None):
         positions = torch.arange(caption.shape[1]).unsqueeze(0)
         mask = torch.zeros(batch, positions.shape[1]).masked_fill(positions >= lengths.unsqueeze(1), float("-inf"))
     depth = 1 + max(int(name.split(".")[1]) for name in w if name.startswith("blocks."))
+    mixer = depth if keep is None else min(mixer, depth)
     for i in range(depth):
+        if i == mixer:
+            h = take(h, keep)
+            tokens = keep.shape[1]
         b = "blocks.%d." % i
         shift1, scale1, gate1, shift2, scale2, gate2 = (w[b + "scale_shift_table"] + t6).unbind(1)
         qkv = linear(w, b + "qkv", modulate(layer_norm(h), shift1, scale1))
@@ -195,18 +217,39 @@ def dit_forward(w, x, t, heads, labels=None, caption=None, lengths=None):
             h = h + linear(w, b + "cross_proj", attend(q, k, v, mask))
         m = linear(w, b + "fc1", modulate(layer_norm(h), shift2, scale2))
         width = m.shape[2]
+        masked = i >= mixer
+        if masked:  # kept tokens back in their places of a zero grid
+            m = torch.zeros(batch, grid * grid, width).scatter(1, keep.unsqueeze(-1).expand(-1, -1, width), m)
         image = m.transpose(1, 2).reshape(batch, width, grid, grid)
         image = torch.nn.functional.conv2d(image, w[b + "dwconv.weight"], w[b + "dwconv.bias"], padding=1, groups=width)
-        m = torch.nn.functional.gelu(image.flatten(2).transpose(1, 2), approximate="tanh")
+        m = image.flatten(2).transpose(1, 2)
+        if masked:
+            m = take(m, keep)
+        m = torch.nn.functional.gelu(m, approximate="tanh")
         h = h + gate2.unsqueeze(1) * linear(w, b + "fc2", m)
+    if keep is not None and mixer == depth:
+        h = take(h, keep)
 
     shift, scale = (w["final_table"] + c.unsqueeze(1)).unbind(1)
     v = linear(w, "out", modulate(layer_norm(h), shift, scale))
+    if keep is not None:
+        return v
     return v.reshape(batch, grid, grid, 2, 2, channels).permute(0, 5, 1, 3, 2, 4).reshape(batch, channels, side, side)
 
 
-def step_loss(w, hyper, heads, step, x, labels, caption, lengths):
+def patches_of(v):
+    batch, channels, side, _ = v.shape
+    grid = side // 2
+    return v.reshape(batch, channels, grid, 2, grid, 2).permute(0, 2, 4, 3, 5, 1).reshape(batch, grid * grid, -1)
+
+
+def step_loss(w, hyper, heads, mixer, step, x, labels, caption, lengths):
     seed, batch = hyper["seed"], x.shape[0]
+    ratio = hyper.get("patch_mask", 0)
+    keep = None
+    if ratio > 0:
+        tokens = (x.shape[2] // 2) ** 2
+        keep = Stream(seed, PATCH_MASK, step).kept_tokens(batch, tokens, kept_count(tokens, ratio))
     t = torch.sigmoid(Stream(seed, TIMESTEP, step).normals(batch))
     noise = Stream(seed, NOISE, step).normals(x.numel()).reshape(x.shape)
     tt = t.reshape(batch, 1, 1, 1)
@@ -215,7 +258,8 @@ def step_loss(w, hyper, heads, step, x, labels, caption, lengths):
         null_class = w["class_embed.weight"].shape[0] - 1
         stream = Stream(seed, LABEL_DROP, step)
         drop = torch.tensor([stream.uniform(i) < LABEL_DROP_RATE for i in range(batch)])
-        out = dit_forward(w, x_t, t, heads, labels=torch.where(drop, torch.full_like(labels, null_class), labels))
+        out = dit_forward(w, x_t, t, heads, labels=torch.where(drop, torch.full_like(labels, null_class), labels),
+                          keep=keep, mixer=mixer)
     else:
         null = w["null_caption"]
         rate = hyper.get("caption_drop", CAPTION_DROP_DEFAULT)
@@ -224,7 +268,9 @@ def step_loss(w, hyper, heads, step, x, labels, caption, lengths):
         width = max(caption.shape[1], null.shape[0])
         y = torch.where(drop[:, None, None], pad_tokens(null.unsqueeze(0), width), pad_tokens(caption, width))
         ell = torch.where(drop, torch.full_like(lengths, null.shape[0]), lengths)
-        out = dit_forward(w, x_t, t, heads, caption=y, lengths=ell)
+        out = dit_forward(w, x_t, t, heads, caption=y, lengths=ell, keep=keep, mixer=mixer)
+    if keep is not None:
+        return torch.mean((out - take(patches_of(noise - x), keep)) ** 2)
     return torch.mean((out - (noise - x)) ** 2)
 
 
@@ -235,6 +281,7 @@ def train(directory):
         sys.exit("only a fresh unit without a schedule")
     text = "null_caption" in theta0
     heads = HEADS[hyper["model"].removesuffix("-text")]
+    mixer = MIXER_DEPTH[hyper["model"].removesuffix("-text")]
     latents, labels, captions, lengths = load_data(directory, hyper.get("shard_files", ["shard.safetensors"]), text)
     n, seed = latents.shape[0], hyper["seed"]
     batch = min(hyper["batch_size"], n)
@@ -249,7 +296,7 @@ def train(directory):
             order, cursor = Stream(seed, BATCH_ORDER, epoch).permutation(n), 0
         rows = torch.tensor(order[cursor:cursor + batch])
         cursor += hyper["batch_size"]
-        loss = step_loss(weights, hyper, heads, step, latents[rows], labels[rows],
+        loss = step_loss(weights, hyper, heads, mixer, step, latents[rows], labels[rows],
                          captions[rows] if text else None, lengths[rows] if text else None)
         grads = dict(zip(weights.keys(), torch.autograd.grad(loss, list(weights.values()))))
         if hyper["grad_clip"] > 0:

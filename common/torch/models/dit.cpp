@@ -74,6 +74,11 @@ torch::Tensor caption_key_mask(const DitCondition& condition, std::int64_t token
     return positions.unsqueeze(0).lt(condition.text_len.unsqueeze(1)).view({-1, 1, 1, tokens});
 }
 
+// Rows `keep` (B, K) of x (B, N, W): (B, K, W).
+torch::Tensor gather_tokens(const torch::Tensor& x, const torch::Tensor& keep) {
+    return x.gather(1, keep.unsqueeze(-1).expand({keep.size(0), keep.size(1), x.size(2)}));
+}
+
 void init_linear(torch::nn::Linear& layer) {
     torch::nn::init::xavier_uniform_(layer->weight);
     if (layer->options.bias()) torch::nn::init::zeros_(layer->bias);
@@ -121,23 +126,29 @@ torch::Tensor DitBlockImpl::cross_attention(const torch::Tensor& x, const torch:
     return linear(cross_proj_, out.transpose(1, 2).reshape({b, n, hidden_}));
 }
 
-torch::Tensor DitBlockImpl::mlp(const torch::Tensor& x) {
+torch::Tensor DitBlockImpl::mlp(const torch::Tensor& x, const torch::Tensor& keep) {
     auto b = x.size(0);
-    auto h = linear(fc1_, x);  // (B, N, M)
+    auto h = linear(fc1_, x);  // (B, N, M), or (B, K, M) for kept tokens
     auto channels = h.size(2);
+    // The conv needs the whole grid: kept tokens go back to their places in a zero grid, so a
+    // dropped neighbour counts as the zero padding past the image's edge.
+    if (keep.defined())
+        h = torch::zeros({b, grid_ * grid_, channels}, h.options())
+                .scatter(1, keep.unsqueeze(-1).expand({b, keep.size(1), channels}), h);
     auto image = h.transpose(1, 2).reshape({b, channels, grid_, grid_});
     h = dwconv_(image).flatten(2).transpose(1, 2);
+    if (keep.defined()) h = gather_tokens(h, keep);
     return linear(fc2_, torch::gelu(h, "tanh"));
 }
 
 torch::Tensor DitBlockImpl::forward(torch::Tensor x, const torch::Tensor& t6, const torch::Tensor& caption,
-                                    const torch::Tensor& caption_mask) {
+                                    const torch::Tensor& caption_mask, const torch::Tensor& keep) {
     auto mod = (scale_shift_table_.unsqueeze(0) + t6).chunk(6, 1);
     const auto &shift_msa = mod[0], &scale_msa = mod[1], &gate_msa = mod[2];
     const auto &shift_mlp = mod[3], &scale_mlp = mod[4], &gate_mlp = mod[5];
     x = x + gate_msa * self_attention(modulate(norm1_(x), shift_msa, scale_msa));
     if (cross_q_) x = x + cross_attention(x, caption, caption_mask);
-    return x + gate_mlp * mlp(modulate(norm2_(x), shift_mlp, scale_mlp));
+    return x + gate_mlp * mlp(modulate(norm2_(x), shift_mlp, scale_mlp), keep);
 }
 
 DitImpl::DitImpl(const DitConfig& c) : config_(c) {
@@ -186,6 +197,17 @@ torch::Tensor DitImpl::unpatchify(const torch::Tensor& tokens) const {
 }
 
 torch::Tensor DitImpl::forward(const torch::Tensor& x, const torch::Tensor& t, const DitCondition& condition) {
+    return unpatchify(tokens_out(x, t, condition, {}));
+}
+
+torch::Tensor DitImpl::forward_kept(const torch::Tensor& x, const torch::Tensor& t, const DitCondition& condition,
+                                    const torch::Tensor& keep) {
+    TORCH_CHECK(keep.defined() && keep.dim() == 2 && keep.size(0) == x.size(0), "kept tokens must be (B, K)");
+    return tokens_out(x, t, condition, keep);
+}
+
+torch::Tensor DitImpl::tokens_out(const torch::Tensor& x, const torch::Tensor& t, const DitCondition& condition,
+                                  const torch::Tensor& keep) {
     auto tokens = linear(patch_embed_, patchify(x)) + pos_embed_;
     auto c = linear(t_fc2_, torch::silu(linear(t_fc1_, timestep_features(t).to(tokens.dtype()))));
     torch::Tensor caption, caption_mask;
@@ -198,10 +220,16 @@ torch::Tensor DitImpl::forward(const torch::Tensor& x, const torch::Tensor& t, c
         c = c + class_embed_(condition.labels);
     }
     auto t6 = linear(t_block_, torch::silu(c)).view({x.size(0), 6, config_.hidden});
-    for (const auto& block : *blocks_) tokens = block->as<DitBlock>()->forward(tokens, t6, caption, caption_mask);
+    // With kept tokens, the mixer's blocks see every token and the blocks after it the kept ones.
+    auto mixer = keep.defined() ? std::min<std::int64_t>(config_.mixer_depth, config_.depth) : config_.depth;
+    for (std::int64_t i = 0; i < config_.depth; ++i) {
+        if (i == mixer) tokens = gather_tokens(tokens, keep);
+        auto& block = *(*blocks_)[static_cast<std::size_t>(i)]->as<DitBlock>();
+        tokens = block.forward(tokens, t6, caption, caption_mask, i < mixer ? torch::Tensor() : keep);
+    }
+    if (keep.defined() && mixer == config_.depth) tokens = gather_tokens(tokens, keep);
     auto mod = (final_table_.unsqueeze(0) + c.unsqueeze(1)).chunk(2, 1);
-    tokens = linear(out_, modulate(norm_final_(tokens), mod[0], mod[1]));
-    return unpatchify(tokens);
+    return linear(out_, modulate(norm_final_(tokens), mod[0], mod[1]));
 }
 
 DitCondition DitImpl::dropped(const DitCondition& condition, const torch::Tensor& drop) const {

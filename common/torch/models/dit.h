@@ -6,6 +6,8 @@
 // PixArt-α, on a caption: its token embeddings pass a two-layer projection and every block
 // cross-attends to them, masked by the caption's length; a learned null caption stands in for
 // dropped captions and for the unconditional branch of guidance.
+// Patch masking (MicroDiT's deferred masking, forward_kept): the first `mixer_depth` blocks
+// mix all tokens, the rest and the output layer see only the tokens a sample keeps.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -30,6 +32,9 @@ struct DitConfig {
     // > 0: a text model (no class embedding) over caption tokens this wide.
     std::int64_t text_dim = 0;
     std::int64_t null_caption_tokens = 8;  // the learned null caption's length (text models)
+    // Patch masking: the first this many blocks (the patch mixer) see every token; the blocks
+    // after them see the kept tokens only. No parameters of its own.
+    std::int64_t mixer_depth = 2;
 };
 
 // What a DiT is conditioned on: class labels, or a caption (token embeddings and lengths).
@@ -44,14 +49,16 @@ class DitBlockImpl : public torch::nn::Module {
 public:
     explicit DitBlockImpl(const DitConfig& config);
     // x: (B, N, H); t6: (B, 6, H); caption: (B, L, H) projected caption tokens, or undefined
-    // (class models); caption_mask: (B, 1, 1, L) bool, true where a token is attended.
+    // (class models); caption_mask: (B, 1, 1, L) bool, true where a token is attended. keep:
+    // undefined (x holds every token of the grid), or (B, K) i64, the grid positions of x's K
+    // tokens, ascending.
     torch::Tensor forward(torch::Tensor x, const torch::Tensor& t6, const torch::Tensor& caption,
-                          const torch::Tensor& caption_mask);
+                          const torch::Tensor& caption_mask, const torch::Tensor& keep = {});
 
 private:
     torch::Tensor self_attention(const torch::Tensor& x);
     torch::Tensor cross_attention(const torch::Tensor& x, const torch::Tensor& caption, const torch::Tensor& mask);
-    torch::Tensor mlp(const torch::Tensor& x);
+    torch::Tensor mlp(const torch::Tensor& x, const torch::Tensor& keep);
 
     std::int64_t hidden_, heads_, grid_;
     torch::nn::LayerNorm norm1_{nullptr}, norm2_{nullptr}, norm_cross_{nullptr};
@@ -68,6 +75,12 @@ public:
     explicit DitImpl(const DitConfig& config);
     // x: (B, C, S, S) noisy latents; t: (B,) in [0, 1]. Returns the velocity, like x.
     torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& t, const DitCondition& condition);
+    // Patch masking: the velocity of the kept patches only, (B, K, P) in the order of `keep`
+    // (B, K) i64 (token positions, ascending); the blocks after the mixer see those K tokens.
+    torch::Tensor forward_kept(const torch::Tensor& x, const torch::Tensor& t, const DitCondition& condition,
+                               const torch::Tensor& keep);
+    // (B, C, S, S) → (B, N, P) patches, token n = gy·G + gx (docs/protocol.md, "Model presets").
+    torch::Tensor patchify(const torch::Tensor& x) const;
     const DitConfig& config() const { return config_; }
     bool takes_text() const { return config_.text_dim > 0; }
 
@@ -79,7 +92,9 @@ public:
     DitCondition unconditional(std::int64_t rows, torch::Device device) const;
 
 private:
-    torch::Tensor patchify(const torch::Tensor& x) const;
+    // The output layer's patch tokens: (B, N, P), or (B, K, P) for the kept tokens.
+    torch::Tensor tokens_out(const torch::Tensor& x, const torch::Tensor& t, const DitCondition& condition,
+                             const torch::Tensor& keep);
     torch::Tensor unpatchify(const torch::Tensor& tokens) const;
 
     DitConfig config_;
