@@ -201,6 +201,50 @@ TEST_CASE("a fresh task's first results are judged by the server's own calibrati
     CHECK(server.version() == 0);
 }
 
+TEST_CASE(
+    "before 5 gains are measured, one volunteer's units through the first versions pass the calibration's margin; "
+    "noise at an honest norm and a sign flip there are still refused") {
+    // One seed of the server's draws (units' seeds): the checks are statistical, and across 40
+    // seeds on this task an honest unit's gain fell under the margin in 7 runs (1 refused) and
+    // the noise passed in 1 (docs/benchmarks.md, "The calibration's margin over 40 seeds").
+    TestServer server(checked_task, PolicyKind::FedAsync, [](ServerOptions& o) { o.seed = 2; },
+                      SyntheticKind::Pixels);
+    auto calibration = load_calibration(server.store(), server.config().task_id).value().value();
+    double margin = server.config().min_gain * calibration.gain_per_step;
+    TestVolunteer honest(server, "honest");
+    // Four results: every one judged by the calibration (kMinFigures gains set the margin after).
+    for (std::int64_t version = 0; version < 4; ++version) {
+        auto wu = honest.request_work().value();
+        REQUIRE(wu.base_version == version);
+        CHECK_MESSAGE(uploaded(server, honest, wu, trained_delta(server, honest, wu)) == "merged",
+                      rejection_of(server, wu.wu_id));
+        auto gain = server.store().assignment(wu.wu_id).value()->gain_per_step;
+        REQUIRE(gain.has_value());
+        CHECK(*gain > margin);
+    }
+    REQUIRE(server.version() == 4);
+    REQUIRE(server.store().recent_gains_per_step(server.config().task_id, 50).value().size() == 4);
+
+    // The fifth gain is still judged by the calibration: a sign flip of an honest unit.
+    TestVolunteer hostile(server, "hostile");
+    auto flip_unit = hostile.request_work().value();
+    auto flip = scaled(trained_delta(server, hostile, flip_unit), -1);
+    CHECK(uploaded(server, hostile, flip_unit, flip) == "rejected");
+    auto flipped = rejection_of(server, flip_unit.wu_id);
+    CHECK((flipped == reason::kNoImprovement || flipped == reason::kLossIncrease));
+    if (flipped == reason::kNoImprovement) {
+        auto detail = server.store().rejection_of(flip_unit.wu_id).value()->detail;
+        CHECK(detail.find("the calibration's gain") != std::string::npos);  // the margin names its source
+    }
+    // Noise at the honest norm: judged by the calibration too when the flip was refused before
+    // its gain was measured (loss_increase), else by the first five gains, the flip's among them.
+    auto noise_unit = hostile.request_work().value();
+    CHECK(uploaded(server, hostile, noise_unit, noise_like(trained_delta(server, hostile, noise_unit), 11)) ==
+          "rejected");
+    CHECK(rejection_of(server, noise_unit.wu_id) == reason::kNoImprovement);
+    CHECK(server.version() == 4);
+}
+
 TEST_CASE("a unit early in the run's warm-up is judged per step at the full rate, not refused as too small") {
     // A run-wide warm-up of 50 units' samples: the first unit trains at about 1 % of the rate.
     TestServer server(
