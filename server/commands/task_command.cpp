@@ -63,6 +63,7 @@ common::Status training_from_args(const cxxopts::ParseResult& args, TaskConfig& 
     take(args, "batch", c.batch_size);
     take(args, "lr", c.lr);
     take(args, "caption-drop", c.caption_drop);
+    take(args, "patch-mask", c.patch_mask);
     take(args, "ema-decay", c.ema_decay);
     if (args.count("inner-optimizer")) {
         auto kind = common::inner_optimizer_from_name(args["inner-optimizer"].as<std::string>());
@@ -170,6 +171,11 @@ void add_training_options(cxxopts::Options& options) {
         "lr", "inner AdamW learning rate (dit-tiny[-text] 4e-3, cnn 1e-3, dit-s and dit-b 3e-4)",
         cxxopts::value<double>())(
         "caption-drop", with_default("text models: chance a caption trains as the null caption", d.caption_drop),
+        cxxopts::value<double>())(
+        "patch-mask",
+        with_default("DiT models: fraction of each sample's patches dropped after the patch mixer "
+                     "(MicroDiT's 0.75); 0 = off",
+                     d.patch_mask),
         cxxopts::value<double>())(
         "ema-decay", with_default("EMA of the versions for samples and exports; 0 = none", kNewTaskEmaDecay),
         cxxopts::value<double>())(

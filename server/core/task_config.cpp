@@ -114,6 +114,8 @@ common::Status check_settings(const TaskConfig& c) {
     if (c.warmup_steps < 0 || !(c.weight_decay >= 0 && c.weight_decay <= kMaxWeightDecay) || !(c.grad_clip >= 0))
         return fail("warmup, weight decay and grad clip must be >= 0");
     if (!(c.caption_drop >= 0 && c.caption_drop <= 1)) return fail("caption drop must be in [0, 1]");
+    if (!(c.patch_mask >= 0 && c.patch_mask < 1)) return fail("patch mask must be in [0, 1)");
+    if (c.patch_mask > 0 && c.model == "cnn") return fail("patch masking needs a DiT preset: the cnn has no patches");
     if (!(c.ema_decay >= 0 && c.ema_decay < 1)) return fail("ema decay must be in [0, 1) (0: no EMA)");
     if (!(c.codec.topk_fraction > 0 && c.codec.topk_fraction <= 1)) return fail("top-k fraction must be in (0, 1]");
     if (c.patches && (c.patches->dtype == common::DeltaDType::F32 ||
@@ -224,7 +226,8 @@ common::Hyperparameters inner_loop_of(const TaskConfig& config, std::int64_t loc
             .weight_decay = config.weight_decay,
             .grad_clip = config.grad_clip,
             .seed = seed,
-            .caption_drop = config.text_dim > 0 ? std::optional<double>(config.caption_drop) : std::nullopt};
+            .caption_drop = config.text_dim > 0 ? std::optional<double>(config.caption_drop) : std::nullopt,
+            .patch_mask = config.patch_mask};
 }
 
 common::UnitRate unit_rate_of(const common::Hyperparameters& hyper) {

@@ -53,6 +53,9 @@ struct TaskConfig {
     // Text tasks: the rate at which a unit's captions drop to the model's null caption (the
     // unconditional branch classifier-free guidance needs; PixArt-α's 0.1).
     double caption_drop = 0.1;
+    // DiT tasks: the fraction of each sample's patches a unit drops after the model's patch
+    // mixer (MicroDiT's deferred masking; the unit's `patch_mask`), in [0, 1); 0: off.
+    double patch_mask = 0;
     // The server keeps the EMA of the versions at this decay (server/aggregation/model_ema.h)
     // for samples and exports; 0: none (tasks from before it; new tasks get kNewTaskEmaDecay).
     double ema_decay = 0;

@@ -35,6 +35,7 @@ boost::json::value to_json(const TaskConfig& c) {
             {"weight_decay", c.weight_decay},
             {"grad_clip", c.grad_clip},
             {"caption_drop", c.caption_drop},
+            {"patch_mask", c.patch_mask},
             {"ema_decay", c.ema_decay},
             {"inner_optimizer", common::inner_optimizer_name(c.inner_optimizer)},
             {"lr_schedule", c.lr_schedule ? boost::json::value(common::lr_schedule_to_json(*c.lr_schedule))
@@ -125,6 +126,7 @@ void read_training_fields(JsonObjectReader& r, TaskConfig& c) {
     c.weight_decay = r.number("weight_decay", 0, kMaxWeightDecay);
     c.grad_clip = r.number("grad_clip", 0, 1e6);
     if (r.has("caption_drop")) c.caption_drop = r.number("caption_drop", 0, 1);
+    if (r.has("patch_mask")) c.patch_mask = r.number("patch_mask", 0, common::kMaxPatchMask);
     if (r.has("ema_decay")) c.ema_decay = r.number("ema_decay", 0, 1);
     // Tasks created before volunteers kept their optimizer state start it afresh.
     if (r.has("inner_optimizer"))

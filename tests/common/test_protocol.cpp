@@ -93,6 +93,21 @@ TEST_CASE("a unit's optimizer and schedule fields are optional and round-trip") 
           }).empty());
 }
 
+TEST_CASE("a unit's patch_mask is written only when set, round-trips, and must be below 1") {
+    CHECK(text_of(example_work_unit()).find("patch_mask") == std::string::npos);
+    auto wu = example_work_unit();
+    wu.hyper.patch_mask = 0.75;
+    auto masked = parse_message<WorkUnit>(text_of(wu));
+    REQUIRE(masked.ok());
+    CHECK(masked->hyper.patch_mask == 0.75);
+    auto hyper_error = [&](const std::function<void(boost::json::object&)>& edit) {
+        return error_after(wu, [&](auto& o) { edit(o["hyper"].as_object()); });
+    };
+    CHECK(hyper_error([](auto& h) { h["patch_mask"] = 1.0; }).find("patch_mask") != std::string::npos);
+    CHECK(hyper_error([](auto& h) { h["patch_mask"] = -0.5; }).find("patch_mask") != std::string::npos);
+    CHECK(hyper_error([](auto& h) { h["patch_mask"] = 0.0; }).empty());
+}
+
 TEST_CASE("a work response carries a signed work unit that verifies after parsing") {
     auto key = SigningKey::generate();
     WorkResponse response;

@@ -187,3 +187,34 @@ TEST_CASE("schedule flags: the default schedule, what overrides it, and flags th
     CHECK(message(flags("cosine")).find("needs --schedule-samples") != std::string::npos);
     CHECK(message(flags("constant", -1)).find("--lr-schedule") != std::string::npos);
 }
+
+TEST_CASE("patch_mask: in [0, 1), DiT presets only, stored, absent in older tasks, sent in every unit's hyper") {
+    auto config = valid_task();
+    config.patch_mask = 0.75;
+    REQUIRE(validate_task_config(config).ok());
+    auto hyper = inner_loop_of(config, 10, 3);
+    CHECK(hyper.patch_mask == 0.75);
+    auto json = to_json(config);
+    auto back = task_config_from_json(json);
+    REQUIRE(back.ok());
+    CHECK(back->patch_mask == 0.75);
+    json.as_object().erase("patch_mask");
+    auto older = task_config_from_json(json);
+    REQUIRE(older.ok());
+    CHECK(older->patch_mask == 0.0);
+    CHECK(inner_loop_of(*older, 10, 3).patch_mask == 0.0);
+
+    for (double bad : {1.0, -0.25}) {
+        config.patch_mask = bad;
+        auto refused = validate_task_config(config);
+        REQUIRE_FALSE(refused.ok());
+        CHECK(refused.message().find("patch mask must be in [0, 1)") != std::string::npos);
+    }
+    config.patch_mask = 0.5;
+    config.model = "cnn";
+    config.data_kind = "pixels";
+    config.sample_shape = {1, 28, 28};
+    auto cnn = validate_task_config(config);
+    REQUIRE_FALSE(cnn.ok());
+    CHECK(cnn.message().find("needs a DiT preset") != std::string::npos);
+}
