@@ -83,21 +83,31 @@ class DitBlock(nn.Module):
         out = attention(q, kv[0], kv[1], mask)
         return self.cross_proj(out.transpose(1, 2).reshape(b, n, self.hidden))
 
-    def mlp(self, x):
+    def mlp(self, x, keep):
         b = x.size(0)
         h = self.fc1(x)
         channels = h.size(2)
+        if keep is not None:  # the kept tokens back in a zero grid for the conv
+            h = h.new_zeros(b, self.grid * self.grid, channels).scatter(
+                1, keep.unsqueeze(-1).expand(b, keep.size(1), channels), h)
         image = h.transpose(1, 2).reshape(b, channels, self.grid, self.grid)
         h = self.dwconv(image).flatten(2).transpose(1, 2)
+        if keep is not None:
+            h = take(h, keep)
         return self.fc2(F.gelu(h, approximate="tanh"))
 
-    def forward(self, x, t6, caption, mask):
+    def forward(self, x, t6, caption, mask, keep=None):
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = (
             self.scale_shift_table.unsqueeze(0) + t6).chunk(6, 1)
         x = x + gate_msa * self.self_attention(modulate(self.norm1(x), shift_msa, scale_msa))
         if self.text:
             x = x + self.cross_attention(x, caption, mask)
-        return x + gate_mlp * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp))
+        return x + gate_mlp * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp), keep)
+
+
+def take(x, keep):
+    """Rows `keep` (B, K) of x (B, N, W)."""
+    return x.gather(1, keep.unsqueeze(-1).expand(keep.size(0), keep.size(1), x.size(2)))
 
 
 NULL_CAPTION_TOKENS = 8
@@ -106,8 +116,10 @@ NULL_CAPTION_TOKENS = 8
 class Dit(nn.Module):
     """The class DiT of models/dit.cpp or, with text_dim > 0, its text DiT (docs/protocol.md)."""
 
-    def __init__(self, hidden, depth, heads, patch=2, in_channels=4, input_size=8, num_classes=10, text_dim=0):
+    def __init__(self, hidden, depth, heads, patch=2, in_channels=4, input_size=8, num_classes=10, text_dim=0,
+                 mixer_depth=2):
         super().__init__()
+        self.mixer_depth = mixer_depth
         self.hidden, self.patch, self.in_channels, self.input_size = hidden, patch, in_channels, input_size
         self.num_classes, self.text_dim = num_classes, text_dim
         patch_dim = patch * patch * in_channels
@@ -139,7 +151,8 @@ class Dit(nn.Module):
         g = self.input_size // p
         return tokens.view(b, g, g, p, p, ch).permute(0, 5, 1, 3, 2, 4).reshape(b, ch, g * p, g * p)
 
-    def forward(self, x, t, condition):
+    def forward(self, x, t, condition, keep=None):
+        """The velocity (B, C, S, S); with `keep` (B, K), the kept patches' only (B, K, P)."""
         tokens = self.patch_embed(self.patchify(x)) + self.pos_embed
         c = self.t_fc2(F.silu(self.t_fc1(timestep_features(t).to(tokens.dtype))))
         caption = mask = None
@@ -151,10 +164,16 @@ class Dit(nn.Module):
         else:
             c = c + self.class_embed(condition)
         t6 = self.t_block(F.silu(c)).view(x.size(0), 6, self.hidden)
-        for block in self.blocks:
-            tokens = block(tokens, t6, caption, mask)
+        mixer = len(self.blocks) if keep is None else min(self.mixer_depth, len(self.blocks))
+        for i, block in enumerate(self.blocks):
+            if i == mixer:
+                tokens = take(tokens, keep)
+            tokens = block(tokens, t6, caption, mask, None if i < mixer else keep)
+        if keep is not None and mixer == len(self.blocks):
+            tokens = take(tokens, keep)
         shift, scale = (self.final_table.unsqueeze(0) + c.unsqueeze(1)).chunk(2, 1)
-        return self.unpatchify(self.out(modulate(self.norm_final(tokens), shift, scale)))
+        out = self.out(modulate(self.norm_final(tokens), shift, scale))
+        return out if keep is not None else self.unpatchify(out)
 
 
     def dropped(self, condition, drop):
@@ -169,7 +188,7 @@ class Dit(nn.Module):
         return text, torch.where(drop, torch.full_like(lengths, NULL_CAPTION_TOKENS), lengths)
 
 
-PRESETS = {"dit-tiny": (64, 2, 2), "dit-s": (384, 12, 6), "dit-b": (768, 12, 12)}
+PRESETS = {"dit-tiny": (64, 2, 2, 1), "dit-s": (384, 12, 6, 2), "dit-b": (768, 12, 12, 2)}  # hidden, depth, heads, mixer
 PRESETS.update({name + "-text": shape for name, shape in list(PRESETS.items())})
 
 
@@ -185,7 +204,7 @@ def padded_captions(captions, index):
     return text * inside.unsqueeze(2).to(text.dtype), lengths
 
 
-def flow_matching_loss(model, x0, condition, generator):
+def flow_matching_loss(model, x0, condition, generator, patch_mask=0.0):
     b, device = x0.size(0), x0.device
     t = torch.sigmoid(torch.randn(b, generator=generator)).to(device, non_blocking=True)
     noise = torch.randn(x0.shape, generator=generator).to(device, non_blocking=True)
@@ -193,10 +212,17 @@ def flow_matching_loss(model, x0, condition, generator):
     condition = model.dropped(condition, drop)
     t4 = t.view(-1, 1, 1, 1)
     xt = (1 - t4) * x0 + t4 * noise
-    return F.mse_loss(model(xt, t, condition).float(), noise - x0)
+    if patch_mask <= 0:
+        return F.mse_loss(model(xt, t, condition).float(), noise - x0)
+    # As the trainer: K = max(1, floor((1 - r)·N + 0.5)) tokens kept per sample, ascending (drawn
+    # here from torch's generator: the timing does not depend on which).
+    tokens = (x0.size(2) // model.patch) ** 2
+    kept = max(1, math.floor((1.0 - patch_mask) * tokens + 0.5))
+    keep = torch.rand(b, tokens, generator=generator).argsort(1)[:, :kept].sort(1).values.to(device, non_blocking=True)
+    return F.mse_loss(model(xt, t, condition, keep).float(), take(model.patchify(noise - x0), keep))
 
 
-def run(model, inputs, labels, captions, steps, batch, lr, warmup, device, generator):
+def run(model, inputs, labels, captions, steps, batch, lr, warmup, device, generator, patch_mask=0.0):
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     cuda = device.type == "cuda"
     order = torch.randperm(inputs.size(0), generator=generator)
@@ -218,7 +244,7 @@ def run(model, inputs, labels, captions, steps, batch, lr, warmup, device, gener
             condition = padded_captions(captions, index.to(device))
         optimizer.zero_grad()
         with torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext():
-            loss = flow_matching_loss(model, x, condition, generator)
+            loss = flow_matching_loss(model, x, condition, generator, patch_mask)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -259,6 +285,8 @@ def main():
     parser.add_argument("--warmup-steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--samples", type=int, default=4096)
+    parser.add_argument("--patch-mask", type=float, default=0.0,
+                        help="the fraction of each sample's patches dropped after the mixer (0: none)")
     parser.add_argument("--profile", metavar="FILE",
                         help="profile the timed steps with torch.profiler; the kernel table goes to FILE")
     args = parser.parse_args()
@@ -266,10 +294,10 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
-    hidden, depth, heads = PRESETS[args.model]
+    hidden, depth, heads, mixer_depth = PRESETS[args.model]
     text_dim = args.text_dim if args.model.endswith("-text") else 0
     model = Dit(hidden, depth, heads, in_channels=args.channels, input_size=args.latent_size,
-                text_dim=text_dim).to(device)
+                text_dim=text_dim, mixer_depth=mixer_depth).to(device)
     generator = torch.Generator().manual_seed(0)
     inputs = torch.randn(args.samples, args.channels, args.latent_size, args.latent_size, generator=generator)
     labels = torch.randint(0, 10, (args.samples,), generator=generator)
@@ -283,7 +311,7 @@ def main():
         inputs, labels = inputs.pin_memory(), labels.pin_memory()
 
     def steps(count):
-        return run(model, inputs, labels, captions, count, args.batch, 3e-4, 10, device, generator)
+        return run(model, inputs, labels, captions, count, args.batch, 3e-4, 10, device, generator, args.patch_mask)
 
     steps(args.warmup_steps)
     seconds = profiled(args.profile, lambda: steps(args.steps)) if args.profile else steps(args.steps)

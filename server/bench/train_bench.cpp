@@ -49,6 +49,15 @@ common::ShardData synthetic_data(const TrainBenchOptions& o) {
     return data;
 }
 
+// The process's CPU time so far (user + system), in seconds: under a shared machine's load it
+// measures the work a run did better than the wall clock does.
+double cpu_seconds() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 // The process's peak resident memory (Linux: ru_maxrss is in KiB).
 double peak_rss_mib() {
     rusage usage{};
@@ -79,7 +88,8 @@ common::Result<double> python_samples_per_s(const TrainBenchOptions& o) {
                           " --channels " + std::to_string(o.channels) + " --caption-tokens " +
                           std::to_string(o.caption_tokens) + " --text-dim " + std::to_string(o.text_dim) +
                           " --steps " + std::to_string(o.steps) + " --warmup-steps " + std::to_string(o.warmup_steps) +
-                          " --threads " + std::to_string(o.threads) + " --samples " + std::to_string(synthetic_samples(o));
+                          " --threads " + std::to_string(o.threads) + " --samples " + std::to_string(synthetic_samples(o)) +
+                          " --patch-mask " + std::to_string(o.patch_mask);
     FILE* pipe = popen(command.c_str(), "r");
     if (pipe == nullptr) return common::make_error("cannot run " + command);
     std::string output;
@@ -105,9 +115,18 @@ double median(std::vector<double> values) {
 
 // The runs' medians, the model's FLOP/s and MFU when the peak is given, and C++ against Python.
 void print_medians(const TrainBenchOptions& o, common::Workload& workload, std::vector<double> cpp,
-                   std::vector<double> cpp_foreach, std::vector<double> python) {
+                   std::vector<double> cpp_foreach, std::vector<double> cpp_masked, std::vector<double> python,
+                   const std::vector<double>& cpu_step, const std::vector<double>& cpu_step_masked) {
     double cpp_median = median(cpp);
-    std::printf("C++ (LibTorch %s): %.2f samples/s (median)\n", TORCH_VERSION, cpp_median);
+    std::printf("C++ (LibTorch %s): %.2f samples/s (median), %.3f s a step\n", TORCH_VERSION, cpp_median,
+                static_cast<double>(o.batch) / cpp_median);
+    if (!cpp_masked.empty()) {
+        double masked = median(cpp_masked);
+        std::printf("C++ with patch mask %.2f: %.2f samples/s (median), %.3f s a step; %.2fx the unmasked speed\n",
+                    o.patch_mask, masked, static_cast<double>(o.batch) / masked, masked / cpp_median);
+        std::printf("CPU time a step (median): %.3f s unmasked, %.3f s masked; %.2fx less\n", median(cpu_step),
+                    median(cpu_step_masked), median(cpu_step) / median(cpu_step_masked));
+    }
     if (!cpp_foreach.empty())
         std::printf("C++ with _foreach AdamW: %.2f samples/s (median); fused/_foreach ratio %.3f\n",
                     median(cpp_foreach), cpp_median / median(cpp_foreach));
@@ -144,20 +163,28 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
         std::cout << ", captions of " << (o.caption_tokens + 1) / 2 << " to " << o.caption_tokens << " tokens × "
                   << o.text_dim << " (f16, packed)";
     std::cout << ", threads " << o.threads << ", " << o.steps << " measured steps after "
-              << o.warmup_steps << " warm-up, " << o.repeats << " alternating runs each\n";
+              << o.warmup_steps << " warm-up, " << o.repeats << " alternating runs each";
+    if (o.patch_mask > 0) std::cout << ", patch mask " << o.patch_mask << " beside none";
+    std::cout << "\n";
 
     // Runs alternate between the two sides, so drift in the machine's speed hits both.
-    auto time_cpp = [&](bool fused_adamw) -> common::Result<double> {
+    std::vector<double> cpu_step, cpu_step_masked;  // CPU seconds a measured step
+    auto time_cpp = [&](bool fused_adamw, double patch_mask = 0) -> common::Result<double> {
         config.fused_adamw = fused_adamw;
+        config.patch_mask = patch_mask;
         config.steps = o.warmup_steps;
         if (o.warmup_steps > 0)
             if (auto warm = common::train(o.model, theta0, data, config); !warm) return warm.error();
         config.steps = o.steps;
+        double cpu_before = cpu_seconds();
         auto measured = common::train(o.model, theta0, data, config);
         if (!measured) return measured.error();
+        if (fused_adamw)
+            (patch_mask > 0 ? cpu_step_masked : cpu_step)
+                .push_back((cpu_seconds() - cpu_before) / static_cast<double>(std::max<std::int64_t>(o.steps, 1)));
         return measured->stats.samples_per_s;
     };
-    std::vector<double> cpp, cpp_foreach, python;
+    std::vector<double> cpp, cpp_foreach, cpp_masked, python;
     for (int run = 0; run < std::max(o.repeats, 1); ++run) {
         auto fused = time_cpp(true);
         if (!fused) return fused.error();
@@ -169,6 +196,12 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
             cpp_foreach.push_back(*foreach);
             std::printf(", C++ with _foreach AdamW %.2f samples/s", cpp_foreach.back());
         }
+        if (o.patch_mask > 0) {
+            auto masked = time_cpp(true, o.patch_mask);
+            if (!masked) return masked.error();
+            cpp_masked.push_back(*masked);
+            std::printf(", C++ with patch mask %.2f %.2f samples/s", o.patch_mask, cpp_masked.back());
+        }
         if (o.run_python) {
             client::release_gpu_cache();  // the reference is another process: it needs the GPU's memory
             auto sample = python_samples_per_s(o);
@@ -179,7 +212,7 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
         std::printf("\n");
         std::fflush(stdout);
     }
-    print_medians(o, **workload, cpp, cpp_foreach, python);
+    print_medians(o, **workload, cpp, cpp_foreach, cpp_masked, python, cpu_step, cpu_step_masked);
     std::printf("C++ peak resident memory: %.0f MiB (the process, data included)\n", peak_rss_mib());
     return {};
 }
@@ -206,7 +239,11 @@ int run_train_command(int argc, char** argv) {
         "python-script", "the Python reference", cxxopts::value<std::string>()->default_value(TESSERA_BENCH_SCRIPT))(
         "no-python", "measure the C++ trainer only")(
         "foreach-adamw-too", "also time the C++ trainer with the _foreach AdamW in place of the fused kernel (CUDA)")(
-        "peak-tflops", "the device's peak TFLOP/s, to print MFU", cxxopts::value<double>()->default_value("0"));
+        "peak-tflops", "the device's peak TFLOP/s, to print MFU", cxxopts::value<double>()->default_value("0"))(
+        "patch-mask",
+        "also time the C++ trainer with this fraction of patches dropped after the mixer (the unit's patch_mask), "
+        "beside none; the Python side trains masked",
+        cxxopts::value<double>()->default_value("0"));
     try {
         auto parsed = common::parse_command_line(options, argc, argv);
         if (!parsed) return parsed.exit_code;
@@ -237,6 +274,11 @@ int run_train_command(int argc, char** argv) {
         bench.run_python = args.count("no-python") == 0;
         bench.foreach_adamw_too = args.count("foreach-adamw-too") > 0;
         bench.peak_tflops = args["peak-tflops"].as<double>();
+        bench.patch_mask = args["patch-mask"].as<double>();
+        if (!(bench.patch_mask >= 0 && bench.patch_mask < 1)) {
+            std::cerr << "tessera-bench: --patch-mask must be in [0, 1)\n";
+            return 2;
+        }
         if (auto status = run_train_bench(bench); !status) {
             std::cerr << "tessera-bench: " << status.message() << "\n";
             return 1;

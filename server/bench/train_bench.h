@@ -27,6 +27,9 @@ struct TrainBenchOptions {
     bool run_python = true;
     bool foreach_adamw_too = false;  // also time the C++ trainer with the _foreach AdamW, not the fused one
     double peak_tflops = 0;  // > 0: print model FLOPs utilisation against this peak
+    // > 0: every run also times the C++ trainer with this patch mask (its unit field) beside
+    // the unmasked one, and the Python reference trains masked too.
+    double patch_mask = 0;
 };
 
 // Prints the report to stdout; the last line is the C++/Python ratio.
