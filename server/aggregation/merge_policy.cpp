@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <utility>
 
@@ -204,6 +205,32 @@ common::Result<std::unique_ptr<MergePolicy>> make_merge_policy(const MergeSettin
     }
     if (!policy) return common::make_error("unknown merge policy kind");
     return policy;
+}
+
+double max_delayed_outer_step(double momentum) {
+    const double mu = momentum;
+    if (mu <= 0) return 1.0;
+    const double b = 1 - mu * mu;
+    return (std::sqrt(b * b + 4 * mu * mu * (1 - mu)) - b) / (2 * mu * mu);
+}
+
+common::Status check_async_stability(const MergeSettings& settings) {
+    if (settings.kind != PolicyKind::DiLoCo) return {};
+    if (auto status = validate_settings(settings); !status) return status;
+    const double weight = settings.staleness.weight(1, 1);
+    const double step = settings.server_lr * weight;
+    const double limit = max_delayed_outer_step(settings.momentum);
+    if (step <= limit * (1 + 1e-9)) return {};
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  "diloco: server_lr %g with momentum %g diverges once results arrive an outer step late (more "
+                  "volunteers at work than the buffer of %lld): the step at staleness 1 (server_lr x s(1) = %.3g) "
+                  "must be at most %.3g at this momentum, so server_lr <= %.3g with staleness %s (at momentum 0, "
+                  "0.5, 0.9: server_lr x s(1) <= 1, %.2f, %.2f); docs/operations.md, \"diloco's outer step\"",
+                  settings.server_lr, settings.momentum, static_cast<long long>(settings.buffer_size), step, limit,
+                  limit / weight, settings.staleness.to_string().c_str(), max_delayed_outer_step(0.5),
+                  max_delayed_outer_step(0.9));
+    return common::make_error(text);
 }
 
 std::optional<double> staleness_limit(const MergeSettings& settings, std::int64_t concurrency) {

@@ -81,6 +81,19 @@ public:
 
 common::Result<std::unique_ptr<MergePolicy>> make_merge_policy(const MergeSettings& settings);
 
+// diloco's outer step diverges, whatever the fleet, once pseudo-gradients arrive an outer step
+// late — which they do whenever more volunteers are at work than the buffer holds. On a
+// quadratic, in the direction where a unit reaches its local optimum (the worst one), the outer
+// Nesterov step with momentum μ on pseudo-gradients one step late converges only while
+// ε·s(1) < c(μ) = (√((1−μ²)² + 4μ²(1−μ)) − (1−μ²)) / (2μ²) (c(0) = 1; Jury's test on its
+// characteristic cubic z³ − (1+μ)z² + (μ + c(1+μ))z − cμ), s(1) the staleness weight at τ = 1:
+// c = 1, 0.56, 0.42, 0.25 at μ = 0, 0.5, 0.7, 0.9 (docs/operations.md, "diloco's outer step").
+double max_delayed_outer_step(double momentum);
+// For diloco: an error naming the safe range when ε·s(1) exceeds max_delayed_outer_step(μ);
+// OK for the other policies. `task create` and the fleet simulator's asynchronous runs refuse
+// such a task (the simulator's synchronous rounds have no delay and take any).
+common::Status check_async_stability(const MergeSettings& settings);
+
 // The staleness limit, in versions, beyond which a result is too stale to merge (`conc:M,A,R`
 // with R > 0: R × the concurrency in versions), for a result accepted with `concurrency`
 // volunteers at work; none for the other staleness kinds.

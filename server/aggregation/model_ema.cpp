@@ -39,6 +39,8 @@ SavedState split_saved_state(common::NamedTensors state) {
         if (t.name.starts_with(kEmaPrefix)) {
             t.name.erase(0, kEmaPrefix.size());
             split.ema.push_back(std::move(t));
+        } else if (t.name.starts_with(kGuardPrefix)) {
+            split.guard.push_back(std::move(t));
         } else {
             split.policy.push_back(std::move(t));
         }

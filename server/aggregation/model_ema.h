@@ -24,9 +24,13 @@ common::Status ema_update(common::NamedTensors& ema, const common::NamedTensors&
 // A checkpoint's state file: the policy's tensors, then the EMA's, prefixed.
 common::NamedTensors with_ema(common::NamedTensors policy_state, const common::NamedTensors& ema);
 
+// The divergence guard's tensors are named with this prefix (divergence_guard.h).
+inline constexpr std::string_view kGuardPrefix = "guard/";
+
 struct SavedState {
     common::NamedTensors policy;  // what MergePolicy::load_optimizer_state takes
     common::NamedTensors ema;     // named like the model; empty in checkpoints without one
+    common::NamedTensors guard;   // named "guard/…" as saved; empty unless the guard has acted
 };
 SavedState split_saved_state(common::NamedTensors state);
 

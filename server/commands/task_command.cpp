@@ -131,6 +131,7 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     take(args, "eval-full-interval", c.eval_full_interval_s);
     c.init_seed = args["seed"].as<std::int64_t>();
     if (auto status = validate_task_config(c); !status) return status.error();
+    if (auto status = check_async_stability(c.merge); !status) return status.error();
     return c;
 }
 
@@ -150,12 +151,12 @@ void add_merge_options(cxxopts::Options& options) {
                           cxxopts::value<std::string>()->default_value("fedasync"))(
         "staleness", "const, poly:A, hinge:A,B or conc:M,A[,R] (default: fedasync poly:1, others poly:0.5)",
         cxxopts::value<std::string>())("server-lr",
-                                       "merge step size eta (fedasync 1.0, fedbuff 1.0, diloco and diloco-dn 0.7)",
+                                       "merge step size eta (fedasync 1.0, fedbuff 1.0, diloco 0.5, diloco-dn 0.7)",
                                        cxxopts::value<double>())(
         "buffer", "fedbuff K / diloco N: deltas per merge; diloco-dn N: arrivals per momentum step (4)",
         cxxopts::value<std::int64_t>())("trim", "fedbuff trimmed-mean fraction per side, < 0.5 (0)",
                                         cxxopts::value<double>())(
-        "momentum", "diloco / diloco-dn outer Nesterov momentum (0.9)", cxxopts::value<double>())(
+        "momentum", "diloco / diloco-dn outer Nesterov momentum (0.5)", cxxopts::value<double>())(
         "per-concurrency",
         "fedasync: divide each result by C^P, C the concurrency stamped on it (P 0.75 unless "
         "given as =P; =1 divides by C); use with conc:M,A",

@@ -29,13 +29,22 @@ void apply_policy_defaults(TaskConfig& config) {
             config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
             break;
         case PolicyKind::DiLoCo:
-            // Outer Nesterov (η 0.7, μ 0.9) multiplies a steady pseudo-gradient about 7×: one
-            // outer step per arrival diverged, one per 4 arrivals converged (docs/operations.md).
+            // Not DiLoCo's synchronous η 0.7, μ 0.9: pseudo-gradients that arrive an outer step
+            // late make that step diverge (check_async_stability refuses it; at K = 8 on the
+            // home fleet it reached 8.0). η 0.5, μ 0.5 moves a steady pseudo-gradient as far as
+            // fedbuff's η 1 (η/(1 − μ) = 1) and stays within the delayed-step limit
+            // (docs/operations.md, "diloco's outer step"; docs/benchmarks.md, "Divergence guard").
+            config.merge.server_lr = 0.5;
+            config.merge.momentum = 0.5;
+            config.merge.buffer_size = 4;
+            config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
+            break;
         case PolicyKind::DiLoCoDN:
-            // Delayed Nesterov also takes one momentum step per N arrivals (and applies each
-            // arrival at once, scaled by ε/N): diloco's outer settings carry over (Liu et al. 2024).
+            // Delayed Nesterov takes one momentum step per N arrivals and applies each arrival at
+            // once, scaled by ε/N (Liu et al. 2024). β 0.9 blew up at K = 8 (6.3 at 45 000
+            // samples); β 0.5 was the campaign's, 1.043x ddp (docs/benchmarks.md).
             config.merge.server_lr = 0.7;
-            config.merge.momentum = 0.9;
+            config.merge.momentum = 0.5;
             config.merge.buffer_size = 4;
             config.merge.staleness = {Staleness::Kind::Polynomial, 0.5, 0};
             break;

@@ -1,6 +1,7 @@
 // `tessera-server task create` as an operator runs it: what a new task gets when a flag is not
 // given (docs/operations.md, "Defaults and why"), and the schedule flags' named errors; and
-// `tessera-server run` refusing an upload pace out of range before it serves anything.
+// `tessera-server run` refusing an upload pace out of range before it serves anything; diloco's
+// outer steps that diverge on late pseudo-gradients refused.
 #include <doctest/doctest.h>
 
 #include "server_process.h"
@@ -68,6 +69,22 @@ TEST_CASE("the schedule flags that contradict each other are refused, and no tas
     CHECK(create(prepared, "e", {"--lr-schedule", "none", "--min-rounds", "20"}) == 1);
     auto store = server::Store::connect(prepared.state().database_url(), false).value();
     for (const char* id : {"a", "b", "c", "d", "e"}) CHECK_FALSE(store->task(id).value().has_value());
+}
+
+TEST_CASE("diloco's outer step that diverges on late pseudo-gradients is refused; its defaults are not") {
+    PreparedState prepared;
+    // DiLoCo's synchronous η 0.7, μ 0.9: above the delayed-step limit (docs/operations.md).
+    CHECK(create(prepared, "old", {"--policy", "diloco", "--server-lr", "0.7", "--momentum", "0.9"}) == 1);
+    CHECK(create(prepared, "edge", {"--policy", "diloco", "--server-lr", "0.4", "--momentum", "0.9"}) == 1);
+    REQUIRE(create(prepared, "safe", {"--policy", "diloco", "--server-lr", "0.3", "--momentum", "0.9"}) == 0);
+    REQUIRE(create(prepared, "defaults", {"--policy", "diloco"}) == 0);
+    auto defaults = stored_config(prepared, "defaults");
+    CHECK(defaults.merge.server_lr == doctest::Approx(0.5));
+    CHECK(defaults.merge.momentum == doctest::Approx(0.5));
+    CHECK(server::check_async_stability(defaults.merge).ok());
+    auto store = server::Store::connect(prepared.state().database_url(), false).value();
+    CHECK_FALSE(store->task("old").value().has_value());
+    CHECK_FALSE(store->task("edge").value().has_value());
 }
 
 TEST_CASE("run refuses an upload pace out of range and serves nothing") {

@@ -121,6 +121,8 @@ common::Result<server::TaskConfig> config_for(const CommandOptions& o, const std
             if (!staleness) return staleness.error();
             merge.staleness = *staleness;
         }
+        // As `task create`: a diloco step that diverges on late pseudo-gradients is refused.
+        if (auto status = server::check_async_stability(merge); !status) return status.error();
     }
     if (auto status = server::validate_task_config(*config); !status) return status.error();
     return config;
