@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include <boost/json.hpp>
 
@@ -34,11 +35,20 @@ common::Status Aggregator::start(const std::string& task_id) {
     if (!task) return task.error();
     task_ = std::move(*task);
     if (auto status = restore_committed(); !status) return status;
+    inbox_->target = this;
+    auto observer = [inbox = inbox_](std::int64_t version, double loss, const CurveEvaluator::Model& model) {
+        std::lock_guard lock(inbox->mutex);
+        if (inbox->target) inbox->target->note_evaluation(version, loss, model);
+    };
     curve_ = std::make_shared<CurveEvaluator>(store_, probes_, executor_, clock_, task_id, task_.config.eval_samples,
-                                              task_.config.eval_interval_s, task_.config.eval_full_interval_s);
+                                              task_.config.eval_interval_s, task_.config.eval_full_interval_s,
+                                              std::move(observer));
     auto record = store_.version(task_id, version_);
     if (!record) return record.error();
-    if (!*record || !(*record)->validation_loss) curve_->version_committed(version_, true, snapshot());
+    if (!*record || !(*record)->validation_loss)
+        curve_->version_committed(version_, true, snapshot());
+    else  // the guard's first point after a restart, and its return point unless it diverged
+        evaluations_.push_back({version_.load(), *(*record)->validation_loss, snapshot()()});
     started_ = true;
     thread_ = std::thread([this] { run(); });
     return {};
@@ -73,8 +83,6 @@ common::Status Aggregator::load_committed(std::int64_t version) {
         if (!versions) return versions.error();
         if (*versions) published_version = (*versions)->first;
     }
-    auto policy = make_merge_policy(task_.config.merge);
-    if (!policy) return policy.error();
     SavedState saved;
     if (start.optimizer_sha256) {
         auto state_bytes = blobs_.read(*start.optimizer_sha256, common::kMaxModelBytes);
@@ -83,6 +91,13 @@ common::Status Aggregator::load_committed(std::int64_t version) {
         if (!state) return state.error();
         saved = split_saved_state(std::move(*state));
     }
+    // The guard's state first: a cut learning rate holds from the checkpoint on.
+    auto guard = DivergenceGuard::from_tensors(saved.guard);
+    if (!guard) return guard.error();
+    auto settings = task_.config.merge;
+    settings.server_lr *= guard->state().lr_scale;
+    auto policy = make_merge_policy(settings);
+    if (!policy) return policy.error();
     if (auto status = (*policy)->load_optimizer_state(saved.policy, *model); !status) return status;
     // The EMA starts at the model where a checkpoint has none (version 0, or a task from before).
     ema_.reset();
@@ -100,6 +115,10 @@ common::Status Aggregator::load_committed(std::int64_t version) {
     published_version_ = published_version;
     published_blob_ = {start.blob_sha256, start.blob_bytes};
     policy_ = std::move(*policy);
+    guard_ = std::move(*guard);
+    best_model_.reset();
+    best_model_loss_ = 0;
+    best_model_version_ = -1;
     version_ = start.version;
     since_checkpoint_.clear();  // their files are the log replayed below: not to be removed
     checkpointed(start.version, clock_());
@@ -193,7 +212,19 @@ void Aggregator::enqueue(const std::string& assignment_id) {
     changed_.notify_all();
 }
 
+void Aggregator::note_evaluation(std::int64_t version, double loss, CurveEvaluator::Model model) {
+    {
+        std::lock_guard lock(mutex_);
+        evaluations_.push_back({version, loss, std::move(model)});
+    }
+    changed_.notify_all();
+}
+
 void Aggregator::stop(bool checkpoint) {
+    {
+        std::lock_guard lock(inbox_->mutex);
+        inbox_->target = nullptr;
+    }
     {
         std::lock_guard lock(mutex_);
         stopping_ = true;
@@ -209,27 +240,37 @@ void Aggregator::stop(bool checkpoint) {
 
 void Aggregator::wait_idle(bool through_retries) {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return (queue_.empty() && !busy_) || stopping_ || (retrying_ && !through_retries); });
+    changed_.wait(lock, [&] {
+        return (queue_.empty() && evaluations_.empty() && !busy_) || stopping_ || (retrying_ && !through_retries);
+    });
 }
 
 void Aggregator::run() {
     for (;;) {
-        std::string id;
+        std::optional<std::string> id;
+        std::deque<Evaluation> evaluations;
         {
             std::unique_lock lock(mutex_);
-            changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+            changed_.wait(lock, [&] { return stopping_ || !queue_.empty() || !evaluations_.empty(); });
             if (stopping_) return;
-            id = queue_.front();
-            queue_.pop_front();
+            evaluations.swap(evaluations_);
+            if (!queue_.empty()) {
+                id = queue_.front();
+                queue_.pop_front();
+            }
             busy_ = true;
         }
-        auto started = std::chrono::steady_clock::now();
-        auto merged = merge_one(id);
-        if (!merged)
-            common::process_log().error("merge", "aggregator: " + id + ": " + merged.message(),
-                                        {{"assignment_id", id}});
-        if (hooks_.merge_timer)
-            hooks_.merge_timer(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        // The guard first: a return it makes comes before the next merge.
+        for (const auto& evaluation : evaluations) judge(evaluation);
+        if (id) {
+            auto started = std::chrono::steady_clock::now();
+            auto merged = merge_one(*id);
+            if (!merged)
+                common::process_log().error("merge", "aggregator: " + *id + ": " + merged.message(),
+                                            {{"assignment_id", *id}});
+            if (hooks_.merge_timer)
+                hooks_.merge_timer(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+        }
         if (retry_pending_) {
             retry_pending_ = false;
             std::unique_lock lock(mutex_);
@@ -244,7 +285,7 @@ void Aggregator::run() {
             // that is once no result has come for kMergePause (under a steady stream of results
             // the queue empties between every two; evaluating then would evaluate non-stop).
             std::unique_lock lock(mutex_);
-            auto more = [&] { return stopping_ || !queue_.empty(); };
+            auto more = [&] { return stopping_ || !queue_.empty() || !evaluations_.empty(); };
             idle = changed_since_idle_ ? !changed_.wait_for(lock, kMergePause, more) : queue_.empty();
         }
         if (idle && changed_since_idle_) curve_->version_committed(version_, true, snapshot());
@@ -283,21 +324,115 @@ common::Status Aggregator::merge_one(const std::string& assignment_id) {
                               "; its results are merged again in " + std::to_string(hooks_.retry_s) + " s)");
 }
 
+void Aggregator::judge(const Evaluation& evaluation) {
+    auto verdict = guard_.observe(evaluation.version, evaluation.loss);
+    // The return point: the best model evaluated since start that is not itself a strike (after
+    // a restart the best one ever is in no memory).
+    const double loss = evaluation.loss;
+    if (verdict.action == GuardAction::None && evaluation.version >= guard_.state().from_version &&
+        std::isfinite(loss) && loss <= DivergenceGuard::kFactor * guard_.state().best_loss &&
+        (!best_model_ || loss < best_model_loss_)) {
+        best_model_ = evaluation.model;
+        best_model_loss_ = loss;
+        best_model_version_ = evaluation.version;
+    }
+    if (verdict.action == GuardAction::None) return;
+    if (auto status = act_on(verdict); !status)
+        common::process_log().error("divergence", "aggregator: acting on a divergence of task " + task_.record.id +
+                                                      ": " + status.message(),
+                                    {{"task_id", task_.record.id}});
+}
+
+// Back to the best evaluated model as a new version, the policy afresh at the cut rate (or, past
+// the recoveries, at the rate it has) with its buffered results queued again; a Pause also pauses
+// the task. Without a best model to return to (none evaluated since start) it pauses the task.
+common::Status Aggregator::act_on(const GuardVerdict& verdict) {
+    const auto& task_id = task_.record.id;
+    const bool can_return = best_model_ != nullptr;
+    const GuardAction action = can_return ? verdict.action : GuardAction::Pause;
+    const double lr_before = task_.config.merge.server_lr * guard_.state().lr_scale;
+    const std::int64_t diverged_at = version_;
+    if (can_return) {
+        DivergenceGuard next = guard_;
+        next.returned(version_ + 1, action);
+        auto settings = task_.config.merge;
+        settings.server_lr *= next.state().lr_scale;
+        auto policy = make_merge_policy(settings);
+        if (!policy) return policy.error();
+        auto buffered = policy_->pending_ids();
+        model_ = *best_model_;
+        policy_ = std::move(*policy);
+        guard_ = std::move(next);
+        if (ema_) ema_ = model_;  // the EMA took in the diverged versions too
+        if (auto committed = commit({}, true); !committed) {
+            retry_pending_ = true;
+            if (hooks_.commit_failed) hooks_.commit_failed();
+            if (auto restored = restore_committed(); !restored)
+                return common::make_error(committed.message() +
+                                          "; restoring the committed version failed too: " + restored.message());
+            return common::make_error("returning to version " + std::to_string(best_model_version_) + ": " +
+                                      committed.message() + " (back at version " + std::to_string(version_) + ")");
+        }
+        std::lock_guard lock(mutex_);
+        queue_.insert(queue_.begin(), buffered.begin(), buffered.end());
+    } else {
+        guard_.returned(version_ + 1, action);
+    }
+    if (action == GuardAction::Pause)
+        if (auto status = store_.set_task_state(task_id, TaskState::Paused, clock_()); !status) return status;
+
+    const double lr_now = task_.config.merge.server_lr * guard_.state().lr_scale;
+    std::string what = "task " + task_id + " diverged at version " + std::to_string(diverged_at) + " (evaluation of version " +
+                       std::to_string(verdict.version) + ": " + verdict.reason + "); ";
+    if (can_return)
+        what += "returned to the model of version " + std::to_string(best_model_version_) + " (loss " +
+                std::to_string(best_model_loss_) + ") as version " +
+                std::to_string(version_) + ", ";
+    if (action == GuardAction::Recover)
+        what += "server learning rate " + std::to_string(lr_before) + " -> " + std::to_string(lr_now) + " (recovery " +
+                std::to_string(guard_.state().recoveries) + " of " + std::to_string(DivergenceGuard::kMaxRecoveries) +
+                ")";
+    else
+        what += "task paused for the operator (" +
+                std::string(can_return ? "recoveries used up" : "no evaluated model to return to since start") +
+                "; `tessera-server task resume` merges and issues again)";
+    common::process_log().error("divergence", what, {{"task_id", task_id}});
+    boost::json::object detail{{"task_id", task_id},
+                               {"action", action == GuardAction::Recover ? "recovered" : "paused"},
+                               {"diverged_version", diverged_at},
+                               {"evaluated_version", verdict.version},
+                               {"loss", std::isfinite(verdict.loss) ? boost::json::value(verdict.loss) : nullptr},
+                               {"best_loss", std::isfinite(verdict.best_loss) ? boost::json::value(verdict.best_loss)
+                                                                              : nullptr},
+                               {"best_version", verdict.best_version},
+                               {"returned_to", can_return ? boost::json::value(best_model_version_) : nullptr},
+                               {"version", version_.load()},
+                               {"server_lr", lr_now},
+                               {"recoveries", guard_.state().recoveries},
+                               {"max_recoveries", DivergenceGuard::kMaxRecoveries},
+                               {"at", clock_()},
+                               {"message", what}};
+    const auto json = boost::json::serialize(detail);
+    if (auto status = store_.set_setting(divergence_setting_key(task_id), json); !status) return status;
+    return store_.add_event(action == GuardAction::Recover ? "divergence_recovered" : "divergence_paused", json,
+                            clock_());
+}
+
 // Files first (atomic, fsynced), then the database row that points at them: a crash between
 // the two leaves orphan files, never a row without its files. With patches the published
 // model advances by the patch; its full file, the true model and the policy state are written
 // at checkpoints only, and the merged results' files are kept until one covers them.
-common::Status Aggregator::commit(std::vector<std::string> merged) {
+common::Status Aggregator::commit(std::vector<std::string> merged, bool force_checkpoint) {
     std::int64_t next = version_ + 1;
     auto now = clock_();
     VersionRecord record;
     record.task_id = task_.record.id;
     record.version = next;
-    record.checkpoint = !published_ || next - checkpoint_version_ >= hooks_.checkpoint_every ||
+    record.checkpoint = force_checkpoint || !published_ || next - checkpoint_version_ >= hooks_.checkpoint_every ||
                         now - checkpoint_at_ >= hooks_.checkpoint_interval_s;
     // Published at this version: every version without patches; with them, every
     // `publish_every` versions (the versions between keep the last published model).
-    bool publish = !published_ || next - published_version_ >= task_.config.publish_every;
+    bool publish = force_checkpoint || !published_ || next - published_version_ >= task_.config.publish_every;
     if (published_ && publish) {
         auto patch = common::make_patch(model_, *published_, *task_.config.patches);
         if (!patch) return patch.error();
@@ -365,6 +500,7 @@ common::Result<Aggregator::CheckpointFiles> Aggregator::write_checkpoint_files(
     }
     auto optimizer = policy_->optimizer_state();
     if (ema) optimizer = with_ema(std::move(optimizer), *ema);
+    for (auto& t : guard_.to_tensors()) optimizer.push_back(std::move(t));
     if (!optimizer.empty()) {
         auto stored = put(optimizer, version);
         if (!stored) return stored.error();

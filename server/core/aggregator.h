@@ -10,7 +10,14 @@
 // the stored patches and is checked against its hash), and queues accepted results not merged
 // yet; a commit that fails does the same in place, after `retry_s`, so a result is never merged
 // twice nor lost. With an `ema_decay` it keeps the versions' EMA (model_ema.h), saved with the
-// policy's state at checkpoints and moved on again by the replay.
+// policy's state at checkpoints and moved on again by the replay. Every evaluated loss of the
+// curve (or of the fleet simulator) goes to the divergence guard (divergence_guard.h): when it
+// trips, the aggregator returns to the best evaluated version's model as a new version (always
+// a full checkpoint, which saves the guard's state: a restart keeps the cut learning rate),
+// starts the policy afresh at the cut rate and queues its buffered results again; past the
+// guard's recoveries it also pauses the task. Each time it logs an error, records a
+// `divergence_recovered` or `divergence_paused` event and the setting `divergence/<task>` the
+// dashboard shows (docs/operations.md, "When a task diverges").
 // Thread-safe: enqueue() from any thread; everything else runs on the aggregator's thread.
 #pragma once
 
@@ -27,6 +34,7 @@
 
 #include "blob_store.h"
 #include "curve_evaluator.h"
+#include "divergence_guard.h"
 #include "merge_policy.h"
 #include "model_ema.h"
 #include "model_probe.h"
@@ -68,6 +76,9 @@ public:
     // Loads the task's current model and starts the thread; queues unmerged accepted results.
     common::Status start(const std::string& task_id);
     void enqueue(const std::string& assignment_id);
+    // An evaluated loss of committed version `version`, whose model `model` is (any thread): the
+    // divergence guard judges it on the aggregator's thread.
+    void note_evaluation(std::int64_t version, double loss, CurveEvaluator::Model model);
     // Finishes the queue's current item, writes a checkpoint of the current version if it is
     // not one (and `checkpoint`: false when another process leads now), and stops.
     void stop(bool checkpoint = true);
@@ -82,7 +93,21 @@ public:
     }
 
 private:
+    struct Evaluation {
+        std::int64_t version = 0;
+        double loss = 0;
+        CurveEvaluator::Model model;
+    };
+    // Evaluations handed over by the curve's jobs, which may outlive the aggregator.
+    struct Inbox {
+        std::mutex mutex;
+        Aggregator* target = nullptr;
+    };
+
     void run();
+    // The guard's judgement of one evaluation, and what the aggregator does when it trips.
+    void judge(const Evaluation& evaluation);
+    common::Status act_on(const GuardVerdict& verdict);
     // Model, policy state and version from committed version `version`: its last checkpoint,
     // then the results merged since.
     common::Status load_committed(std::int64_t version);
@@ -90,7 +115,8 @@ private:
     // Back to the last committed version with every accepted, unmerged result queued again.
     common::Status restore_committed();
     common::Status merge_one(const std::string& assignment_id);
-    common::Status commit(std::vector<std::string> merged);
+    // `force_checkpoint`: a full checkpoint, published at once (the guard's return).
+    common::Status commit(std::vector<std::string> merged, bool force_checkpoint = false);
     // The files of a full checkpoint at `version` beside the published model: that model's file
     // if not stored yet, the true model (with patches) and the policy's state (if any).
     struct CheckpointFiles {
@@ -127,6 +153,11 @@ private:
     std::optional<common::NamedTensors> ema_;  // with the task's ema_decay > 0: the EMA of the versions
     std::atomic<std::int64_t> version_{0};
     std::shared_ptr<CurveEvaluator> curve_;
+    std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
+    DivergenceGuard guard_;
+    CurveEvaluator::Model best_model_;  // where the guard returns to: the best evaluated since start
+    double best_model_loss_ = 0;
+    std::int64_t best_model_version_ = -1;
     std::int64_t checkpoint_version_ = 0;        // the last full checkpoint
     std::int64_t checkpoint_at_ = 0;             // and when it was written (or loaded)
     std::vector<std::string> since_checkpoint_;  // results merged after it: their files are kept
@@ -138,6 +169,7 @@ private:
     std::mutex mutex_;
     std::condition_variable changed_;
     std::deque<std::string> queue_;
+    std::deque<Evaluation> evaluations_;
     bool busy_ = false;
     bool stopping_ = false;
     std::thread thread_;

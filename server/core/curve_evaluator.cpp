@@ -46,6 +46,7 @@ void CurveEvaluator::evaluate(std::int64_t version, const Model& model, bool ful
         if (auto status = store_.set_validation_result(task_id_, version, figures); !status)
             common::process_log().error("evaluation",
                                         "evaluation of version " + std::to_string(version) + ": " + status.message());
+        if (observer_) observer_(version, result->loss, model);
     } else {
         common::process_log().error("evaluation",
                                     "evaluation of version " + std::to_string(version) + ": " + result.message());

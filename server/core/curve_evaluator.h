@@ -4,7 +4,8 @@
 // interval while merging goes on, and always the newest version once merging pauses. Points
 // are cheap estimates on the first `samples` validation samples; the first evaluation started
 // `full_interval_s` or more after the last whole-set one (or after start-up) covers the whole
-// validation set instead. Thread-safe.
+// validation set instead. Each evaluated loss also goes to an observer (the aggregator's
+// divergence guard), with the model it was computed on. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -24,11 +25,14 @@ namespace tessera::server {
 class CurveEvaluator : public std::enable_shared_from_this<CurveEvaluator> {
 public:
     using Model = std::shared_ptr<const common::NamedTensors>;
+    // Called on the evaluating thread after each evaluation that gave a loss.
+    using Observer = std::function<void(std::int64_t version, double loss, const Model& model)>;
     CurveEvaluator(VersionStore& store, std::shared_ptr<ProbePool> probes, Executor executor, Clock clock,
-                   std::string task_id, std::int64_t samples, std::int64_t interval_s, std::int64_t full_interval_s)
+                   std::string task_id, std::int64_t samples, std::int64_t interval_s, std::int64_t full_interval_s,
+                   Observer observer = {})
         : store_(store), probes_(std::move(probes)), executor_(std::move(executor)), clock_(std::move(clock)),
           task_id_(std::move(task_id)), samples_(samples), interval_s_(interval_s), full_interval_s_(full_interval_s),
-          last_full_at_(clock_()) {}
+          last_full_at_(clock_()), observer_(std::move(observer)) {}
 
     // `version` was committed. `now_or_soon`: evaluate it regardless of the interval (merging
     // paused, or start-up), as soon as the evaluation in flight (if any) is done. `snapshot`
@@ -57,6 +61,7 @@ private:
     std::int64_t launched_ = -1;  // the newest version whose evaluation was started
     std::int64_t last_started_at_ = -1;
     std::int64_t last_full_at_;  // when the last whole-set evaluation started (start-up before one)
+    Observer observer_;
 };
 
 }  // namespace tessera::server

@@ -143,7 +143,11 @@
     setText('task', t ? `${t.state} · weight ${t.weight}` +
       (t.suspended_checks.length ? ` · checks suspended (a stall): ${t.suspended_checks.join(', ')}` : '') +
       (t.liveness.stalled ? ` · MERGING NOTHING for ${Math.round(t.liveness.seconds_without_merge / 60)} min; refused: ` +
-        (Object.entries(t.liveness.refusals_since_merge).map(([why, n]) => `${why} ${n}`).join(', ') || 'none') : '')
+        (Object.entries(t.liveness.refusals_since_merge).map(([why, n]) => `${why} ${n}`).join(', ') || 'none') : '') +
+      (t.divergence ? ` · DIVERGED at version ${t.divergence.diverged_version}: ` +
+        (t.divergence.returned_to === null ? '' : `back to version ${t.divergence.returned_to}, `) +
+        (t.divergence.action === 'paused' ? 'task PAUSED for the operator' :
+          `server lr now ${t.divergence.server_lr} (${t.divergence.recoveries} of ${t.divergence.max_recoveries})`) : '')
       : 'no task yet');
     showVersion(s.version);
     setText('loss', s.validation_loss === null ? 'not yet' : s.validation_loss.toFixed(4));
@@ -408,7 +412,7 @@
   const eventKinds = ['version_merged', 'evaluated', 'result_received', 'result_accepted', 'result_rejected',
     'work_issued', 'work_timed_out', 'work_abandoned', 'work_unit_retired', 'client_registered', 'client_banned',
     'client_unbanned', 'client_quarantined', 'client_released', 'task_created', 'task_state', 'check_suspended',
-    'check_restored', 'quarantine_fallback'];
+    'check_restored', 'quarantine_fallback', 'divergence_recovered', 'divergence_paused'];
   function listen() {
     const stream = new EventSource(`/api/v1/events/stream?after=${dashboard.lastEventId}`);
     stream.onopen = () => { $('live').classList.add('on'); setText('live', 'live'); };

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "dashboard_assets.h"
+#include "divergence_guard.h"
 #include "database.h"
 #include "liveness.h"
 #include "stall_guard.h"
@@ -36,6 +37,15 @@ common::Status add_task_health(Store& store, const std::string& task_id, std::in
     boost::json::array suspended_reasons;
     for (const auto& check : *suspended) suspended_reasons.emplace_back(check.reason);
     task["suspended_checks"] = std::move(suspended_reasons);
+    auto divergence = store.setting(divergence_setting_key(task_id));
+    if (!divergence) return divergence.error();
+    boost::json::value last_divergence = nullptr;
+    if (*divergence) {
+        boost::system::error_code ec;
+        last_divergence = boost::json::parse(**divergence, ec);
+        if (ec) last_divergence = nullptr;
+    }
+    task["divergence"] = std::move(last_divergence);  // what the divergence guard last did
     auto liveness = task_liveness(store, task_id, now);
     if (!liveness) return liveness.error();
     boost::json::object refusals;

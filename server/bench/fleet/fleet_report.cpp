@@ -85,6 +85,7 @@ void fill_volume(RunSummary& row, const RunResult& run) {
     for (const auto& p : run.curve)
         row.state_mb_max = std::max(row.state_mb_max, static_cast<double>(p.state_bytes) / 1e6);
     if (!run.curve.empty()) row.state_mb_end = static_cast<double>(run.curve.back().state_bytes) / 1e6;
+    row.guard = run.guard;
 }
 
 // What was not merged, and what became of each attack's results: "noise=9/11", with reasons.
@@ -326,6 +327,14 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
             out << "    honest gain per step p10 / median / p90: " << format("%.5f", r.gain_p10) << " / "
                 << format("%.5f", r.gain_median) << " / " << format("%.5f", r.gain_p90) << " (calibration "
                 << format("%.5f", r.calibration_gain) << ")\n";
+        if (r.guard.evaluations > 0) {
+            out << "    divergence guard: " << r.guard.evaluations << " evaluations, highest loss "
+                << format("%.2f", r.guard.highest_ratio) << "x the best before it; "
+                << (r.guard.actions.empty() ? std::string("never acted")
+                                            : "ACTED " + std::to_string(r.guard.actions.size()) + "x")
+                << "\n";
+            for (const auto& action : r.guard.actions) out << "      " << action << "\n";
+        }
     }
 }
 

@@ -47,6 +47,7 @@ struct RunSummary {
     // Gain per step of honest results given the proof of training (p10, median, p90) and
     // the calibration unit's: the statistics the no_improvement margin is set from.
     double gain_p10 = 0, gain_median = 0, gain_p90 = 0, calibration_gain = 0;
+    GuardReport guard;  // the server's divergence guard: its evaluations and actions
 };
 
 // The first virtual second at which the curve reaches `target` (linear between points).

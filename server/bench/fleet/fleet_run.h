@@ -47,6 +47,15 @@ struct ServerCost {
     double calibration_gain = 0;    // the task's calibration unit's gain per step
 };
 
+// The server's divergence guard over a run (divergence_guard.h): the evaluations it was given
+// (the task's eval_samples, at most one per eval_interval_s of virtual time, as the server's
+// loss curve) and what it did.
+struct GuardReport {
+    std::int64_t evaluations = 0;
+    double highest_ratio = 0;          // the highest finite loss over the best one before it
+    std::vector<std::string> actions;  // the divergence events' messages, in order
+};
+
 // A result the validator judged (checks.csv): who sent it and what it showed.
 struct CheckedResult {
     std::string assignment;
@@ -84,6 +93,7 @@ struct RunResult {
     double unit_s = 0;                             // and in all (transfers and training)
     std::map<std::string, AttackOutcome> attacks;  // by attack name ("none": honest volunteers)
     ServerCost server_cost;
+    GuardReport guard;
     std::vector<CheckedResult> checked;  // in the order they were returned
     std::vector<ProbedDelta> probes;     // with SimSettings::probe_deltas, in the order they were trained
 };

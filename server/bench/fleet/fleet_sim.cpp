@@ -2,6 +2,8 @@
 // volunteers and transitioner ticks, in virtual-time order.
 #include "fleet_sim.h"
 
+#include <boost/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -70,6 +72,7 @@ public:
         }
         schedule(settings_.tick_s, EventKind::Tick, 0);
         if (auto status = evaluate_point(); !status) return status.error();
+        if (auto status = guard_check(); !status) return status.error();
 
         std::int64_t unit_samples = std::max<std::int64_t>(1, config_.local_steps * config_.batch_size / 8);
         std::int64_t max_units = 50 * (settings_.sample_budget / unit_samples) + 1000;
@@ -88,6 +91,7 @@ public:
             if (auto status = evaluate_budget_point(); !status) return status.error();
         }
         if (auto status = account(); !status) return status.error();
+        if (auto status = guard_actions(); !status) return status.error();
         result_.probes = probe_.deltas();
         result_.server_cost.training_s += uploads_->training_seconds();  // real seconds
         const auto& costs = server_->check_costs();
@@ -224,6 +228,7 @@ private:
         ++attack.returned;
         unsettled_.push_back(held.unit.wu_id);
         if (auto status = settle(version_before); !status) return status;
+        if (auto status = guard_check(); !status) return status;
         --round_outstanding_;
         if (settings_.synchronous) {
             // The round ends when its slowest volunteer is back: everyone asks again now.
@@ -312,6 +317,37 @@ private:
         return {};
     }
 
+    // As the server's loss curve: a new version is evaluated at most once per eval_interval_s,
+    // and the divergence guard judges it (and acts) before the simulation goes on.
+    common::Status guard_check() {
+        auto version = server_->version();
+        if (version == guard_version_ || (guard_at_ >= 0 && clock_.now() - guard_at_ < double(config_.eval_interval_s)))
+            return {};
+        guard_version_ = version;
+        guard_at_ = clock_.now();
+        auto eval = server_->evaluate_for_guard();
+        if (!eval) return eval.error();
+        auto& report = result_.guard;
+        ++report.evaluations;
+        if (std::isfinite(eval->loss)) {
+            if (guard_best_ > 0) report.highest_ratio = std::max(report.highest_ratio, eval->loss / guard_best_);
+            if (guard_best_ <= 0 || eval->loss < guard_best_) guard_best_ = eval->loss;
+        }
+        return {};
+    }
+
+    // The divergence events of the run, for the report.
+    common::Status guard_actions() {
+        auto events = server_->store().events_after(0, std::numeric_limits<int>::max());
+        if (!events) return events.error();
+        for (const auto& e : *events) {
+            if (e.kind != "divergence_recovered" && e.kind != "divergence_paused") continue;
+            auto detail = boost::json::parse(e.detail_json).as_object();
+            result_.guard.actions.push_back(std::string(detail.at("message").as_string()));
+        }
+        return {};
+    }
+
     common::Status leave(std::size_t i) {
         auto& v = volunteers_[i];
         if (!v.online) return {};
@@ -375,6 +411,9 @@ private:
     std::int64_t round_outstanding_ = 0;
     std::int64_t staleness_merged_ = 0;
     double staleness_total_ = 0;
+    std::int64_t guard_version_ = -1;  // the divergence guard's last evaluation: its version, when, the best loss
+    double guard_at_ = -1;
+    double guard_best_ = 0;
     bool budget_reached_ = false;
     bool done_ = false;
     RunResult result_;

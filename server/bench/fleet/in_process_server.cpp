@@ -119,6 +119,17 @@ common::Result<ProbeResult> InProcessServer::evaluate(std::int64_t max_samples) 
     return parts_->task()->probes->evaluate(*true_model(), max_samples);
 }
 
+common::Result<ProbeResult> InProcessServer::evaluate_for_guard() {
+    auto aggregator = parts_->aggregator();
+    auto version = aggregator->version();
+    auto model = true_model();
+    auto result = parts_->task()->probes->evaluate(*model, parts_->config.eval_samples);
+    if (!result) return result.error();
+    aggregator->note_evaluation(version, result->loss, std::move(model));
+    parts_->core->wait_idle();
+    return result;
+}
+
 Store& InProcessServer::store() { return parts_->core->store(); }
 const TaskConfig& InProcessServer::config() const { return parts_->config; }
 const CheckCosts& InProcessServer::check_costs() const { return parts_->core->metrics().checks(); }

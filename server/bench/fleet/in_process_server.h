@@ -56,6 +56,10 @@ public:
     // one approaches it), and its validation loss (and accuracy) on the first `max_samples`.
     std::shared_ptr<const common::NamedTensors> true_model() const;
     common::Result<ProbeResult> evaluate(std::int64_t max_samples);
+    // What the server's loss curve does for a version: evaluates the true model on the task's
+    // eval_samples and hands the loss to the aggregator's divergence guard, which acts on it
+    // before this returns.
+    common::Result<ProbeResult> evaluate_for_guard();
     Store& store();
     const TaskConfig& config() const;
     // The state directory's size now (docs/operations.md, "Checkpoints and retention").
