@@ -241,8 +241,7 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
     double gain = scale > 0 ? -own_change->change() / scale : 0;
     double gain_bound = scale > 0 ? -own_change->low() / scale : 0;
     verdict.figures.gain_per_step = gain;
-    auto threshold = gain_threshold(a.task_id, task.config, a.base_version,
-                                    steps / std::max<double>(1, static_cast<double>(unit.hyper.local_steps)));
+    auto threshold = gain_threshold(a.task_id, task.config, a.base_version);
     if (!threshold) return threshold.error();
     if (!(gain_bound > threshold->value) &&
         judge(verdict, suspended, reason::kNoImprovement,
@@ -257,13 +256,11 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
 
 common::Result<ResultChecks::GainThreshold> ResultChecks::gain_threshold(const std::string& task_id,
                                                                          const TaskConfig& config,
-                                                                         std::int64_t base_version,
-                                                                         double rate_share) {
-    double like = kLikeRateShare * std::min(1.0, rate_share);
-    auto gains = store_.recent_gains_per_step(task_id, kHistory, 0, like);
+                                                                         std::int64_t base_version) {
+    auto gains = store_.recent_gains_per_step(task_id, kHistory);
     if (!gains) return gains.error();
     if (gains->size() >= kMinFigures) {
-        auto current = store_.recent_gains_per_step(task_id, kHistory, base_version - kGainVersions, like);
+        auto current = store_.recent_gains_per_step(task_id, kHistory, base_version - kGainVersions);
         if (!current) return current.error();
         return GainThreshold{gain_margin(*gains, *current, config.min_gain),
                              "the lower of " + plain(config.min_gain) + " x the median of " +

@@ -75,16 +75,14 @@ private:
     common::Result<std::vector<double>> held_out_base_losses(const std::string& task_id, std::int64_t version,
                                                              const common::NamedTensors& base, std::int64_t samples);
     // The gain per step a result on `base_version` must exceed, and where it came from:
-    // gain_margin of recent gains of like units (rate_share: the judged unit's steps at the full
-    // rate ÷ its steps; like units have at least kLikeRateShare of it) and of those within
-    // kGainVersions before it; before there are kMinFigures, min_gain × the calibration's gain
-    // (the lower of its two units').
+    // gain_margin of recent gains and of those within kGainVersions before it; before there are
+    // kMinFigures, min_gain × the calibration's gain (the lower of its two units').
     struct GainThreshold {
         double value = 0;
         std::string source;
     };
     common::Result<GainThreshold> gain_threshold(const std::string& task_id, const TaskConfig& config,
-                                                 std::int64_t base_version, double rate_share);
+                                                 std::int64_t base_version);
     // The typical norm or gain per step: the median of recent results, or the calibration's.
     common::Result<std::optional<double>> typical(const std::string& task_id, const std::vector<double>& recent,
                                                   double Calibration::*figure);
@@ -113,10 +111,6 @@ constexpr double kMadToSigma = 1.4826;
 // and a median of them needs kMinGains.
 constexpr std::int64_t kGainVersions = 10;
 constexpr std::size_t kMinGains = 5;
-// Gains per full-rate step fall as more of a unit's steps are at the full rate (the loss falls
-// less than in proportion to the steps), so a unit is judged by the gains of units with at
-// least this share of its own: a run's warm-up units do not raise the bar for full-rate ones.
-constexpr double kLikeRateShare = 0.5;
 
 // The alignment a result must reach: the lower of `min_alignment` and the median of recent
 // passing results' alignments less kAlignmentSpreads robust spreads (a model near its plateau,

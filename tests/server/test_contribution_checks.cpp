@@ -272,37 +272,6 @@ TEST_CASE("a unit early in the run's warm-up is judged per step at the full rate
     CHECK(server.store().assignment(wu.wu_id).value()->full_rate_steps == doctest::Approx(rate));
 }
 
-TEST_CASE("a full-rate unit's gain is judged against like units', not against the run's warm-up units'") {
-    // A run-wide warm-up over 5 units' samples: their shares of the full rate are about 0.1,
-    // 0.3, 0.5, 0.7 and 0.9, and each gains more per full-rate step than a full-rate unit.
-    TestServer server(
-        [](TaskConfig& c) {
-            checked_task(c);
-            c.lr_schedule = common::LrSchedule{common::LrSchedule::Kind::Constant, 5 * 12 * 16, 0, 0.1};
-            c.min_alignment = -1;  // the gain check alone judges the noise
-        },
-        PolicyKind::FedAsync, [](ServerOptions& o) { o.seed = 2; }, SyntheticKind::Pixels);
-    TestVolunteer honest(server, "honest");
-    for (int unit = 0; unit < 5; ++unit) {
-        auto wu = honest.request_work().value();
-        REQUIRE(wu.hyper.schedule.has_value());
-        CHECK_MESSAGE(uploaded(server, honest, wu, trained_delta(server, honest, wu)) == "merged",
-                      rejection_of(server, wu.wu_id));
-        server.advance(10);  // past the cached run pace: the next unit starts where this one ended
-    }
-    REQUIRE(server.store().recent_gains_per_step(server.config().task_id, 50).value().size() == 5);
-
-    // Five gains are measured, but fewer than five of units with half a full-rate unit's share:
-    // the calibration still sets the margin a full-rate unit's noise is refused by.
-    TestVolunteer hostile(server, "hostile");
-    auto wu = hostile.request_work().value();
-    REQUIRE(common::full_rate_steps(unit_rate_of(wu.hyper)) > 0.9 * 12);
-    CHECK(uploaded(server, hostile, wu, noise_like(trained_delta(server, hostile, wu), 11)) == "rejected");
-    REQUIRE(rejection_of(server, wu.wu_id) == reason::kNoImprovement);
-    auto detail = server.store().rejection_of(wu.wu_id).value()->detail;
-    CHECK_MESSAGE(detail.find("the calibration's gain") != std::string::npos, detail);
-}
-
 TEST_CASE(
     "quarantine: refusals quarantine a volunteer, its valid results are kept but neither merged nor "
     "credited, and a streak or the operator lifts it") {

@@ -367,9 +367,6 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(store.recent_norms_per_step("t", 10).value().at(0) == doctest::Approx(2.5 / 12.5));
         CHECK(merged.full_rate_steps == 12.5);
         CHECK(store.recent_gains_per_step("t", 10).value().at(0) == doctest::Approx(0.01));
-        // 12.5 of its 50 steps at the full rate: like a unit with twice that share, not like a full-rate one.
-        CHECK(store.recent_gains_per_step("t", 10, 0, 0.25).value().size() == 1);
-        CHECK(store.recent_gains_per_step("t", 10, 0, 0.26).value().empty());
 
         // The run's progress: steps merged; the volunteers issued a unit since, and the fastest.
         REQUIRE(store.note_client_seen(alice.id, "cpu", 40.0, 1150));
