@@ -41,10 +41,10 @@ GuardVerdict DivergenceGuard::observe(std::int64_t version, double loss, bool* b
     } else if (loss > kFactor * s.best_loss) {
         if (++s.strikes < kConsecutive) return verdict;
         verdict.reason = "loss " + figure(loss) + " > " + figure(kFactor) + " x the best " + figure(s.best_loss) +
-                         " (version " + std::to_string(s.best_version) + ") for " + std::to_string(s.strikes) +
-                         " evaluations in a row";
+                         " (version " + std::to_string(s.best_version) + "), " + std::to_string(s.strikes) +
+                         " evaluations without coming back within " + figure(kRecovered) + " x";
     } else {
-        s.strikes = 0;
+        if (loss <= kRecovered * s.best_loss) s.strikes = 0;
         return verdict;
     }
     verdict.action = s.recoveries < kMaxRecoveries ? GuardAction::Recover : GuardAction::Pause;

@@ -71,9 +71,23 @@ TEST_CASE("a diverging curve trips the guard on its second evaluation above 1.5x
     CHECK(trip.reason.find("2 evaluations") != std::string::npos);
 }
 
+TEST_CASE("an oscillating curve trips the guard; an honest spike that falls back does not") {
+    // diloco η 0.25, μ 0.9 (within the delayed-step limit, yet two outer steps late too often):
+    // 2.37, then 1.25 (1.48x: not back within 1.2x), then 1.96.
+    DivergenceGuard oscillating;
+    auto verdicts = feed(oscillating, {2.0015, 1.4721, 1.02138, 0.842926, 2.37126, 1.24967, 1.96313});
+    CHECK(first_action(verdicts) == 6);
+    // fedbuff's stale unit at version 5 (2.3x for one evaluation), then below the best.
+    DivergenceGuard honest;
+    CHECK(first_action(feed(honest, {2.0015, 1.26168, 0.755875, 0.878097, 1.72732, 0.648548, 0.64596, 1.3, 0.7,
+                                     1.3})) == 10);
+}
+
 TEST_CASE("one spike is tolerated, a non-finite loss is not") {
     DivergenceGuard spike;
     CHECK(first_action(feed(spike, {2.0, 1.4, 0.82, 2.0, 0.74, 0.74})) == 6);  // diloco η 0.5, μ 0.5
+    DivergenceGuard back;  // a spike, a loss within 1.2x the best, another spike: no trip
+    CHECK(first_action(feed(back, {2.0, 1.0, 1.6, 1.1, 1.7, 0.9})) == 6);
     DivergenceGuard nan;
     auto verdicts = feed(nan, {2.0, 1.0, std::numeric_limits<double>::quiet_NaN()});
     REQUIRE(first_action(verdicts) == 2);
