@@ -332,7 +332,7 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
                 << format("%.2f", r.guard.highest_ratio) << "x the best before it; "
                 << (r.guard.actions.empty() ? std::string("never acted")
                                             : "ACTED " + std::to_string(r.guard.actions.size()) + "x")
-                << "\n";
+                << (r.guard.paused ? "; the task was PAUSED, which ended the run" : "") << "\n";
             for (const auto& action : r.guard.actions) out << "      " << action << "\n";
         }
     }

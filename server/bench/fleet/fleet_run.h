@@ -54,6 +54,7 @@ struct GuardReport {
     std::int64_t evaluations = 0;
     double highest_ratio = 0;          // the highest finite loss over the best one before it
     std::vector<std::string> actions;  // the divergence events' messages, in order
+    bool paused = false;               // it paused the task, which ended the run
 };
 
 // A result the validator judged (checks.csv): who sent it and what it showed.

@@ -333,6 +333,14 @@ private:
             if (guard_best_ > 0) report.highest_ratio = std::max(report.highest_ratio, eval->loss / guard_best_);
             if (guard_best_ <= 0 || eval->loss < guard_best_) guard_best_ = eval->loss;
         }
+        // A task the guard paused issues no more work: the run ends here (its volunteers would
+        // otherwise ask until the virtual-time limit).
+        auto task = server_->store().task(config_.task_id);
+        if (!task) return task.error();
+        if (*task && (*task)->state == server::TaskState::Paused) {
+            report.paused = true;
+            done_ = true;
+        }
         return {};
     }
 
