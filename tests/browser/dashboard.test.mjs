@@ -3,8 +3,9 @@
 // Debian's chromium (headless, driven by playwright-core) loads the page. It checks that the
 // page loads without console errors, that every chart has data points, that the sample
 // images are not blank, that a server-sent event changes the shown version without a
-// reload, that the page fits a phone's width and follows the dark preference; it saves
-// screenshots (light, dark, phone) into TESSERA_SCREENSHOTS.
+// reload, that the page fits a phone's width and follows the dark preference, that a second
+// task can be chosen, and that the divergence guard's report reads as it should on the task's
+// line; it saves screenshots (light, dark, phone, diverged) into TESSERA_SCREENSHOTS.
 //
 // Usage (meson sets the variables): node dashboard.test.mjs
 //   TESSERA_DATA, TESSERA_SERVER, TESSERA_CLIENT  the programs
@@ -210,6 +211,26 @@ async function main() {
   await page.screenshot({ path: join(screenshots, 'dashboard-second-task.png'), fullPage: true });
   await page.selectOption('#task-select', first);
   await page.waitForFunction((id) => window.tesseraDashboard.shownTask === id, first, { timeout: 30_000 });
+
+  // The divergence guard's report (the fields aggregator.cpp stores) on the task's line: the
+  // server's own stats with a recovery, then a pause, added in flight, since a real divergence
+  // takes a diverging run; each reaches the page with the next merged version's refresh.
+  let divergence = { action: 'recovered', diverged_version: 7, evaluated_version: 7, loss: 5.27, best_loss: 0.93,
+    best_version: 4, returned_to: 4, version: 8, server_lr: 0.5, recoveries: 1, max_recoveries: 3, at: 0,
+    message: 'diverged' };
+  await page.route('**/stats', async (route) => {
+    const response = await route.fetch();
+    const stats = await response.json();
+    if (stats.task) stats.task.divergence = divergence;
+    await route.fulfill({ response, json: stats });
+  });
+  const taskLine = (pattern) => page.waitForFunction((source) =>
+    new RegExp(source).test(document.getElementById('task').textContent), pattern.source, { timeout: 120_000 });
+  await taskLine(/DIVERGED at version 7: back to version 4, server lr now 0\.5 \(1 of 3\)/);
+  divergence = { ...divergence, action: 'paused', diverged_version: 19, returned_to: null, recoveries: 3 };
+  await taskLine(/DIVERGED at version 19: task PAUSED for the operator/);
+  await page.screenshot({ path: join(screenshots, 'dashboard-diverged.png'), fullPage: true });
+  await page.unroute('**/stats');
 
   assert.deepEqual(consoleErrors, [], 'no console errors');
   console.log(`dashboard browser test passed; screenshots in ${screenshots}`);
