@@ -193,12 +193,14 @@ async function main() {
   // A second task, created while the server runs, appears in the task selector; choosing it
   // opens its page (?task=ID) with its own overview and curve, then back to the first.
   await page.setViewportSize({ width: 1280, height: 900 });
+  // Read before the second task exists: the page without ?task= shows the newest task.
+  const first = await page.evaluate(() => window.tesseraDashboard.shownTask);
   await run(env('TESSERA_SERVER'), ['task', 'create', '--state', state, '--data', data, '--id', 'second',
     '--local-steps', '20', '--batch', '32', '--target-seconds', '0', '--eval-interval', '1', '--eval-samples', '256',
     '--replication', '0', '--loss-check', '0']);
   await page.waitForFunction(() => document.querySelectorAll('#task-select option').length === 2, null,
     { timeout: 60_000 });
-  const first = await page.evaluate(() => window.tesseraDashboard.shownTask);
+  assert.ok(first && first !== 'second', `the first task was shown first (${first})`);
   await page.selectOption('#task-select', 'second');
   await page.waitForFunction(() => window.tesseraDashboard.shownTask === 'second', null, { timeout: 30_000 });
   assert.match(page.url(), /\?task=second$/);
@@ -211,6 +213,7 @@ async function main() {
   await page.screenshot({ path: join(screenshots, 'dashboard-second-task.png'), fullPage: true });
   await page.selectOption('#task-select', first);
   await page.waitForFunction((id) => window.tesseraDashboard.shownTask === id, first, { timeout: 30_000 });
+  assert.match(page.url(), new RegExp(`\\?task=${first}$`));
 
   // The divergence guard's report (the fields aggregator.cpp stores) on the task's line: the
   // server's own stats with a recovery, then a pause, added in flight, since a real divergence
@@ -229,6 +232,7 @@ async function main() {
   await taskLine(/DIVERGED at version 7: back to version 4, server lr now 0\.5 \(1 of 3\)/);
   divergence = { ...divergence, action: 'paused', diverged_version: 19, returned_to: null, recoveries: 3 };
   await taskLine(/DIVERGED at version 19: task PAUSED for the operator/);
+  assert.equal(await page.evaluate(() => window.tesseraDashboard.shownTask), first, 'the line is the first task\'s');
   await page.screenshot({ path: join(screenshots, 'dashboard-diverged.png'), fullPage: true });
   await page.unroute('**/stats');
 
