@@ -51,7 +51,7 @@ std::string honest_result(TestServer& server, TestVolunteer& volunteer) {
 // No loss curve, so no divergence guard: on random labels the cnn memorises and its held-out
 // loss rises past 1.5 × its best within these tests' versions, which the guard answers with a
 // version of its own.
-void long_lease(ServerOptions& options) {
+void stall_test_options(ServerOptions& options) {
     options.aggregator_lease_s = std::int64_t{1} << 30;
     options.loss_curve = false;
 }
@@ -78,7 +78,7 @@ TEST_CASE(
             c.min_alignment = 0.999;        // no honest result agrees this well with a consensus: the lock-out
             c.quarantine_rejections = 100;  // this test is about the check; quarantine has its own
         },
-        PolicyKind::FedAsync, long_lease, SyntheticKind::Pixels);
+        PolicyKind::FedAsync, stall_test_options, SyntheticKind::Pixels);
     TestVolunteer a(server, "a"), b(server, "b");
     for (std::size_t i = 0; i < server::CopyDetector::kConsensusMinimum; ++i)
         REQUIRE(honest_result(server, a) == "merged");  // before a consensus is formed
@@ -124,7 +124,7 @@ TEST_CASE(
 }
 
 TEST_CASE("one volunteer refused for a long time cannot suspend a check: it takes several") {
-    TestServer server(cheap_checks_only, PolicyKind::FedAsync, long_lease, SyntheticKind::Pixels);
+    TestServer server(cheap_checks_only, PolicyKind::FedAsync, stall_test_options, SyntheticKind::Pixels);
     TestVolunteer honest(server, "honest"), hostile(server, "hostile");
     for (std::size_t i = 0; i < server::CopyDetector::kConsensusMinimum; ++i)
         REQUIRE(honest_result(server, honest) == "merged");
@@ -140,7 +140,7 @@ TEST_CASE("one volunteer refused for a long time cannot suspend a check: it take
 }
 
 TEST_CASE("the alignment check's consensus ages out: results older than its window no longer form it") {
-    TestServer server(cheap_checks_only, PolicyKind::FedAsync, long_lease, SyntheticKind::Pixels);
+    TestServer server(cheap_checks_only, PolicyKind::FedAsync, stall_test_options, SyntheticKind::Pixels);
     TestVolunteer honest(server, "honest"), other(server, "other");
     for (std::size_t i = 0; i < server::CopyDetector::kConsensusMinimum; ++i)
         REQUIRE(honest_result(server, honest) == "merged");
@@ -170,7 +170,7 @@ TEST_CASE(
             checked_task(c);
             c.quarantine_rejections = 2;
         },
-        PolicyKind::FedAsync, long_lease, SyntheticKind::Pixels);
+        PolicyKind::FedAsync, stall_test_options, SyntheticKind::Pixels);
     TestVolunteer a(server, "a"), b(server, "b");
     for (auto* volunteer : {&a, &b})
         for (int i = 0; i < 2; ++i) {
@@ -213,7 +213,7 @@ TEST_CASE(
 TEST_CASE(
     "a suspension setting that is not a time stops validation with an error naming it, and loses no result: once "
     "the operator mends it, the waiting result is validated") {
-    TestServer server(cheap_checks_only, PolicyKind::FedAsync, long_lease, SyntheticKind::Pixels);
+    TestServer server(cheap_checks_only, PolicyKind::FedAsync, stall_test_options, SyntheticKind::Pixels);
     TestVolunteer volunteer(server, "a");
     auto key = std::string(server::StallGuard::kSettingPrefix) + server.config().task_id + "/misaligned";
     REQUIRE(server.store().set_setting(key, "yesterday"));
@@ -236,7 +236,7 @@ TEST_CASE(
 TEST_CASE(
     "a task that merges nothing while results come back is reported on the dashboard, in /metrics and by the "
     "transitioner, with the refusals by reason; an idle task is not") {
-    TestServer server(cheap_checks_only, PolicyKind::FedAsync, long_lease, SyntheticKind::Pixels);
+    TestServer server(cheap_checks_only, PolicyKind::FedAsync, stall_test_options, SyntheticKind::Pixels);
     TestVolunteer honest(server, "honest"), hostile(server, "hostile");
     for (std::size_t i = 0; i < server::CopyDetector::kConsensusMinimum; ++i)
         REQUIRE(honest_result(server, honest) == "merged");
