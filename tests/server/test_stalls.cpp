@@ -41,10 +41,14 @@ std::vector<std::string> suspended_on_dashboard(TestServer& server) {
     return reasons;
 }
 
-// Trains and uploads a unit of `volunteer`'s: the assignment's state after validation.
+// Trains and uploads a unit of `volunteer`'s: the assignment's state after validation, with the
+// refusal's reason and detail when it was refused (so a failed check says why).
 std::string honest_result(TestServer& server, TestVolunteer& volunteer) {
     auto wu = volunteer.request_work().value();
-    return uploaded(server, volunteer, wu, trained_delta(server, volunteer, wu));
+    auto state = uploaded(server, volunteer, wu, trained_delta(server, volunteer, wu));
+    if (state != "rejected") return state;
+    auto rejection = server.store().rejection_of(wu.wu_id).value();
+    return rejection ? state + ": " + rejection->reason + ": " + rejection->detail : state;
 }
 
 // The manual clock jumps minutes at a time: the aggregator's lease must outlast the jumps.
@@ -108,7 +112,17 @@ TEST_CASE(
 
     // 20 merges later the check judges again, against a consensus of results since the
     // suspension and the alignments they showed: honest work passes, a delta that undoes those
-    // merges (at an honest delta's norm) does not.
+    // merges (at an honest delta's norm) does not. Honest work passes as a rule, not every
+    // time: on random labels honest alignments scatter from 0 to 0.45 around a median of 0.25
+    // (16 runs), so the threshold (the median less 4.5 spreads, ~0.1) refuses about one honest
+    // result in 25 here; a majority of five is asked for.
+    int honest_merged = 0;
+    for (int i = 0; i < 5; ++i) {
+        auto state = honest_result(server, i % 2 == 0 ? b : a);
+        MESSAGE("honest result after the check's return: " << state);
+        honest_merged += state == "merged";
+    }
+    CHECK(honest_merged >= 3);
     auto flipped = a.request_work().value();
     auto undo = model_then;
     auto model_now = a.base_model(flipped);
@@ -117,7 +131,6 @@ TEST_CASE(
     auto honest_norm = server::l2_norm(trained_delta(server, a, flipped));
     CHECK(uploaded(server, a, flipped, scaled(undo, honest_norm / server::l2_norm(undo))) == "rejected");
     CHECK(rejection_of(server, flipped.wu_id) == reason::kMisaligned);
-    CHECK(honest_result(server, b) == "merged");
     CHECK(events_of(server, "check_restored") == 1);
     CHECK(metrics_say(server, "tessera_checks_suspended{reason=\"misaligned\"} 0"));
     CHECK(suspended_on_dashboard(server).empty());
