@@ -30,16 +30,16 @@ void CopyDetector::note_update(const std::string& task_id, std::int64_t version,
     if (update.empty()) return;
     std::lock_guard lock(mutex_);
     push_bounded(tasks_[task_id].updates,
-                 Entry{"the update to version " + std::to_string(version), "", std::move(update), {}, false}, kUpdatesKept);
+                 Entry{"the update to version " + std::to_string(version), "", std::move(update), {}}, kUpdatesKept);
 }
 
 void CopyDetector::note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta,
-                               ResultPlace place, bool forms_consensus) {
+                               ResultPlace place, bool warm_up) {
     if (delta.empty()) return;
     std::lock_guard lock(mutex_);
-    push_bounded(tasks_[task_id].results,
-                 Entry{"the result for unit " + work_unit_id, work_unit_id, std::move(delta), place, forms_consensus},
-                 kResultsKept);
+    auto& task = tasks_[task_id];
+    push_bounded(warm_up ? task.warm_ups : task.results,
+                 Entry{"the result for unit " + work_unit_id, work_unit_id, std::move(delta), place}, kResultsKept);
 }
 
 void CopyDetector::restart_consensus(const std::string& task_id, std::int64_t at) {
@@ -58,24 +58,34 @@ SimilarMatch CopyDetector::most_similar(const std::string& task_id, const std::s
         if (best.what.empty() || similarity > best.similarity) best = {similarity, entry.what};
     };
     for (const auto& entry : found->second.updates) consider(entry);
-    for (const auto& entry : found->second.results)
-        if (entry.work_unit_id != work_unit_id) consider(entry);
+    for (const auto* results : {&found->second.results, &found->second.warm_ups})
+        for (const auto& entry : *results)
+            if (entry.work_unit_id != work_unit_id) consider(entry);
     return best;
 }
 
 std::optional<double> CopyDetector::consensus_alignment(const std::string& task_id, const std::string& work_unit_id,
-                                                        const DeltaSketch& delta, ResultPlace place) const {
+                                                        const DeltaSketch& delta, ResultPlace place,
+                                                        bool warm_up) const {
     std::lock_guard lock(mutex_);
     auto found = tasks_.find(task_id);
     if (found == tasks_.end()) return std::nullopt;
+    const auto& task = found->second;
+    if (warm_up)
+        if (auto alignment = alignment_with(task, task.warm_ups, work_unit_id, delta, place)) return alignment;
+    return alignment_with(task, task.results, work_unit_id, delta, place);
+}
+
+std::optional<double> CopyDetector::alignment_with(const TaskSketches& task, const std::deque<Entry>& results,
+                                                   const std::string& work_unit_id, const DeltaSketch& delta,
+                                                   ResultPlace place) {
     DeltaSketch consensus;
     consensus.buckets.assign(kSketchSize, 0.0);
     std::size_t counted = 0;
-    const auto& task = found->second;
-    for (const auto& entry : task.results) {
+    for (const auto& entry : results) {
         bool current = entry.place.at >= task.consensus_since && place.at - entry.place.at <= kConsensusSeconds &&
                        place.base_version - entry.place.base_version <= kConsensusVersions;
-        if (entry.work_unit_id == work_unit_id || !entry.forms_consensus || !current) continue;
+        if (entry.work_unit_id == work_unit_id || !current) continue;
         double norm = sketch_norm(entry.sketch);
         if (!(norm > 0)) continue;
         for (std::size_t i = 0; i < kSketchSize; ++i) consensus.buckets[i] += entry.sketch.buckets[i] / norm;

@@ -1,6 +1,7 @@
 // Copy and replay detection: sketches of the task's recent version updates (θ_v − θ_{v−1},
 // from the aggregator) and of recent results (from the validator: accepted ones, and those
-// refused only for their direction, which form the consensus too), and the most
+// refused only for their direction, which form the consensus too; volunteers' warm-up units
+// apart from the others, forming a consensus of their own), and the most
 // similar of them to a new result. A volunteer that uploads a published update, or another
 // volunteer's result, without training shows a cosine similarity near 1; honest deltas of
 // different units stay well below (docs/operations.md, "Validation"). Held in memory: after
@@ -42,10 +43,11 @@ public:
     // linear, so no model is kept).
     void note_model(const std::string& task_id, std::int64_t version, const common::NamedTensors& model);
     void note_update(const std::string& task_id, std::int64_t version, DeltaSketch update);
-    // `forms_consensus`: false for results too short to show the current descent direction
-    // (warm-up units), which are still compared for copies.
+    // `warm_up`: a volunteer's first unit, too short to show the current descent direction
+    // (docs/operations.md, "Alignment"): it forms only the warm-up consensus, and is compared
+    // for copies as any result.
     void note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta,
-                     ResultPlace place, bool forms_consensus = true);
+                     ResultPlace place, bool warm_up = false);
     // The kept update or result (of a unit other than `work_unit_id`: replicas of one unit
     // agree by design) most similar to `delta`.
     SimilarMatch most_similar(const std::string& task_id, const std::string& work_unit_id,
@@ -55,9 +57,11 @@ public:
     // sketches, each scaled to norm 1); none while fewer than kConsensusMinimum are kept. A
     // consensus ages: it is formed only of results based at most kConsensusVersions before
     // `place`'s version and returned at most kConsensusSeconds before it, after the last
-    // restart_consensus.
+    // restart_consensus. A warm-up unit (`warm_up`) is judged by the consensus of the other
+    // warm-up units while kConsensusMinimum of them are current, else by the others'.
     std::optional<double> consensus_alignment(const std::string& task_id, const std::string& work_unit_id,
-                                              const DeltaSketch& delta, ResultPlace place) const;
+                                              const DeltaSketch& delta, ResultPlace place,
+                                              bool warm_up = false) const;
     // Results noted before `at` no longer form the task's consensus (the stall guard found it
     // stale); they are still compared for copies.
     void restart_consensus(const std::string& task_id, std::int64_t at);
@@ -70,16 +74,20 @@ private:
         std::string what;
         std::string work_unit_id;  // results only
         DeltaSketch sketch;
-        ResultPlace place;             // results only
-        bool forms_consensus = false;  // results only
+        ResultPlace place;  // results only
     };
     struct TaskSketches {
         std::deque<Entry> updates;
         std::deque<Entry> results;
+        std::deque<Entry> warm_ups;  // results of warm-up units
         std::int64_t model_version = -1;
         DeltaSketch model;              // of version model_version
         std::int64_t consensus_since = std::numeric_limits<std::int64_t>::min();
     };
+    // The cosine with the consensus of `results` (the caller holds the lock).
+    static std::optional<double> alignment_with(const TaskSketches& task, const std::deque<Entry>& results,
+                                                const std::string& work_unit_id, const DeltaSketch& delta,
+                                                ResultPlace place);
     mutable std::mutex mutex_;
     std::map<std::string, TaskSketches> tasks_;
 };

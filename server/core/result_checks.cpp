@@ -77,7 +77,7 @@ double gain_margin(const std::vector<double>& gains, const std::vector<double>& 
 }
 
 common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
-                                          bool loss_check, const std::set<std::string>& suspended) {
+                                          CheckPlan plan, const std::set<std::string>& suspended) {
     ++costs_.results;
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
@@ -106,9 +106,9 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     if (verdict.figures.norm == 0) return refuse(reason::kEmptyDelta, "the delta is all zeros", verdict);
     add_seconds(costs_.cheap, started);
 
-    auto refused = cheap_checks(a, task, unit, delta, suspended, verdict);
+    auto refused = cheap_checks(a, task, unit, delta, plan, suspended, verdict);
     if (!refused) return refused.error();
-    if (*refused || !loss_check) return verdict;
+    if (*refused || !plan.loss_check) return verdict;
     ++costs_.loss_checked;
     if (auto status = loss_checks(a, task, unit, model, delta, suspended, verdict); !status) return status.error();
     return verdict;
@@ -136,7 +136,8 @@ bool judge(Verdict& verdict, const std::set<std::string>& suspended, std::string
 
 common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const TaskView& task,
                                                 const common::WorkUnit& unit, const common::NamedTensors& delta,
-                                                const std::set<std::string>& suspended, Verdict& verdict) {
+                                                const CheckPlan& plan, const std::set<std::string>& suspended,
+                                                Verdict& verdict) {
     // Per step at the full rate: units are sized to each volunteer's speed, and a unit early in
     // the run's warm-up moves the weights less in proportion to its lower rates.
     auto started = SteadyClock::now();
@@ -173,7 +174,7 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
     verdict.sketch = sketch_of(delta);
     auto match = copies_.most_similar(a.task_id, a.work_unit_id, verdict.sketch);
     auto alignment = copies_.consensus_alignment(a.task_id, a.work_unit_id, verdict.sketch,
-                                                 {a.base_version, a.returned_at.value_or(0)});
+                                                 {a.base_version, a.returned_at.value_or(0)}, plan.warm_up);
     verdict.figures.alignment = alignment;
     add_seconds(costs_.copy, started);
     auto recent_alignments = store_.recent_alignments(a.task_id, kHistory);
@@ -241,7 +242,7 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
     double gain = scale > 0 ? -own_change->change() / scale : 0;
     double gain_bound = scale > 0 ? -own_change->low() / scale : 0;
     verdict.figures.gain_per_step = gain;
-    auto threshold = gain_threshold(a.task_id, task.config, a.base_version);
+    auto threshold = gain_threshold(a.task_id, task.config, a.base_version, steps);
     if (!threshold) return threshold.error();
     if (!(gain_bound > threshold->value) &&
         judge(verdict, suspended, reason::kNoImprovement,
@@ -256,15 +257,18 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
 
 common::Result<ResultChecks::GainThreshold> ResultChecks::gain_threshold(const std::string& task_id,
                                                                          const TaskConfig& config,
-                                                                         std::int64_t base_version) {
+                                                                         std::int64_t base_version,
+                                                                         double full_rate_steps) {
     auto gains = store_.recent_gains_per_step(task_id, kHistory);
     if (!gains) return gains.error();
     if (gains->size() >= kMinFigures) {
-        auto current = store_.recent_gains_per_step(task_id, kHistory, base_version - kGainVersions);
+        double comparable = kComparableSteps * full_rate_steps;
+        auto current = store_.recent_gains_per_step(task_id, kHistory, base_version - kGainVersions, comparable);
         if (!current) return current.error();
         return GainThreshold{gain_margin(*gains, *current, config.min_gain),
                              "the lower of " + plain(config.min_gain) + " x the median of " +
-                                 std::to_string(current->size()) + " current gains and the median of the last " +
+                                 std::to_string(current->size()) + " current gains (units of " + plain(comparable) +
+                                 " full-rate steps or more) and the median of the last " +
                                  std::to_string(gains->size()) + " less " + plain(kGainSpreads) + " spreads"};
     }
     auto typical_gain = typical(task_id, *gains, &Calibration::gain_per_step);

@@ -45,6 +45,14 @@ struct Verdict {
     std::vector<std::string> waived;
 };
 
+// Which checks beyond the cheap ones a result gets.
+struct CheckPlan {
+    bool loss_check = false;  // the loss checks (own samples, held-out data)
+    // A volunteer's first unit while units are sized to speeds: its alignment is judged by the
+    // other warm-up units' consensus (CopyDetector::consensus_alignment).
+    bool warm_up = false;
+};
+
 class ResultChecks {
 public:
     // Statistics come from this many recent accepted results, once there are kMinFigures;
@@ -57,32 +65,34 @@ public:
         : store_(store), results_(results), models_(models), probes_(probes), blobs_(blobs), copies_(copies),
           costs_(costs) {}
 
-    // `unit` is the work unit as sent; `loss_check` says whether the loss checks run; the
-    // checks named in `suspended` note their refusals instead of refusing.
+    // `unit` is the work unit as sent; `plan` says which checks run; the checks named in
+    // `suspended` note their refusals instead of refusing.
     // An error is the server's (disk, database, probe), not the result's: no verdict yet.
     common::Result<Verdict> run(const AssignmentRecord& assignment, const TaskView& task, const common::WorkUnit& unit,
-                                bool loss_check, const std::set<std::string>& suspended = {});
+                                CheckPlan plan, const std::set<std::string>& suspended = {});
 
 private:
     // The norm bounds, copies and alignment; true when the verdict is a refusal.
     common::Result<bool> cheap_checks(const AssignmentRecord& assignment, const TaskView& task,
                                       const common::WorkUnit& unit, const common::NamedTensors& delta,
-                                      const std::set<std::string>& suspended, Verdict& verdict);
+                                      const CheckPlan& plan, const std::set<std::string>& suspended,
+                                      Verdict& verdict);
     common::Status loss_checks(const AssignmentRecord& assignment, const TaskView& task, const common::WorkUnit& unit,
                                const common::NamedTensors& base, const common::NamedTensors& delta,
                                const std::set<std::string>& suspended, Verdict& verdict);
     // The base version's per-sample held-out losses (cached for the newest version asked).
     common::Result<std::vector<double>> held_out_base_losses(const std::string& task_id, std::int64_t version,
                                                              const common::NamedTensors& base, std::int64_t samples);
-    // The gain per step a result on `base_version` must exceed, and where it came from:
-    // gain_margin of recent gains and of those within kGainVersions before it; before there are
+    // The gain per step a result of `full_rate_steps` on `base_version` must exceed, and where it
+    // came from: gain_margin of recent gains and of the current ones (units based within
+    // kGainVersions before it, of kComparableSteps of its length or more); before there are
     // kMinFigures, min_gain × the calibration's gain (the lower of its two units').
     struct GainThreshold {
         double value = 0;
         std::string source;
     };
     common::Result<GainThreshold> gain_threshold(const std::string& task_id, const TaskConfig& config,
-                                                 std::int64_t base_version);
+                                                 std::int64_t base_version, double full_rate_steps);
     // The typical norm or gain per step: the median of recent results, or the calibration's.
     common::Result<std::optional<double>> typical(const std::string& task_id, const std::vector<double>& recent,
                                                   double Calibration::*figure);
@@ -111,6 +121,11 @@ constexpr double kMadToSigma = 1.4826;
 // and a median of them needs kMinGains.
 constexpr std::int64_t kGainVersions = 10;
 constexpr std::size_t kMinGains = 5;
+// Current gains are those of units of at least this share of the result's full-rate steps: a
+// unit's loss falls fastest in its first steps, so a short unit gains more per step than a
+// long one on the same model (a young fleet's warm-up units gained 0.16-0.19 per full-rate
+// step on version 0, full units 0.025-0.032, and a margin set by the first refused the second).
+constexpr double kComparableSteps = 0.5;
 
 // The alignment a result must reach: the lower of `min_alignment` and the median of recent
 // passing results' alignments less kAlignmentSpreads robust spreads (a model near its plateau,

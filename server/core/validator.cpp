@@ -67,19 +67,23 @@ common::Status Validator::validate(const std::string& assignment_id) {
 
     auto suspended = guard_.suspended(*task);
     if (!suspended) return suspended.error();
-    auto verdict = checks_.run(a, *task, *sent, draw(loss_check_chance(task->config, **client)), *suspended);
-    if (!verdict) return verdict.error();
     // A volunteer's first result of a task whose units are sized to speeds is its warm-up unit
-    // (docs/operations.md, "Alignment"): compared for copies, but it does not form the consensus.
+    // (docs/operations.md, "Alignment"): compared for copies, it forms and is judged by the
+    // warm-up units' consensus, not the others'.
     bool warm_up = false;
     if (task->config.target_seconds > 0) {
         auto earlier = store_.returned_before(a);
         if (!earlier) return earlier.error();
         warm_up = !*earlier;
     }
+    CheckPlan plan;
+    plan.loss_check = draw(loss_check_chance(task->config, **client));
+    plan.warm_up = warm_up;
+    auto verdict = checks_.run(a, *task, *sent, plan, *suspended);
+    if (!verdict) return verdict.error();
     auto note_direction = [&] {
         copies_.note_result(a.task_id, a.work_unit_id, std::move(verdict->sketch),
-                            {a.base_version, a.returned_at.value_or(clock_())}, !warm_up);
+                            {a.base_version, a.returned_at.value_or(clock_())}, warm_up);
     };
     if (!verdict->reason.empty()) {
         // Refused for its direction alone, a result still says where the model descends now: it

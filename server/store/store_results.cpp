@@ -286,13 +286,15 @@ common::Result<std::vector<double>> ResultStore::recent_norms_per_step(const std
 }
 
 common::Result<std::vector<double>> ResultStore::recent_gains_per_step(const std::string& task_id, int limit,
-                                                                       std::int64_t min_base_version) {
+                                                                       std::int64_t min_base_version,
+                                                                       double min_full_rate_steps) {
     return reading([&]() -> common::Result<std::vector<double>> {
         Statement query(db(),
                         "SELECT a.gain_per_step FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
                         "WHERE w.task_id = ? AND a.gain_per_step IS NOT NULL AND w.base_version >= ? "
+                        "AND COALESCE(a.full_rate_steps, w.local_steps) >= ? "
                         "ORDER BY a.returned_at DESC, a.rowid DESC LIMIT ?");
-        query.bind(1, task_id).bind(2, min_base_version).bind(3, limit);
+        query.bind(1, task_id).bind(2, min_base_version).bind(3, min_full_rate_steps).bind(4, limit);
         std::vector<double> gains;
         while (query.step()) gains.push_back(query.real(0));
         return gains;

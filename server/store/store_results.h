@@ -72,9 +72,10 @@ public:
     common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit);
     // Gains per step of the most recent results given the proof of training, accepted or not
     // (so the margin follows the model as honest gains shrink), newest first; only those of
-    // units based on `min_base_version` or later.
+    // units based on `min_base_version` or later and of at least `min_full_rate_steps`.
     common::Result<std::vector<double>> recent_gains_per_step(const std::string& task_id, int limit,
-                                                              std::int64_t min_base_version = 0);
+                                                              std::int64_t min_base_version = 0,
+                                                              double min_full_rate_steps = 0);
     // What the stall guard judges a check by (store_checks.cpp): when the task last merged a
     // result, and the refusals on `reason` since then.
     common::Result<StallFigures> stall_figures(const std::string& task_id, const std::string& reason);

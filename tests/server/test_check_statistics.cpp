@@ -24,9 +24,9 @@ std::vector<double> normal_values(std::size_t n, double mean, double sd, std::ui
 }
 
 // A sketch of a random direction (`seed`) with a share `common` of a fixed one.
-DeltaSketch direction(std::uint32_t seed, double common = 0) {
+DeltaSketch direction(std::uint32_t seed, double common = 0, std::uint32_t common_seed = 12345) {
     common::NamedTensors tensors{{"w", {512}, std::vector<float>(512)}};
-    std::mt19937 rng(seed), fixed(12345);
+    std::mt19937 rng(seed), fixed(common_seed);
     std::normal_distribution<float> own, shared;  // one each: a distribution caches half its pairs
     for (auto& v : tensors[0].values) v = static_cast<float>(common) * shared(fixed) + own(rng);
     return sketch_of(tensors);
@@ -92,7 +92,7 @@ TEST_CASE("the consensus: formed of at least 5 results of other units, never of 
     CopyDetector copies;
     auto probe = direction(100, 1.0);
     for (std::uint32_t i = 0; i < CopyDetector::kConsensusMinimum; ++i)
-        copies.note_result("t", "wu-warm-" + std::to_string(i), direction(i, 1.0), {0, 0}, false);
+        copies.note_result("t", "wu-warm-" + std::to_string(i), direction(i, 1.0), {0, 0}, true);
     CHECK(!copies.consensus_alignment("t", "wu-x", probe, {1, 10}).has_value());
     for (std::uint32_t i = 0; i < CopyDetector::kConsensusMinimum - 1; ++i)
         copies.note_result("t", "wu-" + std::to_string(i), direction(10 + i, 1.0), {1, 5});
@@ -104,6 +104,26 @@ TEST_CASE("the consensus: formed of at least 5 results of other units, never of 
     // A unit's own replica is not part of the consensus it is judged by.
     CHECK(!copies.consensus_alignment("t", "wu-last", probe, {1, 10}).has_value());
     CHECK(*copies.consensus_alignment("t", "wu-x", direction(200), {1, 10}) < 0.2);  // unrelated direction
+}
+
+TEST_CASE("a warm-up unit is judged by the other warm-up units' consensus while five are current, else by the others'") {
+    // Warm-up units share one direction, full units another (Adam's first steps at a warm-up
+    // rate, on version 0, against full units on later versions).
+    CopyDetector copies;
+    constexpr std::uint32_t kWarmUpDirection = 777;
+    for (std::uint32_t i = 0; i < CopyDetector::kConsensusMinimum; ++i)
+        copies.note_result("t", "wu-full-" + std::to_string(i), direction(10 + i, 1.0), {3, 50});
+    for (std::uint32_t i = 0; i < CopyDetector::kConsensusMinimum - 1; ++i)
+        copies.note_result("t", "wu-warm-" + std::to_string(i), direction(i, 1.0, kWarmUpDirection), {0, 5}, true);
+    auto late_warm_up = direction(100, 1.0, kWarmUpDirection);
+    // Four other warm-up units: the full units judge it, and find it misaligned.
+    CHECK(*copies.consensus_alignment("t", "wu-x", late_warm_up, {0, 96}, true) < 0.2);
+    copies.note_result("t", "wu-warm-last", direction(20, 1.0, kWarmUpDirection), {0, 5}, true);
+    CHECK(*copies.consensus_alignment("t", "wu-x", late_warm_up, {0, 96}, true) > 0.3);
+    CHECK(*copies.consensus_alignment("t", "wu-x", direction(300), {0, 96}, true) < 0.2);  // noise
+    // A full unit is judged by the full units alone; warm-up units are still compared for copies.
+    CHECK(*copies.consensus_alignment("t", "wu-x", late_warm_up, {3, 96}) < 0.2);
+    CHECK(copies.most_similar("t", "wu-x", direction(20, 1.0, kWarmUpDirection)).similarity > 0.999);
 }
 
 TEST_CASE("the consensus ages: by versions, by time, and from a restart") {

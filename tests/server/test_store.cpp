@@ -367,6 +367,8 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(store.recent_norms_per_step("t", 10).value().at(0) == doctest::Approx(2.5 / 12.5));
         CHECK(merged.full_rate_steps == 12.5);
         CHECK(store.recent_gains_per_step("t", 10).value().at(0) == doctest::Approx(0.01));
+        CHECK(store.recent_gains_per_step("t", 10, 0, 12.5).value().size() == 1);  // as long as asked
+        CHECK(store.recent_gains_per_step("t", 10, 0, 13).value().empty());       // shorter than asked
 
         // The run's progress: steps merged; the volunteers issued a unit since, and the fastest.
         REQUIRE(store.note_client_seen(alice.id, "cpu", 40.0, 1150));
