@@ -46,8 +46,8 @@ public:
     // `warm_up`: a volunteer's first unit, too short to show the current descent direction
     // (docs/operations.md, "Alignment"): it forms only the warm-up consensus, and is compared
     // for copies as any result.
-    void note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta,
-                     ResultPlace place, bool warm_up = false);
+    void note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta, ResultPlace place,
+                     bool warm_up = false);
     // The kept update or result (of a unit other than `work_unit_id`: replicas of one unit
     // agree by design) most similar to `delta`.
     SimilarMatch most_similar(const std::string& task_id, const std::string& work_unit_id,
@@ -60,8 +60,7 @@ public:
     // restart_consensus. A warm-up unit (`warm_up`) is judged by the consensus of the other
     // warm-up units while kConsensusMinimum of them are current, else by the others'.
     std::optional<double> consensus_alignment(const std::string& task_id, const std::string& work_unit_id,
-                                              const DeltaSketch& delta, ResultPlace place,
-                                              bool warm_up = false) const;
+                                              const DeltaSketch& delta, ResultPlace place, bool warm_up = false) const;
     // Results noted before `at` no longer form the task's consensus (the stall guard found it
     // stale); they are still compared for copies.
     void restart_consensus(const std::string& task_id, std::int64_t at);
@@ -81,7 +80,7 @@ private:
         std::deque<Entry> results;
         std::deque<Entry> warm_ups;  // results of warm-up units
         std::int64_t model_version = -1;
-        DeltaSketch model;              // of version model_version
+        DeltaSketch model;  // of version model_version
         std::int64_t consensus_since = std::numeric_limits<std::int64_t>::min();
     };
     // The cosine with the consensus of `results` (the caller holds the lock).

@@ -75,8 +75,7 @@ private:
     // The norm bounds, copies and alignment; true when the verdict is a refusal.
     common::Result<bool> cheap_checks(const AssignmentRecord& assignment, const TaskView& task,
                                       const common::WorkUnit& unit, const common::NamedTensors& delta,
-                                      const CheckPlan& plan, const std::set<std::string>& suspended,
-                                      Verdict& verdict);
+                                      const CheckPlan& plan, const std::set<std::string>& suspended, Verdict& verdict);
     common::Status loss_checks(const AssignmentRecord& assignment, const TaskView& task, const common::WorkUnit& unit,
                                const common::NamedTensors& base, const common::NamedTensors& delta,
                                const std::set<std::string>& suspended, Verdict& verdict);

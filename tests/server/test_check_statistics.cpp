@@ -106,7 +106,8 @@ TEST_CASE("the consensus: formed of at least 5 results of other units, never of 
     CHECK(*copies.consensus_alignment("t", "wu-x", direction(200), {1, 10}) < 0.2);  // unrelated direction
 }
 
-TEST_CASE("a warm-up unit is judged by the other warm-up units' consensus while five are current, else by the others'") {
+TEST_CASE(
+    "a warm-up unit is judged by the other warm-up units' consensus while five are current, else by the others'") {
     // Warm-up units share one direction, full units another (Adam's first steps at a warm-up
     // rate, on version 0, against full units on later versions).
     CopyDetector copies;
@@ -159,7 +160,7 @@ TEST_CASE("the alignment threshold: the task's setting, or well below what recen
     CHECK(threshold == doctest::Approx(0.025 - 4.5 * 1.4826 * 0.012));
     CHECK(threshold < -0.025);
     CHECK(alignment_threshold({0.05, 0.06, 0.04, 0.05}, 0.1) == 0.1);  // too few to go by
-    CHECK(alignment_threshold(plateau, -1) == -1);  // the check turned off stays off
+    CHECK(alignment_threshold(plateau, -1) == -1);                     // the check turned off stays off
     // Recent valid results that point away from the consensus (the model turned): the threshold
     // follows them.
     CHECK(alignment_threshold({-0.2, -0.1, -0.3, -0.15, -0.25}, 0.1) == doctest::Approx(-0.2 - 4.5 * 1.4826 * 0.05));

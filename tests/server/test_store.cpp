@@ -292,7 +292,7 @@ TEST_CASE("tasks and versions: the newest unfinished task, version chains, check
         CHECK(three.validation_full);
 
         CHECK(store.set_pinned("t", 0, true).value());
-        CHECK(!store.set_pinned("t", 1, true).value());  // not a checkpoint
+        CHECK(!store.set_pinned("t", 1, true).value());        // not a checkpoint
         auto retired = store.retire_versions("t", 2).value();  // keeps the checkpoints 3 and 6
         CHECK(retired.before == 3);
         std::set<std::string> files(retired.files.begin(), retired.files.end());
@@ -368,7 +368,7 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(merged.full_rate_steps == 12.5);
         CHECK(store.recent_gains_per_step("t", 10).value().at(0) == doctest::Approx(0.01));
         CHECK(store.recent_gains_per_step("t", 10, 0, 12.5).value().size() == 1);  // as long as asked
-        CHECK(store.recent_gains_per_step("t", 10, 0, 13).value().empty());       // shorter than asked
+        CHECK(store.recent_gains_per_step("t", 10, 0, 13).value().empty());        // shorter than asked
 
         // The run's progress: steps merged; the volunteers issued a unit since, and the fastest.
         REQUIRE(store.note_client_seen(alice.id, "cpu", 40.0, 1150));
@@ -462,8 +462,8 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(!store.work_unit("w9").value().has_value());
         CHECK(store.create_work_unit(spare, ninth, bobs + 1).value() == Store::Claim::Made);
         CHECK(store.in_flight(bob.id).value() == bobs + 1);
-        CHECK(store.clients().value().front().id == alice.id);    // by credit
-        CHECK(store.shards("t").value().at(0).uses == 5);          // every unit above used shard-a
+        CHECK(store.clients().value().front().id == alice.id);  // by credit
+        CHECK(store.shards("t").value().at(0).uses == 5);       // every unit above used shard-a
 
         auto counts = store.counts(0).value();
         CHECK(counts.assignments.at("merged") == 1);
