@@ -192,4 +192,10 @@ inline std::string rejection_of(TestServer& server, const std::string& wu_id) {
     return rejection ? rejection->reason : "";
 }
 
+// The newest stored rejection as "<reason>: <detail>" (what a failed check should print), or "".
+inline std::string refusal_of(TestServer& server, const std::string& wu_id) {
+    auto rejection = server.store().rejection_of(wu_id).value();
+    return rejection ? rejection->reason + ": " + rejection->detail : "";
+}
+
 }  // namespace tessera::testing

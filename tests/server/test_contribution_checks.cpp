@@ -125,8 +125,7 @@ TEST_CASE(
     auto verdict = uploaded(server, hostile, wu, trained_delta(server, hostile, wu));
     // Seen under a loaded suite on 2026-11-27 and 2026-11-29 (misaligned), not reproduced alone:
     // the refusal's detail (its cosine and the bar) says how near the bar it was.
-    auto refusal = server.store().rejection_of(wu.wu_id).value();
-    INFO("refused as: ", refusal ? refusal->reason + ": " + refusal->detail : std::string("-"));
+    INFO("refused as: ", refusal_of(server, wu.wu_id));
     CHECK(verdict == "merged");
     auto checked = server.store().assignment(wu.wu_id).value().value();
     CHECK(!checked.gain_per_step.has_value());  // no loss check ran

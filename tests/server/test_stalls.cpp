@@ -46,9 +46,7 @@ std::vector<std::string> suspended_on_dashboard(TestServer& server) {
 std::string honest_result(TestServer& server, TestVolunteer& volunteer) {
     auto wu = volunteer.request_work().value();
     auto state = uploaded(server, volunteer, wu, trained_delta(server, volunteer, wu));
-    if (state != "rejected") return state;
-    auto rejection = server.store().rejection_of(wu.wu_id).value();
-    return rejection ? state + ": " + rejection->reason + ": " + rejection->detail : state;
+    return state == "rejected" ? state + ": " + refusal_of(server, wu.wu_id) : state;
 }
 
 // The manual clock jumps minutes at a time: the aggregator's lease must outlast the jumps.
