@@ -71,6 +71,14 @@ common::Result<TaskConfig> default_task_config(const std::filesystem::path& data
     return c;
 }
 
+common::Result<std::int64_t> dataset_train_samples(const std::filesystem::path& data_dir) {
+    auto dataset = common::load_dataset_manifest(data_dir / "dataset.json");
+    if (!dataset) return dataset.error();
+    std::int64_t samples = 0;
+    for (const auto& file : dataset->train) samples += file.samples;
+    return samples;
+}
+
 common::Result<TaskRecord> create_task(const StateDir& state, Store& store, const TaskConfig& config,
                                        FileSystem& files) {
     if (auto status = validate_task_config(config); !status) return status.error();

@@ -15,9 +15,12 @@ namespace tessera::server {
 common::Result<std::string> initialize_state(const StateDir& state);
 
 // A config with the dataset's shape and the policy's and the model's defaults for a new task
-// (the flags then override it; the run-wide schedule comes after them: default_lr_schedule).
+// (the flags then override it; the run-wide schedule comes after them: lr_schedule_from_flags,
+// then default_lr for it).
 common::Result<TaskConfig> default_task_config(const std::filesystem::path& data_dir, PolicyKind policy,
                                                const std::string& model);
+// The samples in the dataset's training shards: what a default cosine spans passes over.
+common::Result<std::int64_t> dataset_train_samples(const std::filesystem::path& data_dir);
 
 // Checks the dataset, copies its shards into the blob store (through `files`), builds version 0
 // and records the task.

@@ -16,16 +16,23 @@
 namespace tessera::server {
 namespace {
 
-// --lr-schedule constant|cosine|none (constant when not given) with --schedule-samples,
-// --warmup-samples and --final-lr-ratio, after the flags that set H and B.
-common::Result<std::optional<common::LrSchedule>> schedule_from_args(const cxxopts::ParseResult& args,
-                                                                     const TaskConfig& config) {
+// --lr-schedule cosine|constant|none (a cosine over kDefaultScheduleEpochs passes over the
+// dataset's `train_samples` when not given) with --schedule-samples, --warmup-samples,
+// --final-lr-ratio and --min-rounds, after the flags that set H and B; then the model's rate
+// for that schedule unless --lr gave one.
+common::Status schedule_from_args(const cxxopts::ParseResult& args, std::int64_t train_samples, TaskConfig& c) {
     LrScheduleFlags flags;
     if (args.count("lr-schedule")) flags.name = args["lr-schedule"].as<std::string>();
     if (args.count("warmup-samples")) flags.warmup_samples = args["warmup-samples"].as<std::int64_t>();
     if (args.count("schedule-samples")) flags.total_samples = args["schedule-samples"].as<std::int64_t>();
     if (args.count("final-lr-ratio")) flags.final_lr_ratio = args["final-lr-ratio"].as<double>();
-    return lr_schedule_from_flags(flags, config);
+    flags.train_samples = train_samples;
+    auto schedule = lr_schedule_from_flags(flags, c);
+    if (!schedule) return schedule.error();
+    c.lr_schedule = *schedule;
+    c.min_rounds = args.count("min-rounds") ? args["min-rounds"].as<std::int64_t>() : default_min_rounds(c);
+    if (!args.count("lr")) c.lr = default_lr(c);
+    return {};
 }
 
 // Sets `field` from option `name` when it was given.
@@ -71,10 +78,6 @@ common::Status training_from_args(const cxxopts::ParseResult& args, TaskConfig& 
         c.inner_optimizer = *kind;
     }
     take(args, "target-seconds", c.target_seconds);
-    auto schedule = schedule_from_args(args, c);
-    if (!schedule) return schedule.error();
-    c.lr_schedule = *schedule;
-    c.min_rounds = args.count("min-rounds") ? args["min-rounds"].as<std::int64_t>() : default_min_rounds(c);
     if (args.count("units-end-together")) c.units_end_together = true;
     return {};
 }
@@ -126,6 +129,9 @@ common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, co
     take(args, "id", c.task_id);
     for (auto* from_args : {merge_from_args, training_from_args, checks_from_args, transfers_from_args})
         if (auto status = from_args(args, c); !status) return status.error();
+    auto train_samples = dataset_train_samples(data_dir);
+    if (!train_samples) return train_samples.error();
+    if (auto status = schedule_from_args(args, *train_samples, c); !status) return status.error();
     take(args, "eval-samples", c.eval_samples);
     take(args, "eval-interval", c.eval_interval_s);
     take(args, "eval-full-interval", c.eval_full_interval_s);
@@ -169,7 +175,9 @@ void add_training_options(cxxopts::Options& options) {
     options.add_options()("local-steps", with_default("inner steps H per work unit", d.local_steps),
                           cxxopts::value<std::int64_t>())("batch", with_default("batch size", d.batch_size),
                                                           cxxopts::value<std::int64_t>())(
-        "lr", "inner AdamW learning rate (dit-tiny[-text] 4e-3, cnn 1e-3, dit-s and dit-b 3e-4)",
+        "lr",
+        "inner AdamW learning rate (under a cosine: dit-tiny[-text] 8e-3, cnn 4e-3; constant: 4e-3, 1e-3; "
+        "dit-s and dit-b 3e-4)",
         cxxopts::value<double>())(
         "caption-drop", with_default("text models: chance a caption trains as the null caption", d.caption_drop),
         cxxopts::value<double>())(
@@ -183,9 +191,12 @@ void add_training_options(cxxopts::Options& options) {
         "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (kept)",
         cxxopts::value<std::string>())(
         "lr-schedule",
-        "one learning-rate schedule over the run: constant, cosine, or none: a warm-up in every unit (constant)",
+        "one learning-rate schedule over the run: cosine, constant, or none: a warm-up in every unit (cosine; "
+        "constant on a dataset too small to decay over)",
         cxxopts::value<std::string>())("schedule-samples",
-                                       "the run's samples: where a cosine ends; sizes units with --min-rounds",
+                                       "the run's samples: where a cosine ends; sizes units with --min-rounds (" +
+                                           std::to_string(kDefaultScheduleEpochs) +
+                                           " passes over the dataset for a cosine; none for a constant)",
                                        cxxopts::value<std::int64_t>())(
         "warmup-samples", "samples merged over which the lr warms up (two units: 2 x H x batch)",
         cxxopts::value<std::int64_t>())("final-lr-ratio", "cosine: the lr at the end, as a fraction of --lr (0.1)",

@@ -55,26 +55,27 @@ void apply_new_task_defaults(TaskConfig& config) {
     // Kept moments with one run-wide schedule: 1.028x ddp at K = 8 with the checks on, and the
     // scaling series' training at every K (docs/benchmarks.md, "Issue 29's campaign").
     config.inner_optimizer = common::InnerOptimizer::Kept;
-    // dit-tiny: central's tuned rate at batch 64, stable on fleets of 1 to 64 (8e-3, fedasync's
-    // best at K = 8, spikes at K = 32); cnn: central's best at a constant rate over 8 epochs
-    // (docs/benchmarks.md, "The cnn's rate"). dit-s and dit-b keep 3e-4: no rate was measured
-    // for them.
-    if (config.model == "dit-tiny" || config.model == "dit-tiny-text") config.lr = 4e-3;
-    if (config.model == "cnn") config.lr = 1e-3;
-    // dit-tiny-text takes dit-tiny's rate until one is measured for it. The EMA of the versions
-    // for samples and exports, at AT-1's decay (with the warm-up of model_ema.h).
+    config.lr = default_lr(config);
+    // The EMA of the versions for samples and exports, at AT-1's decay (with the warm-up of
+    // model_ema.h).
     config.ema_decay = kNewTaskEmaDecay;
+}
+
+double default_lr(const TaskConfig& config) {
+    const bool cosine = config.lr_schedule && config.lr_schedule->kind == common::LrSchedule::Kind::Cosine;
+    // dit-tiny: under a cosine over the run 8e-3, the K = 8 fleet's best (class and text
+    // tasks, two seeds each; central's best too on the class task); at a constant rate 4e-3,
+    // central's, as 8e-3 spiked at K = 32. dit-tiny-text takes dit-tiny's (docs/benchmarks.md,
+    // "The defaults: a cosine at the fleet's rate").
+    if (config.model == "dit-tiny" || config.model == "dit-tiny-text") return cosine ? 8e-3 : 4e-3;
+    // cnn: under a cosine 4e-3, the K = 8 fleet's best at 8 epochs; constant 1e-3, central's
+    // best (docs/benchmarks.md, "The cnn's rate").
+    if (config.model == "cnn") return cosine ? 4e-3 : 1e-3;
+    return 3e-4;  // dit-s and dit-b: no rate was measured for them
 }
 
 std::int64_t default_warmup_samples(const TaskConfig& config) {
     return kWarmupUnits * config.local_steps * config.batch_size;
-}
-
-common::LrSchedule default_lr_schedule(const TaskConfig& config) {
-    common::LrSchedule schedule;
-    schedule.kind = common::LrSchedule::Kind::Constant;
-    schedule.warmup_samples = default_warmup_samples(config);
-    return schedule;
 }
 
 common::Result<std::optional<common::LrSchedule>> lr_schedule_from_flags(const LrScheduleFlags& flags,
@@ -85,19 +86,27 @@ common::Result<std::optional<common::LrSchedule>> lr_schedule_from_flags(const L
                 "--lr-schedule none takes no --schedule-samples, --warmup-samples or --final-lr-ratio");
         return std::optional<common::LrSchedule>();
     }
-    auto kind = common::lr_schedule_kind_from_name(flags.name);
+    auto kind = common::lr_schedule_kind_from_name(flags.name.empty() ? "cosine" : flags.name);
     if (!kind) return common::make_error("--lr-schedule must be constant, cosine or none");
-    common::LrSchedule schedule = default_lr_schedule(config);
+    common::LrSchedule schedule;
     schedule.kind = *kind;
-    if (flags.warmup_samples) schedule.warmup_samples = *flags.warmup_samples;
+    schedule.warmup_samples = flags.warmup_samples.value_or(default_warmup_samples(config));
     if (flags.total_samples) schedule.total_samples = *flags.total_samples;
     if (flags.final_lr_ratio) {
         if (*kind != common::LrSchedule::Kind::Cosine)
             return common::make_error("--final-lr-ratio is for --lr-schedule cosine");
         schedule.final_lr_ratio = *flags.final_lr_ratio;
     }
-    if (*kind == common::LrSchedule::Kind::Cosine && !flags.total_samples)
-        return common::make_error("--lr-schedule cosine needs --schedule-samples (the samples the decay spans)");
+    if (*kind == common::LrSchedule::Kind::Cosine) {
+        if (!flags.total_samples) schedule.total_samples = kDefaultScheduleEpochs * flags.train_samples;
+        if (flags.name.empty() && !flags.final_lr_ratio && schedule.total_samples <= schedule.warmup_samples) {
+            // The default on too few samples to decay over: a constant rate (over the span given).
+            schedule.kind = common::LrSchedule::Kind::Constant;
+            if (!flags.total_samples) schedule.total_samples = 0;
+        } else if (schedule.total_samples <= 0) {
+            return common::make_error("--lr-schedule cosine needs --schedule-samples (the samples the decay spans)");
+        }
+    }
     if (auto status = common::validate_lr_schedule(schedule); !status)
         return common::with_context("--lr-schedule", status.error());
     return std::optional<common::LrSchedule>(schedule);

@@ -117,24 +117,33 @@ void apply_policy_defaults(TaskConfig& config);
 
 // New tasks' defaults where the fleet simulator measured better ones than the struct's
 // (docs/operations.md, "Defaults and why"): volunteers keep their AdamW moments, and the
-// model's own inner learning rate. The struct keeps the older values because a stored task
-// without these fields means them.
+// model's own inner learning rate for the schedule it has (default_lr). The struct keeps the
+// older values because a stored task without these fields means them.
 void apply_new_task_defaults(TaskConfig& config);
-// A new task's schedule when the operator names none: one constant rate over the run that
-// warms up over the first kWarmupUnits units' samples (H·B each).
+// The model's inner rate, measured by the fleet simulator, for the task's schedule: a fleet
+// under a cosine wants about twice what a constant rate can hold (docs/benchmarks.md).
+double default_lr(const TaskConfig& config);
+// A new task's schedule when the operator names none: a cosine to 0.1x over
+// kDefaultScheduleEpochs passes over its training samples (or --schedule-samples), warming up
+// over the first kWarmupUnits units' samples (H·B each). After the span the rate stays at 0.1x.
 constexpr std::int64_t kWarmupUnits = 2;
+constexpr std::int64_t kDefaultScheduleEpochs = 4;
 std::int64_t default_warmup_samples(const TaskConfig& config);
-common::LrSchedule default_lr_schedule(const TaskConfig& config);
-// The schedule flags of `task create` and the fleet simulator: a name (constant, cosine or
-// none: a warm-up in every unit, no schedule) and what overrides the default schedule's parts.
+// The flags of `task create` and the fleet simulator for the run-wide schedule: a name
+// (cosine, constant, or none: a warm-up in every unit; empty: the default) and what overrides
+// the default's parts. A cosine without total_samples spans kDefaultScheduleEpochs x
+// train_samples (the dataset's); the default, with no final ratio given, is a constant where that
+// span would not pass its warm-up (a dataset of a few units).
 struct LrScheduleFlags {
-    std::string name = "constant";
+    std::string name;
     std::optional<std::int64_t> warmup_samples;
     std::optional<std::int64_t> total_samples;
     std::optional<double> final_lr_ratio;
+    std::int64_t train_samples = 0;
 };
 // The schedule the flags give a task whose H and B are set; named errors for flags that
-// contradict each other (none with details, a final ratio off a cosine, a cosine without a span).
+// contradict each other (none with details, a final ratio off a cosine, a cosine without a span
+// or a span no longer than its warm-up).
 common::Result<std::optional<common::LrSchedule>> lr_schedule_from_flags(const LrScheduleFlags& flags,
                                                                          const TaskConfig& config);
 // Units per volunteer a new task sizes for when its schedule states the run's samples.

@@ -112,28 +112,50 @@ TEST_CASE("min_rounds and units_end_together: checked, stored, absent in older t
 }
 
 TEST_CASE(
-    "new tasks' defaults: kept moments and each model's rate; a stored task without them keeps the older meaning") {
-    auto rate_of = [](const std::string& model) {
+    "new tasks' defaults: kept moments and each model's rate for its schedule; a stored task without them keeps the "
+    "older meaning") {
+    auto rate_of = [](const std::string& model, std::optional<common::LrSchedule::Kind> kind) {
         auto config = valid_task();
         config.model = model;
+        if (kind) config.lr_schedule = common::LrSchedule{*kind, 100, 1000, 0.1};
         apply_new_task_defaults(config);
         CHECK(config.inner_optimizer == common::InnerOptimizer::Kept);
         return config.lr;
     };
-    CHECK(rate_of("dit-tiny") == doctest::Approx(4e-3));
-    CHECK(rate_of("cnn") == doctest::Approx(1e-3));
-    CHECK(rate_of("dit-s") == doctest::Approx(3e-4));  // not measured: the older default
-    CHECK(rate_of("dit-b") == doctest::Approx(3e-4));
+    constexpr auto cosine = common::LrSchedule::Kind::Cosine, constant = common::LrSchedule::Kind::Constant;
+    CHECK(rate_of("dit-tiny", cosine) == doctest::Approx(8e-3));
+    CHECK(rate_of("dit-tiny-text", cosine) == doctest::Approx(8e-3));
+    CHECK(rate_of("dit-tiny", constant) == doctest::Approx(4e-3));
+    CHECK(rate_of("dit-tiny", std::nullopt) == doctest::Approx(4e-3));  // a warm-up per unit: constant
+    CHECK(rate_of("cnn", cosine) == doctest::Approx(4e-3));
+    CHECK(rate_of("cnn", constant) == doctest::Approx(1e-3));
+    CHECK(rate_of("dit-s", cosine) == doctest::Approx(3e-4));  // not measured: the older default
+    CHECK(rate_of("dit-b", constant) == doctest::Approx(3e-4));
 
     auto config = valid_task();
     config.local_steps = 25;
     config.batch_size = 32;
-    CHECK(default_lr_schedule(config).warmup_samples == 2 * 25 * 32);
-    CHECK(default_lr_schedule(config).total_samples == 0);
-    config.lr_schedule = default_lr_schedule(config);
-    CHECK(default_min_rounds(config) == 0);
-    config.lr_schedule->total_samples = 409600;
+    LrScheduleFlags defaults;
+    defaults.train_samples = 60000;
+    auto schedule = lr_schedule_from_flags(defaults, config);
+    REQUIRE(schedule.ok());
+    REQUIRE(schedule->has_value());
+    CHECK((*schedule)->kind == common::LrSchedule::Kind::Cosine);
+    CHECK((*schedule)->warmup_samples == 2 * 25 * 32);
+    CHECK((*schedule)->total_samples == kDefaultScheduleEpochs * 60000);
+    CHECK((*schedule)->final_lr_ratio == doctest::Approx(0.1));
+    config.lr_schedule = *schedule;
     CHECK(default_min_rounds(config) == 20);
+    config.lr_schedule->kind = common::LrSchedule::Kind::Constant;
+    config.lr_schedule->total_samples = 0;
+    CHECK(default_min_rounds(config) == 0);
+
+    // A dataset of a few units: four passes do not pass the warm-up, so the default is constant.
+    defaults.train_samples = 300;
+    schedule = lr_schedule_from_flags(defaults, config);
+    REQUIRE(schedule.ok());
+    CHECK((*schedule)->kind == common::LrSchedule::Kind::Constant);
+    CHECK((*schedule)->total_samples == 0);
 
     // A task stored before these defaults: no inner_optimizer, no schedule → fresh, per-unit warm-up.
     apply_new_task_defaults(config);
@@ -160,11 +182,12 @@ TEST_CASE("schedule flags: the default schedule, what overrides it, and flags th
         given.final_lr_ratio = ratio;
         return given;
     };
-    auto plain = lr_schedule_from_flags(LrScheduleFlags{}, config);
+    auto plain = lr_schedule_from_flags(flags("constant"), config);
     REQUIRE(plain.ok());
     REQUIRE(plain->has_value());
     CHECK((*plain)->kind == common::LrSchedule::Kind::Constant);
     CHECK((*plain)->warmup_samples == 2 * 25 * 32);
+    CHECK((*plain)->total_samples == 0);
 
     auto none = lr_schedule_from_flags(flags("none"), config);
     REQUIRE(none.ok());
@@ -184,7 +207,8 @@ TEST_CASE("schedule flags: the default schedule, what overrides it, and flags th
     CHECK(message(flags("none", 800)).find("none takes no") != std::string::npos);
     CHECK(message(flags("linear")).find("constant, cosine or none") != std::string::npos);
     CHECK(message(flags("constant", {}, {}, 0.1)).find("for --lr-schedule cosine") != std::string::npos);
-    CHECK(message(flags("cosine")).find("needs --schedule-samples") != std::string::npos);
+    CHECK(message(flags("cosine")).find("needs --schedule-samples") != std::string::npos);  // no dataset
+    CHECK(message(flags("cosine", {}, 1600)).find("must exceed warmup_samples") != std::string::npos);
     CHECK(message(flags("constant", -1)).find("--lr-schedule") != std::string::npos);
 }
 

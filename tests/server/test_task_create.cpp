@@ -26,26 +26,43 @@ int create(const PreparedState& prepared, const std::string& id, std::vector<std
 
 }  // namespace
 
-TEST_CASE("a new task: kept moments, the model's rate, one constant schedule warming up over two units") {
-    PreparedState prepared;
-    REQUIRE(create(prepared, "plain") == 0);
+TEST_CASE("a new task: kept moments, a cosine over four passes at the model's rate for it, units for 20 rounds") {
+    PreparedState prepared;  // 512 training samples
+    REQUIRE(create(prepared, "plain", {"--local-steps", "4", "--batch", "16"}) == 0);
     auto plain = stored_config(prepared, "plain");
     CHECK(plain.model == "dit-tiny");
     CHECK(plain.inner_optimizer == common::InnerOptimizer::Kept);
-    CHECK(plain.lr == doctest::Approx(4e-3));
+    CHECK(plain.lr == doctest::Approx(8e-3));
     REQUIRE(plain.lr_schedule.has_value());
-    CHECK(plain.lr_schedule->kind == common::LrSchedule::Kind::Constant);
-    CHECK(plain.lr_schedule->warmup_samples == 2 * 50 * 64);
-    CHECK(plain.lr_schedule->total_samples == 0);
-    CHECK(plain.min_rounds == 0);  // nothing to divide without the run's samples
+    CHECK(plain.lr_schedule->kind == common::LrSchedule::Kind::Cosine);
+    CHECK(plain.lr_schedule->warmup_samples == 2 * 4 * 16);
+    CHECK(plain.lr_schedule->total_samples == 4 * 512);
+    CHECK(plain.lr_schedule->final_lr_ratio == doctest::Approx(0.1));
+    CHECK(plain.min_rounds == 20);
 
-    // The warm-up follows the unit's size; the run's samples size units for 20 rounds.
+    // Four passes no longer than the warm-up (H 50, B 64): a constant rate, the model's for it.
+    REQUIRE(create(prepared, "few") == 0);
+    auto few = stored_config(prepared, "few");
+    CHECK(few.lr == doctest::Approx(4e-3));
+    REQUIRE(few.lr_schedule.has_value());
+    CHECK(few.lr_schedule->kind == common::LrSchedule::Kind::Constant);
+    CHECK(few.lr_schedule->total_samples == 0);
+    CHECK(few.min_rounds == 0);  // nothing to divide without the run's samples
+
+    // The warm-up follows the unit's size; the run's samples set the cosine's span.
     REQUIRE(create(prepared, "sized", {"--local-steps", "10", "--batch", "16", "--schedule-samples", "100000"}) == 0);
     auto sized = stored_config(prepared, "sized");
     REQUIRE(sized.lr_schedule.has_value());
+    CHECK(sized.lr_schedule->kind == common::LrSchedule::Kind::Cosine);
     CHECK(sized.lr_schedule->warmup_samples == 2 * 10 * 16);
     CHECK(sized.lr_schedule->total_samples == 100000);
     CHECK(sized.min_rounds == 20);
+
+    // A constant rate by name keeps the constant's rate; an --lr is kept whatever the schedule.
+    REQUIRE(create(prepared, "constant", {"--lr-schedule", "constant", "--local-steps", "4", "--batch", "16"}) == 0);
+    CHECK(stored_config(prepared, "constant").lr == doctest::Approx(4e-3));
+    REQUIRE(create(prepared, "rate", {"--lr", "2e-3", "--local-steps", "4", "--batch", "16"}) == 0);
+    CHECK(stored_config(prepared, "rate").lr == doctest::Approx(2e-3));
 
     // Every default can still be set, and the per-unit warm-up asked for by name.
     REQUIRE(create(prepared, "older", {"--lr-schedule", "none", "--inner-optimizer", "fresh", "--lr", "3e-4"}) == 0);
@@ -63,12 +80,15 @@ TEST_CASE("a new task: kept moments, the model's rate, one constant schedule war
 TEST_CASE("the schedule flags that contradict each other are refused, and no task is made") {
     PreparedState prepared;
     CHECK(create(prepared, "a", {"--lr-schedule", "none", "--warmup-samples", "100"}) == 1);
-    CHECK(create(prepared, "b", {"--final-lr-ratio", "0.2"}) == 1);  // a constant rate has no final ratio
-    CHECK(create(prepared, "c", {"--lr-schedule", "cosine"}) == 1);  // a cosine needs the samples it spans
+    // A cosine asked for by name or by its final ratio over four passes of 512 samples: no longer
+    // than its warm-up (H 50, B 64), refused rather than made constant.
+    CHECK(create(prepared, "b", {"--final-lr-ratio", "0.2"}) == 1);
+    CHECK(create(prepared, "c", {"--lr-schedule", "cosine"}) == 1);
+    CHECK(create(prepared, "f", {"--lr-schedule", "constant", "--final-lr-ratio", "0.2"}) == 1);
     CHECK(create(prepared, "d", {"--lr-schedule", "linear"}) == 1);
     CHECK(create(prepared, "e", {"--lr-schedule", "none", "--min-rounds", "20"}) == 1);
     auto store = server::Store::connect(prepared.state().database_url(), false).value();
-    for (const char* id : {"a", "b", "c", "d", "e"}) CHECK_FALSE(store->task(id).value().has_value());
+    for (const char* id : {"a", "b", "c", "d", "e", "f"}) CHECK_FALSE(store->task(id).value().has_value());
 }
 
 TEST_CASE("diloco's outer step that diverges on late pseudo-gradients is refused; its defaults are not") {

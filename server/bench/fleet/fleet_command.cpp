@@ -61,21 +61,20 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     if (a.count("inner-state"))
         config->inner_optimizer =
             common::inner_optimizer_from_name(a["inner-state"].as<std::string>()).value_or(config->inner_optimizer);
-    // As `task create`: the new task's constant schedule unless one is named, warming up over
-    // two units unless told; a named one spans the samples budget (runs that go on towards the
-    // target stay at a cosine's final ratio).
+    // As `task create`: a cosine unless a schedule is named, warming up over two units unless
+    // told; every schedule but none spans the samples budget (runs that go on towards the target
+    // stay at a cosine's final ratio); then the model's rate for it unless --lr gave one.
     server::LrScheduleFlags flags;
     if (a.count("warmup-samples")) flags.warmup_samples = a["warmup-samples"].as<std::int64_t>();
-    if (a.count("lr-schedule")) {
-        flags.name = a["lr-schedule"].as<std::string>();
-        if (flags.name != "none") flags.total_samples = a["samples"].as<std::int64_t>();
-        if (flags.name == "cosine") flags.final_lr_ratio = a["final-lr-ratio"].as<double>();
-    }
+    if (a.count("lr-schedule")) flags.name = a["lr-schedule"].as<std::string>();
+    if (flags.name != "none") flags.total_samples = a["samples"].as<std::int64_t>();
+    if (a.count("final-lr-ratio")) flags.final_lr_ratio = a["final-lr-ratio"].as<double>();
     auto schedule = server::lr_schedule_from_flags(flags, *config);
     if (!schedule) return schedule.error();
     config->lr_schedule = *schedule;
     config->min_rounds =
         a.count("min-rounds") ? a["min-rounds"].as<std::int64_t>() : server::default_min_rounds(*config);
+    if (!a.count("lr")) config->lr = server::default_lr(*config);
     if (a.count("no-checks")) {
         // The merging and the codec alone: nothing replicated, loss-checked, bounded or compared.
         config->replication = 0;

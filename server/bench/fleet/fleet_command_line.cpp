@@ -81,9 +81,9 @@ void add_run_options(cxxopts::Options& options) {
 // The task the async runs train: its hyperparameters, checks, codecs and merging.
 void add_task_options(cxxopts::Options& options) {
     options.add_options()("local-steps", "H", cxxopts::value<std::int64_t>())(
-        "batch", "batch size", cxxopts::value<std::int64_t>())("lr", "inner learning rate", cxxopts::value<double>())(
+        "batch", "batch size", cxxopts::value<std::int64_t>())("lr", "inner learning rate (the model's for its schedule, as task create)", cxxopts::value<double>())(
         "target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())(
-        "min-rounds", "lower H so each volunteer gets this many units over a named --lr-schedule (20 with one; 0: off)",
+        "min-rounds", "lower H so each volunteer gets this many units over the schedule's span (20 with one; 0: off)",
         cxxopts::value<std::int64_t>())(
         "units-end-together", "units sized as a share of the fastest volunteer's (steps proportional to speed)")(
         "deadline", "unit deadline, seconds", cxxopts::value<std::int64_t>())(
@@ -98,12 +98,12 @@ void add_task_options(cxxopts::Options& options) {
         "staleness", "async runs' staleness function (const, poly:A, hinge:A,B, conc:M,A[,R])",
         cxxopts::value<std::string>()->default_value(""))(
         "lr-schedule",
-        "one inner lr schedule over the run, indexed by samples merged, spanning the budget: constant or cosine; "
-        "none: warm-up per unit (default: constant without a span, as task create)",
+        "one inner lr schedule over the run, indexed by samples merged, spanning the budget: cosine (the "
+        "default, as task create's) or constant; none: warm-up per unit",
         cxxopts::value<std::string>())("warmup-samples", "the schedule's warm-up, samples (two units: 2 x H x batch)",
                                        cxxopts::value<std::int64_t>())("final-lr-ratio",
-                                                                       "cosine: final lr / lr at the samples budget",
-                                                                       cxxopts::value<double>()->default_value("0.1"))(
+                                                                       "cosine: final lr / lr at the samples budget (0.1)",
+                                                                       cxxopts::value<double>())(
         "inner-state",
         "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units "
         "(the task's default: kept)",
