@@ -79,6 +79,7 @@ TEST_CASE("the fleet command refuses bad values by flag, before it reads the dat
              {{"--judge-guidance", ","}, "--judge-guidance"},
              {{"--momentum", "1"}, "--momentum"},
              {{"--inner-state", "warm"}, "--inner-state"},
+             {{"--schedule-samples", "0"}, "--schedule-samples"},
          }) {
         CAPTURE(c.args[1]);
         auto outcome = fleet(c.args);

@@ -62,12 +62,13 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
         config->inner_optimizer =
             common::inner_optimizer_from_name(a["inner-state"].as<std::string>()).value_or(config->inner_optimizer);
     // As `task create`: a cosine unless a schedule is named, warming up over two units unless
-    // told; every schedule but none spans the samples budget (runs that go on towards the target
-    // stay at a cosine's final ratio); then the model's rate for it unless --lr gave one.
+    // told; every schedule but none spans the samples budget or --schedule-samples (runs that go
+    // on past it stay at a cosine's final ratio); then the model's rate for it unless --lr gave one.
     server::LrScheduleFlags flags;
     if (a.count("warmup-samples")) flags.warmup_samples = a["warmup-samples"].as<std::int64_t>();
     if (a.count("lr-schedule")) flags.name = a["lr-schedule"].as<std::string>();
-    if (flags.name != "none") flags.total_samples = a["samples"].as<std::int64_t>();
+    if (flags.name != "none")
+        flags.total_samples = a[a.count("schedule-samples") ? "schedule-samples" : "samples"].as<std::int64_t>();
     if (a.count("final-lr-ratio")) flags.final_lr_ratio = a["final-lr-ratio"].as<double>();
     auto schedule = server::lr_schedule_from_flags(flags, *config);
     if (!schedule) return schedule.error();

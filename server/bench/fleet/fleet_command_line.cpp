@@ -100,7 +100,10 @@ void add_task_options(cxxopts::Options& options) {
         "lr-schedule",
         "one inner lr schedule over the run, indexed by samples merged, spanning the budget: cosine (the "
         "default, as task create's) or constant; none: warm-up per unit",
-        cxxopts::value<std::string>())("warmup-samples", "the schedule's warm-up, samples (two units: 2 x H x batch)",
+        cxxopts::value<std::string>())("schedule-samples",
+                                       "the schedule's span when not the budget (a task's longer run, of which the "
+                                       "budget is the start)",
+                                       cxxopts::value<std::int64_t>())("warmup-samples", "the schedule's warm-up, samples (two units: 2 x H x batch)",
                                        cxxopts::value<std::int64_t>())("final-lr-ratio",
                                                                        "cosine: final lr / lr at the samples budget (0.1)",
                                                                        cxxopts::value<double>())(
@@ -189,6 +192,8 @@ common::Result<CommandOptions> read_fleet_options(const cxxopts::ParseResult& pa
         if (std::find(runs.begin(), runs.end(), run) != runs.end()) continue;
         return common::make_error("--run-lr names '" + run + "', which --runs does not run");
     }
+    if (a.count("schedule-samples") && a["schedule-samples"].as<std::int64_t>() <= 0)
+        return common::make_error("--schedule-samples must be positive (the schedule's span)");
     if (a.count("inner-state") && !common::inner_optimizer_from_name(a["inner-state"].as<std::string>()))
         return common::make_error("--inner-state must be fresh or kept");
     o.judge_data = a["judge"].as<std::string>();
