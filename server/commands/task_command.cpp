@@ -176,7 +176,7 @@ void add_training_options(cxxopts::Options& options) {
                           cxxopts::value<std::int64_t>())("batch", with_default("batch size", d.batch_size),
                                                           cxxopts::value<std::int64_t>())(
         "lr",
-        "inner AdamW learning rate (under a cosine: dit-tiny 1.1e-2, dit-tiny-text 8e-3, cnn 4e-3; constant: 4e-3, 1e-3; "
+        "inner AdamW learning rate (under a cosine: dit-tiny[-text] 8e-3, cnn 4e-3; constant: 4e-3, 1e-3; "
         "dit-s and dit-b 3e-4)",
         cxxopts::value<double>())(
         "caption-drop", with_default("text models: chance a caption trains as the null caption", d.caption_drop),
