@@ -187,20 +187,20 @@ void add_training_options(cxxopts::Options& options) {
                      d.patch_mask),
         cxxopts::value<double>())(
         "ema-decay", with_default("EMA of the versions for samples and exports; 0 = none", kNewTaskEmaDecay),
-        cxxopts::value<double>())(
-        "inner-optimizer", "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (kept)",
-        cxxopts::value<std::string>())(
+        cxxopts::value<double>())("inner-optimizer",
+                                  "fresh: AdamW afresh for every unit; kept: volunteers keep their moments (kept)",
+                                  cxxopts::value<std::string>())(
         "lr-schedule",
         "one learning-rate schedule over the run: cosine, constant, or none: a warm-up in every unit (cosine; "
         "constant on a dataset too small to decay over)",
-        cxxopts::value<std::string>())("schedule-samples",
-                                       "the run's samples: where a cosine ends; sizes units with --min-rounds (" +
-                                           std::to_string(kDefaultScheduleEpochs) +
-                                           " passes over the dataset for a cosine; none for a constant)",
-                                       cxxopts::value<std::int64_t>())(
-        "warmup-samples", "samples merged over which the lr warms up (two units: 2 x H x batch)",
-        cxxopts::value<std::int64_t>())("final-lr-ratio", "cosine: the lr at the end, as a fraction of --lr (0.1)",
-                                        cxxopts::value<double>())(
+        cxxopts::value<std::string>())(
+        "schedule-samples",
+        "the run's samples: where a cosine ends; sizes units with --min-rounds (" +
+            std::to_string(kDefaultScheduleEpochs) + " passes over the dataset for a cosine; none for a constant)",
+        cxxopts::value<std::int64_t>())("warmup-samples",
+                                        "samples merged over which the lr warms up (two units: 2 x H x batch)",
+                                        cxxopts::value<std::int64_t>())(
+        "final-lr-ratio", "cosine: the lr at the end, as a fraction of --lr (0.1)", cxxopts::value<double>())(
         "target-seconds", with_default("scale H so a unit takes about this long; 0 = off", d.target_seconds),
         cxxopts::value<double>())("min-rounds",
                                   "lower H so each volunteer gets this many units over --schedule-samples; 0 = off (" +

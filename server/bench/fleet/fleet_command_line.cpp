@@ -80,8 +80,9 @@ void add_run_options(cxxopts::Options& options) {
 
 // The task the async runs train: its hyperparameters, checks, codecs and merging.
 void add_task_options(cxxopts::Options& options) {
-    options.add_options()("local-steps", "H", cxxopts::value<std::int64_t>())(
-        "batch", "batch size", cxxopts::value<std::int64_t>())("lr", "inner learning rate (the model's for its schedule, as task create)", cxxopts::value<double>())(
+    options.add_options()("local-steps", "H", cxxopts::value<std::int64_t>())("batch", "batch size",
+                                                                              cxxopts::value<std::int64_t>())(
+        "lr", "inner learning rate (the model's for its schedule, as task create)", cxxopts::value<double>())(
         "target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())(
         "min-rounds", "lower H so each volunteer gets this many units over the schedule's span (20 with one; 0: off)",
         cxxopts::value<std::int64_t>())(
@@ -103,10 +104,9 @@ void add_task_options(cxxopts::Options& options) {
         cxxopts::value<std::string>())("schedule-samples",
                                        "the schedule's span when not the budget (a task's longer run, of which the "
                                        "budget is the start)",
-                                       cxxopts::value<std::int64_t>())("warmup-samples", "the schedule's warm-up, samples (two units: 2 x H x batch)",
-                                       cxxopts::value<std::int64_t>())("final-lr-ratio",
-                                                                       "cosine: final lr / lr at the samples budget (0.1)",
-                                                                       cxxopts::value<double>())(
+                                       cxxopts::value<std::int64_t>())(
+        "warmup-samples", "the schedule's warm-up, samples (two units: 2 x H x batch)", cxxopts::value<std::int64_t>())(
+        "final-lr-ratio", "cosine: final lr / lr at the samples budget (0.1)", cxxopts::value<double>())(
         "inner-state",
         "fresh: every unit starts AdamW afresh; kept: each volunteer keeps its moments across units "
         "(the task's default: kept)",
