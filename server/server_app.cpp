@@ -13,6 +13,7 @@
 #include "io_thread.h"
 #include "logger.h"
 #include "server_core.h"
+#include "worker_guard.h"
 
 namespace tessera::server {
 
@@ -53,10 +54,12 @@ void tick_until_stopped(ServerApp::Parts& p) {
         next += std::chrono::seconds(p.core->options().tick_interval_s);
         if (p.stopping_changed.wait_until(lock, next, [&p] { return p.stopping; })) break;
         lock.unlock();
-        if (auto report = p.core->transitioner().tick(); !report)
-            common::process_log().error("transitioner", "transitioner: " + report.message());
-        else
-            log_tick(*report);
+        common::run_guarded("transitioner", [&p] {
+            if (auto report = p.core->transitioner().tick(); !report)
+                common::process_log().error("transitioner", "transitioner: " + report.message());
+            else
+                log_tick(*report);
+        });
         lock.lock();
     }
 }
@@ -109,7 +112,9 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     for (std::size_t i = 0; i < settings.io_threads; ++i)
         p.io_threads.emplace_back([raw] {
             mark_io_thread();
-            raw->io.run();
+            // A handler that throws ends run(): logged and counted, and the thread runs on.
+            while (!common::run_guarded("io", [raw] { raw->io.run(); })) {
+            }
         });
     if (settings.tick_interval_s > 0) p.ticker = std::thread([raw] { tick_until_stopped(*raw); });
     return std::unique_ptr<ServerApp>(new ServerApp(std::move(parts)));

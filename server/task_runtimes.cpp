@@ -2,6 +2,7 @@
 #include "task_runtimes.h"
 
 #include "logger.h"
+#include "worker_guard.h"
 
 namespace tessera::server {
 
@@ -63,7 +64,10 @@ void TaskRuntimes::watch(std::chrono::milliseconds poll) {
         while (!stopping_) {
             if (changed_.wait_for(lock, poll, [this] { return stopping_; })) break;
             lock.unlock();
-            if (auto status = refresh(); !status) common::process_log().error("tasks", "tasks: " + status.message());
+            common::run_guarded("task watcher", [this] {
+                if (auto status = refresh(); !status)
+                    common::process_log().error("tasks", "tasks: " + status.message());
+            });
             lock.lock();
         }
     });

@@ -12,6 +12,7 @@
 #include "model_patch.h"
 #include "model_cache.h"
 #include "tensor_math.h"
+#include "worker_guard.h"
 #include "safetensors.h"
 #include "sha256.h"
 
@@ -261,10 +262,10 @@ void Aggregator::run() {
             busy_ = true;
         }
         // The guard first: a return it makes comes before the next merge.
-        for (const auto& evaluation : evaluations) judge(evaluation);
+        for (const auto& evaluation : evaluations) common::run_guarded("aggregator", [&] { judge(evaluation); });
         if (id) {
             auto started = std::chrono::steady_clock::now();
-            auto merged = merge_one(*id);
+            auto merged = merge_guarded(*id);
             if (!merged)
                 common::process_log().error("merge", "aggregator: " + *id + ": " + merged.message(),
                                             {{"assignment_id", *id}});
@@ -288,7 +289,8 @@ void Aggregator::run() {
             auto more = [&] { return stopping_ || !queue_.empty() || !evaluations_.empty(); };
             idle = changed_since_idle_ ? !changed_.wait_for(lock, kMergePause, more) : queue_.empty();
         }
-        if (idle && changed_since_idle_) curve_->version_committed(version_, true, snapshot());
+        if (idle && changed_since_idle_)
+            common::run_guarded("aggregator", [&] { curve_->version_committed(version_, true, snapshot()); });
         if (idle) changed_since_idle_ = false;
         {
             std::lock_guard lock(mutex_);
@@ -296,6 +298,20 @@ void Aggregator::run() {
         }
         changed_.notify_all();
     }
+}
+
+common::Status Aggregator::merge_guarded(const std::string& assignment_id) {
+    common::Status merged;
+    if (common::run_guarded("aggregator", [&] { merged = merge_one(assignment_id); })) return merged;
+    // The model in memory may hold part of the merge: back to the committed version, as after
+    // a failed commit, and the result is merged again later (it is still accepted, not merged).
+    retry_pending_ = true;
+    common::Status restored;
+    if (!common::run_guarded("aggregator", [&] { restored = restore_committed(); }) || !restored)
+        return common::make_error("the merge threw, and restoring the committed version failed" +
+                                  (restored ? std::string() : ": " + restored.message()));
+    return common::make_error("the merge threw (back at version " + std::to_string(version_) + "; merged again in " +
+                              std::to_string(hooks_.retry_s) + " s)");
 }
 
 common::Status Aggregator::merge_one(const std::string& assignment_id) {

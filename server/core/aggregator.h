@@ -115,6 +115,9 @@ private:
     // Back to the last committed version with every accepted, unmerged result queued again.
     common::Status restore_committed();
     common::Status merge_one(const std::string& assignment_id);
+    // merge_one inside the worker's exception boundary: a throw is logged, counted and answered
+    // as a failed commit is (back to the committed version, merged again after retry_s).
+    common::Status merge_guarded(const std::string& assignment_id);
     // `force_checkpoint`: a full checkpoint, published at once (the guard's return).
     common::Status commit(std::vector<std::string> merged, bool force_checkpoint = false);
     // The files of a full checkpoint at `version` beside the published model: that model's file

@@ -2,7 +2,10 @@
 // this process's aggregator as the lease comes and goes.
 #include "aggregator_election.h"
 
+#include <optional>
+
 #include "logger.h"
+#include "worker_guard.h"
 
 namespace tessera::server {
 
@@ -57,11 +60,16 @@ void AggregatorElection::renew_loop() {
     while (!stopping_) {
         lock.unlock();
         auto now = clock_();
-        auto claimed = leases_.claim_lease(claim_, now, now + settings_.lease_s);
-        if (!claimed)  // the lease runs out unless a later claim succeeds
-            common::process_log().warning("lease", "renewing the lease " + claim_.name + ": " + claimed.message());
+        std::optional<bool> held;  // unknown when the claim failed: the lease runs out unless a later claim succeeds
+        common::run_guarded("lease renewal", [&] {
+            auto claimed = leases_.claim_lease(claim_, now, now + settings_.lease_s);
+            if (claimed)
+                held = *claimed;
+            else
+                common::process_log().warning("lease", "renewing the lease " + claim_.name + ": " + claimed.message());
+        });
         lock.lock();
-        if (claimed) held_until_ = *claimed ? now + settings_.lease_s : 0;
+        if (held) held_until_ = *held ? now + settings_.lease_s : 0;
         changed_.wait_for(lock, settings_.poll, [this] { return stopping_; });
     }
 }
@@ -72,14 +80,16 @@ void AggregatorElection::manage_loop() {
         bool lead = holding();
         bool running = aggregator_ != nullptr;
         lock.unlock();
-        if (lead && !running)
-            take_over();
-        else if (!lead && running)
-            step_down("its lease ran out or another process took it");
-        else if (running)
-            queue_accepted();
-        else
-            follow();
+        common::run_guarded("aggregator election", [&] {
+            if (lead && !running)
+                take_over();
+            else if (!lead && running)
+                step_down("its lease ran out or another process took it");
+            else if (running)
+                queue_accepted();
+            else
+                follow();
+        });
         lock.lock();
         changed_.wait_for(lock, settings_.poll, [this] { return stopping_; });
     }

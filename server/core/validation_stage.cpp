@@ -3,6 +3,7 @@
 
 #include "logger.h"
 #include "process_holder.h"
+#include "worker_guard.h"
 
 namespace tessera::server {
 
@@ -52,7 +53,7 @@ void ValidationStage::validate_later(const std::string& assignment_id, std::int6
         if (!in_flight_.emplace(assignment_id, claimed_until).second) return;
     }
     executor_([this, assignment_id, claimed_until] {
-        validate_if_held(assignment_id, claimed_until);
+        common::run_guarded("validation", [&] { validate_if_held(assignment_id, claimed_until); });
         std::lock_guard lock(mutex_);
         in_flight_.erase(assignment_id);
     });
@@ -85,8 +86,10 @@ void ValidationStage::poll_loop() {
     std::unique_lock lock(mutex_);
     while (!changed_.wait_for(lock, settings_.poll, [&] { return stopping_; })) {
         lock.unlock();
-        if (auto claimed = poll(); !claimed)
-            common::process_log().error("validation", "claiming results to validate: " + claimed.message());
+        common::run_guarded("validation poller", [this] {
+            if (auto claimed = poll(); !claimed)
+                common::process_log().error("validation", "claiming results to validate: " + claimed.message());
+        });
         lock.lock();
     }
 }

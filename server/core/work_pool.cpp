@@ -3,6 +3,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include "worker_guard.h"
+
 namespace tessera::server {
 
 WorkPool::WorkPool(std::size_t threads) {
@@ -17,7 +19,7 @@ Executor WorkPool::executor() {
 
 void WorkPool::run(std::function<void()> job) {
     auto counted = [this, job = std::move(job)] {
-        job();
+        common::run_guarded("work pool", job);  // a job that throws is logged; the count goes down
         std::lock_guard lock(mutex_);
         --pending_;
         idle_.notify_all();

@@ -7,6 +7,7 @@
 
 #include "io_thread.h"
 #include "logger.h"
+#include "worker_guard.h"
 
 namespace tessera::server {
 namespace {
@@ -29,7 +30,7 @@ EventHub::EventHub(HistoryStore& store, std::chrono::milliseconds period, std::s
         std::unique_lock lock(mutex_);
         while (!stop_.wait_for(lock, period, [this] { return stopping_; })) {
             lock.unlock();
-            refresh();
+            common::run_guarded("event hub", [this] { refresh(); });
             lock.lock();
         }
     });

@@ -7,6 +7,7 @@
 
 #include "rejection_reasons.h"
 #include "stall_guard.h"
+#include "worker_guard.h"
 
 namespace tessera::server {
 namespace {
@@ -85,6 +86,12 @@ void ServerMetrics::write(std::ostream& out) const {
     family(out, "tessera_checked_results_total", "counter", "Results checked, and those given the loss checks.");
     out << "tessera_checked_results_total{checks=\"all\"} " << checks_.results.load() << '\n';
     out << "tessera_checked_results_total{checks=\"loss\"} " << checks_.loss_checked.load() << '\n';
+    family(out, "tessera_worker_failures_total", "counter",
+           "Jobs of the server's worker threads that threw (logged as worker_failed; the thread went on), by worker.");
+    auto failures = common::worker_failures();
+    failures.try_emplace("work pool", 0);  // the pool that runs validations and evaluations: always listed
+    for (const auto& [worker, count] : failures)
+        out << "tessera_worker_failures_total{worker=\"" << worker << "\"} " << count << '\n';
 }
 
 std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& metrics) {

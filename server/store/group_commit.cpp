@@ -2,8 +2,10 @@
 #include "group_commit.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "store_internal.h"
+#include "worker_guard.h"
 
 namespace tessera::server {
 
@@ -44,7 +46,18 @@ void GroupCommit::run_batch(const std::vector<Entry*>& batch) {
         } ungroup{db};
         for (auto* entry : batch) {
             db.exec("SAVEPOINT batch_call");
-            bool kept = (*entry->call)();
+            bool kept = false;
+            std::exception_ptr database_error;  // fails the batch, as a failed statement does
+            // A call that throws anything else fails alone: logged, and its writes are undone.
+            bool returned = common::run_guarded("group commit", [&] {
+                try {
+                    kept = (*entry->call)();
+                } catch (const DatabaseError&) {
+                    database_error = std::current_exception();
+                }
+            });
+            if (database_error) std::rethrow_exception(database_error);
+            if (!returned) entry->failure = "the call threw (see the server's log)";
             db.exec(kept ? "RELEASE batch_call" : "ROLLBACK TO batch_call; RELEASE batch_call");
         }
         db.set_grouped(false);

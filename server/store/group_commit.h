@@ -23,7 +23,8 @@ public:
 
     // Runs `call` in the next batch with the writer bound to the running thread (store_internal.h's
     // current connection) and returns once that batch has committed: empty, or why the batch
-    // failed. `call` returns false when it failed: its writes are rolled back.
+    // failed. `call` returns false when it failed: its writes are rolled back, as they are when
+    // it throws anything but a DatabaseError (logged and counted; the batch goes on).
     std::string run(const std::function<bool()>& call);
     // Calls waiting for the next batch (for tests).
     std::size_t waiting() {
