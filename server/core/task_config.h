@@ -102,7 +102,7 @@ struct TaskConfig {
     double norm_floor = 0.1;                 // ‖Δ‖ ≥ floor · that median (per step)
     double min_gain = 0.25;                  // gain on its own samples ≥ this · median gain (per step)
     double copy_similarity = 0.995;          // cosine with a recent update or result above this: a copy
-    double min_alignment = 0.1;              // cosine with the consensus of recent results below this: misaligned
+    double min_alignment = 0.05;             // cosine with the consensus of recent results below this: misaligned
     std::int64_t trust_streak = 5;           // valid results in a row before results are sampled
     std::int64_t quarantine_rejections = 3;  // refusals within the window that quarantine a volunteer
     std::int64_t quarantine_window_s = 3600;

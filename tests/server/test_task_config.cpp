@@ -123,7 +123,7 @@ TEST_CASE(
         return config.lr;
     };
     constexpr auto cosine = common::LrSchedule::Kind::Cosine, constant = common::LrSchedule::Kind::Constant;
-    CHECK(rate_of("dit-tiny", cosine) == doctest::Approx(8e-3));
+    CHECK(rate_of("dit-tiny", cosine) == doctest::Approx(1.1e-2));
     CHECK(rate_of("dit-tiny-text", cosine) == doctest::Approx(8e-3));
     CHECK(rate_of("dit-tiny", constant) == doctest::Approx(4e-3));
     CHECK(rate_of("dit-tiny", std::nullopt) == doctest::Approx(4e-3));  // a warm-up per unit: constant

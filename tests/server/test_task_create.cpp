@@ -32,7 +32,7 @@ TEST_CASE("a new task: kept moments, a cosine over four passes at the model's ra
     auto plain = stored_config(prepared, "plain");
     CHECK(plain.model == "dit-tiny");
     CHECK(plain.inner_optimizer == common::InnerOptimizer::Kept);
-    CHECK(plain.lr == doctest::Approx(8e-3));
+    CHECK(plain.lr == doctest::Approx(1.1e-2));
     REQUIRE(plain.lr_schedule.has_value());
     CHECK(plain.lr_schedule->kind == common::LrSchedule::Kind::Cosine);
     CHECK(plain.lr_schedule->warmup_samples == 2 * 4 * 16);
