@@ -82,6 +82,7 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     auto& p = *parts;
     // Received deltas are spooled beside the result files: moved into place, not copied.
     options.http.upload_spool_directory = options.state.results();
+    if (options.file_system) options.http.upload_spool_files = options.file_system;
     auto built = ServerCore::build(std::move(options));
     if (!built) return built.error();
     p.core = std::move(*built);

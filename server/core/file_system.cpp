@@ -1,5 +1,5 @@
 // The POSIX FileSystem: common/file_io's atomic writer and capped reads, directory listings,
-// and files read at an offset with pread.
+// files read at an offset with pread, and new files appended to (the upload spool).
 #include "file_system.h"
 
 #include <fcntl.h>
@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "file_io.h"
 
@@ -35,6 +36,39 @@ public:
 private:
     int fd_;
     std::uint64_t size_;
+    std::filesystem::path path_;
+};
+
+class PosixWritableFile final : public WritableFile {
+public:
+    PosixWritableFile(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
+    ~PosixWritableFile() override {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    PosixWritableFile(const PosixWritableFile&) = delete;
+    PosixWritableFile& operator=(const PosixWritableFile&) = delete;
+
+    common::Status append(common::ByteView bytes) override {
+        const auto* data = bytes.data();
+        auto size = bytes.size();
+        while (size > 0) {
+            auto n = ::write(fd_, data, size);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) return common::make_error("cannot write " + path_.string() + ": " + std::strerror(errno));
+            data += n;
+            size -= static_cast<std::size_t>(n);
+        }
+        return {};
+    }
+    common::Status close() override {
+        if (fd_ < 0) return {};
+        if (::close(std::exchange(fd_, -1)) != 0)
+            return common::make_error("cannot close " + path_.string() + ": " + std::strerror(errno));
+        return {};
+    }
+
+private:
+    int fd_;
     std::filesystem::path path_;
 };
 
@@ -89,6 +123,11 @@ public:
         }
         return std::unique_ptr<ReadableFile>(
             std::make_unique<PosixReadableFile>(fd, static_cast<std::uint64_t>(info.st_size), path));
+    }
+    common::Result<std::unique_ptr<WritableFile>> create(const std::filesystem::path& path) override {
+        int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) return common::make_error("cannot create " + path.string() + ": " + std::strerror(errno));
+        return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(fd, path));
     }
 };
 

@@ -33,6 +33,16 @@ public:
     virtual common::Result<std::size_t> read_at(std::uint64_t offset, std::span<char> buffer) = 0;
 };
 
+// A new file written from its start (an upload's body spooled as it arrives). Not synced: it
+// becomes durable when FileSystem::adopt moves it into place. Closed, if still open, when
+// destroyed.
+class WritableFile {
+public:
+    virtual ~WritableFile() = default;
+    virtual common::Status append(common::ByteView bytes) = 0;
+    virtual common::Status close() = 0;
+};
+
 class FileSystem {
 public:
     virtual ~FileSystem() = default;
@@ -52,6 +62,8 @@ public:
     virtual common::Result<std::vector<FileEntry>> list(const std::filesystem::path& dir) = 0;
     virtual common::Status make_directories(const std::filesystem::path& dir) = 0;
     virtual common::Result<std::unique_ptr<ReadableFile>> open(const std::filesystem::path& path) = 0;
+    // A file that must not exist yet, for appending (with permission bits 0644).
+    virtual common::Result<std::unique_ptr<WritableFile>> create(const std::filesystem::path& path) = 0;
 };
 
 // The real one; lives for the whole process.

@@ -45,6 +45,7 @@ struct HttpSettings {
     // Where upload bodies are spooled: the results directory, so that a received delta is moved
     // into place, not copied (ServerApp sets it).
     std::filesystem::path upload_spool_directory = ".";
+    FileSystem* upload_spool_files = &posix_file_system();  // the server's (ServerApp sets it)
     // Reverse proxies whose X-Forwarded-For is believed (client_address.h); none: the peer.
     std::vector<boost::asio::ip::address> trusted_proxies;
     std::filesystem::path tls_cert;  // both set: HTTPS

@@ -75,6 +75,7 @@ asio::awaitable<bool> serve_upload(Stream& stream, beast::flat_buffer& buffer,
     http::request_parser<SpooledUploadBody> parser(std::move(header_parser));
     parser.body_limit(limit);
     parser.get().body().directory = context.settings.upload_spool_directory;
+    parser.get().body().files = context.settings.upload_spool_files;
     beast::get_lowest_layer(stream).expires_after(context.settings.body_timeout);
     if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
         // The header passed its checks: the client may send the body now.

@@ -1,11 +1,6 @@
 // Result upload bodies spooled to disk as they arrive.
 #include "upload_spool.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include "file_io.h"
@@ -20,6 +15,7 @@ SpooledUpload& SpooledUpload::operator=(SpooledUpload&& other) noexcept {
     if (this == &other) return *this;
     remove_file();
     directory = std::move(other.directory);
+    files = other.files;
     manifest_json = std::move(other.manifest_json);
     delta_bytes = other.delta_bytes;
     body_sha256 = std::move(other.body_sha256);
@@ -36,28 +32,27 @@ std::filesystem::path SpooledUpload::take_delta_file() { return std::exchange(de
 
 void SpooledUpload::remove_file() {
     if (delta_file_.empty()) return;
-    std::error_code ignored;
-    std::filesystem::remove(delta_file_, ignored);
+    // Not removed (a failing disk): a start removes it as an orphan temp file.
+    (void)files->remove(delta_file_);
     delta_file_.clear();
 }
 
-SpoolWriter::~SpoolWriter() {
-    if (fd_ >= 0) ::close(fd_);
-}
+SpoolWriter::~SpoolWriter() = default;
 
 void SpoolWriter::fail(std::string message, bool disk) {
     if (!upload_.error.empty()) return;  // the first reason stands
     upload_.error = std::move(message);
     upload_.disk_error = disk;
-    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+    file_.reset();
 }
 
 void SpoolWriter::open() {
     // Named as AtomicFileWriter's temp files, and without ".delta": a start after a crash
     // removes it as an orphan.
     auto path = upload_.directory / ("upload" + common::temp_file_suffix());
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ < 0) return fail("cannot create " + path.string() + ": " + std::strerror(errno), true);
+    auto file = upload_.files->create(path);
+    if (!file) return fail(file.message(), true);
+    file_ = std::move(*file);
     upload_.delta_file_ = std::move(path);
 }
 
@@ -87,13 +82,7 @@ void SpoolWriter::take(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return;
     delta_hash_.update({data, size});
     upload_.delta_bytes += size;
-    while (size > 0) {
-        auto n = ::write(fd_, data, size);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return fail("cannot write " + upload_.delta_file_.string() + ": " + std::strerror(errno), true);
-        data += n;
-        size -= static_cast<std::size_t>(n);
-    }
+    if (auto written = file_->append({data, size}); !written) fail(written.message(), true);
 }
 
 void SpoolWriter::finish() {
@@ -104,8 +93,9 @@ void SpoolWriter::finish() {
         return fail("result upload: manifest length " + std::to_string(manifest_length_) + " exceeds the body", false);
     upload_.delta_sha256 = common::to_hex(delta_hash_.finish());
     // Durability comes when the intake moves the file into place (it fsyncs it then).
-    if (::close(std::exchange(fd_, -1)) != 0)
-        fail("cannot close " + upload_.delta_file_.string() + ": " + std::strerror(errno), true);
+    auto closed = file_->close();
+    file_.reset();
+    if (!closed) fail(closed.message(), true);
 }
 
 }  // namespace tessera::server

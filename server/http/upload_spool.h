@@ -1,6 +1,6 @@
 // A result upload's body read straight to disk (docs/protocol.md, "Uploading a result"): the
 // manifest (at most 64 KiB) stays in memory, the delta goes to a spool file in the results
-// directory while the SHA-256 of the whole body (the signature covers it) and of the delta (the
+// directory (through the server's FileSystem, so tests can fail its disk) while the SHA-256 of the whole body (the signature covers it) and of the delta (the
 // manifest names it) are computed. An upload then holds a read buffer of memory, however large
 // it is; the intake moves the spooled file into place instead of writing the delta again.
 // A Beast body type: the session converts its parser to it once the header has passed its checks.
@@ -13,8 +13,10 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 
+#include "file_system.h"
 #include "result_upload.h"
 #include "sha256.h"
 
@@ -31,7 +33,9 @@ public:
     SpooledUpload& operator=(const SpooledUpload&) = delete;
     ~SpooledUpload();
 
-    std::filesystem::path directory;  // set before the body is read: where the spool file goes
+    // Set before the body is read: where the spool file goes, and through what.
+    std::filesystem::path directory;
+    FileSystem* files = &posix_file_system();
     std::string manifest_json;
     std::uint64_t delta_bytes = 0;
     std::string body_sha256;   // hex, of every byte of the body
@@ -71,7 +75,7 @@ private:
     void take(const std::uint8_t* data, std::size_t size);
 
     SpooledUpload& upload_;
-    int fd_ = -1;
+    std::unique_ptr<WritableFile> file_;
     std::array<std::uint8_t, common::kManifestLengthBytes> prefix_{};
     std::size_t prefix_read_ = 0;
     std::uint32_t manifest_length_ = 0;

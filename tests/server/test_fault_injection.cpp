@@ -4,8 +4,8 @@
 // each must leave the model as it was and merge the results again exactly once, in place after
 // the retry or after a restart. Every run's final checkpoint is compared, byte for byte, with
 // the same results merged by a server without faults. A result file that cannot be written
-// is not acknowledged (503 `storage_full` when the disk is full); a validation that fails with
-// an error is tried again.
+// is not acknowledged (503 `storage_full` when the disk is full), nor is one whose upload could
+// not be spooled; a validation that fails with an error is tried again.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -175,6 +175,39 @@ TEST_CASE("a result file that cannot be written is not acknowledged, and the upl
     server->app().wait_idle();
     CHECK(state_of(*server, wu.wu_id) == "merged");
     CHECK(server->version() == 1);
+}
+
+TEST_CASE(
+    "an upload whose spool file cannot be created or written is refused as the server's fault and leaves no file") {
+    FaultyFileSystem faults;
+    auto server = server_with(faults, PolicyKind::FedAsync);
+    TestVolunteer volunteer(*server);
+    auto wu = volunteer.request_work().value();
+    auto delta = volunteer.made_up_delta(wu, 1e-3f);
+    auto left_in_results = [&] {
+        std::size_t files = 0;
+        for (const auto& entry : std::filesystem::directory_iterator(server->state().results())) {
+            (void)entry;
+            ++files;
+        }
+        return files;
+    };
+
+    faults.fail_writes(result_files_of(*server), WriteStep::Create);
+    auto uncreated = volunteer.upload(wu, delta);
+    CHECK(uncreated.status == 500);
+    CHECK(uncreated.body.find("injected fault: create") != std::string::npos);
+    faults.fail_writes(result_files_of(*server), WriteStep::Write, 1, "No space left on device");
+    auto unwritten = volunteer.upload(wu, delta);
+    CHECK(unwritten.status == 503);  // a full disk: storage_full, try again later
+    CHECK(unwritten.body.find("\"storage_full\"") != std::string::npos);
+    CHECK(faults.faults_injected() == 2);
+    CHECK(state_of(*server, wu.wu_id) == "in_progress");
+    CHECK(left_in_results() == 0);  // the half-written spool file went with its upload
+
+    REQUIRE(volunteer.upload(wu, delta).status == 200);
+    server->app().wait_idle();
+    CHECK(state_of(*server, wu.wu_id) == "merged");
 }
 
 TEST_CASE("an exception inside a request is answered 500 with an incident number; its text goes to the log only") {

@@ -90,8 +90,8 @@ public:
         return common::make_error(std::string("injected fault: ") + write_step_name(*fault) + " of " + path.string() +
                                   why());
     }
-    // Faults at the create and write steps are the writer's (the spool's), so here they fail
-    // before anything moves, as fsync and rename do.
+    // Faults at the create and write steps are the writer's (the spool's: create below), so
+    // here they fail before anything moves, as fsync and rename do.
     common::Status adopt(const std::filesystem::path& written, const std::filesystem::path& path) override {
         throw_if_asked(path);
         auto fault = take_write_fault(path);
@@ -126,8 +126,39 @@ public:
         if (!file) return file.error();
         return std::unique_ptr<server::ReadableFile>(std::make_unique<HeldFile>(*this, path, std::move(*file)));
     }
+    // A write fault asked for at the create step fails here; at the write step, the file's
+    // first append; the others belong to adopt (the spool's file moved into place), as does
+    // throw_on_write (an exception inside the request's handler, not on the I/O thread).
+    common::Result<std::unique_ptr<server::WritableFile>> create(const std::filesystem::path& path) override {
+        std::optional<WriteStep> fault;
+        {
+            std::lock_guard lock(mutex_);
+            if (left_ > 0 && matches_ && matches_(path) && (step_ == WriteStep::Create || step_ == WriteStep::Write)) {
+                --left_;
+                ++injected_;
+                fault = step_;
+            }
+        }
+        if (fault == WriteStep::Create) return common::make_error("injected fault: create of " + path.string() + why());
+        auto file = real_.create(path);
+        if (!file || !fault) return file;
+        return std::unique_ptr<server::WritableFile>(
+            std::make_unique<FailingFile>(std::move(*file), "injected fault: write of " + path.string() + why()));
+    }
 
 private:
+    // A new file whose appends fail (with the bytes not written).
+    class FailingFile final : public server::WritableFile {
+    public:
+        FailingFile(std::unique_ptr<server::WritableFile> file, std::string error)
+            : file_(std::move(file)), error_(std::move(error)) {}
+        common::Status append(common::ByteView) override { return common::make_error(error_); }
+        common::Status close() override { return file_->close(); }
+
+    private:
+        std::unique_ptr<server::WritableFile> file_;
+        std::string error_;
+    };
     // An open file whose reads wait while reads of its path are held.
     class HeldFile final : public server::ReadableFile {
     public:
