@@ -84,7 +84,7 @@ inline ClientRecord make_client(Store& store, const std::string& key, std::int64
 }
 
 inline AssignmentRecord issue(Store& store, const std::string& unit_id, const std::string& client_id, std::int64_t now,
-                       std::int64_t deadline, std::int64_t replicas = 1) {
+                              std::int64_t deadline, std::int64_t replicas = 1) {
     WorkUnitRecord unit;
     unit.id = unit_id;
     unit.task_id = "t";
@@ -104,6 +104,5 @@ inline AssignmentRecord issue(Store& store, const std::string& unit_id, const st
     REQUIRE(store.create_work_unit(unit, assignment).value() == Store::Claim::Made);
     return assignment;
 }
-
 
 }  // namespace tessera::testing::store_backends

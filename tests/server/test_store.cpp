@@ -431,4 +431,3 @@ TEST_CASE("a PostgreSQL URL that reaches no server, and an unsupported one, are 
     REQUIRE(!missing.ok());
     CHECK(missing.message().find("tessera-server init") != std::string::npos);
 }
-
