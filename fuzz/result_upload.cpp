@@ -1,5 +1,6 @@
-// A result upload's body: split as the intake does from memory (unpack_result_upload), and as
-// the server reads it from the socket, in pieces, into a spool file (server/http/upload_spool.h).
+// A result upload's body: split whole (unpack_result_upload, the format's reference), and as
+// the server reads it from the socket, in pieces, into a spool file
+// (server/core/storage/upload_spool.h).
 #include <algorithm>
 #include <filesystem>
 

@@ -98,8 +98,8 @@ common::Result<std::unique_ptr<ServerApp>> ServerApp::start(ServerOptions option
     p.dashboard = std::make_unique<Dashboard>(
         core.store(), facts_of, RunFacts{settings.clock(), settings.state, &core.files()}, settings.clock);
     p.events = std::make_unique<EventHub>(core.store(), std::chrono::milliseconds(500));
-    p.api = std::make_unique<Api>(core.store(), core.blobs(), core.published(), core.scheduler(), core.intake(),
-                                  *p.dashboard, *p.events, core.metrics(), core.key().verify_key(), token->value_or(""),
+    p.api = std::make_unique<Api>(core.store(), core.blobs(), core.published(), core.volunteers(), *p.dashboard,
+                                  *p.events, core.metrics(), core.key().verify_key(), token->value_or(""),
                                   settings.clock, api_limits(settings), core.delta_caps());
 
     // Bind first: a busy port or a bad certificate fails before any work starts. Requests

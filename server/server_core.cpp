@@ -6,9 +6,12 @@
 #include "caption_text.h"
 #include "database.h"
 #include "dataset_manifest.h"
+#include "doorbell.h"
+#include "executor.h"
 #include "file_io.h"
 #include "logger.h"
 #include "process_holder.h"
+#include "result_intake.h"
 #include "task_lookup.h"
 #include "torch_model.h"
 #include "torch_prompts.h"
@@ -33,12 +36,14 @@ struct ServerCore::Parts {
     Executor executor;                      // the work pool's
     Executor curve_executor;   // the dashboard's loss curve: the work pool, or nowhere
     std::string process_name;  // in the leases it holds
+    Doorbell accepted;         // rung by the validator, heard by each task's aggregator election
     std::unique_ptr<TaskRuntimes> tasks;
     std::unique_ptr<Validator> validator;
     std::unique_ptr<ValidationStage> validation;
     std::unique_ptr<Transitioner> transitioner;
     std::unique_ptr<Scheduler> scheduler;
     std::unique_ptr<ResultIntake> intake;
+    std::unique_ptr<VolunteerService> volunteers;
     bool stopped = false;
 
     // On a failed start too: no pool thread may outlive the components its jobs use.
@@ -171,8 +176,8 @@ common::Result<std::shared_ptr<TaskRuntime>> start_task(ServerCore::Parts& p, co
         if (model) raw->copies.note_model(task_id, version, **model);
     };
     runtime->aggregator =
-        std::make_unique<AggregatorElection>(*p.store, *p.store, *p.store, p.options.clock, std::move(make_aggregator),
-                                             std::move(election), std::move(follow));
+        std::make_unique<AggregatorElection>(*p.store, *p.store, *p.store, p.accepted, p.options.clock,
+                                             std::move(make_aggregator), std::move(election), std::move(follow));
     p.probe_pools.add(id, runtime->probes);
     if (auto status = runtime->aggregator->start(id); !status) {
         p.probe_pools.remove(id);
@@ -265,7 +270,7 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
         [raw](TaskRuntime& runtime) { stop_task(*raw, runtime); });
     auto seed = p.options.seed ? *p.options.seed : std::uint64_t{std::random_device{}()};
     p.validator = std::make_unique<Validator>(*p.store, *p.results, *p.models, p.probe_pools, *p.blobs, p.copies,
-                                              p.metrics.checks(), p.options.clock, *p.tasks, seed);
+                                              p.metrics.checks(), p.options.clock, p.accepted, seed);
     ValidationStageSettings claims{p.process_name, kValidationClaimS,
                                    std::chrono::milliseconds(p.options.validation_poll_ms)};
     p.validation = std::make_unique<ValidationStage>(*p.store, *p.validator, p.validations->executor(), p.options.clock,
@@ -276,6 +281,7 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
                                               [raw](const std::string& id) { return raw->tasks->find(id) != nullptr; });
     p.intake = std::make_unique<ResultIntake>(*p.store, *p.store, *p.store, *p.results, p.delta_caps, p.options.clock,
                                               *p.validation);
+    p.volunteers = std::make_unique<VolunteerService>(*p.store, *p.scheduler, *p.intake, p.options.clock);
     return std::unique_ptr<ServerCore>(new ServerCore(std::move(parts)));
 }
 
@@ -321,7 +327,7 @@ DeltaCaps& ServerCore::delta_caps() { return parts_->delta_caps; }
 ServerMetrics& ServerCore::metrics() { return parts_->metrics; }
 TaskRuntimes& ServerCore::tasks() { return *parts_->tasks; }
 Scheduler& ServerCore::scheduler() { return *parts_->scheduler; }
-ResultIntake& ServerCore::intake() { return *parts_->intake; }
+VolunteerService& ServerCore::volunteers() { return *parts_->volunteers; }
 Validator& ServerCore::validator() { return *parts_->validator; }
 ValidationStage& ServerCore::validation() { return *parts_->validation; }
 Transitioner& ServerCore::transitioner() { return *parts_->transitioner; }

@@ -15,10 +15,10 @@
 #include "blob_store.h"
 #include "delta_caps.h"
 #include "ed25519.h"
+#include "executor.h"
 #include "model_cache.h"
 #include "published_models.h"
 #include "result_files.h"
-#include "result_intake.h"
 #include "scheduler.h"
 #include "server_metrics.h"
 #include "server_options.h"
@@ -27,6 +27,7 @@
 #include "transitioner.h"
 #include "validation_stage.h"
 #include "validator.h"
+#include "volunteer_service.h"
 
 namespace tessera::server {
 
@@ -61,7 +62,8 @@ public:
     ServerMetrics& metrics();
     TaskRuntimes& tasks();
     Scheduler& scheduler();
-    ResultIntake& intake();
+    // The volunteers' work and result requests, as the API and the in-process server make them.
+    VolunteerService& volunteers();
     Validator& validator();
     ValidationStage& validation();
     Transitioner& transitioner();

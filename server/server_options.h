@@ -12,6 +12,7 @@
 
 #include "aggregator.h"
 #include "aggregator_election.h"
+#include "clock.h"
 #include "file_system.h"
 #include "http_server.h"
 #include "model_probe.h"

@@ -88,10 +88,6 @@ void TaskRuntimes::stop() {
     for (auto& [id, runtime] : running) stop_(*runtime);
 }
 
-void TaskRuntimes::accepted(const std::string& task_id) {
-    if (auto runtime = find(task_id)) runtime->aggregator->accepted();
-}
-
 std::shared_ptr<TaskRuntime> TaskRuntimes::find(const std::string& task_id) const {
     std::lock_guard lock(mutex_);
     auto found = running_.find(task_id);

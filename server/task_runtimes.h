@@ -21,7 +21,6 @@
 #include "dashboard.h"
 #include "model_probe.h"
 #include "task_lookup.h"
-#include "validator.h"
 
 namespace tessera::server {
 
@@ -32,7 +31,7 @@ struct TaskRuntime {
     std::shared_ptr<const TaskFacts> facts;
 };
 
-class TaskRuntimes : public AcceptedResults {
+class TaskRuntimes {
 public:
     // Builds and starts a task's runtime; stops one (its aggregator checkpoints and lets go of
     // the lease).
@@ -51,9 +50,6 @@ public:
     void stop();
 
     std::shared_ptr<TaskRuntime> find(const std::string& task_id) const;
-    // The validator accepted a result of the task: its aggregator looks for it, if this process
-    // leads the task.
-    void accepted(const std::string& task_id) override;
     std::vector<std::shared_ptr<TaskRuntime>> all() const;
 
 private:

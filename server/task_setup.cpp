@@ -8,6 +8,7 @@
 
 #include "blob_store.h"
 #include "checkpoint.h"
+#include "clock.h"
 #include "dataset_manifest.h"
 #include "ed25519.h"
 #include "file_io.h"

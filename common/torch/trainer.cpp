@@ -236,11 +236,9 @@ Result<TrainOutcome> outcome_of(torch::nn::Module& module, const TorchTensorMap&
     return outcome;
 }
 
-Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
-                                  const TrainConfig& config, const ProgressCallback& progress) {
-    auto device = parse_device(config.device);
-    if (!device) return device.error();
-    if (auto checked = check_training_inputs(data, config); !checked) return checked.error();
+// The preset's workload for the unit: its caption drop and patch mask set.
+Result<std::unique_ptr<Workload>> configured_workload(const std::string& preset, const ShardData& data,
+                                                      const TrainConfig& config) {
     auto workload = make_workload(preset, data_shape_of(data, config.num_classes), config.seed);
     if (!workload) return workload.error();
     (*workload)->set_caption_drop(config.caption_drop);
@@ -248,6 +246,16 @@ Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMa
     if (config.patch_mask > 0 && dit_of(**workload) == nullptr)
         return make_error("patch masking needs a DiT preset: " + preset + " has no patches");
     (*workload)->set_patch_mask(config.patch_mask);
+    return workload;
+}
+
+Result<TrainOutcome> run_training(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
+                                  const TrainConfig& config, const ProgressCallback& progress) {
+    auto device = parse_device(config.device);
+    if (!device) return device.error();
+    if (auto checked = check_training_inputs(data, config); !checked) return checked.error();
+    auto workload = configured_workload(preset, data, config);
+    if (!workload) return workload.error();
     auto module = (*workload)->module();
     if (auto loaded = load_state(*module, theta0); !loaded) return loaded.error();
     module->to(*device);

@@ -238,13 +238,14 @@ DispatchFigures figures_of(const ThreadTally& all, double elapsed_s, const serve
         return all.units > 0 ? static_cast<double>(count) / static_cast<double>(all.units) : 0.0;
     };
     figures.statements_per_unit = per_unit(after.statements - before.statements);
+    figures.reads_per_unit = per_unit(after.reads - before.reads);
     figures.commits_per_unit = per_unit(after.commits - before.commits);
     return figures;
 }
 
 void print_figures(const DispatchBenchOptions& options, const DispatchFigures& figures, double drain_s,
                    std::ostream& out) {
-    char line[768];
+    char line[1024];
     std::snprintf(
         line, sizeof line,
         "dispatch: %d server%s, %lld volunteers, %d connections, %zu validation threads, %.1f s: %.1f WU/s "
@@ -253,7 +254,8 @@ void print_figures(const DispatchBenchOptions& options, const DispatchFigures& f
         "  upload p50 %.1f ms  p99 %.1f ms (%zu-byte results)\n"
         "  unit   p50 %.1f ms  p99 %.1f ms (ask + upload)\n"
         "  registered %lld volunteers in %.1f s (%.0f/s); draining validation and merges at stop took %.1f s\n"
-        "  database: %.1f statements and %.1f commits per unit (its work request, upload, validation and merge)\n",
+        "  database: %.1f statements (%.1f reads) and %.1f commits per unit (its work request, upload, validation and "
+        "merge)\n",
         options.servers, options.servers > 1 ? "s" : "", static_cast<long long>(options.volunteers),
         options.connections, options.validation_threads, figures.seconds, figures.units_per_s,
         static_cast<long long>(figures.units), static_cast<long long>(figures.no_work),
@@ -261,7 +263,7 @@ void print_figures(const DispatchBenchOptions& options, const DispatchFigures& f
         figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms, figures.unit_p99_ms,
         static_cast<long long>(options.volunteers), figures.register_s,
         static_cast<double>(options.volunteers) / figures.register_s, drain_s, figures.statements_per_unit,
-        figures.commits_per_unit);
+        figures.reads_per_unit, figures.commits_per_unit);
     out << line;
 }
 

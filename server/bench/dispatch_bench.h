@@ -44,8 +44,10 @@ struct DispatchFigures {
     double unit_p50_ms = 0, unit_p99_ms = 0;
     double register_s = 0;
     std::size_t result_bytes = 0;
-    // Database statements and commits in the process while measuring, per unit returned.
+    // Database statements (the reads among them) and commits in the process while measuring,
+    // per unit returned.
     double statements_per_unit = 0;
+    double reads_per_unit = 0;
     double commits_per_unit = 0;
 };
 

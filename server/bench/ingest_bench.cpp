@@ -13,6 +13,7 @@
 
 #include "bytes.h"
 #include "command_line.h"
+#include "database.h"
 #include "delta_codec.h"
 #include "in_process_server.h"
 #include "made_up_results.h"
@@ -81,7 +82,17 @@ struct PipelineFigures {
     std::int64_t rejected = 0;  // by validation
     std::int64_t version = 0;
     double aggregator_s = 0;  // merging and committing, on the aggregator's thread
+    server::DatabaseActivity work;     // summed over the work requests
+    server::DatabaseActivity results;  // summed over the uploads, each up to its merge
 };
+
+// What the database ran between `before` and now, added to `sum`.
+void add_activity_since(const server::DatabaseActivity& before, server::DatabaseActivity& sum) {
+    auto now = server::database_activity();
+    sum.statements += now.statements - before.statements;
+    sum.reads += now.reads - before.reads;
+    sum.commits += now.commits - before.commits;
+}
 
 std::uint64_t directory_bytes(const std::filesystem::path& dir) {
     std::uint64_t bytes = 0;
@@ -110,7 +121,9 @@ common::Result<PipelineFigures> run_pipeline(server::InProcessServer& server, co
         request.device = {"cpu", "ingest bench", 8 * common::kGiB, 1};
         request.samples_per_s = 1000;
         request.held_model = held[volunteer];
+        auto asked = server::database_activity();
         auto response = server.request_work(request);
+        add_activity_since(asked, figures.work);
         if (!response) return response.error();
         if (!response->has_work) return common::make_error("the server had no work for result " + std::to_string(i));
         auto payload = common::open_envelope(response->work_unit, common::kWorkUnitPurpose, server.verify_key());
@@ -119,7 +132,9 @@ common::Result<PipelineFigures> run_pipeline(server::InProcessServer& server, co
         if (!unit) return unit.error();
         held[volunteer] = unit->model_blob.sha256;
         auto body = packed_result(*unit, deltas[static_cast<std::size_t>(i) % deltas.size()]);
+        auto uploaded = server::database_activity();
         auto outcome = server.upload(request.client_id, body);
+        add_activity_since(uploaded, figures.results);
         if (!outcome) return outcome.error();
         if (outcome->http_status != 200) ++figures.refused;
     }
@@ -187,6 +202,8 @@ void print_ingest(std::ostream& out, const IngestBenchOptions& options, bool pat
                   "  pipeline: %lld results in %.1f s = %.2f results/s validated and merged "
                   "(%lld merged, %lld rejected, %lld refused at intake; version %lld)\n"
                   "  aggregator: %.0f ms per result merged and committed = %.2f merges/s\n"
+                  "  database: %.1f statements (%.1f reads) per work request; %.1f statements (%.1f reads) "
+                  "per result, intake to merge\n"
                   "  state directory: %.1f MB of blobs and result files\n"
                   "  merge loop: %.1f ms per add = %.2f GB/s (12 bytes per parameter: Δ read, θ read and written)\n"
                   "  memory bandwidth (triad, one thread, 3 arrays of max(parameters, 16 M) floats): %.2f GB/s; "
@@ -197,6 +214,7 @@ void print_ingest(std::ostream& out, const IngestBenchOptions& options, bool pat
                   figures.results_per_s, static_cast<long long>(figures.merged),
                   static_cast<long long>(figures.rejected), static_cast<long long>(figures.refused),
                   static_cast<long long>(figures.version), aggregator_ms_per_merge, figures.merges_per_s,
+                  figures.work_statements, figures.work_reads, figures.result_statements, figures.result_reads,
                   static_cast<double>(figures.state_bytes) / 1e6, figures.merge_s * 1000,
                   figures.merge_bytes_per_s / 1e9, figures.memory_bytes_per_s / 1e9,
                   100.0 * figures.merge_bytes_per_s / figures.memory_bytes_per_s);
@@ -238,6 +256,13 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     figures.rejected = pipeline->rejected;
     figures.refused = pipeline->refused;
     figures.version = pipeline->version;
+    auto per_request = [&options](std::uint64_t sum) {
+        return static_cast<double>(sum) / static_cast<double>(options.results);
+    };
+    figures.work_statements = per_request(pipeline->work.statements);
+    figures.work_reads = per_request(pipeline->work.reads);
+    figures.result_statements = per_request(pipeline->results.statements);
+    figures.result_reads = per_request(pipeline->results.reads);
     figures.merges_per_s = static_cast<double>(pipeline->merged) / std::max(1e-9, pipeline->aggregator_s);
     figures.state_bytes = state_bytes;
     figures.merge_s = *merge_s;

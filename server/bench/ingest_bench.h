@@ -37,6 +37,12 @@ struct IngestFigures {
     std::int64_t rejected = 0;  // by validation
     std::int64_t refused = 0;   // at intake
     std::int64_t version = 0;
+    // The database per request, averaged: a work request's statements and reads (SELECT),
+    // and an uploaded result's from intake through validation to its merge and commit.
+    double work_statements = 0;
+    double work_reads = 0;
+    double result_statements = 0;
+    double result_reads = 0;
     double merges_per_s = 0;        // results merged per second of the aggregator's time
     std::uint64_t state_bytes = 0;  // blobs and result files at the end (shards and version 0 included)
     double merge_s = 0;             // one add, the best of five

@@ -142,6 +142,29 @@ void print_medians(const TrainBenchOptions& o, common::Workload& workload, std::
     std::printf("ratio C++/Python samples/s: %.3f\n", cpp_median / python_median);
 }
 
+// The trainer's settings for every C++ run.
+common::TrainConfig bench_config(const TrainBenchOptions& o) {
+    common::TrainConfig config;
+    config.batch_size = o.batch;
+    config.device = o.device;
+    config.lr = 3e-4;
+    config.warmup_steps = 10;
+    return config;
+}
+
+// What is measured, on one line.
+void print_setup(const TrainBenchOptions& o, std::int64_t parameters, bool captions) {
+    std::cout << "model " << o.model << " (" << parameters << " parameters), device " << o.device << ", batch "
+              << o.batch << ", latents " << o.channels << "×" << o.latent_size << "×" << o.latent_size;
+    if (captions)
+        std::cout << ", captions of " << (o.caption_tokens + 1) / 2 << " to " << o.caption_tokens << " tokens × "
+                  << o.text_dim << " (f16, packed)";
+    std::cout << ", threads " << o.threads << ", " << o.steps << " measured steps after " << o.warmup_steps
+              << " warm-up, " << o.repeats << " alternating runs each";
+    if (o.patch_mask > 0) std::cout << ", patch mask " << o.patch_mask << " beside none";
+    std::cout << "\n";
+}
+
 }  // namespace
 
 common::Status run_train_bench(const TrainBenchOptions& o) {
@@ -151,21 +174,8 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
     if (!workload) return workload.error();
     auto theta0 = common::state_of(*(*workload)->module());
 
-    common::TrainConfig config;
-    config.batch_size = o.batch;
-    config.device = o.device;
-    config.lr = 3e-4;
-    config.warmup_steps = 10;
-    std::cout << "model " << o.model << " (" << common::parameter_count(*(*workload)->module())
-              << " parameters), device " << o.device << ", batch " << o.batch << ", latents " << o.channels << "×"
-              << o.latent_size << "×" << o.latent_size;
-    if (data.has_captions())
-        std::cout << ", captions of " << (o.caption_tokens + 1) / 2 << " to " << o.caption_tokens << " tokens × "
-                  << o.text_dim << " (f16, packed)";
-    std::cout << ", threads " << o.threads << ", " << o.steps << " measured steps after "
-              << o.warmup_steps << " warm-up, " << o.repeats << " alternating runs each";
-    if (o.patch_mask > 0) std::cout << ", patch mask " << o.patch_mask << " beside none";
-    std::cout << "\n";
+    auto config = bench_config(o);
+    print_setup(o, common::parameter_count(*(*workload)->module()), data.has_captions());
 
     // Runs alternate between the two sides, so drift in the machine's speed hits both.
     std::vector<double> cpu_step, cpu_step_masked;  // CPU seconds a measured step
@@ -217,6 +227,39 @@ common::Status run_train_bench(const TrainBenchOptions& o) {
     return {};
 }
 
+namespace {
+
+// The command line's options, checked.
+common::Result<TrainBenchOptions> train_bench_options(const cxxopts::ParseResult& args) {
+    TrainBenchOptions bench;
+    bench.model = args["model"].as<std::string>();
+    bench.device = args["device"].as<std::string>();
+    bench.batch = args["batch"].as<std::int64_t>();
+    bench.latent_size = args["latent-size"].as<std::int64_t>();
+    if (bench.latent_size < 2 || bench.latent_size > 256 || bench.latent_size % 2 != 0)
+        return common::make_error("--latent-size must be even, 2 to 256 (patch 2)");
+    bench.channels = args["channels"].as<std::int64_t>();
+    bench.caption_tokens = args["caption-tokens"].as<std::int64_t>();
+    bench.text_dim = args["text-dim"].as<std::int64_t>();
+    if (bench.channels < 1 || bench.channels > 64 || bench.caption_tokens < 1 || bench.caption_tokens > 1024 ||
+        bench.text_dim < 1 || bench.text_dim > 8192)
+        return common::make_error("--channels 1 to 64, --caption-tokens 1 to 1024, --text-dim 1 to 8192");
+    bench.steps = args["steps"].as<std::int64_t>();
+    bench.warmup_steps = args["warmup"].as<std::int64_t>();
+    bench.threads = args["threads"].as<int>();
+    bench.repeats = args["repeats"].as<int>();
+    bench.python = args["python"].as<std::string>();
+    bench.python_script = args["python-script"].as<std::string>();
+    bench.run_python = args.count("no-python") == 0;
+    bench.foreach_adamw_too = args.count("foreach-adamw-too") > 0;
+    bench.peak_tflops = args["peak-tflops"].as<double>();
+    bench.patch_mask = args["patch-mask"].as<double>();
+    if (!(bench.patch_mask >= 0 && bench.patch_mask < 1)) return common::make_error("--patch-mask must be in [0, 1)");
+    return bench;
+}
+
+}  // namespace
+
 int run_train_command(int argc, char** argv) {
     cxxopts::Options options("tessera-bench train", "Training throughput: C++ trainer vs PyTorch Python");
     options.add_options()("model", "model preset (dit-tiny, dit-s, dit-b, or one of them with -text)",
@@ -247,39 +290,12 @@ int run_train_command(int argc, char** argv) {
     try {
         auto parsed = common::parse_command_line(options, argc, argv);
         if (!parsed) return parsed.exit_code;
-        const auto& args = *parsed;
-        TrainBenchOptions bench;
-        bench.model = args["model"].as<std::string>();
-        bench.device = args["device"].as<std::string>();
-        bench.batch = args["batch"].as<std::int64_t>();
-        bench.latent_size = args["latent-size"].as<std::int64_t>();
-        if (bench.latent_size < 2 || bench.latent_size > 256 || bench.latent_size % 2 != 0) {
-            std::cerr << "tessera-bench: --latent-size must be even, 2 to 256 (patch 2)\n";
+        auto bench = train_bench_options(*parsed);
+        if (!bench) {
+            std::cerr << "tessera-bench: " << bench.message() << "\n";
             return 2;
         }
-        bench.channels = args["channels"].as<std::int64_t>();
-        bench.caption_tokens = args["caption-tokens"].as<std::int64_t>();
-        bench.text_dim = args["text-dim"].as<std::int64_t>();
-        if (bench.channels < 1 || bench.channels > 64 || bench.caption_tokens < 1 || bench.caption_tokens > 1024 ||
-            bench.text_dim < 1 || bench.text_dim > 8192) {
-            std::cerr << "tessera-bench: --channels 1 to 64, --caption-tokens 1 to 1024, --text-dim 1 to 8192\n";
-            return 2;
-        }
-        bench.steps = args["steps"].as<std::int64_t>();
-        bench.warmup_steps = args["warmup"].as<std::int64_t>();
-        bench.threads = args["threads"].as<int>();
-        bench.repeats = args["repeats"].as<int>();
-        bench.python = args["python"].as<std::string>();
-        bench.python_script = args["python-script"].as<std::string>();
-        bench.run_python = args.count("no-python") == 0;
-        bench.foreach_adamw_too = args.count("foreach-adamw-too") > 0;
-        bench.peak_tflops = args["peak-tflops"].as<double>();
-        bench.patch_mask = args["patch-mask"].as<double>();
-        if (!(bench.patch_mask >= 0 && bench.patch_mask < 1)) {
-            std::cerr << "tessera-bench: --patch-mask must be in [0, 1)\n";
-            return 2;
-        }
-        if (auto status = run_train_bench(bench); !status) {
+        if (auto status = run_train_bench(*bench); !status) {
             std::cerr << "tessera-bench: " << status.message() << "\n";
             return 1;
         }

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "command_line.h"
+#include "clock.h"
 #include "command_support.h"
 #include "task_lookup.h"
 

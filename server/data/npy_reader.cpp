@@ -123,22 +123,13 @@ private:
     std::size_t pos_ = 0;
 };
 
-}  // namespace
+// The header's text (checked to be printable ASCII, newline removed) and where the data starts.
+struct HeaderText {
+    std::string_view text;
+    std::size_t data_start = 0;
+};
 
-std::int64_t NpyArray::numel() const {
-    // parse_npy checked the product against the data's length; a zero dimension first.
-    for (auto d : shape)
-        if (d == 0) return 0;
-    std::int64_t n = 1;
-    for (auto d : shape) n *= d;
-    return n;
-}
-
-std::string_view npy_type_name(NpyType type) { return info(type).name; }
-std::string_view npy_descr(NpyType type) { return info(type).descr; }
-std::size_t npy_type_size(NpyType type) { return info(type).size; }
-
-common::Result<NpyArray> parse_npy(common::ByteView bytes) {
+common::Result<HeaderText> read_header_text(common::ByteView bytes) {
     if (bytes.size() < kMagic.size() + 2 || common::as_string_view(bytes.subspan(0, kMagic.size())) != kMagic)
         return make_error("not a .npy file (no \\x93NUMPY magic)");
     std::uint8_t major = bytes[6], minor = bytes[7];
@@ -158,7 +149,16 @@ common::Result<NpyArray> parse_npy(common::ByteView bytes) {
     for (char c : header)
         if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e)
             return make_error(".npy header holds a byte that is not printable ASCII");
+    return HeaderText{header, start + static_cast<std::size_t>(header_length)};
+}
 
+struct HeaderFields {
+    std::string descr;
+    std::vector<std::int64_t> shape;
+};
+
+// The header's dict: 'descr', 'fortran_order' (False only) and 'shape', each once.
+common::Result<HeaderFields> parse_header(std::string_view header) {
     HeaderParser parser(header);
     std::optional<std::string> descr;
     std::optional<bool> fortran;
@@ -189,17 +189,41 @@ common::Result<NpyArray> parse_npy(common::ByteView bytes) {
     if (!parser.at_end()) return make_error(".npy header has text after its dict");
     if (!descr || !fortran || !shape) return make_error(".npy header lacks 'descr', 'fortran_order' or 'shape'");
     if (*fortran) return make_error(".npy array is in Fortran order; save a C-ordered array");
+    return HeaderFields{std::move(*descr), std::move(*shape)};
+}
+
+}  // namespace
+
+std::int64_t NpyArray::numel() const {
+    // parse_npy checked the product against the data's length; a zero dimension first.
+    for (auto d : shape)
+        if (d == 0) return 0;
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+}
+
+std::string_view npy_type_name(NpyType type) { return info(type).name; }
+std::string_view npy_descr(NpyType type) { return info(type).descr; }
+std::size_t npy_type_size(NpyType type) { return info(type).size; }
+
+common::Result<NpyArray> parse_npy(common::ByteView bytes) {
+    auto header = read_header_text(bytes);
+    if (!header) return header.error();
+    auto fields = parse_header(header->text);
+    if (!fields) return fields.error();
 
     NpyArray array;
     const TypeInfo* type = nullptr;
     for (const auto& t : kTypes)
-        if (t.descr == *descr) type = &t;
+        if (t.descr == fields->descr) type = &t;
     if (type == nullptr)
-        return make_error(".npy dtype '" + *descr + "' is not supported (little-endian bool, integer or float only)");
+        return make_error(".npy dtype '" + fields->descr +
+                          "' is not supported (little-endian bool, integer or float only)");
     array.type = type->type;
-    array.shape = std::move(*shape);
+    array.shape = std::move(fields->shape);
     // The product is formed only while it stays below 2^62, so it cannot overflow.
-    auto data = bytes.subspan(start + static_cast<std::size_t>(header_length));
+    auto data = bytes.subspan(header->data_start);
     std::uint64_t expected = type->size;
     bool too_long = false;
     for (auto d : array.shape)

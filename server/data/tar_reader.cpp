@@ -131,6 +131,73 @@ common::Result<std::string> clean_name(std::string name, const std::string& wher
     return name;
 }
 
+// One header block at `offset` and the data it announces, checked (magic, checksum, size,
+// padding).
+struct Header {
+    common::ByteView block, data;
+    std::string where;
+    char type = 0;
+    bool posix = false, regular = false;
+    std::size_t next = 0;  // the offset of the block after its padded data
+};
+
+common::Result<Header> read_header(common::ByteView archive, std::size_t offset,
+                                   const std::optional<std::uint64_t>& pax_size) {
+    Header h;
+    h.block = archive.subspan(offset, kTarBlockBytes);
+    h.where = at(offset);
+    auto magic = common::as_string_view(h.block.subspan(kMagicOffset, kPosixMagic.size()));
+    h.posix = magic == kPosixMagic;
+    if (!h.posix && magic != kGnuMagic) return make_error(h.where + ": not a ustar or GNU tar header");
+    auto checksum = parse_number(h.block.subspan(kChecksumOffset, kChecksumBytes));
+    if (!checksum || !checksum_matches(h.block, *checksum)) return make_error(h.where + ": header checksum mismatch");
+    auto header_size = parse_number(h.block.subspan(kSizeOffset, kSizeBytes));
+    if (!header_size) return make_error(h.where + ": size field is not an octal number");
+    h.type = static_cast<char>(h.block[kTypeOffset]);
+    std::uint64_t size = *header_size;
+    h.regular = h.type == '0' || h.type == '\0' || h.type == '7';
+    if (h.regular && pax_size) size = *pax_size;
+    offset += kTarBlockBytes;
+    if (size > archive.size() - offset)
+        return make_error("truncated tar: " + h.where + " claims " + std::to_string(size) + " bytes but " +
+                          std::to_string(archive.size() - offset) + " follow");
+    h.data = archive.subspan(offset, static_cast<std::size_t>(size));
+    auto padded = (size + kTarBlockBytes - 1) / kTarBlockBytes * kTarBlockBytes;
+    // The data's last block is padded to 512 bytes; an archive cut inside the padding is truncated.
+    if (padded > archive.size() - offset)
+        return make_error("truncated tar: " + h.where + "'s data is not padded to a whole block");
+    h.next = offset + static_cast<std::size_t>(padded);
+    return h;
+}
+
+// A long name ('L') or pax header ('x'): what it says of the next member.
+common::Status read_extended(const Header& h, std::optional<std::string>& long_name,
+                             std::optional<std::uint64_t>& pax_size, const TarLimits& limits) {
+    if (h.data.size() > kMaxExtendedHeaderBytes) return make_error(h.where + ": extended header larger than 1 MiB");
+    if (h.type == 'L') {
+        auto name = common::as_string_view(h.data);
+        name = name.substr(0, name.find('\0'));
+        long_name = std::string(name);
+    } else if (auto ok = parse_pax(h.data, long_name, pax_size, h.where); !ok) {
+        return ok;
+    }
+    if (long_name && long_name->size() > limits.max_name_bytes)
+        return make_error(h.where + ": member name longer than " + std::to_string(limits.max_name_bytes) + " bytes");
+    return {};
+}
+
+// A regular member's name: the long one announced before it, else its header's (with the
+// ustar prefix).
+std::string member_name(const Header& h, std::optional<std::string>& long_name) {
+    if (long_name) return std::move(*long_name);
+    auto name = field_string(h.block, kNameOffset, kNameBytes);
+    if (h.posix) {
+        auto prefix = field_string(h.block, kPrefixOffset, kPrefixBytes);
+        if (!prefix.empty()) name = prefix + "/" + name;
+    }
+    return name;
+}
+
 }  // namespace
 
 common::Result<std::vector<TarMember>> read_tar(common::ByteView archive, const TarLimits& limits) {
@@ -142,8 +209,7 @@ common::Result<std::vector<TarMember>> read_tar(common::ByteView archive, const 
         if (archive.size() - offset < kTarBlockBytes)
             return make_error("truncated tar: " + at(offset) + " has no complete header (the archive has " +
                               std::to_string(archive.size()) + " bytes)");
-        auto block = archive.subspan(offset, kTarBlockBytes);
-        if (all_zero(block)) {
+        if (all_zero(archive.subspan(offset, kTarBlockBytes))) {
             if (long_name || pax_size) return make_error(at(offset) + ": archive ends after an extended header");
             if (archive.size() - offset < 2 * kTarBlockBytes ||
                 !all_zero(archive.subspan(offset + kTarBlockBytes, kTarBlockBytes)))
@@ -151,69 +217,29 @@ common::Result<std::vector<TarMember>> read_tar(common::ByteView archive, const 
                                   " is one zero block, not the two that end an archive");
             return members;
         }
-        auto where = at(offset);
-        auto magic = common::as_string_view(block.subspan(kMagicOffset, kPosixMagic.size()));
-        bool posix = magic == kPosixMagic;
-        if (!posix && magic != kGnuMagic) return make_error(where + ": not a ustar or GNU tar header");
-        auto checksum = parse_number(block.subspan(kChecksumOffset, kChecksumBytes));
-        if (!checksum || !checksum_matches(block, *checksum)) return make_error(where + ": header checksum mismatch");
-        auto header_size = parse_number(block.subspan(kSizeOffset, kSizeBytes));
-        if (!header_size) return make_error(where + ": size field is not an octal number");
-        char type = static_cast<char>(block[kTypeOffset]);
-        std::uint64_t size = *header_size;
-        bool regular = type == '0' || type == '\0' || type == '7';
-        if (regular && pax_size) size = *pax_size;
-        offset += kTarBlockBytes;
-        if (size > archive.size() - offset)
-            return make_error("truncated tar: " + where + " claims " + std::to_string(size) + " bytes but " +
-                              std::to_string(archive.size() - offset) + " follow");
-        auto data = archive.subspan(offset, static_cast<std::size_t>(size));
-        auto padded = (size + kTarBlockBytes - 1) / kTarBlockBytes * kTarBlockBytes;
-        // The data's last block is padded to 512 bytes; an archive cut inside the padding is truncated.
-        if (padded > archive.size() - offset)
-            return make_error("truncated tar: " + where + "'s data is not padded to a whole block");
-        offset += static_cast<std::size_t>(padded);
-
-        if (type == 'L' || type == 'x') {
-            if (size > kMaxExtendedHeaderBytes) return make_error(where + ": extended header larger than 1 MiB");
-            if (type == 'L') {
-                auto name = common::as_string_view(data);
-                name = name.substr(0, name.find('\0'));
-                long_name = std::string(name);
-            } else if (auto ok = parse_pax(data, long_name, pax_size, where); !ok) {
-                return ok.error();
-            }
-            if (long_name && long_name->size() > limits.max_name_bytes)
-                return make_error(where + ": member name longer than " + std::to_string(limits.max_name_bytes) +
-                                  " bytes");
+        auto header = read_header(archive, offset, pax_size);
+        if (!header) return header.error();
+        const auto& h = *header;
+        offset = h.next;
+        if (h.type == 'L' || h.type == 'x') {
+            if (auto ok = read_extended(h, long_name, pax_size, limits); !ok) return ok.error();
             continue;
         }
-        if (type == '5' || type == 'g' || type == 'K') {
-            if (type == '5') long_name.reset(), pax_size.reset();
+        if (h.type == '5' || h.type == 'g' || h.type == 'K') {
+            if (h.type == '5') long_name.reset(), pax_size.reset();
             continue;
         }
-        if (!regular) {
-            auto name = field_string(block, kNameOffset, kNameBytes);
-            return make_error(where + " (\"" + name + "\") has type '" + std::string(1, type) +
-                              "': only regular files (and directories, skipped) are read");
-        }
-        std::string name;
-        if (long_name) {
-            name = std::move(*long_name);
-        } else {
-            name = field_string(block, kNameOffset, kNameBytes);
-            if (posix) {
-                auto prefix = field_string(block, kPrefixOffset, kPrefixBytes);
-                if (!prefix.empty()) name = prefix + "/" + name;
-            }
-        }
+        if (!h.regular)
+            return make_error(h.where + " (\"" + field_string(h.block, kNameOffset, kNameBytes) + "\") has type '" +
+                              std::string(1, h.type) + "': only regular files (and directories, skipped) are read");
+        auto name = member_name(h, long_name);
         long_name.reset();
         pax_size.reset();
-        auto cleaned = clean_name(std::move(name), where);
+        auto cleaned = clean_name(std::move(name), h.where);
         if (!cleaned) return cleaned.error();
         if (members.size() >= limits.max_members)
             return make_error("tar holds more than " + std::to_string(limits.max_members) + " files");
-        members.push_back({std::move(cleaned).value(), data});
+        members.push_back({std::move(cleaned).value(), h.data});
     }
 }
 

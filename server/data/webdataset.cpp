@@ -223,6 +223,128 @@ common::Status reserve(std::uint64_t& used, std::uint64_t bytes, const WebDatase
     return {};
 }
 
+// The shard's columns as samples are added to it.
+struct Columns {
+    std::uint64_t used = 0;  // bytes, against WebDatasetLimits::max_output_bytes
+    common::Bytes latents, tokens;
+    std::vector<std::int64_t> labels, lengths, latent_shape;
+    std::vector<std::string> caption_texts;
+    std::optional<NpyType> latent_type;
+    std::int64_t width = 0;  // of the caption features
+};
+
+// A sample has the same fields as the first one.
+common::Status check_fields(const Sample& s, const Sample& first) {
+    auto named = [&](const std::string& what) { return make_error("sample \"" + s.key + "\" " + what); };
+    bool captions = first.feature.has_value(), texts = first.text.has_value();
+    if (!s.latent) return named("has no latent (" + s.key + ".latent.npy)");
+    if (s.feature.has_value() != captions)
+        return named(captions ? "has no caption feature (.t5.npy, .clip.npy or .text_emb.npy) but others do"
+                              : "has a caption feature but \"" + first.key + "\" has none");
+    if (s.mask && !s.feature) return named("has a mask but no caption feature");
+    if (s.text.has_value() != texts)
+        return named(texts ? "has no caption text but others do"
+                           : "has a caption text but \"" + first.key + "\" has none");
+    return {};
+}
+
+common::Status add_latent(Columns& c, const Sample& s, const std::string& first_key, const WebDatasetLimits& limits) {
+    auto named = [&](const std::string& what) { return make_error("sample \"" + s.key + "\" " + what); };
+    auto latent = float_array(*s.latent, 3, "[C, H, W]");
+    if (!latent) return latent.error();
+    if (!c.latent_type) {
+        c.latent_type = latent->type;
+        c.latent_shape = latent->shape;
+    } else if (latent->type != *c.latent_type || latent->shape != c.latent_shape) {
+        return named("latent is " + std::string(npy_type_name(latent->type)) + " " + shape_text(latent->shape) +
+                     " but \"" + first_key + "\"'s is " + std::string(npy_type_name(*c.latent_type)) + " " +
+                     shape_text(c.latent_shape));
+    }
+    for (std::size_t i = 0; i < static_cast<std::size_t>(latent->numel()); ++i)
+        if (!std::isfinite(float_at(*latent, i))) return named("latent holds a non-finite value");
+    if (auto ok = reserve(c.used, latent->data.size(), limits); !ok) return ok;
+    c.latents.insert(c.latents.end(), latent->data.begin(), latent->data.end());
+    return {};
+}
+
+common::Status add_caption_text(Columns& c, const Source& text_field, const WebDatasetLimits& limits) {
+    auto text = trim(common::as_string_view(text_field.bytes));
+    if (text.size() > limits.max_caption_text_bytes)
+        return make_error(text_field.from + ": caption text longer than " +
+                          std::to_string(limits.max_caption_text_bytes) + " bytes");
+    if (!is_caption_utf8(text)) return make_error(text_field.from + ": caption text is not UTF-8 (or holds NUL)");
+    c.caption_texts.emplace_back(text);
+    return {};
+}
+
+// The caption's tokens up to its mask's length, as float16.
+common::Status add_caption_feature(Columns& c, const Sample& s, const std::string& first_key,
+                                   const WebDatasetLimits& limits, WebDatasetShard& shard) {
+    auto named = [&](const std::string& what) { return make_error("sample \"" + s.key + "\" " + what); };
+    auto feature = float_array(*s.feature, 2, "[L, D]");
+    if (!feature) return feature.error();
+    auto l = feature->shape[0], d = feature->shape[1];
+    if (c.width == 0) c.width = d;
+    if (d != c.width)
+        return named("caption feature is " + std::to_string(d) + " wide but \"" + first_key + "\"'s is " +
+                     std::to_string(c.width));
+    std::int64_t length = l;
+    if (s.mask) {
+        auto from_mask = mask_length(*s.mask, l);
+        if (!from_mask) return from_mask.error();
+        length = *from_mask;
+    }
+    c.lengths.push_back(length);
+    shard.caption_tokens += length;
+    auto values = static_cast<std::size_t>(length * d);
+    if (auto ok = reserve(c.used, values * 2, limits); !ok) return ok;
+    c.tokens.resize(c.tokens.size() + values * 2);
+    auto* out = c.tokens.data() + c.tokens.size() - values * 2;
+    for (std::size_t i = 0; i < values; ++i) {
+        float v = float_at(*feature, i);
+        if (!std::isfinite(v)) return named("caption feature holds a non-finite value");
+        auto half = common::f32_to_f16(v);
+        if ((half & 0x7c00u) == 0x7c00u)
+            return named("caption feature value " + std::to_string(v) + " is past float16's range");
+        std::memcpy(out + 2 * i, &half, 2);
+    }
+    return {};
+}
+
+// The columns as one safetensors shard.
+common::Status write_columns(Columns& c, bool captions, bool texts, const WebDatasetLimits& limits,
+                             WebDatasetShard& shard) {
+    auto n = static_cast<std::int64_t>(c.labels.size());
+    auto i64_bytes = [](const std::vector<std::int64_t>& v) {
+        return common::ByteView(reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(std::int64_t));
+    };
+    std::vector<common::TensorView> views;
+    auto shape = c.latent_shape;
+    shape.insert(shape.begin(), n);
+    views.push_back(
+        {"latents", *c.latent_type == NpyType::F16 ? common::DType::F16 : common::DType::F32, shape, c.latents});
+    views.push_back({"labels", common::DType::I64, {n}, i64_bytes(c.labels)});
+    if (captions) {
+        views.push_back({"text_tokens", common::DType::F16, {shard.caption_tokens, c.width}, c.tokens});
+        views.push_back({"text_len", common::DType::I64, {n}, i64_bytes(c.lengths)});
+    }
+    common::Bytes text_bytes;
+    if (texts) {
+        std::size_t longest = 1;
+        for (const auto& t : c.caption_texts) longest = std::max(longest, t.size());
+        if (auto ok = reserve(c.used, longest * c.caption_texts.size(), limits); !ok) return ok;
+        text_bytes.assign(longest * c.caption_texts.size(), 0);
+        for (std::size_t i = 0; i < c.caption_texts.size(); ++i)
+            std::memcpy(text_bytes.data() + i * longest, c.caption_texts[i].data(), c.caption_texts[i].size());
+        views.push_back({"captions", common::DType::U8, {n, static_cast<std::int64_t>(longest)}, text_bytes});
+    }
+    auto bytes = common::write_safetensors(views, {{"format", "pt"}, {"source", "webdataset"}});
+    if (!bytes) return bytes.error();
+    shard.safetensors = std::move(bytes).value();
+    shard.samples = n;
+    return {};
+}
+
 }  // namespace
 
 common::Result<WebDatasetShard> webdataset_to_shard(common::ByteView tar, const WebDatasetLimits& limits) {
@@ -235,114 +357,23 @@ common::Result<WebDatasetShard> webdataset_to_shard(common::ByteView tar, const 
     const auto& samples = *grouped;
     const auto& first = samples.front();
     bool captions = first.feature.has_value(), texts = first.text.has_value();
-
-    std::uint64_t used = 0;
-    common::Bytes latents, tokens, text_bytes;
-    std::vector<std::int64_t> labels, lengths, latent_shape;
-    std::vector<std::string> caption_texts;
-    std::optional<NpyType> latent_type;
-    std::int64_t width = 0;
+    Columns columns;
     for (const auto& s : samples) {
-        auto named = [&](const std::string& what) { return "sample \"" + s.key + "\" " + what; };
-        if (!s.latent) return make_error(named("has no latent (" + s.key + ".latent.npy)"));
-        if (s.feature.has_value() != captions)
-            return make_error(named(captions
-                                        ? "has no caption feature (.t5.npy, .clip.npy or .text_emb.npy) but others do"
-                                        : "has a caption feature but \"" + first.key + "\" has none"));
-        if (s.mask && !s.feature) return make_error(named("has a mask but no caption feature"));
-        if (s.text.has_value() != texts)
-            return make_error(named(texts ? "has no caption text but others do"
-                                          : "has a caption text but \"" + first.key + "\" has none"));
-
-        auto latent = float_array(*s.latent, 3, "[C, H, W]");
-        if (!latent) return latent.error();
-        if (!latent_type) {
-            latent_type = latent->type;
-            latent_shape = latent->shape;
-        } else if (latent->type != *latent_type || latent->shape != latent_shape) {
-            return make_error(named("latent is " + std::string(npy_type_name(latent->type)) + " " +
-                                    shape_text(latent->shape) + " but \"" + first.key + "\"'s is " +
-                                    std::string(npy_type_name(*latent_type)) + " " + shape_text(latent_shape)));
-        }
-        for (std::size_t i = 0; i < static_cast<std::size_t>(latent->numel()); ++i)
-            if (!std::isfinite(float_at(*latent, i))) return make_error(named("latent holds a non-finite value"));
-        if (auto ok = reserve(used, latent->data.size(), limits); !ok) return ok.error();
-        latents.insert(latents.end(), latent->data.begin(), latent->data.end());
-
+        if (auto ok = check_fields(s, first); !ok) return ok.error();
+        if (auto ok = add_latent(columns, s, first.key, limits); !ok) return ok.error();
         std::int64_t label = 0;
         if (s.label) {
             auto parsed = parse_label(*s.label);
             if (!parsed) return parsed.error();
             label = *parsed;
         }
-        labels.push_back(label);
-
-        if (s.text) {
-            auto text = trim(common::as_string_view(s.text->bytes));
-            if (text.size() > limits.max_caption_text_bytes)
-                return make_error(s.text->from + ": caption text longer than " +
-                                  std::to_string(limits.max_caption_text_bytes) + " bytes");
-            if (!is_caption_utf8(text)) return make_error(s.text->from + ": caption text is not UTF-8 (or holds NUL)");
-            caption_texts.emplace_back(text);
-        }
-
-        if (!captions) continue;
-        auto feature = float_array(*s.feature, 2, "[L, D]");
-        if (!feature) return feature.error();
-        auto l = feature->shape[0], d = feature->shape[1];
-        if (width == 0) width = d;
-        if (d != width)
-            return make_error(named("caption feature is " + std::to_string(d) + " wide but \"" + first.key +
-                                    "\"'s is " + std::to_string(width)));
-        std::int64_t length = l;
-        if (s.mask) {
-            auto from_mask = mask_length(*s.mask, l);
-            if (!from_mask) return from_mask.error();
-            length = *from_mask;
-        }
-        lengths.push_back(length);
-        shard.caption_tokens += length;
-        auto values = static_cast<std::size_t>(length * d);
-        if (auto ok = reserve(used, values * 2, limits); !ok) return ok.error();
-        tokens.resize(tokens.size() + values * 2);
-        auto* out = tokens.data() + tokens.size() - values * 2;
-        for (std::size_t i = 0; i < values; ++i) {
-            float v = float_at(*feature, i);
-            if (!std::isfinite(v)) return make_error(named("caption feature holds a non-finite value"));
-            auto half = common::f32_to_f16(v);
-            if ((half & 0x7c00u) == 0x7c00u)
-                return make_error(named("caption feature value " + std::to_string(v) + " is past float16's range"));
-            std::memcpy(out + 2 * i, &half, 2);
-        }
+        columns.labels.push_back(label);
+        if (s.text)
+            if (auto ok = add_caption_text(columns, *s.text, limits); !ok) return ok.error();
+        if (captions)
+            if (auto ok = add_caption_feature(columns, s, first.key, limits, shard); !ok) return ok.error();
     }
-
-    auto n = static_cast<std::int64_t>(samples.size());
-    auto i64_bytes = [](const std::vector<std::int64_t>& v) {
-        return common::ByteView(reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(std::int64_t));
-    };
-    std::vector<common::TensorView> views;
-    auto shape = latent_shape;
-    shape.insert(shape.begin(), n);
-    views.push_back(
-        {"latents", *latent_type == NpyType::F16 ? common::DType::F16 : common::DType::F32, shape, latents});
-    views.push_back({"labels", common::DType::I64, {n}, i64_bytes(labels)});
-    if (captions) {
-        views.push_back({"text_tokens", common::DType::F16, {shard.caption_tokens, width}, tokens});
-        views.push_back({"text_len", common::DType::I64, {n}, i64_bytes(lengths)});
-    }
-    if (texts) {
-        std::size_t longest = 1;
-        for (const auto& t : caption_texts) longest = std::max(longest, t.size());
-        if (auto ok = reserve(used, longest * caption_texts.size(), limits); !ok) return ok.error();
-        text_bytes.assign(longest * caption_texts.size(), 0);
-        for (std::size_t i = 0; i < caption_texts.size(); ++i)
-            std::memcpy(text_bytes.data() + i * longest, caption_texts[i].data(), caption_texts[i].size());
-        views.push_back({"captions", common::DType::U8, {n, static_cast<std::int64_t>(longest)}, text_bytes});
-    }
-    auto bytes = common::write_safetensors(views, {{"format", "pt"}, {"source", "webdataset"}});
-    if (!bytes) return bytes.error();
-    shard.safetensors = std::move(bytes).value();
-    shard.samples = n;
+    if (auto ok = write_columns(columns, captions, texts, limits, shard); !ok) return ok.error();
     return shard;
 }
 

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "blob_handler.h"
+#include "clock.h"
 #include "protocol.h"
 #include "request_auth.h"
 #include "result_upload.h"
@@ -46,11 +47,11 @@ std::uint64_t upload_body_limit(std::int64_t delta_cap) {
 
 }  // namespace
 
-Api::Api(Store& store, const BlobStore& blobs, PublishedModels& published, Scheduler& scheduler, ResultIntake& intake,
+Api::Api(Store& store, const BlobStore& blobs, PublishedModels& published, VolunteerService& volunteers,
          Dashboard& dashboard, EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
          std::string operator_token_sha256, Clock clock, ApiLimits limits, const DeltaCaps& delta_caps)
-    : store_(store), blobs_(blobs), published_(published), scheduler_(scheduler), intake_(intake),
-      dashboard_(dashboard), events_(events), metrics_(metrics), server_key_(server_key),
+    : store_(store), blobs_(blobs), published_(published), volunteers_(volunteers), dashboard_(dashboard),
+      events_(events), metrics_(metrics), server_key_(server_key),
       operator_token_sha256_(std::move(operator_token_sha256)), clock_(std::move(clock)), limits_(limits),
       delta_caps_(delta_caps), routes_(make_routes()) {}
 
@@ -122,7 +123,10 @@ std::vector<Route> Api::volunteer_routes() {
         {{http::verb::post, "/api/v1/register", Access::Public, BodySize::Small, RouteGroup::Volunteer},
          [this](const Request& r, const RouteCall& call) { return register_client(r, call.peer); }},
         {signed_post("/api/v1/work"), signed_handler(&Api::request_work)},
-        {signed_post("/api/v1/results", BodySize::Delta), signed_handler(&Api::upload_result)},
+        {signed_post("/api/v1/results", BodySize::Delta),
+         [](const Request& r, const RouteCall&) {
+             return internal_error(r, "a result upload is spooled by the HTTP session (handle_upload)");
+         }},
         {signed_post("/api/v1/heartbeat"), signed_handler(&Api::heartbeat)},
         {signed_post("/api/v1/abandon"), signed_handler(&Api::abandon)},
         {signed_post("/api/v1/result"), signed_handler(&Api::result_status)},
@@ -256,18 +260,11 @@ Response Api::server_info(const Request& request) {
 Response Api::request_work(const Request& request, const ClientRecord& client) {
     auto message = common::parse_message<common::WorkRequest>(body_text(request));
     if (!message) return bad_request(request, message.message());
-    if (message->client_id != client.id)
-        return error_response(request, http::status::forbidden, "forbidden", "client_id is not the signer");
-    auto device = message->device.kind + ":" + message->device.name;
-    if (auto seen = store_.note_client_seen(client.id, device, message->samples_per_s, clock_()); !seen)
-        return internal_error(request, seen.message());
-    auto response = scheduler_.assign(client, *message);
-    if (!response) return internal_error(request, response.message());
-    return json_response(request, http::status::ok, common::to_json(*response));
-}
-
-Response Api::upload_result(const Request& request, const ClientRecord& client) {
-    return intake_answer(request, intake_.receive(client.id, request.body()));
+    auto answer = volunteers_.request_work(client, *message);
+    if (!answer) return internal_error(request, answer.message());
+    if (answer->http_status != 200)
+        return error_response(request, static_cast<http::status>(answer->http_status), answer->error, answer->message);
+    return json_response(request, http::status::ok, common::to_json(answer->response));
 }
 
 Response Api::handle_upload(UploadRequest request) {
@@ -281,17 +278,7 @@ Response Api::handle_upload(UploadRequest request) {
         auto body_sha256 = empty ? common::sha256_hex({}) : upload.body_sha256;
         auto auth = authenticate(request.base(), body_sha256, store_, clock_());
         if (auto* failure = std::get_if<AuthFailure>(&auth)) return refusal_response(reply_to, *failure);
-        if (empty) return bad_request(reply_to, common::kUploadTooShort);
-        if (!upload.error.empty())
-            return upload.disk_error ? internal_error(reply_to, upload.error) : bad_request(reply_to, upload.error);
-        ReceivedDelta delta{upload.delta_bytes, upload.delta_sha256,
-                            [&upload](ResultFiles& files, const std::string& id) {
-                                auto moved = files.adopt(id, upload.delta_file());
-                                if (moved) upload.take_delta_file();
-                                return moved;
-                            }};
-        const auto& client = std::get<ClientRecord>(auth);
-        return intake_answer(reply_to, intake_.receive(client.id, upload.manifest_json, delta));
+        return intake_answer(reply_to, volunteers_.upload(std::get<ClientRecord>(auth).id, upload));
     } catch (const std::exception& error) {
         return internal_error(reply_to, logged_exception(error));
     }

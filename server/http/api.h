@@ -10,23 +10,23 @@
 #include <variant>
 
 #include "blob_store.h"
+#include "clock.h"
 #include "dashboard.h"
 #include "delta_caps.h"
 #include "ed25519.h"
 #include "event_hub.h"
 #include "http_types.h"
 #include "request_auth.h"
-#include "result_intake.h"
 #include "route_table.h"
-#include "scheduler.h"
 #include "server_metrics.h"
 #include "state_dir.h"
 #include "store.h"
-#include "upload_spool.h"
+#include "volunteer_service.h"
+#include "spooled_upload_body.h"
 
 namespace tessera::server {
 
-// A result upload whose body was spooled to disk as it arrived (upload_spool.h).
+// A result upload whose body was spooled to disk as it arrived (spooled_upload_body.h).
 using UploadRequest = http::request<SpooledUploadBody>;
 
 struct ApiLimits {
@@ -49,7 +49,7 @@ struct UploadAllowance {
 class Api {
 public:
     // `delta_caps`: each served task's cap on a result's delta (uploads are held to their own).
-    Api(Store& store, const BlobStore& blobs, PublishedModels& published, Scheduler& scheduler, ResultIntake& intake,
+    Api(Store& store, const BlobStore& blobs, PublishedModels& published, VolunteerService& volunteers,
         Dashboard& dashboard, EventHub& events, ServerMetrics& metrics, const common::VerifyKey& server_key,
         std::string operator_token_sha256, Clock clock, ApiLimits limits, const DeltaCaps& delta_caps);
 
@@ -100,7 +100,6 @@ private:
     Response register_client(const Request& request, std::string_view peer);
     Response server_info(const Request& request);
     Response request_work(const Request& request, const ClientRecord& client);
-    Response upload_result(const Request& request, const ClientRecord& client);
     Response intake_answer(const Request& request, const common::Result<IntakeOutcome>& outcome);
     Response heartbeat(const Request& request, const ClientRecord& client);
     Response abandon(const Request& request, const ClientRecord& client);
@@ -115,8 +114,7 @@ private:
     Store& store_;
     const BlobStore& blobs_;
     PublishedModels& published_;
-    Scheduler& scheduler_;
-    ResultIntake& intake_;
+    VolunteerService& volunteers_;
     Dashboard& dashboard_;
     EventHub& events_;
     ServerMetrics& metrics_;

@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "clock.h"
 #include "http_types.h"
 #include "sample_gallery.h"
 #include "state_dir.h"

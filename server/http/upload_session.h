@@ -19,7 +19,7 @@
 #include "response_writer.h"
 #include "session_context.h"
 #include "upload_pace.h"
-#include "upload_spool.h"
+#include "spooled_upload_body.h"
 
 namespace tessera::server {
 namespace upload_session {
@@ -66,7 +66,7 @@ asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_paced_body(Stre
     co_return std::tuple(beast::error_code(), received);
 }
 
-// Reads an upload's body into a spool file (upload_spool.h) and answers it; false when the
+// Reads an upload's body into a spool file (spooled_upload_body.h) and answers it; false when the
 // connection is to close.
 template <class Stream, class Record>
 asio::awaitable<bool> serve_upload(Stream& stream, beast::flat_buffer& buffer,

@@ -1,7 +1,9 @@
 // Statements, transactions and opening a database by URL, for both back ends.
 #include "database.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 
 #include "postgres_database.h"
 #include "sqlite_database.h"
@@ -25,16 +27,31 @@ Statement& Statement::set(int index, SqlValue value) {
 namespace {
 
 std::atomic<std::uint64_t> statements_run{0};
+std::atomic<std::uint64_t> reads_run{0};
 std::atomic<std::uint64_t> commits_made{0};
+
+// Whether `sql` only reads: a SELECT, or a WITH query (the store writes none through WITH).
+bool is_read(std::string_view sql) {
+    auto start = sql.find_first_not_of(" \t\n");
+    if (start == std::string_view::npos) return false;
+    sql.remove_prefix(start);
+    auto starts_with = [sql](std::string_view word) {
+        return sql.size() >= word.size() && std::equal(word.begin(), word.end(), sql.begin(), [](char a, char b) {
+                   return a == std::toupper(static_cast<unsigned char>(b));
+               });
+    };
+    return starts_with("SELECT") || starts_with("WITH");
+}
 
 }  // namespace
 
-DatabaseActivity database_activity() { return {statements_run.load(), commits_made.load()}; }
+DatabaseActivity database_activity() { return {statements_run.load(), reads_run.load(), commits_made.load()}; }
 
 bool Statement::step() {
     if (!rows_) {
         rows_ = db_.query(sql_, params_);
         statements_run.fetch_add(1, std::memory_order_relaxed);
+        if (is_read(sql_)) reads_run.fetch_add(1, std::memory_order_relaxed);
     }
     return rows_->next();
 }

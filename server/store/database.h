@@ -138,11 +138,12 @@ private:
 };
 
 // What this process has run on its databases since it started: statements (each a round
-// trip on PostgreSQL), and transactions committed (each a sync of SQLite's log with
-// synchronous=FULL; a group commit counts once). `tessera-bench dispatch` reports them per
-// work unit.
+// trip on PostgreSQL), the reads among them (a SELECT or WITH query), and transactions
+// committed (each a sync of SQLite's log with synchronous=FULL; a group commit counts once).
+// `tessera-bench dispatch` reports them per work unit, `tessera-bench ingest` per request.
 struct DatabaseActivity {
     std::uint64_t statements = 0;
+    std::uint64_t reads = 0;
     std::uint64_t commits = 0;
 };
 DatabaseActivity database_activity();

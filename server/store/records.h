@@ -176,6 +176,12 @@ struct AssignmentRecord {
     CheckFigures figures() const { return {delta_norm.value_or(0), gain_per_step, alignment, full_rate_steps}; }
 };
 
+// An accepted result not yet merged, as the aggregator's queue takes it: in acceptance order.
+struct AcceptedResult {
+    std::string assignment_id;
+    std::int64_t seq = 0;  // assignments.accepted_seq: the order of acceptance, over every task
+};
+
 // A task's merges and one check's refusals since the last merge (the stall guard's figures).
 struct StallFigures {
     std::optional<std::int64_t> last_merge_at;  // return time of the newest result accepted for merging

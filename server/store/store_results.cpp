@@ -253,14 +253,16 @@ common::Result<std::vector<AssignmentRecord>> ResultStore::in_state(AssignmentSt
     });
 }
 
-common::Result<std::vector<AssignmentRecord>> ResultStore::accepted_unmerged(const std::string& task_id) {
-    return reading([&]() -> common::Result<std::vector<AssignmentRecord>> {
-        Statement query(db(), std::string("SELECT ") + kAssignmentColumns +
-                                  " FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                                  "WHERE w.task_id = ? AND a.state = 'accepted' ORDER BY a.accepted_seq");
-        query.bind(1, task_id);
-        std::vector<AssignmentRecord> rows;
-        while (query.step()) rows.push_back(read_assignment(query));
+common::Result<std::vector<AcceptedResult>> ResultStore::accepted_after(const std::string& task_id,
+                                                                        std::int64_t after_seq) {
+    return reading([&]() -> common::Result<std::vector<AcceptedResult>> {
+        Statement query(db(),
+                        "SELECT a.id, a.accepted_seq FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+                        "WHERE a.accepted_seq > ? AND a.state = 'accepted' AND w.task_id = ? ORDER BY a.accepted_seq");
+        query.bind(1, after_seq);
+        query.bind(2, task_id);
+        std::vector<AcceptedResult> rows;
+        while (query.step()) rows.push_back({query.text(0), query.integer(1)});
         return rows;
     });
 }

@@ -67,7 +67,9 @@ public:
 
     // What the validator and aggregator resume with after a restart.
     common::Result<std::vector<AssignmentRecord>> in_state(AssignmentState state);
-    common::Result<std::vector<AssignmentRecord>> accepted_unmerged(const std::string& task_id);
+    // The task's accepted, unmerged results accepted after `after_seq` (0: all of them), in
+    // acceptance order: ids and sequence numbers only, read through the acceptance index.
+    common::Result<std::vector<AcceptedResult>> accepted_after(const std::string& task_id, std::int64_t after_seq);
     // ‖Δ‖ / local steps of the most recent accepted results (units differ in length).
     common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit);
     // Gains per step of the most recent results given the proof of training, accepted or not

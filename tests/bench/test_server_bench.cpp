@@ -69,5 +69,10 @@ TEST_CASE("ingest: made-up results are validated and merged, and the merge loop 
     CHECK(figures.parameters > 0);
     CHECK(figures.merge_bytes_per_s > 0);
     CHECK(figures.memory_bytes_per_s > 0);
+    // Every request reads the database, and a read is one of the statements counted.
+    CHECK(figures.work_reads > 0);
+    CHECK(figures.work_reads <= figures.work_statements);
+    CHECK(figures.result_reads > 0);
+    CHECK(figures.result_reads <= figures.result_statements);
     CHECK(out.str().find("results/s") != std::string::npos);
 }

@@ -208,10 +208,13 @@ TEST_CASE("three volunteers train a model over the network") {
 
     // A volunteer configured by a file, as the packaged service is, with a short stop grace:
     // one SIGTERM while it holds a unit gives the unit back when the grace runs out; it exits 0.
+    // Its download cap keeps it fetching the unit's blobs for seconds, so the signal lands
+    // before the unit could finish (a unit already uploading is delivered, not given back).
     auto configured_state = dir / "configured";
-    std::ofstream(dir / "client.conf") << "# as /etc/tessera/client.conf\nserver = http://127.0.0.1:" << port
-                                       << "\nstate = " << configured_state.string()
-                                       << "\ndevice = cpu\nthreads = 1\njson-logs = true\nstop-grace = 0.01\n";
+    std::ofstream(dir / "client.conf")
+        << "# as /etc/tessera/client.conf\nserver = http://127.0.0.1:" << port
+        << "\nstate = " << configured_state.string()
+        << "\ndevice = cpu\nthreads = 1\njson-logs = true\nstop-grace = 0.01\nmax-download-mbps = 0.05\n";
     ChildProcess configured({required_env("TESSERA_CLIENT"), "--config", (dir / "client.conf").string()});
     REQUIRE(wait_for([&] { return std::filesystem::exists(configured_state / "current.json"); },
                      std::chrono::seconds(60)));

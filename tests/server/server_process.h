@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "child_process.h"
+#include "clock.h"
 #include "polling.h"
 #include "server_fixture.h"
 

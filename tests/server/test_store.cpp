@@ -257,9 +257,14 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(store.work_unit("w1").value()->state == WorkUnitState::Done);
         CHECK(store.assignment(first.id).value()->alignment == 0.42);
         CHECK(store.recent_alignments("t", 10).value() == std::vector<double>{0.42});
-        CHECK(store.accepted_unmerged("t").value().size() == 1);
+        auto accepted = store.accepted_after("t", 0).value();
+        REQUIRE(accepted.size() == 1);
+        CHECK(accepted[0].assignment_id == first.id);
+        CHECK(store.accepted_after("t", accepted[0].seq).value().empty());  // the cursor is past it
+        CHECK(store.accepted_after("another task", 0).value().empty());
         CHECK(store.results_in_flight("t").value() == 1);  // accepted, not merged yet
         REQUIRE(store.commit_version(version_record("t", 1), {first.id}));
+        CHECK(store.accepted_after("t", 0).value().empty());  // merged
         CHECK(store.results_in_flight("t").value() == 0);
         auto merged = store.assignment(first.id).value().value();
         CHECK(merged.state == AssignmentState::Merged);

@@ -1,5 +1,6 @@
-// Upload bodies spooled to disk as Beast reads them: the manifest in memory, the delta in a
-// spool file, both hashes computed on the way; bad framing and a missing directory refused.
+// Upload bodies spooled to disk as Beast reads them (and whole, as the in-process server
+// spools them): the manifest in memory, the delta in a spool file, both hashes computed on the
+// way; bad framing and a missing directory refused.
 #include <boost/beast/http.hpp>
 
 #include <doctest/doctest.h>
@@ -10,8 +11,8 @@
 #include "file_io.h"
 #include "result_upload.h"
 #include "sha256.h"
+#include "spooled_upload_body.h"
 #include "temp_dir.h"
-#include "upload_spool.h"
 
 using namespace tessera;
 using server::SpooledUploadBody;
@@ -123,4 +124,25 @@ TEST_CASE("a malformed upload body is refused as the volunteer's fault; a missin
     auto [missing, missing_disk] = refusal(common::pack_result_upload("{}", common::Bytes(10)), dir.path() / "absent");
     CHECK(missing.find("cannot create") != std::string::npos);
     CHECK(missing_disk);
+}
+
+TEST_CASE("a whole body spooled at once (the in-process server's uploads) is split as one read in pieces") {
+    testing::TempDir dir;
+    common::Bytes delta(5000);
+    for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = static_cast<std::uint8_t>(i % 13);
+    auto body = common::pack_result_upload(R"({"wu_id": "a-2"})", delta);
+    std::filesystem::path spooled;
+    {
+        auto upload = server::spool_upload(body, dir.path(), server::posix_file_system());
+        CHECK(upload.error.empty());
+        CHECK(upload.manifest_json == R"({"wu_id": "a-2"})");
+        CHECK(upload.delta_sha256 == common::sha256_hex(delta));
+        CHECK(upload.body_sha256 == common::sha256_hex(body));
+        spooled = upload.delta_file();
+        CHECK(common::read_file(spooled, 1 << 20).value() == delta);
+    }
+    CHECK_FALSE(std::filesystem::exists(spooled));
+    auto refused = server::spool_upload(common::Bytes{1, 0}, dir.path(), server::posix_file_system());
+    CHECK(refused.error == common::kUploadTooShort);
+    CHECK_FALSE(refused.disk_error);
 }

@@ -142,6 +142,40 @@ struct CaptionJudge::Impl {
         }
         return torch::cat(parts);
     }
+    // The class and attribute cnns, from the cache or fitted on the same decoded canvases (loaded
+    // once, and only when one must be fitted).
+    common::Status load_or_fit_cnns() {
+        JudgeCnnRecipe recipe{options.epochs, options.seed,
+                              "decoded canvases " + std::to_string(options.train_canvases) + " decoder " +
+                                  manifest.decoder.sha256.substr(0, 12) + " shards "};
+        for (const auto& file : manifest.train) recipe.data += file.sha256.substr(0, 12) + ",";
+        common::ShardData items, quadrants;
+        bool loaded = false;
+        auto images = [&](bool of_items) -> common::Result<common::ShardData> {
+            if (!loaded) {
+                if (!options.quiet) std::cerr << "caption judge: decoding training canvases\n";
+                if (auto status = load_judge_images(items, quadrants); !status) return status.error();
+                loaded = true;
+            }
+            return of_items ? items : quadrants;
+        };
+        auto class_recipe = recipe, attribute_recipe = recipe;
+        class_recipe.data += " class";
+        attribute_recipe.data += " attribute";
+        if (auto status = load_or_fit_judge_cnn(
+                classes, [&] { return images(true); }, class_recipe, with_suffix(options.cache, "-class.safetensors"),
+                "caption judge (class)", options.quiet);
+            !status)
+            return common::with_context("caption judge", status.error());
+        if (auto status = load_or_fit_judge_cnn(
+                attributes, [&] { return images(false); }, attribute_recipe,
+                with_suffix(options.cache, "-attribute.safetensors"), "caption judge (attribute)", options.quiet);
+            !status)
+            return common::with_context("caption judge", status.error());
+        classes->eval();
+        attributes->eval();
+        return {};
+    }
 };
 
 CaptionJudge::CaptionJudge(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -173,36 +207,7 @@ common::Result<std::unique_ptr<CaptionJudge>> CaptionJudge::make(const CaptionJu
         impl->seen = std::move(seen).value();
         impl->heldout = std::move(heldout).value();
 
-        // Both cnns are made from the same decoded canvases, loaded once and only when needed.
-        JudgeCnnRecipe recipe{options.epochs, options.seed,
-                              "decoded canvases " + std::to_string(options.train_canvases) + " decoder " +
-                                  manifest->decoder.sha256.substr(0, 12) + " shards "};
-        for (const auto& file : manifest->train) recipe.data += file.sha256.substr(0, 12) + ",";
-        common::ShardData items, quadrants;
-        bool loaded = false;
-        auto images = [&](bool of_items) -> common::Result<common::ShardData> {
-            if (!loaded) {
-                if (!options.quiet) std::cerr << "caption judge: decoding training canvases\n";
-                if (auto status = impl->load_judge_images(items, quadrants); !status) return status.error();
-                loaded = true;
-            }
-            return of_items ? items : quadrants;
-        };
-        auto class_recipe = recipe, attribute_recipe = recipe;
-        class_recipe.data += " class";
-        attribute_recipe.data += " attribute";
-        if (auto status = load_or_fit_judge_cnn(impl->classes, [&] { return images(true); }, class_recipe,
-                                                with_suffix(options.cache, "-class.safetensors"),
-                                                "caption judge (class)", options.quiet);
-            !status)
-            return common::with_context("caption judge", status.error());
-        if (auto status = load_or_fit_judge_cnn(impl->attributes, [&] { return images(false); }, attribute_recipe,
-                                                with_suffix(options.cache, "-attribute.safetensors"),
-                                                "caption judge (attribute)", options.quiet);
-            !status)
-            return common::with_context("caption judge", status.error());
-        impl->classes->eval();
-        impl->attributes->eval();
+        if (auto status = impl->load_or_fit_cnns(); !status) return status.error();
     } catch (const c10::Error& error) {
         return common::make_error(std::string("caption judge: ") + error.what_without_backtrace());
     }

@@ -1,446 +1,246 @@
 // The event loop of the fleet simulator: requests, finished units, departures and returns of
 // volunteers and transitioner ticks, in virtual-time order.
-#include "fleet_sim.h"
-
-#include <boost/json.hpp>
+#include "fleet_simulation.h"
 
 #include <algorithm>
-#include <cmath>
-#include <iostream>
-#include <limits>
-#include <map>
-#include <queue>
 #include <random>
 
 #include "bytes.h"
 #include "calibration.h"
-#include "caption_judge.h"
-#include "fleet_accounting.h"
-#include "in_process_server.h"
 #include "protocol.h"
 #include "signed_envelope.h"
-#include "virtual_clock.h"
-#include "volunteer_uploads.h"
 
 namespace tessera::bench {
 namespace {
 
-using server::AssignmentState;
-
-enum class EventKind { Request, Finish, Leave, Return, Tick };
-
-struct Event {
-    double time = 0;
-    std::uint64_t sequence = 0;  // ties keep the order events were scheduled in
-    EventKind kind = EventKind::Tick;
-    std::size_t volunteer = 0;
-    std::uint64_t epoch = 0;  // a Finish from before a departure is void
-    bool operator>(const Event& other) const {
-        return time != other.time ? time > other.time : sequence > other.sequence;
-    }
-};
-
 double exponential(std::mt19937_64& rng, double mean) { return std::exponential_distribution<double>(1.0 / mean)(rng); }
-
-class Simulation {
-public:
-    Simulation(const server::TaskConfig& config, const std::vector<SimVolunteer>& fleet, const SimSettings& settings)
-        : config_(config), settings_(settings), probe_(std::max<std::size_t>(1, fleet.size() - 1)) {
-        for (std::size_t i = 0; i < fleet.size(); ++i) {
-            VolunteerState v;
-            v.spec = fleet[i];
-            v.rng.seed(settings.seed * 1000003 + i);
-            volunteers_.push_back(std::move(v));
-        }
-        result_.name = settings.run_name;
-        result_.fleet = settings.fleet_name;
-        result_.volunteers = static_cast<std::int64_t>(fleet.size());
-    }
-
-    common::Result<RunResult> run(const std::filesystem::path& work_dir) {
-        auto server = server::InProcessServer::create(server::StateDir(work_dir / "server"), config_, clock_.as_clock(),
-                                                      settings_.seed);
-        if (!server) return server.error();
-        server_ = std::move(*server);
-        uploads_ = std::make_unique<UploadMaker>(*server_, settings_, probe_);
-        for (std::size_t i = 0; i < volunteers_.size(); ++i) {
-            auto client = server_->register_volunteer(volunteers_[i].spec.name);
-            if (!client) return client.error();
-            volunteers_[i].client_id = client->id;
-            schedule(0, EventKind::Request, i);
-            schedule_departure(i, 0);
-        }
-        schedule(settings_.tick_s, EventKind::Tick, 0);
-        if (auto status = evaluate_point(); !status) return status.error();
-        if (auto status = guard_check(); !status) return status.error();
-
-        std::int64_t unit_samples = std::max<std::int64_t>(1, config_.local_steps * config_.batch_size / 8);
-        std::int64_t max_units = 50 * (settings_.sample_budget / unit_samples) + 1000;
-        while (!events_.empty() && !done_) {
-            auto event = events_.top();
-            events_.pop();
-            if (event.time > settings_.max_virtual_s) break;
-            if (auto status = clock_.advance_to(event.time); !status) return status.error();
-            if (auto status = handle(event); !status) return status.error();
-            if (result_.units_issued > max_units || fleet_gone()) break;
-        }
-        result_.budget_reached = budget_reached_;
-        if (!budget_reached_) {  // ran out of volunteers, time or units: the figures where it stopped
-            if (result_.curve.back().samples != merged_samples_)
-                if (auto status = evaluate_point(); !status) return status.error();
-            if (auto status = evaluate_budget_point(); !status) return status.error();
-        }
-        if (auto status = account(); !status) return status.error();
-        if (auto status = guard_actions(); !status) return status.error();
-        result_.probes = probe_.deltas();
-        result_.server_cost.training_s += uploads_->training_seconds();  // real seconds
-        const auto& costs = server_->check_costs();
-        result_.server_cost.check_s = costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples;
-        result_.server_cost.merge_s = server_->merge_seconds();
-        result_.server_cost.checked = costs.results.load();
-        result_.server_cost.loss_checked = costs.loss_checked.load();
-        auto calibration = server::load_calibration(server_->store(), server_->config().task_id);
-        if (calibration && *calibration) result_.server_cost.calibration_gain = (*calibration)->gain_per_step;
-        return std::move(result_);
-    }
-
-private:
-    void schedule(double time, EventKind kind, std::size_t volunteer, std::uint64_t epoch = 0) {
-        events_.push({time, next_sequence_++, kind, volunteer, epoch});
-    }
-
-    // Every volunteer left for good: only ticks would remain.
-    bool fleet_gone() const {
-        for (const auto& v : volunteers_)
-            if (v.online || v.returning) return false;
-        return true;
-    }
-
-    void schedule_departure(std::size_t i, double now) {
-        auto& v = volunteers_[i];
-        if (v.spec.churn.mean_online_s <= 0) return;
-        v.next_leave = now + exponential(v.rng, v.spec.churn.mean_online_s);
-        schedule(v.next_leave, EventKind::Leave, i);
-    }
-
-    common::Status handle(const Event& event) {
-        switch (event.kind) {
-            case EventKind::Request: return request(event.volunteer);
-            case EventKind::Finish: return finish(event.volunteer, event.epoch);
-            case EventKind::Leave: return leave(event.volunteer);
-            case EventKind::Return: return come_back(event.volunteer);
-            case EventKind::Tick: return tick();
-        }
-        return {};
-    }
-
-    // A unit's download: its model (scaled), or patches from the model last trained when offered,
-    // and the shards the volunteer has not fetched before.
-    std::pair<double, double> download_of(const VolunteerState& v, const common::WorkUnit& unit) {
-        double model_bytes =
-            unit.model_blob.sha256 == v.cached_model ? 0.0 : static_cast<double>(unit.model_blob.bytes);
-        if (!unit.patches.empty() && unit.patch_from == v.cached_model) {
-            model_bytes = 0;
-            for (const auto& patch : unit.patches) model_bytes += static_cast<double>(patch.bytes);
-            ++result_.units_on_patches;
-        }
-        double shard_bytes = 0;
-        for (const auto& shard : unit.shards)
-            if (!v.cached_shards.count(shard.sha256)) shard_bytes += static_cast<double>(shard.bytes);
-        return {model_bytes * settings_.payload_scale, shard_bytes};
-    }
-
-    // A unit computed to its end: its transfers' share of the volunteers' time.
-    void count_unit_time(double transfer_s, double compute_s) {
-        result_.transfer_s += transfer_s;
-        result_.unit_s += transfer_s + compute_s;
-    }
-
-    common::Status request(std::size_t i) {
-        auto& v = volunteers_[i];
-        if (!v.online || v.held) return {};
-        common::WorkRequest request;
-        request.client_id = v.client_id;
-        request.device = {"cuda", v.spec.group, 8 * common::kGiB, 1};
-        request.samples_per_s = v.measured_speed;
-        request.cached_shards.assign(v.cached_shards.begin(), v.cached_shards.end());
-        request.held_model = v.cached_model;
-        auto response = server_->request_work(request);
-        if (!response) return response.error();
-        double now = clock_.now();
-        if (!response->has_work) {
-            if (!settings_.synchronous)
-                schedule(now + static_cast<double>(response->retry_after_s), EventKind::Request, i);
-            return {};
-        }
-        auto payload = common::open_envelope(response->work_unit, common::kWorkUnitPurpose, server_->verify_key());
-        if (!payload) return payload.error();
-        auto unit = common::parse_message<common::WorkUnit>(*payload);
-        if (!unit) return unit.error();
-        ++result_.units_issued;
-        ++round_outstanding_;
-
-        auto [model_bytes, shard_bytes] = download_of(v, *unit);
-        double down_bytes = model_bytes + shard_bytes;
-        std::int64_t samples = unit->hyper.local_steps * unit->hyper.batch_size;
-        double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
-        Issued issued{
-            std::string(attack_name(v.spec.attack)), samples, unit->hyper.local_steps, 0, "", unit->base_version};
-
-        HeldUnit held;
-        held.unit = *unit;
-        held.issued = now;
-        double upload_bytes = 0;
-        // A volunteer that will have left before the unit is done never computes it.
-        bool leaves_first = v.next_leave < now + transfer_seconds(down_bytes, v.spec.down_mbit) + compute_s;
-        if (!leaves_first) {
-            auto upload = uploads_->compute(v, *unit);
-            if (!upload) return upload.error();
-            held.upload = std::move(*upload);
-            auto delta = static_cast<double>(held.upload.delta_bytes);
-            upload_bytes = static_cast<double>(held.upload.body.size()) + delta * (settings_.payload_scale - 1);
-        }
-        double transfer_s =
-            transfer_seconds(down_bytes, v.spec.down_mbit) + transfer_seconds(upload_bytes, v.spec.up_mbit);
-        held.finish = now + transfer_s + compute_s;
-        issued.seconds = held.finish - now;
-        result_.bytes_down += down_bytes;
-        result_.bytes_down_shards += shard_bytes;
-        result_.bytes_up += upload_bytes;
-        if (!leaves_first) count_unit_time(transfer_s, compute_s);
-        for (const auto& shard : unit->shards) v.cached_shards.insert(shard.sha256);
-        v.cached_model = unit->model_blob.sha256;
-        issued_.emplace(unit->wu_id, issued);
-        v.held = std::move(held);
-        schedule(v.held->finish, EventKind::Finish, i, v.epoch);
-        return {};
-    }
-
-    common::Status finish(std::size_t i, std::uint64_t epoch) {
-        auto& v = volunteers_[i];
-        if (epoch != v.epoch || !v.held) return {};
-        auto held = std::move(*v.held);
-        v.held.reset();
-        auto version_before = server_->version();
-        auto outcome = server_->upload(v.client_id, held.upload.body);
-        if (!outcome) return outcome.error();
-        auto& attack = result_.attacks[issued_[held.unit.wu_id].attack];
-        ++attack.returned;
-        unsettled_.push_back(held.unit.wu_id);
-        if (auto status = settle(version_before); !status) return status;
-        if (auto status = guard_check(); !status) return status;
-        --round_outstanding_;
-        if (settings_.synchronous) {
-            // The round ends when its slowest volunteer is back: everyone asks again now.
-            if (round_outstanding_ == 0)
-                for (std::size_t j = 0; j < volunteers_.size(); ++j) schedule(clock_.now(), EventKind::Request, j);
-        } else {
-            schedule(clock_.now(), EventKind::Request, i);
-        }
-        return {};
-    }
-
-    // Results whose fate is known add their samples once merged; evaluations follow the samples.
-    common::Status settle(std::int64_t version_before) {
-        if (server_->version() == version_before && unsettled_.empty()) return {};
-        std::vector<std::string> still;
-        for (const auto& id : unsettled_) {
-            auto record = server_->store().assignment(id);
-            if (!record) return record.error();
-            auto state = *record ? (*record)->state : AssignmentState::Rejected;
-            if (state == AssignmentState::Merged) {
-                merged_samples_ += issued_[id].samples;
-                ++result_.attacks[issued_[id].attack].merged;
-            } else if (state == AssignmentState::Accepted || state == AssignmentState::Validated) {
-                still.push_back(id);
-            }
-        }
-        unsettled_ = std::move(still);
-        if (done_ || merged_samples_ < next_milestone()) return {};
-        while (merged_samples_ >= next_milestone()) ++milestones_passed_;  // one point, however many passed
-        if (auto status = evaluate_point(); !status) return status;
-        if (merged_samples_ < settings_.sample_budget) return {};
-        if (!budget_reached_) {
-            budget_reached_ = true;
-            if (auto status = evaluate_budget_point(); !status) return status;
-        }
-        bool target_open = settings_.target_loss > 0 && result_.curve.back().loss > settings_.target_loss;
-        bool overrun_left =
-            static_cast<double>(merged_samples_) < settings_.overrun * static_cast<double>(settings_.sample_budget);
-        done_ = !(target_open && overrun_left);
-        return {};
-    }
-
-    std::int64_t next_milestone() const {
-        return curve_milestone(settings_.sample_budget, settings_.curve_points, milestones_passed_ + 1,
-                               settings_.curve_spacing);
-    }
-
-    // The equal-samples figures: this point of the curve, and the model on the whole set.
-    common::Status evaluate_budget_point() {
-        result_.budget_point = result_.curve.size() - 1;
-        auto full = server_->evaluate(std::numeric_limits<std::int64_t>::max());
-        if (!full) return full.error();
-        result_.final_loss = full->loss;
-        result_.final_accuracy = full->accuracy.value_or(-1);
-        return judge_samples(settings_, config_.model, *server_->true_model(), result_);
-    }
-
-    common::Status evaluate_point() {
-        auto version = server_->version();
-        auto eval = server_->evaluate(curve_samples(settings_));
-        if (!eval) return eval.error();
-        auto counts = server_->store().staleness_counts(config_.task_id);
-        if (!counts) return counts.error();
-        std::int64_t merged = 0;
-        double total = 0;
-        for (const auto& [tau, n] : *counts) {
-            merged += n;
-            total += static_cast<double>(tau * n);
-        }
-        CurvePoint point;
-        point.virtual_s = clock_.now();
-        point.samples = merged_samples_;
-        point.version = version;
-        point.loss = eval->loss;
-        point.accuracy = eval->accuracy.value_or(-1);
-        point.staleness =
-            merged > staleness_merged_ ? (total - staleness_total_) / double(merged - staleness_merged_) : 0;
-        staleness_merged_ = merged;
-        staleness_total_ = total;
-        for (const auto& v : volunteers_) point.busy += v.held ? 1 : 0;
-        point.state_bytes = server_->state_usage().total();
-        result_.curve.push_back(point);
-        if (!settings_.quiet)
-            std::cerr << "  " << settings_.run_name << ": t=" << static_cast<std::int64_t>(point.virtual_s)
-                      << " s, samples " << point.samples << ", version " << version << ", loss " << point.loss << "\n";
-        return {};
-    }
-
-    // As the server's loss curve: a new version is evaluated at most once per eval_interval_s,
-    // and the divergence guard judges it (and acts) before the simulation goes on.
-    common::Status guard_check() {
-        auto version = server_->version();
-        if (version == guard_version_ || (guard_at_ >= 0 && clock_.now() - guard_at_ < double(config_.eval_interval_s)))
-            return {};
-        guard_version_ = version;
-        guard_at_ = clock_.now();
-        auto eval = server_->evaluate_for_guard();
-        if (!eval) return eval.error();
-        auto& report = result_.guard;
-        ++report.evaluations;
-        if (std::isfinite(eval->loss)) {
-            if (guard_best_ > 0) report.highest_ratio = std::max(report.highest_ratio, eval->loss / guard_best_);
-            if (guard_best_ <= 0 || eval->loss < guard_best_) guard_best_ = eval->loss;
-        }
-        // A task the guard paused issues no more work: the run ends here (its volunteers would
-        // otherwise ask until the virtual-time limit).
-        auto task = server_->store().task(config_.task_id);
-        if (!task) return task.error();
-        if (*task && (*task)->state == server::TaskState::Paused) {
-            report.paused = true;
-            done_ = true;
-        }
-        return {};
-    }
-
-    // The divergence events of the run, for the report.
-    common::Status guard_actions() {
-        auto events = server_->store().events_after(0, std::numeric_limits<int>::max());
-        if (!events) return events.error();
-        for (const auto& e : *events) {
-            if (e.kind != "divergence_recovered" && e.kind != "divergence_paused") continue;
-            auto detail = boost::json::parse(e.detail_json).as_object();
-            result_.guard.actions.push_back(std::string(detail.at("message").as_string()));
-        }
-        return {};
-    }
-
-    common::Status leave(std::size_t i) {
-        auto& v = volunteers_[i];
-        if (!v.online) return {};
-        double now = clock_.now();
-        v.online = false;
-        ++v.epoch;
-        result_.online_s += now - v.online_since;
-        if (v.held) {
-            auto& issued = issued_[v.held->unit.wu_id];
-            issued.fate = "left_mid_unit";
-            issued.seconds = now - v.held->issued;
-            v.held.reset();
-            --round_outstanding_;
-        }
-        v.returning = std::uniform_real_distribution<double>(0, 1)(v.rng) >= v.spec.churn.never_return;
-        if (v.returning)
-            schedule(now + exponential(v.rng, std::max(1e-3, v.spec.churn.mean_offline_s)), EventKind::Return, i);
-        return {};
-    }
-
-    common::Status come_back(std::size_t i) {
-        auto& v = volunteers_[i];
-        v.online = true;
-        v.returning = false;
-        v.online_since = clock_.now();
-        schedule_departure(i, clock_.now());
-        return request(i);
-    }
-
-    common::Status tick() {
-        auto version_before = server_->version();
-        auto report = server_->tick();
-        if (!report) return report.error();
-        if (auto status = settle(version_before); !status) return status;
-        schedule(clock_.now() + settings_.tick_s, EventKind::Tick, 0);
-        return {};
-    }
-
-    // Online time up to the end and the units still held; then every unit's fate.
-    common::Status account() {
-        double end = clock_.now();
-        for (auto& v : volunteers_) {
-            if (v.online) result_.online_s += end - v.online_since;
-            if (v.held) issued_[v.held->unit.wu_id].seconds = end - v.held->issued;
-        }
-        return account_outcomes(server_->store(), issued_, result_);
-    }
-
-    server::TaskConfig config_;
-    SimSettings settings_;
-    VirtualClock clock_;
-    std::unique_ptr<server::InProcessServer> server_;
-    std::unique_ptr<UploadMaker> uploads_;
-    std::vector<VolunteerState> volunteers_;
-    std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
-    std::uint64_t next_sequence_ = 0;
-    std::map<std::string, Issued> issued_;
-    std::vector<std::string> unsettled_;
-    std::int64_t merged_samples_ = 0;
-    std::int64_t milestones_passed_ = 0;
-    std::int64_t round_outstanding_ = 0;
-    std::int64_t staleness_merged_ = 0;
-    double staleness_total_ = 0;
-    std::int64_t guard_version_ = -1;  // the divergence guard's last evaluation: its version, when, the best loss
-    double guard_at_ = -1;
-    double guard_best_ = 0;
-    bool budget_reached_ = false;
-    bool done_ = false;
-    RunResult result_;
-    DeltaProbe probe_;
-};
 
 }  // namespace
 
-common::Status judge_samples(const SimSettings& settings, const std::string& model,
-                             const common::NamedTensors& weights, RunResult& result) {
-    if (settings.judge != nullptr)
-        if (auto status = score_run(*settings.judge, model, weights, settings.judge_guidances, result); !status)
-            return status;
-    if (settings.caption_judge == nullptr) return {};
-    return score_run_fidelity(*settings.caption_judge, model, weights, settings.judge_guidances, result);
+Simulation::Simulation(const server::TaskConfig& config, const std::vector<SimVolunteer>& fleet,
+                       const SimSettings& settings)
+    : config_(config), settings_(settings), probe_(std::max<std::size_t>(1, fleet.size() - 1)) {
+    for (std::size_t i = 0; i < fleet.size(); ++i) {
+        VolunteerState v;
+        v.spec = fleet[i];
+        v.rng.seed(settings.seed * 1000003 + i);
+        volunteers_.push_back(std::move(v));
+    }
+    result_.name = settings.run_name;
+    result_.fleet = settings.fleet_name;
+    result_.volunteers = static_cast<std::int64_t>(fleet.size());
 }
 
-std::int64_t curve_samples(const SimSettings& settings) {
-    return settings.eval_samples > 0 ? settings.eval_samples : std::numeric_limits<std::int64_t>::max();
+common::Result<RunResult> Simulation::run(const std::filesystem::path& work_dir) {
+    auto server = server::InProcessServer::create(server::StateDir(work_dir / "server"), config_, clock_.as_clock(),
+                                                  settings_.seed);
+    if (!server) return server.error();
+    server_ = std::move(*server);
+    uploads_ = std::make_unique<UploadMaker>(*server_, settings_, probe_);
+    for (std::size_t i = 0; i < volunteers_.size(); ++i) {
+        auto client = server_->register_volunteer(volunteers_[i].spec.name);
+        if (!client) return client.error();
+        volunteers_[i].client_id = client->id;
+        schedule(0, EventKind::Request, i);
+        schedule_departure(i, 0);
+    }
+    schedule(settings_.tick_s, EventKind::Tick, 0);
+    if (auto status = evaluate_point(); !status) return status.error();
+    if (auto status = guard_check(); !status) return status.error();
+
+    std::int64_t unit_samples = std::max<std::int64_t>(1, config_.local_steps * config_.batch_size / 8);
+    std::int64_t max_units = 50 * (settings_.sample_budget / unit_samples) + 1000;
+    while (!events_.empty() && !done_) {
+        auto event = events_.top();
+        events_.pop();
+        if (event.time > settings_.max_virtual_s) break;
+        if (auto status = clock_.advance_to(event.time); !status) return status.error();
+        if (auto status = handle(event); !status) return status.error();
+        if (result_.units_issued > max_units || fleet_gone()) break;
+    }
+    result_.budget_reached = budget_reached_;
+    if (!budget_reached_) {  // ran out of volunteers, time or units: the figures where it stopped
+        if (result_.curve.back().samples != merged_samples_)
+            if (auto status = evaluate_point(); !status) return status.error();
+        if (auto status = evaluate_budget_point(); !status) return status.error();
+    }
+    if (auto status = account(); !status) return status.error();
+    if (auto status = guard_actions(); !status) return status.error();
+    result_.probes = probe_.deltas();
+    result_.server_cost.training_s += uploads_->training_seconds();  // real seconds
+    const auto& costs = server_->check_costs();
+    result_.server_cost.check_s = costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples;
+    result_.server_cost.merge_s = server_->merge_seconds();
+    result_.server_cost.checked = costs.results.load();
+    result_.server_cost.loss_checked = costs.loss_checked.load();
+    auto calibration = server::load_calibration(server_->store(), server_->config().task_id);
+    if (calibration && *calibration) result_.server_cost.calibration_gain = (*calibration)->gain_per_step;
+    return std::move(result_);
+}
+
+void Simulation::schedule(double time, EventKind kind, std::size_t volunteer, std::uint64_t epoch) {
+    events_.push({time, next_sequence_++, kind, volunteer, epoch});
+}
+
+bool Simulation::fleet_gone() const {
+    for (const auto& v : volunteers_)
+        if (v.online || v.returning) return false;
+    return true;
+}
+
+void Simulation::schedule_departure(std::size_t i, double now) {
+    auto& v = volunteers_[i];
+    if (v.spec.churn.mean_online_s <= 0) return;
+    v.next_leave = now + exponential(v.rng, v.spec.churn.mean_online_s);
+    schedule(v.next_leave, EventKind::Leave, i);
+}
+
+common::Status Simulation::handle(const Event& event) {
+    switch (event.kind) {
+        case EventKind::Request: return request(event.volunteer);
+        case EventKind::Finish: return finish(event.volunteer, event.epoch);
+        case EventKind::Leave: return leave(event.volunteer);
+        case EventKind::Return: return come_back(event.volunteer);
+        case EventKind::Tick: return tick();
+    }
+    return {};
+}
+
+std::pair<double, double> Simulation::download_of(const VolunteerState& v, const common::WorkUnit& unit) {
+    double model_bytes = unit.model_blob.sha256 == v.cached_model ? 0.0 : static_cast<double>(unit.model_blob.bytes);
+    if (!unit.patches.empty() && unit.patch_from == v.cached_model) {
+        model_bytes = 0;
+        for (const auto& patch : unit.patches) model_bytes += static_cast<double>(patch.bytes);
+        ++result_.units_on_patches;
+    }
+    double shard_bytes = 0;
+    for (const auto& shard : unit.shards)
+        if (!v.cached_shards.count(shard.sha256)) shard_bytes += static_cast<double>(shard.bytes);
+    return {model_bytes * settings_.payload_scale, shard_bytes};
+}
+
+void Simulation::count_unit_time(double transfer_s, double compute_s) {
+    result_.transfer_s += transfer_s;
+    result_.unit_s += transfer_s + compute_s;
+}
+
+common::Status Simulation::request(std::size_t i) {
+    auto& v = volunteers_[i];
+    if (!v.online || v.held) return {};
+    common::WorkRequest request;
+    request.client_id = v.client_id;
+    request.device = {"cuda", v.spec.group, 8 * common::kGiB, 1};
+    request.samples_per_s = v.measured_speed;
+    request.cached_shards.assign(v.cached_shards.begin(), v.cached_shards.end());
+    request.held_model = v.cached_model;
+    auto response = server_->request_work(request);
+    if (!response) return response.error();
+    double now = clock_.now();
+    if (!response->has_work) {
+        if (!settings_.synchronous) schedule(now + static_cast<double>(response->retry_after_s), EventKind::Request, i);
+        return {};
+    }
+    auto payload = common::open_envelope(response->work_unit, common::kWorkUnitPurpose, server_->verify_key());
+    if (!payload) return payload.error();
+    auto unit = common::parse_message<common::WorkUnit>(*payload);
+    if (!unit) return unit.error();
+    ++result_.units_issued;
+    ++round_outstanding_;
+
+    auto [model_bytes, shard_bytes] = download_of(v, *unit);
+    double down_bytes = model_bytes + shard_bytes;
+    std::int64_t samples = unit->hyper.local_steps * unit->hyper.batch_size;
+    double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
+    Issued issued{std::string(attack_name(v.spec.attack)), samples, unit->hyper.local_steps, 0, "", unit->base_version};
+
+    HeldUnit held;
+    held.unit = *unit;
+    held.issued = now;
+    double upload_bytes = 0;
+    // A volunteer that will have left before the unit is done never computes it.
+    bool leaves_first = v.next_leave < now + transfer_seconds(down_bytes, v.spec.down_mbit) + compute_s;
+    if (!leaves_first) {
+        auto upload = uploads_->compute(v, *unit);
+        if (!upload) return upload.error();
+        held.upload = std::move(*upload);
+        auto delta = static_cast<double>(held.upload.delta_bytes);
+        upload_bytes = static_cast<double>(held.upload.body.size()) + delta * (settings_.payload_scale - 1);
+    }
+    double transfer_s = transfer_seconds(down_bytes, v.spec.down_mbit) + transfer_seconds(upload_bytes, v.spec.up_mbit);
+    held.finish = now + transfer_s + compute_s;
+    issued.seconds = held.finish - now;
+    result_.bytes_down += down_bytes;
+    result_.bytes_down_shards += shard_bytes;
+    result_.bytes_up += upload_bytes;
+    if (!leaves_first) count_unit_time(transfer_s, compute_s);
+    for (const auto& shard : unit->shards) v.cached_shards.insert(shard.sha256);
+    v.cached_model = unit->model_blob.sha256;
+    issued_.emplace(unit->wu_id, issued);
+    v.held = std::move(held);
+    schedule(v.held->finish, EventKind::Finish, i, v.epoch);
+    return {};
+}
+
+common::Status Simulation::finish(std::size_t i, std::uint64_t epoch) {
+    auto& v = volunteers_[i];
+    if (epoch != v.epoch || !v.held) return {};
+    auto held = std::move(*v.held);
+    v.held.reset();
+    auto version_before = server_->version();
+    auto outcome = server_->upload(v.client_id, held.upload.body);
+    if (!outcome) return outcome.error();
+    auto& attack = result_.attacks[issued_[held.unit.wu_id].attack];
+    ++attack.returned;
+    unsettled_.push_back(held.unit.wu_id);
+    if (auto status = settle(version_before); !status) return status;
+    if (auto status = guard_check(); !status) return status;
+    --round_outstanding_;
+    if (settings_.synchronous) {
+        // The round ends when its slowest volunteer is back: everyone asks again now.
+        if (round_outstanding_ == 0)
+            for (std::size_t j = 0; j < volunteers_.size(); ++j) schedule(clock_.now(), EventKind::Request, j);
+    } else {
+        schedule(clock_.now(), EventKind::Request, i);
+    }
+    return {};
+}
+
+common::Status Simulation::leave(std::size_t i) {
+    auto& v = volunteers_[i];
+    if (!v.online) return {};
+    double now = clock_.now();
+    v.online = false;
+    ++v.epoch;
+    result_.online_s += now - v.online_since;
+    if (v.held) {
+        auto& issued = issued_[v.held->unit.wu_id];
+        issued.fate = "left_mid_unit";
+        issued.seconds = now - v.held->issued;
+        v.held.reset();
+        --round_outstanding_;
+    }
+    v.returning = std::uniform_real_distribution<double>(0, 1)(v.rng) >= v.spec.churn.never_return;
+    if (v.returning)
+        schedule(now + exponential(v.rng, std::max(1e-3, v.spec.churn.mean_offline_s)), EventKind::Return, i);
+    return {};
+}
+
+common::Status Simulation::come_back(std::size_t i) {
+    auto& v = volunteers_[i];
+    v.online = true;
+    v.returning = false;
+    v.online_since = clock_.now();
+    schedule_departure(i, clock_.now());
+    return request(i);
+}
+
+common::Status Simulation::tick() {
+    auto version_before = server_->version();
+    auto report = server_->tick();
+    if (!report) return report.error();
+    if (auto status = settle(version_before); !status) return status;
+    schedule(clock_.now() + settings_.tick_s, EventKind::Tick, 0);
+    return {};
 }
 
 double transfer_seconds(double bytes, double mbit) { return mbit > 0 ? bytes * 8.0 / (mbit * 1e6) : 0.0; }

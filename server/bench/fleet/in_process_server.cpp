@@ -40,8 +40,10 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const S
     options.state = state;
     options.clock = std::move(clock);
     options.seed = seed;
-    options.work_threads = 0;  // an upload is validated, and merged, before upload() returns
-    options.validation_threads = 0;
+    // Validation on a thread of its own, as the server runs it; upload() waits until the
+    // result is validated and, when accepted, merged, so the run stays reproducible.
+    options.work_threads = 0;
+    options.validation_threads = 1;
     options.tick_interval_s = 0;
     options.task_poll_ms = 0;
     options.checkpoint_every = checkpoints.every;
@@ -70,20 +72,20 @@ common::Result<ClientRecord> InProcessServer::register_volunteer(const std::stri
 
 common::Result<common::WorkResponse> InProcessServer::request_work(const common::WorkRequest& request) {
     auto& core = *parts_->core;
-    auto& store = core.store();
-    if (auto seen = store.note_client_seen(request.client_id, request.device.name, request.samples_per_s,
-                                           core.options().clock());
-        !seen)
-        return seen.error();
-    auto client = store.client(request.client_id);
+    auto client = core.store().client(request.client_id);  // as the API's signature check reads it
     if (!client) return client.error();
     if (!*client) return common::make_error("unknown volunteer " + request.client_id);
-    return core.scheduler().assign(**client, request);
+    auto answer = core.volunteers().request_work(**client, request);
+    if (!answer) return answer.error();
+    if (answer->http_status != 200) return common::make_error(answer->error + ": " + answer->message);
+    return std::move(answer->response);
 }
 
 common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_id, common::ByteView body) {
-    auto outcome = parts_->core->intake().receive(client_id, body);
-    parts_->core->wait_idle();
+    auto& core = *parts_->core;
+    auto spooled = spool_upload(body, parts_->state.results(), core.files());
+    auto outcome = core.volunteers().upload(client_id, spooled);
+    core.wait_idle();
     return outcome;
 }
 

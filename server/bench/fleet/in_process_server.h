@@ -1,8 +1,9 @@
 // The server's own components, built as `tessera-server run` builds them (server_core.h) —
 // store, blobs, scheduler, intake, validator, transitioner, the task's aggregator with its
 // merge policy — around a state directory with one task, an injected clock and no HTTP: the
-// fleet simulator's volunteers and the ingest benchmark call them as the API does. Work is
-// synchronous (no work threads): upload() returns after the result is validated and, when
+// fleet simulator's volunteers and the ingest benchmark call the volunteer service as the API
+// does (volunteer_service.h). Validation runs on its own thread, checks and merges on the
+// thread that hands them over; upload() returns after the result is validated and, when
 // accepted, merged. Not thread-safe: one simulation drives it.
 #pragma once
 
@@ -38,9 +39,10 @@ public:
     ~InProcessServer();
 
     common::Result<ClientRecord> register_volunteer(const std::string& name);
-    // What POST /api/v1/work does: note the volunteer seen, then ask the scheduler.
+    // What POST /api/v1/work does once its signature is checked (volunteer_service.h).
     common::Result<common::WorkResponse> request_work(const common::WorkRequest& request);
-    // What POST /api/v1/results does, then validation and merging, all before returning.
+    // What POST /api/v1/results does with `body` (spooled to the results directory, then
+    // taken as the API takes it), then validation and merging, all before returning.
     common::Result<IntakeOutcome> upload(const std::string& client_id, common::ByteView body);
     common::Result<TickReport> tick();
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "result.h"
+#include "clock.h"
 #include "state_dir.h"
 
 namespace tessera::bench {

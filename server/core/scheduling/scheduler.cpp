@@ -1,0 +1,310 @@
+// Scheduler: choosing, building and signing work units.
+#include "scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <boost/json.hpp>
+
+#include "assignment_unit.h"
+#include "bytes.h"
+#include "clock.h"
+#include "signed_envelope.h"
+#include "text_encoding.h"
+#include "trust.h"
+
+namespace tessera::server {
+
+Scheduler::Scheduler(Store& store, PublishedModels& published, const common::SigningKey& key, Clock clock,
+                     std::string blob_base_url, std::uint64_t seed, TaskFilter served)
+    : store_(store), published_(published), key_(key), clock_(std::move(clock)),
+      blob_base_url_(std::move(blob_base_url)), served_(std::move(served)), rng_(seed), pace_(store) {}
+
+bool Scheduler::device_fits(const TaskConfig& config, const common::DeviceInfo& device) {
+    if (config.requires_device == "cuda" && device.kind != "cuda") return false;
+    auto needed = static_cast<std::int64_t>(config.min_device_memory_gb * double(common::kGiB));
+    return device.memory_bytes >= needed;
+}
+
+bool Scheduler::volunteer_allows(const common::WorkRequest& request, const std::string& id, const std::string& model) {
+    auto named = [&](const std::vector<std::string>& names) {
+        return std::find(names.begin(), names.end(), id) != names.end() ||
+               std::find(names.begin(), names.end(), model) != names.end();
+    };
+    return (request.only_tasks.empty() || named(request.only_tasks)) && !named(request.exclude_tasks);
+}
+
+common::Result<std::optional<TaskView>> Scheduler::choose_task(const common::WorkRequest& request) {
+    auto tasks = store_.tasks();
+    if (!tasks) return tasks.error();
+    std::vector<TaskView> eligible;
+    double total = 0;
+    for (auto& record : *tasks) {
+        if (record.state != TaskState::Active || !(record.weight > 0)) continue;
+        if (served_ && !served_(record.id)) continue;
+        auto config = config_of(record);
+        if (!config) return config.error();
+        if (!device_fits(*config, request.device)) continue;
+        if (!volunteer_allows(request, record.id, config->model)) continue;
+        total += record.weight;
+        eligible.push_back({std::move(record), std::move(*config)});
+    }
+    if (eligible.empty()) return std::optional<TaskView>();
+    double draw = uniform() * total;
+    for (auto& task : eligible) {
+        draw -= task.record.weight;
+        if (draw < 0) return std::optional<TaskView>(std::move(task));
+    }
+    return std::optional<TaskView>(std::move(eligible.back()));
+}
+
+common::Result<TaskConfig> Scheduler::config_of(const TaskRecord& record) {
+    {
+        std::lock_guard lock(state_mutex_);
+        if (auto found = configs_.find(record.id); found != configs_.end()) return found->second;
+    }
+    auto parsed = task_view(record);
+    if (!parsed) return parsed.error();
+    std::lock_guard lock(state_mutex_);
+    return configs_.emplace(record.id, std::move(parsed->config)).first->second;
+}
+
+common::Result<FleetNow> Scheduler::fleet_now(const TaskConfig& config) {
+    if (!sizing_reads_fleet(config)) return FleetNow{};
+    auto pace = pace_.pace(config, clock_());
+    if (!pace) return pace.error();
+    return FleetNow{pace->concurrency, pace->fastest_samples_per_s};
+}
+
+std::string Scheduler::random_id(const char* prefix) {
+    std::uint64_t value = random_bits();
+    common::Bytes bytes(6);
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(value >> (8 * i));
+    return prefix + common::to_hex(bytes);
+}
+
+std::uint64_t Scheduler::random_bits() {
+    std::lock_guard lock(state_mutex_);
+    return rng_();
+}
+
+double Scheduler::uniform() {
+    std::lock_guard lock(state_mutex_);
+    return std::uniform_real_distribution<double>(0, 1)(rng_);
+}
+
+namespace {
+
+common::WorkResponse no_work(std::int64_t retry_after_s) {
+    common::WorkResponse response;
+    response.retry_after_s = retry_after_s;
+    return response;
+}
+
+}  // namespace
+
+common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& client, const common::WorkRequest& request) {
+    auto task = choose_task(request);
+    if (!task) return task.error();
+    if (!*task) return no_work(kRetryNoTaskS);
+    const auto& view = **task;
+    {
+        std::lock_guard lock(state_mutex_);
+        holdings_.note(client.id, request.cached_shards, clock_());  // busy or not, it holds them
+    }
+    // No lock is held from here on: the store decides each claim in its own transaction, and a
+    // claim another request won first is lost and tried again.
+    for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
+        auto response = try_assign(view, client, request);
+        if (!response) return response.error();
+        if (*response) return std::move(**response);
+    }
+    return no_work(kRetryBusyS);
+}
+
+common::Result<std::optional<common::WorkResponse>> Scheduler::try_assign(const TaskView& view,
+                                                                          const ClientRecord& client,
+                                                                          const common::WorkRequest& request) {
+    // A quick look first (a busy volunteer costs no unit drawn); the claim decides.
+    auto limit = in_flight_limit(view.config, client);
+    auto in_flight = store_.in_flight(client.id);
+    if (!in_flight) return in_flight.error();
+    if (*in_flight >= limit) return std::optional(no_work(kRetryBusyS));
+
+    std::set<std::string> cached(request.cached_shards.begin(), request.cached_shards.end());
+    auto held = [&](const std::vector<std::string>& shards) {
+        return std::count_if(shards.begin(), shards.end(), [&](const auto& s) { return cached.count(s) > 0; });
+    };
+
+    auto reissuable = store_.reissuable_work_units(view.record.id, client.id);
+    if (!reissuable) return reissuable.error();
+    if (!reissuable->empty()) {
+        auto best = std::max_element(reissuable->begin(), reissuable->end(),
+                                     [&](const auto& a, const auto& b) { return held(a.shards) < held(b.shards); });
+        return issue(view, client, request, *best, false, limit);
+    }
+
+    auto shards = store_.shards(view.record.id);
+    if (!shards) return shards.error();
+    if (shards->empty()) return std::optional(no_work(kRetryNoShardS));
+    // Least-used shards first (even epochs), then ones the volunteer already holds, then ones
+    // fewest other volunteers hold, so that each collects its own (locality).
+    std::map<std::string, int> others;
+    {
+        std::lock_guard lock(state_mutex_);
+        for (const auto& s : *shards) others[s.sha256] = holdings_.held_by_others(s.sha256, client.id);
+    }
+    std::stable_sort(shards->begin(), shards->end(), [&](const ShardRecord& a, const ShardRecord& b) {
+        if (a.uses != b.uses) return a.uses < b.uses;
+        if (cached.count(a.sha256) != cached.count(b.sha256)) return cached.count(a.sha256) > cached.count(b.sha256);
+        return others[a.sha256] < others[b.sha256];
+    });
+    WorkUnitRecord unit;
+    unit.id = random_id("wu-");
+    unit.task_id = view.record.id;
+    auto published = published_version(view);
+    if (!published) return published.error();
+    unit.base_version = *published;
+    auto count = std::min<std::size_t>(shards->size(), static_cast<std::size_t>(view.config.shards_per_unit));
+    for (std::size_t i = 0; i < count; ++i) unit.shards.push_back((*shards)[i].sha256);
+    auto fleet = fleet_now(view.config);
+    if (!fleet) return fleet.error();
+    unit.local_steps = unit_local_steps(view.config, *fleet, request.samples_per_s);
+    unit.seed = static_cast<std::int64_t>(random_bits() >> 11);  // 53 bits: exact in JSON
+    auto active = store_.active_clients(clock_() - kVolunteerActiveWindowS, 2);
+    if (!active) return active.error();
+    bool others_around = *active >= 2;
+    unit.replicas = others_around && uniform() < replication_chance(view.config, client) ? 2 : 1;
+    unit.created_at = clock_();
+    return issue(view, client, request, unit, true, limit);
+}
+
+// A unit sent again on its old base (a replica's twin, or a retry) keeps the schedule span
+// of its first assignment, so that replicas train alike; a new or rebased unit starts where
+// the run stands now.
+common::Status Scheduler::stamp_schedule_of(const TaskView& task, const WorkUnitRecord& unit, bool same_base,
+                                            std::int64_t now, common::Hyperparameters& hyper) {
+    if (!task.config.lr_schedule) return {};
+    if (same_base) {
+        auto earlier = store_.assignments_of(unit.id);
+        if (!earlier) return earlier.error();
+        if (!earlier->empty()) {
+            auto first = sent_work_unit(earlier->front());
+            if (!first) return common::with_context("the schedule of unit " + unit.id, first.error());
+            hyper.schedule = first->hyper.schedule;
+            hyper.schedule_from = first->hyper.schedule_from;
+            hyper.schedule_to = first->hyper.schedule_to;
+            return {};
+        }
+    }
+    auto pace = pace_.pace(task.config, now);
+    if (!pace) return pace.error();
+    stamp_schedule(task.config, *pace, hyper);
+    return {};
+}
+
+common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const TaskView& task, const ClientRecord& client,
+                                                                     const common::WorkRequest& request,
+                                                                     const WorkUnitRecord& unit, bool new_unit,
+                                                                     std::int64_t max_in_flight) {
+    auto now = clock_();
+    auto rebased = rebase_of(task, unit, new_unit);
+    if (!rebased) return rebased.error();
+    std::optional<std::int64_t> rebase = *rebased;
+    std::int64_t base_version = rebase.value_or(unit.base_version);
+    auto version = store_.version(task.record.id, base_version);
+    if (!version) return version.error();
+    if (!*version) return common::make_error("model version " + std::to_string(base_version) + " is missing");
+    auto shards = store_.shards(task.record.id);
+    if (!shards) return shards.error();
+
+    common::WorkUnit wu;
+    wu.wu_id = random_id("a-");
+    wu.task_id = task.record.id;
+    wu.client_id = client.id;
+    wu.model = task.config.model;
+    wu.base_version = base_version;
+    wu.model_blob = {(*version)->blob_sha256, (*version)->blob_bytes};
+    if (auto status = offer_patches(task, request.held_model, **version, wu); !status) return status.error();
+    if (wu.patches.empty())
+        if (auto status = published_.ensure(task.record.id, base_version); !status) return status.error();
+    for (const auto& hash : unit.shards)
+        for (const auto& shard : *shards)
+            if (shard.sha256 == hash) wu.shards.push_back({shard.sha256, shard.bytes});
+    wu.blob_base_url = blob_base_url_;
+    wu.hyper = inner_loop_of(task.config, unit.local_steps, unit.seed);
+    if (auto status = stamp_schedule_of(task, unit, !new_unit && !rebase, now, wu.hyper); !status)
+        return status.error();
+    // Replicas must be comparable: both start AdamW afresh, whatever the volunteers keep.
+    wu.hyper.optimizer = unit.replicas > 1 ? common::InnerOptimizer::Fresh : task.config.inner_optimizer;
+    wu.encoding = task.config.codec;
+    wu.issued_at = now;
+    wu.deadline = now + task.config.deadline_s;
+
+    auto envelope = common::seal_envelope(boost::json::serialize(common::to_json(wu)), common::kWorkUnitPurpose, key_);
+    AssignmentRecord assignment;
+    assignment.id = wu.wu_id;
+    assignment.work_unit_id = unit.id;
+    assignment.client_id = client.id;
+    assignment.issued_at = now;
+    assignment.deadline = wu.deadline;
+    assignment.envelope_json = boost::json::serialize(common::envelope_to_json(envelope));
+    auto claim = new_unit ? store_.create_work_unit(unit, assignment, max_in_flight)
+                          : store_.add_assignment(assignment, rebase, max_in_flight);
+    if (!claim) return claim.error();
+    if (*claim == Store::Claim::Taken) return std::optional<common::WorkResponse>();  // another request won it
+    if (*claim == Store::Claim::Busy) return std::optional(no_work(kRetryBusyS));
+    common::WorkResponse response;
+    response.has_work = true;
+    response.work_unit = std::move(envelope);
+    return std::optional(std::move(response));
+}
+
+common::Result<std::optional<std::int64_t>> Scheduler::rebase_of(const TaskView& task, const WorkUnitRecord& unit,
+                                                                 bool new_unit) {
+    if (new_unit || unit.replicas != 1) return std::optional<std::int64_t>();
+    auto published = published_version(task);
+    if (!published) return published.error();
+    auto live = store_.live_assignments(unit.id);
+    if (!live) return live.error();
+    if (*live == 0 && *published != unit.base_version) return std::optional<std::int64_t>(*published);
+    return std::optional<std::int64_t>();
+}
+
+common::Result<std::int64_t> Scheduler::published_version(const TaskView& task) {
+    auto current = store_.version(task.record.id, task.record.version);
+    if (!current) return current.error();
+    if (!*current) return common::make_error("model version " + std::to_string(task.record.version) + " is missing");
+    auto versions = store_.versions_of_blob(task.record.id, (*current)->blob_sha256);
+    if (!versions) return versions.error();
+    return *versions ? (*versions)->first : task.record.version;
+}
+
+common::Status Scheduler::offer_patches(const TaskView& task, const std::string& held_model, const VersionRecord& base,
+                                        common::WorkUnit& wu) {
+    if (held_model.empty() || held_model == base.blob_sha256) return {};
+    auto held = store_.versions_of_blob(task.record.id, held_model);
+    if (!held) return held.error();
+    if (!*held || (*held)->last >= base.version) return {};
+    // The published versions after the held one, each with its patch.
+    auto chain = store_.versions_between(task.record.id, (*held)->last, base.version);
+    if (!chain) return chain.error();
+    std::vector<common::BlobRef> patches;
+    std::int64_t bytes = 0;
+    std::string previous = held_model;
+    for (const auto& v : *chain) {
+        if (v.blob_sha256 == previous) continue;  // not published: the model of the version before
+        if (!v.patch_sha256) return {};           // published before patches were on
+        patches.push_back({*v.patch_sha256, v.patch_bytes});
+        bytes += v.patch_bytes;
+        previous = v.blob_sha256;
+    }
+    if (patches.empty() || patches.size() > common::kMaxPatchChain || bytes >= base.blob_bytes) return {};
+    wu.patch_from = held_model;
+    wu.patches = std::move(patches);
+    return {};
+}
+
+}  // namespace tessera::server

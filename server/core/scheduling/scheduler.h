@@ -1,0 +1,99 @@
+// The scheduler: answers a volunteer's work request with a signed work unit or "no work".
+// Among the active tasks this process serves that the volunteer's device can run (CUDA,
+// memory), it draws one with probability proportional to the operator's weights. Within the
+// task it reissues open units first (preferring ones whose shards the volunteer holds), otherwise
+// builds a new unit from the least-used shards so each epoch covers the dataset evenly (among
+// those, shards the volunteer holds, then shards fewest other volunteers hold: locality),
+// scales local steps to the volunteer's measured speed, and decides replication by the
+// volunteer's valid streak (BOINC adaptive replication). Thread-safe.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "clock.h"
+#include "ed25519.h"
+#include "state_dir.h"
+#include "protocol.h"
+#include "published_models.h"
+#include "run_pace.h"
+#include "shard_holdings.h"
+#include "store.h"
+#include "task_lookup.h"
+#include "unit_sizing.h"
+
+namespace tessera::server {
+
+class Scheduler {
+public:
+    // Whether this process serves (can validate) a task; empty: every task.
+    using TaskFilter = std::function<bool(const std::string& task_id)>;
+    Scheduler(Store& store, PublishedModels& published, const common::SigningKey& key, Clock clock,
+              std::string blob_base_url, std::uint64_t seed, TaskFilter served = {});
+    common::Result<common::WorkResponse> assign(const ClientRecord& client, const common::WorkRequest& request);
+
+    // Whether a volunteer with `device` can take the task's units.
+    static bool device_fits(const TaskConfig& config, const common::DeviceInfo& device);
+    // Whether the volunteer's choice lets it take the task `id` of model `model`: named by id or
+    // model in the request's `only_tasks` (when it names any), and in `exclude_tasks` neither way.
+    static bool volunteer_allows(const common::WorkRequest& request, const std::string& id, const std::string& model);
+
+private:
+    // The fleet at work on the task, read only when its units are sized by it (unit_sizing.h).
+    common::Result<FleetNow> fleet_now(const TaskConfig& config);
+    // The task to work on: drawn by weight among the eligible ones; none when there is none.
+    common::Result<std::optional<TaskView>> choose_task(const common::WorkRequest& request);
+    // One try at a unit for the volunteer: nothing when the unit it chose was given out by
+    // another request meanwhile (the caller tries again).
+    common::Result<std::optional<common::WorkResponse>> try_assign(const TaskView& task, const ClientRecord& client,
+                                                                   const common::WorkRequest& request);
+    common::Result<std::optional<common::WorkResponse>> issue(const TaskView& task, const ClientRecord& client,
+                                                              const common::WorkRequest& request,
+                                                              const WorkUnitRecord& unit, bool new_unit,
+                                                              std::int64_t max_in_flight);
+    // The task's parsed configuration, parsed once per task (a task's config never changes).
+    common::Result<TaskConfig> config_of(const TaskRecord& record);
+    // The newest version whose model is published: new units are based on it (with a publishing
+    // cadence, the current version's model may not be published yet).
+    common::Result<std::int64_t> published_version(const TaskView& task);
+    // An unreplicated unit that failed is recomputed on the current model, not the old one: the
+    // version a unit handed out again is rebased on, if any.
+    common::Result<std::optional<std::int64_t>> rebase_of(const TaskView& task, const WorkUnitRecord& unit,
+                                                          bool new_unit);
+    // The patch chain from the model the volunteer holds to the unit's base, when there is one
+    // and it is smaller than the model; otherwise the unit offers none (and the model's file is
+    // written now if it is not stored: a version between checkpoints).
+    common::Status offer_patches(const TaskView& task, const std::string& held_model, const VersionRecord& base,
+                                 common::WorkUnit& wu);
+    common::Status stamp_schedule_of(const TaskView& task, const WorkUnitRecord& unit, bool same_base,
+                                     std::int64_t now, common::Hyperparameters& hyper);
+    std::string random_id(const char* prefix);
+    std::uint64_t random_bits();
+    double uniform();
+
+    Store& store_;
+    PublishedModels& published_;
+    const common::SigningKey& key_;
+    Clock clock_;
+    std::string blob_base_url_;
+    TaskFilter served_;
+    // Guards configs_, rng_ and holdings_; never held across database work. Requests are
+    // otherwise assigned concurrently: each claim is the store's transaction (Store::Claim).
+    std::mutex state_mutex_;
+    std::map<std::string, TaskConfig> configs_;
+    std::mt19937_64 rng_;
+    ShardHoldings holdings_;
+    RunPaceCache pace_;  // where each task's run stands, for the units' schedule
+};
+
+constexpr std::int64_t kRetryNoTaskS = 60;
+constexpr std::int64_t kRetryBusyS = 30;
+constexpr std::int64_t kRetryNoShardS = 15;
+// Claims a request may lose to concurrent ones before it is told to come back.
+constexpr int kClaimAttempts = 4;
+
+}  // namespace tessera::server

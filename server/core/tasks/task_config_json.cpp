@@ -1,0 +1,217 @@
+// A task's configuration as stored (tasks.config): written by to_json, read back field by
+// field with each one's bounds. Fields added since the first tasks have their defaults when absent.
+#include <boost/json.hpp>
+
+#include "dataset_manifest.h"
+#include "json_strict.h"
+#include "lr_schedule_json.h"
+#include "protocol.h"
+#include "task_config.h"
+
+namespace tessera::server {
+
+namespace {
+
+// The model, data, merging, training and codec fields, in the stored order.
+boost::json::object model_and_training_json(const TaskConfig& c) {
+    boost::json::array shape(c.sample_shape.begin(), c.sample_shape.end());
+    return {{"task_id", c.task_id},
+            {"model", c.model},
+            {"data_dir", c.data_dir},
+            {"data_kind", c.data_kind},
+            {"sample_shape", shape},
+            {"num_classes", c.num_classes},
+            {"text_dim", c.text_dim},
+            {"init_seed", c.init_seed},
+            {"policy", policy_name(c.merge.kind)},
+            {"staleness", c.merge.staleness.to_string()},
+            {"server_lr", c.merge.server_lr},
+            {"clip_norm", c.merge.clip_norm},
+            {"buffer_size", c.merge.buffer_size},
+            {"trim_fraction", c.merge.trim_fraction},
+            {"momentum", c.merge.momentum},
+            {"concurrency_exponent", c.merge.concurrency_exponent},
+            {"local_steps", c.local_steps},
+            {"batch_size", c.batch_size},
+            {"lr", c.lr},
+            {"warmup_steps", c.warmup_steps},
+            {"weight_decay", c.weight_decay},
+            {"grad_clip", c.grad_clip},
+            {"caption_drop", c.caption_drop},
+            {"patch_mask", c.patch_mask},
+            {"ema_decay", c.ema_decay},
+            {"inner_optimizer", common::inner_optimizer_name(c.inner_optimizer)},
+            {"lr_schedule", c.lr_schedule ? boost::json::value(common::lr_schedule_to_json(*c.lr_schedule))
+                                          : boost::json::value(nullptr)},
+            {"codec", common::delta_dtype_name(c.codec.dtype)},
+            {"topk_fraction", c.codec.topk_fraction},
+            {"patch_codec", c.patches ? common::delta_dtype_name(c.patches->dtype) : std::string_view("off")},
+            {"patch_topk_fraction", c.patches ? c.patches->topk_fraction : 1.0},
+            {"publish_every", c.publish_every}};
+}
+
+// How units are issued and results checked, and the loss curve's evaluations.
+boost::json::object issuing_and_checks_json(const TaskConfig& c) {
+    return {{"deadline_s", c.deadline_s},
+            {"shards_per_unit", c.shards_per_unit},
+            {"target_seconds", c.target_seconds},
+            {"min_rounds", c.min_rounds},
+            {"units_end_together", c.units_end_together},
+            {"max_failures", c.max_failures},
+            {"max_in_flight", c.max_in_flight},
+            {"requires_device", c.requires_device},
+            {"min_device_memory_gb", c.min_device_memory_gb},
+            {"replication", c.replication},
+            {"replica_tolerance", c.replica_tolerance},
+            {"loss_check", c.loss_check},
+            {"loss_tolerance", c.loss_tolerance},
+            {"norm_bound", c.norm_bound},
+            {"check_samples", c.check_samples},
+            {"norm_floor", c.norm_floor},
+            {"min_gain", c.min_gain},
+            {"copy_similarity", c.copy_similarity},
+            {"min_alignment", c.min_alignment},
+            {"trust_streak", c.trust_streak},
+            {"quarantine_rejections", c.quarantine_rejections},
+            {"quarantine_window_s", c.quarantine_window_s},
+            {"eval_samples", c.eval_samples},
+            {"eval_interval_s", c.eval_interval_s},
+            {"eval_full_interval_s", c.eval_full_interval_s}};
+}
+
+}  // namespace
+
+boost::json::value to_json(const TaskConfig& c) {
+    auto json = model_and_training_json(c);
+    for (auto& [key, value] : issuing_and_checks_json(c)) json.emplace(key, std::move(value));
+    return json;
+}
+
+namespace {
+
+using common::JsonObjectReader;
+constexpr std::int64_t kBig = common::kMaxSafeInteger;
+
+void read_data_fields(JsonObjectReader& r, TaskConfig& c) {
+    c.task_id = r.string("task_id", 1, common::kMaxIdentifier);
+    c.model = r.string("model", 1, 64);
+    c.data_dir = r.string("data_dir", 1);
+    c.data_kind = r.one_of("data_kind", {"latents", "pixels"});
+    if (const auto* shape = r.field("sample_shape"); shape && shape->is_array())
+        for (const auto& d : shape->as_array()) {
+            std::int64_t v = 0;
+            if (!common::json_to_integer(d, 1, common::kMaxSampleDim, v))
+                r.fail("sample_shape: expected positive integers");
+            c.sample_shape.push_back(v);
+        }
+    c.num_classes = r.integer("num_classes", 0, common::kMaxClasses);
+    c.text_dim = r.integer("text_dim", 0, common::kMaxTextDim);
+    c.init_seed = r.integer("init_seed", 0, kBig);
+}
+
+void read_merge_fields(JsonObjectReader& r, TaskConfig& c) {
+    auto policy = policy_from_name(r.one_of("policy", {"fedasync", "fedbuff", "diloco", "diloco-dn"}));
+    if (policy) c.merge.kind = *policy;
+    auto staleness_text = r.string("staleness", 1, 64);
+    if (!r.failed()) {
+        auto staleness = parse_staleness(staleness_text);
+        if (staleness)
+            c.merge.staleness = *staleness;
+        else
+            r.fail(staleness.message());
+    }
+    c.merge.server_lr = r.number("server_lr", 0, 100);
+    c.merge.clip_norm = r.number("clip_norm", 0, 1e12);
+    c.merge.buffer_size = r.integer("buffer_size", 1, 100000);
+    c.merge.trim_fraction = r.number("trim_fraction", 0, 0.5);
+    c.merge.momentum = r.number("momentum", 0, 1);
+    // Tasks created before it existed apply each result whole; those of 2026-11-26/27 stored
+    // per_concurrency (a division by C, the exponent 1).
+    if (r.has("concurrency_exponent"))
+        c.merge.concurrency_exponent = r.number("concurrency_exponent", 0, 2);
+    else if (r.has("per_concurrency") && r.boolean("per_concurrency"))
+        c.merge.concurrency_exponent = 1;
+}
+
+void read_training_fields(JsonObjectReader& r, TaskConfig& c) {
+    c.local_steps = r.integer("local_steps", 1, kMaxLocalSteps);
+    c.batch_size = r.integer("batch_size", 1, kMaxBatchSize);
+    c.lr = r.number("lr", 0, kMaxLr);
+    c.warmup_steps = r.integer("warmup_steps", 0, 100000);
+    c.weight_decay = r.number("weight_decay", 0, kMaxWeightDecay);
+    c.grad_clip = r.number("grad_clip", 0, 1e6);
+    if (r.has("caption_drop")) c.caption_drop = r.number("caption_drop", 0, 1);
+    if (r.has("patch_mask")) c.patch_mask = r.number("patch_mask", 0, common::kMaxPatchMask);
+    if (r.has("ema_decay")) c.ema_decay = r.number("ema_decay", 0, 1);
+    // Tasks created before volunteers kept their optimizer state start it afresh.
+    if (r.has("inner_optimizer"))
+        c.inner_optimizer = common::inner_optimizer_from_name(r.one_of("inner_optimizer", {"fresh", "kept"}))
+                                .value_or(common::InnerOptimizer::Fresh);
+    // null or absent (tasks from before it existed): no run-wide schedule.
+    if (const auto* schedule = r.has("lr_schedule") ? r.field("lr_schedule") : nullptr;
+        schedule && !schedule->is_null())
+        c.lr_schedule = common::read_lr_schedule(r, "lr_schedule");
+}
+
+// The deltas' and patches' codecs, and how units are cut and sized.
+void read_transfer_fields(JsonObjectReader& r, TaskConfig& c) {
+    auto dtype = common::delta_dtype_from_name(r.one_of("codec", {"f32", "bf16", "int8", "int4", "int2"}));
+    if (dtype) c.codec.dtype = *dtype;
+    c.codec.topk_fraction = r.number("topk_fraction", 0, 1);
+    // Tasks created before downlink patches existed go on without them.
+    c.patches.reset();
+    if (r.has("patch_codec")) {
+        auto patch_dtype =
+            common::delta_dtype_from_name(r.one_of("patch_codec", {"off", "bf16", "int8", "int4", "int2"}));
+        auto fraction = r.number("patch_topk_fraction", 0, 1);
+        if (patch_dtype) c.patches = common::DeltaEncoding{*patch_dtype, fraction};
+        c.publish_every = r.integer("publish_every", 1, kMaxPublishEvery);
+    }
+    c.deadline_s = r.integer("deadline_s", 1, kBig);
+    c.shards_per_unit = r.integer("shards_per_unit", 1, static_cast<std::int64_t>(common::kMaxShardsPerWorkUnit));
+    c.target_seconds = r.number("target_seconds", 0, 1e9);
+    // Tasks created before units were sized to the fleet keep H and the time-based sizing.
+    if (r.has("min_rounds")) c.min_rounds = r.integer("min_rounds", 0, kMaxMinRounds);
+    if (r.has("units_end_together")) c.units_end_together = r.boolean("units_end_together");
+}
+
+// The volunteers' limits, the contribution checks and the evaluations.
+void read_check_fields(JsonObjectReader& r, TaskConfig& c) {
+    c.max_failures = r.integer("max_failures", 1, 1000);
+    c.max_in_flight = r.integer("max_in_flight", 1, 1000);
+    // Tasks created before several tasks ran at once take any volunteer.
+    if (r.has("requires_device")) c.requires_device = r.one_of("requires_device", {"any", "cuda"});
+    if (r.has("min_device_memory_gb")) c.min_device_memory_gb = r.number("min_device_memory_gb", 0, 1e6);
+    c.replication = r.number("replication", 0, 1);
+    c.replica_tolerance = r.number("replica_tolerance", 0, 100);
+    c.loss_check = r.number("loss_check", 0, 1);
+    c.loss_tolerance = r.number("loss_tolerance", 0, 100);
+    c.norm_bound = r.number("norm_bound", 0, 1e9);
+    // Tasks created before the contribution checks existed get their defaults.
+    if (r.has("check_samples")) c.check_samples = r.integer("check_samples", 1, 1 << 24);
+    if (r.has("norm_floor")) c.norm_floor = r.number("norm_floor", 0, 1);
+    if (r.has("min_gain")) c.min_gain = r.number("min_gain", 0, 1);
+    if (r.has("copy_similarity")) c.copy_similarity = r.number("copy_similarity", 0, 1);
+    if (r.has("min_alignment")) c.min_alignment = r.number("min_alignment", -1, 1);
+    if (r.has("trust_streak")) c.trust_streak = r.integer("trust_streak", 0, kMaxTrustStreak);
+    if (r.has("quarantine_rejections")) c.quarantine_rejections = r.integer("quarantine_rejections", 1, 100000);
+    if (r.has("quarantine_window_s")) c.quarantine_window_s = r.integer("quarantine_window_s", 1, kBig);
+    c.eval_samples = r.integer("eval_samples", 1, 1 << 24);
+    c.eval_interval_s = r.integer("eval_interval_s", 0, kBig);
+    // Tasks created before whole-set evaluations existed keep the default.
+    if (r.has("eval_full_interval_s")) c.eval_full_interval_s = r.integer("eval_full_interval_s", 0, kBig);
+}
+
+}  // namespace
+
+common::Result<TaskConfig> read_task_config(const boost::json::value& json) {
+    JsonObjectReader r(json, "task");
+    TaskConfig c;
+    for (auto* read_fields :
+         {read_data_fields, read_merge_fields, read_training_fields, read_transfer_fields, read_check_fields})
+        read_fields(r, c);
+    if (auto status = r.finish(); !status) return status.error();
+    return c;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,309 @@
+// Validator: verdicts, the replica comparison and each volunteer's standing.
+#include "validator.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+#include "assignment_unit.h"
+#include "clock.h"
+#include "logger.h"
+#include "rejection_reasons.h"
+#include "replica_comparison.h"
+#include "replica_quorum.h"
+#include "tensor_math.h"
+#include "trust.h"
+
+namespace tessera::server {
+namespace {
+
+// The task's concurrency now: the volunteers issued one of its units recently, at least 1.
+common::Result<std::int64_t> concurrency_now(Store& store, const std::string& task_id, std::int64_t now) {
+    auto volunteers = store.task_volunteers(task_id, now - kVolunteerActiveWindowS);
+    if (!volunteers) return volunteers.error();
+    return std::max<std::int64_t>(1, *volunteers);
+}
+
+}  // namespace
+
+Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
+                     CopyDetector& copies, CheckCosts& costs, Clock clock, Doorbell& accepted, std::uint64_t seed)
+    : store_(store), results_(results), models_(models), copies_(copies),
+      checks_(store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)),
+      guard_(store, store, store, clock_), accepted_(accepted), rng_(seed) {}
+
+double Validator::credit_for(const TaskConfig& config, std::int64_t local_steps) {
+    return static_cast<double>(local_steps * config.batch_size) / 1000.0;
+}
+
+bool Validator::draw(double chance) {
+    if (chance >= 1) return true;
+    std::lock_guard lock(mutex_);
+    return std::uniform_real_distribution<double>(0, 1)(rng_) < chance;
+}
+
+common::Status Validator::validate(const std::string& assignment_id) {
+    auto found = store_.assignment(assignment_id);
+    if (!found) return found.error();
+    if (!*found) return common::make_error("no result '" + assignment_id + "'");
+    const auto& a = **found;
+    if (a.state != AssignmentState::Returned) return {};  // already settled
+    auto task = load_task(store_, a.task_id);
+    if (!task) return task.error();
+    auto unit = store_.work_unit(a.work_unit_id);
+    if (!unit) return unit.error();
+    if (*unit && (*unit)->state == WorkUnitState::Retired)
+        return reject(a, *task, reason::kWorkUnitRetired, "the work unit failed too often and was retired");
+    auto stale = too_stale(a, *task);
+    if (!stale) return stale.error();
+    if (!stale->empty()) return reject(a, *task, reason::kTooStale, *stale);
+    auto sent = sent_work_unit(a);
+    if (!sent) return sent.error();
+    auto client = store_.client(a.client_id);
+    if (!client) return client.error();
+    if (!*client) return common::make_error("no client '" + a.client_id + "'");
+
+    auto suspended = guard_.suspended(*task);
+    if (!suspended) return suspended.error();
+    // A volunteer's first result of a task whose units are sized to speeds is its warm-up unit
+    // (docs/operations.md, "Alignment"): compared for copies, it forms and is judged by the
+    // warm-up units' consensus, not the others'.
+    bool warm_up = false;
+    if (task->config.target_seconds > 0) {
+        auto earlier = store_.returned_before(a);
+        if (!earlier) return earlier.error();
+        warm_up = !*earlier;
+    }
+    CheckPlan plan;
+    plan.loss_check = draw(loss_check_chance(task->config, **client));
+    plan.warm_up = warm_up;
+    auto verdict = checks_.run(a, *task, *sent, plan, *suspended);
+    if (!verdict) return verdict.error();
+    auto note_direction = [&] {
+        copies_.note_result(a.task_id, a.work_unit_id, std::move(verdict->sketch),
+                            {a.base_version, a.returned_at.value_or(clock_())}, warm_up);
+    };
+    if (!verdict->reason.empty()) {
+        // Refused for its direction alone, a result still says where the model descends now: it
+        // joins the consensus, so that one formed before the model turned gives way to the
+        // results that agree with each other now (the majority's direction).
+        if (verdict->reason == reason::kMisaligned) note_direction();
+        return reject(a, *task, verdict->reason, verdict->detail, verdict->figures);
+    }
+    note_direction();
+    if (verdict->flagged)
+        if (auto status = note_flagged(a, *verdict); !status) return status;
+    if (!verdict->waived.empty())
+        if (auto status = note_waived(a, *verdict); !status) return status;
+    if (*unit && (*unit)->replicas > 1) return settle_replicas(a, *task, verdict->figures);
+    auto accepted = accept(a, *task, verdict->figures, true);
+    return accepted ? common::Status() : common::Status(accepted.error());
+}
+
+common::Result<std::string> Validator::too_stale(const AssignmentRecord& a, const TaskView& task) {
+    if (!staleness_limit(task.config.merge, 1)) return std::string();
+    auto concurrency = concurrency_now(store_, a.task_id, clock_());
+    if (!concurrency) return concurrency.error();
+    const auto c = *concurrency;
+    const auto limit = *staleness_limit(task.config.merge, c);
+    const auto tau = task.record.version - a.base_version;
+    if (static_cast<double>(tau) <= limit) return std::string();
+    std::ostringstream detail;
+    detail << "τ = " << tau << " versions, beyond the " << limit << " the task merges with " << c
+           << " volunteer(s) active (staleness " << task.config.merge.staleness.to_string() << ")";
+    return detail.str();
+}
+
+common::Status Validator::note_flagged(const AssignmentRecord& a, const Verdict& verdict) {
+    boost::json::object detail{{"assignment_id", a.id},
+                               {"client_id", a.client_id},
+                               {"gain_per_step", verdict.figures.gain_per_step.value_or(0)},
+                               {"held_out_gain", verdict.held_out_gain}};
+    return store_.add_event("result_flagged", boost::json::serialize(detail), clock_());
+}
+
+common::Status Validator::note_waived(const AssignmentRecord& a, const Verdict& verdict) {
+    boost::json::array waived;
+    for (const auto& note : verdict.waived) waived.emplace_back(note);
+    boost::json::object detail{{"assignment_id", a.id}, {"client_id", a.client_id}, {"waived", std::move(waived)}};
+    return store_.add_event("check_waived", boost::json::serialize(detail), clock_());
+}
+
+// A replicated unit: wait for the others, compare every pair, and let the quorum decide.
+common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskView& task,
+                                          const CheckFigures& figures) {
+    auto lock = replica_locks_.lock(a.work_unit_id);
+    auto marked = store_.mark_validated(a.id, figures, clock_());
+    if (!marked) return marked.error();
+    auto siblings = store_.assignments_of(a.work_unit_id);
+    if (!siblings) return siblings.error();
+    std::vector<AssignmentRecord> validated;
+    for (const auto& s : *siblings)
+        if (s.state == AssignmentState::Validated) validated.push_back(s);
+    if (validated.size() < 2) return {};  // the others validate later and settle the unit
+    auto compared = compare_validated(a, task, validated);
+    if (!compared) return compared.error();
+    auto unit = store_.work_unit(a.work_unit_id);
+    if (!unit) return unit.error();
+    auto replicas = *unit ? (*unit)->replicas : std::int64_t{2};
+    auto decision = decide_quorum(validated.size(), replicas, [&](std::size_t i, std::size_t j) {
+        return compared->at({i, j}).agree();
+    });
+    switch (decision.kind) {
+        case QuorumDecision::Kind::Wait: return {};
+        case QuorumDecision::Kind::Tiebreak: {
+            if (auto status = store_.set_replicas(a.work_unit_id, replicas + 1); !status) return status;
+            boost::json::array ids;
+            for (const auto& v : validated) ids.emplace_back(v.id);
+            boost::json::object event{{"wu_id", a.work_unit_id}, {"assignments", std::move(ids)}};
+            return store_.add_event("replica_tiebreak", boost::json::serialize(event), clock_());
+        }
+        case QuorumDecision::Kind::Settle: break;
+    }
+    return settle_unit(a, task, figures, validated, *compared, decision);
+}
+
+common::Result<Validator::Comparisons> Validator::compare_validated(const AssignmentRecord& a, const TaskView& task,
+                                                                    const std::vector<AssignmentRecord>& validated) {
+    auto base = models_.get(a.task_id, a.base_version);
+    if (!base) return base.error();
+    std::vector<common::DecodedDelta> deltas;
+    for (const auto& v : validated) {
+        auto decoded = results_.read_decoded(v.id, value_count(**base) + 1);
+        if (!decoded) return decoded.error();
+        deltas.push_back(std::move(*decoded));
+    }
+    Comparisons compared;
+    for (std::size_t i = 0; i < deltas.size(); ++i)
+        for (std::size_t j = i + 1; j < deltas.size(); ++j) {
+            auto comparison = compare_replicas(deltas[i], deltas[j], task.config.replica_tolerance);
+            if (!comparison) return comparison.error();
+            compared.emplace(std::pair(i, j), *comparison);
+            if (validated[i].id != a.id && validated[j].id != a.id) continue;  // reported when it was new
+            // The distance of every comparison, agreed or not, so the tolerance can be judged.
+            boost::json::object event{{"wu_id", a.work_unit_id},
+                                      {"assignments", boost::json::array{validated[i].id, validated[j].id}},
+                                      {"relative_l2", comparison->relative_l2},
+                                      {"tolerance", task.config.replica_tolerance},
+                                      {"allowance", comparison->allowance}};
+            if (auto status = store_.add_event("replicas_compared", boost::json::serialize(event), clock_()); !status)
+                return status.error();
+        }
+    return compared;
+}
+
+common::Status Validator::settle_unit(const AssignmentRecord& a, const TaskView& task, const CheckFigures& figures,
+                                      const std::vector<AssignmentRecord>& validated, const Comparisons& compared,
+                                      const QuorumDecision& decision) {
+    // A unit none of whose results agree is computed again, by as many as it first asked for.
+    auto settled = decision.agreeing.empty() ? std::int64_t{2} : static_cast<std::int64_t>(decision.agreeing.size());
+    if (auto status = store_.set_replicas(a.work_unit_id, settled); !status) return status;
+    for (auto i : decision.outliers) {
+        std::string distances;
+        for (std::size_t j = 0; j < validated.size(); ++j) {
+            if (j == i) continue;
+            const auto& c = compared.at({std::min(i, j), std::max(i, j)});
+            distances += (distances.empty() ? "" : "; ") + std::to_string(c.relative_l2) + " to " + validated[j].id +
+                         " (limit " + std::to_string(c.limit) + ")";
+        }
+        auto detail = "relative L2 distance beyond the replica tolerance " +
+                      std::to_string(task.config.replica_tolerance) + " plus the error-feedback allowance from every "
+                      "other replica: " + distances;
+        if (auto status = reject(validated[i], task, reason::kReplicaMismatch, detail); !status) return status;
+    }
+    // One of the agreeing results is merged: the first whose volunteer is not quarantined.
+    bool merged = false;
+    for (auto i : decision.agreeing) {
+        const auto& v = validated[i];
+        auto accepted = accept(v, task, v.id == a.id ? figures : v.figures(), !merged);
+        if (!accepted) return accepted.error();
+        merged = merged || *accepted;
+    }
+    return {};
+}
+
+common::Status Validator::accept_alone(const AssignmentRecord& a) {
+    auto task = load_task(store_, a.task_id);
+    if (!task) return task.error();
+    auto lock = replica_locks_.lock(a.work_unit_id);
+    auto siblings = store_.assignments_of(a.work_unit_id);
+    if (!siblings) return siblings.error();
+    std::vector<const AssignmentRecord*> waiting;
+    for (const auto& s : *siblings)
+        if (s.state == AssignmentState::Validated) waiting.push_back(&s);
+    if (waiting.size() > 1) {
+        // A pair that disagreed and whose tie-break never came back: neither is merged, and
+        // neither counts against its volunteer.
+        for (const auto* s : waiting)
+            if (auto status = reject(*s, *task, reason::kReplicaUnresolved,
+                                     "the replicas disagreed and no tie-break replica came back");
+                !status)
+                return status;
+        return {};
+    }
+    auto accepted = accept(a, *task, a.figures(), true);
+    return accepted ? common::Status() : common::Status(accepted.error());
+}
+
+common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView& task, const CheckFigures& figures,
+                                       bool merge) {
+    auto client = store_.client(a.client_id);
+    if (!client) return client.error();
+    bool quarantined = *client && (*client)->quarantined;
+    bool fallback = false;  // merged although quarantined: nothing else has been for a while
+    if (merge && quarantined) {
+        auto starved = guard_.starved(task);
+        if (!starved) return starved.error();
+        fallback = *starved;
+    }
+    merge = merge && (!quarantined || fallback);
+    auto unit = store_.work_unit(a.work_unit_id);
+    if (!unit) return unit.error();
+    std::int64_t steps = *unit ? (*unit)->local_steps : task.config.local_steps;
+    // A confirming twin earns credit as the merged one does; a quarantined volunteer none.
+    double credit = quarantined ? 0.0 : credit_for(task.config, steps);
+    auto concurrency = concurrency_now(store_, a.task_id, clock_());
+    if (!concurrency) return concurrency.error();
+    auto accepted = store_.accept(a.id, figures, credit, merge, clock_(), *concurrency);
+    if (!accepted) return accepted.error();
+    if (!*accepted) return false;
+    if (fallback) {
+        boost::json::object event{{"assignment_id", a.id}, {"client_id", a.client_id}, {"task_id", a.task_id}};
+        if (auto status = store_.add_event("quarantine_fallback", boost::json::serialize(event), clock_()); !status)
+            return status.error();
+    }
+    if (merge)
+        accepted_.ring();
+    else
+        results_.remove(a.id);
+    if (quarantined && (*client)->valid_streak + 1 >= task.config.trust_streak) {
+        auto released = store_.set_client_quarantined(
+            a.client_id, false, std::to_string(task.config.trust_streak) + " valid results in a row", clock_());
+        if (!released) return released.error();
+    }
+    return merge;
+}
+
+common::Status Validator::reject(const AssignmentRecord& a, const TaskView& task, std::string_view why,
+                                 const std::string& detail, const CheckFigures& figures) {
+    auto rejected = store_.reject(a.id, std::string(why), detail, clock_(), task.config.max_failures, figures);
+    if (!rejected) return rejected.error();
+    results_.remove(a.id);
+    if (!*rejected) return {};
+    auto suspended = guard_.note_refusal(task, why);
+    if (!suspended) return suspended.error();
+    // A stale consensus is what stalls the alignment check: the next one forms from new results.
+    if (*suspended && why == reason::kMisaligned) copies_.restart_consensus(a.task_id, clock_());
+    const auto& c = task.config;
+    auto recent = store_.rejections_since(a.client_id, clock_() - c.quarantine_window_s);
+    if (!recent) return recent.error();
+    if (*recent < c.quarantine_rejections) return {};
+    auto quarantined = store_.set_client_quarantined(
+        a.client_id, true,
+        std::to_string(*recent) + " results refused within " + std::to_string(c.quarantine_window_s) + " s", clock_());
+    return quarantined ? common::Status() : common::Status(quarantined.error());
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,85 @@
+// The validator: takes a stored result (state returned) through the content checks
+// (result_checks.h) — every result of a new or quarantined volunteer gets the loss checks, a
+// trusted volunteer's at the task's rate — then through the replica comparison, and accepts
+// it (handing it to the aggregator) or rejects it with a reason. It keeps each volunteer's
+// standing: R refusals within the window quarantine it (its valid results are then kept but
+// neither merged nor credited), a new streak of valid results lifts the quarantine. Its stall
+// guard keeps any check from stalling a task (stall_guard.h), and when nothing has been merged
+// for a while a quarantined volunteer's results that pass every check are merged (the
+// quarantine fallback: quarantine never takes every volunteer out of a task).
+// Thread-safe: checks of different results run concurrently on the work pool.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "clock.h"
+#include "doorbell.h"
+#include "keyed_mutex.h"
+#include "replica_comparison.h"
+#include "replica_quorum.h"
+#include "result_checks.h"
+#include "stall_guard.h"
+#include "store.h"
+#include "task_lookup.h"
+
+namespace tessera::server {
+
+class Validator {
+public:
+    Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
+              CopyDetector& copies, CheckCosts& costs, Clock clock, Doorbell& accepted, std::uint64_t seed);
+
+    // Runs the checks now, on the calling thread (the validation stage calls it for the results
+    // this process claimed: validation_stage.h).
+    common::Status validate(const std::string& assignment_id);
+    // Accepts a validated result whose replica never came back (it is merged alone).
+    common::Status accept_alone(const AssignmentRecord& assignment);
+    // 1 credit = 1000 training samples of an accepted result.
+    static double credit_for(const TaskConfig& config, std::int64_t local_steps);
+
+private:
+    // Replicas i < j of a unit compared, by their indices among its validated results.
+    using Comparisons = std::map<std::pair<std::size_t, std::size_t>, ReplicaComparison>;
+
+    common::Status settle_replicas(const AssignmentRecord& assignment, const TaskView& task,
+                                   const CheckFigures& figures);
+    // Every pair compared; the new result's comparisons reported as events.
+    common::Result<Comparisons> compare_validated(const AssignmentRecord& assignment, const TaskView& task,
+                                                  const std::vector<AssignmentRecord>& validated);
+    // Outliers refused, the agreeing accepted and the first of them merged.
+    common::Status settle_unit(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
+                               const std::vector<AssignmentRecord>& validated, const Comparisons& compared,
+                               const QuorumDecision& decision);
+    // Accepts; merged (and credited) unless `merge` is false or the volunteer is quarantined.
+    // Returns whether it is merged.
+    common::Result<bool> accept(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
+                                bool merge);
+    common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,
+                          const std::string& detail, const CheckFigures& figures = {});
+    common::Status note_flagged(const AssignmentRecord& assignment, const Verdict& verdict);
+    // Why the result is too stale to merge under the task's staleness function (its age in
+    // versions now, against R × the concurrency), or "" when it is not.
+    common::Result<std::string> too_stale(const AssignmentRecord& assignment, const TaskView& task);
+    common::Status note_waived(const AssignmentRecord& assignment, const Verdict& verdict);
+    bool draw(double chance);
+
+    Store& store_;
+    ResultFiles& results_;
+    ModelCache& models_;
+    CopyDetector& copies_;
+    ResultChecks checks_;
+    Clock clock_;
+    StallGuard guard_;
+    Doorbell& accepted_;               // rung for each result accepted for merging (aggregator_election.h reads them)
+    KeyedMutex replica_locks_;         // a replicated unit is settled by one thread at a time
+    std::mutex mutex_;                 // guards rng_
+    std::mt19937_64 rng_;
+};
+
+}  // namespace tessera::server
