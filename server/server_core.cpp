@@ -142,6 +142,7 @@ AggregatorHooks aggregator_hooks(ServerCore::Parts& p) {
     hooks.keep_checkpoints = p.options.keep_checkpoints;
     hooks.model_committed = [raw](const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
         raw->copies.note_model(task_id, version, model);
+        raw->models->put(task_id, version, model);  // the base of the next units' results
     };
     return hooks;
 }

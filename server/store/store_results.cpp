@@ -62,8 +62,13 @@ common::Result<bool> ResultStore::accept(const std::string& id, const CheckFigur
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (!transition(db(), id, "('returned', 'validated')", merge ? "accepted" : "confirmed")) return false;
-        Statement next_seq(db(), "SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments");
-        next_seq.step();
+        // The volunteer, the unit and the next sequence number in one read.
+        Statement row(db(),
+                      "SELECT client_id, work_unit_id, (SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments) "
+                      "FROM assignments WHERE id = ?");
+        if (!row.bind(1, id).step()) throw DatabaseError("no assignment '" + id + "'");
+        const auto client_id = row.text(0);
+        const auto unit = row.text(1);
         Statement(
             db(),
             "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, credit = ?, accepted_seq = ?, "
@@ -72,20 +77,17 @@ common::Result<bool> ResultStore::accept(const std::string& id, const CheckFigur
             .bind(2, figures.gain_per_step)
             .bind(3, figures.alignment)
             .bind(4, credit)
-            .bind(5, next_seq.integer(0))
+            .bind(5, row.integer(2))
             .bind(6, concurrency)
             .bind(7, figures.full_rate_steps)
             .bind(8, id)
             .run();
-        Statement client(db(), "SELECT client_id FROM assignments WHERE id = ?");
-        client.bind(1, id).step();
         Statement(db(),
                   "UPDATE clients SET credit = credit + ?, accepted = accepted + 1, "
                   "valid_streak = valid_streak + 1 WHERE id = ?")
             .bind(1, credit)
-            .bind(2, client.text(0))
+            .bind(2, client_id)
             .run();
-        auto unit = work_unit_of(db(), id);
         Statement(db(),
                   "UPDATE work_units SET state = 'done' WHERE id = ? AND state = 'open' AND replicas <= "
                   "(SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN "
@@ -94,7 +96,7 @@ common::Result<bool> ResultStore::accept(const std::string& id, const CheckFigur
             .bind(2, unit)
             .run();
         insert_event(db(), "result_accepted",
-                     {{"assignment_id", id}, {"client_id", client.text(0)}, {"credit", credit}, {"merge", merge}}, now);
+                     {{"assignment_id", id}, {"client_id", client_id}, {"credit", credit}, {"merge", merge}}, now);
         transaction.commit();
         return true;
     });
@@ -111,9 +113,10 @@ common::Result<bool> ResultStore::reject(const std::string& id, const std::strin
                 .bind(2, figures.alignment)
                 .bind(3, id)
                 .run();
-        Statement client(db(), "SELECT client_id FROM assignments WHERE id = ?");
-        client.bind(1, id).step();
-        auto client_id = client.text(0);
+        Statement row(db(), "SELECT client_id, work_unit_id FROM assignments WHERE id = ?");
+        if (!row.bind(1, id).step()) throw DatabaseError("no assignment '" + id + "'");
+        const auto client_id = row.text(0);
+        const auto unit = row.text(1);
         Statement(db(), "INSERT INTO rejections(assignment_id, client_id, reason, detail, at) VALUES (?, ?, ?, ?, ?)")
             .bind(1, id)
             .bind(2, client_id)
@@ -124,7 +127,7 @@ common::Result<bool> ResultStore::reject(const std::string& id, const std::strin
         Statement(db(), "UPDATE clients SET rejected = rejected + 1, valid_streak = 0 WHERE id = ?")
             .bind(1, client_id)
             .run();
-        count_failure(db(), work_unit_of(db(), id), max_failures, now);
+        count_failure(db(), unit, max_failures, now);
         insert_event(db(), "result_rejected", {{"assignment_id", id}, {"client_id", client_id}, {"reason", reason}},
                      now);
         transaction.commit();

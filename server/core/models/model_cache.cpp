@@ -30,8 +30,18 @@ common::Result<std::shared_ptr<const common::NamedTensors>> ModelCache::get(cons
     }
     auto tensors = published_.model(task_id, version, start);
     if (!tensors) return tensors.error();
-    auto shared = std::make_shared<const common::NamedTensors>(std::move(*tensors));
+    return add(task_id, version, std::move(*tensors));
+}
+
+void ModelCache::put(const std::string& task_id, std::int64_t version, common::NamedTensors model) {
+    add(task_id, version, std::move(model));
+}
+
+std::shared_ptr<const common::NamedTensors> ModelCache::add(const std::string& task_id, std::int64_t version,
+                                                            common::NamedTensors model) {
+    auto shared = std::make_shared<const common::NamedTensors>(std::move(model));
     std::lock_guard lock(mutex_);
+    entries_.remove_if([&](const Entry& e) { return e.task_id == task_id && e.version == version; });
     entries_.push_front({task_id, version, shared});
     if (entries_.size() > capacity_) entries_.pop_back();
     return shared;

@@ -20,8 +20,14 @@ public:
     explicit ModelCache(PublishedModels& published, std::size_t capacity = 4)
         : published_(published), capacity_(capacity) {}
     common::Result<std::shared_ptr<const common::NamedTensors>> get(const std::string& task_id, std::int64_t version);
+    // The published model of a version just committed, as the aggregator holds it: the next
+    // results' base, cached before any of them asks for it.
+    void put(const std::string& task_id, std::int64_t version, common::NamedTensors model);
 
 private:
+    // `model` cached as the most recent entry (replacing the version's entry, if any).
+    std::shared_ptr<const common::NamedTensors> add(const std::string& task_id, std::int64_t version,
+                                                    common::NamedTensors model);
     struct Entry {
         std::string task_id;
         std::int64_t version;

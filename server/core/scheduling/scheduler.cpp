@@ -97,6 +97,16 @@ double Scheduler::uniform() {
 
 namespace {
 
+// The record of version `version`: `known` when it is that version's, else read.
+common::Result<VersionRecord> base_record(Store& store, const std::string& task_id, std::int64_t version,
+                                          const VersionRecord* known) {
+    if (known && known->version == version) return *known;
+    auto record = store.version(task_id, version);
+    if (!record) return record.error();
+    if (!*record) return common::make_error("model version " + std::to_string(version) + " is missing");
+    return std::move(**record);
+}
+
 common::WorkResponse no_work(std::int64_t retry_after_s) {
     common::WorkResponse response;
     response.retry_after_s = retry_after_s;
@@ -166,7 +176,7 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::try_assign(const 
     unit.task_id = view.record.id;
     auto published = published_version(view);
     if (!published) return published.error();
-    unit.base_version = *published;
+    unit.base_version = published->version;
     auto count = std::min<std::size_t>(shards->size(), static_cast<std::size_t>(view.config.shards_per_unit));
     for (std::size_t i = 0; i < count; ++i) unit.shards.push_back((*shards)[i].sha256);
     auto fleet = fleet_now(view.config);
@@ -178,7 +188,8 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::try_assign(const 
     bool others_around = *active >= 2;
     unit.replicas = others_around && uniform() < replication_chance(view.config, client) ? 2 : 1;
     unit.created_at = clock_();
-    return issue(view, client, request, unit, true, limit);
+    return issue(view, client, request, unit, true, limit,
+                 {&*shards, published->record ? &*published->record : nullptr});
 }
 
 // A unit sent again on its old base (a replica's twin, or a retry) keeps the schedule span
@@ -208,16 +219,15 @@ common::Status Scheduler::stamp_schedule_of(const TaskView& task, const WorkUnit
 common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const TaskView& task, const ClientRecord& client,
                                                                      const common::WorkRequest& request,
                                                                      const WorkUnitRecord& unit, bool new_unit,
-                                                                     std::int64_t max_in_flight) {
+                                                                     std::int64_t max_in_flight, ClaimReadings read) {
     auto now = clock_();
     auto rebased = rebase_of(task, unit, new_unit);
     if (!rebased) return rebased.error();
     std::optional<std::int64_t> rebase = *rebased;
     std::int64_t base_version = rebase.value_or(unit.base_version);
-    auto version = store_.version(task.record.id, base_version);
+    auto version = base_record(store_, task.record.id, base_version, read.base);
     if (!version) return version.error();
-    if (!*version) return common::make_error("model version " + std::to_string(base_version) + " is missing");
-    auto shards = store_.shards(task.record.id);
+    auto shards = read.shards ? common::Result<std::vector<ShardRecord>>(*read.shards) : store_.shards(task.record.id);
     if (!shards) return shards.error();
 
     common::WorkUnit wu;
@@ -226,8 +236,8 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const TaskV
     wu.client_id = client.id;
     wu.model = task.config.model;
     wu.base_version = base_version;
-    wu.model_blob = {(*version)->blob_sha256, (*version)->blob_bytes};
-    if (auto status = offer_patches(task, request.held_model, **version, wu); !status) return status.error();
+    wu.model_blob = {version->blob_sha256, version->blob_bytes};
+    if (auto status = offer_patches(task, request.held_model, *version, wu); !status) return status.error();
     if (wu.patches.empty())
         if (auto status = published_.ensure(task.record.id, base_version); !status) return status.error();
     for (const auto& hash : unit.shards)
@@ -269,17 +279,19 @@ common::Result<std::optional<std::int64_t>> Scheduler::rebase_of(const TaskView&
     if (!published) return published.error();
     auto live = store_.live_assignments(unit.id);
     if (!live) return live.error();
-    if (*live == 0 && *published != unit.base_version) return std::optional<std::int64_t>(*published);
+    if (*live == 0 && published->version != unit.base_version) return std::optional<std::int64_t>(published->version);
     return std::optional<std::int64_t>();
 }
 
-common::Result<std::int64_t> Scheduler::published_version(const TaskView& task) {
+common::Result<Scheduler::PublishedVersion> Scheduler::published_version(const TaskView& task) {
     auto current = store_.version(task.record.id, task.record.version);
     if (!current) return current.error();
     if (!*current) return common::make_error("model version " + std::to_string(task.record.version) + " is missing");
     auto versions = store_.versions_of_blob(task.record.id, (*current)->blob_sha256);
     if (!versions) return versions.error();
-    return *versions ? (*versions)->first : task.record.version;
+    auto first = *versions ? (*versions)->first : task.record.version;
+    if (first != task.record.version) return PublishedVersion{first, std::nullopt};
+    return PublishedVersion{first, std::move(*current)};
 }
 
 common::Status Scheduler::offer_patches(const TaskView& task, const std::string& held_model, const VersionRecord& base,

@@ -28,6 +28,13 @@
 
 namespace tessera::server {
 
+// What a claim attempt has read already, so that issuing the unit does not read it again
+// (null: read when needed).
+struct ClaimReadings {
+    const std::vector<ShardRecord>* shards = nullptr;  // the task's shards
+    const VersionRecord* base = nullptr;               // a version's record, used when it is the unit's base
+};
+
 class Scheduler {
 public:
     // Whether this process serves (can validate) a task; empty: every task.
@@ -54,12 +61,17 @@ private:
     common::Result<std::optional<common::WorkResponse>> issue(const TaskView& task, const ClientRecord& client,
                                                               const common::WorkRequest& request,
                                                               const WorkUnitRecord& unit, bool new_unit,
-                                                              std::int64_t max_in_flight);
+                                                              std::int64_t max_in_flight, ClaimReadings read = {});
     // The task's parsed configuration, parsed once per task (a task's config never changes).
     common::Result<TaskConfig> config_of(const TaskRecord& record);
     // The newest version whose model is published: new units are based on it (with a publishing
-    // cadence, the current version's model may not be published yet).
-    common::Result<std::int64_t> published_version(const TaskView& task);
+    // cadence, the current version's model may not be published yet); with its record when
+    // that is the current version's, read on the way.
+    struct PublishedVersion {
+        std::int64_t version = 0;
+        std::optional<VersionRecord> record;
+    };
+    common::Result<PublishedVersion> published_version(const TaskView& task);
     // An unreplicated unit that failed is recomputed on the current model, not the old one: the
     // version a unit handed out again is rebased on, if any.
     common::Result<std::optional<std::int64_t>> rebase_of(const TaskView& task, const WorkUnitRecord& unit,

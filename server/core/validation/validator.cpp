@@ -98,7 +98,7 @@ common::Status Validator::validate(const std::string& assignment_id) {
     if (!verdict->waived.empty())
         if (auto status = note_waived(a, *verdict); !status) return status;
     if (*unit && (*unit)->replicas > 1) return settle_replicas(a, *task, verdict->figures);
-    auto accepted = accept(a, *task, verdict->figures, true);
+    auto accepted = accept(a, *task, verdict->figures, true, {&**client, *unit ? &**unit : nullptr});
     return accepted ? common::Status() : common::Status(accepted.error());
 }
 
@@ -248,10 +248,15 @@ common::Status Validator::accept_alone(const AssignmentRecord& a) {
 }
 
 common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView& task, const CheckFigures& figures,
-                                       bool merge) {
-    auto client = store_.client(a.client_id);
-    if (!client) return client.error();
-    bool quarantined = *client && (*client)->quarantined;
+                                       bool merge, ResultReadings known) {
+    std::optional<ClientRecord> read_client;
+    if (!known.client) {
+        auto client = store_.client(a.client_id);
+        if (!client) return client.error();
+        read_client = std::move(*client);
+        known.client = read_client ? &*read_client : nullptr;
+    }
+    bool quarantined = known.client && known.client->quarantined;
     bool fallback = false;  // merged although quarantined: nothing else has been for a while
     if (merge && quarantined) {
         auto starved = guard_.starved(task);
@@ -259,9 +264,14 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
         fallback = *starved;
     }
     merge = merge && (!quarantined || fallback);
-    auto unit = store_.work_unit(a.work_unit_id);
-    if (!unit) return unit.error();
-    std::int64_t steps = *unit ? (*unit)->local_steps : task.config.local_steps;
+    std::optional<WorkUnitRecord> read_unit;
+    if (!known.unit) {
+        auto unit = store_.work_unit(a.work_unit_id);
+        if (!unit) return unit.error();
+        read_unit = std::move(*unit);
+        known.unit = read_unit ? &*read_unit : nullptr;
+    }
+    std::int64_t steps = known.unit ? known.unit->local_steps : task.config.local_steps;
     // A confirming twin earns credit as the merged one does; a quarantined volunteer none.
     double credit = quarantined ? 0.0 : credit_for(task.config, steps);
     auto concurrency = concurrency_now(store_, a.task_id, clock_());
@@ -278,7 +288,7 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
         accepted_.ring();
     else
         results_.remove(a.id);
-    if (quarantined && (*client)->valid_streak + 1 >= task.config.trust_streak) {
+    if (quarantined && known.client->valid_streak + 1 >= task.config.trust_streak) {
         auto released = store_.set_client_quarantined(
             a.client_id, false, std::to_string(task.config.trust_streak) + " valid results in a row", clock_());
         if (!released) return released.error();

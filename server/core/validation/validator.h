@@ -30,6 +30,13 @@
 
 namespace tessera::server {
 
+// A result's volunteer and unit as a caller has read them already (null: read when needed).
+// A validation reads them once, when it starts, and decides on them throughout.
+struct ResultReadings {
+    const ClientRecord* client = nullptr;
+    const WorkUnitRecord* unit = nullptr;
+};
+
 class Validator {
 public:
     Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
@@ -59,7 +66,7 @@ private:
     // Accepts; merged (and credited) unless `merge` is false or the volunteer is quarantined.
     // Returns whether it is merged.
     common::Result<bool> accept(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
-                                bool merge);
+                                bool merge, ResultReadings known = {});
     common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,
                           const std::string& detail, const CheckFigures& figures = {});
     common::Status note_flagged(const AssignmentRecord& assignment, const Verdict& verdict);
