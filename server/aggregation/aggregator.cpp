@@ -68,10 +68,10 @@ common::Status Aggregator::update_ema(std::int64_t version) {
     return ema_update(*ema_, model_, ema_decay_at(task_.config.ema_decay, version));
 }
 
-void Aggregator::enqueue(const std::string& assignment_id) {
+void Aggregator::enqueue(AcceptedResult result) {
     {
         std::lock_guard lock(mutex_);
-        queue_.push_back(assignment_id);
+        queue_.push_back(std::move(result));
     }
     changed_.notify_all();
 }
@@ -111,7 +111,7 @@ void Aggregator::wait_idle(bool through_retries) {
 
 void Aggregator::run() {
     for (;;) {
-        std::optional<std::string> id;
+        std::optional<AcceptedResult> next;
         std::deque<Evaluation> evaluations;
         {
             std::unique_lock lock(mutex_);
@@ -119,19 +119,20 @@ void Aggregator::run() {
             if (stopping_) return;
             evaluations.swap(evaluations_);
             if (!queue_.empty()) {
-                id = queue_.front();
+                next = std::move(queue_.front());
                 queue_.pop_front();
             }
             busy_ = true;
         }
         // The guard first: a return it makes comes before the next merge.
         for (const auto& evaluation : evaluations) common::run_guarded("aggregator", [&] { judge(evaluation); });
-        if (id) {
+        if (next) {
             auto started = std::chrono::steady_clock::now();
-            auto merged = merge_guarded(*id);
+            auto merged = merge_guarded(*next);
+            const auto& id = next->assignment_id;
             if (!merged)
-                common::process_log().error("merge", "aggregator: " + *id + ": " + merged.message(),
-                                            {{"assignment_id", *id}});
+                common::process_log().error("merge", "aggregator: " + id + ": " + merged.message(),
+                                            {{"assignment_id", id}});
             if (hooks_.merge_timer)
                 hooks_.merge_timer(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         }
@@ -163,9 +164,9 @@ void Aggregator::run() {
     }
 }
 
-common::Status Aggregator::merge_guarded(const std::string& assignment_id) {
+common::Status Aggregator::merge_guarded(const AcceptedResult& result) {
     common::Status merged;
-    if (common::run_guarded("aggregator", [&] { merged = merge_one(assignment_id); })) return merged;
+    if (common::run_guarded("aggregator", [&] { merged = merge_one(result); })) return merged;
     // The model in memory may hold part of the merge: back to the committed version, as after
     // a failed commit, and the result is merged again later (it is still accepted, not merged).
     retry_pending_ = true;
@@ -177,17 +178,16 @@ common::Status Aggregator::merge_guarded(const std::string& assignment_id) {
                               std::to_string(hooks_.retry_s) + " s)");
 }
 
-common::Status Aggregator::merge_one(const std::string& assignment_id) {
-    auto found = store_.assignment(assignment_id);
-    if (!found) return found.error();
-    if (!*found || (*found)->state != AssignmentState::Accepted || (*found)->task_id != task_.record.id) return {};
+// The result comes from accepted_after (this task's, accepted and not merged when read; only
+// this aggregator merges it, and the commit re-checks its state).
+common::Status Aggregator::merge_one(const AcceptedResult& result) {
+    const auto& assignment_id = result.assignment_id;
     for (const auto& pending : policy_->pending_ids())
         if (pending == assignment_id) return {};  // replayed twice
     auto delta = results_.read(assignment_id, value_count(model_) + 1);
     if (!delta) return delta.error();
     // The concurrency stamped at acceptance, so that a replay merges as the first time did.
-    IncomingDelta incoming{assignment_id, version_ - (*found)->base_version, std::move(*delta),
-                           (*found)->concurrency.value_or(1)};
+    IncomingDelta incoming{assignment_id, version_ - result.base_version, std::move(*delta), result.concurrency};
     auto outcome = policy_->add(model_, std::move(incoming));
     if (!outcome) return outcome.error();
     if (!outcome->model_changed) return {};

@@ -76,7 +76,8 @@ public:
 
     // Loads the task's current model and starts the thread; queues unmerged accepted results.
     common::Status start(const std::string& task_id);
-    void enqueue(const std::string& assignment_id);
+    // An accepted result to merge, as the store's accepted_after gave it.
+    void enqueue(AcceptedResult result);
     // An evaluated loss of committed version `version`, whose model `model` is (any thread): the
     // divergence guard judges it on the aggregator's thread.
     void note_evaluation(std::int64_t version, double loss, CurveEvaluator::Model model);
@@ -135,10 +136,10 @@ private:
     common::Status replay(std::int64_t after, std::int64_t through);
     // Back to the last committed version with every accepted, unmerged result queued again.
     common::Status restore_committed();
-    common::Status merge_one(const std::string& assignment_id);
+    common::Status merge_one(const AcceptedResult& result);
     // merge_one inside the worker's exception boundary: a throw is logged, counted and answered
     // as a failed commit is (back to the committed version, merged again after retry_s).
-    common::Status merge_guarded(const std::string& assignment_id);
+    common::Status merge_guarded(const AcceptedResult& result);
     // `force_checkpoint`: a full checkpoint, published at once (the guard's return).
     common::Status commit(std::vector<std::string> merged, bool force_checkpoint = false);
     // The files of a full checkpoint at `version` beside the published model: that model's file
@@ -193,7 +194,7 @@ private:
 
     std::mutex mutex_;
     std::condition_variable changed_;
-    std::deque<std::string> queue_;
+    std::deque<AcceptedResult> queue_;
     std::deque<Evaluation> evaluations_;
     bool busy_ = false;
     bool stopping_ = false;

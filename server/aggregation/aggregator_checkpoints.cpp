@@ -159,9 +159,9 @@ common::Status Aggregator::restore_committed() {
     if (!pending) return pending.error();
     std::lock_guard lock(mutex_);
     queue_.clear();
-    for (const auto& a : *pending) {
-        queue_.push_back(a.assignment_id);
+    for (auto& a : *pending) {
         accepted_through_ = std::max(accepted_through_.load(), a.seq);
+        queue_.push_back(std::move(a));
     }
     return {};
 }

@@ -45,7 +45,13 @@ common::Status Aggregator::act_on(const GuardVerdict& verdict) {
         settings.server_lr *= next.state().lr_scale;
         auto policy = make_merge_policy(settings);
         if (!policy) return policy.error();
-        auto buffered = policy_->pending_ids();
+        // The results the policy buffered are merged again into the returned model (rare: read).
+        std::vector<AcceptedResult> buffered;
+        for (const auto& id : policy_->pending_ids()) {
+            auto found = store_.assignment(id);
+            if (!found) return found.error();
+            if (*found) buffered.push_back({id, 0, (*found)->base_version, (*found)->concurrency.value_or(1)});
+        }
         model_ = *best_model_;
         policy_ = std::move(*policy);
         guard_ = std::move(next);

@@ -155,6 +155,7 @@ void AggregatorElection::queue_accepted() {
         if (!aggregator_) return;
         after = cursor_;
     }
+    const auto rung = accepted_.rings();  // before the read: a ring during it is read again
     auto fresh = results_.accepted_after(task_id_, after);
     if (!fresh) {
         common::process_log().error("aggregator_poll", "reading accepted results: " + fresh.message());
@@ -162,10 +163,11 @@ void AggregatorElection::queue_accepted() {
     }
     std::lock_guard lock(mutex_);
     if (!aggregator_) return;
-    for (const auto& a : *fresh) {
+    rings_read_ = std::max(rings_read_, rung);
+    for (auto& a : *fresh) {
         if (a.seq <= cursor_) continue;  // handed over meanwhile (by another caller, or at a take-over)
-        aggregator_->enqueue(a.assignment_id);
         cursor_ = a.seq;
+        aggregator_->enqueue(std::move(a));
     }
 }
 
@@ -178,7 +180,12 @@ void AggregatorElection::follow() {
 }
 
 void AggregatorElection::wait_idle(bool through_retries) {
-    queue_accepted();
+    bool unread = false;
+    {
+        std::lock_guard lock(mutex_);
+        unread = accepted_.rings() != rings_read_;
+    }
+    if (unread) queue_accepted();
     std::shared_ptr<Aggregator> aggregator;
     {
         std::lock_guard lock(mutex_);

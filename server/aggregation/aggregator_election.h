@@ -50,8 +50,9 @@ public:
     // Claims the lease once and, when this process gets it, starts the aggregator at once (its
     // failure is this call's); then keeps claiming on its own threads (none when poll is zero).
     common::Status start(const std::string& task_id);
-    // While leading: the results accepted so far handed over (on the calling thread), then
-    // until the aggregator is idle.
+    // While leading: the results this process accepted so far handed over (read on the calling
+    // thread unless the last read came after the last ring; other processes' acceptances come
+    // at the next poll), then until the aggregator is idle.
     void wait_idle(bool through_retries = true);
     // Stops the aggregator if it runs (it checkpoints) and gives the lease up for the next
     // process whenever this one holds it, aggregator or not.
@@ -87,6 +88,7 @@ private:
     std::shared_ptr<Aggregator> aggregator_;  // while leading
     std::int64_t held_until_ = 0;             // clock time the lease is held until; 0: not held
     std::int64_t cursor_ = 0;                 // results accepted through this sequence number are handed over
+    std::uint64_t rings_read_ = 0;            // the doorbell's count before the last read of them
     std::int64_t followed_version_ = -1;
     bool stopping_ = false;
     std::atomic<bool> stop_waiting_{false};  // stopping_, for the wait on the doorbell

@@ -180,6 +180,8 @@ struct AssignmentRecord {
 struct AcceptedResult {
     std::string assignment_id;
     std::int64_t seq = 0;  // assignments.accepted_seq: the order of acceptance, over every task
+    std::int64_t base_version = 0;
+    std::int64_t concurrency = 1;  // the task's volunteers when it was accepted
 };
 
 // A task's merges and one check's refusals since the last merge (the stall guard's figures).

@@ -9,6 +9,31 @@ namespace {
 // volunteers' results are not merged).
 constexpr const char* kMergingStates = "('accepted', 'merged')";
 
+// ‖Δ‖ per full-rate step of the task's `limit` latest accepted results (parameters: task, limit).
+// Walks the acceptance index from the newest (on SQLite, CROSS JOIN and the unary + keep its
+// planner from scanning every accepted row of the task and sorting them).
+std::string recent_norms_sql(Dialect dialect) {
+    bool sqlite = dialect == Dialect::Sqlite;
+    return std::string(
+               "SELECT a.delta_norm / COALESCE(a.full_rate_steps, w.local_steps) AS figure FROM assignments a ") +
+           (sqlite ? "CROSS JOIN" : "JOIN") +
+           " work_units w ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? AND " +
+           (sqlite ? "+a.state" : "a.state") +
+           " IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL ORDER BY a.accepted_seq DESC LIMIT ?";
+}
+
+// The alignments of the task's `limit` latest results that passed the checks (parameters: task, limit).
+constexpr const char* kRecentAlignmentsSql =
+    "SELECT a.alignment AS figure FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
+    "WHERE w.task_id = ? AND a.alignment IS NOT NULL AND a.state IN ('validated', 'accepted', 'confirmed', 'merged') "
+    "ORDER BY a.returned_at DESC, a.rowid DESC LIMIT ?";
+
+std::vector<double> figures_of(Statement& query) {
+    std::vector<double> figures;
+    while (query.step()) figures.push_back(query.real(0));
+    return figures;
+}
+
 }  // namespace
 
 common::Result<StallFigures> ResultStore::stall_figures(const std::string& task_id, const std::string& reason) {
@@ -38,15 +63,30 @@ common::Result<StallFigures> ResultStore::stall_figures(const std::string& task_
 
 common::Result<std::vector<double>> ResultStore::recent_alignments(const std::string& task_id, int limit) {
     return reading([&]() -> common::Result<std::vector<double>> {
-        Statement query(db(),
-                        "SELECT a.alignment FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                        "WHERE w.task_id = ? AND a.alignment IS NOT NULL "
-                        "AND a.state IN ('validated', 'accepted', 'confirmed', 'merged') "
-                        "ORDER BY a.returned_at DESC, a.rowid DESC LIMIT ?");
+        Statement query(db(), kRecentAlignmentsSql);
         query.bind(1, task_id).bind(2, limit);
-        std::vector<double> alignments;
-        while (query.step()) alignments.push_back(query.real(0));
-        return alignments;
+        return figures_of(query);
+    });
+}
+
+common::Result<std::vector<double>> ResultStore::recent_norms_per_step(const std::string& task_id, int limit) {
+    return reading([&]() -> common::Result<std::vector<double>> {
+        Statement query(db(), recent_norms_sql(db().dialect()));
+        query.bind(1, task_id).bind(2, limit);
+        return figures_of(query);
+    });
+}
+
+common::Result<RecentFigures> ResultStore::recent_figures(const std::string& task_id, int limit) {
+    return reading([&]() -> common::Result<RecentFigures> {
+        Statement query(db(), "SELECT 0, figure FROM (" + recent_norms_sql(db().dialect()) +
+                                  ") AS norms UNION ALL SELECT 1, figure FROM (" + kRecentAlignmentsSql +
+                                  ") AS alignments");
+        query.bind(1, task_id).bind(2, limit).bind(3, task_id).bind(4, limit);
+        RecentFigures figures;
+        while (query.step())
+            (query.integer(0) == 0 ? figures.norms_per_step : figures.alignments).push_back(query.real(1));
+        return figures;
     });
 }
 
@@ -78,6 +118,39 @@ common::Status SettingStore::remove_setting(const std::string& key) {
     return guarded([&]() -> common::Status {
         Statement(db(), "DELETE FROM settings WHERE key = ?").bind(1, key).run();
         return {};
+    });
+}
+
+common::Result<std::optional<ResultContext>> ResultStore::result_context(const std::string& id,
+                                                                         std::int64_t active_since,
+                                                                         const std::string& settings_prefix) {
+    return reading([&]() -> common::Result<std::optional<ResultContext>> {
+        Statement query(
+            db(), std::string("SELECT ") + kAssignmentColumns + ", " + kTaskColumns + ", " + kWorkUnitColumns + ", " +
+                      kClientColumns +
+                      ", (SELECT COUNT(DISTINCT i.client_id) FROM assignments i JOIN work_units iw ON iw.id = "
+                      "i.work_unit_id WHERE iw.task_id = w.task_id AND i.issued_at >= ?), (SELECT COUNT(*) FROM "
+                      "settings s WHERE substr(s.key, 1, length(?) + length(w.task_id) + 1) = ? || w.task_id || "
+                      "'/'), CASE WHEN EXISTS (SELECT 1 FROM assignments b JOIN work_units bw ON bw.id = "
+                      "b.work_unit_id WHERE b.client_id = a.client_id AND bw.task_id = w.task_id AND b.id != a.id "
+                      "AND b.returned_at <= COALESCE(a.returned_at, 9223372036854775807)) THEN 1 ELSE 0 END FROM "
+                      "assignments a JOIN work_units w ON w.id = a.work_unit_id JOIN tasks t ON t.id = w.task_id "
+                      "LEFT JOIN clients c ON c.id = a.client_id WHERE a.id = ?");
+        query.bind(1, active_since).bind(2, settings_prefix).bind(3, settings_prefix).bind(4, id);
+        if (!query.step()) return std::optional<ResultContext>();
+        constexpr int kTask = kAssignmentColumnCount;
+        constexpr int kUnit = kTask + kTaskColumnCount;
+        constexpr int kClient = kUnit + kWorkUnitColumnCount;
+        constexpr int kAfter = kClient + kClientColumnCount;
+        ResultContext context;
+        context.assignment = read_assignment(query);
+        context.task = read_task(query, kTask);
+        context.unit = read_work_unit(query, kUnit);
+        if (!query.is_null(kClient)) context.client = read_client(query, kClient);
+        context.task_volunteers = query.integer(kAfter);
+        context.settings_of_task = query.integer(kAfter + 1);
+        context.returned_before = query.integer(kAfter + 2) != 0;
+        return std::optional<ResultContext>(std::move(context));
     });
 }
 

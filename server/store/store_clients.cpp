@@ -5,31 +5,28 @@
 #include "text_encoding.h"
 
 namespace tessera::server {
-namespace {
 
-constexpr const char* kClientColumns =
-    "id, public_key, name, client_version, registered_at, last_seen, device, samples_per_s, "
-    "valid_streak, accepted, rejected, credit, banned, quarantined, address";
-
-ClientRecord read_client(const Statement& row) {
+ClientRecord read_client(const Statement& row, int first) {
     ClientRecord c;
-    c.id = row.text(0);
-    c.public_key = row.text(1);
-    c.name = row.text(2);
-    c.client_version = row.text(3);
-    c.registered_at = row.integer(4);
-    c.last_seen = row.integer(5);
-    c.device = row.text(6);
-    c.samples_per_s = row.real(7);
-    c.valid_streak = row.integer(8);
-    c.accepted = row.integer(9);
-    c.rejected = row.integer(10);
-    c.credit = row.real(11);
-    c.banned = row.integer(12) != 0;
-    c.quarantined = row.integer(13) != 0;
-    c.address = row.text(14);
+    c.id = row.text(first);
+    c.public_key = row.text(first + 1);
+    c.name = row.text(first + 2);
+    c.client_version = row.text(first + 3);
+    c.registered_at = row.integer(first + 4);
+    c.last_seen = row.integer(first + 5);
+    c.device = row.text(first + 6);
+    c.samples_per_s = row.real(first + 7);
+    c.valid_streak = row.integer(first + 8);
+    c.accepted = row.integer(first + 9);
+    c.rejected = row.integer(first + 10);
+    c.credit = row.real(first + 11);
+    c.banned = row.integer(first + 12) != 0;
+    c.quarantined = row.integer(first + 13) != 0;
+    c.address = row.text(first + 14);
     return c;
 }
+
+namespace {
 
 std::string new_client_id() {
     common::Bytes random(6);
@@ -47,7 +44,7 @@ common::Result<std::optional<ClientRecord>> ClientStore::register_client(const s
                                                                          RegistrationLimit limit) {
     return guarded([&]() -> common::Result<std::optional<ClientRecord>> {
         Transaction transaction(db());
-        Statement existing(db(), std::string("SELECT ") + kClientColumns + " FROM clients WHERE public_key = ?");
+        Statement existing(db(), std::string("SELECT ") + kClientColumns + " FROM clients c WHERE public_key = ?");
         existing.bind(1, public_key);
         if (existing.step()) {
             auto client = read_client(existing);
@@ -91,7 +88,7 @@ common::Result<std::optional<ClientRecord>> ClientStore::register_client(const s
 
 common::Result<std::optional<ClientRecord>> ClientStore::client(const std::string& id) {
     return reading([&]() -> common::Result<std::optional<ClientRecord>> {
-        Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients WHERE id = ?");
+        Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients c WHERE id = ?");
         query.bind(1, id);
         if (!query.step()) return std::optional<ClientRecord>();
         return std::optional<ClientRecord>(read_client(query));
@@ -179,7 +176,7 @@ common::Result<bool> ClientStore::set_client_quarantined(const std::string& id, 
 
 common::Result<std::vector<ClientRecord>> ClientStore::clients() {
     return reading([&]() -> common::Result<std::vector<ClientRecord>> {
-        Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients ORDER BY credit DESC, id");
+        Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients c ORDER BY credit DESC, id");
         std::vector<ClientRecord> rows;
         while (query.step()) rows.push_back(read_client(query));
         return rows;

@@ -92,6 +92,7 @@ std::string_view work_unit_state_name(WorkUnitState state);
 WorkUnitState work_unit_state_from_name(std::string_view name);
 
 // Column lists and readers that pair with them.
+inline constexpr int kAssignmentColumnCount = 20;
 inline constexpr const char* kAssignmentColumns =
     "a.id, a.work_unit_id, a.client_id, a.state, a.issued_at, a.deadline, a.envelope, "
     "a.returned_at, a.delta_sha256, a.delta_bytes, a.delta_norm, a.metrics, a.credit, "
@@ -108,9 +109,31 @@ std::string work_unit_of(Database& db, const std::string& assignment_id);
 // Counts a failure against the unit; retires it at `max_failures`. True when retired.
 bool count_failure(Database& db, const std::string& unit_id, std::int64_t max_failures, std::int64_t now);
 
+// A task's columns as "tasks t" names them, and its reader (columns from `first` on).
+inline constexpr const char* kTaskColumns = "t.id, t.config, t.state, t.created_at, t.version, t.weight";
+inline constexpr int kTaskColumnCount = 6;
+TaskRecord read_task(const Statement& row, int first = 0);
+
+// A model version's columns as "model_versions v" names them, and its reader.
+inline constexpr const char* kVersionColumns =
+    "v.task_id, v.version, v.blob_sha256, v.blob_bytes, v.optimizer_sha256, v.created_at, v.merged_results, "
+    "v.validation_loss, v.validation_accuracy, v.validation_samples, v.validation_full, v.state_sha256, "
+    "v.patch_sha256, v.patch_bytes, v.checkpoint, v.pinned";
+inline constexpr int kVersionColumnCount = 16;
+VersionRecord read_version(const Statement& row, int first = 0);
+
+// A work unit's columns as "work_units w" names them, and its reader.
 inline constexpr const char* kWorkUnitColumns =
-    "id, task_id, base_version, shards, local_steps, seed, replicas, state, failures, created_at";
-WorkUnitRecord read_work_unit(const Statement& row);
+    "w.id, w.task_id, w.base_version, w.shards, w.local_steps, w.seed, w.replicas, w.state, w.failures, w.created_at";
+inline constexpr int kWorkUnitColumnCount = 10;
+WorkUnitRecord read_work_unit(const Statement& row, int first = 0);
+
+// A volunteer's columns as "clients c" names them, and its reader.
+inline constexpr const char* kClientColumns =
+    "c.id, c.public_key, c.name, c.client_version, c.registered_at, c.last_seen, c.device, c.samples_per_s, "
+    "c.valid_streak, c.accepted, c.rejected, c.credit, c.banned, c.quarantined, c.address";
+inline constexpr int kClientColumnCount = 15;
+ClientRecord read_client(const Statement& row, int first = 0);
 
 // Adds a model version's row inside the caller's transaction.
 void insert_version(Database& db, const VersionRecord& v);

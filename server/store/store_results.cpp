@@ -57,30 +57,25 @@ common::Result<bool> ResultStore::mark_validated(const std::string& id, const Ch
     });
 }
 
-common::Result<bool> ResultStore::accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
-                                         std::int64_t now, std::int64_t concurrency) {
+common::Result<bool> ResultStore::accept(const AssignmentRecord& a, const CheckFigures& figures, double credit,
+                                         bool merge, std::int64_t now, std::int64_t concurrency) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
+        const auto& id = a.id;
         if (!transition(db(), id, "('returned', 'validated')", merge ? "accepted" : "confirmed")) return false;
-        // The volunteer, the unit and the next sequence number in one read.
-        Statement row(db(),
-                      "SELECT client_id, work_unit_id, (SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments) "
-                      "FROM assignments WHERE id = ?");
-        if (!row.bind(1, id).step()) throw DatabaseError("no assignment '" + id + "'");
-        const auto client_id = row.text(0);
-        const auto unit = row.text(1);
-        Statement(
-            db(),
-            "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, credit = ?, accepted_seq = ?, "
-            "concurrency = ?, full_rate_steps = ? WHERE id = ?")
+        const auto& client_id = a.client_id;
+        const auto& unit = a.work_unit_id;
+        Statement(db(),
+                  "UPDATE assignments SET delta_norm = ?, gain_per_step = ?, alignment = ?, credit = ?, accepted_seq = "
+                  "(SELECT COALESCE(MAX(accepted_seq), 0) + 1 FROM assignments), concurrency = ?, full_rate_steps = ? "
+                  "WHERE id = ?")
             .bind(1, figures.norm)
             .bind(2, figures.gain_per_step)
             .bind(3, figures.alignment)
             .bind(4, credit)
-            .bind(5, row.integer(2))
-            .bind(6, concurrency)
-            .bind(7, figures.full_rate_steps)
-            .bind(8, id)
+            .bind(5, concurrency)
+            .bind(6, figures.full_rate_steps)
+            .bind(7, id)
             .run();
         Statement(db(),
                   "UPDATE clients SET credit = credit + ?, accepted = accepted + 1, "
@@ -260,33 +255,14 @@ common::Result<std::vector<AcceptedResult>> ResultStore::accepted_after(const st
                                                                         std::int64_t after_seq) {
     return reading([&]() -> common::Result<std::vector<AcceptedResult>> {
         Statement query(db(),
-                        "SELECT a.id, a.accepted_seq FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-                        "WHERE a.accepted_seq > ? AND a.state = 'accepted' AND w.task_id = ? ORDER BY a.accepted_seq");
+                        "SELECT a.id, a.accepted_seq, w.base_version, COALESCE(a.concurrency, 1) FROM assignments a "
+                        "JOIN work_units w ON w.id = a.work_unit_id WHERE a.accepted_seq > ? AND a.state = 'accepted' "
+                        "AND w.task_id = ? ORDER BY a.accepted_seq");
         query.bind(1, after_seq);
         query.bind(2, task_id);
         std::vector<AcceptedResult> rows;
-        while (query.step()) rows.push_back({query.text(0), query.integer(1)});
+        while (query.step()) rows.push_back({query.text(0), query.integer(1), query.integer(2), query.integer(3)});
         return rows;
-    });
-}
-
-common::Result<std::vector<double>> ResultStore::recent_norms_per_step(const std::string& task_id, int limit) {
-    return reading([&]() -> common::Result<std::vector<double>> {
-        // Walks the acceptance index from the newest (on SQLite, CROSS JOIN and the unary + keep
-        // its planner from scanning every accepted row of the task and sorting them).
-        bool sqlite = db().dialect() == Dialect::Sqlite;
-        Statement query(
-            db(), std::string("SELECT a.delta_norm / COALESCE(a.full_rate_steps, w.local_steps) FROM assignments a ") +
-                      (sqlite ? "CROSS JOIN" : "JOIN") +
-                      " work_units w ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND "
-                      "w.task_id = ? AND " +
-                      (sqlite ? "+a.state" : "a.state") +
-                      " IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL "
-                      "ORDER BY a.accepted_seq DESC LIMIT ?");
-        query.bind(1, task_id).bind(2, limit);
-        std::vector<double> norms;
-        while (query.step()) norms.push_back(query.real(0));
-        return norms;
     });
 }
 

@@ -26,6 +26,25 @@ struct EndedAssignment {
     bool work_unit_retired = false;
 };
 
+// The figures of recent results the cheap checks judge a result against (one read), each
+// list as its own call gives it but in no set order.
+struct RecentFigures {
+    std::vector<double> norms_per_step;  // as recent_norms_per_step
+    std::vector<double> alignments;      // as recent_alignments
+};
+
+// What a validation decides on, read in one query: the result, its task, unit and volunteer,
+// and the task's state around it.
+struct ResultContext {
+    AssignmentRecord assignment;
+    TaskRecord task;
+    WorkUnitRecord unit;
+    std::optional<ClientRecord> client;
+    std::int64_t task_volunteers = 0;   // as HistoryStore::task_volunteers(task, active_since)
+    std::int64_t settings_of_task = 0;  // settings named `settings_prefix` + the task id + "/" …
+    bool returned_before = false;       // as TaskStore::returned_before
+};
+
 class ResultStore : protected virtual StoreCore {
 public:
     // Lifecycle transitions. Each returns false (or an empty list) when the assignment was
@@ -52,7 +71,8 @@ public:
     // Accepted results are merged (`merge`) or confirm a twin that is (state confirmed).
     // Grants credit, extends the volunteer's valid streak, closes the unit when it has
     // enough accepted replicas. `concurrency`: the task's volunteers now, stored with it.
-    common::Result<bool> accept(const std::string& id, const CheckFigures& figures, double credit, bool merge,
+    // `a`: the result's id, volunteer and unit.
+    common::Result<bool> accept(const AssignmentRecord& a, const CheckFigures& figures, double credit, bool merge,
                                 std::int64_t now, std::int64_t concurrency = 1);
     // `figures`: the gain per step and alignment the checks measured before refusing (the
     // norm is not kept for refused results).
@@ -68,10 +88,15 @@ public:
     // What the validator and aggregator resume with after a restart.
     common::Result<std::vector<AssignmentRecord>> in_state(AssignmentState state);
     // The task's accepted, unmerged results accepted after `after_seq` (0: all of them), in
-    // acceptance order: ids and sequence numbers only, read through the acceptance index.
+    // acceptance order: what the merge needs of each, read through the acceptance index.
     common::Result<std::vector<AcceptedResult>> accepted_after(const std::string& task_id, std::int64_t after_seq);
     // ‖Δ‖ / local steps of the most recent accepted results (units differ in length).
     common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit);
+    // Both of the above in one read.
+    common::Result<RecentFigures> recent_figures(const std::string& task_id, int limit);
+    // The validation context of the result `id` (none when there is no such result).
+    common::Result<std::optional<ResultContext>> result_context(const std::string& id, std::int64_t active_since,
+                                                                const std::string& settings_prefix);
     // Gains per step of the most recent results given the proof of training, accepted or not
     // (so the margin follows the model as honest gains shrink), newest first; only those of
     // units based on `min_base_version` or later and of at least `min_full_rate_steps`.

@@ -5,23 +5,19 @@
 #include <limits>
 
 namespace tessera::server {
-namespace {
 
-constexpr const char* kTaskColumns = "id, config, state, created_at, version, weight";
-TaskRecord read_task(const Statement& row) {
+TaskRecord read_task(const Statement& row, int first) {
     TaskRecord task;
-    task.id = row.text(0);
-    task.config_json = row.text(1);
-    auto state = task_state_from_name(row.text(2));
-    if (!state) throw DatabaseError("unknown task state '" + row.text(2) + "'");
+    task.id = row.text(first);
+    task.config_json = row.text(first + 1);
+    auto state = task_state_from_name(row.text(first + 2));
+    if (!state) throw DatabaseError("unknown task state '" + row.text(first + 2) + "'");
     task.state = *state;
-    task.created_at = row.integer(3);
-    task.version = row.integer(4);
-    task.weight = row.real(5);
+    task.created_at = row.integer(first + 3);
+    task.version = row.integer(first + 4);
+    task.weight = row.real(first + 5);
     return task;
 }
-
-}  // namespace
 
 common::Status TaskStore::create_task(const TaskRecord& task, const std::vector<ShardRecord>& shards,
                                       const VersionRecord& version0) {
@@ -53,8 +49,9 @@ common::Status TaskStore::create_task(const TaskRecord& task, const std::vector<
 
 common::Result<std::optional<TaskRecord>> TaskStore::current_task() {
     return reading([&]() -> common::Result<std::optional<TaskRecord>> {
-        Statement query(db(), std::string("SELECT ") + kTaskColumns +
-                                  " FROM tasks WHERE state != 'finished' ORDER BY created_at DESC, rowid DESC LIMIT 1");
+        Statement query(db(),
+                        std::string("SELECT ") + kTaskColumns +
+                            " FROM tasks t WHERE state != 'finished' ORDER BY created_at DESC, rowid DESC LIMIT 1");
         if (!query.step()) return std::optional<TaskRecord>();
         return std::optional<TaskRecord>(read_task(query));
     });
@@ -62,7 +59,7 @@ common::Result<std::optional<TaskRecord>> TaskStore::current_task() {
 
 common::Result<std::optional<TaskRecord>> TaskStore::task(const std::string& id) {
     return reading([&]() -> common::Result<std::optional<TaskRecord>> {
-        Statement query(db(), std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE id = ?");
+        Statement query(db(), std::string("SELECT ") + kTaskColumns + " FROM tasks t WHERE id = ?");
         query.bind(1, id);
         if (!query.step()) return std::optional<TaskRecord>();
         return std::optional<TaskRecord>(read_task(query));
@@ -71,7 +68,7 @@ common::Result<std::optional<TaskRecord>> TaskStore::task(const std::string& id)
 
 common::Result<std::vector<TaskRecord>> TaskStore::tasks() {
     return reading([&]() -> common::Result<std::vector<TaskRecord>> {
-        Statement query(db(), std::string("SELECT ") + kTaskColumns + " FROM tasks ORDER BY created_at, rowid");
+        Statement query(db(), std::string("SELECT ") + kTaskColumns + " FROM tasks t ORDER BY created_at, rowid");
         std::vector<TaskRecord> rows;
         while (query.step()) rows.push_back(read_task(query));
         return rows;

@@ -6,35 +6,27 @@
 #include <limits>
 
 namespace tessera::server {
-namespace {
 
-constexpr const char* kVersionColumns =
-    "task_id, version, blob_sha256, blob_bytes, optimizer_sha256, created_at, merged_results, "
-    "validation_loss, validation_accuracy, validation_samples, validation_full, state_sha256, patch_sha256, "
-    "patch_bytes, checkpoint, pinned";
-
-VersionRecord read_version(const Statement& row) {
+VersionRecord read_version(const Statement& row, int first) {
     VersionRecord v;
-    v.task_id = row.text(0);
-    v.version = row.integer(1);
-    v.blob_sha256 = row.text(2);
-    v.blob_bytes = row.integer(3);
-    if (!row.is_null(4)) v.optimizer_sha256 = row.text(4);
-    v.created_at = row.integer(5);
-    v.merged_results = row.integer(6);
-    v.validation_loss = row.optional_real(7);
-    v.validation_accuracy = row.optional_real(8);
-    if (!row.is_null(9)) v.validation_samples = row.integer(9);
-    v.validation_full = row.integer(10) != 0;
-    if (!row.is_null(11)) v.state_sha256 = row.text(11);
-    if (!row.is_null(12)) v.patch_sha256 = row.text(12);
-    v.patch_bytes = row.integer(13);
-    v.checkpoint = row.integer(14) != 0;
-    v.pinned = row.integer(15) != 0;
+    v.task_id = row.text(first);
+    v.version = row.integer(first + 1);
+    v.blob_sha256 = row.text(first + 2);
+    v.blob_bytes = row.integer(first + 3);
+    if (!row.is_null(first + 4)) v.optimizer_sha256 = row.text(first + 4);
+    v.created_at = row.integer(first + 5);
+    v.merged_results = row.integer(first + 6);
+    v.validation_loss = row.optional_real(first + 7);
+    v.validation_accuracy = row.optional_real(first + 8);
+    if (!row.is_null(first + 9)) v.validation_samples = row.integer(first + 9);
+    v.validation_full = row.integer(first + 10) != 0;
+    if (!row.is_null(first + 11)) v.state_sha256 = row.text(first + 11);
+    if (!row.is_null(first + 12)) v.patch_sha256 = row.text(first + 12);
+    v.patch_bytes = row.integer(first + 13);
+    v.checkpoint = row.integer(first + 14) != 0;
+    v.pinned = row.integer(first + 15) != 0;
     return v;
 }
-
-}  // namespace
 
 void insert_version(Database& db, const VersionRecord& v) {
     Statement(db,
@@ -58,8 +50,8 @@ void insert_version(Database& db, const VersionRecord& v) {
 
 common::Result<std::optional<VersionRecord>> VersionStore::version(const std::string& task_id, std::int64_t version) {
     return reading([&]() -> common::Result<std::optional<VersionRecord>> {
-        Statement query(
-            db(), std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? AND version = ?");
+        Statement query(db(), std::string("SELECT ") + kVersionColumns +
+                                  " FROM model_versions v WHERE task_id = ? AND version = ?");
         query.bind(1, task_id).bind(2, version);
         if (!query.step()) return std::optional<VersionRecord>();
         return std::optional<VersionRecord>(read_version(query));
@@ -68,8 +60,8 @@ common::Result<std::optional<VersionRecord>> VersionStore::version(const std::st
 
 common::Result<std::vector<VersionRecord>> VersionStore::versions(const std::string& task_id) {
     return reading([&]() -> common::Result<std::vector<VersionRecord>> {
-        Statement query(
-            db(), std::string("SELECT ") + kVersionColumns + " FROM model_versions WHERE task_id = ? ORDER BY version");
+        Statement query(db(), std::string("SELECT ") + kVersionColumns +
+                                  " FROM model_versions v WHERE task_id = ? ORDER BY version");
         query.bind(1, task_id);
         std::vector<VersionRecord> rows;
         while (query.step()) rows.push_back(read_version(query));
@@ -81,9 +73,25 @@ common::Result<std::vector<VersionRecord>> VersionStore::versions_between(const 
                                                                           std::int64_t after, std::int64_t through) {
     return reading([&]() -> common::Result<std::vector<VersionRecord>> {
         Statement query(db(), std::string("SELECT ") + kVersionColumns +
-                                  " FROM model_versions WHERE task_id = ? AND version > ? AND version <= ? "
+                                  " FROM model_versions v WHERE task_id = ? AND version > ? AND version <= ? "
                                   "ORDER BY version");
         query.bind(1, task_id).bind(2, after).bind(3, through);
+        std::vector<VersionRecord> rows;
+        while (query.step()) rows.push_back(read_version(query));
+        return rows;
+    });
+}
+
+common::Result<std::vector<VersionRecord>> VersionStore::versions_after_blob(const std::string& task_id,
+                                                                             const std::string& held_sha256,
+                                                                             std::int64_t through) {
+    return reading([&]() -> common::Result<std::vector<VersionRecord>> {
+        Statement query(db(),
+                        std::string("SELECT ") + kVersionColumns +
+                            " FROM model_versions v WHERE v.task_id = ? AND v.version <= ? AND v.version > "
+                            "(SELECT MAX(h.version) FROM model_versions h WHERE h.task_id = ? AND h.blob_sha256 = ?) "
+                            "ORDER BY v.version");
+        query.bind(1, task_id).bind(2, through).bind(3, task_id).bind(4, held_sha256);
         std::vector<VersionRecord> rows;
         while (query.step()) rows.push_back(read_version(query));
         return rows;
@@ -120,7 +128,7 @@ common::Result<std::optional<VersionRecord>> VersionStore::last_checkpoint(const
                                                                            std::int64_t at_most) {
     return reading([&]() -> common::Result<std::optional<VersionRecord>> {
         Statement query(db(), std::string("SELECT ") + kVersionColumns +
-                                  " FROM model_versions WHERE task_id = ? AND version <= ? AND checkpoint = 1 "
+                                  " FROM model_versions v WHERE task_id = ? AND version <= ? AND checkpoint = 1 "
                                   "ORDER BY version DESC LIMIT 1");
         query.bind(1, task_id).bind(2, at_most);
         if (!query.step()) return std::optional<VersionRecord>();
@@ -225,34 +233,42 @@ common::Result<bool> VersionStore::set_pinned(const std::string& task_id, std::i
     });
 }
 
-// Read committed on PostgreSQL: the task's row is locked first (two commits of one task run one
-// after the other, the second sees the first's version), and each result's update re-checks
-// its state. Serializable, its predicate locks over a whole batch of results would conflict
-// with every acceptance running beside it (docs/scaling.md).
+namespace {
+
+// Why a commit's guarded update changed no row: the task is gone, moved on, or its lease is
+// another process's now.
+std::string commit_refused(Database& db, const VersionRecord& version, const std::optional<LeaseClaim>& fence) {
+    Statement current(db, "SELECT version FROM tasks WHERE id = ?");
+    current.bind(1, version.task_id);
+    if (!current.step()) return "no task '" + version.task_id + "'";
+    if (current.integer(0) + 1 != version.version)
+        return "version " + std::to_string(version.version) + " does not follow " + std::to_string(current.integer(0));
+    return "lease '" + (fence ? fence->name : std::string()) + "' is no longer this process's";
+}
+
+}  // namespace
+
+// Read committed on PostgreSQL: the task's row is updated (and so locked) first, only while
+// the version follows and the lease is the caller's (two commits of one task run one after
+// the other, the second sees the first's version; the lease row is share-locked until the
+// commit), and each result's update re-checks its state. Serializable, its predicate locks
+// over a whole batch of results would conflict with every acceptance running beside it
+// (docs/scaling.md).
 common::Status VersionStore::commit_version(const VersionRecord& version, const std::vector<std::string>& merged,
                                             const std::optional<LeaseClaim>& fence) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db(), Isolation::ReadCommitted);
         bool postgres = db().dialect() == Dialect::Postgres;
-        Statement current(db(),
-                          std::string("SELECT version FROM tasks WHERE id = ?") + (postgres ? " FOR UPDATE" : ""));
-        current.bind(1, version.task_id);
-        if (!current.step()) return common::make_error("no task '" + version.task_id + "'");
-        if (current.integer(0) + 1 != version.version)
-            return common::make_error("version " + std::to_string(version.version) + " does not follow " +
-                                      std::to_string(current.integer(0)));
-        if (fence) {
-            Statement holder(db(),
-                             std::string("SELECT holder FROM leases WHERE name = ?") + (postgres ? " FOR SHARE" : ""));
-            holder.bind(1, fence->name);
-            if (!holder.step() || holder.text(0) != fence->holder)
-                return common::make_error("lease '" + fence->name + "' is no longer this process's");
-        }
+        std::string sql = "UPDATE tasks SET version = ? WHERE id = ? AND version = ?";
+        if (fence)
+            sql += std::string(" AND EXISTS (SELECT 1 FROM leases WHERE name = ? AND holder = ?") +
+                   (postgres ? " FOR SHARE" : "") + ")";
+        Statement advance(db(), sql);
+        advance.bind(1, version.version).bind(2, version.task_id).bind(3, version.version - 1);
+        if (fence) advance.bind(4, fence->name).bind(5, fence->holder);
+        advance.run();
+        if (db().changes() != 1) return common::make_error(commit_refused(db(), version, fence));
         insert_version(db(), version);
-        Statement(db(), "UPDATE tasks SET version = ? WHERE id = ?")
-            .bind(1, version.version)
-            .bind(2, version.task_id)
-            .run();
         for (const auto& id : merged) {
             Statement(db(),
                       "UPDATE assignments SET state = 'merged', merged_version = ? "

@@ -24,6 +24,12 @@ public:
     // Versions `after` + 1 … `through`, in order (a patch chain).
     common::Result<std::vector<VersionRecord>> versions_between(const std::string& task_id, std::int64_t after,
                                                                 std::int64_t through);
+    // The versions after the last one whose published model is the blob `held_sha256`, through
+    // `through`, in order (the patch chain from a model a volunteer holds); none when no version
+    // published that blob or its last version is not before `through`.
+    common::Result<std::vector<VersionRecord>> versions_after_blob(const std::string& task_id,
+                                                                   const std::string& held_sha256,
+                                                                   std::int64_t through);
     // The first and last versions whose published model is the blob `sha256` (with a publishing
     // cadence, the versions between two publications share the earlier one's model).
     struct BlobVersions {

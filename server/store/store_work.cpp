@@ -7,6 +7,15 @@ namespace {
 // Assignment states that still count towards a unit's replicas.
 constexpr const char* kLiveStates = "('in_progress', 'returned', 'validated', 'accepted', 'confirmed', 'merged')";
 
+// The condition on a unit `w` that it can be given to the volunteer bound to its one parameter:
+// open, a replica slot free, never held by that volunteer.
+const std::string kReissuableTo = std::string(
+                                      "w.state = 'open' AND (SELECT COUNT(*) FROM assignments a WHERE "
+                                      "a.work_unit_id = w.id AND a.state IN ") +
+                                  kLiveStates +
+                                  ") < w.replicas AND NOT EXISTS (SELECT 1 FROM assignments a WHERE "
+                                  "a.work_unit_id = w.id AND a.client_id = ?)";
+
 std::string shards_to_json(const std::vector<std::string>& shards) {
     boost::json::array array;
     for (const auto& shard : shards) array.emplace_back(shard);
@@ -20,18 +29,31 @@ std::vector<std::string> shards_from_json(const std::string& text) {
     return shards;
 }
 
-void insert_assignment(Database& db, const AssignmentRecord& a) {
-    Statement(db,
-              "INSERT INTO assignments(id, work_unit_id, client_id, state, issued_at, deadline, envelope) "
-              "VALUES (?, ?, ?, 'in_progress', ?, ?, ?)")
-        .bind(1, a.id)
-        .bind(2, a.work_unit_id)
-        .bind(3, a.client_id)
-        .bind(4, a.issued_at)
-        .bind(5, a.deadline)
-        .bind(6, a.envelope_json)
-        .run();
+// Inserts the assignment in progress while its volunteer holds fewer than `max_in_flight` units
+// in progress and, for a unit that exists already (`existing_unit`), while that unit is open with
+// a replica slot free: the claim's guards and its write in one statement. False when a guard
+// failed (nothing written).
+bool insert_assignment(Database& db, const AssignmentRecord& a, std::int64_t max_in_flight, bool existing_unit) {
+    std::string sql =
+        "INSERT INTO assignments(id, work_unit_id, client_id, state, issued_at, deadline, envelope) "
+        "SELECT ?, ?, ?, 'in_progress', ?, ?, ? ";
+    if (existing_unit)
+        sql += std::string(
+                   "FROM work_units w WHERE w.id = ? AND w.state = 'open' AND (SELECT COUNT(*) FROM "
+                   "assignments l WHERE l.work_unit_id = w.id AND l.state IN ") +
+               kLiveStates + ") < w.replicas AND ";
+    else
+        sql += "WHERE ";
+    sql += "(SELECT COUNT(*) FROM assignments b WHERE b.client_id = ? AND b.state = 'in_progress') < ?";
+    Statement insert(db, sql);
+    insert.bind(1, a.id).bind(2, a.work_unit_id).bind(3, a.client_id).bind(4, a.issued_at).bind(5, a.deadline);
+    insert.bind(6, a.envelope_json);
+    int next = 7;
+    if (existing_unit) insert.bind(next++, a.work_unit_id);
+    insert.bind(next, a.client_id).bind(next + 1, max_in_flight).run();
+    if (db.changes() != 1) return false;
     insert_event(db, "work_issued", {{"assignment_id", a.id}, {"client_id", a.client_id}}, a.issued_at);
+    return true;
 }
 
 std::int64_t units_in_progress(Database& db, const std::string& client_id) {
@@ -99,18 +121,18 @@ AssignmentRecord read_assignment(const Statement& row) {
     return a;
 }
 
-WorkUnitRecord read_work_unit(const Statement& row) {
+WorkUnitRecord read_work_unit(const Statement& row, int first) {
     WorkUnitRecord w;
-    w.id = row.text(0);
-    w.task_id = row.text(1);
-    w.base_version = row.integer(2);
-    w.shards = shards_from_json(row.text(3));
-    w.local_steps = row.integer(4);
-    w.seed = row.integer(5);
-    w.replicas = row.integer(6);
-    w.state = work_unit_state_from_name(row.text(7));
-    w.failures = row.integer(8);
-    w.created_at = row.integer(9);
+    w.id = row.text(first);
+    w.task_id = row.text(first + 1);
+    w.base_version = row.integer(first + 2);
+    w.shards = shards_from_json(row.text(first + 3));
+    w.local_steps = row.integer(first + 4);
+    w.seed = row.integer(first + 5);
+    w.replicas = row.integer(first + 6);
+    w.state = work_unit_state_from_name(row.text(first + 7));
+    w.failures = row.integer(first + 8);
+    w.created_at = row.integer(first + 9);
     return w;
 }
 
@@ -118,7 +140,6 @@ common::Result<WorkStore::Claim> WorkStore::create_work_unit(const WorkUnitRecor
                                                              std::int64_t max_in_flight) {
     return guarded([&]() -> common::Result<Claim> {
         Transaction transaction(db());
-        if (units_in_progress(db(), first.client_id) >= max_in_flight) return Claim::Busy;
         Statement(db(),
                   "INSERT INTO work_units(id, task_id, base_version, shards, local_steps, seed, replicas, "
                   "state, failures, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'open', 0, ?)")
@@ -131,12 +152,12 @@ common::Result<WorkStore::Claim> WorkStore::create_work_unit(const WorkUnitRecor
             .bind(7, unit.replicas)
             .bind(8, unit.created_at)
             .run();
+        if (!insert_assignment(db(), first, max_in_flight, false)) return Claim::Busy;  // the unit rolled back
         for (const auto& shard : unit.shards)
             Statement(db(), "UPDATE shards SET uses = uses + 1 WHERE task_id = ? AND sha256 = ?")
                 .bind(1, unit.task_id)
                 .bind(2, shard)
                 .run();
-        insert_assignment(db(), first);
         transaction.commit();
         return Claim::Made;
     });
@@ -147,24 +168,18 @@ common::Result<WorkStore::Claim> WorkStore::add_assignment(const AssignmentRecor
                                                            std::int64_t max_in_flight) {
     return guarded([&]() -> common::Result<Claim> {
         Transaction transaction(db());
-        Statement unit(db(), "SELECT state, replicas FROM work_units WHERE id = ?");
-        unit.bind(1, assignment.work_unit_id);
-        if (!unit.step()) return common::make_error("no work unit '" + assignment.work_unit_id + "'");
-        if (unit.text(0) != "open") return Claim::Taken;  // retired since
-        // Counted in the same transaction: another request or process may have given the unit
-        // out (and rebased it) since the scheduler found it free, and a second holder would be
+        // Guarded in the same statement: another request or process may have given the unit out
+        // (and rebased it) since the scheduler found it free, and a second holder would be
         // refused as computing from the wrong base (found by scripts/soak on PostgreSQL).
-        Statement live(
-            db(), std::string("SELECT COUNT(*) FROM assignments WHERE work_unit_id = ? AND state IN ") + kLiveStates);
-        live.bind(1, assignment.work_unit_id).step();
-        if (live.integer(0) >= unit.integer(1)) return Claim::Taken;
-        if (units_in_progress(db(), assignment.client_id) >= max_in_flight) return Claim::Busy;
+        if (!insert_assignment(db(), assignment, max_in_flight, true)) {
+            if (units_in_progress(db(), assignment.client_id) >= max_in_flight) return Claim::Busy;
+            return Claim::Taken;  // retired, or its replicas given out, since
+        }
         if (rebase_to)
             Statement(db(), "UPDATE work_units SET base_version = ? WHERE id = ?")
                 .bind(1, *rebase_to)
                 .bind(2, assignment.work_unit_id)
                 .run();
-        insert_assignment(db(), assignment);
         transaction.commit();
         return Claim::Made;
     });
@@ -173,18 +188,42 @@ common::Result<WorkStore::Claim> WorkStore::add_assignment(const AssignmentRecor
 common::Result<std::vector<WorkUnitRecord>> WorkStore::reissuable_work_units(const std::string& task_id,
                                                                              const std::string& client_id) {
     return reading([&]() -> common::Result<std::vector<WorkUnitRecord>> {
-        Statement query(
-            db(), std::string("SELECT ") + kWorkUnitColumns +
-                      " FROM work_units w WHERE task_id = ? AND state = 'open' "
-                      "AND (SELECT COUNT(*) FROM assignments a WHERE a.work_unit_id = w.id AND a.state IN " +
-                      kLiveStates +
-                      ") < replicas "
-                      "AND NOT EXISTS (SELECT 1 FROM assignments a WHERE a.work_unit_id = w.id AND a.client_id = ?) "
-                      "ORDER BY created_at, rowid LIMIT 64");
+        Statement query(db(), std::string("SELECT ") + kWorkUnitColumns + " FROM work_units w WHERE task_id = ? AND " +
+                                  kReissuableTo + " ORDER BY created_at, rowid LIMIT 64");
         query.bind(1, task_id).bind(2, client_id);
         std::vector<WorkUnitRecord> rows;
         while (query.step()) rows.push_back(read_work_unit(query));
         return rows;
+    });
+}
+
+common::Result<WorkView> WorkStore::work_view(const std::string& client_id, std::int64_t active_since) {
+    return reading([&]() -> common::Result<WorkView> {
+        Statement query(
+            db(), std::string("SELECT ") + kTaskColumns + ", " + kVersionColumns +
+                      ", (SELECT MIN(p.version) FROM model_versions p WHERE p.task_id = t.id AND "
+                      "p.blob_sha256 = v.blob_sha256), CASE WHEN t.state = 'active' AND EXISTS (SELECT 1 FROM "
+                      "work_units w WHERE w.task_id = t.id AND " +
+                      kReissuableTo +
+                      ") THEN 1 ELSE 0 END, (SELECT COUNT(*) FROM assignments WHERE client_id = ? AND state = "
+                      "'in_progress'), (SELECT COUNT(*) FROM (SELECT 1 FROM clients WHERE last_seen >= ? LIMIT 2) "
+                      "AS recent) FROM tasks t LEFT JOIN model_versions v ON v.task_id = t.id AND v.version = "
+                      "t.version ORDER BY t.created_at, t.rowid");
+        query.bind(1, client_id).bind(2, client_id).bind(3, active_since);
+        WorkView view;
+        constexpr int kAfter = kTaskColumnCount + kVersionColumnCount;
+        while (query.step()) {
+            TaskAtWork task{read_task(query), std::nullopt, 0, false};
+            if (!query.is_null(kTaskColumnCount)) {
+                task.current = read_version(query, kTaskColumnCount);
+                task.published_version = query.integer(kAfter);
+            }
+            task.reissuable = query.integer(kAfter + 1) != 0;
+            view.in_flight = query.integer(kAfter + 2);
+            view.active_clients = query.integer(kAfter + 3);
+            view.tasks.push_back(std::move(task));
+        }
+        return view;
     });
 }
 
@@ -225,7 +264,7 @@ common::Result<std::optional<AssignmentRecord>> WorkStore::assignment(const std:
 
 common::Result<std::optional<WorkUnitRecord>> WorkStore::work_unit(const std::string& id) {
     return reading([&]() -> common::Result<std::optional<WorkUnitRecord>> {
-        Statement query(db(), std::string("SELECT ") + kWorkUnitColumns + " FROM work_units WHERE id = ?");
+        Statement query(db(), std::string("SELECT ") + kWorkUnitColumns + " FROM work_units w WHERE id = ?");
         query.bind(1, id);
         if (!query.step()) return std::optional<WorkUnitRecord>();
         return std::optional<WorkUnitRecord>(read_work_unit(query));

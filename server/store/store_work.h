@@ -16,8 +16,26 @@
 
 namespace tessera::server {
 
+// What a work request reads in one query: each task with its current version's record and the
+// first version publishing that version's model (with a publishing cadence the current model
+// may not be published yet), whether it has a unit the volunteer could be given again, and the
+// volunteer's units in progress and the volunteers seen lately (up to two).
+struct TaskAtWork {
+    TaskRecord task;
+    std::optional<VersionRecord> current;  // none only in a damaged database
+    std::int64_t published_version = 0;
+    bool reissuable = false;  // an open unit with a free replica slot the volunteer has not held
+};
+struct WorkView {
+    std::vector<TaskAtWork> tasks;  // in creation order
+    std::int64_t in_flight = 0;
+    std::int64_t active_clients = 0;  // seen since `active_since`, counted up to 2
+};
+
 class WorkStore : protected virtual StoreCore {
 public:
+    // The view a work request of `client_id` starts from (one read).
+    common::Result<WorkView> work_view(const std::string& client_id, std::int64_t active_since);
     // Work units and assignments. An assignment is a claim, decided in its own transaction, so
     // that concurrent requests (threads or processes) need no lock around the scheduler: it is
     // made only while its volunteer holds fewer than `max_in_flight` units in progress (Busy

@@ -91,7 +91,7 @@ TEST_CASE("settings by prefix; the stall guard's figures: the last merge, refusa
 
         auto merged = issue(store, "w1", alice.id, 1000, 9000);
         REQUIRE(store.record_return(merged.id, "d1", 8, "{}", 1100).value());
-        REQUIRE(store.accept(merged.id, {1.0, std::nullopt, 0.5, std::nullopt}, 1.0, true, 1100).value());
+        REQUIRE(store.accept(merged, {1.0, std::nullopt, 0.5, std::nullopt}, 1.0, true, 1100).value());
         // Without steps at the full rate (results before schema 10), its plain steps.
         CHECK(store.recent_norms_per_step("t", 10).value().at(0) == doctest::Approx(1.0 / 50));
         std::int64_t at = 1200;
@@ -253,7 +253,7 @@ TEST_CASE("the work-unit lifecycle: issue, return, accept, merge; reject, time o
         CHECK(!store.record_return(first.id, "delta-1", 64, "{}", 1100).value());  // not in progress any more
         CHECK(store.tasks_in_progress(alice.id).value().empty());
         CHECK(store.pending_delta_ids().value().count(first.id) == 1);
-        CHECK(store.accept(first.id, {2.5, 0.01, 0.42, 12.5}, 3.0, true, 1110).value());
+        CHECK(store.accept(first, {2.5, 0.01, 0.42, 12.5}, 3.0, true, 1110).value());
         CHECK(store.work_unit("w1").value()->state == WorkUnitState::Done);
         CHECK(store.assignment(first.id).value()->alignment == 0.42);
         CHECK(store.recent_alignments("t", 10).value() == std::vector<double>{0.42});

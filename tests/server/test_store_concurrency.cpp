@@ -179,7 +179,8 @@ TEST_CASE("validation claims: a result has one holder until its claim lapses; go
         CHECK(store.claim_returned({"C", 1300}, 1160, 10).value() == Ids{ids[0]});  // A's claim lapsed
         CHECK(store.claim_returned({"D", 1400}, 1200, 1).value() == Ids{ids[1]});   // B's too: the oldest first
 
-        REQUIRE(store.accept(ids[0], {1, 0.01, 0.4, 12}, 1, true, 1201).value());  // no longer returned
+        REQUIRE(store.accept(store.assignment(ids[0]).value().value(), {1, 0.01, 0.4, 12}, 1, true, 1201)
+                    .value());  // no longer returned
         CHECK(store.release_result_claims("C").value() == 0);
         CHECK(store.release_result_claims("B").value() == 1);
         CHECK(store.claim_returned({"E", 1500}, 1201, 10).value() == Ids{ids[2]});

@@ -83,6 +83,9 @@ common::Result<common::WorkResponse> InProcessServer::request_work(const common:
 
 common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_id, common::ByteView body) {
     auto& core = *parts_->core;
+    auto client = core.store().client(client_id);  // as the API's signature check reads it
+    if (!client) return client.error();
+    if (!*client) return common::make_error("unknown volunteer " + client_id);
     auto spooled = spool_upload(body, parts_->state.results(), core.files());
     auto outcome = core.volunteers().upload(client_id, spooled);
     core.wait_idle();

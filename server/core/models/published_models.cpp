@@ -80,12 +80,17 @@ common::Status PublishedModels::ensure(const std::string& task_id, std::int64_t 
     auto record = versions_.version(task_id, version);
     if (!record) return record.error();
     if (!*record) return common::make_error("task '" + task_id + "' has no version " + std::to_string(version));
-    if (blobs_.has((*record)->blob_sha256)) return {};
+    return ensure(**record);
+}
+
+common::Status PublishedModels::ensure(const VersionRecord& record) {
+    if (blobs_.has(record.blob_sha256)) return {};
     std::lock_guard lock(mutex_);
-    if (blobs_.has((*record)->blob_sha256)) return {};  // written while this one waited
-    auto written = write(task_id, **record);
+    if (blobs_.has(record.blob_sha256)) return {};  // written while this one waited
+    auto written = write(record.task_id, record);
     if (!written)
-        return common::with_context("the published model of version " + std::to_string(version), written.error());
+        return common::with_context("the published model of version " + std::to_string(record.version),
+                                    written.error());
     return {};
 }
 

@@ -33,6 +33,8 @@ public:
                                                std::optional<Start> start = std::nullopt);
     // The published model of `version` is in the blob store afterwards.
     common::Status ensure(const std::string& task_id, std::int64_t version);
+    // The same for a version whose record the caller has read.
+    common::Status ensure(const VersionRecord& record);
     // The same for a blob named by its hash: false when no version publishes it or retention
     // has removed what it would be built from.
     common::Result<bool> ensure_blob(const std::string& sha256);

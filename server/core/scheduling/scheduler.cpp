@@ -36,39 +36,27 @@ bool Scheduler::volunteer_allows(const common::WorkRequest& request, const std::
     return (request.only_tasks.empty() || named(request.only_tasks)) && !named(request.exclude_tasks);
 }
 
-common::Result<std::optional<TaskView>> Scheduler::choose_task(const common::WorkRequest& request) {
-    auto tasks = store_.tasks();
-    if (!tasks) return tasks.error();
-    std::vector<TaskView> eligible;
+common::Result<std::optional<DrawnTask>> Scheduler::choose_task(const common::WorkRequest& request, WorkView& view) {
+    std::vector<DrawnTask> eligible;
     double total = 0;
-    for (auto& record : *tasks) {
+    for (auto& seen : view.tasks) {
+        const auto& record = seen.task;
         if (record.state != TaskState::Active || !(record.weight > 0)) continue;
         if (served_ && !served_(record.id)) continue;
-        auto config = config_of(record);
-        if (!config) return config.error();
-        if (!device_fits(*config, request.device)) continue;
-        if (!volunteer_allows(request, record.id, config->model)) continue;
-        total += record.weight;
-        eligible.push_back({std::move(record), std::move(*config)});
+        auto task = configs_.view(std::move(seen.task));
+        if (!task) return task.error();
+        if (!device_fits(task->config, request.device)) continue;
+        if (!volunteer_allows(request, task->record.id, task->config.model)) continue;
+        total += task->record.weight;
+        eligible.push_back({std::move(*task), std::move(seen.current), seen.published_version, seen.reissuable});
     }
-    if (eligible.empty()) return std::optional<TaskView>();
+    if (eligible.empty()) return std::optional<DrawnTask>();
     double draw = uniform() * total;
-    for (auto& task : eligible) {
-        draw -= task.record.weight;
-        if (draw < 0) return std::optional<TaskView>(std::move(task));
+    for (auto& drawn : eligible) {
+        draw -= drawn.task.record.weight;
+        if (draw < 0) return std::optional<DrawnTask>(std::move(drawn));
     }
-    return std::optional<TaskView>(std::move(eligible.back()));
-}
-
-common::Result<TaskConfig> Scheduler::config_of(const TaskRecord& record) {
-    {
-        std::lock_guard lock(state_mutex_);
-        if (auto found = configs_.find(record.id); found != configs_.end()) return found->second;
-    }
-    auto parsed = task_view(record);
-    if (!parsed) return parsed.error();
-    std::lock_guard lock(state_mutex_);
-    return configs_.emplace(record.id, std::move(parsed->config)).first->second;
+    return std::optional<DrawnTask>(std::move(eligible.back()));
 }
 
 common::Result<FleetNow> Scheduler::fleet_now(const TaskConfig& config) {
@@ -116,10 +104,13 @@ common::WorkResponse no_work(std::int64_t retry_after_s) {
 }  // namespace
 
 common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& client, const common::WorkRequest& request) {
-    auto task = choose_task(request);
-    if (!task) return task.error();
-    if (!*task) return no_work(kRetryNoTaskS);
-    const auto& view = **task;
+    auto view = store_.work_view(client.id, clock_() - kVolunteerActiveWindowS);
+    if (!view) return view.error();
+    auto drawn = choose_task(request, *view);
+    if (!drawn) return drawn.error();
+    if (!*drawn) return no_work(kRetryNoTaskS);
+    if (!(*drawn)->current)
+        return common::make_error("model version " + std::to_string((*drawn)->task.record.version) + " is missing");
     {
         std::lock_guard lock(state_mutex_);
         holdings_.note(client.id, request.cached_shards, clock_());  // busy or not, it holds them
@@ -127,36 +118,43 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
     // No lock is held from here on: the store decides each claim in its own transaction, and a
     // claim another request won first is lost and tried again.
     for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
-        auto response = try_assign(view, client, request);
+        auto response = try_assign(**drawn, *view, client, request, attempt == 0);
         if (!response) return response.error();
         if (*response) return std::move(**response);
     }
     return no_work(kRetryBusyS);
 }
 
-common::Result<std::optional<common::WorkResponse>> Scheduler::try_assign(const TaskView& view,
-                                                                          const ClientRecord& client,
-                                                                          const common::WorkRequest& request) {
-    // A quick look first (a busy volunteer costs no unit drawn); the claim decides.
-    auto limit = in_flight_limit(view.config, client);
-    auto in_flight = store_.in_flight(client.id);
-    if (!in_flight) return in_flight.error();
-    if (*in_flight >= limit) return std::optional(no_work(kRetryBusyS));
-
-    std::set<std::string> cached(request.cached_shards.begin(), request.cached_shards.end());
+common::Result<std::optional<WorkUnitRecord>> Scheduler::reissuable_unit(const DrawnTask& task,
+                                                                         const ClientRecord& client,
+                                                                         const std::set<std::string>& cached) {
+    auto reissuable = store_.reissuable_work_units(task.task.record.id, client.id);
+    if (!reissuable) return reissuable.error();
+    if (reissuable->empty()) return std::optional<WorkUnitRecord>();
     auto held = [&](const std::vector<std::string>& shards) {
         return std::count_if(shards.begin(), shards.end(), [&](const auto& s) { return cached.count(s) > 0; });
     };
+    auto best = std::max_element(reissuable->begin(), reissuable->end(),
+                                 [&](const auto& a, const auto& b) { return held(a.shards) < held(b.shards); });
+    return std::optional<WorkUnitRecord>(std::move(*best));
+}
 
-    auto reissuable = store_.reissuable_work_units(view.record.id, client.id);
-    if (!reissuable) return reissuable.error();
-    if (!reissuable->empty()) {
-        auto best = std::max_element(reissuable->begin(), reissuable->end(),
-                                     [&](const auto& a, const auto& b) { return held(a.shards) < held(b.shards); });
-        return issue(view, client, request, *best, false, limit);
+common::Result<std::optional<common::WorkResponse>> Scheduler::try_assign(const DrawnTask& task, const WorkView& view,
+                                                                          const ClientRecord& client,
+                                                                          const common::WorkRequest& request,
+                                                                          bool first_try) {
+    // A quick look first (a busy volunteer costs no unit drawn); the claim decides.
+    auto limit = in_flight_limit(task.task.config, client);
+    if (first_try && view.in_flight >= limit) return std::optional(no_work(kRetryBusyS));
+
+    std::set<std::string> cached(request.cached_shards.begin(), request.cached_shards.end());
+    if (task.reissuable || !first_try) {
+        auto again = reissuable_unit(task, client, cached);
+        if (!again) return again.error();
+        if (*again) return issue(task, client, request, **again, false, limit);
     }
 
-    auto shards = store_.shards(view.record.id);
+    auto shards = store_.shards(task.task.record.id);
     if (!shards) return shards.error();
     if (shards->empty()) return std::optional(no_work(kRetryNoShardS));
     // Least-used shards first (even epochs), then ones the volunteer already holds, then ones
@@ -171,25 +169,27 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::try_assign(const 
         if (cached.count(a.sha256) != cached.count(b.sha256)) return cached.count(a.sha256) > cached.count(b.sha256);
         return others[a.sha256] < others[b.sha256];
     });
+    auto fleet = fleet_now(task.task.config);
+    if (!fleet) return fleet.error();
+    auto unit = new_unit(task, client, request, *shards, *fleet, view.active_clients >= 2);
+    return issue(task, client, request, unit, true, limit, &*shards);
+}
+
+WorkUnitRecord Scheduler::new_unit(const DrawnTask& task, const ClientRecord& client,
+                                   const common::WorkRequest& request, const std::vector<ShardRecord>& shards,
+                                   const FleetNow& fleet, bool others_around) {
+    const auto& config = task.task.config;
     WorkUnitRecord unit;
     unit.id = random_id("wu-");
-    unit.task_id = view.record.id;
-    auto published = published_version(view);
-    if (!published) return published.error();
-    unit.base_version = published->version;
-    auto count = std::min<std::size_t>(shards->size(), static_cast<std::size_t>(view.config.shards_per_unit));
-    for (std::size_t i = 0; i < count; ++i) unit.shards.push_back((*shards)[i].sha256);
-    auto fleet = fleet_now(view.config);
-    if (!fleet) return fleet.error();
-    unit.local_steps = unit_local_steps(view.config, *fleet, request.samples_per_s);
+    unit.task_id = task.task.record.id;
+    unit.base_version = task.published_version;
+    auto count = std::min<std::size_t>(shards.size(), static_cast<std::size_t>(config.shards_per_unit));
+    for (std::size_t i = 0; i < count; ++i) unit.shards.push_back(shards[i].sha256);
+    unit.local_steps = unit_local_steps(config, fleet, request.samples_per_s);
     unit.seed = static_cast<std::int64_t>(random_bits() >> 11);  // 53 bits: exact in JSON
-    auto active = store_.active_clients(clock_() - kVolunteerActiveWindowS, 2);
-    if (!active) return active.error();
-    bool others_around = *active >= 2;
-    unit.replicas = others_around && uniform() < replication_chance(view.config, client) ? 2 : 1;
+    unit.replicas = others_around && uniform() < replication_chance(config, client) ? 2 : 1;
     unit.created_at = clock_();
-    return issue(view, client, request, unit, true, limit,
-                 {&*shards, published->record ? &*published->record : nullptr});
+    return unit;
 }
 
 // A unit sent again on its old base (a replica's twin, or a retry) keeps the schedule span
@@ -216,18 +216,21 @@ common::Status Scheduler::stamp_schedule_of(const TaskView& task, const WorkUnit
     return {};
 }
 
-common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const TaskView& task, const ClientRecord& client,
+common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const DrawnTask& drawn, const ClientRecord& client,
                                                                      const common::WorkRequest& request,
                                                                      const WorkUnitRecord& unit, bool new_unit,
-                                                                     std::int64_t max_in_flight, ClaimReadings read) {
+                                                                     std::int64_t max_in_flight,
+                                                                     const std::vector<ShardRecord>* known_shards) {
+    const auto& task = drawn.task;
     auto now = clock_();
-    auto rebased = rebase_of(task, unit, new_unit);
+    auto rebased = rebase_of(drawn, unit, new_unit);
     if (!rebased) return rebased.error();
     std::optional<std::int64_t> rebase = *rebased;
     std::int64_t base_version = rebase.value_or(unit.base_version);
-    auto version = base_record(store_, task.record.id, base_version, read.base);
+    auto version = base_record(store_, task.record.id, base_version, drawn.current ? &*drawn.current : nullptr);
     if (!version) return version.error();
-    auto shards = read.shards ? common::Result<std::vector<ShardRecord>>(*read.shards) : store_.shards(task.record.id);
+    auto shards =
+        known_shards ? common::Result<std::vector<ShardRecord>>(*known_shards) : store_.shards(task.record.id);
     if (!shards) return shards.error();
 
     common::WorkUnit wu;
@@ -239,7 +242,7 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const TaskV
     wu.model_blob = {version->blob_sha256, version->blob_bytes};
     if (auto status = offer_patches(task, request.held_model, *version, wu); !status) return status.error();
     if (wu.patches.empty())
-        if (auto status = published_.ensure(task.record.id, base_version); !status) return status.error();
+        if (auto status = published_.ensure(*version); !status) return status.error();
     for (const auto& hash : unit.shards)
         for (const auto& shard : *shards)
             if (shard.sha256 == hash) wu.shards.push_back({shard.sha256, shard.bytes});
@@ -272,36 +275,21 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const TaskV
     return std::optional(std::move(response));
 }
 
-common::Result<std::optional<std::int64_t>> Scheduler::rebase_of(const TaskView& task, const WorkUnitRecord& unit,
+common::Result<std::optional<std::int64_t>> Scheduler::rebase_of(const DrawnTask& task, const WorkUnitRecord& unit,
                                                                  bool new_unit) {
     if (new_unit || unit.replicas != 1) return std::optional<std::int64_t>();
-    auto published = published_version(task);
-    if (!published) return published.error();
     auto live = store_.live_assignments(unit.id);
     if (!live) return live.error();
-    if (*live == 0 && published->version != unit.base_version) return std::optional<std::int64_t>(published->version);
+    if (*live == 0 && task.published_version != unit.base_version)
+        return std::optional<std::int64_t>(task.published_version);
     return std::optional<std::int64_t>();
-}
-
-common::Result<Scheduler::PublishedVersion> Scheduler::published_version(const TaskView& task) {
-    auto current = store_.version(task.record.id, task.record.version);
-    if (!current) return current.error();
-    if (!*current) return common::make_error("model version " + std::to_string(task.record.version) + " is missing");
-    auto versions = store_.versions_of_blob(task.record.id, (*current)->blob_sha256);
-    if (!versions) return versions.error();
-    auto first = *versions ? (*versions)->first : task.record.version;
-    if (first != task.record.version) return PublishedVersion{first, std::nullopt};
-    return PublishedVersion{first, std::move(*current)};
 }
 
 common::Status Scheduler::offer_patches(const TaskView& task, const std::string& held_model, const VersionRecord& base,
                                         common::WorkUnit& wu) {
     if (held_model.empty() || held_model == base.blob_sha256) return {};
-    auto held = store_.versions_of_blob(task.record.id, held_model);
-    if (!held) return held.error();
-    if (!*held || (*held)->last >= base.version) return {};
     // The published versions after the held one, each with its patch.
-    auto chain = store_.versions_between(task.record.id, (*held)->last, base.version);
+    auto chain = store_.versions_after_blob(task.record.id, held_model, base.version);
     if (!chain) return chain.error();
     std::vector<common::BlobRef> patches;
     std::int64_t bytes = 0;

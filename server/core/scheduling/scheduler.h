@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 
 #include "clock.h"
@@ -28,11 +29,12 @@
 
 namespace tessera::server {
 
-// What a claim attempt has read already, so that issuing the unit does not read it again
-// (null: read when needed).
-struct ClaimReadings {
-    const std::vector<ShardRecord>* shards = nullptr;  // the task's shards
-    const VersionRecord* base = nullptr;               // a version's record, used when it is the unit's base
+// A task drawn for a work request, as the request's one read of the store saw it (WorkView).
+struct DrawnTask {
+    TaskView task;
+    std::optional<VersionRecord> current;  // the current version's record
+    std::int64_t published_version = 0;    // the first version publishing the current model
+    bool reissuable = false;               // it had a unit the volunteer could be given again
 };
 
 class Scheduler {
@@ -52,29 +54,29 @@ public:
 private:
     // The fleet at work on the task, read only when its units are sized by it (unit_sizing.h).
     common::Result<FleetNow> fleet_now(const TaskConfig& config);
-    // The task to work on: drawn by weight among the eligible ones; none when there is none.
-    common::Result<std::optional<TaskView>> choose_task(const common::WorkRequest& request);
+    // The task to work on: drawn by weight among the eligible ones the view shows; none when
+    // there is none.
+    common::Result<std::optional<DrawnTask>> choose_task(const common::WorkRequest& request, WorkView& view);
     // One try at a unit for the volunteer: nothing when the unit it chose was given out by
-    // another request meanwhile (the caller tries again).
-    common::Result<std::optional<common::WorkResponse>> try_assign(const TaskView& task, const ClientRecord& client,
-                                                                   const common::WorkRequest& request);
-    common::Result<std::optional<common::WorkResponse>> issue(const TaskView& task, const ClientRecord& client,
+    // another request meanwhile (the caller tries again). The first try trusts the view.
+    common::Result<std::optional<common::WorkResponse>> try_assign(const DrawnTask& task, const WorkView& view,
+                                                                   const ClientRecord& client,
+                                                                   const common::WorkRequest& request, bool first_try);
+    // A unit to give again (the one whose shards the volunteer holds most of), if any.
+    common::Result<std::optional<WorkUnitRecord>> reissuable_unit(const DrawnTask& task, const ClientRecord& client,
+                                                                  const std::set<std::string>& cached);
+    // A new unit from the task's shards (`shards` sorted for the volunteer); its replicas drawn
+    // from the volunteer's trust and whether others are around.
+    WorkUnitRecord new_unit(const DrawnTask& task, const ClientRecord& client, const common::WorkRequest& request,
+                            const std::vector<ShardRecord>& shards, const FleetNow& fleet, bool others_around);
+    common::Result<std::optional<common::WorkResponse>> issue(const DrawnTask& task, const ClientRecord& client,
                                                               const common::WorkRequest& request,
                                                               const WorkUnitRecord& unit, bool new_unit,
-                                                              std::int64_t max_in_flight, ClaimReadings read = {});
-    // The task's parsed configuration, parsed once per task (a task's config never changes).
-    common::Result<TaskConfig> config_of(const TaskRecord& record);
-    // The newest version whose model is published: new units are based on it (with a publishing
-    // cadence, the current version's model may not be published yet); with its record when
-    // that is the current version's, read on the way.
-    struct PublishedVersion {
-        std::int64_t version = 0;
-        std::optional<VersionRecord> record;
-    };
-    common::Result<PublishedVersion> published_version(const TaskView& task);
+                                                              std::int64_t max_in_flight,
+                                                              const std::vector<ShardRecord>* shards = nullptr);
     // An unreplicated unit that failed is recomputed on the current model, not the old one: the
     // version a unit handed out again is rebased on, if any.
-    common::Result<std::optional<std::int64_t>> rebase_of(const TaskView& task, const WorkUnitRecord& unit,
+    common::Result<std::optional<std::int64_t>> rebase_of(const DrawnTask& task, const WorkUnitRecord& unit,
                                                           bool new_unit);
     // The patch chain from the model the volunteer holds to the unit's base, when there is one
     // and it is smaller than the model; otherwise the unit offers none (and the model's file is
@@ -93,10 +95,10 @@ private:
     Clock clock_;
     std::string blob_base_url_;
     TaskFilter served_;
-    // Guards configs_, rng_ and holdings_; never held across database work. Requests are
-    // otherwise assigned concurrently: each claim is the store's transaction (Store::Claim).
+    // Guards rng_ and holdings_; never held across database work. Requests are otherwise
+    // assigned concurrently: each claim is the store's transaction (Store::Claim).
     std::mutex state_mutex_;
-    std::map<std::string, TaskConfig> configs_;
+    TaskConfigCache configs_;
     std::mt19937_64 rng_;
     ShardHoldings holdings_;
     RunPaceCache pace_;  // where each task's run stands, for the units' schedule

@@ -2,10 +2,24 @@
 #include "task_lookup.h"
 
 namespace tessera::server {
+
 common::Result<TaskView> task_view(TaskRecord record) {
     auto config = parse_task_config(record.config_json);
     if (!config) return common::with_context("task '" + record.id + "' config", config.error());
     return TaskView{std::move(record), std::move(*config)};
+}
+
+common::Result<TaskView> TaskConfigCache::view(TaskRecord record) {
+    {
+        std::lock_guard lock(mutex_);
+        if (auto found = configs_.find(record.id); found != configs_.end())
+            return TaskView{std::move(record), found->second};
+    }
+    auto parsed = task_view(std::move(record));
+    if (!parsed) return parsed.error();
+    std::lock_guard lock(mutex_);
+    configs_.emplace(parsed->record.id, parsed->config);
+    return parsed;
 }
 
 common::Result<TaskView> load_task(TaskStore& store, const std::string& task_id) {

@@ -1,7 +1,10 @@
 // Reading a task's record together with its parsed configuration.
 #pragma once
 
+#include <map>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "store.h"
@@ -16,6 +19,17 @@ struct TaskView {
 
 // A task record with its parsed configuration (the task named in errors).
 common::Result<TaskView> task_view(TaskRecord record);
+
+// Tasks' configurations parsed once each (a task's configuration never changes). Thread-safe.
+class TaskConfigCache {
+public:
+    // As task_view, the configuration parsed on the task's first call only.
+    common::Result<TaskView> view(TaskRecord record);
+
+private:
+    std::mutex mutex_;
+    std::map<std::string, TaskConfig> configs_;
+};
 common::Result<TaskView> load_task(TaskStore& store, const std::string& task_id);
 // The newest unfinished task, if any.
 common::Result<std::optional<TaskView>> load_current_task(TaskStore& store);

@@ -143,17 +143,18 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
     auto started = SteadyClock::now();
     auto steps = full_rate_steps_of(unit);
     verdict.figures.full_rate_steps = steps;
-    auto norms = store_.recent_norms_per_step(a.task_id, kHistory);
-    if (!norms) return norms.error();
+    auto recent = store_.recent_figures(a.task_id, kHistory);
+    if (!recent) return recent.error();
+    const auto& norms = recent->norms_per_step;
     add_seconds(costs_.cheap, started);
-    auto typical_norm = typical(a.task_id, *norms, &Calibration::norm_per_step);
+    auto typical_norm = typical(a.task_id, norms, &Calibration::norm_per_step);
     if (!typical_norm) return typical_norm.error();
     if (*typical_norm) {
         double typical = **typical_norm;
         double per_step = verdict.figures.norm / steps;
         // Every figure compared, and where the typical one came from.
-        auto source = norms->size() >= kMinFigures
-                          ? "the median of the last " + std::to_string(norms->size()) + " accepted results"
+        auto source = norms.size() >= kMinFigures
+                          ? "the median of the last " + std::to_string(norms.size()) + " accepted results"
                           : std::string("the task's calibration unit, until ") + std::to_string(kMinFigures) +
                                 " results are accepted";
         auto describe_norm = [&](const char* relation, double factor) {
@@ -177,9 +178,7 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
                                                  {a.base_version, a.returned_at.value_or(0)}, plan.warm_up);
     verdict.figures.alignment = alignment;
     add_seconds(costs_.copy, started);
-    auto recent_alignments = store_.recent_alignments(a.task_id, kHistory);
-    if (!recent_alignments) return recent_alignments.error();
-    auto threshold = alignment_threshold(*recent_alignments, task.config.min_alignment);
+    auto threshold = alignment_threshold(recent->alignments, task.config.min_alignment);
     if (match.similarity > task.config.copy_similarity) {
         verdict.reason = std::string(reason::kCopied);
         verdict.detail = "cosine similarity " + std::to_string(match.similarity) + " with " + match.what +

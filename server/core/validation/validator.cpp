@@ -45,41 +45,40 @@ bool Validator::draw(double chance) {
 }
 
 common::Status Validator::validate(const std::string& assignment_id) {
-    auto found = store_.assignment(assignment_id);
+    auto found = store_.result_context(assignment_id, clock_() - kVolunteerActiveWindowS,
+                                       std::string(StallGuard::kSettingPrefix));
     if (!found) return found.error();
     if (!*found) return common::make_error("no result '" + assignment_id + "'");
-    const auto& a = **found;
+    auto& context = **found;
+    const auto& a = context.assignment;
     if (a.state != AssignmentState::Returned) return {};  // already settled
-    auto task = load_task(store_, a.task_id);
+    auto task = configs_.view(std::move(context.task));
     if (!task) return task.error();
-    auto unit = store_.work_unit(a.work_unit_id);
-    if (!unit) return unit.error();
-    if (*unit && (*unit)->state == WorkUnitState::Retired)
+    const auto& unit = context.unit;
+    if (unit.state == WorkUnitState::Retired)
         return reject(a, *task, reason::kWorkUnitRetired, "the work unit failed too often and was retired");
-    auto stale = too_stale(a, *task);
-    if (!stale) return stale.error();
-    if (!stale->empty()) return reject(a, *task, reason::kTooStale, *stale);
+    const auto concurrency = std::max<std::int64_t>(1, context.task_volunteers);
+    if (auto stale = too_stale(a, *task, concurrency); !stale.empty())
+        return reject(a, *task, reason::kTooStale, stale);
     auto sent = sent_work_unit(a);
     if (!sent) return sent.error();
-    auto client = store_.client(a.client_id);
-    if (!client) return client.error();
-    if (!*client) return common::make_error("no client '" + a.client_id + "'");
+    if (!context.client) return common::make_error("no client '" + a.client_id + "'");
 
-    auto suspended = guard_.suspended(*task);
-    if (!suspended) return suspended.error();
+    // The guard's settings are read (and re-armed) only when the task has some.
+    std::set<std::string> suspended;
+    if (context.settings_of_task > 0) {
+        auto read = guard_.suspended(*task);
+        if (!read) return read.error();
+        suspended = std::move(*read);
+    }
     // A volunteer's first result of a task whose units are sized to speeds is its warm-up unit
     // (docs/operations.md, "Alignment"): compared for copies, it forms and is judged by the
     // warm-up units' consensus, not the others'.
-    bool warm_up = false;
-    if (task->config.target_seconds > 0) {
-        auto earlier = store_.returned_before(a);
-        if (!earlier) return earlier.error();
-        warm_up = !*earlier;
-    }
+    bool warm_up = task->config.target_seconds > 0 && !context.returned_before;
     CheckPlan plan;
-    plan.loss_check = draw(loss_check_chance(task->config, **client));
+    plan.loss_check = draw(loss_check_chance(task->config, *context.client));
     plan.warm_up = warm_up;
-    auto verdict = checks_.run(a, *task, *sent, plan, *suspended);
+    auto verdict = checks_.run(a, *task, *sent, plan, suspended);
     if (!verdict) return verdict.error();
     auto note_direction = [&] {
         copies_.note_result(a.task_id, a.work_unit_id, std::move(verdict->sketch),
@@ -97,21 +96,18 @@ common::Status Validator::validate(const std::string& assignment_id) {
         if (auto status = note_flagged(a, *verdict); !status) return status;
     if (!verdict->waived.empty())
         if (auto status = note_waived(a, *verdict); !status) return status;
-    if (*unit && (*unit)->replicas > 1) return settle_replicas(a, *task, verdict->figures);
-    auto accepted = accept(a, *task, verdict->figures, true, {&**client, *unit ? &**unit : nullptr});
+    if (unit.replicas > 1) return settle_replicas(a, *task, verdict->figures);
+    auto accepted = accept(a, *task, verdict->figures, true, {&*context.client, &unit, concurrency});
     return accepted ? common::Status() : common::Status(accepted.error());
 }
 
-common::Result<std::string> Validator::too_stale(const AssignmentRecord& a, const TaskView& task) {
+std::string Validator::too_stale(const AssignmentRecord& a, const TaskView& task, std::int64_t concurrency) {
     if (!staleness_limit(task.config.merge, 1)) return std::string();
-    auto concurrency = concurrency_now(store_, a.task_id, clock_());
-    if (!concurrency) return concurrency.error();
-    const auto c = *concurrency;
-    const auto limit = *staleness_limit(task.config.merge, c);
+    const auto limit = *staleness_limit(task.config.merge, concurrency);
     const auto tau = task.record.version - a.base_version;
     if (static_cast<double>(tau) <= limit) return std::string();
     std::ostringstream detail;
-    detail << "τ = " << tau << " versions, beyond the " << limit << " the task merges with " << c
+    detail << "τ = " << tau << " versions, beyond the " << limit << " the task merges with " << concurrency
            << " volunteer(s) active (staleness " << task.config.merge.staleness.to_string() << ")";
     return detail.str();
 }
@@ -225,7 +221,10 @@ common::Status Validator::settle_unit(const AssignmentRecord& a, const TaskView&
 }
 
 common::Status Validator::accept_alone(const AssignmentRecord& a) {
-    auto task = load_task(store_, a.task_id);
+    auto record = store_.task(a.task_id);
+    if (!record) return record.error();
+    if (!*record) return common::make_error("no task '" + a.task_id + "'");
+    auto task = configs_.view(std::move(**record));
     if (!task) return task.error();
     auto lock = replica_locks_.lock(a.work_unit_id);
     auto siblings = store_.assignments_of(a.work_unit_id);
@@ -274,9 +273,10 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
     std::int64_t steps = known.unit ? known.unit->local_steps : task.config.local_steps;
     // A confirming twin earns credit as the merged one does; a quarantined volunteer none.
     double credit = quarantined ? 0.0 : credit_for(task.config, steps);
-    auto concurrency = concurrency_now(store_, a.task_id, clock_());
+    auto concurrency = known.concurrency ? common::Result<std::int64_t>(*known.concurrency)
+                                         : concurrency_now(store_, a.task_id, clock_());
     if (!concurrency) return concurrency.error();
-    auto accepted = store_.accept(a.id, figures, credit, merge, clock_(), *concurrency);
+    auto accepted = store_.accept(a, figures, credit, merge, clock_(), *concurrency);
     if (!accepted) return accepted.error();
     if (!*accepted) return false;
     if (fallback) {

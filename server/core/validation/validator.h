@@ -12,6 +12,8 @@
 
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <mutex>
 #include <random>
 #include <string>
@@ -30,11 +32,12 @@
 
 namespace tessera::server {
 
-// A result's volunteer and unit as a caller has read them already (null: read when needed).
-// A validation reads them once, when it starts, and decides on them throughout.
+// A result's volunteer, unit and task concurrency as a caller has read them already (null:
+// read when needed). A validation reads them once, when it starts, and decides on them throughout.
 struct ResultReadings {
     const ClientRecord* client = nullptr;
     const WorkUnitRecord* unit = nullptr;
+    std::optional<std::int64_t> concurrency;
 };
 
 class Validator {
@@ -72,7 +75,7 @@ private:
     common::Status note_flagged(const AssignmentRecord& assignment, const Verdict& verdict);
     // Why the result is too stale to merge under the task's staleness function (its age in
     // versions now, against R × the concurrency), or "" when it is not.
-    common::Result<std::string> too_stale(const AssignmentRecord& assignment, const TaskView& task);
+    static std::string too_stale(const AssignmentRecord& assignment, const TaskView& task, std::int64_t concurrency);
     common::Status note_waived(const AssignmentRecord& assignment, const Verdict& verdict);
     bool draw(double chance);
 
@@ -84,6 +87,7 @@ private:
     Clock clock_;
     StallGuard guard_;
     Doorbell& accepted_;               // rung for each result accepted for merging (aggregator_election.h reads them)
+    TaskConfigCache configs_;
     KeyedMutex replica_locks_;         // a replicated unit is settled by one thread at a time
     std::mutex mutex_;                 // guards rng_
     std::mt19937_64 rng_;
