@@ -89,7 +89,7 @@ common::Result<std::vector<VersionRecord>> VersionStore::versions_after_blob(con
         Statement query(db(),
                         std::string("SELECT ") + kVersionColumns +
                             " FROM model_versions v WHERE v.task_id = ? AND v.version <= ? AND v.version > "
-                            "(SELECT MAX(h.version) FROM model_versions h WHERE h.task_id = ? AND h.blob_sha256 = ?) "
+                            "(SELECT MAX(h.version + 0) FROM model_versions h WHERE h.task_id = ? AND h.blob_sha256 = ?) "
                             "ORDER BY v.version");
         query.bind(1, task_id).bind(2, through).bind(3, task_id).bind(4, held_sha256);
         std::vector<VersionRecord> rows;

@@ -199,9 +199,11 @@ common::Result<std::vector<WorkUnitRecord>> WorkStore::reissuable_work_units(con
 
 common::Result<WorkView> WorkStore::work_view(const std::string& client_id, std::int64_t active_since) {
     return reading([&]() -> common::Result<WorkView> {
+        // "version + 0": SQLite's MIN optimisation would walk the task's versions in order
+        // instead of the few rows the (task_id, blob_sha256) index finds.
         Statement query(
             db(), std::string("SELECT ") + kTaskColumns + ", " + kVersionColumns +
-                      ", (SELECT MIN(p.version) FROM model_versions p WHERE p.task_id = t.id AND "
+                      ", (SELECT MIN(p.version + 0) FROM model_versions p WHERE p.task_id = t.id AND "
                       "p.blob_sha256 = v.blob_sha256), CASE WHEN t.state = 'active' AND EXISTS (SELECT 1 FROM "
                       "work_units w WHERE w.task_id = t.id AND " +
                       kReissuableTo +
