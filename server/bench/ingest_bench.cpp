@@ -16,6 +16,7 @@
 #include "database.h"
 #include "delta_codec.h"
 #include "in_process_server.h"
+#include "result_files.h"
 #include "made_up_results.h"
 #include "merge_policy.h"
 #include "result_upload.h"
@@ -84,6 +85,7 @@ struct PipelineFigures {
     double aggregator_s = 0;  // merging and committing, on the aggregator's thread
     server::DatabaseActivity work;     // summed over the work requests
     server::DatabaseActivity results;  // summed over the uploads, each up to its merge
+    std::uint64_t decodes = 0;         // delta files decoded over the uploads
 };
 
 // What the database ran between `before` and now, added to `sum`.
@@ -133,8 +135,10 @@ common::Result<PipelineFigures> run_pipeline(server::InProcessServer& server, co
         held[volunteer] = unit->model_blob.sha256;
         auto body = packed_result(*unit, deltas[static_cast<std::size_t>(i) % deltas.size()]);
         auto uploaded = server::database_activity();
+        auto decoded = server::result_deltas_decoded();
         auto outcome = server.upload(request.client_id, body);
         add_activity_since(uploaded, figures.results);
+        figures.decodes += server::result_deltas_decoded() - decoded;
         if (!outcome) return outcome.error();
         if (outcome->http_status != 200) ++figures.refused;
     }
@@ -203,7 +207,7 @@ void print_ingest(std::ostream& out, const IngestBenchOptions& options, bool pat
                   "(%lld merged, %lld rejected, %lld refused at intake; version %lld)\n"
                   "  aggregator: %.0f ms per result merged and committed = %.2f merges/s\n"
                   "  database: %.1f statements (%.1f reads) per work request; %.1f statements (%.1f reads) "
-                  "per result, intake to merge\n"
+                  "per result, intake to merge; %.2f delta decodes per result\n"
                   "  state directory: %.1f MB of blobs and result files\n"
                   "  merge loop: %.1f ms per add = %.2f GB/s (12 bytes per parameter: Δ read, θ read and written)\n"
                   "  memory bandwidth (triad, one thread, 3 arrays of max(parameters, 16 M) floats): %.2f GB/s; "
@@ -215,7 +219,7 @@ void print_ingest(std::ostream& out, const IngestBenchOptions& options, bool pat
                   static_cast<long long>(figures.rejected), static_cast<long long>(figures.refused),
                   static_cast<long long>(figures.version), aggregator_ms_per_merge, figures.merges_per_s,
                   figures.work_statements, figures.work_reads, figures.result_statements, figures.result_reads,
-                  static_cast<double>(figures.state_bytes) / 1e6, figures.merge_s * 1000,
+                  figures.decodes_per_result, static_cast<double>(figures.state_bytes) / 1e6, figures.merge_s * 1000,
                   figures.merge_bytes_per_s / 1e9, figures.memory_bytes_per_s / 1e9,
                   100.0 * figures.merge_bytes_per_s / figures.memory_bytes_per_s);
     out << text;
@@ -263,6 +267,7 @@ common::Result<IngestFigures> run_ingest_bench(const IngestBenchOptions& options
     figures.work_reads = per_request(pipeline->work.reads);
     figures.result_statements = per_request(pipeline->results.statements);
     figures.result_reads = per_request(pipeline->results.reads);
+    figures.decodes_per_result = per_request(pipeline->decodes);
     figures.merges_per_s = static_cast<double>(pipeline->merged) / std::max(1e-9, pipeline->aggregator_s);
     figures.state_bytes = state_bytes;
     figures.merge_s = *merge_s;

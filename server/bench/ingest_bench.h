@@ -43,6 +43,7 @@ struct IngestFigures {
     double work_reads = 0;
     double result_statements = 0;
     double result_reads = 0;
+    double decodes_per_result = 0;  // delta files decoded per result, its checks and its merge
     double merges_per_s = 0;        // results merged per second of the aggregator's time
     std::uint64_t state_bytes = 0;  // blobs and result files at the end (shards and version 0 included)
     double merge_s = 0;             // one add, the best of five

@@ -74,5 +74,7 @@ TEST_CASE("ingest: made-up results are validated and merged, and the merge loop 
     CHECK(figures.work_reads <= figures.work_statements);
     CHECK(figures.result_reads > 0);
     CHECK(figures.result_reads <= figures.result_statements);
+    // The checks decode each delta; the merge takes the decoded form (issue 53, item 3).
+    CHECK(figures.decodes_per_result == doctest::Approx(1.0));
     CHECK(out.str().find("results/s") != std::string::npos);
 }

@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <string>
 
+#include "delta_codec.h"
 #include "file_io.h"
+#include "result_files.h"
 #include "result_upload.h"
 #include "sha256.h"
 #include "spooled_upload_body.h"
@@ -145,4 +147,36 @@ TEST_CASE("a whole body spooled at once (the in-process server's uploads) is spl
     auto refused = server::spool_upload(common::Bytes{1, 0}, dir.path(), server::posix_file_system());
     CHECK(refused.error == common::kUploadTooShort);
     CHECK_FALSE(refused.disk_error);
+}
+
+TEST_CASE("a decoded delta kept for the merge is read once, in place of the file; removing drops it; bounded") {
+    testing::TempDir dir;
+    std::filesystem::create_directories(dir.path() / "results");
+    server::ResultFiles results{server::StateDir(dir.path()), server::posix_file_system(), 64};  // 16 floats
+    common::NamedTensors delta{{"w", {2}, {0.5f, -0.25f}}};
+    auto encoded = common::encode_delta(delta, {common::DeltaDType::F32, 1.0}).value();
+    REQUIRE(results.write("a-1", encoded.bytes));
+    REQUIRE(results.write("a-2", encoded.bytes));
+
+    common::NamedTensors kept{{"w", {2}, {9.0f, 9.0f}}};  // not the file's values: shows which was read
+    results.keep_decoded("a-1", kept);
+    auto decodes = server::result_deltas_decoded();
+    CHECK(results.read("a-1", 10).value().at(0).values == kept.at(0).values);
+    CHECK(server::result_deltas_decoded() == decodes);                          // no decode
+    CHECK(results.read("a-1", 10).value().at(0).values == delta.at(0).values);  // kept for one read
+    CHECK(server::result_deltas_decoded() == decodes + 1);
+
+    results.keep_decoded("a-2", kept);
+    results.remove("a-2");  // refused, or merged elsewhere: the kept form goes with the file
+    CHECK(!results.read("a-2", 10).ok());
+
+    // One delta over the bound is not kept; the oldest give way to new ones.
+    common::NamedTensors huge{{"w", {17}, std::vector<float>(17, 1.0f)}};
+    results.keep_decoded("a-1", std::move(huge));
+    CHECK(results.read("a-1", 10).value().at(0).values == delta.at(0).values);
+    common::NamedTensors half{{"w", {8}, std::vector<float>(8, 2.0f)}};
+    results.keep_decoded("a-1", half);
+    results.keep_decoded("a-3", half);
+    results.keep_decoded("a-4", half);  // over the bound: a-1's goes
+    CHECK(results.read("a-1", 10).value().at(0).values == delta.at(0).values);
 }

@@ -86,9 +86,7 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     auto started = SteadyClock::now();
     auto bytes = results_.read_bytes(a.id);
     if (!bytes) return bytes.error();
-    common::DeltaDecodeLimits limits;
-    limits.max_elements = static_cast<std::uint64_t>(value_count(model) + 1);
-    auto decoded = common::decode_delta(*bytes, limits);
+    auto decoded = ResultFiles::decode(*bytes, value_count(model) + 1);
     add_seconds(costs_.decode, started);
     if (!decoded) return refuse(reason::kUndecodable, decoded.message());
     // The file's own metadata and part dtypes (the decoder checked they agree), not the manifest's.
@@ -108,9 +106,12 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
 
     auto refused = cheap_checks(a, task, unit, delta, plan, suspended, verdict);
     if (!refused) return refused.error();
-    if (*refused || !plan.loss_check) return verdict;
-    ++costs_.loss_checked;
-    if (auto status = loss_checks(a, task, unit, model, delta, suspended, verdict); !status) return status.error();
+    if (!*refused && plan.loss_check) {
+        ++costs_.loss_checked;
+        if (auto status = loss_checks(a, task, unit, model, delta, suspended, verdict); !status) return status.error();
+    }
+    // Passed: the merge in this process takes the decoded delta instead of decoding it again.
+    if (verdict.reason.empty()) results_.keep_decoded(a.id, std::move(decoded->tensors));
     return verdict;
 }
 
