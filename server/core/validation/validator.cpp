@@ -26,6 +26,17 @@ common::Result<std::int64_t> concurrency_now(Store& store, const std::string& ta
     return std::max<std::int64_t>(1, *volunteers);
 }
 
+// `known` when the caller had the record, else the record `read` gives, kept in `holder`
+// (null when there is none).
+template <class Record, class Read>
+common::Result<const Record*> known_or_read(const Record* known, std::optional<Record>& holder, Read read) {
+    if (known) return known;
+    auto found = read();
+    if (!found) return found.error();
+    holder = std::move(*found);
+    return holder ? &*holder : nullptr;
+}
+
 }  // namespace
 
 Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
@@ -249,12 +260,9 @@ common::Status Validator::accept_alone(const AssignmentRecord& a) {
 common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView& task, const CheckFigures& figures,
                                        bool merge, ResultReadings known) {
     std::optional<ClientRecord> read_client;
-    if (!known.client) {
-        auto client = store_.client(a.client_id);
-        if (!client) return client.error();
-        read_client = std::move(*client);
-        known.client = read_client ? &*read_client : nullptr;
-    }
+    auto client = known_or_read(known.client, read_client, [&] { return store_.client(a.client_id); });
+    if (!client) return client.error();
+    known.client = *client;
     bool quarantined = known.client && known.client->quarantined;
     bool fallback = false;  // merged although quarantined: nothing else has been for a while
     if (merge && quarantined) {
@@ -264,12 +272,9 @@ common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView
     }
     merge = merge && (!quarantined || fallback);
     std::optional<WorkUnitRecord> read_unit;
-    if (!known.unit) {
-        auto unit = store_.work_unit(a.work_unit_id);
-        if (!unit) return unit.error();
-        read_unit = std::move(*unit);
-        known.unit = read_unit ? &*read_unit : nullptr;
-    }
+    auto unit = known_or_read(known.unit, read_unit, [&] { return store_.work_unit(a.work_unit_id); });
+    if (!unit) return unit.error();
+    known.unit = *unit;
     std::int64_t steps = known.unit ? known.unit->local_steps : task.config.local_steps;
     // A confirming twin earns credit as the merged one does; a quarantined volunteer none.
     double credit = quarantined ? 0.0 : credit_for(task.config, steps);
