@@ -13,6 +13,8 @@ namespace tessera::common {
 
 // Bounds of a dataset's description that a task made from it repeats (its stored config):
 // one set, so that every dataset the manifest reader accepts makes a task that can be loaded.
+// Decompressed shards are capped at this size; a larger claim is refused.
+constexpr std::uint64_t kMaxShardBytes = std::uint64_t{2} << 30;
 constexpr std::int64_t kMaxSampleDim = 1 << 16;
 constexpr std::int64_t kMaxTextDim = 1 << 16;
 constexpr std::int64_t kMaxClasses = 100000;

@@ -1,4 +1,4 @@
--- The server's SQLite schema (tessera-server; docs/operations.md), version 11
+-- The server's SQLite schema (tessera-server; docs/operations.md), version 12
 -- (Store::kSchemaVersion).
 -- Applied by server/store/store.cpp when PRAGMA user_version is 0; older files are migrated
 -- there. schemas/db_postgres.sql is the same schema for PostgreSQL: change both together
@@ -139,6 +139,18 @@ CREATE INDEX assignments_by_acceptance ON assignments(accepted_seq);
 -- Schema 4: registrations per address (Sybil limit), rejections per volunteer (quarantine).
 CREATE INDEX clients_by_address ON clients(address, registered_at);
 CREATE INDEX model_versions_by_blob ON model_versions(task_id, blob_sha256);
+-- Schema 12: the checks' recent alignments walk results by return, newest first.
+CREATE INDEX assignments_by_return ON assignments(returned_at);
+
+-- Schema 12: the last unit each volunteer was issued of each task, so "the task's volunteers
+-- active in the last ten minutes" counts volunteers, not their units (written with the assignment).
+CREATE TABLE task_volunteers (
+  task_id        TEXT NOT NULL REFERENCES tasks(id),
+  client_id      TEXT NOT NULL REFERENCES clients(id),
+  last_issued_at INTEGER NOT NULL,
+  PRIMARY KEY (task_id, client_id)
+);
+CREATE INDEX task_volunteers_by_issue ON task_volunteers(task_id, last_issued_at);
 
 -- Why results were refused.
 CREATE TABLE rejections (

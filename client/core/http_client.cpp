@@ -1,5 +1,5 @@
-// HttpClient: plain or TLS streams, a capped string body for API answers, a streamed body
-// for blob downloads.
+// HttpClient: requests over kept or new connections, a capped string body for API answers, a
+// streamed body for blob downloads (on a connection of their own).
 #include "http_client.h"
 
 #include <boost/asio/connect.hpp>
@@ -15,6 +15,7 @@
 #include <fstream>
 #include <optional>
 
+#include "http_connection.h"
 #include "server_answer.h"
 
 namespace tessera::client {
@@ -48,45 +49,11 @@ ApiFailure failure_of(const Url& origin, const boost::system::system_error& erro
     return {FailureKind::NoAnswer, origin.origin() + ": " + code.message()};
 }
 
-// Opens a connection to `origin` and hands the ready stream to `use`.
-template <class Use>
-ApiStatus with_stream(const Url& origin, const HttpOptions& options, Use&& use) {
-    std::optional<ssl::context> context;
-    if (origin.tls) {
-        context.emplace(ssl::context::tls_client);
-        boost::system::error_code error;
-        if (options.ca_file.empty())
-            context->set_default_verify_paths(error);
-        else
-            context->load_verify_file(options.ca_file.string(), error);
-        if (error)
-            return ApiFailure{FailureKind::Local,
-                              "cannot load the trusted certificates" +
-                                  (options.ca_file.empty() ? std::string() : " from " + options.ca_file.string()) +
-                                  ": " + error.message()};
-        context->set_verify_mode(ssl::verify_peer);
-    }
+// Runs `body`, turning what a connection or exchange throws into an ApiFailure.
+template <class Body>
+auto guarded(const Url& origin, Body&& body) -> decltype(body()) {
     try {
-        asio::io_context io;
-        tcp::resolver resolver(io);
-        auto endpoints = resolver.resolve(origin.host, std::to_string(origin.port));
-        if (!origin.tls) {
-            beast::tcp_stream stream(io);
-            stream.expires_after(options.timeout);
-            stream.connect(endpoints);
-            return use(stream);
-        }
-        beast::ssl_stream<beast::tcp_stream> stream(io, *context);
-        if (!SSL_set_tlsext_host_name(stream.native_handle(), origin.host.c_str()))
-            return ApiFailure{FailureKind::Local, "TLS: cannot set the server name"};
-        stream.set_verify_callback(ssl::host_name_verification(origin.host));
-        beast::get_lowest_layer(stream).expires_after(options.timeout);
-        beast::get_lowest_layer(stream).connect(endpoints);
-        stream.handshake(ssl::stream_base::client);
-        auto status = use(stream);
-        beast::error_code ignored;
-        stream.shutdown(ignored);
-        return status;
+        return body();
     } catch (const Interrupted&) {
         return ApiFailure{FailureKind::Stopped, origin.origin() + ": the transfer was stopped on request"};
     } catch (const boost::system::system_error& error) {
@@ -94,6 +61,24 @@ ApiStatus with_stream(const Url& origin, const HttpOptions& options, Use&& use) 
     } catch (const std::exception& error) {
         return ApiFailure{FailureKind::NoAnswer, origin.origin() + ": " + error.what()};
     }
+}
+
+// Opens a connection of its own to `origin`, hands the ready stream to `use`, and ends it.
+template <class Use>
+ApiStatus with_stream(const Url& origin, const HttpOptions& options, Use&& use) {
+    return guarded(origin, [&]() -> ApiStatus {
+        auto connection = HttpConnection::open(origin, options);
+        if (!connection) return connection.error();
+        auto status = (*connection)->use(use);
+        (*connection)->finish();
+        return status;
+    });
+}
+
+// A kept connection found closed when used: the server ended it before it read the request.
+bool closed_while_idle(const boost::system::error_code& code) {
+    return code == http::error::end_of_stream || code == asio::error::eof || code == asio::error::connection_reset ||
+           code == asio::error::broken_pipe || code == asio::error::connection_aborted;
 }
 
 http::request<http::string_body> make_request(const Url& origin, const std::string& method, const std::string& target,
@@ -177,16 +162,37 @@ http::response<http::string_body> exchange(Stream& stream, const Url& origin, co
 
 }  // namespace
 
+HttpClient::HttpClient(HttpOptions options)
+    : options_(std::move(options)), idle_(std::make_shared<IdleConnections>()) {}
+
 ApiResult<HttpResponse> HttpClient::request(const Url& origin, const std::string& method, const std::string& target,
                                             const std::string& body,
                                             const std::map<std::string, std::string>& headers) const {
-    HttpResponse reply;
-    auto status = with_stream(origin, options_, [&](auto& stream) -> ApiStatus {
-        reply = http_response_of(exchange(stream, origin, method, target, body, headers, options_));
-        return {};
+    const auto key = origin.origin();
+    return guarded(origin, [&]() -> ApiResult<HttpResponse> {
+        for (bool first_try = true;; first_try = false) {
+            auto connection = first_try ? idle_->take(key, options_.keep_alive) : nullptr;
+            const bool kept = connection != nullptr;
+            if (!connection) {
+                auto opened = HttpConnection::open(origin, options_);
+                if (!opened) return opened.error();
+                connection = std::move(*opened);
+            }
+            std::optional<http::response<http::string_body>> answer;
+            try {
+                answer = connection->use(
+                    [&](auto& stream) { return exchange(stream, origin, method, target, body, headers, options_); });
+            } catch (const boost::system::system_error& error) {
+                if (kept && closed_while_idle(error.code())) continue;  // once more, on a new connection
+                throw;
+            }
+            if (answer->keep_alive())
+                idle_->give_back(key, std::move(connection), options_.keep_alive);
+            else
+                connection->finish();
+            return http_response_of(std::move(*answer));
+        }
     });
-    if (!status) return status.error();
-    return reply;
 }
 
 ApiStatus HttpClient::download(const Url& origin, const std::string& target, const std::filesystem::path& file,

@@ -1,5 +1,5 @@
-// A blocking HTTP(S) client for the volunteer (Boost.Beast): one request per connection,
-// timeouts on every step, TLS verified against the system store (or a given CA file), and
+// A blocking HTTP(S) client for the volunteer (Boost.Beast): answered connections kept for the
+// next request (keep-alive, http_connection.h), timeouts on every step, TLS verified against the system store (or a given CA file), and
 // blob downloads to a file that resume with Range. Failures come back as ApiResults that say
 // whether retrying can help (a certificate that fails verification is Untrusted); nothing a
 // server sends can crash the client (bodies are capped). Safe to use from several threads.
@@ -37,17 +37,26 @@ struct HttpOptions {
     // ends at the next chunk (or while the cap makes it wait) as FailureKind::Stopped; a download
     // keeps its partial file.
     std::function<bool()> interrupted;
+    // An answered connection is reused by the next request to its server while it has been idle
+    // for less than this; 0: a connection per request. Well under the server's idle limit (its
+    // header timeout, 30 s by default).
+    std::chrono::seconds keep_alive{5};
 };
+
+class IdleConnections;
 
 // Called with (bytes so far, total bytes) while a download runs.
 using DownloadProgress = std::function<void(std::uint64_t, std::uint64_t)>;
 
 class HttpClient {
 public:
-    explicit HttpClient(HttpOptions options = {}) : options_(std::move(options)) {}
+    // Copies share the kept connections.
+    explicit HttpClient(HttpOptions options = {});
     const HttpOptions& options() const { return options_; }
 
-    // `target` is the path and query on `origin` (scheme://host:port from a Url).
+    // `target` is the path and query on `origin` (scheme://host:port from a Url). On a kept
+    // connection the server closed meanwhile, the request is sent once more on a new one (a
+    // request the server did take is then refused as a replay of its nonce, not run twice).
     ApiResult<HttpResponse> request(const Url& origin, const std::string& method, const std::string& target,
                                     const std::string& body = "",
                                     const std::map<std::string, std::string>& headers = {}) const;
@@ -59,6 +68,7 @@ public:
 
 private:
     HttpOptions options_;
+    std::shared_ptr<IdleConnections> idle_;
 };
 
 }  // namespace tessera::client

@@ -17,9 +17,6 @@
 
 namespace tessera::common {
 
-// Decompressed shards are capped at this size; a larger claim is refused.
-constexpr std::uint64_t kMaxShardBytes = std::uint64_t{2} << 30;
-
 // A batch's captions: (B, L, D) padded with zeros to the batch's longest, and each one's
 // length (B,) i64.
 struct PaddedCaptions {

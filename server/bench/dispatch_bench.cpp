@@ -248,7 +248,8 @@ void print_figures(const DispatchBenchOptions& options, const DispatchFigures& f
     char line[1024];
     std::snprintf(
         line, sizeof line,
-        "dispatch: %d server%s, %lld volunteers, %d connections, %zu validation threads, %.1f s: %.1f WU/s "
+        "dispatch: %d server%s, %lld volunteers, %d connections (kept alive %d s), %zu validation threads, %.1f s: "
+        "%.1f WU/s "
         "(%lld units, %lld no-work answers, %lld failures)\n"
         "  work   p50 %.1f ms  p99 %.1f ms\n"
         "  upload p50 %.1f ms  p99 %.1f ms (%zu-byte results)\n"
@@ -257,7 +258,7 @@ void print_figures(const DispatchBenchOptions& options, const DispatchFigures& f
         "  database: %.1f statements (%.1f reads) and %.1f commits per unit (its work request, upload, validation and "
         "merge)\n",
         options.servers, options.servers > 1 ? "s" : "", static_cast<long long>(options.volunteers),
-        options.connections, options.validation_threads, figures.seconds, figures.units_per_s,
+        options.connections, options.keep_alive_s, options.validation_threads, figures.seconds, figures.units_per_s,
         static_cast<long long>(figures.units), static_cast<long long>(figures.no_work),
         static_cast<long long>(figures.failures), figures.work_p50_ms, figures.work_p99_ms, figures.upload_p50_ms,
         figures.upload_p99_ms, figures.result_bytes, figures.unit_p50_ms, figures.unit_p99_ms,
@@ -284,7 +285,9 @@ common::Result<DispatchFigures> run_dispatch_bench(const DispatchBenchOptions& o
     auto delta = made_up_delta(first.store(), state, {common::DeltaDType::Int8, options.topk_fraction});
     if (!delta) return delta.error();
 
-    client::HttpClient http;
+    client::HttpOptions http_options;
+    http_options.keep_alive = std::chrono::seconds(options.keep_alive_s);
+    client::HttpClient http(http_options);
     auto registering = Clock::now();
     auto volunteers = register_volunteers(options, *apps, http);
     if (!volunteers) return volunteers.error();
@@ -335,7 +338,9 @@ int run_dispatch_command(int argc, char** argv) {
         "db", "the server's database: an empty postgresql://… database (default: SQLite in a temporary directory)",
         cxxopts::value<std::string>()->default_value(""))(
         "servers", "server instances on the --db PostgreSQL database, the volunteers spread over them",
-        cxxopts::value<int>()->default_value("1"));
+        cxxopts::value<int>()->default_value("1"))(
+        "keep-alive", "seconds a volunteer's answered connection is kept for its next request (0: one per request)",
+        cxxopts::value<int>()->default_value(std::to_string(defaults.keep_alive_s)));
     try {
         auto parsed = common::parse_command_line(parser, argc, argv);
         if (!parsed) return parsed.exit_code;
@@ -356,6 +361,7 @@ int run_dispatch_command(int argc, char** argv) {
         options.work_threads = std::max<std::size_t>(1, args["work-threads"].as<std::size_t>());
         options.database_url = args["db"].as<std::string>();
         options.servers = args["servers"].as<int>();
+        options.keep_alive_s = std::max(0, args["keep-alive"].as<int>());
         auto figures = run_dispatch_bench(options, std::cout);
         if (!figures) {
             std::cerr << "tessera-bench dispatch: " << figures.message() << "\n";

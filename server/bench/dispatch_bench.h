@@ -30,6 +30,8 @@ struct DispatchBenchOptions {
     // connections and threads, in this process; the volunteers are spread over them evenly,
     // as an nginx upstream would.
     int servers = 1;
+    // The volunteers' HttpOptions::keep_alive, in seconds (0: a connection per request).
+    int keep_alive_s = 5;
 };
 
 struct DispatchFigures {

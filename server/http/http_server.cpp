@@ -216,6 +216,7 @@ asio::awaitable<void> accept_loop(asio::io_context& io, Context context, std::sh
             socket.close(ignored);  // over the cap: refuse rather than queue
             continue;
         }
+        context->api.metrics().count_connection();
         auto slot = std::make_shared<ConnectionSlot>(connections);
         auto strand = socket.get_executor();
         if (tls) {

@@ -54,6 +54,9 @@ void Histogram::write(std::ostream& out, std::string_view name, std::string_view
 void ServerMetrics::write(std::ostream& out) const {
     family(out, "tessera_http_requests_total", "counter", "HTTP requests answered.");
     out << "tessera_http_requests_total " << requests() << '\n';
+    family(out, "tessera_http_connections_total", "counter",
+           "HTTP connections accepted (a volunteer's requests share one while it keeps it alive).");
+    out << "tessera_http_connections_total " << connections() << '\n';
     family(out, "tessera_http_request_duration_seconds", "histogram",
            "Time from a request's header to the end of its response, by route group.");
     for (std::size_t i = 0; i < latency_.size(); ++i)

@@ -54,6 +54,8 @@ public:
     double merge_seconds() const { return merge_.sum_seconds(); }
     void count_commit_failure() { ++commit_failures_; }
     std::uint64_t commit_failures() const { return commit_failures_.load(); }
+    void count_connection() { ++connections_; }
+    std::uint64_t connections() const { return connections_.load(); }
     void count_request() { ++requests_; }
     std::uint64_t requests() const { return requests_.load(); }
     std::uint64_t bytes_in() const { return bytes_in_.load(); }
@@ -72,6 +74,7 @@ private:
     std::atomic<std::uint64_t> upload_bytes_in_flight_{0};
     std::atomic<std::uint64_t> uploads_turned_away_{0};
     std::atomic<std::uint64_t> requests_{0};
+    std::atomic<std::uint64_t> connections_{0};
     std::atomic<std::uint64_t> commit_failures_{0};
     CheckCosts checks_;
 };

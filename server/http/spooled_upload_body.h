@@ -1,5 +1,7 @@
 // The Beast body type of a result upload: the HTTP session converts its parser to it once the
-// header has passed its checks, and the body is spooled to disk as it arrives (upload_spool.h).
+// header has passed its checks. On the I/O thread it only collects the bytes read into
+// SpooledUpload::received; the session hands them to the spool (hashing, disk) on the handler
+// pool (upload_session.h).
 #pragma once
 
 #include <boost/asio/buffer.hpp>
@@ -16,14 +18,9 @@ struct SpooledUploadBody {
     class reader {
     public:
         template <bool isRequest, class Fields>
-        reader(boost::beast::http::header<isRequest, Fields>&, value_type& body) : writer_(body) {}
+        reader(boost::beast::http::header<isRequest, Fields>&, value_type& body) : body_(body) {}
 
-        // Never an error for Beast: what went wrong is in the body's `error`, answered once the
-        // whole body has arrived.
-        void init(const boost::optional<std::uint64_t>&, boost::system::error_code& error) {
-            error = {};
-            writer_.open();
-        }
+        void init(const boost::optional<std::uint64_t>&, boost::system::error_code& error) { error = {}; }
         template <class ConstBufferSequence>
         std::size_t put(const ConstBufferSequence& buffers, boost::system::error_code& error) {
             error = {};
@@ -31,18 +28,16 @@ struct SpooledUploadBody {
             for (auto it = boost::asio::buffer_sequence_begin(buffers); it != boost::asio::buffer_sequence_end(buffers);
                  ++it) {
                 boost::asio::const_buffer buffer = *it;
-                writer_.write(static_cast<const std::uint8_t*>(buffer.data()), buffer.size());
+                const auto* bytes = static_cast<const std::uint8_t*>(buffer.data());
+                body_.received.insert(body_.received.end(), bytes, bytes + buffer.size());
                 taken += buffer.size();
             }
             return taken;
         }
-        void finish(boost::system::error_code& error) {
-            error = {};
-            writer_.finish();
-        }
+        void finish(boost::system::error_code& error) { error = {}; }
 
     private:
-        SpoolWriter writer_;
+        value_type& body_;
     };
 };
 

@@ -1,5 +1,5 @@
 // An upload's session parts that are not templates: its header checked on the handler pool
-// before the body is read, the slot it takes, the refusals that close the connection, and the
+// before the body is read, its bytes spooled on the handler pool, the slot it takes, the refusals that close the connection, and the
 // answer computed on the handler pool.
 #include "upload_session.h"
 
@@ -9,6 +9,12 @@ namespace tessera::server::upload_session {
 namespace {
 
 constexpr int kUploadRetryAfterS = 10;
+
+asio::awaitable<bool> spool_received(SpoolWriter& writer, bool last) {
+    writer.spool_received();
+    if (last) writer.finish();
+    co_return last;
+}
 
 asio::awaitable<std::optional<Response>> respond_to_upload(Api& api, UploadRequest request) {
     co_return api.handle_upload(std::move(request));
@@ -50,6 +56,12 @@ Response closing_error(const http::request_header<>& header, http::status status
 }
 
 }  // namespace
+
+asio::awaitable<void> spool_on_handler_pool(asio::thread_pool& handlers, SpoolWriter& writer, bool last) {
+    auto work = spool_received(writer, last);
+    auto spooled = co_await on_handler_pool(handlers, std::move(work));
+    (void)spooled;
+}
 
 asio::awaitable<std::optional<Response>> answer_upload(asio::thread_pool& handlers, Api& api, UploadRequest request) {
     auto work = respond_to_upload(api, std::move(request));

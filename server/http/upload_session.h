@@ -1,7 +1,8 @@
 // Receiving a signed upload on a connection: admitted on its header (its checks on the handler
 // pool, its task's size limit, a slot among the uploads the server holds) before its body is
-// read; the body spooled to a file at the pace the server asks; the answer computed on the
-// handler pool.
+// read; the body read at the pace the server asks and spooled to a file on the handler pool
+// (hashing and disk writes off the I/O thread) every kSpoolChunkBytes and at its end; the
+// answer computed on the handler pool.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -27,6 +28,13 @@ namespace upload_session {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 
+// Body bytes an upload's session reads before it hands them to the spool: the memory an
+// upload holds beyond its read buffer.
+constexpr std::size_t kSpoolChunkBytes = 256 << 10;
+
+// Spools what `upload` has received (and, when `last`, ends the body), on the handler pool.
+asio::awaitable<void> spool_on_handler_pool(asio::thread_pool& handlers, SpoolWriter& writer, bool last);
+
 // The API's answer to a spooled upload, computed on the handler pool (it hashes nothing more,
 // but fsyncs and queries the store).
 asio::awaitable<std::optional<Response>> answer_upload(asio::thread_pool& handlers, Api& api, UploadRequest request);
@@ -50,10 +58,13 @@ asio::awaitable<bool> refuse_and_close(Stream& stream, Response refusal, Record&
     co_return false;
 }
 
-// Reads the rest of an upload's body while it keeps the pace (upload_pace.h).
+// Reads the rest of an upload's body while it keeps the pace (upload_pace.h), handing it to
+// `writer` on the handler pool as it goes.
 template <class Stream, class Parser>
 asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_paced_body(Stream& stream, beast::flat_buffer& buffer,
-                                                                            Parser& parser, const UploadPace& pace) {
+                                                                            Parser& parser, const UploadPace& pace,
+                                                                            asio::thread_pool& handlers,
+                                                                            SpoolWriter& writer) {
     auto started = std::chrono::steady_clock::now();
     std::size_t received = 0;
     while (!parser.is_done()) {
@@ -62,7 +73,10 @@ asio::awaitable<std::tuple<beast::error_code, std::size_t>> read_paced_body(Stre
         auto [error, bytes] = co_await http::async_read_some(stream, buffer, parser, kTuple);
         received += bytes;
         if (error) co_return std::tuple(error, received);
+        if (parser.get().body().received.size() >= kSpoolChunkBytes)
+            co_await spool_on_handler_pool(handlers, writer, false);
     }
+    co_await spool_on_handler_pool(handlers, writer, true);
     co_return std::tuple(beast::error_code(), received);
 }
 
@@ -84,7 +98,9 @@ asio::awaitable<bool> serve_upload(Stream& stream, beast::flat_buffer& buffer,
         context.api.metrics().add_bytes_out(written);
         if (error) co_return false;
     }
-    auto [read_error, body_bytes] = co_await read_paced_body(stream, buffer, parser, context.settings.upload_pace);
+    SpoolWriter writer(parser.get().body());
+    auto [read_error, body_bytes] =
+        co_await read_paced_body(stream, buffer, parser, context.settings.upload_pace, context.handlers, writer);
     context.api.metrics().add_bytes_in(body_bytes);
     if (read_error == http::error::body_limit) {
         auto refusal = too_large(parser.get(), limit);

@@ -99,7 +99,7 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
     }
 }
 
-// Schema versions: 0 = empty, 10 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
+// Schema versions: 0 = empty, 12 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
 // files of older servers are migrated: 1 → 2 adds the evaluation's sample size to
 // model_versions, 2 → 3 the indexes of open work units, clients by last seen, nonces by time
 // and assignments by acceptance, 3 → 4 the contribution checks' columns (quarantine,
@@ -108,8 +108,9 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
 // pinned flags, 6 → 7 (both back ends; PostgreSQL support began at 6) the leases table and
 // the tasks' weights, 7 → 8 (both) the alignment figure of assignments, 8 → 9 (both) the
 // concurrency stamped on accepted results, 9 → 10 (both) the results' steps at the full learning
-// rate (the checks' per-step figures), 10 → 11 (both) the validation claim of a returned result. A
-// database from a newer server is refused.
+// rate (the checks' per-step figures), 10 → 11 (both) the validation claim of a returned result,
+// 11 → 12 (both) the task's volunteers by their last unit (filled from the assignments) and the
+// results by return. A database from a newer server is refused.
 namespace {
 
 // Schema 7's additions, as in both schema files (BIGINT and REAL are 64-bit on both).
@@ -121,6 +122,13 @@ constexpr const char* kSchema9Sql = "ALTER TABLE assignments ADD COLUMN concurre
 constexpr const char* kSchema10Sql = "ALTER TABLE assignments ADD COLUMN full_rate_steps DOUBLE PRECISION;";
 constexpr const char* kSchema11Sql =
     "ALTER TABLE assignments ADD COLUMN claimed_by TEXT; ALTER TABLE assignments ADD COLUMN claimed_until BIGINT;";
+constexpr const char* kSchema12Sql =
+    "CREATE INDEX assignments_by_return ON assignments(returned_at); "
+    "CREATE TABLE task_volunteers (task_id TEXT NOT NULL REFERENCES tasks(id), client_id TEXT NOT NULL "
+    "REFERENCES clients(id), last_issued_at BIGINT NOT NULL, PRIMARY KEY (task_id, client_id)); "
+    "CREATE INDEX task_volunteers_by_issue ON task_volunteers(task_id, last_issued_at); "
+    "INSERT INTO task_volunteers(task_id, client_id, last_issued_at) SELECT w.task_id, a.client_id, "
+    "MAX(a.issued_at) FROM assignments a JOIN work_units w ON w.id = a.work_unit_id GROUP BY w.task_id, a.client_id;";
 
 // PostgreSQL databases began at schema 6.
 void migrate_postgres(Database& db, std::int64_t version) {
@@ -130,7 +138,8 @@ void migrate_postgres(Database& db, std::int64_t version) {
     if (version < 8) db.exec(kSchema8Sql);
     if (version < 9) db.exec(kSchema9Sql);
     if (version < 10) db.exec(kSchema10Sql);
-    db.exec(kSchema11Sql);
+    if (version < 11) db.exec(kSchema11Sql);
+    db.exec(kSchema12Sql);
 }
 
 void migrate_sqlite(Database& db, std::int64_t version) {
@@ -165,7 +174,8 @@ void migrate_sqlite(Database& db, std::int64_t version) {
     if (version < 8) db.exec(kSchema8Sql);
     if (version < 9) db.exec(kSchema9Sql);
     if (version < 10) db.exec(kSchema10Sql);
-    db.exec(kSchema11Sql);
+    if (version < 11) db.exec(kSchema11Sql);
+    db.exec(kSchema12Sql);
 }
 
 }  // namespace

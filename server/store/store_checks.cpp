@@ -22,11 +22,16 @@ std::string recent_norms_sql(Dialect dialect) {
            " IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL ORDER BY a.accepted_seq DESC LIMIT ?";
 }
 
-// The alignments of the task's `limit` latest results that passed the checks (parameters: task, limit).
-constexpr const char* kRecentAlignmentsSql =
-    "SELECT a.alignment AS figure FROM assignments a JOIN work_units w ON w.id = a.work_unit_id "
-    "WHERE w.task_id = ? AND a.alignment IS NOT NULL AND a.state IN ('validated', 'accepted', 'confirmed', 'merged') "
-    "ORDER BY a.returned_at DESC, a.rowid DESC LIMIT ?";
+// The alignments of the task's `limit` latest results that passed the checks (parameters: task,
+// limit). Walks the results by return from the newest, as the norms walk acceptance.
+std::string recent_alignments_sql(Dialect dialect) {
+    bool sqlite = dialect == Dialect::Sqlite;
+    return std::string("SELECT a.alignment AS figure FROM assignments a ") + (sqlite ? "CROSS JOIN" : "JOIN") +
+           " work_units w ON w.id = a.work_unit_id WHERE a.returned_at IS NOT NULL AND w.task_id = ? AND "
+           "a.alignment IS NOT NULL AND " +
+           (sqlite ? "+a.state" : "a.state") +
+           " IN ('validated', 'accepted', 'confirmed', 'merged') ORDER BY a.returned_at DESC, a.rowid DESC LIMIT ?";
+}
 
 std::vector<double> figures_of(Statement& query) {
     std::vector<double> figures;
@@ -63,7 +68,7 @@ common::Result<StallFigures> ResultStore::stall_figures(const std::string& task_
 
 common::Result<std::vector<double>> ResultStore::recent_alignments(const std::string& task_id, int limit) {
     return reading([&]() -> common::Result<std::vector<double>> {
-        Statement query(db(), kRecentAlignmentsSql);
+        Statement query(db(), recent_alignments_sql(db().dialect()));
         query.bind(1, task_id).bind(2, limit);
         return figures_of(query);
     });
@@ -80,8 +85,8 @@ common::Result<std::vector<double>> ResultStore::recent_norms_per_step(const std
 common::Result<RecentFigures> ResultStore::recent_figures(const std::string& task_id, int limit) {
     return reading([&]() -> common::Result<RecentFigures> {
         Statement query(db(), "SELECT 0, figure FROM (" + recent_norms_sql(db().dialect()) +
-                                  ") AS norms UNION ALL SELECT 1, figure FROM (" + kRecentAlignmentsSql +
-                                  ") AS alignments");
+                                  ") AS norms UNION ALL SELECT 1, figure FROM (" +
+                                  recent_alignments_sql(db().dialect()) + ") AS alignments");
         query.bind(1, task_id).bind(2, limit).bind(3, task_id).bind(4, limit);
         RecentFigures figures;
         while (query.step())
@@ -128,8 +133,8 @@ common::Result<std::optional<ResultContext>> ResultStore::result_context(const s
         Statement query(
             db(), std::string("SELECT ") + kAssignmentColumns + ", " + kTaskColumns + ", " + kWorkUnitColumns + ", " +
                       kClientColumns +
-                      ", (SELECT COUNT(DISTINCT i.client_id) FROM assignments i JOIN work_units iw ON iw.id = "
-                      "i.work_unit_id WHERE iw.task_id = w.task_id AND i.issued_at >= ?), (SELECT COUNT(*) FROM "
+                      ", (SELECT COUNT(*) FROM task_volunteers i WHERE i.task_id = w.task_id AND "
+                      "i.last_issued_at >= ?), (SELECT COUNT(*) FROM "
                       "settings s WHERE substr(s.key, 1, length(?) + length(w.task_id) + 1) = ? || w.task_id || "
                       "'/'), CASE WHEN EXISTS (SELECT 1 FROM assignments b JOIN work_units bw ON bw.id = "
                       "b.work_unit_id WHERE b.client_id = a.client_id AND bw.task_id = w.task_id AND b.id != a.id "

@@ -80,9 +80,9 @@ common::Result<RunProgress> HistoryStore::run_progress(const std::string& task_i
                                   "AND a.state IN ('accepted', 'merged')");
         steps.bind(1, task_id);
         steps.step();
-        Statement fastest(db(), std::string("SELECT COALESCE(MAX(c.samples_per_s), 0) FROM clients c WHERE c.id IN "
-                                            "(SELECT a.client_id ") +
-                                    kTaskResults + "AND a.issued_at >= ?)");
+        Statement fastest(db(),
+                          "SELECT COALESCE(MAX(c.samples_per_s), 0) FROM task_volunteers v JOIN clients c ON c.id = "
+                          "v.client_id WHERE v.task_id = ? AND v.last_issued_at >= ?");
         fastest.bind(1, task_id).bind(2, issued_since);
         fastest.step();
         return RunProgress{steps.integer(0), *volunteers, fastest.real(0)};
@@ -91,8 +91,7 @@ common::Result<RunProgress> HistoryStore::run_progress(const std::string& task_i
 
 common::Result<std::int64_t> HistoryStore::task_volunteers(const std::string& task_id, std::int64_t issued_since) {
     return reading([&]() -> common::Result<std::int64_t> {
-        Statement volunteers(db(), std::string("SELECT COUNT(DISTINCT a.client_id) ") + kTaskResults +
-                                       "AND a.issued_at >= ?");
+        Statement volunteers(db(), "SELECT COUNT(*) FROM task_volunteers WHERE task_id = ? AND last_issued_at >= ?");
         volunteers.bind(1, task_id).bind(2, issued_since);
         volunteers.step();
         return volunteers.integer(0);

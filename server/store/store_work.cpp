@@ -32,7 +32,7 @@ std::vector<std::string> shards_from_json(const std::string& text) {
 // Inserts the assignment in progress while its volunteer holds fewer than `max_in_flight` units
 // in progress and, for a unit that exists already (`existing_unit`), while that unit is open with
 // a replica slot free: the claim's guards and its write in one statement. False when a guard
-// failed (nothing written).
+// failed (nothing written). The volunteer's last issue of the task is moved up with it.
 bool insert_assignment(Database& db, const AssignmentRecord& a, std::int64_t max_in_flight, bool existing_unit) {
     std::string sql =
         "INSERT INTO assignments(id, work_unit_id, client_id, state, issued_at, deadline, envelope) "
@@ -52,6 +52,14 @@ bool insert_assignment(Database& db, const AssignmentRecord& a, std::int64_t max
     if (existing_unit) insert.bind(next++, a.work_unit_id);
     insert.bind(next, a.client_id).bind(next + 1, max_in_flight).run();
     if (db.changes() != 1) return false;
+    Statement(db,
+              "INSERT INTO task_volunteers(task_id, client_id, last_issued_at) SELECT w.task_id, ?, ? FROM "
+              "work_units w WHERE w.id = ? ON CONFLICT (task_id, client_id) DO UPDATE SET last_issued_at = "
+              "excluded.last_issued_at WHERE excluded.last_issued_at > task_volunteers.last_issued_at")
+        .bind(1, a.client_id)
+        .bind(2, a.issued_at)
+        .bind(3, a.work_unit_id)
+        .run();
     insert_event(db, "work_issued", {{"assignment_id", a.id}, {"client_id", a.client_id}}, a.issued_at);
     return true;
 }

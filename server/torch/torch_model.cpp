@@ -61,7 +61,7 @@ public:
                                                                  const AssignedSamples& samples) override {
         try {
             torch::NoGradGuard no_grad;
-            auto data = unit_data(samples.shard_files);
+            auto data = unit_data(samples);
             if (!data) return data.error();
             auto rows = common::first_epoch_rows((*data)->size(), samples.batch_size, samples.steps, samples.seed,
                                                  samples.max_samples);
@@ -81,24 +81,25 @@ public:
 
 private:
     // The unit's shards concatenated; the last unit's are kept (replicas and retries repeat it).
-    common::Result<const common::ShardData*> unit_data(const std::vector<std::filesystem::path>& files) {
-        if (files == unit_files_) return &unit_data_;
+    common::Result<const common::ShardData*> unit_data(const AssignedSamples& samples) {
+        if (samples.shards == unit_shards_) return &unit_data_;
         std::vector<common::ShardData> shards;
-        for (const auto& file : files) {
-            auto shard = common::load_shard_file(file);
-            if (!shard) return common::with_context("shard " + file.filename().string(), shard.error());
+        for (const auto& sha256 : samples.shards) {
+            auto bytes = samples.read_shard(sha256);
+            auto shard = bytes ? common::load_shard(*bytes) : common::Result<common::ShardData>(bytes.error());
+            if (!shard) return common::with_context("shard " + sha256, shard.error());
             shards.push_back(std::move(*shard));
         }
         auto data = common::concat_shards(shards);
         if (!data) return data.error();
         unit_data_ = std::move(*data);
-        unit_files_ = files;
+        unit_shards_ = samples.shards;
         return &unit_data_;
     }
 
     std::unique_ptr<common::Workload> workload_;
     std::shared_ptr<const common::ShardData> data_;
-    std::vector<std::filesystem::path> unit_files_;
+    std::vector<std::string> unit_shards_;
     common::ShardData unit_data_;
 };
 

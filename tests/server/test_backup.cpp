@@ -2,11 +2,13 @@
 // runs, between checkpoints, restores into a state directory whose server replays the logged
 // results to the very model the original has; and the refusals: a backup folder that is not
 // empty or not a folder, a state directory that is not one, a backup missing a file a restart
-// needs, a restore into a non-empty folder.
+// needs, a restore into a non-empty folder; and a disk that fails mid-copy (files copied through
+// the server's FileSystem).
 #include <doctest/doctest.h>
 
 #include <fstream>
 
+#include "faulty_file_system.h"
 #include "server_fixture.h"
 #include "state_backup.h"
 
@@ -95,4 +97,33 @@ TEST_CASE("backups refuse folders that are not new, state that is not one, and i
     std::filesystem::remove(dir / "backup" / "blobs" / shard);
     CHECK(says(restore_state(dir / "backup", StateDir(dir / "restored")), "is incomplete"));
     CHECK_FALSE(std::filesystem::exists(dir / "restored"));
+}
+
+TEST_CASE("a backup whose disk fails mid-copy says which file and leaves only whole files; the next one completes") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    REQUIRE(volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f, 1)).status == 200);
+    server.app().wait_idle();
+    TempDir dir;
+    for (auto step : {WriteStep::Create, WriteStep::Write, WriteStep::Rename}) {
+        CAPTURE(write_step_name(step));
+        FaultyFileSystem files;
+        files.fail_writes([&](const std::filesystem::path& path) { return path.parent_path().filename() == "blobs"; },
+                          step, 1, "No space left on device");
+        auto destination = dir / ("backup-" + std::string(write_step_name(step)));
+        auto failed = back_up_state(server.state(), destination, {}, files);
+        CHECK(says(failed, "cannot copy"));
+        CHECK(says(failed, "No space left on device"));
+        // Every file in the backup is a whole copy of the original; no temp file is left.
+        for (const auto& entry : std::filesystem::directory_iterator(destination / "blobs")) {
+            auto name = entry.path().filename().string();
+            CHECK(name.find(".tmp") == std::string::npos);
+            CHECK(entry.file_size() == std::filesystem::file_size(server.state().blobs() / name));
+        }
+    }
+    FaultyFileSystem healthy;
+    auto backup = back_up_state(server.state(), dir / "backup", {}, healthy);
+    REQUIRE_MESSAGE(backup.ok(), (backup.ok() ? "" : backup.message()));
+    CHECK(check_restart_files(StateDir(dir / "backup")).ok());
 }

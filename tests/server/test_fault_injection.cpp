@@ -335,6 +335,31 @@ TEST_CASE("validations run on threads of their own: two at once beside one work 
     CHECK(state_of(server, second.wu_id) == "merged");
 }
 
+TEST_CASE(
+    "an upload's spool file is created and written off the I/O thread: while its disk waits, others are answered") {
+    FaultyFileSystem faults;
+    TestServer server([](TaskConfig&) {}, PolicyKind::FedAsync,
+                      [&faults](ServerOptions& options) {
+                          options.file_system = &faults;
+                          options.io_threads = 1;  // were the spool written on it, nothing else would be read meanwhile
+                      });
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    faults.hold_creates(
+        [results = server.state().results()](const auto& path) { return path.parent_path() == results; });
+    int uploaded = 0;
+    std::thread uploader([&] { uploaded = volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f)).status; });
+    for (int i = 0; i < 500 && faults.held_creates() == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(faults.held_creates() == 1);  // the spool file's create waits on the handler pool
+    CHECK(http_get(server.port(), "/api/v1/server").status == 200);  // the one I/O thread still serves
+    faults.release_creates();
+    uploader.join();
+    CHECK(uploaded == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, wu.wu_id) == "merged");
+}
+
 TEST_CASE("a full disk is answered 503 storage_full with Retry-After, and the upload succeeds once space returns") {
     FaultyFileSystem faults;
     auto server = server_with(faults, PolicyKind::FedAsync);

@@ -130,8 +130,10 @@ TEST_CASE("the store applies its schema once and refuses a database from a newer
 
 TEST_CASE(
     "a schema-1 database is migrated: versions keep their figures and gain a sample size, indexes, the checks', "
-    "the patches' and the checkpoints' columns, the leases") {
+    "the patches' and the checkpoints' columns, the leases, the task's volunteers") {
     TestServer server;
+    TestVolunteer alice(server, "alice");
+    REQUIRE(alice.request_work());
     server.stop();
     auto path = server.state().database();
     auto indexes = [&] {
@@ -140,11 +142,11 @@ TEST_CASE(
                         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN "
                         "('work_units_open', 'clients_by_last_seen', 'request_nonces_by_time', "
                         "'assignments_by_acceptance', 'clients_by_address', 'rejections_by_client', "
-                        "'model_versions_by_blob')");
+                        "'model_versions_by_blob', 'assignments_by_return', 'task_volunteers_by_issue')");
         query.step();
         return query.integer(0);
     };
-    CHECK(indexes() == 7);
+    CHECK(indexes() == 9);
     {
         SqliteDatabase db(path,
                           false);  // back to schema 1: no sample size, no indexes of schemas 3 and 4, no check columns
@@ -161,12 +163,12 @@ TEST_CASE(
             "DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment; "
             "ALTER TABLE assignments DROP COLUMN concurrency; ALTER TABLE assignments DROP COLUMN full_rate_steps; "
             "ALTER TABLE assignments DROP COLUMN claimed_by; ALTER TABLE assignments DROP COLUMN claimed_until; "
-            "PRAGMA user_version = 1;");
+            "DROP INDEX assignments_by_return; DROP TABLE task_volunteers; PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();
     CHECK(store->schema_version().value() == Store::kSchemaVersion);
-    CHECK(indexes() == 7);
+    CHECK(indexes() == 9);
     auto client = store->register_client("a key", "old volunteer", "0.1.0", "192.0.2.7", 100).value().value();
     CHECK(!client.quarantined);
     CHECK(store->registrations_from("192.0.2.7", 0).value() == 1);
@@ -185,6 +187,7 @@ TEST_CASE(
     CHECK(after.validation_full);
     CHECK(store->claim_lease({"aggregator:" + task.id, "me"}, 100, 115).value());  // schema 7's table
     CHECK(store->result_claim_holders().value().empty());                          // schema 11's columns
+    CHECK(store->task_volunteers(task.id, 0).value() == 1);  // schema 12's table, filled from the assignments
 }
 
 TEST_CASE("start-up removes orphan files: uncommitted checkpoints and stray deltas") {

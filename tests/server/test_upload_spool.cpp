@@ -1,6 +1,6 @@
-// Upload bodies spooled to disk as Beast reads them (and whole, as the in-process server
-// spools them): the manifest in memory, the delta in a spool file, both hashes computed on the
-// way; bad framing and a missing directory refused.
+// Upload bodies spooled to disk piece by piece as the HTTP session hands over what Beast read
+// (and whole, as the in-process server spools them): the manifest in memory, the delta in a
+// spool file, both hashes computed on the way; bad framing and a missing directory refused.
 #include <boost/beast/http.hpp>
 
 #include <doctest/doctest.h>
@@ -27,9 +27,11 @@ std::string request_with_body(const common::Bytes& body) {
            std::string(body.begin(), body.end());
 }
 
-// Feeds `wire` to a parser `piece` bytes at a time, as a socket would; the first error, if any.
+// Feeds `wire` to a parser `piece` bytes at a time, as a socket would, spooling what each piece
+// brought (as the session does on the handler pool); the first error, if any.
 boost::system::error_code parse(http::request_parser<SpooledUploadBody>& parser, const std::string& wire,
                                 std::size_t piece) {
+    server::SpoolWriter writer(parser.get().body());
     std::string pending;
     for (std::size_t at = 0; at < wire.size() && !parser.is_done(); at += piece) {
         pending += wire.substr(at, piece);
@@ -39,6 +41,7 @@ boost::system::error_code parse(http::request_parser<SpooledUploadBody>& parser,
             if (error == http::error::need_more) error = {};
             if (error) return error;
             pending.erase(0, used);
+            writer.spool_received();
             if (used == 0) break;
         }
     }
@@ -47,6 +50,7 @@ boost::system::error_code parse(http::request_parser<SpooledUploadBody>& parser,
         parser.put_eof(error);
         return error;
     }
+    writer.finish();
     return {};
 }
 

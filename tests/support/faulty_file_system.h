@@ -1,7 +1,7 @@
 // A FileSystem that does the real thing except where a test asks for a fault: the next writes
 // of files whose path matches fail at a chosen step, or the next reads (or opens) fail, or
-// reads wait until the test lets them go (a slow disk under one file), or listing a directory
-// fails. A failure at create, write, fsync or
+// reads or creates wait until the test lets them go (a slow disk under one file), or listing a
+// directory fails. A failure at create, write, fsync or
 // rename leaves the file as it was; a failure at the directory's fsync comes after the rename,
 // so the new file is in place although the write reports an error — as on a real disk.
 #pragma once
@@ -76,6 +76,21 @@ public:
         std::lock_guard lock(mutex_);
         return held_;
     }
+    // Creates of a matching path (a spool file) wait until release_creates(); held_creates()
+    // counts those waiting.
+    void hold_creates(PathMatch matches) {
+        std::lock_guard lock(mutex_);
+        hold_create_matches_ = std::move(matches);
+    }
+    void release_creates() {
+        std::lock_guard lock(mutex_);
+        hold_create_matches_ = nullptr;
+        released_.notify_all();
+    }
+    int held_creates() const {
+        std::lock_guard lock(mutex_);
+        return held_creates_;
+    }
     int faults_injected() const {
         std::lock_guard lock(mutex_);
         return injected_;
@@ -132,7 +147,12 @@ public:
     common::Result<std::unique_ptr<server::WritableFile>> create(const std::filesystem::path& path) override {
         std::optional<WriteStep> fault;
         {
-            std::lock_guard lock(mutex_);
+            std::unique_lock lock(mutex_);
+            if (hold_create_matches_ && hold_create_matches_(path)) {
+                ++held_creates_;
+                released_.wait(lock, [this] { return !hold_create_matches_; });
+                --held_creates_;
+            }
             if (left_ > 0 && matches_ && matches_(path) && (step_ == WriteStep::Create || step_ == WriteStep::Write)) {
                 --left_;
                 ++injected_;
@@ -226,8 +246,10 @@ private:
     PathMatch throw_matches_;
     std::string throw_what_;
     PathMatch hold_matches_;
+    PathMatch hold_create_matches_;
     std::condition_variable released_;
     int held_ = 0;
+    int held_creates_ = 0;
     int injected_ = 0;
 };
 

@@ -35,7 +35,9 @@ constexpr std::int64_t kWholeValidationSet = std::int64_t{1} << 40;
 // Samples a work unit trained on: its shards concatenated in the unit's order, the last
 // `max_samples` rows its trainer's first epoch visits (common::first_epoch_rows).
 struct AssignedSamples {
-    std::vector<std::filesystem::path> shard_files;
+    std::vector<std::string> shards;  // their hashes
+    // A shard's bytes by hash (the blob store's, through the server's FileSystem).
+    std::function<common::Result<common::Bytes>(const std::string& sha256)> read_shard;
     std::uint64_t seed = 0;
     std::int64_t batch_size = 0;
     std::int64_t steps = 0;

@@ -32,10 +32,16 @@ common::Result<common::NamedTensors> PublishedModels::model(const std::string& t
     if (blobs_.has((*record)->blob_sha256)) return read_model(blobs_, (*record)->blob_sha256);
     auto first = first_publishing(**record);
     if (!first) return first.error();
+    return build(**record, *first, start);
+}
+
+common::Result<common::NamedTensors> PublishedModels::build(const VersionRecord& version, std::int64_t first,
+                                                            std::optional<Start> start) {
+    const auto& task_id = version.task_id;
     common::NamedTensors model;
     std::string previous;
     std::int64_t from = 0;
-    if (start && start->version <= *first) {
+    if (start && start->version <= first) {
         auto from_record = versions_.version(task_id, start->version);
         if (!from_record) return from_record.error();
         if (!*from_record) return common::make_error("no version " + std::to_string(start->version));
@@ -43,11 +49,11 @@ common::Result<common::NamedTensors> PublishedModels::model(const std::string& t
         previous = (*from_record)->blob_sha256;
         from = start->version;
     } else {  // the newest checkpoint before it whose published model retention has kept
-        for (auto at = *first;;) {
+        for (auto at = first;;) {
             auto checkpoint = versions_.last_checkpoint(task_id, at);
             if (!checkpoint) return checkpoint.error();
             if (!*checkpoint)
-                return common::make_error("no stored checkpoint precedes version " + std::to_string(version) +
+                return common::make_error("no stored checkpoint precedes version " + std::to_string(version.version) +
                                           " (retention removed them)");
             if (blobs_.has((*checkpoint)->blob_sha256)) {
                 auto read = read_model(blobs_, (*checkpoint)->blob_sha256);
@@ -60,7 +66,7 @@ common::Result<common::NamedTensors> PublishedModels::model(const std::string& t
             at = (*checkpoint)->version - 1;
         }
     }
-    auto chain = versions_.versions_between(task_id, from, *first);
+    auto chain = versions_.versions_between(task_id, from, first);
     if (!chain) return chain.error();
     for (const auto& v : *chain) {
         if (v.blob_sha256 == previous) continue;  // not published at v
@@ -85,9 +91,19 @@ common::Status PublishedModels::ensure(const std::string& task_id, std::int64_t 
 
 common::Status PublishedModels::ensure(const VersionRecord& record) {
     if (blobs_.has(record.blob_sha256)) return {};
+    auto task = load_task(tasks_, record.task_id);
+    if (!task) return task.error();
+    auto first = first_publishing(record);
+    if (!first) return first.error();
+    return ensure(record, *first, task->config.model);
+}
+
+common::Status PublishedModels::ensure(const VersionRecord& record, std::int64_t first_publishing,
+                                       const std::string& model_name) {
+    if (blobs_.has(record.blob_sha256)) return {};
     std::lock_guard lock(mutex_);
     if (blobs_.has(record.blob_sha256)) return {};  // written while this one waited
-    auto written = write(record.task_id, record);
+    auto written = write(record, first_publishing, model_name);
     if (!written)
         return common::with_context("the published model of version " + std::to_string(record.version),
                                     written.error());
@@ -106,14 +122,10 @@ common::Result<bool> PublishedModels::ensure_blob(const std::string& sha256) {
     return true;
 }
 
-common::Status PublishedModels::write(const std::string& task_id, const VersionRecord& version) {
-    auto task = load_task(tasks_, task_id);
-    if (!task) return task.error();
-    auto first = first_publishing(version);
-    if (!first) return first.error();
-    auto built = model(task_id, version.version);
+common::Status PublishedModels::write(const VersionRecord& version, std::int64_t first, const std::string& model_name) {
+    auto built = build(version, first, std::nullopt);
     if (!built) return built.error();
-    auto bytes = common::write_checkpoint(*built, {task_id, task->config.model, *first});
+    auto bytes = common::write_checkpoint(*built, {version.task_id, model_name, first});
     if (!bytes) return bytes.error();
     if (common::sha256_hex(*bytes) != version.blob_sha256)
         return common::make_error("rebuilt from the patches, it does not match its SHA-256");

@@ -35,6 +35,10 @@ public:
     common::Status ensure(const std::string& task_id, std::int64_t version);
     // The same for a version whose record the caller has read.
     common::Status ensure(const VersionRecord& record);
+    // The same when the caller knows too the first version publishing its model (whose number
+    // the file's header carries) and the task's model name: no read of the store but the
+    // patch chain's, and only when the file is missing.
+    common::Status ensure(const VersionRecord& record, std::int64_t first_publishing, const std::string& model_name);
     // The same for a blob named by its hash: false when no version publishes it or retention
     // has removed what it would be built from.
     common::Result<bool> ensure_blob(const std::string& sha256);
@@ -42,7 +46,10 @@ public:
 private:
     // The version whose checkpoint header the model's bytes carry: the first to publish it.
     common::Result<std::int64_t> first_publishing(const VersionRecord& version);
-    common::Status write(const std::string& task_id, const VersionRecord& version);
+    // The model `version` publishes (first published at `first`), built as in model().
+    common::Result<common::NamedTensors> build(const VersionRecord& version, std::int64_t first,
+                                               std::optional<Start> start);
+    common::Status write(const VersionRecord& version, std::int64_t first, const std::string& model_name);
 
     TaskStore& tasks_;
     VersionStore& versions_;

@@ -241,8 +241,13 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const Drawn
     wu.base_version = base_version;
     wu.model_blob = {version->blob_sha256, version->blob_bytes};
     if (auto status = offer_patches(task, request.held_model, *version, wu); !status) return status.error();
-    if (wu.patches.empty())
-        if (auto status = published_.ensure(*version); !status) return status.error();
+    if (wu.patches.empty()) {
+        // The current model's first publisher came with the drawn task; an older model's is read.
+        bool current = drawn.current && drawn.current->blob_sha256 == version->blob_sha256;
+        auto status = current ? published_.ensure(*version, drawn.published_version, task.config.model)
+                              : published_.ensure(*version);
+        if (!status) return status.error();
+    }
     for (const auto& hash : unit.shards)
         for (const auto& shard : *shards)
             if (shard.sha256 == hash) wu.shards.push_back({shard.sha256, shard.bytes});

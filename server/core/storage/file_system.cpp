@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "file_io.h"
 
@@ -136,6 +137,34 @@ public:
 FileSystem& posix_file_system() {
     static PosixFileSystem instance;
     return instance;
+}
+
+common::Status copy_file_atomic(FileSystem& files, const std::filesystem::path& from, const std::filesystem::path& to) {
+    auto source = files.open(from);
+    if (!source) return source.error();
+    auto temp = to;
+    temp += common::temp_file_suffix();
+    auto target = files.create(temp);
+    if (!target) return target.error();
+    auto copied = [&]() -> common::Status {
+        std::vector<char> buffer(1 << 20);
+        for (std::uint64_t offset = 0;;) {
+            auto got = (*source)->read_at(offset, buffer);
+            if (!got) return got.error();
+            if (*got == 0) break;
+            if (auto written = (*target)->append({reinterpret_cast<const std::uint8_t*>(buffer.data()), *got});
+                !written)
+                return written;
+            offset += *got;
+        }
+        if (auto closed = (*target)->close(); !closed) return closed;
+        return files.adopt(temp, to);
+    }();
+    if (!copied) {
+        target->reset();
+        (void)files.remove(temp);  // left behind on a failing disk: a start removes it as an orphan
+    }
+    return copied;
 }
 
 }  // namespace tessera::server

@@ -69,4 +69,8 @@ public:
 // The real one; lives for the whole process.
 FileSystem& posix_file_system();
 
+// Streams `from` into a new file beside `to` and moves it into place (FileSystem::adopt): `to`
+// ends with its old content or all of `from`'s, and a failure leaves no temp file behind.
+common::Status copy_file_atomic(FileSystem& files, const std::filesystem::path& from, const std::filesystem::path& to);
+
 }  // namespace tessera::server

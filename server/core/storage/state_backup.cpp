@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <map>
 #include <set>
 #include <system_error>
 
@@ -40,30 +41,27 @@ common::Status prepare_empty_folder(const fs::path& dir, const std::string& what
     return {};
 }
 
-// Copies the regular files of `from` missing from (or of another size in) `to`.
-common::Status copy_new_files(const fs::path& from, const fs::path& to, BackupReport& report) {
-    std::error_code error;
-    fs::create_directories(to, error);
-    if (error) return common::make_error("cannot create " + to.string() + ": " + error.message());
-    if (!fs::exists(from, error)) return {};
-    for (const auto& entry : fs::directory_iterator(from, error)) {
-        if (!entry.is_regular_file(error)) continue;
-        auto name = entry.path().filename();
-        if (name.string().find(".tmp") != std::string::npos) continue;  // a write in progress
-        auto size = entry.file_size(error);
-        if (error) continue;  // removed meanwhile (retention)
-        auto target = to / name;
-        if (fs::exists(target) && fs::file_size(target, error) == size) continue;
-        fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, error);
-        if (error) {
-            if (!fs::exists(entry.path())) continue;  // removed meanwhile
-            return common::make_error("cannot copy " + entry.path().string() + ": " + error.message());
+// Copies the regular files of `from` missing from (or of another size in) `to`, each streamed
+// into place atomically (a backup cut short holds whole files only).
+common::Status copy_new_files(FileSystem& files, const fs::path& from, const fs::path& to, BackupReport& report) {
+    if (auto made = files.make_directories(to); !made) return made;
+    auto listed = files.list(from);
+    if (!listed) return listed.error();
+    auto present = files.list(to);
+    if (!present) return present.error();
+    std::map<std::string, std::uint64_t> sizes;
+    for (const auto& entry : *present) sizes[entry.name] = entry.bytes;
+    for (const auto& entry : *listed) {
+        if (entry.name.find(".tmp") != std::string::npos) continue;  // a write in progress
+        if (auto found = sizes.find(entry.name); found != sizes.end() && found->second == entry.bytes) continue;
+        if (auto copied = copy_file_atomic(files, from / entry.name, to / entry.name); !copied) {
+            if (!files.exists(from / entry.name)) continue;  // removed meanwhile (retention)
+            return common::make_error("cannot copy " + (from / entry.name).string() + ": " + copied.message());
         }
         ++report.files;
-        report.bytes += size;
+        report.bytes += entry.bytes;
     }
-    return error ? common::Status(common::make_error("cannot list " + from.string() + ": " + error.message()))
-                 : common::Status{};
+    return {};
 }
 
 common::Status copy_secret(const fs::path& from, const fs::path& to) {
@@ -74,9 +72,9 @@ common::Status copy_secret(const fs::path& from, const fs::path& to) {
     return {};
 }
 
-common::Status copy_files(const StateDir& from, const StateDir& to, BackupReport& report) {
-    if (auto status = copy_new_files(from.blobs(), to.blobs(), report); !status) return status;
-    return copy_new_files(from.results(), to.results(), report);
+common::Status copy_files(FileSystem& files, const StateDir& from, const StateDir& to, BackupReport& report) {
+    if (auto status = copy_new_files(files, from.blobs(), to.blobs(), report); !status) return status;
+    return copy_new_files(files, from.results(), to.results(), report);
 }
 
 // A restored state directory is a new server: the aggregator leases the original held when the
@@ -103,11 +101,11 @@ common::Status copy_secrets(const StateDir& from, const StateDir& to) {
     return {};
 }
 
-common::Result<BackupReport> copy_state(const StateDir& from, const StateDir& to) {
+common::Result<BackupReport> copy_state(FileSystem& files, const StateDir& from, const StateDir& to) {
     BackupReport report;
-    if (auto status = copy_files(from, to, report); !status) return status.error();
+    if (auto status = copy_files(files, from, to, report); !status) return status.error();
     if (auto status = backup_sqlite(from.database(), to.database()); !status) return status.error();
-    if (auto status = copy_files(from, to, report); !status) return status.error();
+    if (auto status = copy_files(files, from, to, report); !status) return status.error();
     if (auto status = copy_secrets(from, to); !status) return status.error();
     auto checked = check_restart_files(to);
     if (!checked) return checked.error();
@@ -116,14 +114,15 @@ common::Result<BackupReport> copy_state(const StateDir& from, const StateDir& to
 }
 
 // A server on PostgreSQL: the files around pg_dump's snapshot of the database.
-common::Result<BackupReport> dump_state(const StateDir& state, const StateDir& to, const PostgresTools& tools) {
+common::Result<BackupReport> dump_state(FileSystem& files, const StateDir& state, const StateDir& to,
+                                        const PostgresTools& tools) {
     auto store = Store::connect(state.database_url(), false);
     if (!store) return store.error();
     auto tasks = (*store)->tasks();
     if (!tasks) return tasks.error();
     if (auto status = prepare_empty_folder(to.root(), "the backup folder"); !status) return status.error();
     BackupReport report;
-    if (auto status = copy_files(state, to, report); !status) return status.error();
+    if (auto status = copy_files(files, state, to, report); !status) return status.error();
     auto dump = to.root() / kDumpName;
     if (auto status = run_program({tool(tools, "pg_dump"), "--format=custom", "--no-owner", "--no-privileges",
                                    "--file=" + dump.string(), "--dbname=" + state.database_url()},
@@ -131,7 +130,7 @@ common::Result<BackupReport> dump_state(const StateDir& state, const StateDir& t
         !status)
         return status.error();
     ::chmod(dump.c_str(), 0600);
-    if (auto status = copy_files(state, to, report); !status) return status.error();
+    if (auto status = copy_files(files, state, to, report); !status) return status.error();
     if (auto status = copy_secrets(state, to); !status) return status.error();
     report.tasks = static_cast<std::int64_t>(tasks->size());
     return report;
@@ -152,7 +151,8 @@ common::Status check_empty_database(const std::string& url) {
 
 // A PostgreSQL backup: the dump restored in one transaction into the empty database `target`
 // names, checked against the backup's files, then the files.
-common::Result<BackupReport> restore_dump(const fs::path& backup, const StateDir& target, const PostgresTools& tools) {
+common::Result<BackupReport> restore_dump(FileSystem& files, const fs::path& backup, const StateDir& target,
+                                          const PostgresTools& tools) {
     if (!is_postgres_url(target.database_url()))
         return common::make_error(backup.string() +
                                   " holds a PostgreSQL dump: restore it into an empty PostgreSQL "
@@ -170,7 +170,7 @@ common::Result<BackupReport> restore_dump(const fs::path& backup, const StateDir
         return common::make_error("the backup in " + backup.string() + " is incomplete: " + checked.message() +
                                   " (its tables are in the database now: drop them before another restore)");
     BackupReport report;
-    if (auto status = copy_files(StateDir(backup), target, report); !status) return status.error();
+    if (auto status = copy_files(files, StateDir(backup), target, report); !status) return status.error();
     if (auto status = copy_secrets(StateDir(backup), target); !status) return status.error();
     auto checked = check_restart_files(target);
     if (!checked) return checked.error();
@@ -214,27 +214,28 @@ common::Result<BackupReport> check_restart_files(const StateDir& state) {
 }
 
 common::Result<BackupReport> back_up_state(const StateDir& state, const fs::path& destination,
-                                           const PostgresTools& tools) {
+                                           const PostgresTools& tools, FileSystem& files) {
     const bool postgres = is_postgres_url(state.database_url());
     if (!fs::exists(postgres ? state.signing_key() : state.database()))
         return common::make_error(state.root().string() + " is not a server's state directory");
-    if (postgres) return dump_state(state, StateDir(destination), tools);
+    if (postgres) return dump_state(files, state, StateDir(destination), tools);
     if (auto status = prepare_empty_folder(destination, "the backup folder"); !status) return status.error();
-    return copy_state(state, StateDir(destination));
+    return copy_state(files, state, StateDir(destination));
 }
 
-common::Result<BackupReport> restore_state(const fs::path& backup, const StateDir& target, const PostgresTools& tools) {
+common::Result<BackupReport> restore_state(const fs::path& backup, const StateDir& target, const PostgresTools& tools,
+                                           FileSystem& files) {
     StateDir from(backup);
     if (!fs::exists(from.signing_key()) || (!fs::exists(from.database()) && !fs::exists(backup / kDumpName)))
         return common::make_error(backup.string() + " is not a backup (no server_key.pem, and no server.db or " +
                                   kDumpName + ")");
-    if (fs::exists(backup / kDumpName)) return restore_dump(backup, target, tools);
+    if (fs::exists(backup / kDumpName)) return restore_dump(files, backup, target, tools);
     if (is_postgres_url(target.database_url()))
         return common::make_error(backup.string() + " holds a SQLite database: restore it without --db");
     if (auto checked = check_restart_files(from); !checked)
         return common::make_error("the backup in " + backup.string() + " is incomplete: " + checked.message());
     if (auto status = prepare_empty_folder(target.root(), "the state directory"); !status) return status.error();
-    auto report = copy_state(from, target);
+    auto report = copy_state(files, from, target);
     if (!report) return report;
     if (auto status = drop_leases(target); !status) return status.error();
     return report;

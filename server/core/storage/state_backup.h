@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string>
 
+#include "file_system.h"
 #include "result.h"
 #include "state_dir.h"
 
@@ -28,13 +29,14 @@ struct PostgresTools {
 };
 
 // Backs `state` (it may be serving) up into `destination`, which must not exist or be empty.
+// Files are copied through `files` (a test's may fail a chosen write).
 common::Result<BackupReport> back_up_state(const StateDir& state, const std::filesystem::path& destination,
-                                           const PostgresTools& tools = {});
+                                           const PostgresTools& tools = {}, FileSystem& files = posix_file_system());
 // Copies the backup in `backup` into `target` (which must not exist or be empty), checked first.
 // A PostgreSQL backup needs `target` to name an empty PostgreSQL database (--db), a SQLite
 // backup a target without one.
 common::Result<BackupReport> restore_state(const std::filesystem::path& backup, const StateDir& target,
-                                           const PostgresTools& tools = {});
+                                           const PostgresTools& tools = {}, FileSystem& files = posix_file_system());
 // Whether the state directory holds every file a restart of each task needs.
 common::Result<BackupReport> check_restart_files(const StateDir& state);
 

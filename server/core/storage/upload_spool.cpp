@@ -16,6 +16,7 @@ SpooledUpload& SpooledUpload::operator=(SpooledUpload&& other) noexcept {
     remove_file();
     directory = std::move(other.directory);
     files = other.files;
+    received = std::move(other.received);
     manifest_json = std::move(other.manifest_json);
     delta_bytes = other.delta_bytes;
     body_sha256 = std::move(other.body_sha256);
@@ -47,6 +48,7 @@ void SpoolWriter::fail(std::string message, bool disk) {
 }
 
 void SpoolWriter::open() {
+    if (std::exchange(opened_, true)) return;
     // Named as AtomicFileWriter's temp files, and without ".delta": a start after a crash
     // removes it as an orphan.
     auto path = upload_.directory / ("upload" + common::temp_file_suffix());
@@ -57,6 +59,7 @@ void SpoolWriter::open() {
 }
 
 void SpoolWriter::write(const std::uint8_t* data, std::size_t size) {
+    if (!opened_) open();
     body_hash_.update({data, size});
     if (upload_.error.empty()) take(data, size);
 }
@@ -85,7 +88,14 @@ void SpoolWriter::take(const std::uint8_t* data, std::size_t size) {
     if (auto written = file_->append({data, size}); !written) fail(written.message(), true);
 }
 
+void SpoolWriter::spool_received() {
+    write(upload_.received.data(), upload_.received.size());
+    upload_.received.clear();
+}
+
 void SpoolWriter::finish() {
+    // An empty body has its (empty) spool file too.
+    if (!opened_) open();
     upload_.body_sha256 = common::to_hex(body_hash_.finish());  // the signature is checked first, whatever else
     if (!upload_.error.empty()) return;
     if (prefix_read_ < prefix_.size()) return fail(common::kUploadTooShort, false);

@@ -4,7 +4,9 @@
 // SHA-256 of the whole body (the signature covers it) and of the delta (the manifest names it)
 // are computed. An upload then holds a read buffer of memory, however large it is; the intake
 // moves the spooled file into place instead of writing the delta again. No transport here: the
-// HTTP session feeds it (spooled_upload_body.h), the in-process server a whole body at once.
+// HTTP session reads the body into `received` and hands it to a SpoolWriter on the handler
+// pool, so that I/O threads only move bytes (spooled_upload_body.h, upload_session.h); the
+// in-process server spools a whole body at once.
 #pragma once
 
 #include <array>
@@ -34,6 +36,8 @@ public:
     // Set before the body is read: where the spool file goes, and through what.
     std::filesystem::path directory;
     FileSystem* files = &posix_file_system();
+    // Body bytes read and not yet spooled (SpoolWriter::spool_received).
+    common::Bytes received;
     std::string manifest_json;
     std::uint64_t delta_bytes = 0;
     std::string body_sha256;   // hex, of every byte of the body
@@ -64,9 +68,12 @@ public:
     ~SpoolWriter();
 
     // Each records in upload.error why the body cannot be taken; bytes after that are dropped.
+    // The spool file is created by open(), or by the first write.
     void open();
     void write(const std::uint8_t* data, std::size_t size);
     void finish();
+    // Writes what the upload has received so far and empties `received`.
+    void spool_received();
 
 private:
     void fail(std::string message, bool disk);
@@ -74,6 +81,7 @@ private:
 
     SpooledUpload& upload_;
     std::unique_ptr<WritableFile> file_;
+    bool opened_ = false;
     std::array<std::uint8_t, common::kManifestLengthBytes> prefix_{};
     std::size_t prefix_read_ = 0;
     std::uint32_t manifest_length_ = 0;

@@ -1,6 +1,9 @@
 // CopyDetector: bounded per-task rings of sketches, searched linearly (80 cosines of 4096
-// buckets per result: well under a millisecond).
+// buckets per result: well under a millisecond), each kept with its sum of squares and its
+// unit-norm copy so that a comparison is one pass.
 #include "copy_detector.h"
+
+#include <cmath>
 
 namespace tessera::server {
 namespace {
@@ -12,6 +15,15 @@ void push_bounded(std::deque<T>& ring, T item, std::size_t limit) {
 }
 
 }  // namespace
+
+CopyDetector::Entry::Entry(std::string what, std::string work_unit_id, DeltaSketch sketch, ResultPlace place)
+    : what(std::move(what)), work_unit_id(std::move(work_unit_id)), sketch(std::move(sketch)), place(place),
+      squares(sketch_squares(this->sketch)) {
+    double norm = std::sqrt(squares);
+    if (!(norm > 0)) return;
+    unit.buckets.resize(kSketchSize);
+    for (std::size_t i = 0; i < kSketchSize; ++i) unit.buckets[i] = this->sketch.buckets[i] / norm;
+}
 
 void CopyDetector::note_model(const std::string& task_id, std::int64_t version, const common::NamedTensors& model) {
     auto sketch = sketch_of(model);  // outside the lock: the whole model is read
@@ -28,18 +40,18 @@ void CopyDetector::note_model(const std::string& task_id, std::int64_t version, 
 
 void CopyDetector::note_update(const std::string& task_id, std::int64_t version, DeltaSketch update) {
     if (update.empty()) return;
+    Entry entry("the update to version " + std::to_string(version), "", std::move(update), {});  // outside the lock
     std::lock_guard lock(mutex_);
-    push_bounded(tasks_[task_id].updates,
-                 Entry{"the update to version " + std::to_string(version), "", std::move(update), {}}, kUpdatesKept);
+    push_bounded(tasks_[task_id].updates, std::move(entry), kUpdatesKept);
 }
 
 void CopyDetector::note_result(const std::string& task_id, const std::string& work_unit_id, DeltaSketch delta,
                                ResultPlace place, bool warm_up) {
     if (delta.empty()) return;
+    Entry entry("the result for unit " + work_unit_id, work_unit_id, std::move(delta), place);  // outside the lock
     std::lock_guard lock(mutex_);
     auto& task = tasks_[task_id];
-    push_bounded(warm_up ? task.warm_ups : task.results,
-                 Entry{"the result for unit " + work_unit_id, work_unit_id, std::move(delta), place}, kResultsKept);
+    push_bounded(warm_up ? task.warm_ups : task.results, std::move(entry), kResultsKept);
 }
 
 void CopyDetector::restart_consensus(const std::string& task_id, std::int64_t at) {
@@ -53,8 +65,9 @@ SimilarMatch CopyDetector::most_similar(const std::string& task_id, const std::s
     std::lock_guard lock(mutex_);
     auto found = tasks_.find(task_id);
     if (found == tasks_.end()) return best;
+    const double squares = sketch_squares(delta);
     auto consider = [&](const Entry& entry) {
-        double similarity = cosine_similarity(delta, entry.sketch);
+        double similarity = delta.empty() ? 0 : cosine_of(sketch_dot(delta, entry.sketch), squares, entry.squares);
         if (best.what.empty() || similarity > best.similarity) best = {similarity, entry.what};
     };
     for (const auto& entry : found->second.updates) consider(entry);
@@ -85,10 +98,8 @@ std::optional<double> CopyDetector::alignment_with(const TaskSketches& task, con
     for (const auto& entry : results) {
         bool current = entry.place.at >= task.consensus_since && place.at - entry.place.at <= kConsensusSeconds &&
                        place.base_version - entry.place.base_version <= kConsensusVersions;
-        if (entry.work_unit_id == work_unit_id || !current) continue;
-        double norm = sketch_norm(entry.sketch);
-        if (!(norm > 0)) continue;
-        for (std::size_t i = 0; i < kSketchSize; ++i) consensus.buckets[i] += entry.sketch.buckets[i] / norm;
+        if (entry.work_unit_id == work_unit_id || !current || entry.unit.empty()) continue;
+        for (std::size_t i = 0; i < kSketchSize; ++i) consensus.buckets[i] += entry.unit.buckets[i];
         ++counted;
     }
     if (counted < kConsensusMinimum) return std::nullopt;

@@ -70,10 +70,13 @@ public:
 
 private:
     struct Entry {
+        Entry(std::string what, std::string work_unit_id, DeltaSketch sketch, ResultPlace place);
         std::string what;
         std::string work_unit_id;  // results only
         DeltaSketch sketch;
-        ResultPlace place;  // results only
+        ResultPlace place;   // results only
+        double squares = 0;  // the sketch's sum of squares
+        DeltaSketch unit;    // the sketch scaled to norm 1 (empty when it is zero): a consensus term
     };
     struct TaskSketches {
         std::deque<Entry> updates;

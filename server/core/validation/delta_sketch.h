@@ -27,9 +27,14 @@ struct DeltaSketch {
 DeltaSketch sketch_of(const common::NamedTensors& tensors);
 // after − before, bucket by bucket.
 DeltaSketch sketch_difference(const DeltaSketch& after, const DeltaSketch& before);
-// The Euclidean norm of the buckets (0 for an empty sketch).
+// The sum of the buckets' squares, and its square root (0 for an empty sketch).
+double sketch_squares(const DeltaSketch& sketch);
 double sketch_norm(const DeltaSketch& sketch);
+// Σ a·b over the buckets; both sketches non-empty.
+double sketch_dot(const DeltaSketch& a, const DeltaSketch& b);
 // In [-1, 1]; 0 when either sketch is empty or zero.
 double cosine_similarity(const DeltaSketch& a, const DeltaSketch& b);
+// The same from a·b and each sketch's sum of squares, for a caller that keeps the sums.
+double cosine_of(double dot, double a_squares, double b_squares);
 
 }  // namespace tessera::server

@@ -1,6 +1,8 @@
 // ResultChecks: each check returns a named reason; figures go to the store with the verdict.
 #include "result_checks.h"
 
+#include "dataset_manifest.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -227,7 +229,8 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
     // Proof of training: the loss on the samples the unit trained on first, before and after.
     started = SteadyClock::now();
     AssignedSamples samples;
-    for (const auto& shard : unit.shards) samples.shard_files.push_back(blobs_.path_of(shard.sha256));
+    for (const auto& shard : unit.shards) samples.shards.push_back(shard.sha256);
+    samples.read_shard = [this](const std::string& sha256) { return blobs_.read(sha256, common::kMaxShardBytes); };
     samples.seed = static_cast<std::uint64_t>(unit.hyper.seed);
     samples.batch_size = unit.hyper.batch_size;
     samples.steps = unit.hyper.local_steps;
