@@ -163,24 +163,29 @@ TEST_CASE("a decoded delta kept for the merge is read once, in place of the file
     REQUIRE(results.write("a-2", encoded.bytes));
 
     common::NamedTensors kept{{"w", {2}, {9.0f, 9.0f}}};  // not the file's values: shows which was read
-    results.keep_decoded("a-1", kept);
+    auto keep = [&](const std::string& id, common::NamedTensors tensors) {
+        results.keep_decoded(id, common::DecodedDelta{{common::DeltaDType::F32, 1.0}, std::move(tensors), 0});
+    };
+    keep("a-1", kept);
     auto decodes = server::result_deltas_decoded();
+    // A replica comparison reads it with the decoder's figures and leaves it for the merge.
+    CHECK(results.read_decoded("a-1", 10).value().tensors.at(0).values == kept.at(0).values);
     CHECK(results.read("a-1", 10).value().at(0).values == kept.at(0).values);
     CHECK(server::result_deltas_decoded() == decodes);                          // no decode
     CHECK(results.read("a-1", 10).value().at(0).values == delta.at(0).values);  // kept for one read
     CHECK(server::result_deltas_decoded() == decodes + 1);
 
-    results.keep_decoded("a-2", kept);
+    keep("a-2", kept);
     results.remove("a-2");  // refused, or merged elsewhere: the kept form goes with the file
     CHECK(!results.read("a-2", 10).ok());
 
     // One delta over the bound is not kept; the oldest give way to new ones.
     common::NamedTensors huge{{"w", {17}, std::vector<float>(17, 1.0f)}};
-    results.keep_decoded("a-1", std::move(huge));
+    keep("a-1", std::move(huge));
     CHECK(results.read("a-1", 10).value().at(0).values == delta.at(0).values);
     common::NamedTensors half{{"w", {8}, std::vector<float>(8, 2.0f)}};
-    results.keep_decoded("a-1", half);
-    results.keep_decoded("a-3", half);
-    results.keep_decoded("a-4", half);  // over the bound: a-1's goes
+    keep("a-1", half);
+    keep("a-3", half);
+    keep("a-4", half);  // over the bound: a-1's goes
     CHECK(results.read("a-1", 10).value().at(0).values == delta.at(0).values);
 }

@@ -8,6 +8,7 @@
 #include "faulty_file_system.h"
 #include "polling.h"
 #include "rejection_reasons.h"
+#include "result_files.h"
 #include "server_fixture.h"
 
 using namespace tessera;
@@ -156,6 +157,7 @@ TEST_CASE(
     CHECK(wu_a.hyper.seed == wu_b.hyper.seed);
     CHECK(wu_a.shards[0].sha256 == wu_b.shards[0].sha256);
     auto delta = alice.made_up_delta(wu_a, 1e-3f);
+    auto decodes = server::result_deltas_decoded();
     REQUIRE(alice.upload(wu_a, delta).status == 200);
     server.app().wait_idle();
     CHECK(state_of(server, wu_a.wu_id) == "validated");  // waits for its twin
@@ -163,6 +165,8 @@ TEST_CASE(
     server.app().wait_idle();
     CHECK(state_of(server, wu_a.wu_id) == "merged");
     CHECK(state_of(server, wu_b.wu_id) == "confirmed");
+    // Each replica decoded once, by its checks: the comparison and the merge use what they kept.
+    CHECK(server::result_deltas_decoded() - decodes == 2);
     CHECK(server.version() == 1);
     CHECK(credit_of(server, bob.id()) > 0);
 
@@ -250,8 +254,9 @@ TEST_CASE("replicated units settle concurrently: a unit whose delta reads slowly
     REQUIRE(state_of(server, x_a.wu_id) == "validated");  // each waits for its twin
     REQUIRE(state_of(server, y_c.wu_id) == "validated");
 
-    // Settling x reads alice's delta, which the disk holds back: x waits, and y settles meanwhile.
-    slow_disk.hold_reads([&](const std::filesystem::path& path) { return path.stem() == x_a.wu_id; });
+    // Settling x reads bob's delta (alice's decoded form was kept by her checks), which the disk
+    // holds back: x waits, and y settles meanwhile.
+    slow_disk.hold_reads([&](const std::filesystem::path& path) { return path.stem() == x_b.wu_id; });
     REQUIRE(bob.upload(x_b, delta_x).status == 200);
     REQUIRE(wait_for([&] { return slow_disk.held_reads() == 1; }, std::chrono::seconds(60)));
     REQUIRE(dave.upload(y_d, delta_y).status == 200);
@@ -260,7 +265,7 @@ TEST_CASE("replicated units settle concurrently: a unit whose delta reads slowly
         return state == "merged" || state == "confirmed";
     };
     CHECK(wait_for([&] { return settled(y_c) && settled(y_d); }, std::chrono::seconds(60)));
-    CHECK(state_of(server, x_b.wu_id) == "validated");
+    CHECK(state_of(server, x_b.wu_id) == "returned");
     slow_disk.release_reads();
     server.app().wait_idle();
     CHECK(settled(x_a));

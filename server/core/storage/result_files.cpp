@@ -32,8 +32,8 @@ std::uint64_t bytes_of(const common::NamedTensors& tensors) {
 
 }  // namespace
 
-void ResultFiles::keep_decoded(const std::string& assignment_id, common::NamedTensors tensors) const {
-    auto bytes = bytes_of(tensors);
+void ResultFiles::keep_decoded(const std::string& assignment_id, common::DecodedDelta decoded) const {
+    auto bytes = bytes_of(decoded.tensors);
     if (bytes > kept_bytes_) return;
     std::lock_guard lock(mutex_);
     if (kept_.deltas.count(assignment_id) > 0) return;
@@ -41,30 +41,30 @@ void ResultFiles::keep_decoded(const std::string& assignment_id, common::NamedTe
         auto oldest = kept_.deltas.find(kept_.order.front());
         kept_.order.pop_front();
         if (oldest == kept_.deltas.end()) continue;  // taken or removed already
-        kept_.bytes -= bytes_of(oldest->second);
+        kept_.bytes -= bytes_of(oldest->second.tensors);
         kept_.deltas.erase(oldest);
     }
     if (kept_.order.size() > 2 * kept_.deltas.size() + 64)  // ids taken or removed since
         std::erase_if(kept_.order, [&](const std::string& id) { return kept_.deltas.count(id) == 0; });
-    kept_.deltas.emplace(assignment_id, std::move(tensors));
+    kept_.deltas.emplace(assignment_id, std::move(decoded));
     kept_.order.push_back(assignment_id);
     kept_.bytes += bytes;
 }
 
-std::optional<common::NamedTensors> ResultFiles::take_kept(const std::string& assignment_id) const {
+std::optional<common::DecodedDelta> ResultFiles::take_kept(const std::string& assignment_id) const {
     std::lock_guard lock(mutex_);
     auto found = kept_.deltas.find(assignment_id);
     if (found == kept_.deltas.end()) return std::nullopt;
-    auto tensors = std::move(found->second);
-    kept_.bytes -= bytes_of(tensors);
+    auto decoded = std::move(found->second);
+    kept_.bytes -= bytes_of(decoded.tensors);
     kept_.deltas.erase(found);
     if (kept_.deltas.empty()) kept_.order.clear();
-    return tensors;
+    return decoded;
 }
 
 common::Result<common::NamedTensors> ResultFiles::read(const std::string& assignment_id,
                                                        std::int64_t max_values) const {
-    if (auto kept = take_kept(assignment_id)) return std::move(*kept);
+    if (auto kept = take_kept(assignment_id)) return std::move(kept->tensors);
     auto decoded = read_decoded(assignment_id, max_values);
     if (!decoded) return decoded.error();
     return std::move(decoded->tensors);
@@ -72,6 +72,10 @@ common::Result<common::NamedTensors> ResultFiles::read(const std::string& assign
 
 common::Result<common::DecodedDelta> ResultFiles::read_decoded(const std::string& assignment_id,
                                                                std::int64_t max_values) const {
+    {
+        std::lock_guard lock(mutex_);
+        if (auto found = kept_.deltas.find(assignment_id); found != kept_.deltas.end()) return found->second;
+    }
     auto bytes = read_bytes(assignment_id);
     if (!bytes) return bytes.error();
     return decode(*bytes, max_values);

@@ -1,7 +1,8 @@
 // The stored deltas of returned results (`results/<assignment id>.delta`): written when an
 // upload is acknowledged, read (decoded and bounded) by the validator and the aggregator,
-// removed once merged or refused. A delta the checks decoded is kept in memory for the merge
-// in this process (up to kKeptBytes of floats, the oldest dropped first), so that it is decoded once.
+// removed once merged or refused. A delta the checks decoded is kept in memory for the replica
+// comparisons and the merge in this process (up to kKeptBytes of floats, the oldest dropped
+// first), so that it is decoded once.
 // Thread-safe (files are written once, atomically).
 #pragma once
 
@@ -38,8 +39,9 @@ public:
     common::Result<common::NamedTensors> read(const std::string& assignment_id, std::int64_t max_values) const;
     // Keeps a delta decoded from this result's file for the next read (none when it alone
     // exceeds the bound).
-    void keep_decoded(const std::string& assignment_id, common::NamedTensors tensors) const;
-    // The same, with what the decoder knows of the file (its encoding, its quantisation steps).
+    void keep_decoded(const std::string& assignment_id, common::DecodedDelta decoded) const;
+    // The delta with what the decoder knows of the file (its encoding, its quantisation steps):
+    // a copy of the kept form, which stays for read(), else read_bytes and decode.
     common::Result<common::DecodedDelta> read_decoded(const std::string& assignment_id, std::int64_t max_values) const;
     // Decodes a result's bytes (read_bytes), with at most `max_values` values; counted.
     static common::Result<common::DecodedDelta> decode(common::ByteView bytes, std::int64_t max_values);
@@ -48,13 +50,13 @@ public:
     void remove(const std::string& assignment_id);
 
 private:
-    std::optional<common::NamedTensors> take_kept(const std::string& assignment_id) const;
+    std::optional<common::DecodedDelta> take_kept(const std::string& assignment_id) const;
 
     StateDir state_;
     FileSystem& files_;
     std::uint64_t kept_bytes_;
     struct Kept {
-        std::map<std::string, common::NamedTensors> deltas;
+        std::map<std::string, common::DecodedDelta> deltas;
         std::deque<std::string> order;  // oldest first
         std::uint64_t bytes = 0;
     };

@@ -112,8 +112,9 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
         ++costs_.loss_checked;
         if (auto status = loss_checks(a, task, unit, model, delta, suspended, verdict); !status) return status.error();
     }
-    // Passed: the merge in this process takes the decoded delta instead of decoding it again.
-    if (verdict.reason.empty()) results_.keep_decoded(a.id, std::move(decoded->tensors));
+    // Passed: the replica comparisons and the merge in this process use the decoded delta
+    // instead of decoding it again.
+    if (verdict.reason.empty()) results_.keep_decoded(a.id, std::move(*decoded));
     return verdict;
 }
 
