@@ -61,10 +61,11 @@ common::Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& 
 
 namespace {
 
-// SQLite reads the database file through a memory map (up to 1 GiB) rather than read calls: a
-// reader's page cache is dropped whenever the writer commits, and refilling it by pread cost
-// a third of the server's system time in `tessera-bench dispatch`.
-const std::string kSqliteMap = "PRAGMA mmap_size=1073741824;";
+// SQLite reads the database file with read calls into its page cache, not through a memory map:
+// once the per-unit reads were few, the map's page faults and remaps (the file grows with every
+// checkpoint) cost more than the reads did — `tessera-bench dispatch` 183–187 WU/s with a 1 GiB
+// map against 225–255 without (docs/benchmarks.md, 2026-12-04).
+const std::string kSqliteMap = "PRAGMA mmap_size=0;";
 
 }  // namespace
 

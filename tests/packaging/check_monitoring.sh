@@ -20,7 +20,8 @@ python3 -m json.tool "$dashboard" > /dev/null || { echo "FAIL: $dashboard is not
 exported=$(grep -ohE '"tessera_[a-z_]+' "$root/server/http/server_metrics.cpp" | tr -d '"' | sort -u)
 used=$(grep -ohE 'tessera_[a-z_]+' "$rules" "$dashboard" | sed -E 's/_(bucket|sum|count)$//' | sort -u)
 for name in $used; do
-  echo "$exported" | grep -qx "$name" || { echo "FAIL: $name is used by the monitoring but not exported"; failed=1; }
+  # A here-string, not a pipe: with pipefail, `echo | grep -q` fails when grep exits before echo's write.
+  grep -qx "$name" <<< "$exported" || { echo "FAIL: $name is used by the monitoring but not exported"; failed=1; }
 done
 echo "checked $(echo "$used" | wc -w) metric names against the server's $(echo "$exported" | wc -w)"
 exit $failed
