@@ -59,6 +59,8 @@ void tick_until_stopped(ServerApp::Parts& p) {
                 common::process_log().error("transitioner", "transitioner: " + report.message());
             else
                 log_tick(*report);
+            if (auto analyzed = p.core->store().refresh_statistics(std::chrono::steady_clock::now()); !analyzed)
+                common::process_log().error("statistics", "planner statistics: " + analyzed.message());
         });
         lock.lock();
     }

@@ -277,7 +277,8 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
     p.validation = std::make_unique<ValidationStage>(*p.store, *p.validator, p.validations->executor(), p.options.clock,
                                                      std::move(claims));
     p.transitioner = std::make_unique<Transitioner>(*p.store, *p.store, *p.validator, p.options.clock, p.process_name);
-    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.published, *p.key, p.options.clock, p.options.blob_base_url,
+    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.store, *p.store, *p.store, *p.published, *p.key,
+                                              p.options.clock, p.options.blob_base_url,
                                               p.options.seed ? seed + 1 : std::uint64_t{std::random_device{}()},
                                               [raw](const std::string& id) { return raw->tasks->find(id) != nullptr; });
     p.intake = std::make_unique<ResultIntake>(*p.store, *p.store, *p.store, *p.results, p.delta_caps, p.options.clock,

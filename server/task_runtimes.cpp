@@ -6,21 +6,21 @@
 
 namespace tessera::server {
 
-TaskRuntimes::TaskRuntimes(Store& store, Starter start, Stopper stop)
-    : store_(store), start_(std::move(start)), stop_(std::move(stop)) {}
+TaskRuntimes::TaskRuntimes(TaskStore& tasks, Starter start, Stopper stop)
+    : tasks_(tasks), start_(std::move(start)), stop_(std::move(stop)) {}
 
 TaskRuntimes::~TaskRuntimes() { stop(); }
 
 common::Result<bool> TaskRuntimes::should_serve(const TaskRecord& record) {
     if (record.state != TaskState::Finished) return true;
-    auto in_flight = store_.results_in_flight(record.id);
+    auto in_flight = tasks_.results_in_flight(record.id);
     if (!in_flight) return in_flight.error();
     return *in_flight > 0;
 }
 
 common::Status TaskRuntimes::refresh() {
     std::lock_guard serial(refreshing_);
-    auto records = store_.tasks();
+    auto records = tasks_.tasks();
     if (!records) return records.error();
     std::set<std::string> wanted;
     common::Status outcome;

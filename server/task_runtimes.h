@@ -38,7 +38,7 @@ public:
     using Starter = std::function<common::Result<std::shared_ptr<TaskRuntime>>(const TaskView&)>;
     using Stopper = std::function<void(TaskRuntime&)>;
 
-    TaskRuntimes(Store& store, Starter start, Stopper stop);
+    TaskRuntimes(TaskStore& tasks, Starter start, Stopper stop);
     ~TaskRuntimes();
 
     // Serves the tasks to serve and drops the others. A task that fails to start is an error
@@ -56,7 +56,7 @@ private:
     // Served: active and paused tasks, and finished ones with results in flight.
     common::Result<bool> should_serve(const TaskRecord& record);
 
-    Store& store_;
+    TaskStore& tasks_;
     Starter start_;
     Stopper stop_;
     mutable std::mutex mutex_;

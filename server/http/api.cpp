@@ -175,7 +175,7 @@ bool Api::checks_header_first(const http::request_header<>& header) const {
 
 std::variant<UploadAllowance, AuthFailure> Api::check_upload_header(const http::request_header<>& header) {
     try {
-        auto checked = check_signing_headers(header, store_, clock_());
+        auto checked = check_signing_headers(header, store_, store_, clock_());
         if (auto* failure = std::get_if<AuthFailure>(&checked)) return std::move(*failure);
         auto cap = delta_caps_.largest_of(std::get<TasksInProgress>(checked));
         if (cap == 0)

@@ -29,7 +29,8 @@ struct Signer {
     ClientRecord client;
 };
 
-std::variant<Signer, AuthFailure> signer_of(const http::request_header<>& request, Store& store, std::int64_t now) {
+std::variant<Signer, AuthFailure> signer_of(const http::request_header<>& request, ClientStore& clients,
+                                            std::int64_t now) {
     common::SignedHeaders headers{header(request, common::kHeaderClient), header(request, common::kHeaderTimestamp),
                                   header(request, common::kHeaderNonce), header(request, common::kHeaderSignature)};
     Signer signer;
@@ -38,7 +39,7 @@ std::variant<Signer, AuthFailure> signer_of(const http::request_header<>& reques
     if (claims->timestamp < now - kRequestWindowS || claims->timestamp > now + kRequestWindowS)
         return unauthorized("Tessera-Timestamp is more than " + std::to_string(kRequestWindowS) +
                             " s from the server's clock");
-    auto client = store.client(claims->client_id);
+    auto client = clients.client(claims->client_id);
     if (!client) return AuthFailure{http::status::internal_server_error, "internal", client.message()};
     if (!*client) return unauthorized("unknown client '" + claims->client_id + "'; register first");
     signer.claims = std::move(*claims);
@@ -53,13 +54,14 @@ Response refusal_response(const Request& reply_to, const AuthFailure& failure) {
     return error_response(reply_to, failure.status, failure.code, failure.message);
 }
 
-std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Store& store, std::int64_t now) {
-    return authenticate(request.base(), common::sha256_hex(request.body()), store, now);
+std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, ClientStore& clients, std::int64_t now) {
+    return authenticate(request.base(), common::sha256_hex(request.body()), clients, now);
 }
 
 std::variant<ClientRecord, AuthFailure> authenticate(const http::request_header<>& request,
-                                                     const std::string& body_sha256, Store& store, std::int64_t now) {
-    auto found = signer_of(request, store, now);
+                                                     const std::string& body_sha256, ClientStore& clients,
+                                                     std::int64_t now) {
+    auto found = signer_of(request, clients, now);
     if (auto* failure = std::get_if<AuthFailure>(&found)) return std::move(*failure);
     auto& [claims, signature, client] = std::get<Signer>(found);
     auto raw = common::from_base64(client.public_key);
@@ -71,19 +73,20 @@ std::variant<ClientRecord, AuthFailure> authenticate(const http::request_header<
     if (!key->verify(common::as_bytes(common::request_signing_message(claims)), signature))
         return unauthorized("the request signature does not verify");
     if (client.banned) return banned();
-    auto fresh = store.claim_nonce(claims.client_id, claims.nonce, now, kRequestWindowS);
+    auto fresh = clients.claim_nonce(claims.client_id, claims.nonce, now, kRequestWindowS);
     if (!fresh) return AuthFailure{http::status::internal_server_error, "internal", fresh.message()};
     if (!*fresh) return unauthorized("replayed request (nonce already used)");
     return std::move(client);
 }
 
-std::variant<TasksInProgress, AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store,
+std::variant<TasksInProgress, AuthFailure> check_signing_headers(const http::request_header<>& header,
+                                                                 ClientStore& clients, WorkStore& work,
                                                                  std::int64_t now) {
-    auto found = signer_of(header, store, now);
+    auto found = signer_of(header, clients, now);
     if (auto* failure = std::get_if<AuthFailure>(&found)) return std::move(*failure);
     const auto& client = std::get<Signer>(found).client;
     if (client.banned) return banned();
-    auto tasks = store.tasks_in_progress(client.id);
+    auto tasks = work.tasks_in_progress(client.id);
     if (!tasks) return AuthFailure{http::status::internal_server_error, "internal", tasks.message()};
     if (tasks->empty())
         return AuthFailure{http::status::conflict, "conflict", "this volunteer has no work unit in progress"};

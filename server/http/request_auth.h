@@ -11,7 +11,8 @@
 
 #include "http_types.h"
 #include "state_dir.h"
-#include "store.h"
+#include "store_clients.h"
+#include "store_work.h"
 
 namespace tessera::server {
 
@@ -28,10 +29,11 @@ struct AuthFailure {
 Response refusal_response(const Request& reply_to, const AuthFailure& failure);
 
 // The client, or why the request is refused (401 unauthenticated, 403 banned).
-std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, Store& store, std::int64_t now);
+std::variant<ClientRecord, AuthFailure> authenticate(const Request& request, ClientStore& clients, std::int64_t now);
 // The same for a request whose body was hashed as it arrived (an upload spooled to disk).
 std::variant<ClientRecord, AuthFailure> authenticate(const http::request_header<>& header,
-                                                     const std::string& body_sha256, Store& store, std::int64_t now);
+                                                     const std::string& body_sha256, ClientStore& clients,
+                                                     std::int64_t now);
 
 // What a signed request's header alone can show, checked before its body is read (an upload's
 // body is large): well-formed signing headers, a timestamp within the window, a known, unbanned
@@ -39,7 +41,8 @@ std::variant<ClientRecord, AuthFailure> authenticate(const http::request_header<
 // units in progress, whose caps bound the body. The signature and the nonce cover the body:
 // `authenticate` checks them after it.
 using TasksInProgress = std::vector<std::string>;
-std::variant<TasksInProgress, AuthFailure> check_signing_headers(const http::request_header<>& header, Store& store,
+std::variant<TasksInProgress, AuthFailure> check_signing_headers(const http::request_header<>& header,
+                                                                 ClientStore& clients, WorkStore& work,
                                                                  std::int64_t now);
 
 // Operator routes: `Authorization: Bearer <token>` whose SHA-256 matches the stored hash.

@@ -40,7 +40,9 @@ thread_local Database* current_connection = nullptr;
 StoreCore::StoreCore() = default;
 StoreCore::~StoreCore() = default;
 
-Store::Store(std::unique_ptr<Database> db) { writers_.add(std::move(db)); }
+Store::Store(std::unique_ptr<Database> db) : next_statistics_(std::chrono::steady_clock::now() + statistics_interval_) {
+    writers_.add(std::move(db));
+}
 Store::~Store() = default;
 
 void wait_before_retry(int attempt) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -60,9 +61,21 @@ public:
     common::Result<std::set<std::string>> referenced_blobs();
     common::Result<std::set<std::string>> pending_delta_ids();
 
+    // PostgreSQL: refreshes the planner's statistics of the tables that grow with a run
+    // (ANALYZE) once `now` reaches the next refresh: 5 s after the store opened, then at
+    // doubling intervals up to every 10 minutes. A fresh database grows from empty faster than
+    // autovacuum first looks at it (after a minute), and plans made for empty tables walk every
+    // unit of a task (docs/benchmarks.md). True when it ran; on SQLite nothing (its queries fix
+    // their plans).
+    common::Result<bool> refresh_statistics(std::chrono::steady_clock::time_point now);
+
 private:
     explicit Store(std::unique_ptr<Database> db);
     void migrate();
+
+    std::mutex statistics_mutex_;
+    std::chrono::seconds statistics_interval_{5};  // before next_statistics_: it starts from it
+    std::chrono::steady_clock::time_point next_statistics_;
 };
 
 }  // namespace tessera::server

@@ -1,12 +1,15 @@
 // The store's one-read views, on both back ends (store_backends.h): what a work request starts
 // from, what a validation decides on, the checks' recent figures, the patch chain from a model
-// a volunteer holds; and the claims whose guards are part of their insert.
+// a volunteer holds; the claims whose guards are part of their insert; the planner statistics
+// PostgreSQL is kept up with as a run grows.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
+#include "database.h"
 #include "store_backends.h"
 
 using namespace tessera::server;
@@ -166,4 +169,31 @@ TEST_CASE("the patch chain from a held model: the versions after the last that p
         CHECK(versions("blob-t-5", 3).empty());  // holds one past the base
         CHECK(versions("unknown", 5).empty());
     });
+}
+
+TEST_CASE("PostgreSQL's planner statistics are refreshed on a doubling schedule; SQLite's are left alone") {
+    SUBCASE("sqlite") {
+        Backend backend(false);
+        CHECK_FALSE(
+            backend.store->refresh_statistics(std::chrono::steady_clock::now() + std::chrono::hours(1)).value());
+    }
+    SUBCASE("postgresql") {
+        Backend backend(true);
+        auto start = std::chrono::steady_clock::now();  // the store opened just before
+        auto connection = open_database(backend.url, false);
+        auto reltuples = [&] {
+            Statement query(*connection, "SELECT reltuples FROM pg_class WHERE relname = 'assignments'");
+            REQUIRE(query.step());
+            return query.real(0);
+        };
+        CHECK(reltuples() < 0);                                         // never analyzed
+        CHECK_FALSE(backend.store->refresh_statistics(start).value());  // 5 s after opening
+        using std::chrono::seconds;
+        CHECK(backend.store->refresh_statistics(start + seconds(6)).value());
+        CHECK(reltuples() == 0);                                                      // analyzed: empty
+        CHECK_FALSE(backend.store->refresh_statistics(start + seconds(15)).value());  // next at 6 + 10 s
+        CHECK(backend.store->refresh_statistics(start + seconds(16)).value());
+        CHECK_FALSE(backend.store->refresh_statistics(start + seconds(35)).value());  // then 16 + 20 s
+        CHECK(backend.store->refresh_statistics(start + seconds(36)).value());
+    }
 }

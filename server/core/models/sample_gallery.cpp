@@ -20,11 +20,11 @@ GalleryWeights published_weights(ModelCache& models, std::string task_id) {
     return [&models, task_id = std::move(task_id)](std::int64_t version) { return models.get(task_id, version); };
 }
 
-GalleryWeights ema_weights(Store& store, BlobStore& blobs, ModelCache& models, std::string task_id) {
+GalleryWeights ema_weights(VersionStore& versions, BlobStore& blobs, ModelCache& models, std::string task_id) {
     auto last = std::make_shared<std::pair<std::string, std::shared_ptr<const common::NamedTensors>>>();
-    return [&store, &blobs, &models, task_id = std::move(task_id),
+    return [&versions, &blobs, &models, task_id = std::move(task_id),
             last](std::int64_t version) -> common::Result<std::shared_ptr<const common::NamedTensors>> {
-        auto checkpoint = store.last_checkpoint(task_id, version);
+        auto checkpoint = versions.last_checkpoint(task_id, version);
         if (!checkpoint) return checkpoint.error();
         if (!*checkpoint || !(*checkpoint)->optimizer_sha256) return models.get(task_id, version);
         const auto& sha256 = *(*checkpoint)->optimizer_sha256;

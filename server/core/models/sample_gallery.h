@@ -24,7 +24,7 @@
 #include "model_cache.h"
 #include "result.h"
 #include "state_dir.h"
-#include "store.h"
+#include "store_versions.h"
 
 namespace tessera::server {
 
@@ -87,7 +87,7 @@ using GalleryWeights = std::function<common::Result<std::shared_ptr<const common
 GalleryWeights published_weights(ModelCache& models, std::string task_id);
 // The EMA saved with the newest checkpoint at or before the version (server/aggregation/
 // model_ema.h); the published model where that checkpoint has none (version 0).
-GalleryWeights ema_weights(Store& store, BlobStore& blobs, ModelCache& models, std::string task_id);
+GalleryWeights ema_weights(VersionStore& versions, BlobStore& blobs, ModelCache& models, std::string task_id);
 
 struct SampleStatus {
     std::optional<std::int64_t> version;  // the newest version with an image

@@ -17,10 +17,11 @@
 
 namespace tessera::server {
 
-Scheduler::Scheduler(Store& store, PublishedModels& published, const common::SigningKey& key, Clock clock,
-                     std::string blob_base_url, std::uint64_t seed, TaskFilter served)
-    : store_(store), published_(published), key_(key), clock_(std::move(clock)),
-      blob_base_url_(std::move(blob_base_url)), served_(std::move(served)), rng_(seed), pace_(store) {}
+Scheduler::Scheduler(WorkStore& work, TaskStore& tasks, VersionStore& versions, HistoryStore& history,
+                     PublishedModels& published, const common::SigningKey& key, Clock clock, std::string blob_base_url,
+                     std::uint64_t seed, TaskFilter served)
+    : work_(work), tasks_(tasks), versions_(versions), published_(published), key_(key), clock_(std::move(clock)),
+      blob_base_url_(std::move(blob_base_url)), served_(std::move(served)), rng_(seed), pace_(history) {}
 
 bool Scheduler::device_fits(const TaskConfig& config, const common::DeviceInfo& device) {
     if (config.requires_device == "cuda" && device.kind != "cuda") return false;
@@ -86,7 +87,7 @@ double Scheduler::uniform() {
 namespace {
 
 // The record of version `version`: `known` when it is that version's, else read.
-common::Result<VersionRecord> base_record(Store& store, const std::string& task_id, std::int64_t version,
+common::Result<VersionRecord> base_record(VersionStore& store, const std::string& task_id, std::int64_t version,
                                           const VersionRecord* known) {
     if (known && known->version == version) return *known;
     auto record = store.version(task_id, version);
@@ -104,7 +105,7 @@ common::WorkResponse no_work(std::int64_t retry_after_s) {
 }  // namespace
 
 common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& client, const common::WorkRequest& request) {
-    auto view = store_.work_view(client.id, clock_() - kVolunteerActiveWindowS);
+    auto view = work_.work_view(client.id, clock_() - kVolunteerActiveWindowS);
     if (!view) return view.error();
     auto drawn = choose_task(request, *view);
     if (!drawn) return drawn.error();
@@ -128,7 +129,7 @@ common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& clien
 common::Result<std::optional<WorkUnitRecord>> Scheduler::reissuable_unit(const DrawnTask& task,
                                                                          const ClientRecord& client,
                                                                          const std::set<std::string>& cached) {
-    auto reissuable = store_.reissuable_work_units(task.task.record.id, client.id);
+    auto reissuable = work_.reissuable_work_units(task.task.record.id, client.id);
     if (!reissuable) return reissuable.error();
     if (reissuable->empty()) return std::optional<WorkUnitRecord>();
     auto held = [&](const std::vector<std::string>& shards) {
@@ -154,7 +155,7 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::try_assign(const 
         if (*again) return issue(task, client, request, **again, false, limit);
     }
 
-    auto shards = store_.shards(task.task.record.id);
+    auto shards = tasks_.shards(task.task.record.id);
     if (!shards) return shards.error();
     if (shards->empty()) return std::optional(no_work(kRetryNoShardS));
     // Least-used shards first (even epochs), then ones the volunteer already holds, then ones
@@ -199,7 +200,7 @@ common::Status Scheduler::stamp_schedule_of(const TaskView& task, const WorkUnit
                                             std::int64_t now, common::Hyperparameters& hyper) {
     if (!task.config.lr_schedule) return {};
     if (same_base) {
-        auto earlier = store_.assignments_of(unit.id);
+        auto earlier = work_.assignments_of(unit.id);
         if (!earlier) return earlier.error();
         if (!earlier->empty()) {
             auto first = sent_work_unit(earlier->front());
@@ -227,10 +228,10 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const Drawn
     if (!rebased) return rebased.error();
     std::optional<std::int64_t> rebase = *rebased;
     std::int64_t base_version = rebase.value_or(unit.base_version);
-    auto version = base_record(store_, task.record.id, base_version, drawn.current ? &*drawn.current : nullptr);
+    auto version = base_record(versions_, task.record.id, base_version, drawn.current ? &*drawn.current : nullptr);
     if (!version) return version.error();
     auto shards =
-        known_shards ? common::Result<std::vector<ShardRecord>>(*known_shards) : store_.shards(task.record.id);
+        known_shards ? common::Result<std::vector<ShardRecord>>(*known_shards) : tasks_.shards(task.record.id);
     if (!shards) return shards.error();
 
     common::WorkUnit wu;
@@ -269,8 +270,8 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const Drawn
     assignment.issued_at = now;
     assignment.deadline = wu.deadline;
     assignment.envelope_json = boost::json::serialize(common::envelope_to_json(envelope));
-    auto claim = new_unit ? store_.create_work_unit(unit, assignment, max_in_flight)
-                          : store_.add_assignment(assignment, rebase, max_in_flight);
+    auto claim = new_unit ? work_.create_work_unit(unit, assignment, max_in_flight)
+                          : work_.add_assignment(assignment, rebase, max_in_flight);
     if (!claim) return claim.error();
     if (*claim == Store::Claim::Taken) return std::optional<common::WorkResponse>();  // another request won it
     if (*claim == Store::Claim::Busy) return std::optional(no_work(kRetryBusyS));
@@ -283,7 +284,7 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const Drawn
 common::Result<std::optional<std::int64_t>> Scheduler::rebase_of(const DrawnTask& task, const WorkUnitRecord& unit,
                                                                  bool new_unit) {
     if (new_unit || unit.replicas != 1) return std::optional<std::int64_t>();
-    auto live = store_.live_assignments(unit.id);
+    auto live = work_.live_assignments(unit.id);
     if (!live) return live.error();
     if (*live == 0 && task.published_version != unit.base_version)
         return std::optional<std::int64_t>(task.published_version);
@@ -294,7 +295,7 @@ common::Status Scheduler::offer_patches(const TaskView& task, const std::string&
                                         common::WorkUnit& wu) {
     if (held_model.empty() || held_model == base.blob_sha256) return {};
     // The published versions after the held one, each with its patch.
-    auto chain = store_.versions_after_blob(task.record.id, held_model, base.version);
+    auto chain = versions_.versions_after_blob(task.record.id, held_model, base.version);
     if (!chain) return chain.error();
     std::vector<common::BlobRef> patches;
     std::int64_t bytes = 0;

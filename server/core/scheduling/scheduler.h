@@ -23,7 +23,9 @@
 #include "published_models.h"
 #include "run_pace.h"
 #include "shard_holdings.h"
-#include "store.h"
+#include "store_tasks.h"
+#include "store_versions.h"
+#include "store_work.h"
 #include "task_lookup.h"
 #include "unit_sizing.h"
 
@@ -41,8 +43,11 @@ class Scheduler {
 public:
     // Whether this process serves (can validate) a task; empty: every task.
     using TaskFilter = std::function<bool(const std::string& task_id)>;
-    Scheduler(Store& store, PublishedModels& published, const common::SigningKey& key, Clock clock,
-              std::string blob_base_url, std::uint64_t seed, TaskFilter served = {});
+    // The store's parts: `work` claims units, `tasks` gives shards, `versions` bases and patch
+    // chains, `history` the fleet's pace.
+    Scheduler(WorkStore& work, TaskStore& tasks, VersionStore& versions, HistoryStore& history,
+              PublishedModels& published, const common::SigningKey& key, Clock clock, std::string blob_base_url,
+              std::uint64_t seed, TaskFilter served = {});
     common::Result<common::WorkResponse> assign(const ClientRecord& client, const common::WorkRequest& request);
 
     // Whether a volunteer with `device` can take the task's units.
@@ -89,7 +94,9 @@ private:
     std::uint64_t random_bits();
     double uniform();
 
-    Store& store_;
+    WorkStore& work_;
+    TaskStore& tasks_;
+    VersionStore& versions_;
     PublishedModels& published_;
     const common::SigningKey& key_;
     Clock clock_;

@@ -147,7 +147,7 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
     auto started = SteadyClock::now();
     auto steps = full_rate_steps_of(unit);
     verdict.figures.full_rate_steps = steps;
-    auto recent = store_.recent_figures(a.task_id, kHistory);
+    auto recent = figures_.recent_figures(a.task_id, kHistory);
     if (!recent) return recent.error();
     const auto& norms = recent->norms_per_step;
     add_seconds(costs_.cheap, started);
@@ -263,11 +263,11 @@ common::Result<ResultChecks::GainThreshold> ResultChecks::gain_threshold(const s
                                                                          const TaskConfig& config,
                                                                          std::int64_t base_version,
                                                                          double full_rate_steps) {
-    auto gains = store_.recent_gains_per_step(task_id, kHistory);
+    auto gains = figures_.recent_gains_per_step(task_id, kHistory);
     if (!gains) return gains.error();
     if (gains->size() >= kMinFigures) {
         double comparable = kComparableSteps * full_rate_steps;
-        auto current = store_.recent_gains_per_step(task_id, kHistory, base_version - kGainVersions, comparable);
+        auto current = figures_.recent_gains_per_step(task_id, kHistory, base_version - kGainVersions, comparable);
         if (!current) return current.error();
         return GainThreshold{gain_margin(*gains, *current, config.min_gain),
                              "the lower of " + plain(config.min_gain) + " x the median of " +
@@ -291,7 +291,7 @@ common::Result<std::optional<double>> ResultChecks::typical(const std::string& t
     std::lock_guard lock(mutex_);
     auto found = calibrations_.find(task_id);
     if (found == calibrations_.end()) {
-        auto loaded = load_calibration(store_, task_id);
+        auto loaded = load_calibration(settings_, task_id);
         if (!loaded) return loaded.error();
         found = calibrations_.emplace(task_id, *loaded).first;
     }

@@ -26,7 +26,8 @@
 #include "model_probe.h"
 #include "protocol.h"
 #include "result_files.h"
-#include "store.h"
+#include "store_results.h"
+#include "store_settings.h"
 #include "task_lookup.h"
 
 namespace tessera::server {
@@ -60,10 +61,11 @@ public:
     static constexpr int kHistory = 50;
     static constexpr std::size_t kMinFigures = 5;
 
-    ResultChecks(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
-                 CopyDetector& copies, CheckCosts& costs)
-        : store_(store), results_(results), models_(models), probes_(probes), blobs_(blobs), copies_(copies),
-          costs_(costs) {}
+    // `figures`: the recent accepted results' figures; `settings`: the task's calibration.
+    ResultChecks(ResultStore& figures, SettingStore& settings, ResultFiles& results, ModelCache& models,
+                 ProbePools& probes, const BlobStore& blobs, CopyDetector& copies, CheckCosts& costs)
+        : figures_(figures), settings_(settings), results_(results), models_(models), probes_(probes), blobs_(blobs),
+          copies_(copies), costs_(costs) {}
 
     // `unit` is the work unit as sent; `plan` says which checks run; the checks named in
     // `suspended` note their refusals instead of refusing.
@@ -96,7 +98,8 @@ private:
     common::Result<std::optional<double>> typical(const std::string& task_id, const std::vector<double>& recent,
                                                   double Calibration::*figure);
 
-    Store& store_;
+    ResultStore& figures_;
+    SettingStore& settings_;
     ResultFiles& results_;
     ModelCache& models_;
     ProbePools& probes_;

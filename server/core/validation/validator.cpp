@@ -42,7 +42,7 @@ common::Result<const Record*> known_or_read(const Record* known, std::optional<R
 Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
                      CopyDetector& copies, CheckCosts& costs, Clock clock, Doorbell& accepted, std::uint64_t seed)
     : store_(store), results_(results), models_(models), copies_(copies),
-      checks_(store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)),
+      checks_(store, store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)),
       guard_(store, store, store, clock_), accepted_(accepted), rng_(seed) {}
 
 double Validator::credit_for(const TaskConfig& config, std::int64_t local_steps) {
