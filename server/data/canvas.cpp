@@ -44,8 +44,8 @@ std::array<std::uint8_t, 256> attribute_table(Attribute attribute) {
 std::vector<Scene> all_scenes() {
     std::vector<Scene> scenes;
     for (bool vertical : {false, true})
-        for (std::int64_t first = 0; first < kItemClasses; ++first)
-            for (std::int64_t second = 0; second < kItemClasses; ++second)
+        for (std::int64_t first = 0; first < kNouns; ++first)
+            for (std::int64_t second = 0; second < kNouns; ++second)
                 if (first != second) scenes.push_back({first, second, vertical});
     return scenes;
 }
@@ -53,16 +53,20 @@ std::vector<Scene> all_scenes() {
 }  // namespace
 
 const std::vector<std::string>& canvas_vocabulary() {
-    static const std::vector<std::string> words = {"a",    "left",   "right",   "of",      "above",    "below",
-                                                   "dark", "light",  "t-shirt", "trouser", "pullover", "dress",
-                                                   "coat", "sandal", "shirt",   "sneaker", "bag",      "boot"};
+    static const std::vector<std::string> words = {"a",    "left",  "right", "of",      "above", "below", "dark",
+                                                   "light", "top",  "trouser", "dress", "shoe", "bag",   "boot"};
     return words;
 }
 
-const std::array<const char*, kItemClasses>& item_words() {
-    static const std::array<const char*, kItemClasses> words = {"t-shirt", "trouser", "pullover", "dress", "coat",
-                                                                "sandal",  "shirt",   "sneaker",  "bag",   "boot"};
+const std::array<const char*, kNouns>& noun_words() {
+    static const std::array<const char*, kNouns> words = {"top", "trouser", "dress", "shoe", "bag", "boot"};
     return words;
+}
+
+std::int64_t noun_of_class(std::int64_t item_class) {
+    // t-shirt, trouser, pullover, dress, coat, sandal, shirt, sneaker, bag, boot
+    static constexpr std::array<std::int64_t, kItemClasses> nouns = {0, 1, 0, 2, 0, 3, 0, 3, 4, 5};
+    return nouns.at(static_cast<std::size_t>(item_class));
 }
 
 std::array<std::int64_t, 2> CanvasSpec::quadrants() const {
@@ -81,7 +85,7 @@ std::string caption_of(const CanvasSpec& spec) {
         std::string words = "a ";
         if (spec.attributes[k] == Attribute::Dark) words += "dark ";
         if (spec.attributes[k] == Attribute::Light) words += "light ";
-        return words + item_words()[spec.classes[k]];
+        return words + noun_words()[spec.nouns[k]];
     };
     return item(0) + " " + relation_words(spec.relation) + " " + item(1);
 }
@@ -89,8 +93,7 @@ std::string caption_of(const CanvasSpec& spec) {
 Scene scene_of(const CanvasSpec& spec) {
     bool vertical = spec.relation == Relation::Above || spec.relation == Relation::Below;
     bool a_first = spec.relation == Relation::LeftOf || spec.relation == Relation::Above;
-    return a_first ? Scene{spec.classes[0], spec.classes[1], vertical}
-                   : Scene{spec.classes[1], spec.classes[0], vertical};
+    return a_first ? Scene{spec.nouns[0], spec.nouns[1], vertical} : Scene{spec.nouns[1], spec.nouns[0], vertical};
 }
 
 const std::vector<Scene>& heldout_scenes() {
@@ -171,17 +174,16 @@ torch::Tensor items_with_attributes(const torch::Tensor& images, std::uint64_t s
 
 common::Result<std::vector<CanvasSpec>> draw_canvases(std::int64_t count, const torch::Tensor& labels, bool heldout,
                                                       std::uint64_t seed, std::uint64_t stream) {
-    std::array<std::vector<std::int64_t>, kItemClasses> by_class;
+    std::array<std::vector<std::int64_t>, kNouns> by_noun;
     auto values = labels.contiguous();
     for (std::int64_t i = 0; i < values.size(0); ++i) {
         auto c = values.data_ptr<std::int64_t>()[i];
         if (c < 0 || c >= kItemClasses) return common::make_error("an image's class is outside 0 … 9");
-        by_class[static_cast<std::size_t>(c)].push_back(i);
+        by_noun[static_cast<std::size_t>(noun_of_class(c))].push_back(i);
     }
-    for (std::int64_t c = 0; c < kItemClasses; ++c)
-        if (by_class[static_cast<std::size_t>(c)].empty())
-            return common::make_error(std::string("no image of class \"") + item_words()[c] +
-                                      "\" to draw canvases from");
+    for (std::int64_t n = 0; n < kNouns; ++n)
+        if (by_noun[static_cast<std::size_t>(n)].empty())
+            return common::make_error(std::string("no image of a \"") + noun_words()[n] + "\" to draw canvases from");
     std::vector<Scene> scenes;
     for (const auto& s : all_scenes())
         if (is_heldout(s) == heldout) scenes.push_back(s);
@@ -190,13 +192,13 @@ common::Result<std::vector<CanvasSpec>> draw_canvases(std::int64_t count, const 
     for (auto& spec : specs) {
         const auto& scene = scenes[static_cast<std::size_t>(draws.below(static_cast<std::int64_t>(scenes.size())))];
         bool mirrored = draws.below(2) == 1;  // "B right of A" rather than "A left of B"
-        spec.classes = mirrored ? std::array{scene.second, scene.first} : std::array{scene.first, scene.second};
+        spec.nouns = mirrored ? std::array{scene.second, scene.first} : std::array{scene.first, scene.second};
         spec.relation = scene.vertical ? (mirrored ? Relation::Below : Relation::Above)
                                        : (mirrored ? Relation::RightOf : Relation::LeftOf);
         spec.line = draws.below(2);
         for (int k = 0; k < 2; ++k) spec.attributes[k] = draw_attribute(draws);
         for (int k = 0; k < 2; ++k) {
-            const auto& pool = by_class[static_cast<std::size_t>(spec.classes[k])];
+            const auto& pool = by_noun[static_cast<std::size_t>(spec.nouns[k])];
             spec.images[k] = pool[static_cast<std::size_t>(draws.below(static_cast<std::int64_t>(pool.size())))];
         }
     }

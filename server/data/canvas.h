@@ -1,5 +1,8 @@
 // Canvases of two Fashion-MNIST items with relational captions, for `prepare canvases`: the
 // geometry, the caption grammar and vocabulary, the held-out rule and the seeded draws.
+// Captions name six nouns, not the ten classes: the four upper-body classes (t-shirt,
+// pullover, coat, shirt) are one "top" and sandals and sneakers one "shoe", so that a small
+// judge can read the item a caption names off a decoded canvas (docs/dataset_format.md).
 // A canvas is 64×64 pixels, four 32×32 quadrants (0 top-left, 1 top-right, 2 bottom-left,
 // 3 bottom-right); its two items, each a 28×28 image padded by 2 as the autoencoder sees
 // them, fill two quadrants of one row ("A left of B", "A right of B") or of one column
@@ -21,8 +24,9 @@ constexpr std::int64_t kCellSide = 32;  // a quadrant
 constexpr std::int64_t kItemSide = 28;
 constexpr std::int64_t kItemOffset = (kCellSide - kItemSide) / 2;
 constexpr std::int64_t kCaptionBytes = 64;  // `captions` rows: UTF-8, zero-padded
-constexpr std::int64_t kItemClasses = 10;
-constexpr std::int64_t kHeldoutScenes = 18;    // of the 180 scenes (first class, second class, axis)
+constexpr std::int64_t kItemClasses = 10;      // Fashion-MNIST's
+constexpr std::int64_t kNouns = 6;             // the captions' (each names one or more classes)
+constexpr std::int64_t kHeldoutScenes = 6;     // of the 60 scenes (first noun, second noun, axis)
 constexpr std::uint64_t kHeldoutSeed = 20261;  // fixed: every canvases dataset holds out the same scenes
 
 // Stored as I64 in `relation`: how the first-named item (A) stands to the second (B).
@@ -32,11 +36,13 @@ enum class Attribute : std::int64_t { Plain = 0, Dark = 1, Light = 2 };
 
 // The captions' words: the ids the stand-in text encoder is made with, in this order.
 const std::vector<std::string>& canvas_vocabulary();
-// The noun of each Fashion-MNIST class, in class order ("t-shirt" … "boot").
-const std::array<const char*, kItemClasses>& item_words();
+// The captions' nouns in id order: top, trouser, dress, shoe, bag, boot.
+const std::array<const char*, kNouns>& noun_words();
+// The noun that names a Fashion-MNIST class (0 … 9).
+std::int64_t noun_of_class(std::int64_t item_class);
 
 struct CanvasSpec {
-    std::array<std::int64_t, 2> classes{};  // A (named first) and B
+    std::array<std::int64_t, 2> nouns{};    // A's (named first) and B's
     Relation relation = Relation::LeftOf;   // A `relation` B
     std::array<Attribute, 2> attributes{Attribute::Plain, Attribute::Plain};
     std::int64_t line = 0;                 // the row (left/right of) or column (above/below), 0 or 1
@@ -49,8 +55,8 @@ struct CanvasSpec {
 // "a [dark|light] NOUN (left of|right of|above|below) a [dark|light] NOUN".
 std::string caption_of(const CanvasSpec& spec);
 
-// What the picture shows, whichever way the caption puts it: the class on the left (or top),
-// the class on the right (or bottom), and whether the pair stands in a column.
+// What the picture shows, whichever way the caption puts it: the noun on the left (or top),
+// the noun on the right (or bottom), and whether the pair stands in a column.
 struct Scene {
     std::int64_t first = 0;
     std::int64_t second = 0;
@@ -60,7 +66,7 @@ struct Scene {
 Scene scene_of(const CanvasSpec& spec);
 
 // The kHeldoutScenes scenes no training canvas shows: the first kHeldoutScenes of a seeded
-// (kHeldoutSeed) shuffle of all 180 whose mirror (second, first, same axis) is not already
+// (kHeldoutSeed) shuffle of all 60 whose mirror (second, first, same axis) is not already
 // held out, so the held-out canvases ask for pairs training shows the other way round.
 const std::vector<Scene>& heldout_scenes();
 bool is_heldout(const Scene& scene);
@@ -78,8 +84,8 @@ torch::Tensor items_with_attributes(const torch::Tensor& images, std::uint64_t s
 
 // `count` canvases of the images of a split (labels i64 (M)), each scene drawn uniformly from
 // the held-out scenes (`heldout`) or from the others, then its phrasing, line, attributes
-// (as above) and an image of each class. Seeded by (seed, stream). Fails when a class has no
-// image.
+// (as above) and an image of each noun (uniform over the images of its classes). Seeded by
+// (seed, stream). Fails when a noun has no image.
 common::Result<std::vector<CanvasSpec>> draw_canvases(std::int64_t count, const torch::Tensor& labels, bool heldout,
                                                       std::uint64_t seed, std::uint64_t stream);
 

@@ -79,7 +79,7 @@ Result<common::TorchTensorMap> shard_tensors(const CanvasSplit& split, const tor
         const auto& spec = split.specs[static_cast<std::size_t>(begin + i)];
         auto where = spec.quadrants();
         for (int k = 0; k < 2; ++k) {
-            slot_of[i][k] = spec.classes[k];
+            slot_of[i][k] = spec.nouns[k];
             attribute_of[i][k] = static_cast<std::int64_t>(spec.attributes[k]);
             quadrant_of[i][k] = where[k];
         }
@@ -125,8 +125,10 @@ StandInTextEncoder text_encoder_for(const std::filesystem::path& dir, std::uint6
 
 bool is_complete(const std::filesystem::path& dir) {
     auto existing = common::load_dataset_manifest(dir / "dataset.json");
+    // A dataset of another vocabulary (before 2026-12-04 the ten classes were the nouns) is stale.
+    std::vector<std::string> nouns(noun_words().begin(), noun_words().end());
     return existing && existing->name == kDatasetName && existing->kind == "latents" &&
-           !existing->heldout.file.empty() && !existing->text_encoder.file.empty() &&
+           existing->classes == nouns && !existing->heldout.file.empty() && !existing->text_encoder.file.empty() &&
            common::verify_dataset_files(dir, *existing).ok();
 }
 
@@ -162,7 +164,7 @@ Result<std::unique_ptr<CanvasSplits>> draw_splits(const PrepareOptions& options)
     std::fprintf(stderr, "canvases: %lld training, %lld validation, %lld held out (%lld of %lld scenes)\n",
                  static_cast<long long>(train_count), static_cast<long long>(validation_count),
                  static_cast<long long>(heldout_count), static_cast<long long>(kHeldoutScenes),
-                 static_cast<long long>(2 * kItemClasses * (kItemClasses - 1)));
+                 static_cast<long long>(2 * kNouns * (kNouns - 1)));
     return splits;
 }
 
@@ -268,7 +270,7 @@ common::Status prepare_canvases(const PrepareOptions& options) {
         common::DatasetManifest manifest;
         manifest.name = kDatasetName;
         manifest.kind = "latents";
-        manifest.classes = fashion_mnist_classes();
+        manifest.classes.assign(noun_words().begin(), noun_words().end());  // `labels` and `slot_classes` name nouns
         if (auto status = prepare(options, manifest); !status) return status;
         return common::save_dataset_manifest(manifest_path, manifest);
     } catch (const c10::Error& error) {

@@ -132,20 +132,20 @@ TEST_CASE("a dataset without captioned canvases is no caption judge's data") {
 
 TEST_CASE("the fidelity rules read the items off the two least empty quadrants") {
     CaptionTruth truth;
-    truth.classes = {7, 8};  // "a dark sneaker left of a bag"
+    truth.classes = {3, 4};  // "a dark shoe left of a bag"
     truth.relation = 0;
     truth.attributes = {1, 0};
     auto reading = [](std::int64_t c, std::int64_t a, double empty) { return QuadrantReading{c, a, empty}; };
     FidelityCounts counts;
-    counts.add({reading(7, 1, 0.01), reading(8, 0, 0.02), reading(8, 0, 0.9), reading(0, 0, 0.99)}, truth);
-    counts.add({reading(8, 0, 0.01), reading(7, 1, 0.02), reading(0, 0, 0.9), reading(0, 0, 0.99)}, truth);
-    counts.add({reading(7, 2, 0.01), reading(0, 0, 0.9), reading(8, 0, 0.02), reading(0, 0, 0.99)}, truth);
-    counts.add({reading(7, 1, 0.01), reading(3, 0, 0.02), reading(8, 0, 0.5), reading(0, 0, 0.99)}, truth);
+    counts.add({reading(3, 1, 0.01), reading(4, 0, 0.02), reading(4, 0, 0.9), reading(0, 0, 0.99)}, truth);
+    counts.add({reading(4, 0, 0.01), reading(3, 1, 0.02), reading(0, 0, 0.9), reading(0, 0, 0.99)}, truth);
+    counts.add({reading(3, 2, 0.01), reading(0, 0, 0.9), reading(4, 0, 0.02), reading(0, 0, 0.99)}, truth);
+    counts.add({reading(3, 1, 0.01), reading(2, 0, 0.02), reading(4, 0, 0.5), reading(0, 0, 0.99)}, truth);
     CHECK(counts.canvases == 4);
     CHECK(counts.objects == 3);    // the last drew a dress where the bag should be
     CHECK(counts.relations == 1);  // the second has them the wrong way round, the third in a column
     CHECK(counts.attributes_named == 4);
-    CHECK(counts.attributes_right == 2);  // the third's sneaker is light
+    CHECK(counts.attributes_right == 2);  // the third's shoe is light
     auto f = fidelity_of(counts, FidelityCounts{});
     CHECK(f.object == doctest::Approx(0.75));
     CHECK(f.relation == doctest::Approx(0.25));

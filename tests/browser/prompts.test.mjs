@@ -111,7 +111,7 @@ async function main() {
   assert.match(await page.textContent('#prompt-words'), /\bbag\b/);
 
   // Typed: a row of samples comes back as an image.
-  await page.fill('#prompt-text', 'a dark bag left of a light coat');
+  await page.fill('#prompt-text', 'a dark bag left of a light top');
   await page.$eval('#prompt-cfg', (input) => { input.value = '4'; input.dispatchEvent(new Event('input')); });
   assert.equal(await page.textContent('#prompt-cfg-value'), '4');
   await page.click('#prompt-draw');
@@ -121,7 +121,7 @@ async function main() {
   assert.equal(typed.width, 8 * 64, 'eight 64-pixel canvases in a row');
   assert.equal(typed.height, 64);
   assert.ok(typed.std > 1, `the samples are not blank (pixel std ${typed.std.toFixed(1)})`);
-  assert.match(await page.textContent('#prompt-status'), /a dark bag left of a light coat.*CFG 4.*version 0/);
+  assert.match(await page.textContent('#prompt-status'), /a dark bag left of a light top.*CFG 4.*version 0/);
 
   // Picked: one of the held-out captions.
   const picked = await page.$eval('#prompt-caption optgroup[label^="held-out"] option', (option) => option.value);
@@ -132,7 +132,7 @@ async function main() {
   await page.screenshot({ path: join(screenshots, 'dashboard-prompts.png'), fullPage: true });
 
   // A word outside the vocabulary: the server's 400 names it, shown as an error.
-  await page.fill('#prompt-text', 'a purple bag left of a coat');
+  await page.fill('#prompt-text', 'a purple bag left of a top');
   await page.click('#prompt-draw');
   await page.waitForSelector('#prompt-status.error', { timeout: 30_000 });
   assert.match(await page.textContent('#prompt-status'), /"purple"/);

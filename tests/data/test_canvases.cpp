@@ -68,7 +68,7 @@ std::string caption_at(const torch::Tensor& captions, std::int64_t i) {
 
 Scene scene_at(TorchTensorMap& shard, std::int64_t i) {
     CanvasSpec spec;
-    spec.classes = {shard["slot_classes"][i][0].item<std::int64_t>(), shard["slot_classes"][i][1].item<std::int64_t>()};
+    spec.nouns = {shard["slot_classes"][i][0].item<std::int64_t>(), shard["slot_classes"][i][1].item<std::int64_t>()};
     spec.relation = static_cast<Relation>(shard["relation"][i].item<std::int64_t>());
     return scene_of(spec);
 }
@@ -94,7 +94,7 @@ TEST_CASE("prepare canvases writes a complete dataset that training loads") {
     CHECK(manifest->kind == "latents");
     CHECK(manifest->sample_shape == std::vector<std::int64_t>{4, 16, 16});
     CHECK(manifest->text_dim == kStandInTextDim);
-    CHECK(manifest->classes == fashion_mnist_classes());
+    CHECK(manifest->classes == std::vector<std::string>(noun_words().begin(), noun_words().end()));
     CHECK(manifest->train.size() == 6);
     CHECK(manifest->validation.samples == kCanvases / 6);
     CHECK(manifest->heldout.file == "heldout.safetensors.zst");
@@ -114,9 +114,9 @@ TEST_CASE("prepare canvases writes a complete dataset that training loads") {
         CHECK(shard->inputs.sizes() == torch::IntArrayRef{shard->size(), 4, 16, 16});
         REQUIRE(shard->has_captions());
         CHECK(shard->text_dim() == kStandInTextDim);
-        CHECK(shard->text_len.min().item<std::int64_t>() >= 5);  // "a bag above a coat"
-        CHECK(shard->text_len.max().item<std::int64_t>() <= 8);  // "a dark bag left of a light coat"
-        CHECK(shard->labels.max().item<std::int64_t>() < 10);
+        CHECK(shard->text_len.min().item<std::int64_t>() >= 5);  // "a bag above a top"
+        CHECK(shard->text_len.max().item<std::int64_t>() <= 8);  // "a dark bag left of a light top"
+        CHECK(shard->labels.max().item<std::int64_t>() < kNouns);
         shards.push_back(std::move(shard).value());
     }
     shards.resize(manifest->train.size());
@@ -144,7 +144,7 @@ TEST_CASE("each canvas's caption, embedding and ground truth agree") {
         for (std::int64_t i = 0; i < n; ++i) {
             auto caption = caption_at(shard["captions"], i);
             CanvasSpec spec;
-            spec.classes = {shard["slot_classes"][i][0].item<std::int64_t>(),
+            spec.nouns = {shard["slot_classes"][i][0].item<std::int64_t>(),
                             shard["slot_classes"][i][1].item<std::int64_t>()};
             spec.relation = static_cast<Relation>(shard["relation"][i].item<std::int64_t>());
             spec.attributes = {static_cast<Attribute>(shard["attributes"][i][0].item<std::int64_t>()),
@@ -174,14 +174,14 @@ TEST_CASE("each canvas's caption, embedding and ground truth agree") {
 TEST_CASE("the stand-in text encoder hears word order and refuses words it does not know") {
     auto encoder = StandInTextEncoder::load(canvas_dataset() / kTextEncoderFile).value();
     CHECK(encoder.vocabulary() == canvas_vocabulary());
-    auto ab = encoder.embed_caption("a bag left of a coat").value();
-    auto ba = encoder.embed_caption("a coat left of a bag").value();
+    auto ab = encoder.embed_caption("a bag left of a top").value();
+    auto ba = encoder.embed_caption("a top left of a bag").value();
     CHECK(ab.sizes() == torch::IntArrayRef{6, kStandInTextDim});
     CHECK(ba.sizes() == ab.sizes());
     CHECK((ab - ba).abs().max().item<double>() > 0.5);
     // Same words, so the same bag of words: only the position code tells them apart.
     CHECK(torch::allclose(ab.sum(0), ba.sum(0), 1e-4, 1e-4));
-    CHECK(torch::equal(encoder.embed_caption("A  bag left of a coat.").value(), ab));
+    CHECK(torch::equal(encoder.embed_caption("A  bag left of a top.").value(), ab));
 
     auto unknown = encoder.embed_caption("a zebra left of a bag");
     REQUIRE_FALSE(unknown.ok());
@@ -194,11 +194,11 @@ TEST_CASE("the stand-in text encoder hears word order and refuses words it does 
 
     // The file is the encoder: written, parsed back, the same; the same seed makes the same one.
     auto again = StandInTextEncoder::parse(encoder.to_safetensors().value()).value();
-    CHECK(torch::equal(again.embed_caption("a dark boot below a light shirt").value(),
-                       encoder.embed_caption("a dark boot below a light shirt").value()));
+    CHECK(torch::equal(again.embed_caption("a dark boot below a light top").value(),
+                       encoder.embed_caption("a dark boot below a light top").value()));
     auto fresh = StandInTextEncoder::create(canvas_vocabulary(), kStandInTextDim, 0);
-    CHECK(torch::equal(fresh.embed_caption("a bag above a coat").value(),
-                       encoder.embed_caption("a bag above a coat").value()));
+    CHECK(torch::equal(fresh.embed_caption("a bag above a top").value(),
+                       encoder.embed_caption("a bag above a top").value()));
     CHECK(StandInTextEncoder::parse(to_safetensors({{"word_embeddings", torch::zeros({2, 4})}}).value())
               .message()
               .find("not a tessera.stand-in-text-encoder") != std::string::npos);
@@ -207,11 +207,11 @@ TEST_CASE("the stand-in text encoder hears word order and refuses words it does 
 TEST_CASE("held-out scenes appear in the held-out shard only") {
     const auto& held = heldout_scenes();
     REQUIRE(held.size() == static_cast<std::size_t>(kHeldoutScenes));
-    // The list in docs/dataset_format.md, "prepare canvases": first, last, and "bag left of shirt".
-    CHECK(held.front() == Scene{0, 2, false});
-    CHECK(held.back() == Scene{9, 5, true});
-    CHECK(is_heldout(Scene{8, 6, false}));
-    CHECK_FALSE(is_heldout(Scene{6, 8, false}));
+    // The list in docs/dataset_format.md, "prepare canvases": first, last, and "shoe left of bag".
+    CHECK(held.front() == Scene{0, 1, true});
+    CHECK(held.back() == Scene{3, 4, false});
+    CHECK(is_heldout(Scene{3, 4, false}));
+    CHECK_FALSE(is_heldout(Scene{4, 3, false}));
     for (const auto& s : held) {
         CHECK(s.first != s.second);
         CHECK_FALSE(is_heldout(Scene{s.second, s.first, s.vertical}));  // training shows it mirrored
@@ -226,11 +226,11 @@ TEST_CASE("held-out scenes appear in the held-out shard only") {
         CHECK_MESSAGE(held_out == (heldout_shard ? n : 0), path.filename().string());
     }
     // The scene is the picture's, however the caption phrases it.
-    CanvasSpec left{{7, 8}, Relation::LeftOf, {}, 0, {}};
-    CanvasSpec right{{8, 7}, Relation::RightOf, {}, 0, {}};
+    CanvasSpec left{{3, 4}, Relation::LeftOf, {}, 0, {}};
+    CanvasSpec right{{4, 3}, Relation::RightOf, {}, 0, {}};
     CHECK(scene_of(left) == scene_of(right));
-    CHECK(scene_of(left) != scene_of(CanvasSpec{{8, 7}, Relation::LeftOf, {}, 0, {}}));
-    CHECK(scene_of(left) != scene_of(CanvasSpec{{7, 8}, Relation::Above, {}, 0, {}}));
+    CHECK(scene_of(left) != scene_of(CanvasSpec{{4, 3}, Relation::LeftOf, {}, 0, {}}));
+    CHECK(scene_of(left) != scene_of(CanvasSpec{{3, 4}, Relation::Above, {}, 0, {}}));
 }
 
 TEST_CASE("a canvas puts its items where its caption says") {
@@ -239,7 +239,7 @@ TEST_CASE("a canvas puts its items where its caption says") {
                                 torch::full({1, kItemSide, kItemSide}, 100, torch::kUInt8)});
     for (auto relation : {Relation::LeftOf, Relation::Above, Relation::RightOf, Relation::Below})
         for (std::int64_t line = 0; line < 2; ++line) {
-            CanvasSpec spec{{7, 8}, relation, {Attribute::Dark, Attribute::Plain}, line, {0, 1}};
+            CanvasSpec spec{{3, 4}, relation, {Attribute::Dark, Attribute::Plain}, line, {0, 1}};
             auto canvas = compose_canvases({spec}, images)[0][0];
             auto where = spec.quadrants();
             // Item centres (row, column) in pixels, from the pixels themselves.
@@ -261,10 +261,17 @@ TEST_CASE("a canvas puts its items where its caption says") {
             CHECK(a.second == doctest::Approx((where[0] % 2) * kCellSide + kCellSide / 2.0 - 0.5));
             CHECK((canvas != 0).sum().item<std::int64_t>() == 2 * kItemSide * kItemSide);
         }
-    CHECK(caption_of({{7, 8}, Relation::LeftOf, {Attribute::Dark, Attribute::Plain}, 0, {}}) ==
-          "a dark sneaker left of a bag");
-    CHECK(caption_of({{8, 6}, Relation::Below, {Attribute::Plain, Attribute::Light}, 1, {}}) ==
-          "a bag below a light shirt");
+    CHECK(caption_of({{3, 4}, Relation::LeftOf, {Attribute::Dark, Attribute::Plain}, 0, {}}) ==
+          "a dark shoe left of a bag");
+    CHECK(caption_of({{4, 0}, Relation::Below, {Attribute::Plain, Attribute::Light}, 1, {}}) ==
+          "a bag below a light top");
+    // Six nouns over the ten classes: the upper-body classes are tops, sandals and sneakers shoes.
+    CHECK(noun_of_class(0) == 0);
+    CHECK(noun_of_class(2) == 0);
+    CHECK(noun_of_class(4) == 0);
+    CHECK(noun_of_class(6) == 0);
+    CHECK(noun_of_class(5) == noun_of_class(7));
+    CHECK(std::string(noun_words()[noun_of_class(9)]) == "boot");
     CHECK(attribute_pixel(Attribute::Light, 0) == 0);
     CHECK(attribute_pixel(Attribute::Light, 100) > 100);
 
@@ -334,6 +341,14 @@ TEST_CASE("a second prepare reuses the canvases; a damaged set is prepared again
     CHECK(verify_dataset_files(dir, again).ok());
     CHECK(again.heldout.sha256 == manifest.heldout.sha256);
     CHECK(again.train[0].sha256 == manifest.train[0].sha256);
+
+    // A dataset whose nouns were the ten classes (prepared before the six nouns) is stale.
+    again.classes = {"t-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot"};
+    REQUIRE(save_dataset_manifest(dir / "dataset.json", again).ok());
+    REQUIRE(prepare_canvases(options).ok());
+    auto remade = load_dataset_manifest(dir / "dataset.json").value();
+    CHECK(remade.classes == manifest.classes);
+    CHECK(remade.heldout.sha256 == manifest.heldout.sha256);
 
     options.pixels = true;
     CHECK(prepare_canvases(options).message().find("--pixels") != std::string::npos);

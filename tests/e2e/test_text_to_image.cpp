@@ -95,7 +95,7 @@ TEST_CASE("Python-written captioned shards, imported, trained by volunteers, sam
 
     // The operator's precompute, in Python; the gallery's first rows are these captions, which
     // two by two have the same words in another order.
-    const std::vector<std::string> given{"a dark bag left of a sneaker", "a sneaker left of a dark bag",
+    const std::vector<std::string> given{"a dark bag left of a shoe", "a shoe left of a dark bag",
                                          "a light trouser above a boot", "a boot above a light trouser"};
     {
         std::ofstream captions(dir / "captions.txt");

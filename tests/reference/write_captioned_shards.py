@@ -33,7 +33,8 @@ import tarfile
 
 import numpy as np
 
-NOUNS = ["t-shirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot"]
+NOUNS = ["top", "trouser", "dress", "shoe", "bag", "boot"]
+NOUN_CLASSES = [[0, 2, 4, 6], [1], [3], [5, 7], [8], [9]]  # the Fashion-MNIST classes each noun names
 RELATIONS = ["left of", "above", "right of", "below"]  # A's place relative to B
 ATTRIBUTES = ["", "dark", "light"]
 CANVAS, QUADRANT, ITEM = 64, 32, 28
@@ -147,7 +148,7 @@ def with_attribute(image, attr):
     return np.rint(p).astype(np.uint8)
 
 
-def draw_canvas(scene, images_by_class, rng):
+def draw_canvas(scene, images_by_noun, rng):
     """A 64×64 uint8 canvas: A and B in the quadrants the relation puts them in."""
     a, attr_a, b, attr_b, relation = scene
     line = int(rng.integers(2))  # the row (left/right) or column (above/below)
@@ -159,7 +160,7 @@ def draw_canvas(scene, images_by_class, rng):
         quadrant_a, quadrant_b = (top, bottom) if relation == 1 else (bottom, top)
     canvas = np.zeros((CANVAS, CANVAS), np.uint8)
     for noun, attr, quadrant in ((a, attr_a, quadrant_a), (b, attr_b, quadrant_b)):
-        pool = images_by_class[noun]
+        pool = images_by_noun[noun]
         image = with_attribute(pool[int(rng.integers(len(pool)))], attr)
         top, left = (quadrant // 2) * QUADRANT + 2, (quadrant % 2) * QUADRANT + 2
         canvas[top:top + ITEM, left:left + ITEM] = image
@@ -167,7 +168,7 @@ def draw_canvas(scene, images_by_class, rng):
 
 
 def random_scene(rng):
-    a, b = rng.choice(10, size=2, replace=False)
+    a, b = rng.choice(len(NOUNS), size=2, replace=False)
     attrs = rng.choice(3, size=2, p=[0.5, 0.25, 0.25])
     return int(a), int(attrs[0]), int(b), int(attrs[1]), int(rng.integers(4))
 
@@ -175,8 +176,8 @@ def random_scene(rng):
 class Samples:
     """Canvases encoded to latents (× the dataset's scale factor, f16) and their captions."""
 
-    def __init__(self, scenes, images_by_class, encoder, text_encoder, scale, rng):
-        canvases = np.stack([draw_canvas(s, images_by_class, rng) for s in scenes])
+    def __init__(self, scenes, images_by_noun, encoder, text_encoder, scale, rng):
+        canvases = np.stack([draw_canvas(s, images_by_noun, rng) for s in scenes])
         x = canvases.astype(np.float32)[:, None] / 127.5 - 1.0
         latents = np.concatenate([encoder(x[i:i + 64]) for i in range(0, len(x), 64)])
         self.latents = (latents * scale).astype(np.float16)
@@ -272,10 +273,10 @@ def main():
     encoder = Encoder(args.models + "/encoder.safetensors")
     text_encoder = TextEncoder(args.models + "/text_encoder.safetensors")
 
-    def by_class(split):
+    def by_noun(split):
         images = read_idx("%s/%s-images-idx3-ubyte.gz" % (args.source, split))
         labels = read_idx("%s/%s-labels-idx1-ubyte.gz" % (args.source, split))
-        return [images[labels == c][:300] for c in range(10)]
+        return [np.concatenate([images[labels == c][:300] for c in classes]) for classes in NOUN_CLASSES]
 
     given = []
     if args.captions:
@@ -285,8 +286,8 @@ def main():
     validation_scenes = [parse_caption(c) for c in given][: args.validation]
     validation_scenes += [random_scene(rng) for _ in range(args.validation - len(validation_scenes))]
 
-    train = Samples(train_scenes, by_class("train"), encoder, text_encoder, scale, rng)
-    validation = Samples(validation_scenes, by_class("t10k"), encoder, text_encoder, scale, rng)
+    train = Samples(train_scenes, by_noun("train"), encoder, text_encoder, scale, rng)
+    validation = Samples(validation_scenes, by_noun("t10k"), encoder, text_encoder, scale, rng)
     third = args.train // 3
     parts = [list(range(0, third)), list(range(third, 2 * third)), list(range(2 * third, args.train))]
     write_packed(args.out + "/part-0.safetensors", train, parts[0])

@@ -103,7 +103,7 @@ TEST_CASE("a text task draws a typed prompt and a listed caption; an unknown wor
     CHECK(captions[kPromptCaptionsPerSplit].at("split").as_string() == "heldout");
     CHECK(captions[0].at("text").as_string().starts_with("a "));
 
-    const std::string typed = "/api/v1/prompt.png?prompt=a+dark+bag+left+of+a+light+coat&cfg=4&seed=7";
+    const std::string typed = "/api/v1/prompt.png?prompt=a+dark+bag+left+of+a+light+top&cfg=4&seed=7";
     auto first = drawn(server, typed);
     REQUIRE_MESSAGE(first.status == 200, first.body);
     CHECK(first.headers["content-type"] == "image/png");
@@ -111,13 +111,13 @@ TEST_CASE("a text task draws a typed prompt and a listed caption; an unknown wor
     CHECK(png_size(first.body) == std::pair<std::uint32_t, std::uint32_t>(kRowWidth, kCanvasSide));
     // Kept: asked again (the same words however spelled), it comes back at once, the same bytes.
     auto again = http_get(server.port(),
-                          "/api/v1/prompt.png?prompt=A%20dark%20bag%20left%20of%20a%20light%20coat.&cfg=4&seed=7");
+                          "/api/v1/prompt.png?prompt=A%20dark%20bag%20left%20of%20a%20light%20top.&cfg=4&seed=7");
     REQUIRE(again.status == 200);
     CHECK(again.body == first.body);
     // Another seed is other noise; the task's own route draws the same.
     auto task_id = server.store().current_task().value()->id;
     auto reseeded =
-        drawn(server, "/api/v1/tasks/" + task_id + "/prompt.png?prompt=a+dark+bag+left+of+a+light+coat&cfg=4&seed=8");
+        drawn(server, "/api/v1/tasks/" + task_id + "/prompt.png?prompt=a+dark+bag+left+of+a+light+top&cfg=4&seed=8");
     REQUIRE(reseeded.status == 200);
     CHECK(reseeded.body != first.body);
 
@@ -125,7 +125,7 @@ TEST_CASE("a text task draws a typed prompt and a listed caption; an unknown wor
     REQUIRE_MESSAGE(caption.status == 200, caption.body);
     CHECK(png_size(caption.body).first == kRowWidth);
 
-    auto unknown = http_get(server.port(), "/api/v1/prompt.png?prompt=a+purple+bag+left+of+a+coat");
+    auto unknown = http_get(server.port(), "/api/v1/prompt.png?prompt=a+purple+bag+left+of+a+top");
     CHECK(unknown.status == 400);
     auto refusal = boost::json::parse(unknown.body).as_object();
     CHECK(refusal.at("error").as_string() == "bad_prompt");
@@ -152,7 +152,7 @@ TEST_CASE("a dataset without the stand-in text encoder draws only its own captio
     CHECK(std::string(book.at("message").as_string()).find("only its own captions") != std::string::npos);
     CHECK(book.at("captions").as_array().size() == 2 * kPromptCaptionsPerSplit);
 
-    auto typed = http_get(server.port(), "/api/v1/prompt.png?prompt=a+bag+left+of+a+coat");
+    auto typed = http_get(server.port(), "/api/v1/prompt.png?prompt=a+bag+left+of+a+top");
     CHECK(typed.status == 400);
     CHECK(typed.body.find("no stand-in text encoder") != std::string::npos);
     auto caption = drawn(server, "/api/v1/prompt.png?caption=3");

@@ -58,7 +58,7 @@ struct CaptionJudge::Impl {
     }
 
     // The decoded training canvases as the two cnns' images: each item quadrant labelled with
-    // its class (the class cnn) and every quadrant with its attribute or kEmpty (the attribute cnn).
+    // its noun (the class cnn) and every quadrant with its attribute or kEmpty (the attribute cnn).
     common::Status load_judge_images(common::ShardData& items, common::ShardData& quadrants) {
         std::vector<torch::Tensor> item_inputs, item_labels, all_inputs, all_labels;
         std::int64_t have = 0;
@@ -100,7 +100,8 @@ struct CaptionJudge::Impl {
     // What the cnns read in each quadrant of decoded canvases.
     std::vector<std::array<QuadrantReading, 4>> read(const torch::Tensor& canvases) {
         auto inputs = judge_input(quadrants_of(canvases));
-        auto item_class = classes->forward(inputs).argmax(1);
+        auto nouns = static_cast<std::int64_t>(manifest.classes.size());  // of the cnn's 10 outputs
+        auto item_class = classes->forward(inputs).slice(1, 0, nouns).argmax(1);
         auto attribute_logits = attributes->forward(inputs).slice(1, 0, kEmpty + 1);
         auto empty = torch::softmax(attribute_logits, 1).select(1, kEmpty);
         auto attribute = attribute_logits.slice(1, 0, kEmpty).argmax(1);

@@ -1,6 +1,6 @@
 // Prompt fidelity of a text DiT on the captioned canvases (`tessera-data prepare canvases`):
 // it draws a canvas for each scored caption with classifier-free guidance, decodes it, and two
-// cnn presets read each quadrant — the class cnn which Fashion-MNIST class it shows, the
+// cnn presets read each quadrant — the class cnn which of the captions' nouns it shows, the
 // attribute cnn whether it is empty, plain, dark or light; prompt_fidelity.h turns the
 // readings into the object, relation, attribute and held-out figures. Both cnns learn from
 // decoded training canvases (the decoder's own renderings of items under the canvases'

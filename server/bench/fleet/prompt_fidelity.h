@@ -10,7 +10,7 @@ namespace tessera::bench {
 
 // What a caption asks for (the canvases' ground truth, docs/dataset_format.md).
 struct CaptionTruth {
-    std::array<std::int64_t, 2> classes{};     // A (named first) and B
+    std::array<std::int64_t, 2> classes{};     // A's (named first) and B's nouns
     std::int64_t relation = 0;                 // A's place relative to B: 0 left of, 1 above, 2 right of, 3 below
     std::array<std::int64_t, 2> attributes{};  // A's and B's: 0 plain (no adjective), 1 dark, 2 light
 };
@@ -25,7 +25,7 @@ struct QuadrantReading {
 // Counts over canvases. An item's place is read off the two quadrants least likely empty.
 struct FidelityCounts {
     std::int64_t canvases = 0;
-    std::int64_t objects = 0;           // both named classes read, one in each item quadrant
+    std::int64_t objects = 0;           // both named nouns read, one in each item quadrant
     std::int64_t relations = 0;         // ...and A stands to B as the caption says
     std::int64_t attributes_named = 0;  // items whose caption names dark or light
     std::int64_t attributes_right = 0;  // ...read in the quadrant of that item, with that attribute
