@@ -208,6 +208,8 @@ void describe_board(std::ostream& out, const boost::json::object& board, const b
     out << "results:  " << number_of(board, "units_done") << " this run, credit " << number_of(board, "credit");
     if (auto worked = number_of(board, "worked_s"); worked > 0) out << ", its turns " << worked << " s";
     out << "\n";
+    out << "moved:    " << number_of(board, "downloaded_bytes") << " bytes down, " << number_of(board, "uploaded_bytes")
+        << " bytes up\n";
     if (const auto* last = board.if_contains("last_results"); last && last->is_array())
         for (const auto& item : last->as_array())
             if (item.is_object()) {

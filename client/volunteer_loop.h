@@ -31,6 +31,8 @@ struct UnitInHand {
     std::filesystem::path model;
     std::vector<std::filesystem::path> shards;
     std::string upload;  // the packed result, once trained
+    // Bytes downloaded for this unit, by what they were (blobs already held count nothing).
+    std::int64_t model_bytes = 0, patch_bytes = 0, shard_bytes = 0;
     common::TrainMetrics metrics;
     std::string device;
 };
@@ -131,7 +133,8 @@ private:
     // logged and answered by downloading the model whole.
     ApiResult<std::filesystem::path> patch_model(const Url& base);
 
-    ApiResult<std::filesystem::path> fetch_blob(const common::BlobRef& blob, const Url& base);
+    // A blob into the cache; `downloaded` grows by its size when it was not held.
+    ApiResult<std::filesystem::path> fetch_blob(const common::BlobRef& blob, const Url& base, std::int64_t& downloaded);
 
     Next train();
     // How a unit trains here: the device, threads and memory, and what carries over between units.

@@ -53,6 +53,12 @@ void VolunteerStatus::add_result(const std::string& wu_id, const std::string& st
     if (state == "merged" || state == "accepted" || state == "confirmed") credit_ += credit;
 }
 
+void VolunteerStatus::add_transfers(std::int64_t downloaded_bytes, std::int64_t uploaded_bytes) {
+    std::lock_guard lock(mutex_);
+    downloaded_bytes_ += downloaded_bytes;
+    uploaded_bytes_ += uploaded_bytes;
+}
+
 boost::json::object VolunteerStatus::to_json() const {
     std::lock_guard lock(mutex_);
     boost::json::array verdicts;
@@ -71,6 +77,8 @@ boost::json::object VolunteerStatus::to_json() const {
             {"units_done", units_},
             {"credit", credit_},
             {"worked_s", worked_s_},
+            {"downloaded_bytes", downloaded_bytes_},
+            {"uploaded_bytes", uploaded_bytes_},
             {"last_results", std::move(verdicts)}};
 }
 

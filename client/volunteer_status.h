@@ -1,6 +1,7 @@
 // What `tessera-client status` shows of a running client: where its loop is, the unit in hand
-// and its progress, the preferences in force and why they hold work, the last verdicts and the credit earned since it started. Written by the
-// volunteer's loop, read by the local control socket's thread; safe from several threads.
+// and its progress, the preferences in force and why they hold work, the last verdicts, and the
+// credit earned and bytes moved since it started. Written by the volunteer's loop, read by the
+// local control socket's thread; safe from several threads.
 #pragma once
 
 #include <boost/json/object.hpp>
@@ -26,6 +27,9 @@ public:
     void set_worked_seconds(double seconds);
     // A unit's verdict: accepted (with its credit), rejected (with the reason), or still open.
     void add_result(const std::string& wu_id, const std::string& state, const std::string& reason, double credit);
+    // A unit's transfers: what was downloaded for it (blobs already held count nothing) and the
+    // result uploaded.
+    void add_transfers(std::int64_t downloaded_bytes, std::int64_t uploaded_bytes);
     boost::json::object to_json() const;
 
 private:
@@ -46,6 +50,7 @@ private:
     double credit_ = 0;
     double worked_s_ = 0;
     std::int64_t units_ = 0;
+    std::int64_t downloaded_bytes_ = 0, uploaded_bytes_ = 0;
 };
 
 }  // namespace tessera::client

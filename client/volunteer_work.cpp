@@ -103,16 +103,15 @@ Volunteer::Next Volunteer::fetch() {
         if (!patched && patched.error().kind == FailureKind::Stopped) return give_back(stop_for(patched.error()));
         if (patched) unit_->model = *patched;
     }
-    std::vector<common::BlobRef> blobs;
-    if (unit_->model.empty()) blobs.push_back(unit_->unit.model_blob);
-    blobs.insert(blobs.end(), unit_->unit.shards.begin(), unit_->unit.shards.end());
-    for (const auto& blob : blobs) {
-        auto path = fetch_blob(blob, base);
+    if (unit_->model.empty()) {
+        auto path = fetch_blob(unit_->unit.model_blob, base, unit_->model_bytes);
         if (!path) return give_back(stop_for(path.error()));
-        if (unit_->model.empty())
-            unit_->model = *path;
-        else
-            unit_->shards.push_back(*path);
+        unit_->model = *path;
+    }
+    for (const auto& blob : unit_->unit.shards) {
+        auto path = fetch_blob(blob, base, unit_->shard_bytes);
+        if (!path) return give_back(stop_for(path.error()));
+        unit_->shards.push_back(*path);
     }
     return Phase::Train;
 }
@@ -123,7 +122,7 @@ ApiResult<std::filesystem::path> Volunteer::patch_model(const Url& base) {
     if (!held) return ApiFailure{FailureKind::Local, "the model the patches start from is no longer held"};
     std::vector<std::filesystem::path> patches;
     for (const auto& patch : unit.patches) {
-        auto path = fetch_blob(patch, base);
+        auto path = fetch_blob(patch, base, unit_->patch_bytes);
         if (!path) {
             if (path.error().kind != FailureKind::Stopped)
                 log_.error("patch " + common::short_hash(patch.sha256) + ": " + path.message() +
@@ -144,7 +143,9 @@ ApiResult<std::filesystem::path> Volunteer::patch_model(const Url& base) {
     return *built;
 }
 
-ApiResult<std::filesystem::path> Volunteer::fetch_blob(const common::BlobRef& blob, const Url& base) {
+ApiResult<std::filesystem::path> Volunteer::fetch_blob(const common::BlobRef& blob, const Url& base,
+                                                      std::int64_t& downloaded) {
+    bool held = cache_.find(blob.sha256).has_value();
     common::ProgressBar bar("fetch " + blob.sha256.substr(0, 8), blob.bytes);
     auto download = [&] {
         return cache_.ensure(blob, http_, base, [&](std::uint64_t done, std::uint64_t) {
@@ -158,6 +159,7 @@ ApiResult<std::filesystem::path> Volunteer::fetch_blob(const common::BlobRef& bl
         path = with_retries(turn_released_on_failure(download), abandoning(), log_, what, options_.retry);
     }
     if (path && !log_.quiet()) bar.finish(std::to_string(blob.bytes) + " bytes");
+    if (path && !held) downloaded += blob.bytes;
     return path;
 }
 
@@ -314,12 +316,17 @@ Volunteer::Next Volunteer::report() {
                {"reason", outcome.reason},
                {"credit", outcome.credit},
                {"bytes", bytes},
+               {"model_bytes", unit_->model_bytes},
+               {"patch_bytes", unit_->patch_bytes},
+               {"shard_bytes", unit_->shard_bytes},
                {"samples_per_s", metrics.samples_per_s},
                {"device", unit_->device}});
     return unit_done();
 }
 
 Volunteer::Next Volunteer::unit_done() {
+    status_.add_transfers(unit_->model_bytes + unit_->patch_bytes + unit_->shard_bytes,
+                          static_cast<std::int64_t>(unit_->upload.size()));
     std::set<std::string> keep{unit_->unit.model_blob.sha256};
     held_model_ = unit_->unit.model_blob.sha256;
     for (const auto& shard : unit_->unit.shards) {

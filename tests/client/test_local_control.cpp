@@ -38,12 +38,15 @@ TEST_CASE("commands over the socket change the loop's controls and answer what t
     control.status.set_identity("http://127.0.0.1:1", "c-1", "cpu");
     control.status.set_unit("a-1", 50);
     control.status.set_progress(7);
+    control.status.add_transfers(1500, 300);
+    control.status.add_transfers(200, 100);
     auto status = ask(state, "status");
     CHECK(status.at("ok").as_bool());
     CHECK(status.at("status").at("wu_id").as_string() == "a-1");
     CHECK(status.at("status").at("step").as_int64() == 7);
     auto text = client::describe_status(status);
     CHECK(text.find("step 7 of 50") != std::string::npos);
+    CHECK(text.find("1700 bytes down, 400 bytes up") != std::string::npos);
 
     CHECK(ask(state, "pause").at("ok").as_bool());
     CHECK(control.paused);

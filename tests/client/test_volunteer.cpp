@@ -31,8 +31,8 @@ using namespace tessera::testing;
 using client::StopReason;
 
 TEST_CASE(
-    "a volunteer trains a unit, reports its device, remembers its shards and keeps its residual; a ban stops "
-    "it") {
+    "a volunteer trains a unit, reports its device, remembers its shards, keeps its residual and counts its "
+    "bytes; a ban stops it") {
     TestServer server;  // int8 deltas: lossy, so there is an error-feedback residual to keep
     set_to_wall_clock(server);
     TempDir dir;
@@ -75,6 +75,17 @@ TEST_CASE(
     auto shards = unit.shards;
     std::sort(shards.begin(), shards.end());
     CHECK(remembered.shards == shards);
+
+    // What it moved: the model and the shards down (its cache holds exactly them), the result up.
+    auto board = control.status.to_json();
+    std::int64_t cached = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(state.cache_dir()))
+        cached += static_cast<std::int64_t>(entry.file_size());
+    CHECK(cached > 0);
+    CHECK(board.at("downloaded_bytes").as_int64() == cached);
+    REQUIRE(units[0].delta_bytes.has_value());
+    CHECK(board.at("uploaded_bytes").as_int64() >= *units[0].delta_bytes);
+    CHECK(board.at("uploaded_bytes").as_int64() < cached);  // int8 and compressed: well under an f32 model
 
     // Banned: asking for work is refused for good, and the message says why.
     REQUIRE(server.store().set_client_banned(clients[0].id, true, server.now()).ok());
