@@ -142,6 +142,8 @@ run_case() {
     grep -q "SIGTERM, shutting down" "$state/server.log" || fail "the server was not sent SIGTERM"
   fi
   echo "$case: SIG$signal to the $target; everything gone ${took} s after it (case took $((SECONDS - begun)) s)"
+  # What the demo said, for a failed case (its directory goes with the test).
+  [ "$failed" = 0 ] || { echo "-- $case: the demo's output"; tail -n 20 "$out"; }
 }
 
 run_case ctrl-c session INT group
