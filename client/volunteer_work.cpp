@@ -144,7 +144,7 @@ ApiResult<std::filesystem::path> Volunteer::patch_model(const Url& base) {
 }
 
 ApiResult<std::filesystem::path> Volunteer::fetch_blob(const common::BlobRef& blob, const Url& base,
-                                                      std::int64_t& downloaded) {
+                                                       std::int64_t& downloaded) {
     bool held = cache_.find(blob.sha256).has_value();
     common::ProgressBar bar("fetch " + blob.sha256.substr(0, 8), blob.bytes);
     auto download = [&] {

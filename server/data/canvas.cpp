@@ -53,8 +53,8 @@ std::vector<Scene> all_scenes() {
 }  // namespace
 
 const std::vector<std::string>& canvas_vocabulary() {
-    static const std::vector<std::string> words = {"a",    "left",  "right", "of",      "above", "below", "dark",
-                                                   "light", "top",  "trouser", "dress", "shoe", "bag",   "boot"};
+    static const std::vector<std::string> words = {"a",     "left", "right",   "of",    "above", "below", "dark",
+                                                   "light", "top",  "trouser", "dress", "shoe",  "bag",   "boot"};
     return words;
 }
 

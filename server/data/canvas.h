@@ -24,9 +24,9 @@ constexpr std::int64_t kCellSide = 32;  // a quadrant
 constexpr std::int64_t kItemSide = 28;
 constexpr std::int64_t kItemOffset = (kCellSide - kItemSide) / 2;
 constexpr std::int64_t kCaptionBytes = 64;  // `captions` rows: UTF-8, zero-padded
-constexpr std::int64_t kItemClasses = 10;      // Fashion-MNIST's
-constexpr std::int64_t kNouns = 6;             // the captions' (each names one or more classes)
-constexpr std::int64_t kHeldoutScenes = 6;     // of the 60 scenes (first noun, second noun, axis)
+constexpr std::int64_t kItemClasses = 10;   // Fashion-MNIST's
+constexpr std::int64_t kNouns = 6;          // the captions' (each names one or more classes)
+constexpr std::int64_t kHeldoutScenes = 6;  // of the 60 scenes (first noun, second noun, axis)
 constexpr std::uint64_t kHeldoutSeed = 20261;  // fixed: every canvases dataset holds out the same scenes
 
 // Stored as I64 in `relation`: how the first-named item (A) stands to the second (B).

@@ -127,8 +127,8 @@ bool is_complete(const std::filesystem::path& dir) {
     auto existing = common::load_dataset_manifest(dir / "dataset.json");
     // A dataset of another vocabulary (before 2026-12-04 the ten classes were the nouns) is stale.
     std::vector<std::string> nouns(noun_words().begin(), noun_words().end());
-    return existing && existing->name == kDatasetName && existing->kind == "latents" &&
-           existing->classes == nouns && !existing->heldout.file.empty() && !existing->text_encoder.file.empty() &&
+    return existing && existing->name == kDatasetName && existing->kind == "latents" && existing->classes == nouns &&
+           !existing->heldout.file.empty() && !existing->text_encoder.file.empty() &&
            common::verify_dataset_files(dir, *existing).ok();
 }
 

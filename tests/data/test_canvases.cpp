@@ -145,7 +145,7 @@ TEST_CASE("each canvas's caption, embedding and ground truth agree") {
             auto caption = caption_at(shard["captions"], i);
             CanvasSpec spec;
             spec.nouns = {shard["slot_classes"][i][0].item<std::int64_t>(),
-                            shard["slot_classes"][i][1].item<std::int64_t>()};
+                          shard["slot_classes"][i][1].item<std::int64_t>()};
             spec.relation = static_cast<Relation>(shard["relation"][i].item<std::int64_t>());
             spec.attributes = {static_cast<Attribute>(shard["attributes"][i][0].item<std::int64_t>()),
                                static_cast<Attribute>(shard["attributes"][i][1].item<std::int64_t>())};

@@ -110,8 +110,8 @@ TEST_CASE("a text task draws a typed prompt and a listed caption; an unknown wor
     CHECK(first.headers["x-tessera-version"] == "0");
     CHECK(png_size(first.body) == std::pair<std::uint32_t, std::uint32_t>(kRowWidth, kCanvasSide));
     // Kept: asked again (the same words however spelled), it comes back at once, the same bytes.
-    auto again = http_get(server.port(),
-                          "/api/v1/prompt.png?prompt=A%20dark%20bag%20left%20of%20a%20light%20top.&cfg=4&seed=7");
+    auto again =
+        http_get(server.port(), "/api/v1/prompt.png?prompt=A%20dark%20bag%20left%20of%20a%20light%20top.&cfg=4&seed=7");
     REQUIRE(again.status == 200);
     CHECK(again.body == first.body);
     // Another seed is other noise; the task's own route draws the same.
