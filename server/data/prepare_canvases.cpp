@@ -115,7 +115,8 @@ Result<common::DatasetFile> write_canvas_shard(const std::filesystem::path& dir,
 StandInTextEncoder text_encoder_for(const std::filesystem::path& dir, std::uint64_t seed) {
     if (std::filesystem::exists(dir / kTextEncoderFile)) {
         auto reused = StandInTextEncoder::load(dir / kTextEncoderFile);
-        if (reused && reused->vocabulary() == canvas_vocabulary() && reused->dim() == kStandInTextDim) {
+        if (reused && reused->vocabulary() == canvas_vocabulary() && reused->dim() == kStandInTextDim &&
+            reused->contextual()) {
             std::fprintf(stderr, "text encoder: reusing %s\n", kTextEncoderFile);
             return std::move(reused).value();
         }
@@ -125,11 +126,15 @@ StandInTextEncoder text_encoder_for(const std::filesystem::path& dir, std::uint6
 
 bool is_complete(const std::filesystem::path& dir) {
     auto existing = common::load_dataset_manifest(dir / "dataset.json");
-    // A dataset of another vocabulary (before 2026-12-04 the ten classes were the nouns) is stale.
+    // A dataset of another vocabulary (before 2026-12-04 the ten classes were the nouns) or
+    // with a text encoder that ignores context (likewise) is stale.
     std::vector<std::string> nouns(noun_words().begin(), noun_words().end());
-    return existing && existing->name == kDatasetName && existing->kind == "latents" && existing->classes == nouns &&
-           !existing->heldout.file.empty() && !existing->text_encoder.file.empty() &&
-           common::verify_dataset_files(dir, *existing).ok();
+    if (!existing || existing->name != kDatasetName || existing->kind != "latents" || existing->classes != nouns ||
+        existing->heldout.file.empty() || existing->text_encoder.file.empty() ||
+        !common::verify_dataset_files(dir, *existing).ok())
+        return false;
+    auto text = StandInTextEncoder::load(dir / existing->text_encoder.file);
+    return text && text->contextual();
 }
 
 struct CanvasSplits {

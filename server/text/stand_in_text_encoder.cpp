@@ -1,4 +1,5 @@
-// The stand-in text encoder: seeded word table + sinusoidal positions, saved as safetensors
+// The stand-in text encoder: seeded word table + sinusoidal positions + a frozen seeded
+// neighbour mix, saved as safetensors
 // with the vocabulary in the header's metadata so the file alone can embed a prompt.
 #include "stand_in_text_encoder.h"
 
@@ -20,6 +21,8 @@ namespace {
 using common::Result;
 
 constexpr std::uint64_t kTableStream = 1;
+constexpr std::uint64_t kContextLeftStream = 2;
+constexpr std::uint64_t kContextRightStream = 3;
 constexpr std::uint64_t kMaxFileBytes = std::uint64_t{64} << 20;
 constexpr std::string_view kPunctuation = ".,;:!?\"";
 
@@ -45,6 +48,14 @@ torch::Tensor position_codes(std::int64_t rows, std::int64_t dim) {
     return codes.to(torch::kFloat32);
 }
 
+torch::Tensor seeded_normal(std::int64_t rows, std::int64_t cols, std::uint64_t seed, std::uint64_t stream,
+                            double scale) {
+    std::vector<float> values(static_cast<std::size_t>(rows * cols));
+    SeededDraws draws(seed, stream);
+    for (auto& value : values) value = static_cast<float>(draws.normal() * scale);
+    return torch::from_blob(values.data(), {rows, cols}, torch::kFloat32).clone();
+}
+
 common::Status check_vocabulary(const std::vector<std::string>& vocabulary) {
     if (vocabulary.empty() || static_cast<std::int64_t>(vocabulary.size()) > kMaxVocabulary)
         return common::make_error("the vocabulary must hold 1 to " + std::to_string(kMaxVocabulary) + " words");
@@ -63,25 +74,31 @@ common::Status check_vocabulary(const std::vector<std::string>& vocabulary) {
 }  // namespace
 
 StandInTextEncoder::StandInTextEncoder(std::vector<std::string> vocabulary, torch::Tensor word_embeddings,
-                                       torch::Tensor position_codes)
+                                       torch::Tensor position_codes, torch::Tensor context_left,
+                                       torch::Tensor context_right)
     : vocabulary_(std::move(vocabulary)), word_embeddings_(std::move(word_embeddings)),
-      position_codes_(std::move(position_codes)) {}
+      position_codes_(std::move(position_codes)), context_left_(std::move(context_left)),
+      context_right_(std::move(context_right)) {}
 
 StandInTextEncoder StandInTextEncoder::create(std::vector<std::string> vocabulary, std::int64_t dim,
                                               std::uint64_t seed) {
     auto v = static_cast<std::int64_t>(vocabulary.size());
-    std::vector<float> table(static_cast<std::size_t>(v * dim));
-    SeededDraws draws(seed, kTableStream);
-    for (auto& value : table) value = static_cast<float>(draws.normal());
-    auto words = torch::from_blob(table.data(), {v, dim}, torch::kFloat32).clone();
-    return StandInTextEncoder(std::move(vocabulary), words, position_codes(kMaxCaptionWords, dim));
+    double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+    return StandInTextEncoder(std::move(vocabulary), seeded_normal(v, dim, seed, kTableStream, 1.0),
+                              position_codes(kMaxCaptionWords, dim),
+                              seeded_normal(dim, dim, seed, kContextLeftStream, scale),
+                              seeded_normal(dim, dim, seed, kContextRightStream, scale));
 }
 
 Result<common::Bytes> StandInTextEncoder::to_safetensors() const {
     std::string words;
     for (const auto& word : vocabulary_) words += (words.empty() ? "" : " ") + word;
-    return common::to_safetensors({{"word_embeddings", word_embeddings_}, {"position_codes", position_codes_}},
-                                  {{"format", kTextEncoderFormat}, {"vocabulary", words}});
+    common::TorchTensorMap tensors = {{"word_embeddings", word_embeddings_}, {"position_codes", position_codes_}};
+    if (contextual()) {
+        tensors.emplace("context_left", context_left_);
+        tensors.emplace("context_right", context_right_);
+    }
+    return common::to_safetensors(tensors, {{"format", kTextEncoderFormat}, {"vocabulary", words}});
 }
 
 Result<StandInTextEncoder> StandInTextEncoder::load(const std::filesystem::path& file) {
@@ -120,14 +137,28 @@ Result<StandInTextEncoder> StandInTextEncoder::parse(common::ByteView bytes) {
             positions->shape[0] != kMaxCaptionWords || positions->shape[1] != table->shape[1])
             return common::make_error("\"position_codes\" must be F32 [" + std::to_string(kMaxCaptionWords) +
                                       ", D] like \"word_embeddings\"");
-        auto words_tensor = common::to_torch(*table);
-        if (!words_tensor) return words_tensor.error();
-        auto positions_tensor = common::to_torch(*positions);
-        if (!positions_tensor) return positions_tensor.error();
-        if (!torch::isfinite(*words_tensor).all().item<bool>() ||
-            !torch::isfinite(*positions_tensor).all().item<bool>())
-            return common::make_error("the text encoder holds non-finite weights");
-        return StandInTextEncoder(std::move(vocabulary), *words_tensor, *positions_tensor);
+        auto d = table->shape[1];
+        const auto* left = file->find("context_left");
+        const auto* right = file->find("context_right");
+        if ((left == nullptr) != (right == nullptr))
+            return common::make_error("a text encoder holds both \"context_left\" and \"context_right\" or neither");
+        for (const auto* context : {left, right})
+            if (context != nullptr &&
+                (context->dtype != common::DType::F32 || context->shape != std::vector<std::int64_t>{d, d}))
+                return common::make_error("the context matrices must be F32 [D, D] with D = " + std::to_string(d));
+        std::vector<torch::Tensor> weights;
+        for (const auto* view : {table, positions, left, right}) {
+            if (view == nullptr) {
+                weights.emplace_back();
+                continue;
+            }
+            auto tensor = common::to_torch(*view);
+            if (!tensor) return tensor.error();
+            if (!torch::isfinite(*tensor).all().item<bool>())
+                return common::make_error("the text encoder holds non-finite weights");
+            weights.push_back(std::move(tensor).value());
+        }
+        return StandInTextEncoder(std::move(vocabulary), weights[0], weights[1], weights[2], weights[3]);
     } catch (const c10::Error& error) {
         return common::make_error(std::string("text encoder: ") + error.what_without_backtrace());
     }
@@ -163,7 +194,12 @@ Result<std::vector<std::int64_t>> StandInTextEncoder::tokenize(std::string_view 
 torch::Tensor StandInTextEncoder::embed_ids(const std::vector<std::int64_t>& ids) const {
     auto n = static_cast<std::int64_t>(ids.size());
     auto index = torch::from_blob(const_cast<std::int64_t*>(ids.data()), {n}, torch::kInt64);
-    return word_embeddings_.index_select(0, index) + position_codes_.slice(0, 0, n);
+    auto x = word_embeddings_.index_select(0, index) + position_codes_.slice(0, 0, n);
+    if (!contextual() || n == 1) return x;
+    auto tokens = x.clone();
+    tokens.slice(0, 1, n) += x.slice(0, 0, n - 1).matmul(context_left_);
+    tokens.slice(0, 0, n - 1) += x.slice(0, 1, n).matmul(context_right_);
+    return tokens;
 }
 
 Result<torch::Tensor> StandInTextEncoder::embed_caption(std::string_view text) const {
@@ -173,19 +209,16 @@ Result<torch::Tensor> StandInTextEncoder::embed_caption(std::string_view text) c
 }
 
 Result<StandInTextEncoder::Packed> StandInTextEncoder::embed_captions(const std::vector<std::string>& texts) const {
-    std::vector<std::int64_t> words, positions, lengths;
+    std::vector<torch::Tensor> captions;
+    std::vector<std::int64_t> lengths;
     for (std::size_t i = 0; i < texts.size(); ++i) {
         auto ids = tokenize(texts[i]);
         if (!ids) return common::with_context("caption " + std::to_string(i), ids.error());
-        words.insert(words.end(), ids->begin(), ids->end());
-        for (std::size_t p = 0; p < ids->size(); ++p) positions.push_back(static_cast<std::int64_t>(p));
+        captions.push_back(embed_ids(*ids));
         lengths.push_back(static_cast<std::int64_t>(ids->size()));
     }
-    auto t = static_cast<std::int64_t>(words.size());
-    auto word_index = torch::from_blob(words.data(), {t}, torch::kInt64);
-    auto position_index = torch::from_blob(positions.data(), {t}, torch::kInt64);
     Packed packed;
-    packed.tokens = word_embeddings_.index_select(0, word_index) + position_codes_.index_select(0, position_index);
+    packed.tokens = captions.empty() ? torch::zeros({0, dim()}) : torch::cat(captions);
     packed.lengths = torch::tensor(lengths, torch::kInt64);
     return packed;
 }

@@ -18,6 +18,7 @@
 #include "shell_run.h"
 #include "prepare.h"
 #include "safetensors.h"
+#include "shard_writer.h"
 #include "stand_in_text_encoder.h"
 #include "temp_dir.h"
 #include "torch/shard_data.h"
@@ -179,9 +180,15 @@ TEST_CASE("the stand-in text encoder hears word order and refuses words it does 
     CHECK(ab.sizes() == torch::IntArrayRef{6, kStandInTextDim});
     CHECK(ba.sizes() == ab.sizes());
     CHECK((ab - ba).abs().max().item<double>() > 0.5);
-    // Same words, so the same bag of words: only the position code tells them apart.
-    CHECK(torch::allclose(ab.sum(0), ba.sum(0), 1e-4, 1e-4));
     CHECK(torch::equal(encoder.embed_caption("A  bag left of a top.").value(), ab));
+    // A token knows its neighbours: "bag" before "above" is not "bag" before "below", but a token
+    // two words from the change is untouched.
+    CHECK(encoder.contextual());
+    auto above = encoder.embed_caption("a bag above a top").value();
+    auto below = encoder.embed_caption("a bag below a top").value();
+    CHECK((above[1] - below[1]).abs().max().item<double>() > 0.5);
+    CHECK(torch::equal(above[0], below[0]));
+    CHECK(torch::equal(above[4], below[4]));
 
     auto unknown = encoder.embed_caption("a zebra left of a bag");
     REQUIRE_FALSE(unknown.ok());
@@ -202,6 +209,36 @@ TEST_CASE("the stand-in text encoder hears word order and refuses words it does 
     CHECK(StandInTextEncoder::parse(to_safetensors({{"word_embeddings", torch::zeros({2, 4})}}).value())
               .message()
               .find("not a tessera.stand-in-text-encoder") != std::string::npos);
+}
+
+TEST_CASE("a stand-in text encoder file without context matrices embeds word plus position") {
+    auto bytes = StandInTextEncoder::create(canvas_vocabulary(), kStandInTextDim, 0).to_safetensors().value();
+    auto parsed = parse_safetensors(bytes).value();
+    auto tensors = to_torch_map(parsed).value();
+    TensorMetadata metadata = parsed.metadata();
+    auto without = [&](std::initializer_list<const char*> names) {
+        auto kept = tensors;
+        for (const auto* name : names) kept.erase(name);
+        return StandInTextEncoder::parse(to_safetensors(kept, metadata).value());
+    };
+    auto old = without({"context_left", "context_right"});
+    REQUIRE_MESSAGE(old.ok(), old.message());
+    CHECK_FALSE(old->contextual());
+    auto tokens = old->embed_caption("a bag above a top").value();
+    auto ids = old->tokenize("a bag above a top").value();
+    auto expected =
+        tensors["word_embeddings"].index_select(0, torch::tensor(ids)) + tensors["position_codes"].slice(0, 0, 5);
+    CHECK(torch::equal(tokens, expected));
+
+    CHECK(without({"context_right"}).message().find("or neither") != std::string::npos);
+    auto wrong = tensors;
+    wrong["context_left"] = torch::zeros({kStandInTextDim, 3});
+    CHECK(StandInTextEncoder::parse(to_safetensors(wrong, metadata).value()).message().find("[D, D]") !=
+          std::string::npos);
+    wrong = tensors;
+    wrong["context_right"][0][0] = std::nanf("");
+    CHECK(StandInTextEncoder::parse(to_safetensors(wrong, metadata).value()).message().find("non-finite") !=
+          std::string::npos);
 }
 
 TEST_CASE("held-out scenes appear in the held-out shard only") {
@@ -349,6 +386,19 @@ TEST_CASE("a second prepare reuses the canvases; a damaged set is prepared again
     auto remade = load_dataset_manifest(dir / "dataset.json").value();
     CHECK(remade.classes == manifest.classes);
     CHECK(remade.heldout.sha256 == manifest.heldout.sha256);
+
+    // So is one whose text encoder ignores context (prepared before the neighbour mix).
+    auto encoder_bytes = read_file(dir / kTextEncoderFile, 1 << 20).value();
+    auto encoder_file = parse_safetensors(encoder_bytes).value();
+    auto tensors = to_torch_map(encoder_file).value();
+    tensors.erase("context_left");
+    tensors.erase("context_right");
+    auto old_encoder = to_safetensors(tensors, encoder_file.metadata()).value();
+    remade.text_encoder = write_dataset_file(dir, kTextEncoderFile, old_encoder, 0).value();
+    REQUIRE(save_dataset_manifest(dir / "dataset.json", remade).ok());
+    REQUIRE(prepare_canvases(options).ok());
+    CHECK(StandInTextEncoder::load(dir / kTextEncoderFile).value().contextual());
+    CHECK(load_dataset_manifest(dir / "dataset.json").value().text_encoder.sha256 == manifest.text_encoder.sha256);
 
     options.pixels = true;
     CHECK(prepare_canvases(options).message().find("--pixels") != std::string::npos);

@@ -5,7 +5,7 @@ The stand-in for an operator's Python (docs/dataset_format.md, "Writing shards i
 images and captions in, latents and caption features out, in the files `tessera-data import`
 reads. The "VAE" is the encoder of a canvases dataset (`tessera-data prepare canvases`), run
 here in numpy; the "text encoder" is its stand-in text encoder (word embedding + position
-code per token, D = 64). The images are canvases of two Fashion-MNIST items, drawn here
+code per token, each token then mixed with its neighbours, D = 64). The images are canvases of two Fashion-MNIST items, drawn here
 (docs/dataset_format.md, "prepare canvases": the same geometry, attributes and caption
 grammar), so a task trained on these files draws what the captions say through that
 dataset's decoder.
@@ -106,17 +106,24 @@ class Encoder:
 
 
 class TextEncoder:
-    """The stand-in text encoder: token i = word_embeddings[word i] + position_codes[i]."""
+    """The stand-in text encoder: x_i = word_embeddings[word i] + position_codes[i], token
+    i = x_i + x_{i-1} @ context_left + x_{i+1} @ context_right (missing neighbours zero)."""
 
     def __init__(self, path):
         w, metadata = read_safetensors(path)
         self.words = w["word_embeddings"]
         self.positions = w["position_codes"]
+        self.left = w["context_left"]
+        self.right = w["context_right"]
         self.vocabulary = {word: i for i, word in enumerate(metadata["vocabulary"].split())}
 
     def __call__(self, caption):
         ids = [self.vocabulary[word] for word in caption.lower().split()]
-        return (self.words[ids] + self.positions[: len(ids)]).astype(np.float32)  # [L, D]
+        x = self.words[ids] + self.positions[: len(ids)]
+        tokens = x.copy()
+        tokens[1:] += x[:-1] @ self.left
+        tokens[:-1] += x[1:] @ self.right
+        return tokens.astype(np.float32)  # [L, D]
 
 
 def caption_of(scene):
