@@ -26,6 +26,7 @@ struct ServerCore::Parts {
     std::unique_ptr<BlobStore> blobs;
     std::unique_ptr<ResultFiles> results;
     std::unique_ptr<PublishedModels> published;
+    std::unique_ptr<CatchUpPatches> catch_up;
     std::unique_ptr<ModelCache> models;
     ProbePools probe_pools;  // the served tasks'
     CopyDetector copies;
@@ -258,6 +259,7 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
     p.blobs = std::make_unique<BlobStore>(p.options.state.blobs(), files);
     p.results = std::make_unique<ResultFiles>(p.options.state, files);
     p.published = std::make_unique<PublishedModels>(*p.store, *p.store, *p.blobs);
+    p.catch_up = std::make_unique<CatchUpPatches>(*p.store, *p.published, *p.blobs, p.options.clock);
     p.models = std::make_unique<ModelCache>(*p.published);
     p.work = std::make_unique<WorkPool>(p.options.work_threads);
     p.validations = std::make_unique<WorkPool>(p.options.validation_threads);
@@ -277,7 +279,7 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
     p.validation = std::make_unique<ValidationStage>(*p.store, *p.validator, p.validations->executor(), p.options.clock,
                                                      std::move(claims));
     p.transitioner = std::make_unique<Transitioner>(*p.store, *p.store, *p.validator, p.options.clock, p.process_name);
-    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.store, *p.store, *p.store, *p.published, *p.key,
+    p.scheduler = std::make_unique<Scheduler>(*p.store, *p.store, *p.store, *p.store, *p.published, *p.catch_up, *p.key,
                                               p.options.clock, p.options.blob_base_url,
                                               p.options.seed ? seed + 1 : std::uint64_t{std::random_device{}()},
                                               [raw](const std::string& id) { return raw->tasks->find(id) != nullptr; });

@@ -115,7 +115,12 @@ common::Status transfers_from_args(const cxxopts::ParseResult& args, TaskConfig&
         if (!patches) return common::with_context("--patch-codec", patches.error());
         c.patches = *patches;
     }
+    if (args.count("patch-topk")) {
+        if (!c.patches) return common::make_error("--patch-topk needs patches (--patch-codec is off)");
+        c.patches->topk_fraction = args["patch-topk"].as<double>();
+    }
     take(args, "publish-every", c.publish_every);
+    take(args, "catch-up", c.catch_up_states);
     take(args, "shards-per-unit", c.shards_per_unit);
     return {};
 }
@@ -252,7 +257,15 @@ void add_transfer_options(cxxopts::Options& options) {
         "downlink patches between versions: off, bf16, int8, int4, int2 (" +
             std::string(d.patches ? common::delta_dtype_name(d.patches->dtype) : "off") + ")",
         cxxopts::value<std::string>())(
-        "publish-every", with_default("with patches: publish the model every N versions", d.publish_every),
+        "patch-topk",
+        with_default("fraction of each tensor a patch keeps, (0, 1]", d.patches ? d.patches->topk_fraction : 1.0),
+        cxxopts::value<double>())("publish-every",
+                                  with_default("with patches: publish the model every N versions", d.publish_every),
+                                  cxxopts::value<std::int64_t>())(
+        "catch-up",
+        with_default("with patches: one patch per unit from the model each volunteer holds, kept for up to N "
+                     "volunteers (0: the published chain)",
+                     d.catch_up_states),
         cxxopts::value<std::int64_t>())("shards-per-unit", with_default("shards in one work unit", d.shards_per_unit),
                                         cxxopts::value<std::int64_t>());
 }

@@ -242,3 +242,27 @@ TEST_CASE("patch_mask: in [0, 1), DiT presets only, stored, absent in older task
     REQUIRE_FALSE(cnn.ok());
     CHECK(cnn.message().find("needs a DiT preset") != std::string::npos);
 }
+
+TEST_CASE("catch_up_states: needs patches, stored, absent in older tasks; the patches' top-k is kept") {
+    auto config = valid_task();
+    config.catch_up_states = 64;
+    config.patches = common::DeltaEncoding{common::DeltaDType::Int2, 0.02};
+    REQUIRE(validate_task_config(config).ok());
+    auto json = to_json(config);
+    auto back = task_config_from_json(json);
+    REQUIRE(back.ok());
+    CHECK(back->catch_up_states == 64);
+    CHECK(back->patches->topk_fraction == 0.02);
+    json.as_object().erase("catch_up_states");
+    auto older = task_config_from_json(json);
+    REQUIRE(older.ok());
+    CHECK(older->catch_up_states == 0);
+
+    config.catch_up_states = -1;
+    CHECK(validate_task_config(config).message().find("catch-up states must be in 0..") != std::string::npos);
+    config.catch_up_states = kMaxCatchUpStates + 1;
+    CHECK_FALSE(validate_task_config(config).ok());
+    config.catch_up_states = 8;
+    config.patches.reset();
+    CHECK(validate_task_config(config).message().find("need a patch codec") != std::string::npos);
+}

@@ -57,7 +57,9 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
         if (!patches) return common::with_context("--patch-codec", patches.error());
         config->patches = *patches;
     }
+    if (a.count("patch-topk") && config->patches) config->patches->topk_fraction = a["patch-topk"].as<double>();
     if (a.count("publish-every")) config->publish_every = a["publish-every"].as<std::int64_t>();
+    if (a.count("catch-up")) config->catch_up_states = a["catch-up"].as<std::int64_t>();
     if (a.count("inner-state"))
         config->inner_optimizer =
             common::inner_optimizer_from_name(a["inner-state"].as<std::string>()).value_or(config->inner_optimizer);

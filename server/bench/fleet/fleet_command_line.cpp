@@ -93,7 +93,10 @@ void add_task_options(cxxopts::Options& options) {
         "codec", "delta encoding: f32, bf16, int8, int4, int2", cxxopts::value<std::string>())(
         "topk", "fraction of each tensor a delta keeps, (0, 1]", cxxopts::value<double>())(
         "patch-codec", "downlink patches: off, bf16, int8, int4, int2 (int2)", cxxopts::value<std::string>())(
+        "patch-topk", "fraction of each tensor a patch keeps, (0, 1] (1)", cxxopts::value<double>())(
         "publish-every", "with patches: publish the model every N versions (1)", cxxopts::value<std::int64_t>())(
+        "catch-up", "with patches: one patch per unit from each volunteer's model, for up to N volunteers (0)",
+        cxxopts::value<std::int64_t>())(
         "no-checks",
         "no replication, loss checks, norm bounds, copy or alignment checks (the codec and merging alone)")(
         "staleness", "async runs' staleness function (const, poly:A, hinge:A,B, conc:M,A[,R])",

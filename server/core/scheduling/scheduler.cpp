@@ -11,6 +11,7 @@
 #include "assignment_unit.h"
 #include "bytes.h"
 #include "clock.h"
+#include "logger.h"
 #include "signed_envelope.h"
 #include "text_encoding.h"
 #include "trust.h"
@@ -18,10 +19,11 @@
 namespace tessera::server {
 
 Scheduler::Scheduler(WorkStore& work, TaskStore& tasks, VersionStore& versions, HistoryStore& history,
-                     PublishedModels& published, const common::SigningKey& key, Clock clock, std::string blob_base_url,
-                     std::uint64_t seed, TaskFilter served)
-    : work_(work), tasks_(tasks), versions_(versions), published_(published), key_(key), clock_(std::move(clock)),
-      blob_base_url_(std::move(blob_base_url)), served_(std::move(served)), rng_(seed), pace_(history) {}
+                     PublishedModels& published, CatchUpPatches& catch_up, const common::SigningKey& key, Clock clock,
+                     std::string blob_base_url, std::uint64_t seed, TaskFilter served)
+    : work_(work), tasks_(tasks), versions_(versions), published_(published), catch_up_(catch_up), key_(key),
+      clock_(std::move(clock)), blob_base_url_(std::move(blob_base_url)), served_(std::move(served)), rng_(seed),
+      pace_(history) {}
 
 bool Scheduler::device_fits(const TaskConfig& config, const common::DeviceInfo& device) {
     if (config.requires_device == "cuda" && device.kind != "cuda") return false;
@@ -241,7 +243,7 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const Drawn
     wu.model = task.config.model;
     wu.base_version = base_version;
     wu.model_blob = {version->blob_sha256, version->blob_bytes};
-    if (auto status = offer_patches(task, request.held_model, *version, wu); !status) return status.error();
+    if (auto status = offer_patches(task, request, *version, unit.replicas > 1, wu); !status) return status.error();
     if (wu.patches.empty()) {
         // The current model's first publisher came with the drawn task; an older model's is read.
         bool current = drawn.current && drawn.current->blob_sha256 == version->blob_sha256;
@@ -291,8 +293,24 @@ common::Result<std::optional<std::int64_t>> Scheduler::rebase_of(const DrawnTask
     return std::optional<std::int64_t>();
 }
 
-common::Status Scheduler::offer_patches(const TaskView& task, const std::string& held_model, const VersionRecord& base,
-                                        common::WorkUnit& wu) {
+common::Status Scheduler::offer_patches(const TaskView& task, const common::WorkRequest& request,
+                                        const VersionRecord& base, bool replicated, common::WorkUnit& wu) {
+    if (!replicated) {
+        auto catch_up = catch_up_.offer(task.record.id, task.config, request.client_id, request.held_model, base);
+        if (!catch_up)  // the published path still works: the volunteer is served, the operator told
+            common::process_log().warning("catch_up_failed", task.record.id + ": " + catch_up.message());
+        else if (*catch_up) {
+            wu.model_blob = (*catch_up)->model;
+            wu.patch_from = request.held_model;
+            wu.patches = {(*catch_up)->patch};
+            return {};
+        }
+    }
+    return offer_patch_chain(task, request.held_model, base, wu);
+}
+
+common::Status Scheduler::offer_patch_chain(const TaskView& task, const std::string& held_model,
+                                            const VersionRecord& base, common::WorkUnit& wu) {
     if (held_model.empty() || held_model == base.blob_sha256) return {};
     // The published versions after the held one, each with its patch.
     auto chain = versions_.versions_after_blob(task.record.id, held_model, base.version);

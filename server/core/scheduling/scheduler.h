@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 
+#include "catch_up_patches.h"
 #include "clock.h"
 #include "ed25519.h"
 #include "state_dir.h"
@@ -44,10 +45,10 @@ public:
     // Whether this process serves (can validate) a task; empty: every task.
     using TaskFilter = std::function<bool(const std::string& task_id)>;
     // The store's parts: `work` claims units, `tasks` gives shards, `versions` bases and patch
-    // chains, `history` the fleet's pace.
+    // chains, `history` the fleet's pace; `catch_up` the tasks' catch-up patches.
     Scheduler(WorkStore& work, TaskStore& tasks, VersionStore& versions, HistoryStore& history,
-              PublishedModels& published, const common::SigningKey& key, Clock clock, std::string blob_base_url,
-              std::uint64_t seed, TaskFilter served = {});
+              PublishedModels& published, CatchUpPatches& catch_up, const common::SigningKey& key, Clock clock,
+              std::string blob_base_url, std::uint64_t seed, TaskFilter served = {});
     common::Result<common::WorkResponse> assign(const ClientRecord& client, const common::WorkRequest& request);
 
     // Whether a volunteer with `device` can take the task's units.
@@ -83,11 +84,15 @@ private:
     // version a unit handed out again is rebased on, if any.
     common::Result<std::optional<std::int64_t>> rebase_of(const DrawnTask& task, const WorkUnitRecord& unit,
                                                           bool new_unit);
-    // The patch chain from the model the volunteer holds to the unit's base, when there is one
-    // and it is smaller than the model; otherwise the unit offers none (and the model's file is
-    // written now if it is not stored: a version between checkpoints).
-    common::Status offer_patches(const TaskView& task, const std::string& held_model, const VersionRecord& base,
-                                 common::WorkUnit& wu);
+    // From the model the volunteer holds to the unit's base: one catch-up patch (its own
+    // reconstruction as the unit's model) when the task has them and the unit is not
+    // replicated (twins start from one model), else the published patch chain, when there is
+    // one and it is smaller than the model; otherwise the unit offers none (and the model's file
+    // is written now if it is not stored: a version between checkpoints).
+    common::Status offer_patches(const TaskView& task, const common::WorkRequest& request, const VersionRecord& base,
+                                 bool replicated, common::WorkUnit& wu);
+    common::Status offer_patch_chain(const TaskView& task, const std::string& held_model, const VersionRecord& base,
+                                     common::WorkUnit& wu);
     common::Status stamp_schedule_of(const TaskView& task, const WorkUnitRecord& unit, bool same_base,
                                      std::int64_t now, common::Hyperparameters& hyper);
     std::string random_id(const char* prefix);
@@ -98,6 +103,7 @@ private:
     TaskStore& tasks_;
     VersionStore& versions_;
     PublishedModels& published_;
+    CatchUpPatches& catch_up_;
     const common::SigningKey& key_;
     Clock clock_;
     std::string blob_base_url_;

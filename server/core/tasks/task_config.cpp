@@ -143,6 +143,9 @@ common::Status check_settings(const TaskConfig& c) {
         return fail("patches must be bf16, int8, int4 or int2 with a top-k fraction in (0, 1]");
     if (c.publish_every < 1 || c.publish_every > kMaxPublishEvery)
         return fail("publish every must be in 1.." + std::to_string(kMaxPublishEvery) + " versions");
+    if (c.catch_up_states < 0 || c.catch_up_states > kMaxCatchUpStates)
+        return fail("catch-up states must be in 0.." + std::to_string(kMaxCatchUpStates));
+    if (c.catch_up_states > 0 && !c.patches) return fail("catch-up patches need a patch codec");
     if (c.deadline_s < 10) return fail("the deadline must be at least 10 s");
     if (c.shards_per_unit < 1 || c.shards_per_unit > static_cast<std::int64_t>(common::kMaxShardsPerWorkUnit))
         return fail("shards per unit must be in 1.." + std::to_string(common::kMaxShardsPerWorkUnit));

@@ -27,6 +27,7 @@ constexpr std::int64_t kMaxBatchSize = 65536;
 constexpr std::int64_t kMaxLr = 10;
 constexpr std::int64_t kMaxWeightDecay = 10;
 constexpr std::int64_t kMaxPublishEvery = 10000;
+constexpr std::int64_t kMaxCatchUpStates = 1000000;
 constexpr std::int64_t kMaxMinRounds = 1000000;
 constexpr std::int64_t kMaxTrustStreak = 1000;
 constexpr double kNewTaskEmaDecay = 0.999;
@@ -74,6 +75,10 @@ struct TaskConfig {
     // many versions, so that a volunteer back after many merges needs fewer patches; it costs
     // loss (docs/benchmarks.md, "Downlink patches").
     std::int64_t publish_every = 1;
+    // With patches: a volunteer holding an older model gets one catch-up patch per unit, to its
+    // own reconstruction of the unit's model, kept for up to this many volunteers
+    // (catch_up_patches.h); 0: the published patch chain.
+    std::int64_t catch_up_states = 0;
 
     // Scheduling.
     std::int64_t deadline_s = 1800;

@@ -47,7 +47,8 @@ boost::json::object model_and_training_json(const TaskConfig& c) {
             {"topk_fraction", c.codec.topk_fraction},
             {"patch_codec", c.patches ? common::delta_dtype_name(c.patches->dtype) : std::string_view("off")},
             {"patch_topk_fraction", c.patches ? c.patches->topk_fraction : 1.0},
-            {"publish_every", c.publish_every}};
+            {"publish_every", c.publish_every},
+            {"catch_up_states", c.catch_up_states}};
 }
 
 // How units are issued and results checked, and the loss curve's evaluations.
@@ -167,6 +168,7 @@ void read_transfer_fields(JsonObjectReader& r, TaskConfig& c) {
         if (patch_dtype) c.patches = common::DeltaEncoding{*patch_dtype, fraction};
         c.publish_every = r.integer("publish_every", 1, kMaxPublishEvery);
     }
+    if (r.has("catch_up_states")) c.catch_up_states = r.integer("catch_up_states", 0, kMaxCatchUpStates);
     c.deadline_s = r.integer("deadline_s", 1, kBig);
     c.shards_per_unit = r.integer("shards_per_unit", 1, static_cast<std::int64_t>(common::kMaxShardsPerWorkUnit));
     c.target_seconds = r.number("target_seconds", 0, 1e9);
