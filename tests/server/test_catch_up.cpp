@@ -1,13 +1,16 @@
 // Catch-up patches (catch_up_patches.h): one patch per unit from the model a volunteer holds to
 // its own reconstruction of the unit's model, which the unit names and the blob route serves;
 // what a sparse patch leaves out is sent by the next (error feedback per volunteer); states are
-// bounded, the least recently served dropped and its files removed after the deadline; a
-// volunteer the server keeps nothing for, and replicated units, get the published chain.
+// bounded, the least recently served dropped and its files removed after the deadline; the
+// checks read a result's base as the reconstruction; a volunteer the server keeps nothing
+// for, and replicated units, get the published chain.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
+#include "blob_store.h"
 #include "checkpoint.h"
+#include "model_cache.h"
 #include "model_patch.h"
 #include "server_fixture.h"
 #include "sha256.h"
@@ -82,6 +85,12 @@ TEST_CASE("a catch-up patch takes the held model to the volunteer's own reconstr
     auto gap = distance(reconstruction, published);
     CHECK(gap < distance(original, published));
 
+    // The checks judge his result against the model he trained from: the reconstruction.
+    BlobStore blobs(server.state().blobs());
+    PublishedModels published_models(server.store(), server.store(), blobs);
+    ModelCache cache(published_models);
+    CHECK(distance(*cache.unit_base(first).value(), reconstruction) == 0);
+
     // Asking again from his reconstruction, on the same version: what was left out comes now.
     std::string held = first.model_blob.sha256;
     for (int i = 0; i < 3; ++i) {
@@ -98,6 +107,7 @@ TEST_CASE("a catch-up patch takes the held model to the volunteer's own reconstr
     auto unknown = bob.request_work(std::string(64, '0')).value();
     CHECK(unknown.patches.empty());
     CHECK(unknown.model_blob.sha256 == versions[3].blob_sha256);
+    CHECK(distance(*cache.unit_base(unknown).value(), published) == 0);
 }
 
 TEST_CASE("catch-up states are bounded: the least recently served volunteer falls back, its files go later") {
@@ -131,6 +141,12 @@ TEST_CASE("catch-up states are bounded: the least recently served volunteer fall
     auto dave_again = dave.request_work(daves.model_blob.sha256).value();
     CHECK(dave_again.patches.size() == 1);
     CHECK(blob(server, carols.model_blob.sha256).empty());
+    // A result on a retired reconstruction is checked against the published model instead.
+    BlobStore blobs(server.state().blobs());
+    PublishedModels published_models(server.store(), server.store(), blobs);
+    ModelCache cache(published_models);
+    auto published_v2 = common::read_checkpoint(common::as_bytes(blob(server, versions[2].blob_sha256))).value();
+    CHECK(distance(*cache.unit_base(carols).value(), published_v2) == 0);
     CHECK_FALSE(blob(server, bob_again.model_blob.sha256).empty());
     CHECK_FALSE(blob(server, dave_again.model_blob.sha256).empty());
     for (const auto& v : server.store().versions(server.config().task_id).value())

@@ -5,9 +5,9 @@
 // reconstruction, is written as a blob here and named by the unit as its model, and the next
 // patch for that volunteer starts from it, so whatever a patch left out is sent by the next
 // (error feedback per volunteer, EF21). State per task: at most `catch_up_states` volunteers'
-// reconstructions (a model file each on disk, none in memory); the least recently served is
-// dropped first, and its files outlive it by the task's deadline so that a unit already sent
-// can still be downloaded. A volunteer without state (new, dropped, or after a restart, which
+// reconstructions (model files on disk, none in memory); the least recently served is dropped
+// first, and a dropped or replaced one's files outlive it by the task's deadline, so that a unit
+// already sent can still be downloaded and its result checked against its base. A volunteer without state (new, dropped, or after a restart, which
 // removes the files as orphans) gets today's path: the published chain or the model whole.
 // Thread-safe; one patch is made at a time.
 #pragma once

@@ -33,6 +33,15 @@ common::Result<std::shared_ptr<const common::NamedTensors>> ModelCache::get(cons
     return add(task_id, version, std::move(*tensors));
 }
 
+common::Result<std::shared_ptr<const common::NamedTensors>> ModelCache::unit_base(const common::WorkUnit& unit) {
+    if (unit.patches.size() == 1) {  // a catch-up carries one patch (a chain may too)
+        auto own = published_.reconstruction(unit.task_id, unit.base_version, unit.model_blob.sha256);
+        if (!own) return own.error();
+        if (*own) return std::make_shared<const common::NamedTensors>(std::move(**own));
+    }
+    return get(unit.task_id, unit.base_version);
+}
+
 void ModelCache::put(const std::string& task_id, std::int64_t version, common::NamedTensors model) {
     add(task_id, version, std::move(model));
 }

@@ -11,6 +11,7 @@
 
 #include "bytes.h"
 #include "delta_codec.h"
+#include "protocol.h"
 #include "published_models.h"
 
 namespace tessera::server {
@@ -20,6 +21,10 @@ public:
     explicit ModelCache(PublishedModels& published, std::size_t capacity = 4)
         : published_(published), capacity_(capacity) {}
     common::Result<std::shared_ptr<const common::NamedTensors>> get(const std::string& task_id, std::int64_t version);
+    // The model a unit's volunteer trained from: the catch-up reconstruction it names, when it
+    // names one that is still stored (read each time: it is one volunteer's), else its base
+    // version's published model.
+    common::Result<std::shared_ptr<const common::NamedTensors>> unit_base(const common::WorkUnit& unit);
     // The published model of a version just committed, as the aggregator holds it: the next
     // results' base, cached before any of them asks for it.
     void put(const std::string& task_id, std::int64_t version, common::NamedTensors model);

@@ -122,6 +122,18 @@ common::Result<bool> PublishedModels::ensure_blob(const std::string& sha256) {
     return true;
 }
 
+common::Result<std::optional<common::NamedTensors>> PublishedModels::reconstruction(const std::string& task_id,
+                                                                                    std::int64_t version,
+                                                                                    const std::string& sha256) {
+    auto record = versions_.version(task_id, version);
+    if (!record) return record.error();
+    if (!*record || (*record)->blob_sha256 == sha256 || !blobs_.has(sha256))
+        return std::optional<common::NamedTensors>();
+    auto model = read_model(blobs_, sha256);
+    if (!model) return common::with_context("the reconstruction " + common::short_hash(sha256), model.error());
+    return std::optional(std::move(*model));
+}
+
 common::Status PublishedModels::write(const VersionRecord& version, std::int64_t first, const std::string& model_name) {
     auto built = build(version, first, std::nullopt);
     if (!built) return built.error();

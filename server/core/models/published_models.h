@@ -7,6 +7,7 @@
 #pragma once
 
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "blob_store.h"
@@ -42,6 +43,12 @@ public:
     // The same for a blob named by its hash: false when no version publishes it or retention
     // has removed what it would be built from.
     common::Result<bool> ensure_blob(const std::string& sha256);
+
+    // The model a unit names when it is not its base version's published one (a catch-up
+    // reconstruction, catch_up_patches.h), read from the blob store; none when it is the
+    // published one, or when its file is gone (retired: the caller falls back on the published).
+    common::Result<std::optional<common::NamedTensors>> reconstruction(const std::string& task_id, std::int64_t version,
+                                                                       const std::string& sha256);
 
 private:
     // The version whose checkpoint header the model's bytes carry: the first to publish it.

@@ -81,7 +81,7 @@ double gain_margin(const std::vector<double>& gains, const std::vector<double>& 
 common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
                                           CheckPlan plan, const std::set<std::string>& suspended) {
     ++costs_.results;
-    auto base = models_.get(a.task_id, a.base_version);
+    auto base = models_.unit_base(unit);
     if (!base) return base.error();
     const auto& model = **base;
 
@@ -205,9 +205,10 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
     auto after = applied(base, delta);
     auto steps = full_rate_steps_of(unit);
 
-    // Held-out data first: the base model's losses are cached per version, so it costs one evaluation.
+    // Held-out data first: the base model's losses are cached per model, so it costs one evaluation
+    // (two for a unit based on its volunteer's own catch-up reconstruction).
     auto started = SteadyClock::now();
-    auto before = held_out_base_losses(a.task_id, a.base_version, base, task.config.check_samples);
+    auto before = held_out_base_losses(a.task_id, unit.model_blob.sha256, base, task.config.check_samples);
     if (!before) return before.error();
     auto pool = probes_.of(a.task_id);
     if (!pool) return pool.error();
@@ -300,10 +301,10 @@ common::Result<std::optional<double>> ResultChecks::typical(const std::string& t
 }
 
 common::Result<std::vector<double>> ResultChecks::held_out_base_losses(const std::string& task_id,
-                                                                       std::int64_t version,
+                                                                       const std::string& model_sha256,
                                                                        const common::NamedTensors& base,
                                                                        std::int64_t samples) {
-    auto key = task_id + "/" + std::to_string(version) + "/" + std::to_string(samples);
+    auto key = task_id + "/" + model_sha256 + "/" + std::to_string(samples);
     {
         std::lock_guard lock(mutex_);
         if (base_loss_key_ == key) return base_losses_;

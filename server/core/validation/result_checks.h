@@ -81,8 +81,9 @@ private:
     common::Status loss_checks(const AssignmentRecord& assignment, const TaskView& task, const common::WorkUnit& unit,
                                const common::NamedTensors& base, const common::NamedTensors& delta,
                                const std::set<std::string>& suspended, Verdict& verdict);
-    // The base version's per-sample held-out losses (cached for the newest version asked).
-    common::Result<std::vector<double>> held_out_base_losses(const std::string& task_id, std::int64_t version,
+    // The base model's per-sample held-out losses (cached for the newest model asked).
+    common::Result<std::vector<double>> held_out_base_losses(const std::string& task_id,
+                                                             const std::string& model_sha256,
                                                              const common::NamedTensors& base, std::int64_t samples);
     // The gain per step a result of `full_rate_steps` on `base_version` must exceed, and where it
     // came from: gain_margin of recent gains and of the current ones (units based within
