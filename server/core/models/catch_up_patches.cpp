@@ -41,11 +41,6 @@ common::Result<std::optional<CatchUpPatches::Offer>> CatchUpPatches::offer(const
     return std::optional(offer);
 }
 
-std::size_t CatchUpPatches::states() const {
-    std::lock_guard lock(mutex_);
-    return states_.size();
-}
-
 common::Result<std::optional<common::NamedTensors>> CatchUpPatches::held_model(const Key& key,
                                                                                const std::string& sha256) {
     if (auto state = states_.find(key); state != states_.end() && state->second.model.sha256 == sha256) {

@@ -48,9 +48,6 @@ public:
                                                const std::string& client_id, const std::string& held_sha256,
                                                const VersionRecord& base);
 
-    // Volunteers with a reconstruction kept, over all tasks (for tests and metrics).
-    std::size_t states() const;
-
 private:
     struct Key {
         std::string task_id, client_id;
@@ -73,7 +70,7 @@ private:
     PublishedModels& published_;
     BlobStore& blobs_;
     Clock clock_;
-    mutable std::mutex mutex_;
+    std::mutex mutex_;
     std::map<Key, State> states_;
     std::list<Key> lru_;                                                           // most recently served first
     std::map<std::string, std::pair<std::string, common::NamedTensors>> targets_;  // task → (sha256, model)
