@@ -97,7 +97,11 @@ void CatchUpPatches::retire(const State& state, std::int64_t grace_s) {
 
 void CatchUpPatches::sweep() {
     auto now = clock_();
-    if (std::none_of(retired_.begin(), retired_.end(), [&](const auto& entry) { return entry.first <= now; })) return;
+    // The store's blob list is read at most once a sweep interval, however many requests come.
+    if (now < next_sweep_ ||
+        std::none_of(retired_.begin(), retired_.end(), [&](const auto& entry) { return entry.first <= now; }))
+        return;
+    next_sweep_ = now + kSweepIntervalS;
     // A blob another state or a version's row still names is kept: two volunteers that held the
     // same model get the same bytes, and a lossless catch-up is the published model itself.
     auto referenced = store_.referenced_blobs();

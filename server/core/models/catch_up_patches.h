@@ -75,6 +75,8 @@ private:
     std::list<Key> lru_;                                                           // most recently served first
     std::map<std::string, std::pair<std::string, common::NamedTensors>> targets_;  // task → (sha256, model)
     std::vector<std::pair<std::int64_t, std::string>> retired_;                    // (remove after, sha256)
+    std::int64_t next_sweep_ = 0;
+    static constexpr std::int64_t kSweepIntervalS = 60;
 };
 
 }  // namespace tessera::server

@@ -81,7 +81,8 @@ double gain_margin(const std::vector<double>& gains, const std::vector<double>& 
 common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
                                           CheckPlan plan, const std::set<std::string>& suspended) {
     ++costs_.results;
-    auto base = models_.unit_base(unit);
+    // Only a task with catch-up patches sends units based on a volunteer's own reconstruction.
+    auto base = task.config.catch_up_states > 0 ? models_.unit_base(unit) : models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
     const auto& model = **base;
 
