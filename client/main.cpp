@@ -103,8 +103,13 @@ cxxopts::Options client_options() {
         cxxopts::value<double>()->default_value(
             plain(std::chrono::duration<double>(defaults.heartbeat_interval).count())))(
         "stop-grace", "seconds a stop request waits for the current unit before giving it back (0: no limit)",
-        cxxopts::value<double>()->default_value("0"))("version", "print the version and exit")("h,help",
-                                                                                               "show this help");
+        cxxopts::value<double>()->default_value("0"))(
+        "look-ahead-s",
+        "fetch the next unit while this one trains, once the training left is within this many seconds plus twice the "
+        "last download's time (0: never)",
+        cxxopts::value<double>()->default_value(
+            plain(std::chrono::duration<double>(defaults.look_ahead_lead).count())))(
+        "version", "print the version and exit")("h,help", "show this help");
     options.add_options("When to work")(
         "idle-minutes", "work only once the user has been idle this many minutes (0: whether or not they are active)",
         cxxopts::value<double>()->default_value("0"))(
@@ -215,6 +220,9 @@ CommandLine parse_command_line(int argc, char** argv) {
     auto heartbeat_s = args["heartbeat"].as<double>();
     if (!(heartbeat_s >= 0.1 && heartbeat_s <= 3600)) return usage_error("--heartbeat must be between 0.1 and 3600 seconds");
     volunteer.heartbeat_interval = std::chrono::milliseconds(static_cast<std::int64_t>(heartbeat_s * 1000));
+    auto lead_s = args["look-ahead-s"].as<double>();
+    if (!(lead_s >= 0 && lead_s <= 86400)) return usage_error("--look-ahead-s must be between 0 and 86400 seconds");
+    volunteer.look_ahead_lead = std::chrono::milliseconds(static_cast<std::int64_t>(lead_s * 1000));
     auto grace_s = args["stop-grace"].as<double>();
     if (!(grace_s >= 0 && grace_s <= 86400)) return usage_error("--stop-grace must be between 0 and 86400 seconds");
     line.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(grace_s * 1000)));

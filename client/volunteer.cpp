@@ -161,31 +161,47 @@ void Volunteer::advise_update() const {
 }
 
 Volunteer::Next Volunteer::resume() {
+    if (auto next = state_.load_next(); next && *next) {
+        auto abandoned = api_->abandon((*next)->wu_id);
+        log_.info("abandoned", (*next)->wu_id + ": fetched ahead by the last run, not trained; given back" +
+                                   (abandoned ? "" : " (" + abandoned.message() + ")"));
+    }
+    state_.clear_next();
+    // A result that was uploading in the background, then the unit in hand.
+    auto uploading = state_.load_uploading();
+    if (!uploading) log_.error(uploading.message() + "; ignoring the result the last run left uploading");
+    if (uploading && *uploading) {
+        if (auto stop = resume_unit(**uploading, state_.uploading_delta_file())) return *stop;
+    }
+    state_.clear_uploading();
     auto current = state_.load_current();
     if (!current) log_.error(current.message() + "; ignoring the unit the last run left");
-    if (!current || !*current) return Phase::AskForWork;
-    const auto& work = **current;
-    std::error_code error;
-    auto body = work.phase == "uploading" && std::filesystem::exists(state_.delta_file(), error)
-                    ? common::read_file(state_.delta_file(), common::kMaxModelBytes)
-                    : common::Result<common::Bytes>(common::make_error("no finished result"));
-    if (body) {
-        std::string packed(body->begin(), body->end());
-        auto uploaded = with_retries([&] { return api_->upload_result(packed); }, stopping(), log_,
-                                     "uploading " + work.wu_id, options_.retry);
-        if (!uploaded && uploaded.error().kind == FailureKind::Stopped) return kept_for_later(work.wu_id);
-        if (!uploaded && !upload_is_final(uploaded.error())) return stop_for(uploaded.error());
-        log_.info("resumed",
-                  work.wu_id + ": the result left by the last run " +
-                      (uploaded || already_uploaded(uploaded.error()) ? std::string("is uploaded")
-                                                                      : "was refused: " + uploaded.message()));
-    } else {
-        auto abandoned = api_->abandon(work.wu_id);
-        log_.info("abandoned", work.wu_id + ": the last run left no finished result; given back" +
-                                   (abandoned ? "" : " (" + abandoned.message() + ")"));
+    if (current && *current) {
+        if (auto stop = resume_unit(**current, state_.delta_file())) return *stop;
     }
     state_.clear_current();
     return Phase::AskForWork;
+}
+
+std::optional<Stop> Volunteer::resume_unit(const CurrentWork& work, const std::filesystem::path& delta) {
+    std::error_code error;
+    auto body = work.phase == "uploading" && std::filesystem::exists(delta, error)
+                    ? common::read_file(delta, common::kMaxModelBytes)
+                    : common::Result<common::Bytes>(common::make_error("no finished result"));
+    if (!body) {
+        auto abandoned = api_->abandon(work.wu_id);
+        log_.info("abandoned", work.wu_id + ": the last run left no finished result; given back" +
+                                   (abandoned ? "" : " (" + abandoned.message() + ")"));
+        return std::nullopt;
+    }
+    Delivery delivery{work.wu_id, std::string(body->begin(), body->end()), {}, "", 0, 0, 0};
+    auto uploaded = upload_result(*api_, delivery, log_, {options_.retry, stopping(), {}});
+    if (uploaded.how == Delivered::Stopped) return kept_for_later(work.wu_id, delta);
+    if (uploaded.how == Delivered::Failed) return stop_for(uploaded.failure);
+    log_.info("resumed", work.wu_id + ": the result left by the last run " +
+                             (uploaded.how == Delivered::Uploaded ? std::string("is uploaded")
+                                                                  : "was refused: " + uploaded.failure.message));
+    return std::nullopt;
 }
 
 }  // namespace detail

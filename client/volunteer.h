@@ -43,6 +43,9 @@ struct VolunteerOptions {
     WorkPreferences preferences;                     // when the owner lets it work (docs/operations.md)
     std::shared_ptr<MachineSensors> sensors;         // null: this machine's (SystemSensors)
     std::chrono::milliseconds preference_interval{10000};  // between two readings of the sensors
+    // Fetch the next unit while this one trains, once the training left is within this lead
+    // plus twice the last unit's download time (client/look_ahead.h); 0: never.
+    std::chrono::milliseconds look_ahead_lead{30000};
 };
 
 // Why the loop ended. Requested: the user asked (or the server could not be reached before

@@ -16,35 +16,16 @@
 #include "carried_state.h"
 #include "client_state.h"
 #include "heartbeat.h"
+#include "look_ahead.h"
 #include "preference_watcher.h"
+#include "result_delivery.h"
 #include "server_api.h"
 #include "turn_table.h"
+#include "unit_download.h"
 #include "training/work_runner.h"
 #include "volunteer.h"
 
 namespace tessera::client::detail {
-
-// The work unit in hand, from its verified envelope to its upload.
-struct UnitInHand {
-    common::WorkUnit unit;
-    std::string envelope_json;
-    std::filesystem::path model;
-    std::vector<std::filesystem::path> shards;
-    std::string upload;  // the packed result, once trained
-    // Bytes downloaded for this unit, by what they were (blobs already held count nothing).
-    std::int64_t model_bytes = 0, patch_bytes = 0, shard_bytes = 0;
-    common::TrainMetrics metrics;
-    std::string device;
-};
-
-// An upload that failed for good: the server refused it or answered nonsense. Anything else
-// (no trust, a local problem) ends the run with the result kept for the next start.
-inline bool upload_is_final(const ApiFailure& failure) {
-    return failure.kind == FailureKind::Refused || failure.kind == FailureKind::BadAnswer;
-}
-
-// The server answers 409 to a result it already holds (an earlier try got through).
-inline bool already_uploaded(const ApiFailure& failure) { return failure.http_status == 409; }
 
 class Volunteer {
 public:
@@ -117,10 +98,18 @@ private:
     // registration). Best effort: a server without GET /api/v1/server says nothing.
     void advise_update() const;
 
-    // A unit left by the last run: upload a finished result, otherwise give the unit back.
+    // What the last run left: a unit fetched ahead is given back; a finished result (uploading
+    // in the background, or the unit in hand) is uploaded, an unfinished unit given back.
     Next resume();
+    // One unit left: its result in `delta` uploaded, or the unit given back; a Stop to end with.
+    std::optional<Stop> resume_unit(const CurrentWork& work, const std::filesystem::path& delta);
 
     Next ask_for_work();
+    // What a request for work says: the model held (patches start there), the shards cached
+    // and `also_cached`, the task preferences.
+    common::WorkRequest work_request(const std::string& held_model, const std::vector<common::BlobRef>& also_cached);
+    // The unit in hand from here on, saved as the current one; then `next`.
+    Next begin_unit(UnitInHand hand, Phase next);
 
     // Verifies a work unit's envelope against the pinned key before anything else reads it.
     common::Result<common::WorkUnit> open_work_unit(const common::SignedEnvelope& envelope) const;
@@ -128,13 +117,7 @@ private:
     // The model and shards into the cache. A blob that cannot be had (refused, corrupt twice,
     // the disk) stops the volunteer: the next unit would need it too.
     Next fetch();
-
-    // The unit's model from the one held and the unit's patches. Any failure but a stop is
-    // logged and answered by downloading the model whole.
-    ApiResult<std::filesystem::path> patch_model(const Url& base);
-
-    // A blob into the cache; `downloaded` grows by its size when it was not held.
-    ApiResult<std::filesystem::path> fetch_blob(const common::BlobRef& blob, const Url& base, std::int64_t& downloaded);
+    UnitDownloader::Settings download_settings();
 
     Next train();
     // How a unit trains here: the device, threads and memory, and what carries over between units.
@@ -143,7 +126,12 @@ private:
     // The result as uploaded, also kept in the state directory until the server has it.
     Next pack(RunOutput output);
 
+    // With look-ahead, the result is handed to a BackgroundUpload and the loop goes on to the
+    // next unit; otherwise uploaded here. Either way the last background upload ends first.
     Next upload();
+    DeliverySettings delivery_settings();
+    // Waits for the result uploading in the background, if any: the Stop it calls for.
+    std::optional<Stop> join_background_upload();
 
     // How long training has run since its first step ended, waits left out: the pace that
     // says how long the rest takes (the first step also loaded the model and the data).
@@ -157,11 +145,21 @@ private:
                 started = std::chrono::steady_clock::now();
             }
         }
+        // Seconds of training still to do after `step` of `steps`, at the pace so far; none
+        // before a pace is known.
+        std::optional<double> seconds_left(std::int64_t step, std::int64_t steps) const;
     };
 
     // Whether a preference's wait has gone on so long that less than twice the training still
     // to do (at the pace so far; before a pace is known, nothing) is left before the deadline.
     static bool too_late_to_finish(const common::WorkUnit& unit, std::int64_t step, const TrainingClock& clock);
+
+    // Look-ahead (client/look_ahead.h): whether this volunteer fetches its next unit while it
+    // trains (not with --once, among several servers, or once stopping or waiting), and, when
+    // it does, the start of that once the training left is within the lead (`--look-ahead-s`)
+    // plus twice the last unit's download time.
+    bool looks_ahead() const;
+    void look_ahead_when_due(std::int64_t step, const TrainingClock& clock);
 
     // `tessera-client pause`, or a preference that says wait, between two training steps:
     // heartbeats go on meanwhile, and the unit's deadline keeps running. A pause past it loses
@@ -170,7 +168,7 @@ private:
     // False: give the unit back.
     bool wait_while_paused(const HeartbeatSender& heartbeat, std::int64_t step, TrainingClock& clock) const;
 
-    // Validation usually settles within a second: wait up to 5 s for the verdict to print it.
+    // The verdict, then the unit is done.
     Next report();
 
     // After an upload: keep this unit's blobs, evict over the quota, remember the shards held.
@@ -191,11 +189,6 @@ private:
     // The server no longer wants the unit (heartbeat): nothing to give back, ask for another.
     Next drop_unit();
 
-    Stop kept_for_later(const std::string& wu_id) const {
-        return {StopReason::Requested, "the result of " + wu_id + " is kept in " + state_.delta_file().string() +
-                                           " and is uploaded when the client starts again"};
-    }
-
     const VolunteerOptions& options_;
     VolunteerControl& control_;
     std::optional<SharedMachine> shared_;
@@ -215,6 +208,9 @@ private:
     CarriedState carried_;                // error feedback and optimizer moments between units
     Backoff training_failures_{std::chrono::seconds(5), std::chrono::minutes(5)};
     std::optional<UnitInHand> unit_;
+    std::unique_ptr<LookAhead> ahead_;             // the next unit, asked for while this one trains
+    std::unique_ptr<BackgroundUpload> uploading_;  // the last unit's result, delivered while the next trains
+    double last_download_s_ = 0;                   // the last unit's downloads took this long
     std::optional<TurnTable::Turn> turn_;         // among several servers: from asking for a unit to the next ask
     std::unique_ptr<PreferenceWatcher> watcher_;  // last: its thread writes to control_ and log_
 };

@@ -6,7 +6,6 @@
 #include <boost/json.hpp>
 
 #include "file_io.h"
-#include "model_patcher.h"
 #include "progress_bar.h"
 #include "result_upload.h"
 #include "retry.h"
@@ -20,16 +19,6 @@ namespace {
 // Thrown from the training progress callback to leave training early.
 struct Interrupted {};
 
-std::string describe(const common::ResultStatus& status) {
-    if (status.state == "merged" || status.state == "accepted" || status.state == "confirmed")
-        return "accepted, credit " + std::to_string(status.credit).substr(0, 6);
-    if (status.state == "rejected") return "rejected (" + status.reason + ")";
-    if (status.state == "validated") return "valid, waiting for its replica";
-    if (status.state == "timed_out") return "too late: the unit had timed out";
-    if (status.state == "abandoned") return "the unit had been given back";
-    return "uploaded, validation pending";
-}
-
 std::string short_number(double value) { return std::to_string(value).substr(0, 6); }
 
 }  // namespace
@@ -40,15 +29,24 @@ Volunteer::Next Volunteer::ask_for_work() {
         status_.set_phase(control_.paused ? "paused" : "waiting");
         sleep_unless_stopping(std::chrono::milliseconds(200), stopping());
     }
-    if (stop_requested()) return Stop{};
+    if (stop_requested()) {
+        ahead_.reset();  // gives the unit fetched ahead back
+        return join_background_upload().value_or(Stop{});
+    }
+    if (ahead_) {
+        auto fetched = ahead_->take();
+        ahead_.reset();
+        if (fetched.stop) return *fetched.stop;
+        if (fetched.unit) {
+            log_.info("work", "work unit " + fetched.unit->unit.wu_id + ": fetched while the last one trained",
+                      {{"wu_id", fetched.unit->unit.wu_id}});
+            auto next = begin_unit(std::move(*fetched.unit), Phase::Train);
+            state_.clear_next();
+            return next;
+        }
+    }
     if (!hold_turn(true)) return stop_requested() ? Next{Stop{}} : Next{Phase::AskForWork};  // paused meanwhile
-    common::WorkRequest request{api_->client_id(),
-                                device_,
-                                samples_per_s_,
-                                cached_shards(),
-                                cache_.find(held_model_) ? held_model_ : std::string(),
-                                options_.preferences.tasks.only,
-                                options_.preferences.tasks.exclude};
+    auto request = work_request(cache_.find(held_model_) ? held_model_ : std::string(), {});
     auto response = with_retries(turn_released_on_failure([&] { return api_->request_work(request); }), stopping(),
                                  log_, "asking for work", options_.retry);
     if (!response) return stop_for(response.error());
@@ -67,18 +65,40 @@ Volunteer::Next Volunteer::ask_for_work() {
                                                " (checked against the server key pinned in " +
                                                (state_.root() / "identity.json").string() + ")"};
     }
-    unit_.emplace();
-    unit_->unit = std::move(*unit);
-    unit_->envelope_json = boost::json::serialize(common::envelope_to_json(response->work_unit));
-    const auto& u = unit_->unit;
+    UnitInHand hand;
+    hand.unit = std::move(*unit);
+    hand.envelope_json = boost::json::serialize(common::envelope_to_json(response->work_unit));
+    const auto& u = hand.unit;
     log_.info("work",
               "work unit " + u.wu_id + ": model " + u.model + " v" + std::to_string(u.base_version) + ", " +
                   std::to_string(u.hyper.local_steps) + " steps × " + std::to_string(u.hyper.batch_size),
               {{"wu_id", u.wu_id}});
+    return begin_unit(std::move(hand), Phase::Fetch);
+}
+
+common::WorkRequest Volunteer::work_request(const std::string& held_model,
+                                            const std::vector<common::BlobRef>& also_cached) {
+    auto shards = cached_shards();
+    for (const auto& blob : also_cached)
+        if (shards.size() < common::kMaxCachedShards &&
+            std::find(shards.begin(), shards.end(), blob.sha256) == shards.end())
+            shards.push_back(blob.sha256);
+    return {api_->client_id(),
+            device_,
+            samples_per_s_,
+            std::move(shards),
+            held_model,
+            options_.preferences.tasks.only,
+            options_.preferences.tasks.exclude};
+}
+
+Volunteer::Next Volunteer::begin_unit(UnitInHand hand, Phase next) {
+    unit_.emplace(std::move(hand));
+    const auto& u = unit_->unit;
     if (auto saved = state_.save_current({unit_->envelope_json, u.wu_id, "training"}); !saved)
         return give_back(Stop{StopReason::Error, saved.message()});
     status_.set_unit(u.wu_id, u.hyper.local_steps);
-    return Phase::Fetch;
+    return next;
 }
 
 common::Result<common::WorkUnit> Volunteer::open_work_unit(const common::SignedEnvelope& envelope) const {
@@ -91,76 +111,36 @@ common::Result<common::WorkUnit> Volunteer::open_work_unit(const common::SignedE
 }
 
 Volunteer::Next Volunteer::fetch() {
-    auto base = server_;
-    base.path += "/blobs";
-    if (!unit_->unit.blob_base_url.empty()) {
-        auto parsed = parse_url(unit_->unit.blob_base_url);
-        if (!parsed) return give_back(Stop{StopReason::Error, "blob_base_url: " + parsed.message()});
-        base = *parsed;
-    }
-    if (!unit_->unit.patches.empty()) {
-        auto patched = patch_model(base);
-        if (!patched && patched.error().kind == FailureKind::Stopped) return give_back(stop_for(patched.error()));
-        if (patched) unit_->model = *patched;
-    }
-    if (unit_->model.empty()) {
-        auto path = fetch_blob(unit_->unit.model_blob, base, unit_->model_bytes);
-        if (!path) return give_back(stop_for(path.error()));
-        unit_->model = *path;
-    }
-    for (const auto& blob : unit_->unit.shards) {
-        auto path = fetch_blob(blob, base, unit_->shard_bytes);
-        if (!path) return give_back(stop_for(path.error()));
-        unit_->shards.push_back(*path);
-    }
+    UnitDownloader downloader(cache_, http_, log_, download_settings());
+    if (auto downloaded = downloader.download(*unit_); !downloaded) return give_back(stop_for(downloaded.error()));
     return Phase::Train;
 }
 
-ApiResult<std::filesystem::path> Volunteer::patch_model(const Url& base) {
-    const auto& unit = unit_->unit;
-    auto held = cache_.find(unit.patch_from);
-    if (!held) return ApiFailure{FailureKind::Local, "the model the patches start from is no longer held"};
-    std::vector<std::filesystem::path> patches;
-    for (const auto& patch : unit.patches) {
-        auto path = fetch_blob(patch, base, unit_->patch_bytes);
-        if (!path) {
-            if (path.error().kind != FailureKind::Stopped)
-                log_.error("patch " + common::short_hash(patch.sha256) + ": " + path.message() +
-                           "; downloading the model whole");
-            return path.error();
-        }
-        patches.push_back(*path);
-    }
-    auto built = build_patched_model(unit, *held, patches, cache_);
-    if (!built) {
-        log_.error("patches: " + built.message() + "; downloading the model whole");
-        return ApiFailure{FailureKind::BadAnswer, built.message()};
-    }
-    log_.info("patched",
-              "model version " + std::to_string(unit.base_version) + " built from " +
-                  std::to_string(unit.patches.size()) + " patches",
-              {{"patches", unit.patches.size()}});
-    return *built;
+UnitDownloader::Settings Volunteer::download_settings() {
+    return {server_, options_.retry, abandoning(), [this] { turn_.reset(); }, true};
 }
 
-ApiResult<std::filesystem::path> Volunteer::fetch_blob(const common::BlobRef& blob, const Url& base,
-                                                       std::int64_t& downloaded) {
-    bool held = cache_.find(blob.sha256).has_value();
-    common::ProgressBar bar("fetch " + blob.sha256.substr(0, 8), blob.bytes);
-    auto download = [&] {
-        return cache_.ensure(blob, http_, base, [&](std::uint64_t done, std::uint64_t) {
-            if (!log_.quiet()) bar.update(static_cast<std::int64_t>(done));
-        });
-    };
-    auto what = "download of " + common::short_hash(blob.sha256);
-    auto path = with_retries(turn_released_on_failure(download), abandoning(), log_, what, options_.retry);
-    if (!path && path.error().kind == FailureKind::BadAnswer) {  // corrupt in transit? once more
-        log_.error(what + ": " + path.message() + "; downloading it again");
-        path = with_retries(turn_released_on_failure(download), abandoning(), log_, what, options_.retry);
-    }
-    if (path && !log_.quiet()) bar.finish(std::to_string(blob.bytes) + " bytes");
-    if (path && !held) downloaded += blob.bytes;
-    return path;
+bool Volunteer::looks_ahead() const {
+    return options_.look_ahead_lead.count() > 0 && !options_.once && !shared_ && !stop_requested() && !waiting();
+}
+
+void Volunteer::look_ahead_when_due(std::int64_t step, const TrainingClock& clock) {
+    if (ahead_ || !looks_ahead()) return;
+    auto left = clock.seconds_left(step, unit_->unit.hyper.local_steps);
+    auto lead = std::chrono::duration<double>(options_.look_ahead_lead).count() + 2 * last_download_s_;
+    if (!left || *left > lead) return;
+    auto settings = download_settings();
+    settings.on_failure = {};  // no turn to give up: the machine is this server's alone
+    settings.progress_bars = false;
+    LookAhead::Context context{*api_,
+                               http_.options(),
+                               cache_,
+                               state_,
+                               log_,
+                               std::move(settings),
+                               [this](const common::SignedEnvelope& envelope) { return open_work_unit(envelope); }};
+    const auto& unit = unit_->unit;
+    ahead_ = std::make_unique<LookAhead>(std::move(context), work_request(unit.model_blob.sha256, unit.shards));
 }
 
 RunOptions Volunteer::run_options() {
@@ -189,10 +169,12 @@ Volunteer::Next Volunteer::train() {
         auto run = run_options();
         common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
         TrainingClock clock;
+        last_download_s_ = unit_->download_s;
         run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
             status_.set_progress(step);
             held_too_long = !wait_while_paused(heartbeat, step, clock);
             if (held_too_long || control_.abandon_now || heartbeat.told_to_stop()) throw Interrupted();
+            look_ahead_when_due(step, clock);
             if (!log_.quiet())
                 bar.update(
                     step, "loss " + short_number(loss) + ", " + std::to_string(static_cast<int>(speed)) + " samples/s");
@@ -250,31 +232,51 @@ Volunteer::Next Volunteer::pack(RunOutput output) {
 }
 
 Volunteer::Next Volunteer::upload() {
+    if (auto stop = join_background_upload()) return *stop;  // this result stays on disk for the next start
     const auto& wu_id = unit_->unit.wu_id;
-    auto uploaded = with_retries(turn_released_on_failure([&] { return api_->upload_result(unit_->upload); }),
-                                 stopping(), log_, "uploading " + wu_id, options_.retry);
-    if (!uploaded && !already_uploaded(uploaded.error())) {
-        const auto& failure = uploaded.error();
-        if (failure.kind == FailureKind::Stopped) return kept_for_later(wu_id);
-        if (!upload_is_final(failure)) return stop_for(failure);  // the result stays on disk
-        log_.info("refused", wu_id + ": the server refused the result: " + failure.message,
-                  {{"wu_id", wu_id}, {"status", failure.http_status}});
-        state_.clear_current();
-        return unit_done();
+    if (looks_ahead()) {
+        if (auto handed = state_.hand_over_upload(); handed) {
+            uploading_ = std::make_unique<BackgroundUpload>(*api_, http_.options(), delivery_of(*unit_), state_,
+                                                            status_, log_, delivery_settings());
+            return unit_done();
+        } else {
+            log_.error(handed.message() + "; uploading " + wu_id + " before the next unit");
+        }
     }
-    state_.clear_current();
+    auto uploaded = upload_result(*api_, delivery_of(*unit_), log_, delivery_settings());
+    switch (uploaded.how) {
+        case Delivered::Uploaded: state_.clear_current(); return Phase::Report;
+        case Delivered::Refused: state_.clear_current(); return unit_done();
+        case Delivered::Stopped: return kept_for_later(wu_id, state_.delta_file());
+        case Delivered::Failed: return stop_for(uploaded.failure);  // the result stays on disk
+    }
     return Phase::Report;
+}
+
+DeliverySettings Volunteer::delivery_settings() {
+    return {options_.retry, stopping(), [this] { turn_.reset(); }};
+}
+
+std::optional<Stop> Volunteer::join_background_upload() {
+    if (!uploading_) return std::nullopt;
+    auto stop = uploading_->finish();
+    uploading_.reset();
+    return stop;
+}
+
+std::optional<double> Volunteer::TrainingClock::seconds_left(std::int64_t step, std::int64_t steps) const {
+    if (first_step == 0 || step <= first_step) return std::nullopt;
+    auto worked = std::chrono::steady_clock::now() - started - waited;
+    double seconds_per_step = std::chrono::duration<double>(worked).count() / static_cast<double>(step - first_step);
+    return seconds_per_step * static_cast<double>(steps - step);
 }
 
 bool Volunteer::too_late_to_finish(const common::WorkUnit& unit, std::int64_t step, const TrainingClock& clock) {
     if (unit.deadline <= 0) return false;
     auto left = static_cast<double>(unit.deadline - unix_now());
-    if (step <= clock.first_step) return left < 0;
-    auto worked = std::chrono::steady_clock::now() - clock.started - clock.waited;
-    double seconds_per_step =
-        std::chrono::duration<double>(worked).count() / static_cast<double>(step - clock.first_step);
-    double still_to_do = seconds_per_step * static_cast<double>(unit.hyper.local_steps - step);
-    return left < 2 * still_to_do;
+    auto still_to_do = clock.seconds_left(step, unit.hyper.local_steps);
+    if (!still_to_do) return left < 0;
+    return left < 2 * *still_to_do;
 }
 
 bool Volunteer::wait_while_paused(const HeartbeatSender& heartbeat, std::int64_t step, TrainingClock& clock) const {
@@ -296,31 +298,7 @@ bool Volunteer::wait_while_paused(const HeartbeatSender& heartbeat, std::int64_t
 }
 
 Volunteer::Next Volunteer::report() {
-    const auto& wu_id = unit_->unit.wu_id;
-    common::ResultStatus outcome{wu_id, "returned", "", 0};
-    for (int i = 0; i < 20 && outcome.state == "returned"; ++i) {
-        if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
-        auto status = api_->result_status(wu_id);
-        if (!status) break;
-        outcome = *status;
-    }
-    status_.add_result(wu_id, outcome.state, outcome.reason, outcome.credit);
-    const auto& metrics = unit_->metrics;
-    auto bytes = static_cast<std::int64_t>(unit_->upload.size());
-    log_.info("result",
-              wu_id + ": " + describe(outcome) + "; loss " + short_number(metrics.loss_start) + " → " +
-                  short_number(metrics.loss_end) + ", " + std::to_string(static_cast<int>(metrics.samples_per_s)) +
-                  " samples/s, " + std::to_string(bytes) + " bytes",
-              {{"wu_id", wu_id},
-               {"state", outcome.state},
-               {"reason", outcome.reason},
-               {"credit", outcome.credit},
-               {"bytes", bytes},
-               {"model_bytes", unit_->model_bytes},
-               {"patch_bytes", unit_->patch_bytes},
-               {"shard_bytes", unit_->shard_bytes},
-               {"samples_per_s", metrics.samples_per_s},
-               {"device", unit_->device}});
+    report_verdict(*api_, delivery_of(*unit_), status_, log_);
     return unit_done();
 }
 
@@ -328,6 +306,9 @@ Volunteer::Next Volunteer::unit_done() {
     status_.add_transfers(unit_->model_bytes + unit_->patch_bytes + unit_->shard_bytes,
                           static_cast<std::int64_t>(unit_->upload.size()));
     std::set<std::string> keep{unit_->unit.model_blob.sha256};
+    if (ahead_ && (stop_requested() || options_.once)) ahead_.reset();  // gives it back
+    if (ahead_)
+        for (auto& blob : ahead_->wait()) keep.insert(std::move(blob));  // the next unit's, fetched meanwhile
     held_model_ = unit_->unit.model_blob.sha256;
     for (const auto& shard : unit_->unit.shards) {
         keep.insert(shard.sha256);

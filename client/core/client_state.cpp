@@ -60,20 +60,50 @@ common::Status ClientState::save_identity(const Identity& identity) const {
     return common::write_file_atomic(root_ / "identity.json", common::as_bytes(boost::json::serialize(json)), 0600);
 }
 
-common::Result<std::optional<CurrentWork>> ClientState::load_current() const {
-    auto json = read_json(root_ / "current.json");
+common::Result<std::optional<CurrentWork>> ClientState::load_work(const std::string& file) const {
+    auto json = read_json(root_ / file);
     if (!json) return json.error();
     if (!*json) return std::optional<CurrentWork>();
-    common::JsonObjectReader reader(**json, "current");
+    common::JsonObjectReader reader(**json, file);
     CurrentWork work{reader.string("envelope", 1, common::kMiB), reader.string("wu_id", 1, common::kMaxIdentifier),
-                     reader.one_of("phase", {"training", "uploading"})};
+                     reader.one_of("phase", {"training", "uploading", "ahead"})};
     if (auto status = reader.finish(); !status) return status.error();
     return std::optional<CurrentWork>(work);
 }
 
-common::Status ClientState::save_current(const CurrentWork& work) const {
+common::Status ClientState::save_work(const std::string& file, const CurrentWork& work) const {
     boost::json::object json{{"envelope", work.envelope_json}, {"wu_id", work.wu_id}, {"phase", work.phase}};
-    return common::write_file_atomic(root_ / "current.json", common::as_bytes(boost::json::serialize(json)));
+    return common::write_file_atomic(root_ / file, common::as_bytes(boost::json::serialize(json)));
+}
+
+common::Result<std::optional<CurrentWork>> ClientState::load_current() const { return load_work("current.json"); }
+
+common::Status ClientState::save_current(const CurrentWork& work) const { return save_work("current.json", work); }
+
+common::Result<std::optional<CurrentWork>> ClientState::load_next() const { return load_work("next.json"); }
+
+common::Status ClientState::save_next(const CurrentWork& work) const { return save_work("next.json", work); }
+
+common::Status ClientState::hand_over_upload() const {
+    // The delta first: a crash in between leaves a record without its result, which is given back.
+    std::error_code error;
+    std::filesystem::rename(delta_file(), uploading_delta_file(), error);
+    if (!error) std::filesystem::rename(root_ / "current.json", root_ / "uploading.json", error);
+    if (error) return common::make_error("cannot set the result aside for its upload: " + error.message());
+    return {};
+}
+
+common::Result<std::optional<CurrentWork>> ClientState::load_uploading() const { return load_work("uploading.json"); }
+
+void ClientState::clear_uploading() const {
+    std::error_code ignored;
+    std::filesystem::remove(root_ / "uploading.json", ignored);
+    std::filesystem::remove(uploading_delta_file(), ignored);
+}
+
+void ClientState::clear_next() const {
+    std::error_code ignored;
+    std::filesystem::remove(root_ / "next.json", ignored);
 }
 
 void ClientState::clear_current() const {

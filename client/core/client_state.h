@@ -25,7 +25,7 @@ struct Identity {
 struct CurrentWork {
     std::string envelope_json;
     std::string wu_id;
-    std::string phase;  // "training" or "uploading"
+    std::string phase;  // "training" or "uploading"; "ahead" for a unit fetched while another trained
 };
 
 // What a restarted volunteer should still know: which cached blobs are dataset shards (the
@@ -57,11 +57,26 @@ public:
     common::Result<std::optional<CurrentWork>> load_current() const;
     common::Status save_current(const CurrentWork& work) const;
     void clear_current() const;
+    // The unit fetched ahead while another trained (client/look_ahead.h), until it is taken:
+    // a restarted client gives it back.
+    common::Result<std::optional<CurrentWork>> load_next() const;
+    common::Status save_next(const CurrentWork& work) const;
+    void clear_next() const;
+    // A result delivered in the background while the next unit trains (client/result_delivery.h):
+    // the current unit's record and delta moved aside (uploading.json, uploading.delta), so
+    // that the next unit can become the current one. A restarted client uploads it.
+    std::filesystem::path uploading_delta_file() const { return root_ / "uploading.delta"; }
+    common::Status hand_over_upload() const;
+    common::Result<std::optional<CurrentWork>> load_uploading() const;
+    void clear_uploading() const;
     // Nothing remembered when the file is missing; an error when it is unreadable.
     common::Result<Remembered> load_remembered() const;
     common::Status save_remembered(const Remembered& remembered) const;
 
 private:
+    common::Result<std::optional<CurrentWork>> load_work(const std::string& file) const;
+    common::Status save_work(const std::string& file, const CurrentWork& work) const;
+
     std::filesystem::path root_;
 };
 

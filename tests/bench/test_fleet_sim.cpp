@@ -248,6 +248,32 @@ TEST_CASE("a simulation is deterministic for its seed and accounts for every uni
     CHECK(third->final_loss != first->final_loss);
 }
 
+TEST_CASE("look-ahead hides a unit's download behind the training before it; off, every transfer is waited for") {
+    SmallTask task;
+    auto fleet = fleet_of(2, 2);  // 16 virtual seconds of training a unit
+    auto off_settings = small_settings("fedasync");
+    off_settings.payload_scale = 50;  // transfers of seconds
+    off_settings.look_ahead_s = 0;
+    auto on_settings = off_settings;
+    on_settings.look_ahead_s = 30;
+    auto off = simulate_fleet(task.config, fleet, off_settings, task.dir.path() / "off");
+    REQUIRE_MESSAGE(off.ok(), off.message());
+    auto on = simulate_fleet(task.config, fleet, on_settings, task.dir.path() / "on");
+    REQUIRE_MESSAGE(on.ok(), on.message());
+    CHECK(off->budget_reached);
+    CHECK(on->budget_reached);
+    // Off: between two trainings the volunteer uploads one unit and downloads the next.
+    CHECK(off->unhidden_s > 0.5 * off->transfer_s);
+    CHECK(off->unhidden_s <= off->transfer_s * (1 + 1e-9));
+    // On: the downloads ran while the unit before trained, the uploads while the next trained.
+    CHECK(on->transfer_s > 0);
+    INFO("off: transfers ", off->transfer_s, " s, unhidden ", off->unhidden_s, " s; on: transfers ", on->transfer_s,
+         " s, unhidden ", on->unhidden_s, " s, training ", on->trained_s, " s");
+    CHECK(on->unhidden_s < off->unhidden_s);
+    CHECK(on->unhidden_s / (on->unhidden_s + on->trained_s) < off->unhidden_s / (off->unhidden_s + off->trained_s));
+    CHECK(total(on->outcomes.count) == on->units_issued);
+}
+
 TEST_CASE("a run goes on past the budget towards a target loss; its equal-samples figures stay at the budget") {
     SmallTask task;
     auto fleet = fleet_of(2, 20);
@@ -344,6 +370,8 @@ TEST_CASE("sync FedAvg with K = 1 and fedasync with K = 1, η = 1, constant stal
     auto sync_settings = small_settings("sync-fedavg");
     sync_settings.synchronous = true;
     auto fleet = fleet_of(1, 20);
+    auto async_settings = small_settings("fedasync");
+    async_settings.look_ahead_s = 0;  // a unit fetched ahead would be based on an older version
     auto sync = simulate_fleet(sync_task.config, fleet, sync_settings, sync_task.dir.path() / "sync");
     REQUIRE_MESSAGE(sync.ok(), sync.message());
 
@@ -351,7 +379,7 @@ TEST_CASE("sync FedAvg with K = 1 and fedasync with K = 1, η = 1, constant stal
     async_config.merge = {};
     async_config.merge.kind = server::PolicyKind::FedAsync;
     async_config.merge.server_lr = 1;
-    auto async = simulate_fleet(async_config, fleet, small_settings("fedasync"), sync_task.dir.path() / "async");
+    auto async = simulate_fleet(async_config, fleet, async_settings, sync_task.dir.path() / "async");
     REQUIRE_MESSAGE(async.ok(), async.message());
 
     CHECK(sync->final_loss == async->final_loss);
@@ -399,8 +427,9 @@ TEST_CASE("with equal speeds, asynchronous delayed Nesterov trains the model syn
 
     auto dn_config = config;
     dn_config.merge.kind = server::PolicyKind::DiLoCoDN;
-    auto dn = simulate_fleet(dn_config, fleet, small_settings("diloco-dn", 4 * round_samples),
-                             sync_task.dir.path() / "dn");
+    auto dn_settings = small_settings("diloco-dn", 4 * round_samples);
+    dn_settings.look_ahead_s = 0;  // rounds: nobody asks before the round's results are in
+    auto dn = simulate_fleet(dn_config, fleet, dn_settings, sync_task.dir.path() / "dn");
     REQUIRE_MESSAGE(dn.ok(), dn.message());
 
     // Not bit for bit: diloco-dn rounds θ to f32 after each arrival, diloco once per round.

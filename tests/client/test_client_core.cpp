@@ -85,7 +85,9 @@ TEST_CASE("the blob cache downloads, resumes with Range, refuses corrupt bytes a
     CHECK(!std::filesystem::exists(*path));
 }
 
-TEST_CASE("client state: the key is created once with mode 0600; identity and current work round-trip") {
+TEST_CASE(
+    "client state: the key is created once with mode 0600; identity, current work and the unit fetched ahead "
+    "round-trip") {
     TempDir dir;
     client::ClientState state(dir / "volunteer");
     auto key = state.load_or_create_key().value();
@@ -105,6 +107,14 @@ TEST_CASE("client state: the key is created once with mode 0600; identity and cu
     CHECK(!state.load_current().value().has_value());
     REQUIRE(common::write_file_atomic(dir / "volunteer" / "current.json", common::as_bytes("{\"wu_id\": 3}")));
     CHECK(!state.load_current().ok());  // a damaged state file is an error, not a crash
+
+    // The unit fetched ahead is kept apart from the current one.
+    CHECK(!state.load_next().value().has_value());
+    REQUIRE(state.save_next({"{}", "a-2", "ahead"}));
+    CHECK(state.load_next().value()->wu_id == "a-2");
+    CHECK(!state.load_current().ok());
+    state.clear_next();
+    CHECK(!state.load_next().value().has_value());
 }
 
 TEST_CASE("the kept optimizer state file round-trips, an empty state removes it, and a bad one is a named error") {

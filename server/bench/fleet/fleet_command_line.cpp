@@ -149,6 +149,10 @@ void add_judge_options(cxxopts::Options& options) {
         cxxopts::value<std::string>()->default_value(""))(
         "transfer-as", "count model, patch and delta bytes as this preset's (e.g. dit-b), training the task's model",
         cxxopts::value<std::string>()->default_value(""))(
+        "look-ahead-s",
+        "the volunteers' look-ahead lead, as tessera-client's --look-ahead-s: the next unit is fetched while one "
+        "trains (0: off)",
+        cxxopts::value<double>()->default_value("30"))(
         "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")("quiet",
                                                                                            "no progress lines");
 }
@@ -164,6 +168,28 @@ cxxopts::Options fleet_command_options() {
     add_judge_options(options);
     return options;
 }
+
+namespace {
+
+// The simulation's own settings (the run's size, its clock and its volunteers' look-ahead).
+common::Status read_sim_settings(const cxxopts::ParseResult& a, SimSettings& sim) {
+    sim.sample_budget = a["samples"].as<std::int64_t>();
+    sim.curve_points = a["points"].as<std::int64_t>();
+    auto spacing = parse_curve_spacing(a["spacing"].as<std::string>());
+    if (!spacing) return common::make_error("--spacing must be even or geometric");
+    sim.curve_spacing = *spacing;
+    sim.eval_samples = a["eval-samples"].as<std::int64_t>();
+    sim.seed = a["seed"].as<std::uint64_t>();
+    sim.threads = a["threads"].as<int>();
+    sim.tick_s = a["tick"].as<double>();
+    sim.quiet = a.count("quiet") > 0;
+    sim.look_ahead_s = a["look-ahead-s"].as<double>();
+    if (!(sim.look_ahead_s >= 0 && sim.look_ahead_s <= 86400))
+        return common::make_error("--look-ahead-s must be between 0 and 86400 seconds");
+    return {};
+}
+
+}  // namespace
 
 common::Result<CommandOptions> read_fleet_options(const cxxopts::ParseResult& parsed) {
     CommandOptions o;
@@ -212,17 +238,8 @@ common::Result<CommandOptions> read_fleet_options(const cxxopts::ParseResult& pa
     o.fidelity_cache = a["fidelity-cache"].as<std::string>();
     o.fidelity_captions = a["fidelity-captions"].as<std::int64_t>();
     if (o.fidelity_captions < 0) return common::make_error("--fidelity-captions must be >= 0");
-    o.sim.sample_budget = a["samples"].as<std::int64_t>();
-    o.sim.curve_points = a["points"].as<std::int64_t>();
-    auto spacing = parse_curve_spacing(a["spacing"].as<std::string>());
-    if (!spacing) return common::make_error("--spacing must be even or geometric");
-    o.sim.curve_spacing = *spacing;
-    o.sim.eval_samples = a["eval-samples"].as<std::int64_t>();
-    o.sim.seed = a["seed"].as<std::uint64_t>();
-    o.sim.threads = a["threads"].as<int>();
-    o.sim.tick_s = a["tick"].as<double>();
-    o.sim.quiet = a.count("quiet") > 0;
     o.transfer_as = a["transfer-as"].as<std::string>();
+    if (auto read = read_sim_settings(a, o.sim); !read) return read.error();
     return o;
 }
 

@@ -82,6 +82,7 @@ void fill_volume(RunSummary& row, const RunResult& run) {
         row.patched_share = static_cast<double>(run.units_on_patches) / static_cast<double>(run.units_issued);
     }
     if (run.unit_s > 0) row.transfer_share = run.transfer_s / run.unit_s;
+    if (run.unhidden_s + run.trained_s > 0) row.unhidden_share = run.unhidden_s / (run.unhidden_s + run.trained_s);
     for (const auto& p : run.curve)
         row.state_mb_max = std::max(row.state_mb_max, static_cast<double>(p.state_bytes) / 1e6);
     if (!run.curve.empty()) row.state_mb_end = static_cast<double>(run.curve.back().state_bytes) / 1e6;
@@ -265,7 +266,8 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
            "target_loss,time_to_target,speedup_vs_sync,utilisation,mean_staleness,units,mb_down_per_unit,"
            "mb_up_per_unit,wasted,attacks_merged_of_returned,sample_accuracy,refused_of_returned,honest_refused,"
            "check_ms_per_result,loss_checked_share,check_share,check_vs_training,gain_p10,gain_median,gain_p90,"
-           "calibration_gain,mb_shards_per_unit,transfer_share,patched_share,state_mb_max,state_mb_end,loss_vs_ddp\n";
+           "calibration_gain,mb_shards_per_unit,transfer_share,patched_share,state_mb_max,state_mb_end,loss_vs_ddp,"
+           "unhidden_share\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
@@ -283,7 +285,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << format("%.6f", r.calibration_gain) << "," << format("%.4f", r.mb_shards_per_unit) << ","
             << format("%.4f", r.transfer_share) << "," << format("%.4f", r.patched_share) << ","
             << format("%.3f", r.state_mb_max) << "," << format("%.3f", r.state_mb_end) << ","
-            << format("%.4f", r.loss_vs_ddp) << "\n";
+            << format("%.4f", r.loss_vs_ddp) << "," << format("%.4f", r.unhidden_share) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -311,8 +313,9 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
         out << line;
         out << "    transfers: " << format("%.3f", r.mb_down_per_unit - r.mb_shards_per_unit) << " MB model + "
             << format("%.3f", r.mb_shards_per_unit) << " MB shards down, " << format("%.3f", r.mb_up_per_unit)
-            << " MB up per unit; " << format("%.1f", 100 * r.transfer_share) << " % of the units' time; "
-            << format("%.0f", 100 * r.patched_share) << " % of the units' models came as patches\n";
+            << " MB up per unit; " << format("%.1f", 100 * r.transfer_share) << " % of the units' time, "
+            << format("%.1f", 100 * r.unhidden_share) << " % not hidden; " << format("%.0f", 100 * r.patched_share)
+            << " % of the units' models came as patches\n";
         if (r.state_mb_max > 0)
             out << "    server state directory: " << format("%.1f", r.state_mb_end) << " MB at the end, at most "
                 << format("%.1f", r.state_mb_max) << " MB at a curve point\n";

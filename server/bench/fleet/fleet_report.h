@@ -34,6 +34,7 @@ struct RunSummary {
     double mb_shards_per_unit = 0;   // the shards' part of mb_down_per_unit
     double patched_share = 0;        // units whose model came as patches
     double transfer_share = 0;       // transfers' share of the computed units' time
+    double unhidden_share = 0;       // the transfers look-ahead did not hide, over them and training
     double state_mb_max = 0;         // the server's state directory: largest at a curve point
     double state_mb_end = 0;         // and at the last one
     std::string wasted;              // "rejected:norm_too_large=3 timed_out=2"

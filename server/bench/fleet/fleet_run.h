@@ -92,6 +92,10 @@ struct RunResult {
     double bytes_up = 0;
     double transfer_s = 0;                         // volunteer-seconds of the units computed spent on transfers
     double unit_s = 0;                             // and in all (transfers and training)
+    // Volunteer-seconds between the end of one unit's training and the start of the next (or,
+    // idle before, from asking to training): the transfers not hidden by look-ahead.
+    double unhidden_s = 0;
+    double trained_s = 0;                          // and spent training
     std::map<std::string, AttackOutcome> attacks;  // by attack name ("none": honest volunteers)
     ServerCost server_cost;
     GuardReport guard;

@@ -41,7 +41,7 @@ common::Result<RunResult> Simulation::run(const std::filesystem::path& work_dir)
         auto client = server_->register_volunteer(volunteers_[i].spec.name);
         if (!client) return client.error();
         volunteers_[i].client_id = client->id;
-        schedule(0, EventKind::Request, i);
+        schedule(0, EventKind::Request, i, volunteers_[i].epoch);
         schedule_departure(i, 0);
     }
     schedule(settings_.tick_s, EventKind::Tick, 0);
@@ -97,7 +97,8 @@ void Simulation::schedule_departure(std::size_t i, double now) {
 
 common::Status Simulation::handle(const Event& event) {
     switch (event.kind) {
-        case EventKind::Request: return request(event.volunteer);
+        case EventKind::Request:  // one from before a departure is void
+            return event.epoch == volunteers_[event.volunteer].epoch ? request(event.volunteer) : common::Status{};
         case EventKind::Finish: return finish(event.volunteer, event.epoch);
         case EventKind::Leave: return leave(event.volunteer);
         case EventKind::Return: return come_back(event.volunteer);
@@ -119,14 +120,15 @@ std::pair<double, double> Simulation::download_of(const VolunteerState& v, const
     return {model_bytes * settings_.payload_scale, shard_bytes};
 }
 
-void Simulation::count_unit_time(double transfer_s, double compute_s) {
+void Simulation::count_unit_time(double transfer_s, double unhidden_s, double compute_s) {
     result_.transfer_s += transfer_s;
     result_.unit_s += transfer_s + compute_s;
+    result_.unhidden_s += unhidden_s;
+    result_.trained_s += compute_s;
 }
 
-common::Status Simulation::request(std::size_t i) {
+common::Result<std::optional<common::WorkUnit>> Simulation::ask_for_work(std::size_t i, bool ahead) {
     auto& v = volunteers_[i];
-    if (!v.online || v.held) return {};
     common::WorkRequest request;
     request.client_id = v.client_id;
     request.device = {"cuda", v.spec.group, 8 * common::kGiB, 1};
@@ -136,56 +138,94 @@ common::Status Simulation::request(std::size_t i) {
     auto response = server_->request_work(request);
     if (!response) return response.error();
     double now = clock_.now();
-    if (!response->has_work) {
-        if (!settings_.synchronous) schedule(now + static_cast<double>(response->retry_after_s), EventKind::Request, i);
-        return {};
+    if (!response->has_work) {  // a look-ahead without work: the client asks again once the unit is trained
+        bool training = ahead && now < v.held.back().train_end;
+        if (!settings_.synchronous)
+            schedule(training ? v.held.back().train_end : now + static_cast<double>(response->retry_after_s),
+                     EventKind::Request, i, v.epoch);
+        return std::optional<common::WorkUnit>();
     }
     auto payload = common::open_envelope(response->work_unit, common::kWorkUnitPurpose, server_->verify_key());
     if (!payload) return payload.error();
     auto unit = common::parse_message<common::WorkUnit>(*payload);
     if (!unit) return unit.error();
+    return std::optional(std::move(*unit));
+}
+
+common::Status Simulation::request(std::size_t i) {
+    auto& v = volunteers_[i];
+    bool ahead = !v.held.empty();  // asked while a unit trains (or uploads): the look-ahead
+    if (!v.online || (ahead && clock_.now() < v.held.back().train_start)) return {};
+    if (v.held.size() >= 2) {  // the unit before is still going up: the server would say its two are in flight
+        v.ask_after_upload = true;
+        return {};
+    }
+    auto unit = ask_for_work(i, ahead);
+    if (!unit) return unit.error();
+    if (!*unit) return {};
+    const auto& wu = **unit;
+    double now = clock_.now();
     ++result_.units_issued;
     ++round_outstanding_;
 
-    auto [model_bytes, shard_bytes] = download_of(v, *unit);
+    auto [model_bytes, shard_bytes] = download_of(v, wu);
     double down_bytes = model_bytes + shard_bytes;
-    std::int64_t samples = unit->hyper.local_steps * unit->hyper.batch_size;
+    double download_s = transfer_seconds(down_bytes, v.spec.down_mbit);
+    std::int64_t samples = wu.hyper.local_steps * wu.hyper.batch_size;
     double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
-    Issued issued{std::string(attack_name(v.spec.attack)), samples, unit->hyper.local_steps, 0, "", unit->base_version};
+    Issued issued{std::string(attack_name(v.spec.attack)), samples, wu.hyper.local_steps, 0, "", wu.base_version};
 
     HeldUnit held;
-    held.unit = *unit;
+    held.unit = wu;
     held.issued = now;
+    // Training starts once the download is in and the unit before (if any) is trained; its upload
+    // follows that unit's (one at a time) while the next trains.
+    double before_trained = ahead ? v.held.back().train_end : v.uploaded_at == now ? v.uploaded_trained_at : now;
+    double before_uploaded = ahead ? v.held.back().finish : now;
+    held.train_start = std::max(now + download_s, ahead ? before_trained : now);
+    held.train_end = held.train_start + compute_s;
     double upload_bytes = 0;
     // A volunteer that will have left before the unit is done never computes it.
-    bool leaves_first = v.next_leave < now + transfer_seconds(down_bytes, v.spec.down_mbit) + compute_s;
+    bool leaves_first = v.next_leave < held.train_end;
     if (!leaves_first) {
-        auto upload = uploads_->compute(v, *unit);
+        auto upload = uploads_->compute(v, wu);
         if (!upload) return upload.error();
         held.upload = std::move(*upload);
         auto delta = static_cast<double>(held.upload.delta_bytes);
         upload_bytes = static_cast<double>(held.upload.body.size()) + delta * (settings_.payload_scale - 1);
     }
-    double transfer_s = transfer_seconds(down_bytes, v.spec.down_mbit) + transfer_seconds(upload_bytes, v.spec.up_mbit);
-    held.finish = now + transfer_s + compute_s;
+    held.upload_s = transfer_seconds(upload_bytes, v.spec.up_mbit);
+    held.finish = std::max(held.train_end, before_uploaded) + held.upload_s;
     issued.seconds = held.finish - now;
     result_.bytes_down += down_bytes;
     result_.bytes_down_shards += shard_bytes;
     result_.bytes_up += upload_bytes;
-    if (!leaves_first) count_unit_time(transfer_s, compute_s);
-    for (const auto& shard : unit->shards) v.cached_shards.insert(shard.sha256);
-    v.cached_model = unit->model_blob.sha256;
-    issued_.emplace(unit->wu_id, issued);
-    v.held = std::move(held);
-    schedule(v.held->finish, EventKind::Finish, i, v.epoch);
+    held.download_s = download_s;
+    held.unhidden_s = held.train_start - before_trained;
+    for (const auto& shard : wu.shards) v.cached_shards.insert(shard.sha256);
+    v.cached_model = wu.model_blob.sha256;
+    issued_.emplace(wu.wu_id, issued);
+    v.held.push_back(std::move(held));
+    schedule(v.held.back().finish, EventKind::Finish, i, v.epoch);
+    schedule_look_ahead(i, v.held.back(), download_s);
     return {};
+}
+
+void Simulation::schedule_look_ahead(std::size_t i, const HeldUnit& held, double download_s) {
+    if (settings_.look_ahead_s <= 0 || settings_.synchronous) return;
+    // The client looks from its second training step on, once the training left is within the lead.
+    double lead = settings_.look_ahead_s + 2 * download_s;
+    schedule(std::max(held.train_start, held.train_end - lead), EventKind::Request, i, volunteers_[i].epoch);
 }
 
 common::Status Simulation::finish(std::size_t i, std::uint64_t epoch) {
     auto& v = volunteers_[i];
-    if (epoch != v.epoch || !v.held) return {};
-    auto held = std::move(*v.held);
-    v.held.reset();
+    if (epoch != v.epoch || v.held.empty()) return {};
+    auto held = std::move(v.held.front());
+    v.held.pop_front();
+    v.uploaded_at = clock_.now();
+    v.uploaded_trained_at = held.train_end;
+    count_unit_time(held.download_s + held.upload_s, held.unhidden_s, held.train_end - held.train_start);
     auto version_before = server_->version();
     auto outcome = server_->upload(v.client_id, held.upload.body);
     if (!outcome) return outcome.error();
@@ -198,9 +238,13 @@ common::Status Simulation::finish(std::size_t i, std::uint64_t epoch) {
     if (settings_.synchronous) {
         // The round ends when its slowest volunteer is back: everyone asks again now.
         if (round_outstanding_ == 0)
-            for (std::size_t j = 0; j < volunteers_.size(); ++j) schedule(clock_.now(), EventKind::Request, j);
-    } else {
-        schedule(clock_.now(), EventKind::Request, i);
+            for (std::size_t j = 0; j < volunteers_.size(); ++j)
+                schedule(clock_.now(), EventKind::Request, j, volunteers_[j].epoch);
+    } else if (v.held.empty()) {
+        schedule(clock_.now(), EventKind::Request, i, v.epoch);  // nothing fetched ahead: ask now
+    } else if (v.ask_after_upload) {  // the look-ahead came while this was going up: ask once trained
+        v.ask_after_upload = false;
+        schedule(std::max(clock_.now(), v.held.front().train_end), EventKind::Request, i, v.epoch);
     }
     return {};
 }
@@ -212,13 +256,13 @@ common::Status Simulation::leave(std::size_t i) {
     v.online = false;
     ++v.epoch;
     result_.online_s += now - v.online_since;
-    if (v.held) {
-        auto& issued = issued_[v.held->unit.wu_id];
+    for (const auto& held : v.held) {
+        auto& issued = issued_[held.unit.wu_id];
         issued.fate = "left_mid_unit";
-        issued.seconds = now - v.held->issued;
-        v.held.reset();
+        issued.seconds = now - held.issued;
         --round_outstanding_;
     }
+    v.held.clear();
     v.returning = std::uniform_real_distribution<double>(0, 1)(v.rng) >= v.spec.churn.never_return;
     if (v.returning)
         schedule(now + exponential(v.rng, std::max(1e-3, v.spec.churn.mean_offline_s)), EventKind::Return, i);

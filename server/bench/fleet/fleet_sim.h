@@ -1,8 +1,9 @@
 // The fleet simulator's engine: N simulated volunteers drive the server's own components
 // (InProcessServer) through the calls the API makes, on a virtual clock. Every unit is
 // trained for real with the volunteer's trainer on the CPU and encoded with the unit's codec;
-// only time is simulated: a unit occupies its volunteer for download + H·batch/speed +
-// upload virtual seconds. Deterministic for a seed. docs/fleet_simulator.md.
+// only time is simulated: a unit occupies its volunteer for H·batch/speed virtual seconds of
+// training, with its download before and its upload after (with look-ahead, both while another
+// unit trains). Deterministic for a seed. docs/fleet_simulator.md.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,11 @@ struct SimSettings {
     // Model, patch and delta bytes are counted × this (shards and manifests as they are): the
     // transfers of a larger model on this model's training (`--transfer-as`).
     double payload_scale = 1;
+    // The client's look-ahead (client/look_ahead.h): the next unit is asked for once the
+    // training left is within this lead plus twice the last download's time and downloaded
+    // while the unit trains, and a result uploads while the next unit trains; 0: off
+    // (download, train, upload, one unit after the other).
+    double look_ahead_s = 30;
     bool quiet = false;            // no progress lines on stderr
     SampleJudge* judge = nullptr;  // set: score the DiT's samples at the budget point
     CaptionJudge* caption_judge = nullptr;  // set: score the text DiT's prompt fidelity there

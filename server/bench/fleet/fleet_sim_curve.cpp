@@ -80,7 +80,7 @@ common::Status Simulation::evaluate_point() {
     point.staleness = merged > staleness_merged_ ? (total - staleness_total_) / double(merged - staleness_merged_) : 0;
     staleness_merged_ = merged;
     staleness_total_ = total;
-    for (const auto& v : volunteers_) point.busy += v.held ? 1 : 0;
+    for (const auto& v : volunteers_) point.busy += v.held.empty() ? 0 : 1;
     point.state_bytes = server_->state_usage().total();
     result_.curve.push_back(point);
     if (!settings_.quiet)
@@ -129,7 +129,7 @@ common::Status Simulation::account() {
     double end = clock_.now();
     for (auto& v : volunteers_) {
         if (v.online) result_.online_s += end - v.online_since;
-        if (v.held) issued_[v.held->unit.wu_id].seconds = end - v.held->issued;
+        for (const auto& held : v.held) issued_[held.unit.wu_id].seconds = end - held.issued;
     }
     return account_outcomes(server_->store(), issued_, result_);
 }

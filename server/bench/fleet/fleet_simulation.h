@@ -54,10 +54,17 @@ private:
     // and the shards the volunteer has not fetched before.
     std::pair<double, double> download_of(const VolunteerState& v, const common::WorkUnit& unit);
 
-    // A unit computed to its end: its transfers' share of the volunteers' time.
-    void count_unit_time(double transfer_s, double compute_s);
+    // A unit computed and delivered: its transfers' share of the volunteers' time, and the part
+    // of them not hidden behind training.
+    void count_unit_time(double transfer_s, double unhidden_s, double compute_s);
 
     common::Status request(std::size_t i);
+    // The server's answer to volunteer i's request (`ahead`: made while it holds a unit); none
+    // when it has no work, with the next request scheduled as the client would make it.
+    common::Result<std::optional<common::WorkUnit>> ask_for_work(std::size_t i, bool ahead);
+    // After issuing a unit that trains from `train_start` to `train_end` with a download of
+    // `download_s`: the look-ahead's request for the next one, at the time the client makes it.
+    void schedule_look_ahead(std::size_t i, const HeldUnit& held, double download_s);
 
     common::Status finish(std::size_t i, std::uint64_t epoch);
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <optional>
 #include <random>
@@ -30,7 +31,10 @@ struct HeldUnit {
     common::WorkUnit unit;
     Upload upload;
     double issued = 0;
-    double finish = 0;
+    double train_start = 0, train_end = 0;  // after its download (and the unit before it, uploaded)
+    double download_s = 0, upload_s = 0;
+    double unhidden_s = 0;  // from the end of the training before (or the request) to its start
+    double finish = 0;      // its upload is in
 };
 
 struct VolunteerState {
@@ -44,7 +48,11 @@ struct VolunteerState {
     double measured_speed = 0;  // reported from the second request on, as the client does
     std::set<std::string> cached_shards;
     std::string cached_model;  // the model blob of its last unit
-    std::optional<HeldUnit> held;
+    std::deque<HeldUnit> held;  // in training order: with look-ahead, the next unit behind the one training
+    // Its last upload: when it was in, and when that unit's training had ended (a request at
+    // that moment waited for the upload since).
+    double uploaded_at = -1, uploaded_trained_at = -1;
+    bool ask_after_upload = false;  // a look-ahead met two units in flight: ask again after the upload
     std::mt19937_64 rng;
     client::ErrorFeedback feedback;        // carried across units, as the client keeps it on disk
     client::KeptOptimizerState optimizer;  // used by units that ask for kept state
