@@ -180,3 +180,34 @@ TEST_CASE("replicated units and tasks without catch-up get the published patch c
         CHECK(wu.patches.size() == 2);
     }
 }
+
+TEST_CASE(
+    "a volunteer naming a reconstruction not its own, or its own after a restart, gets the published model whole") {
+    TestServer server(sparse_catch_up);
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    TestVolunteer carol(server, "carol");
+    merge_results(server, alice, 2);
+    auto versions = server.store().versions(server.config().task_id).value();
+    auto bobs = bob.request_work(versions[0].blob_sha256).value();
+    REQUIRE(bobs.patches.size() == 1);
+    CHECK(bobs.model_blob.sha256 != versions[2].blob_sha256);
+
+    // Carol claims to hold Bob's reconstruction: the server made it for Bob alone, so she gets no
+    // patch from it, only the published model.
+    auto carols = carol.request_work(bobs.model_blob.sha256).value();
+    CHECK(carols.patches.empty());
+    CHECK(carols.model_blob.sha256 == versions[2].blob_sha256);
+
+    // States live in memory: after a restart Bob's own reconstruction is unknown as well.
+    server.stop();
+    server.start();
+    auto after = bob.request_work(bobs.model_blob.sha256).value();
+    CHECK(after.patches.empty());
+    CHECK(after.model_blob.sha256 == versions[2].blob_sha256);
+    // From the published model he then holds, catch-up starts again.
+    merge_results(server, alice, 1);
+    auto again = bob.request_work(versions[2].blob_sha256).value();
+    CHECK(again.patches.size() == 1);
+    CHECK(again.patch_from == versions[2].blob_sha256);
+}
