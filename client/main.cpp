@@ -68,14 +68,28 @@ struct CommandLine {
     int exit_code = -1;  // >= 0: exit at once (help printed, or a mistake reported)
 };
 
+// A default as the help shows it.
+std::string plain(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    return std::string(text);
+}
+
+// Look-ahead (docs/operations.md, "Look-ahead"): transfers hidden behind training.
+void add_look_ahead_options(cxxopts::Options& options, const tessera::client::VolunteerOptions& defaults) {
+    options.add_options("Transfers behind training")(
+        "look-ahead-s",
+        "fetch the next unit while this one trains, once the training left is within this many seconds plus twice the "
+        "last download's time, and upload a result while the next trains (0: never; try 2 on a slow link)",
+        cxxopts::value<double>()->default_value(
+            plain(std::chrono::duration<double>(defaults.look_ahead_lead).count())))(
+        "look-ahead-share", "look ahead only when transfers took at least this share of the training time (0: always)",
+        cxxopts::value<double>()->default_value(plain(defaults.look_ahead_share)));
+}
+
 // Defaults written as VolunteerOptions has them.
 cxxopts::Options client_options() {
     const tessera::client::VolunteerOptions defaults;
-    auto plain = [](double value) {
-        char text[32];
-        std::snprintf(text, sizeof text, "%g", value);
-        return std::string(text);
-    };
     cxxopts::Options options("tessera-client",
                              "Lend your GPU (or CPU) to a Tessera training run.\n"
                              "  tessera-client doctor [options]: check this machine, the state directory and the server\n"
@@ -104,11 +118,7 @@ cxxopts::Options client_options() {
             plain(std::chrono::duration<double>(defaults.heartbeat_interval).count())))(
         "stop-grace", "seconds a stop request waits for the current unit before giving it back (0: no limit)",
         cxxopts::value<double>()->default_value("0"))(
-        "look-ahead-s",
-        "fetch the next unit while this one trains, once the training left is within this many seconds plus twice the "
-        "last download's time (0: never)",
-        cxxopts::value<double>()->default_value(
-            plain(std::chrono::duration<double>(defaults.look_ahead_lead).count())))(
+
         "version", "print the version and exit")("h,help", "show this help");
     options.add_options("When to work")(
         "idle-minutes", "work only once the user has been idle this many minutes (0: whether or not they are active)",
@@ -126,6 +136,7 @@ cxxopts::Options client_options() {
         cxxopts::value<std::string>()->default_value(""))("exclude-tasks",
                                                           "never take these tasks: task ids or model presets",
                                                           cxxopts::value<std::string>()->default_value(""));
+    add_look_ahead_options(options, defaults);
     tessera::common::add_config_option(options);
     return options;
 }
@@ -168,6 +179,18 @@ tessera::common::Status read_rate_caps(const cxxopts::ParseResult& args, tessera
             return tessera::common::make_error(std::string("--") + name +
                                                " must be 0 (no cap) or between 0.01 and 1000000");
     }
+    return {};
+}
+
+tessera::common::Status read_look_ahead(const cxxopts::ParseResult& args,
+                                        tessera::client::VolunteerOptions& volunteer) {
+    auto lead_s = args["look-ahead-s"].as<double>();
+    if (!(lead_s >= 0 && lead_s <= 86400))
+        return tessera::common::make_error("--look-ahead-s must be between 0 and 86400 seconds");
+    volunteer.look_ahead_lead = std::chrono::milliseconds(static_cast<std::int64_t>(lead_s * 1000));
+    volunteer.look_ahead_share = args["look-ahead-share"].as<double>();
+    if (!(volunteer.look_ahead_share >= 0 && volunteer.look_ahead_share <= 100))
+        return tessera::common::make_error("--look-ahead-share must be between 0 and 100");
     return {};
 }
 
@@ -220,14 +243,12 @@ CommandLine parse_command_line(int argc, char** argv) {
     auto heartbeat_s = args["heartbeat"].as<double>();
     if (!(heartbeat_s >= 0.1 && heartbeat_s <= 3600)) return usage_error("--heartbeat must be between 0.1 and 3600 seconds");
     volunteer.heartbeat_interval = std::chrono::milliseconds(static_cast<std::int64_t>(heartbeat_s * 1000));
-    auto lead_s = args["look-ahead-s"].as<double>();
-    if (!(lead_s >= 0 && lead_s <= 86400)) return usage_error("--look-ahead-s must be between 0 and 86400 seconds");
-    volunteer.look_ahead_lead = std::chrono::milliseconds(static_cast<std::int64_t>(lead_s * 1000));
     auto grace_s = args["stop-grace"].as<double>();
     if (!(grace_s >= 0 && grace_s <= 86400)) return usage_error("--stop-grace must be between 0 and 86400 seconds");
     line.stop_grace = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(grace_s * 1000)));
     if (auto read = read_preferences(args, volunteer.preferences); !read) return usage_error(read.message());
     if (auto read = read_rate_caps(args, volunteer); !read) return usage_error(read.message());
+    if (auto read = read_look_ahead(args, volunteer); !read) return usage_error(read.message());
     return line;
 }
 

@@ -94,7 +94,9 @@ std::optional<Stop> BackgroundUpload::finish() {
 }
 
 void BackgroundUpload::run() {
+    auto started = std::chrono::steady_clock::now();
     auto outcome = upload_result(api_, delivery_, log_, settings_);
+    seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     switch (outcome.how) {
         case Delivered::Uploaded:
             state_.clear_uploading();

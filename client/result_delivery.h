@@ -70,6 +70,8 @@ public:
     // Waits for the delivery: the Stop it calls for, if any (the result kept for later, or a
     // failure that ends the loop).
     std::optional<Stop> finish();
+    // How long its upload took (once finished).
+    double seconds() const { return seconds_; }
 
 private:
     void run();
@@ -82,6 +84,7 @@ private:
     const common::Logger& log_;
     DeliverySettings settings_;
     std::optional<Stop> stop_;
+    double seconds_ = 0;
     std::thread thread_;  // last: started after everything it reads
 };
 

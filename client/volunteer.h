@@ -44,8 +44,12 @@ struct VolunteerOptions {
     std::shared_ptr<MachineSensors> sensors;         // null: this machine's (SystemSensors)
     std::chrono::milliseconds preference_interval{10000};  // between two readings of the sensors
     // Fetch the next unit while this one trains, once the training left is within this lead
-    // plus twice the last unit's download time (client/look_ahead.h); 0: never.
-    std::chrono::milliseconds look_ahead_lead{30000};
+    // plus twice the last unit's download time (client/look_ahead.h), and upload a result while
+    // the next trains; 0: never (the default: the simulator found no time-to-loss gain at K = 8,
+    // docs/operations.md, "Look-ahead"). Only while transfers took at least `look_ahead_share`
+    // of the training time: a unit fetched ahead is based on an older model.
+    std::chrono::milliseconds look_ahead_lead{0};
+    double look_ahead_share = 0.1;
 };
 
 // Why the loop ended. Requested: the user asked (or the server could not be reached before

@@ -148,16 +148,18 @@ private:
         // Seconds of training still to do after `step` of `steps`, at the pace so far; none
         // before a pace is known.
         std::optional<double> seconds_left(std::int64_t step, std::int64_t steps) const;
+        double seconds_trained() const;
     };
 
     // Whether a preference's wait has gone on so long that less than twice the training still
     // to do (at the pace so far; before a pace is known, nothing) is left before the deadline.
     static bool too_late_to_finish(const common::WorkUnit& unit, std::int64_t step, const TrainingClock& clock);
 
-    // Look-ahead (client/look_ahead.h): whether this volunteer fetches its next unit while it
-    // trains (not with --once, among several servers, or once stopping or waiting), and, when
-    // it does, the start of that once the training left is within the lead (`--look-ahead-s`)
-    // plus twice the last unit's download time.
+    // Look-ahead (client/look_ahead.h): whether this volunteer may fetch its next unit while it
+    // trains (not with --once, among several servers, or once stopping or waiting); whether
+    // this unit's transfers are worth hiding (the last download and upload took at least
+    // `--look-ahead-share` of its training time); and, when both, the start of that once the
+    // training left is within the lead (`--look-ahead-s`) plus twice the last download time.
     bool looks_ahead() const;
     void look_ahead_when_due(std::int64_t step, const TrainingClock& clock);
 
@@ -211,6 +213,8 @@ private:
     std::unique_ptr<LookAhead> ahead_;             // the next unit, asked for while this one trains
     std::unique_ptr<BackgroundUpload> uploading_;  // the last unit's result, delivered while the next trains
     double last_download_s_ = 0;                   // the last unit's downloads took this long
+    double last_upload_s_ = 0;                     // and the last upload
+    bool hide_transfers_ = false;                  // this unit's: look ahead, and upload while the next trains
     std::optional<TurnTable::Turn> turn_;         // among several servers: from asking for a unit to the next ask
     std::unique_ptr<PreferenceWatcher> watcher_;  // last: its thread writes to control_ and log_
 };

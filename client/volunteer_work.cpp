@@ -127,8 +127,11 @@ bool Volunteer::looks_ahead() const {
 void Volunteer::look_ahead_when_due(std::int64_t step, const TrainingClock& clock) {
     if (ahead_ || !looks_ahead()) return;
     auto left = clock.seconds_left(step, unit_->unit.hyper.local_steps);
+    if (!left) return;
+    double training_s = clock.seconds_trained() + *left;
+    hide_transfers_ = hide_transfers_ || last_download_s_ + last_upload_s_ >= options_.look_ahead_share * training_s;
     auto lead = std::chrono::duration<double>(options_.look_ahead_lead).count() + 2 * last_download_s_;
-    if (!left || *left > lead) return;
+    if (!hide_transfers_ || *left > lead) return;
     auto settings = download_settings();
     settings.on_failure = {};  // no turn to give up: the machine is this server's alone
     settings.progress_bars = false;
@@ -170,6 +173,7 @@ Volunteer::Next Volunteer::train() {
         common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
         TrainingClock clock;
         last_download_s_ = unit_->download_s;
+        hide_transfers_ = false;
         run.progress = [&](std::int64_t step, std::int64_t, double loss, double speed) {
             status_.set_progress(step);
             held_too_long = !wait_while_paused(heartbeat, step, clock);
@@ -234,16 +238,20 @@ Volunteer::Next Volunteer::pack(RunOutput output) {
 Volunteer::Next Volunteer::upload() {
     if (auto stop = join_background_upload()) return *stop;  // this result stays on disk for the next start
     const auto& wu_id = unit_->unit.wu_id;
-    if (looks_ahead()) {
+    if (looks_ahead() && hide_transfers_) {
         if (auto handed = state_.hand_over_upload(); handed) {
+            auto settings = delivery_settings();
+            settings.on_failure = {};  // no turn to give up: the machine is this server's alone
             uploading_ = std::make_unique<BackgroundUpload>(*api_, http_.options(), delivery_of(*unit_), state_,
-                                                            status_, log_, delivery_settings());
+                                                            status_, log_, std::move(settings));
             return unit_done();
         } else {
             log_.error(handed.message() + "; uploading " + wu_id + " before the next unit");
         }
     }
+    auto started = std::chrono::steady_clock::now();
     auto uploaded = upload_result(*api_, delivery_of(*unit_), log_, delivery_settings());
+    last_upload_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     switch (uploaded.how) {
         case Delivered::Uploaded: state_.clear_current(); return Phase::Report;
         case Delivered::Refused: state_.clear_current(); return unit_done();
@@ -260,14 +268,19 @@ DeliverySettings Volunteer::delivery_settings() {
 std::optional<Stop> Volunteer::join_background_upload() {
     if (!uploading_) return std::nullopt;
     auto stop = uploading_->finish();
+    last_upload_s_ = uploading_->seconds();
     uploading_.reset();
     return stop;
 }
 
+double Volunteer::TrainingClock::seconds_trained() const {
+    if (first_step == 0) return 0;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started - waited).count();
+}
+
 std::optional<double> Volunteer::TrainingClock::seconds_left(std::int64_t step, std::int64_t steps) const {
     if (first_step == 0 || step <= first_step) return std::nullopt;
-    auto worked = std::chrono::steady_clock::now() - started - waited;
-    double seconds_per_step = std::chrono::duration<double>(worked).count() / static_cast<double>(step - first_step);
+    double seconds_per_step = seconds_trained() / static_cast<double>(step - first_step);
     return seconds_per_step * static_cast<double>(steps - step);
 }
 

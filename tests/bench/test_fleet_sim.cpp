@@ -255,7 +255,7 @@ TEST_CASE("look-ahead hides a unit's download behind the training before it; off
     off_settings.payload_scale = 50;  // transfers of seconds
     off_settings.look_ahead_s = 0;
     auto on_settings = off_settings;
-    on_settings.look_ahead_s = 30;
+    on_settings.look_ahead_s = 30;  // --look-ahead-share 0.1: these transfers are worth hiding
     auto off = simulate_fleet(task.config, fleet, off_settings, task.dir.path() / "off");
     REQUIRE_MESSAGE(off.ok(), off.message());
     auto on = simulate_fleet(task.config, fleet, on_settings, task.dir.path() / "on");
@@ -272,6 +272,19 @@ TEST_CASE("look-ahead hides a unit's download behind the training before it; off
     CHECK(on->unhidden_s < off->unhidden_s);
     CHECK(on->unhidden_s / (on->unhidden_s + on->trained_s) < off->unhidden_s / (off->unhidden_s + off->trained_s));
     CHECK(total(on->outcomes.count) == on->units_issued);
+
+    // Transfers under a tenth of the training (--look-ahead-share 0.1) are not worth a unit of
+    // staleness: look-ahead on hides none of them, and runs as off does.
+    auto small_off = off_settings, small_on = small_settings("fedasync");
+    small_off.payload_scale = 1;
+    small_on.look_ahead_s = 30;
+    auto plain_off = simulate_fleet(task.config, fleet, small_off, task.dir.path() / "small-off");
+    REQUIRE_MESSAGE(plain_off.ok(), plain_off.message());
+    auto plain_on = simulate_fleet(task.config, fleet, small_on, task.dir.path() / "small-default");
+    REQUIRE_MESSAGE(plain_on.ok(), plain_on.message());
+    CHECK(plain_on->transfer_s < 0.1 * plain_on->trained_s);
+    CHECK(plain_on->unhidden_s == plain_off->unhidden_s);
+    CHECK(plain_on->final_loss == plain_off->final_loss);
 }
 
 TEST_CASE("a run goes on past the budget towards a target loss; its equal-samples figures stay at the budget") {

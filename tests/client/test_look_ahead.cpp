@@ -15,10 +15,12 @@ using client::StopReason;
 
 namespace {
 
-// A volunteer that looks ahead from its second training step on (the lead outlasts any unit here).
+// A volunteer that looks ahead from its second training step on (the lead outlasts any unit
+// here), however short its transfers (on loopback they take no time beside training).
 client::VolunteerOptions looking_ahead(std::uint16_t port, const std::filesystem::path& state) {
     auto options = options_for(port, state);
     options.look_ahead_lead = std::chrono::hours(1);
+    options.look_ahead_share = 0;
     return options;
 }
 
@@ -132,4 +134,28 @@ TEST_CASE("a result uploads while the next unit trains; quit mid-upload keeps it
     CHECK(server.store().assignment(uploading).value()->returned_at.has_value());
     CHECK(!state.load_uploading().value().has_value());
     CHECK(!std::filesystem::exists(state.uploading_delta_file()));
+}
+
+TEST_CASE("with transfers far shorter than training (loopback), a volunteer does not look ahead") {
+    TestServer server([](TaskConfig& config) { config.local_steps = 100; });
+    set_to_wall_clock(server);
+    TempDir dir;
+    client::ClientState state(dir / "volunteer");
+    auto options = options_for(server.port(), state.root());  // --look-ahead-share 0.1
+    options.look_ahead_lead = std::chrono::hours(1);          // look-ahead on: the share alone decides
+    VolunteerThread volunteer(options);
+    std::size_t most_held = 0;
+    bool fetched_ahead = false, set_aside = false;
+    REQUIRE(eventually([&] {
+        most_held = std::max(most_held, in_progress(server).size());
+        fetched_ahead = fetched_ahead || std::filesystem::exists(state.root() / "next.json");
+        set_aside = set_aside || std::filesystem::exists(state.root() / "uploading.json");
+        server.app().wait_idle();
+        return settled(server) >= 3;
+    }));
+    volunteer.control().stop_after_unit = true;
+    CHECK(volunteer.join().reason == StopReason::Requested);
+    CHECK(most_held == 1);
+    CHECK_FALSE(fetched_ahead);
+    CHECK_FALSE(set_aside);
 }

@@ -151,8 +151,10 @@ void add_judge_options(cxxopts::Options& options) {
         cxxopts::value<std::string>()->default_value(""))(
         "look-ahead-s",
         "the volunteers' look-ahead lead, as tessera-client's --look-ahead-s: the next unit is fetched while one "
-        "trains (0: off)",
-        cxxopts::value<double>()->default_value("30"))(
+        "trains (0: off, the client's default)",
+        cxxopts::value<double>()->default_value("0"))(
+        "look-ahead-share", "as tessera-client's: look ahead for units whose transfers take this share of the training",
+        cxxopts::value<double>()->default_value("0.1"))(
         "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")("quiet",
                                                                                            "no progress lines");
 }
@@ -184,6 +186,8 @@ common::Status read_sim_settings(const cxxopts::ParseResult& a, SimSettings& sim
     sim.tick_s = a["tick"].as<double>();
     sim.quiet = a.count("quiet") > 0;
     sim.look_ahead_s = a["look-ahead-s"].as<double>();
+    sim.look_ahead_share = a["look-ahead-share"].as<double>();
+    if (!(sim.look_ahead_share >= 0)) return common::make_error("--look-ahead-share must be >= 0");
     if (!(sim.look_ahead_s >= 0 && sim.look_ahead_s <= 86400))
         return common::make_error("--look-ahead-s must be between 0 and 86400 seconds");
     return {};

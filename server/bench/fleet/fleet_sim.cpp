@@ -207,7 +207,8 @@ common::Status Simulation::request(std::size_t i) {
     issued_.emplace(wu.wu_id, issued);
     v.held.push_back(std::move(held));
     schedule(v.held.back().finish, EventKind::Finish, i, v.epoch);
-    schedule_look_ahead(i, v.held.back(), download_s);
+    if (download_s + v.held.back().upload_s >= settings_.look_ahead_share * compute_s)
+        schedule_look_ahead(i, v.held.back(), download_s);
     return {};
 }
 

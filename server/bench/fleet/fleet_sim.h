@@ -46,9 +46,10 @@ struct SimSettings {
     double payload_scale = 1;
     // The client's look-ahead (client/look_ahead.h): the next unit is asked for once the
     // training left is within this lead plus twice the last download's time and downloaded
-    // while the unit trains, and a result uploads while the next unit trains; 0: off
-    // (download, train, upload, one unit after the other).
-    double look_ahead_s = 30;
+    // while the unit trains, and a result uploads while the next unit trains; 0: off, as the
+    // client's default (download, train, upload, one unit after the other).
+    double look_ahead_s = 0;
+    double look_ahead_share = 0.1;  // ...for units whose transfers take at least this share of their training
     bool quiet = false;            // no progress lines on stderr
     SampleJudge* judge = nullptr;  // set: score the DiT's samples at the budget point
     CaptionJudge* caption_judge = nullptr;  // set: score the text DiT's prompt fidelity there
