@@ -21,10 +21,11 @@ LookAhead::LookAhead(Context context, common::WorkRequest request)
           http.interrupted = or_cancelled(cancelled_, http.interrupted);
           return http;
       }()),
-      api_(context.api.through(http_)), context_(std::move(context)),
-      thread_([this, request = std::move(request)] { run(request); }) {
-    context_.download.give_up = or_cancelled(cancelled_, context_.download.give_up);
-}
+      api_(context.api.through(http_)), context_([&] {
+          context.download.give_up = or_cancelled(cancelled_, context.download.give_up);  // before the thread reads it
+          return std::move(context);
+      }()),
+      thread_([this, request = std::move(request)] { run(request); }) {}
 
 LookAhead::~LookAhead() {
     cancelled_ = true;

@@ -135,6 +135,7 @@ void Volunteer::look_ahead_when_due(std::int64_t step, const TrainingClock& cloc
     auto settings = download_settings();
     settings.on_failure = {};  // no turn to give up: the machine is this server's alone
     settings.progress_bars = false;
+    settings.give_up = stopping();  // a finish request ends its retries too
     LookAhead::Context context{*api_,
                                http_.options(),
                                cache_,
