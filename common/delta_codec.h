@@ -33,6 +33,11 @@ struct DeltaEncoding {
     DeltaDType dtype = DeltaDType::Int8;
     // Fraction of each tensor's entries kept, by magnitude; 1 keeps all (dense).
     double topk_fraction = 1.0;
+    // Whether the volunteer adds its carried error-feedback residual before encoding. A
+    // replicated unit's twins encode their deltas alone (each keeps its residual, with what
+    // this encoding left out, for its next unit), so that their uploads can agree. Part of the
+    // unit's instructions only: not written into the delta file.
+    bool carry_residual = true;
 };
 
 // Tensor names may not contain this: it separates a tensor's name from its parts' suffixes.

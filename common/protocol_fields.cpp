@@ -133,8 +133,11 @@ std::vector<BlobRef> read_blob_list(JsonObjectReader& reader, std::string_view k
     return blobs;
 }
 
+// "residual" is written only when held, so a unit without it keeps the bytes older clients read.
 boost::json::value encoding_to_json(const DeltaEncoding& encoding) {
-    return {{"dtype", delta_dtype_name(encoding.dtype)}, {"topk_fraction", encoding.topk_fraction}};
+    boost::json::object json{{"dtype", delta_dtype_name(encoding.dtype)}, {"topk_fraction", encoding.topk_fraction}};
+    if (!encoding.carry_residual) json["residual"] = "held";
+    return json;
 }
 
 DeltaEncoding read_encoding(JsonObjectReader& parent, std::string_view key) {
@@ -146,6 +149,7 @@ DeltaEncoding read_encoding(JsonObjectReader& parent, std::string_view key) {
     encoding.topk_fraction = reader.number("topk_fraction", 0.0, 1.0);
     if (!reader.failed() && encoding.topk_fraction <= 0.0) reader.fail("field \"topk_fraction\": must be above 0");
     if (!reader.failed()) encoding.dtype = *delta_dtype_from_name(dtype);
+    if (reader.has("residual")) encoding.carry_residual = reader.one_of("residual", {"carried", "held"}) != "held";
     parent.absorb(reader.finish());
     return encoding;
 }

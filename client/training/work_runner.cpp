@@ -57,9 +57,18 @@ void remember_micro_batch(const std::string& key, std::int64_t micro_batch) {
     fitted[key] = micro_batch;
 }
 
+void add_into(common::NamedTensors& into, const common::NamedTensors& from) {
+    for (std::size_t t = 0; t < into.size(); ++t) {
+        auto& values = into[t].values;
+        const auto& added = from[t].values;
+        for (std::size_t i = 0; i < values.size(); ++i) values[i] += added[i];
+    }
+}
+
 // The delta encoded as the unit asks (on a GPU the codec runs there and only the encoded
-// bytes come back to the host), with the carried residual added first when it fits; the
-// residual is then replaced by what this encoding left out.
+// bytes come back to the host). A unit that carries the residual has it added first, and the
+// residual becomes what this encoding left out; a unit that holds it (a replica) is encoded
+// alone, and what its encoding left out is added to the residual kept for later units.
 common::Result<common::Bytes> encode_with_feedback(const common::WorkUnit& unit, common::TorchTensorMap& delta,
                                                    ErrorFeedback* feedback, std::string& note) {
     if (feedback == nullptr) return common::encode_delta_on_device(delta, unit.encoding);
@@ -68,25 +77,25 @@ common::Result<common::Bytes> encode_with_feedback(const common::WorkUnit& unit,
         return common::encode_delta_on_device(delta, unit.encoding);
     }
     auto input = common::to_named_f32(delta);
-    if (!feedback->residual.empty()) {
+    bool usable = !feedback->residual.empty();
+    if (usable) {
         auto mismatch = feedback_mismatch(*feedback, unit, input);
-        if (!mismatch.empty()) {
-            note = "dropped the error-feedback residual: " + mismatch;
-        } else {
-            torch::NoGradGuard no_grad;
-            for (std::size_t t = 0; t < input.size(); ++t) {
-                auto& values = input[t].values;
-                const auto& carried = feedback->residual[t].values;
-                for (std::size_t i = 0; i < values.size(); ++i) values[i] += carried[i];
-                auto& tensor = delta.at(input[t].name);
-                tensor.add_(common::from_named_f32({feedback->residual[t]}).at(input[t].name).to(tensor.device()));
-            }
+        if (!mismatch.empty()) note = "dropped the error-feedback residual: " + mismatch;
+        usable = mismatch.empty();
+    }
+    if (usable && unit.encoding.carry_residual) {
+        torch::NoGradGuard no_grad;
+        add_into(input, feedback->residual);
+        for (const auto& carried : feedback->residual) {
+            auto& tensor = delta.at(carried.name);
+            tensor.add_(common::from_named_f32({carried}).at(carried.name).to(tensor.device()));
         }
     }
     auto encoded = common::encode_delta_on_device(delta, unit.encoding);
     if (!encoded) return encoded.error();
     auto residual = residual_after(input, *encoded);
     if (!residual) return residual.error();
+    if (usable && !unit.encoding.carry_residual) add_into(*residual, feedback->residual);
     *feedback = {unit.task_id, unit.model, std::move(residual).value()};
     return encoded;
 }

@@ -9,7 +9,8 @@ namespace {
 // volunteers' results are not merged).
 constexpr const char* kMergingStates = "('accepted', 'merged')";
 
-// ‖Δ‖ per full-rate step of the task's `limit` latest accepted results (parameters: task, limit).
+// ‖Δ‖ per full-rate step of the task's `limit` latest accepted results (parameters: task, the
+// lowest and highest replicated flag taken, limit).
 // Walks the acceptance index from the newest (on SQLite, CROSS JOIN and the unary + keep its
 // planner from scanning every accepted row of the task and sorting them).
 std::string recent_norms_sql(Dialect dialect) {
@@ -19,7 +20,15 @@ std::string recent_norms_sql(Dialect dialect) {
            (sqlite ? "CROSS JOIN" : "JOIN") +
            " work_units w ON w.id = a.work_unit_id WHERE a.accepted_seq IS NOT NULL AND w.task_id = ? AND " +
            (sqlite ? "+a.state" : "a.state") +
-           " IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL ORDER BY a.accepted_seq DESC LIMIT ?";
+           " IN ('accepted', 'confirmed', 'merged') AND a.delta_norm IS NOT NULL AND "
+           "(CASE WHEN w.replicas > 1 THEN 1 ELSE 0 END) BETWEEN ? AND ? ORDER BY a.accepted_seq DESC LIMIT ?";
+}
+
+// The bounds of recent_norms_sql's replicated flag (0 single, 1 replicated) for `pool`.
+std::pair<std::int64_t, std::int64_t> replicated_flags(NormPool pool) {
+    if (pool == NormPool::Replicated) return {1, 1};
+    if (pool == NormPool::Single) return {0, 0};
+    return {0, 1};
 }
 
 // The alignments of the task's `limit` latest results that passed the checks (parameters: task,
@@ -74,20 +83,23 @@ common::Result<std::vector<double>> ResultStore::recent_alignments(const std::st
     });
 }
 
-common::Result<std::vector<double>> ResultStore::recent_norms_per_step(const std::string& task_id, int limit) {
+common::Result<std::vector<double>> ResultStore::recent_norms_per_step(const std::string& task_id, int limit,
+                                                                       NormPool pool) {
     return reading([&]() -> common::Result<std::vector<double>> {
         Statement query(db(), recent_norms_sql(db().dialect()));
-        query.bind(1, task_id).bind(2, limit);
+        auto [lowest, highest] = replicated_flags(pool);
+        query.bind(1, task_id).bind(2, lowest).bind(3, highest).bind(4, limit);
         return figures_of(query);
     });
 }
 
-common::Result<RecentFigures> ResultStore::recent_figures(const std::string& task_id, int limit) {
+common::Result<RecentFigures> ResultStore::recent_figures(const std::string& task_id, int limit, NormPool pool) {
     return reading([&]() -> common::Result<RecentFigures> {
         Statement query(db(), "SELECT 0, figure FROM (" + recent_norms_sql(db().dialect()) +
                                   ") AS norms UNION ALL SELECT 1, figure FROM (" +
                                   recent_alignments_sql(db().dialect()) + ") AS alignments");
-        query.bind(1, task_id).bind(2, limit).bind(3, task_id).bind(4, limit);
+        auto [lowest, highest] = replicated_flags(pool);
+        query.bind(1, task_id).bind(2, lowest).bind(3, highest).bind(4, limit).bind(5, task_id).bind(6, limit);
         RecentFigures figures;
         while (query.step())
             (query.integer(0) == 0 ? figures.norms_per_step : figures.alignments).push_back(query.real(1));

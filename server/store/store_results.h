@@ -28,6 +28,11 @@ struct EndedAssignment {
 
 // The figures of recent results the cheap checks judge a result against (one read), each
 // list as its own call gives it but in no set order.
+// Which accepted results' norms a check is judged against. Under a top-k codec a replicated
+// unit's delta is encoded without the volunteer's carried residual (docs/protocol.md,
+// "Optional encoding field"), so its norm is comparable only with other replicated units'.
+enum class NormPool { All, Replicated, Single };
+
 struct RecentFigures {
     std::vector<double> norms_per_step;  // as recent_norms_per_step
     std::vector<double> alignments;      // as recent_alignments
@@ -91,9 +96,10 @@ public:
     // acceptance order: what the merge needs of each, read through the acceptance index.
     common::Result<std::vector<AcceptedResult>> accepted_after(const std::string& task_id, std::int64_t after_seq);
     // ‖Δ‖ / local steps of the most recent accepted results (units differ in length).
-    common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit);
-    // Both of the above in one read.
-    common::Result<RecentFigures> recent_figures(const std::string& task_id, int limit);
+    common::Result<std::vector<double>> recent_norms_per_step(const std::string& task_id, int limit,
+                                                              NormPool pool = NormPool::All);
+    // Both of the above in one read (the norms of `pool`'s results, the alignments of all).
+    common::Result<RecentFigures> recent_figures(const std::string& task_id, int limit, NormPool pool = NormPool::All);
     // The validation context of the result `id` (none when there is no such result).
     common::Result<std::optional<ResultContext>> result_context(const std::string& id, std::int64_t active_since,
                                                                 const std::string& settings_prefix);

@@ -279,6 +279,39 @@ TEST_CASE(
     CHECK(!std::filesystem::exists(dir / "feedback"));
 }
 
+TEST_CASE("a unit that holds the residual is encoded alone, and what it left out joins the residual") {
+    TestServer server([](TaskConfig& config) { config.codec = {common::DeltaDType::Int2, 0.02}; });
+    auto [wu, model, shards] = unit_to_train(server);
+    wu.encoding.carry_residual = false;  // as a replica is sent
+    client::RunOptions run;
+    run.device = "cpu";
+    run.threads = 1;
+    auto train_with = [&](client::ErrorFeedback& feedback) {
+        run.feedback = &feedback;
+        return client::run_work_unit(wu, model, shards, run).value();
+    };
+    // Two volunteers with different carried residuals upload the same bytes: twins can agree.
+    client::ErrorFeedback empty;
+    auto alone = train_with(empty);
+    client::ErrorFeedback carried = empty;  // this unit's left-out part: the right task and layout
+    REQUIRE(!carried.residual.empty());
+    for (auto& tensor : carried.residual) std::fill(tensor.values.begin(), tensor.values.end(), 0.0f);
+    carried.residual[0].values[3] = 10.0f;
+    auto left_out = empty.residual;
+    auto held = train_with(carried);
+    CHECK(held.feedback_note.empty());
+    CHECK(held.delta == alone.delta);
+    // The planted entry was not sent; it waits in the residual beside what this unit left out.
+    CHECK(std::fabs(common::decode_delta(held.delta).value().tensors[0].values[3]) < 1.0f);
+    CHECK(carried.residual[0].values[3] == doctest::Approx(10.0f + left_out[0].values[3]));
+    CHECK(carried.residual[1].values == left_out[1].values);
+
+    // The next carried unit sends it.
+    wu.encoding.carry_residual = true;
+    auto next = common::decode_delta(train_with(carried).delta).value();
+    CHECK(std::fabs(next.tensors[0].values[3] - 10.0f) < 2.0f);
+}
+
 TEST_CASE(
     "a kept optimizer carries its moments from unit to unit of a kept-state task, a fresh unit leaves them, and "
     "another task's are dropped with a note") {

@@ -108,6 +108,25 @@ TEST_CASE("a unit's patch_mask is written only when set, round-trips, and must b
     CHECK(hyper_error([](auto& h) { h["patch_mask"] = 0.0; }).empty());
 }
 
+TEST_CASE("a unit's encoding.residual is written only when held, round-trips, and takes carried or held") {
+    CHECK(text_of(example_work_unit()).find("residual") == std::string::npos);
+    auto wu = example_work_unit();
+    wu.encoding.carry_residual = false;
+    auto held = parse_message<WorkUnit>(text_of(wu));
+    REQUIRE(held.ok());
+    CHECK_FALSE(held->encoding.carry_residual);
+    CHECK(text_of(*held).find("\"residual\":\"held\"") != std::string::npos);
+    auto encoding_error = [&](const std::function<void(boost::json::object&)>& edit) {
+        return error_after(wu, [&](auto& o) { edit(o["encoding"].as_object()); });
+    };
+    CHECK(encoding_error([](auto& e) { e["residual"] = "dropped"; }).find("expected one of carried, held") !=
+          std::string::npos);
+    CHECK(encoding_error([](auto& e) { e["residual"] = "carried"; }).empty());
+    auto carried = parse_message<WorkUnit>(text_of(example_work_unit()));
+    REQUIRE(carried.ok());
+    CHECK(carried->encoding.carry_residual);
+}
+
 TEST_CASE("a work response carries a signed work unit that verifies after parsing") {
     auto key = SigningKey::generate();
     WorkResponse response;

@@ -43,6 +43,7 @@ TEST_CASE("an overdue unit times out, is reissued on the current model, and reti
     TestVolunteer bob(server, "bob");
     TestVolunteer carol(server, "carol");
     auto first = alice.request_work().value();
+    CHECK(first.encoding.carry_residual);  // not replicated
     // Bob's good result moves the model to version 1 meanwhile.
     auto other = bob.request_work().value();
     REQUIRE(bob.upload(other, bob.made_up_delta(other, 1e-3f)).status == 200);
@@ -345,7 +346,7 @@ TEST_CASE("the in-flight limit holds back work until a unit is returned") {
 
 TEST_CASE(
     "a task's run-wide schedule: each unit carries where the run stands and the span to where it should be, a "
-    "replica's twin carries its first copy's, and both train afresh") {
+    "replica's twin carries its first copy's, and both train afresh and hold their residuals") {
     TestServer server([](TaskConfig& c) {
         c.replication = 1.0;
         c.target_seconds = 0;  // every unit H steps
@@ -361,12 +362,14 @@ TEST_CASE(
     CHECK(wu_a.hyper.schedule_from == 0);
     CHECK(wu_a.hyper.schedule_to == hb);                           // one volunteer issued units so far
     CHECK(wu_a.hyper.optimizer == common::InnerOptimizer::Fresh);  // a replicated unit
+    CHECK_FALSE(wu_a.encoding.carry_residual);
     server.advance(10);                                            // past the cached figures
     auto wu_b = bob.request_work().value();
     CHECK(server.store().assignment(wu_b.wu_id).value()->work_unit_id ==
           server.store().assignment(wu_a.wu_id).value()->work_unit_id);
     CHECK(wu_b.hyper.schedule_from == wu_a.hyper.schedule_from);  // not the two volunteers' span now
     CHECK(wu_b.hyper.schedule_to == wu_a.hyper.schedule_to);
+    CHECK_FALSE(wu_b.encoding.carry_residual);
     // Sized for a unit in the run's warm-up: its norm is judged per step at the full rate.
     auto rate_share = common::full_rate_steps(unit_rate_of(wu_a.hyper)) / static_cast<double>(wu_a.hyper.local_steps);
     auto delta = alice.made_up_delta(wu_a, static_cast<float>(1e-3 * rate_share));

@@ -134,13 +134,13 @@ TEST_CASE("a validation's context: the result, its task, unit and volunteer, and
     });
 }
 
-TEST_CASE("the checks' recent figures in one read are the two reads' figures") {
+TEST_CASE("the checks' recent figures in one read are the two reads' figures, and norms come by pool") {
     on_each_backend([](Backend& b) {
         auto& store = *b.store;
         make_task(store, "t", 50);
         auto alice = make_client(store, "key-a");
         for (int i = 0; i < 3; ++i) {
-            auto a = issue(store, "w" + std::to_string(i), alice.id, 1000 + i, 9000);
+            auto a = issue(store, "w" + std::to_string(i), alice.id, 1000 + i, 9000, i == 2 ? 2 : 1);
             REQUIRE(store.record_return(a.id, "d", 8, "{}", 1100 + i).value());
             REQUIRE(store.accept(a, {1.0 + i, 0.01, 0.3 + 0.1 * i, 10.0}, 1.0, true, 1200 + i).value());
         }
@@ -150,6 +150,17 @@ TEST_CASE("the checks' recent figures in one read are the two reads' figures") {
         CHECK(sorted(figures.alignments) == sorted(store.recent_alignments("t", 2).value()));
         CHECK(sorted(figures.alignments).back() == doctest::Approx(0.5));
         CHECK(store.recent_figures("u", 2).value().alignments.empty());
+
+        // The norms of one pool: the replicated unit's alone, or the unreplicated units' (the
+        // alignments of all).
+        auto replicated = store.recent_figures("t", 2, NormPool::Replicated).value();
+        REQUIRE(replicated.norms_per_step.size() == 1);
+        CHECK(replicated.norms_per_step[0] == doctest::Approx(0.3));
+        CHECK(replicated.alignments.size() == 2);
+        auto single = sorted(store.recent_norms_per_step("t", 5, NormPool::Single).value());
+        REQUIRE(single.size() == 2);
+        CHECK(single[0] == doctest::Approx(0.1));
+        CHECK(single[1] == doctest::Approx(0.2));
     });
 }
 

@@ -258,9 +258,10 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const Drawn
     wu.hyper = inner_loop_of(task.config, unit.local_steps, unit.seed);
     if (auto status = stamp_schedule_of(task, unit, !new_unit && !rebase, now, wu.hyper); !status)
         return status.error();
-    // Replicas must be comparable: both start AdamW afresh, whatever the volunteers keep.
+    // Replicas must be comparable: both start AdamW afresh, and encode without carried residuals.
     wu.hyper.optimizer = unit.replicas > 1 ? common::InnerOptimizer::Fresh : task.config.inner_optimizer;
     wu.encoding = task.config.codec;
+    wu.encoding.carry_residual = unit.replicas <= 1;
     wu.issued_at = now;
     wu.deadline = now + task.config.deadline_s;
 

@@ -121,6 +121,18 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
 
 namespace {
 
+// Under a top-k codec a unit that carries the volunteer's residual sends mass of earlier
+// units, and one that holds it (a replica) its own delta's top entries only: each is judged
+// against its own kind. A dense codec's residual is within half a step: one pool.
+NormPool norm_pool_of(const common::DeltaEncoding& encoding) {
+    if (encoding.topk_fraction >= 1.0) return NormPool::All;
+    return encoding.carry_residual ? NormPool::Single : NormPool::Replicated;
+}
+
+std::string_view pool_name(NormPool pool) {
+    return pool == NormPool::All ? "" : pool == NormPool::Replicated ? " replicated" : " unreplicated";
+}
+
 // The unit's steps at the full rate (common::full_rate_steps), never zero.
 double full_rate_steps_of(const common::WorkUnit& unit) {
     return std::max(1e-6, common::full_rate_steps(unit_rate_of(unit.hyper)));
@@ -148,7 +160,8 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
     auto started = SteadyClock::now();
     auto steps = full_rate_steps_of(unit);
     verdict.figures.full_rate_steps = steps;
-    auto recent = figures_.recent_figures(a.task_id, kHistory);
+    auto pool = norm_pool_of(unit.encoding);
+    auto recent = figures_.recent_figures(a.task_id, kHistory, pool);
     if (!recent) return recent.error();
     const auto& norms = recent->norms_per_step;
     add_seconds(costs_.cheap, started);
@@ -158,10 +171,10 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
         double typical = **typical_norm;
         double per_step = verdict.figures.norm / steps;
         // Every figure compared, and where the typical one came from.
-        auto source = norms.size() >= kMinFigures
-                          ? "the median of the last " + std::to_string(norms.size()) + " accepted results"
-                          : std::string("the task's calibration unit, until ") + std::to_string(kMinFigures) +
-                                " results are accepted";
+        auto source = norms.size() >= kMinFigures ? "the median of the last " + std::to_string(norms.size()) +
+                                                        " accepted" + std::string(pool_name(pool)) + " results"
+                                                  : std::string("the task's calibration unit, until ") +
+                                                        std::to_string(kMinFigures) + " results are accepted";
         auto describe_norm = [&](const char* relation, double factor) {
             return "norm " + plain(verdict.figures.norm) + " over " + std::to_string(unit.hyper.local_steps) +
                    " steps (" + plain(steps) + " at the full rate) is " + plain(per_step) + " per full-rate step, " +
