@@ -1,6 +1,8 @@
 // The volunteer's error-feedback residual: its file, and the arithmetic around one encoding.
 #include "error_feedback.h"
 
+#include <cmath>
+
 #include "bytes.h"
 #include "file_io.h"
 #include "state_file.h"
@@ -9,6 +11,13 @@ namespace tessera::client {
 namespace {
 
 constexpr std::string_view kFormat = "tessera.error_feedback";
+
+double norm_of(const common::NamedTensors& tensors) {
+    double sum = 0.0;
+    for (const auto& tensor : tensors)
+        for (float value : tensor.values) sum += static_cast<double>(value) * value;
+    return std::sqrt(sum);
+}
 
 }  // namespace
 
@@ -48,6 +57,16 @@ std::string feedback_mismatch(const ErrorFeedback& feedback, const common::WorkU
             feedback.residual[t].values.size() != layout[t].values.size())
             return "its tensor " + feedback.residual[t].name + " is not the model's";
     return {};
+}
+
+double clip_residual(common::NamedTensors& residual, const common::NamedTensors& delta) {
+    double limit = kMaxResidualRatio * norm_of(delta);
+    double norm = norm_of(residual);
+    if (norm <= limit) return 1.0;
+    double factor = limit / norm;
+    for (auto& tensor : residual)
+        for (float& value : tensor.values) value = static_cast<float>(value * factor);
+    return factor;
 }
 
 common::Result<common::NamedTensors> residual_after(const common::NamedTensors& input, common::ByteView encoded) {

@@ -33,6 +33,16 @@ bool lossless(const common::DeltaEncoding& encoding);
 std::string feedback_mismatch(const ErrorFeedback& feedback, const common::WorkUnit& unit,
                               const common::NamedTensors& layout);
 
+// The carried residual is scaled down to at most this many times the norm of the delta it
+// joins, and the excess dropped: a volunteer whose units are mostly replicas (which hold the
+// residual) would otherwise send a stale residual many times its own delta, past the norm
+// bounds and against the model's newer state.
+inline constexpr double kMaxResidualRatio = 2.0;
+
+// Scales `residual` so that its norm is at most kMaxResidualRatio × the norm of `delta`;
+// returns the factor applied (1 when nothing was dropped).
+double clip_residual(common::NamedTensors& residual, const common::NamedTensors& delta);
+
 // input − what `encoded` decodes to: the residual of one encoding, for the next unit.
 common::Result<common::NamedTensors> residual_after(const common::NamedTensors& input, common::ByteView encoded);
 

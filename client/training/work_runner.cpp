@@ -66,9 +66,10 @@ void add_into(common::NamedTensors& into, const common::NamedTensors& from) {
 }
 
 // The delta encoded as the unit asks (on a GPU the codec runs there and only the encoded
-// bytes come back to the host). A unit that carries the residual has it added first, and the
-// residual becomes what this encoding left out; a unit that holds it (a replica) is encoded
-// alone, and what its encoding left out is added to the residual kept for later units.
+// bytes come back to the host). A unit that carries the residual has it added first (clipped
+// to kMaxResidualRatio × the delta's norm), and the residual becomes what this encoding left
+// out; a unit that holds it (a replica) is encoded alone, and what its encoding left out is
+// added to the residual kept for later units.
 common::Result<common::Bytes> encode_with_feedback(const common::WorkUnit& unit, common::TorchTensorMap& delta,
                                                    ErrorFeedback* feedback, std::string& note) {
     if (feedback == nullptr) return common::encode_delta_on_device(delta, unit.encoding);
@@ -85,6 +86,8 @@ common::Result<common::Bytes> encode_with_feedback(const common::WorkUnit& unit,
     }
     if (usable && unit.encoding.carry_residual) {
         torch::NoGradGuard no_grad;
+        double kept = clip_residual(feedback->residual, input);
+        if (kept < 1.0) note = "scaled the carried residual by " + std::to_string(kept) + " to its bound";
         add_into(input, feedback->residual);
         for (const auto& carried : feedback->residual) {
             auto& tensor = delta.at(carried.name);

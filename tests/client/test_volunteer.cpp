@@ -30,6 +30,17 @@ using namespace tessera;
 using namespace tessera::testing;
 using client::StopReason;
 
+namespace {
+
+double norm_of(const common::NamedTensors& tensors) {
+    double sum = 0;
+    for (const auto& tensor : tensors)
+        for (float value : tensor.values) sum += static_cast<double>(value) * value;
+    return std::sqrt(sum);
+}
+
+}  // namespace
+
 TEST_CASE(
     "a volunteer trains a unit, reports its device, remembers its shards, keeps its residual and counts its "
     "bytes; a ban stops it") {
@@ -251,7 +262,9 @@ TEST_CASE(
     CHECK(carried > 0);  // top-k 5 % left most entries out
 
     // A large planted entry is sent by the next unit, within int4's error, and leaves the residual.
-    feedback.residual[0].values[3] = 10.0f;
+    // (1.5 × the left-out part's norm: the residual stays within twice the delta's norm, unclipped.)
+    auto planted = static_cast<float>(1.5 * norm_of(feedback.residual));
+    feedback.residual[0].values[3] = planted;
     TempDir dir;
     REQUIRE(client::save_error_feedback(dir / "feedback", feedback).ok());
     auto loaded = client::load_error_feedback(dir / "feedback").value();
@@ -260,8 +273,8 @@ TEST_CASE(
     run.feedback = &loaded;
     auto second = common::decode_delta(train().delta).value();
     CHECK(second.tensors[0].name == loaded.residual[0].name);
-    CHECK(std::fabs(second.tensors[0].values[3] - 10.0f) < 0.7f);  // 10 / 7.5 / 2: half an int4 step
-    CHECK(std::fabs(loaded.residual[0].values[3]) < 0.7f);
+    CHECK(std::fabs(second.tensors[0].values[3] - planted) < planted / 10);  // half an int4 step: 1/15
+    CHECK(std::fabs(loaded.residual[0].values[3]) < planted / 10);
 
     // A residual of another task is dropped with a note, and this unit's replaces it.
     loaded.task_id = "t-another";
@@ -296,20 +309,50 @@ TEST_CASE("a unit that holds the residual is encoded alone, and what it left out
     client::ErrorFeedback carried = empty;  // this unit's left-out part: the right task and layout
     REQUIRE(!carried.residual.empty());
     for (auto& tensor : carried.residual) std::fill(tensor.values.begin(), tensor.values.end(), 0.0f);
-    carried.residual[0].values[3] = 10.0f;
     auto left_out = empty.residual;
+    auto planted = static_cast<float>(1.5 * norm_of(left_out));  // within the clip's bound below
+    carried.residual[0].values[3] = planted;
     auto held = train_with(carried);
     CHECK(held.feedback_note.empty());
     CHECK(held.delta == alone.delta);
     // The planted entry was not sent; it waits in the residual beside what this unit left out.
     CHECK(std::fabs(common::decode_delta(held.delta).value().tensors[0].values[3]) < 1.0f);
-    CHECK(carried.residual[0].values[3] == doctest::Approx(10.0f + left_out[0].values[3]));
+    CHECK(carried.residual[0].values[3] == doctest::Approx(planted + left_out[0].values[3]));
     CHECK(carried.residual[1].values == left_out[1].values);
 
     // The next carried unit sends it.
     wu.encoding.carry_residual = true;
-    auto next = common::decode_delta(train_with(carried).delta).value();
-    CHECK(std::fabs(next.tensors[0].values[3] - 10.0f) < 2.0f);
+    auto next = train_with(carried);
+    CHECK(next.feedback_note.empty());
+    CHECK(std::fabs(common::decode_delta(next.delta).value().tensors[0].values[3] - planted) < planted / 5);
+
+    // A residual far past twice the delta's norm is scaled down before it is sent.
+    carried.residual[0].values[3] = 100 * planted;
+    auto clipped = train_with(carried);
+    CHECK(clipped.feedback_note.find("scaled the carried residual") != std::string::npos);
+    auto sent = common::decode_delta(clipped.delta).value().tensors[0].values[3];
+    CHECK(sent < 3 * planted);  // at most twice the delta's norm, against 100 × planted
+}
+
+TEST_CASE("a carried residual is clipped to twice the delta's norm, and one within the bound is left alone") {
+    auto tensors = [](std::vector<float> values) {
+        common::NamedTensors named(1);
+        named[0].name = "w";
+        named[0].shape = {static_cast<std::int64_t>(values.size())};
+        named[0].values = std::move(values);
+        return named;
+    };
+    auto delta = tensors({3.0f, 4.0f});      // norm 5
+    auto residual = tensors({0.0f, 30.0f});  // norm 30: three times the bound of 10
+    CHECK(client::clip_residual(residual, delta) == doctest::Approx(1.0 / 3.0));
+    CHECK(residual[0].values[1] == doctest::Approx(10.0f));
+    auto small = tensors({6.0f, 8.0f});  // norm 10: at the bound
+    CHECK(client::clip_residual(small, delta) == 1.0);
+    CHECK(small[0].values == std::vector<float>{6.0f, 8.0f});
+    auto nothing = tensors({0.0f, 0.0f});
+    auto any = tensors({1.0f, 1.0f});
+    CHECK(client::clip_residual(any, nothing) == 0.0);  // no delta: nothing carried
+    CHECK(any[0].values == std::vector<float>{0.0f, 0.0f});
 }
 
 TEST_CASE(
