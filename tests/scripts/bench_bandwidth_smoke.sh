@@ -19,7 +19,7 @@ import csv, sys
 rows = {r["config"]: r for r in csv.DictReader(open(sys.argv[1]))}
 assert set(rows) == {"defaults", "f32"}, rows
 for name, r in rows.items():
-    assert int(r["merged"]) > 0 and int(r["results"]) >= int(r["merged"]), (name, r)
+    assert int(r["merged"]) > 0 and int(r["results"]) >= int(r["merged"]) + int(r["refused"]), (name, r)
     assert int(r["model_bytes"]) > 0 and int(r["shard_bytes"]) > 0, (name, r)  # the first unit's, at least
     assert int(r["result_bytes"]) > 0, (name, r)
 assert int(rows["f32"]["patch_bytes"]) == 0, rows["f32"]  # patches off
