@@ -266,16 +266,26 @@ TEST_CASE(
         auto wu = hostile.request_work().value();
         auto noise = noise_like(trained_delta(server, hostile, wu), static_cast<std::uint32_t>(i));
         REQUIRE(uploaded(server, hostile, wu, noise) == "rejected");
+        if (rejection_of(server, wu.wu_id) != reason::kMisaligned)
+            MESSAGE("noise refused: ", refusal_of(server, wu.wu_id));
     }
     auto stalled = liveness();
+    INFO("refused since the last merge: ", boost::json::serialize(stalled.at("refusals_since_merge")));
     CHECK(stalled.at("stalled").as_bool());
     CHECK(stalled.at("seconds_without_merge").as_int64() >= server::StallGuard::kStallSeconds);
-    CHECK(stalled.at("refusals_since_merge").at("misaligned").as_int64() == server::StallGuard::kStallRefusals + 3);
+    // Every refusal is counted under its reason (noise is nearly always refused as misaligned; a
+    // draw that passes that check is refused by another, as CI saw once in many runs).
+    const auto& refusals = stalled.at("refusals_since_merge").as_object();
+    std::int64_t refused = 0;
+    for (const auto& [why, count] : refusals) refused += count.as_int64();
+    CHECK(refused == server::StallGuard::kStallRefusals + 3);
+    CHECK(refusals.at("misaligned").as_int64() >= server::StallGuard::kStallRefusals);
     CHECK(metrics_say(server, "tessera_task_stalled 1"));
     auto report = transitioner.tick().value();
     REQUIRE(report.stalls.size() == 1);
     CHECK(report.stalls[0].find("merged nothing for") != std::string::npos);
-    CHECK(report.stalls[0].find("misaligned 9") != std::string::npos);
+    for (const auto& [why, count] : refusals)
+        CHECK(report.stalls[0].find(std::string(why) + " " + std::to_string(count.as_int64())) != std::string::npos);
     CHECK(transitioner.tick().value().stalls.empty());  // reported once
 
     REQUIRE(honest_result(server, honest) == "merged");
