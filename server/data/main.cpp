@@ -1,12 +1,13 @@
 // tessera-data: the dataset tool. prepare (Fashion-MNIST → latent or pixel shards, or
-// captioned two-item canvases),
-// inspect (print a tensor file), import (adopt shards made elsewhere).
+// captioned two-item canvases), inspect (print a tensor file), import (adopt shards made
+// elsewhere), cluster (split a latent dataset into expert datasets and a router's).
 #include <torch/torch.h>
 
 #include <cxxopts.hpp>
 #include <iostream>
 
 #include "allocator_tuning.h"
+#include "cluster_command.h"
 #include "command_line.h"
 #include "import_command.h"
 #include "inspect_command.h"
@@ -23,6 +24,8 @@ constexpr const char* kUsage =
     "                   [--limit N] [--seed N] [--threads N]\n"
     "  inspect FILE...\n"
     "  import --out DIR [--validation FILE] [--name NAME] [--scale-factor X] [--classes N] FILE...\n"
+    "  cluster --data DIR --out DIR [--experts E] [--seed N] [--features auto|samples|text|FILE]\n"
+    "          [--shard-size N] [--iterations N] [--threads N]\n"
     "  --version\n"
     "Run `tessera-data <command> --help` for details.\n";
 
@@ -98,6 +101,44 @@ int run_import(int argc, char** argv) {
     return status ? 0 : fail(status.message());
 }
 
+int run_cluster(int argc, char** argv) {
+    cxxopts::Options options("tessera-data cluster",
+                             "Split a latent dataset by seeded k-means into one dataset per expert and a router's");
+    const tessera::data::ClusterOptions defaults;
+    options.add_options()("data", "the latent dataset to split", cxxopts::value<std::string>())(
+        "out", "output directory (expert-0 … expert-E−1, router, clusters.json)", cxxopts::value<std::string>())(
+        "experts", "clusters, one expert each",
+        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.experts)))(
+        "seed", "k-means++ seed", cxxopts::value<std::uint64_t>()->default_value("0"))(
+        "features",
+        "what samples are clustered by: auto (text with captions, else samples), samples (the latents), text (the "
+        "pooled caption embedding) or a safetensors file with features [N, D] and validation_features [M, D]",
+        cxxopts::value<std::string>()->default_value(defaults.features))(
+        "shard-size", "samples per written shard, at most",
+        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.shard_size)))(
+        "iterations", "Lloyd's iterations, at most",
+        cxxopts::value<std::int64_t>()->default_value(std::to_string(defaults.max_iterations)))(
+        "threads", "CPU threads for LibTorch (0: its default)", cxxopts::value<int>()->default_value("0"));
+    auto parsed = tessera::common::parse_command_line(options, argc, argv);
+    if (!parsed) return parsed.exit_code;
+    const auto& args = *parsed;
+    if (!args.count("data")) return fail("cluster needs --data DIR");
+    if (!args.count("out")) return fail("cluster needs --out DIR");
+    if (args["threads"].as<int>() > 0) torch::set_num_threads(args["threads"].as<int>());
+    tessera::data::ClusterOptions cluster;
+    cluster.data = args["data"].as<std::string>();
+    cluster.out = args["out"].as<std::string>();
+    cluster.experts = args["experts"].as<std::int64_t>();
+    cluster.seed = args["seed"].as<std::uint64_t>();
+    cluster.features = args["features"].as<std::string>();
+    cluster.shard_size = args["shard-size"].as<std::int64_t>();
+    cluster.max_iterations = args["iterations"].as<std::int64_t>();
+    auto status = tessera::data::cluster_dataset(cluster);
+    if (!status) return fail(status.message());
+    std::cerr << "experts and router ready in " << cluster.out.string() << "\n";
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,6 +159,7 @@ int main(int argc, char** argv) {
     try {
         if (command == "prepare") return run_prepare(argc - 1, argv + 1);
         if (command == "import") return run_import(argc - 1, argv + 1);
+        if (command == "cluster") return run_cluster(argc - 1, argv + 1);
         if (command == "inspect") {
             if (argc < 3) return fail("inspect needs a FILE");
             int rc = 0;
