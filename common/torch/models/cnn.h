@@ -24,6 +24,10 @@ public:
     // what each flattened feature is multiplied by before fc1 (0 or 1 / (1 − kDropout));
     // undefined: no dropout (evaluation).
     torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& dropout_scale = {});
+    // The penultimate layer's activations (B, kFeatures), without dropout: what the project's
+    // FID compares (server/bench/fleet/frechet_distance.h).
+    static constexpr std::int64_t kFeatures = 60;
+    torch::Tensor features(const torch::Tensor& x);
 
 private:
     torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr};
