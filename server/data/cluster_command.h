@@ -1,6 +1,6 @@
 // `tessera-data cluster`: a latent dataset split by seeded k-means into E expert datasets and
 // one router dataset (the same samples labelled by cluster), for decentralized experts
-// (docs/dataset_format.md, "cluster"; docs/operations.md, "Experts").
+// (docs/dataset_format.md, "cluster"; docs/plans/experts.md).
 #pragma once
 
 #include <filesystem>
