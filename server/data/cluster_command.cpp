@@ -57,14 +57,15 @@ Result<std::vector<common::DatasetFile>> write_train_shards(const std::filesyste
     return files;
 }
 
-// The model files a split dataset shares with its source, copied byte for byte.
+// The model files a split dataset shares with its source, copied byte for byte (atomically,
+// as every dataset file is written).
 Status copy_model_files(const std::filesystem::path& from, const std::filesystem::path& to,
                         const DatasetManifest& source) {
     for (const auto* f : {&source.encoder, &source.decoder, &source.heldout, &source.text_encoder}) {
         if (f->file.empty()) continue;
-        std::error_code ec;
-        std::filesystem::copy_file(from / f->file, to / f->file, std::filesystem::copy_options::overwrite_existing, ec);
-        if (ec) return common::make_error("cannot copy " + (from / f->file).string() + ": " + ec.message());
+        auto bytes = common::read_file(from / f->file, common::kMaxShardBytes);
+        if (!bytes) return bytes.error();
+        if (auto status = common::write_file_atomic(to / f->file, *bytes); !status) return status;
     }
     return {};
 }

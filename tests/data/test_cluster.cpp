@@ -126,6 +126,20 @@ TEST_CASE("cluster splits a latent dataset into experts that hold each sample on
     auto before = std::filesystem::last_write_time(again.path() / "expert-0" / "dataset.json");
     REQUIRE(cluster_dataset(options));
     CHECK(std::filesystem::last_write_time(again.path() / "expert-0" / "dataset.json") == before);
+
+    // A damaged clusters.json is refused with its reason, and a run clusters again over it.
+    auto clusters_file = again.path() / "clusters.json";
+    auto original = read_file(clusters_file, 1 << 24).value();
+    std::string text(as_string_view(original));
+    auto damaged = text.replace(text.find("\"sizes\":["), 9, "\"sizes\":[-5,");
+    REQUIRE(write_file_atomic(clusters_file, as_bytes(damaged)));
+    auto refused = load_cluster_manifest(clusters_file);
+    REQUIRE_FALSE(refused);
+    CHECK_MESSAGE(refused.message().find("sizes") != std::string::npos, refused.message());
+    REQUIRE(write_file_atomic(clusters_file, as_bytes(std::string("{\"format\":\"tessera.clusters\""))));
+    CHECK_FALSE(load_cluster_manifest(clusters_file));
+    REQUIRE(cluster_dataset(options));
+    CHECK(read_file(clusters_file, 1 << 24).value() == read_file(out.path() / "clusters.json", 1 << 24).value());
 }
 
 TEST_CASE("captioned samples are clustered by their pooled text and keep their captions") {
