@@ -15,67 +15,14 @@
 //   TESSERA_WAIT_SECONDS                          seconds of training (0) before the browser
 //                                                 opens; larger for docs/ (scripts/dashboard-screenshots)
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { chromium } from 'playwright-core';
-
-function env(name, fallback) {
-  const value = process.env[name] ?? fallback;
-  if (!value) throw new Error(`${name} is not set (meson sets it)`);
-  return value;
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const children = [];
-
-function start(program, args, name) {
-  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  child.label = name;
-  children.push(child);
-  return child;
-}
-
-function finished(child) {
-  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? 128)));
-}
-
-async function run(program, args) {
-  const child = start(program, args, args[0]);
-  child.stdout.resume();
-  const code = await finished(child);
-  assert.equal(code, 0, `${program} ${args.join(' ')} exited with ${code}`);
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitFor(what, condition, seconds) {
-  const until = Date.now() + seconds * 1000;
-  for (;;) {
-    const value = await condition().catch(() => undefined);
-    if (value) return value;
-    if (Date.now() > until) throw new Error(`timed out after ${seconds} s waiting for ${what}`);
-    await sleep(500);
-  }
-}
+import { env, launchBrowser, run, runTest, sleep, start, startServer, waitFor } from './harness.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-dashboard-'));
 const screenshots = env('TESSERA_SCREENSHOTS');
 mkdirSync(screenshots, { recursive: true });
-let browser;
 
 async function main() {
   const data = join(dir, 'data');
@@ -87,18 +34,12 @@ async function main() {
     '--batch', '32', '--target-seconds', '0', '--eval-interval', '1', '--eval-samples', '256',
     '--replication', '0', '--loss-check', '0']);
 
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const server = start(env('TESSERA_SERVER'), ['run', '--state', state, '--listen', `127.0.0.1:${port}`, '--tick', '1'],
-    'server');
-  const firstLine = await new Promise((resolve) => createInterface({ input: server.stdout }).once('line', resolve));
-  assert.match(firstLine, /listening/, `the server did not start: ${firstLine}`);
-  server.stdout.resume();
+  const base = await startServer(state);
   const volunteers = Number(env('TESSERA_VOLUNTEERS', '1'));
   for (let i = 0; i < volunteers; i += 1) {
     const name = i === 0 ? 'browser-test-volunteer' : `volunteer-${i + 1}`;
     start(env('TESSERA_CLIENT'), ['--server', base, '--state', join(dir, `volunteer-${i}`), '--device', 'cpu',
-      '--threads', '1', '--name', name, '--quiet'], name).stdout.resume();
+      '--threads', '1', '--name', name, '--quiet']).stdout.resume();
   }
 
   const stats = async () => (await fetch(`${base}/api/v1/stats`)).json();
@@ -106,9 +47,7 @@ async function main() {
   await waitFor(`version ${warmUp}`, async () => (await stats()).version >= warmUp, Math.max(300, 3 * warmUp));
   await sleep(1000 * Number(env('TESSERA_WAIT_SECONDS', '0')));
 
-  // As root (CI) chromium's sandbox cannot start; small containers have a small /dev/shm.
-  browser = await chromium.launch({ executablePath: env('CHROMIUM', '/usr/bin/chromium'),
-    args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  const browser = await launchBrowser();
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, colorScheme: 'light' });
   const consoleErrors = [];
   page.on('console', (message) => { if (message.type() === 'error') consoleErrors.push(message.text()); });
@@ -234,31 +173,10 @@ async function main() {
   await taskLine(/DIVERGED at version 19: task PAUSED for the operator/);
   assert.equal(await page.evaluate(() => window.tesseraDashboard.shownTask), first, 'the line is the first task\'s');
   await page.screenshot({ path: join(screenshots, 'dashboard-diverged.png'), fullPage: true });
-  await page.unroute('**/stats');
+  await page.unrouteAll({ behavior: 'ignoreErrors' });
 
   assert.deepEqual(consoleErrors, [], 'no console errors');
   console.log(`dashboard browser test passed; screenshots in ${screenshots}`);
 }
 
-async function cleanUp() {
-  if (browser) await browser.close().catch(() => {});
-  for (const child of children.reverse()) {
-    if (child.exitCode === null) {
-      child.kill('SIGTERM');
-      const stopped = await Promise.race([finished(child), sleep(20_000).then(() => null)]);
-      if (stopped === null) child.kill('SIGKILL');
-    }
-  }
-  rmSync(dir, { recursive: true, force: true });
-}
-
-let failed = false;
-try {
-  await main();
-} catch (error) {
-  failed = true;
-  console.error(error);
-} finally {
-  await cleanUp();
-}
-process.exit(failed ? 1 : 0);
+await runTest(main, dir);

@@ -10,56 +10,14 @@
 //   TESSERA_SCREENSHOTS           where the screenshot goes
 //   CHROMIUM                      the browser (default /usr/bin/chromium)
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { chromium } from 'playwright-core';
-
-function env(name, fallback) {
-  const value = process.env[name] ?? fallback;
-  if (!value) throw new Error(`${name} is not set (meson sets it)`);
-  return value;
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const children = [];
-
-function start(program, args) {
-  const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(child);
-  return child;
-}
-
-function finished(child) {
-  if (child.exitCode !== null) return Promise.resolve(child.exitCode);
-  return new Promise((resolve) => child.once('exit', (code) => resolve(code ?? 128)));
-}
-
-async function run(program, args) {
-  const child = start(program, args);
-  child.stdout.resume();
-  const code = await finished(child);
-  assert.equal(code, 0, `${program} ${args.join(' ')} exited with ${code}`);
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { env, launchBrowser, run, runTest, start, startServer } from './harness.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'tessera-prompts-'));
 const screenshots = env('TESSERA_SCREENSHOTS');
 mkdirSync(screenshots, { recursive: true });
-let browser;
 
 // The shown prompt image's size and pixel spread (a blank or flat row has none).
 function promptPixels(page) {
@@ -88,16 +46,9 @@ async function main() {
   await run(env('TESSERA_SERVER'), ['task', 'create', '--state', state, '--data', data, '--local-steps', '10',
     '--batch', '16', '--target-seconds', '0', '--replication', '0', '--loss-check', '0']);
 
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const server = start(env('TESSERA_SERVER'), ['run', '--state', state, '--listen', `127.0.0.1:${port}`, '--tick', '1']);
-  const firstLine = await new Promise((resolve) => createInterface({ input: server.stdout }).once('line', resolve));
-  assert.match(firstLine, /listening/, `the server did not start: ${firstLine}`);
-  server.stdout.resume();
+  const base = await startServer(state);
 
-  // As root (CI) chromium's sandbox cannot start; small containers have a small /dev/shm.
-  browser = await chromium.launch({ executablePath: env('CHROMIUM', '/usr/bin/chromium'),
-    args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  const browser = await launchBrowser();
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, colorScheme: 'light' });
   const consoleErrors = [];
   page.on('console', (message) => { if (message.type() === 'error') consoleErrors.push(message.text()); });
@@ -144,25 +95,4 @@ async function main() {
   console.log(`dashboard prompts browser test passed; screenshot in ${screenshots}`);
 }
 
-async function cleanUp() {
-  if (browser) await browser.close().catch(() => {});
-  for (const child of children.reverse()) {
-    if (child.exitCode === null) {
-      child.kill('SIGTERM');
-      const stopped = await Promise.race([finished(child), sleep(20_000).then(() => null)]);
-      if (stopped === null) child.kill('SIGKILL');
-    }
-  }
-  rmSync(dir, { recursive: true, force: true });
-}
-
-let failed = false;
-try {
-  await main();
-} catch (error) {
-  failed = true;
-  console.error(error);
-} finally {
-  await cleanUp();
-}
-process.exit(failed ? 1 : 0);
+await runTest(main, dir);
