@@ -27,9 +27,11 @@ namespace {
 
 constexpr int kOomRetries = 4;
 
-// The classes a model was built for, from its class embedding (one extra row: "no class").
+// The classes a model was built for, from its class embedding (one extra row: "no class"), or a
+// router's experts from its head.
 std::int64_t classes_of(const common::TorchTensorMap& theta0) {
     if (auto it = theta0.find("class_embed.weight"); it != theta0.end()) return it->second.size(0) - 1;
+    if (auto it = theta0.find("router_head.weight"); it != theta0.end()) return it->second.size(0);
     return 10;
 }
 

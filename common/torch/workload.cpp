@@ -1,4 +1,5 @@
-// Presets and the two workloads: DiT with rectified flow, and the CNN classifier.
+// Presets and the three workloads: DiT with rectified flow, the experts' router, and the CNN
+// classifier.
 #include "workload.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -29,10 +30,16 @@ const std::vector<ModelPreset>& presets() {
             p.dit.mixer_depth = mixer_depth;
             return p;
         };
-        return std::vector<ModelPreset>{dit("dit-tiny", 64, 2, 2, 1, false),    dit("dit-s", 384, 12, 6, 2, false),
-                                        dit("dit-b", 768, 12, 12, 2, false),    dit("dit-tiny-text", 64, 2, 2, 1, true),
-                                        dit("dit-s-text", 384, 12, 6, 2, true), dit("dit-b-text", 768, 12, 12, 2, true),
-                                        ModelPreset{"cnn", ModelKind::Cnn, {}, false}};
+        auto router = [&](std::string name, std::int64_t hidden, std::int64_t depth, std::int64_t heads) {
+            auto p = dit(std::move(name), hidden, depth, heads, depth, false);
+            p.kind = ModelKind::Router;
+            return p;
+        };
+        return std::vector<ModelPreset>{
+            dit("dit-tiny", 64, 2, 2, 1, false),           dit("dit-s", 384, 12, 6, 2, false),
+            dit("dit-b", 768, 12, 12, 2, false),           dit("dit-tiny-text", 64, 2, 2, 1, true),
+            dit("dit-s-text", 384, 12, 6, 2, true),        dit("dit-b-text", 768, 12, 12, 2, true),
+            ModelPreset{"cnn", ModelKind::Cnn, {}, false}, router("router", 64, 2, 2)};
     }();
     return all;
 }
@@ -105,6 +112,58 @@ private:
     Dit model_;
 };
 
+// The experts' router: the cross-entropy of the cluster label given x_t and t, with x_t and t
+// drawn from the unit's streams exactly as the DiT's flow objective draws them.
+class RouterWorkload : public Workload {
+public:
+    RouterWorkload(ModelPreset preset, const DitConfig& config) : Workload(std::move(preset)), model_(config) {}
+    std::shared_ptr<torch::nn::Module> module() override { return model_.ptr(); }
+    Router& router() { return model_; }
+
+    void draw(Batch& batch, std::uint64_t seed, std::int64_t step) override {
+        auto draws = draw_flow(batch.inputs, seed, step, {});
+        batch.draws = {draws.t, draws.noise};
+    }
+
+    torch::Tensor loss(const Batch& batch) override {
+        const auto& t = batch.draws.at(0);
+        return torch::cross_entropy_loss(model_->forward(noised(batch.inputs, t, batch.draws.at(1)), t), batch.labels);
+    }
+
+    // Loss and accuracy over every sample at each t of the grid; a sample's loss is its mean.
+    EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) override {
+        model_->eval();
+        auto generator = at::detail::createCPUGenerator(kEvalNoiseSeed);
+        std::vector<torch::Tensor> per_batch;
+        std::int64_t correct = 0, judged = 0;
+        for_each_eval_batch(data, device, max_samples, [&](const Batch& batch, std::int64_t) {
+            auto b = batch.inputs.size(0);
+            auto total = torch::zeros({b}, torch::kFloat64);
+            for (std::int64_t i = 0; i < kEvalGrid; ++i) {
+                auto t = torch::full({b}, (static_cast<double>(i) + 0.5) / kEvalGrid, torch::kFloat32).to(device);
+                auto noise = torch::randn(batch.inputs.sizes(), generator, torch::kFloat32).to(device);
+                auto logits = model_->forward(noised(batch.inputs, t, noise), t);
+                total += torch::cross_entropy_loss(logits, batch.labels, {}, at::Reduction::None)
+                             .to(torch::kCPU, torch::kFloat64);
+                correct += logits.argmax(1).eq(batch.labels).sum().item<std::int64_t>();
+                judged += b;
+            }
+            per_batch.push_back(total / static_cast<double>(kEvalGrid));
+        });
+        model_->train();
+        return summarised(per_batch, judged > 0 ? static_cast<double>(correct) / static_cast<double>(judged) : -1);
+    }
+
+private:
+    // x_t = (1 − t)·x + t·ε, as the flow objective forms it.
+    static torch::Tensor noised(const torch::Tensor& x, const torch::Tensor& t, const torch::Tensor& noise) {
+        auto t4 = t.view({-1, 1, 1, 1});
+        return (1 - t4) * x + t4 * noise;
+    }
+
+    Router model_;
+};
+
 class CnnWorkload : public Workload {
 public:
     explicit CnnWorkload(ModelPreset preset) : Workload(std::move(preset)) {}
@@ -155,7 +214,10 @@ DitCondition condition_of(const Batch& batch) { return {batch.labels, batch.text
 std::string preset_summary() {
     std::string summary;
     for (const auto& preset : presets()) {
-        auto takes = preset.kind == ModelKind::Cnn ? "pixels" : preset.text ? "captions" : "class";
+        auto takes = preset.kind == ModelKind::Cnn      ? "pixels"
+                     : preset.kind == ModelKind::Router ? "an expert cluster's router"
+                     : preset.text                      ? "captions"
+                                                        : "class";
         summary += (summary.empty() ? "" : ", ") + preset.name + " (" + takes + ")";
     }
     return summary;
@@ -194,19 +256,31 @@ Result<std::unique_ptr<Workload>> make_workload(std::string_view name, const Dat
     config.input_size = shape.size;
     config.num_classes = shape.num_classes;
     config.text_dim = shape.text_dim;
+    if (shape.size % config.patch != 0 || shape.size < config.patch)
+        return make_error("latent size " + std::to_string(shape.size) + " is not a multiple of the patch size 2");
+    if (preset->kind == ModelKind::Router) {
+        if (shape.num_classes < 2)
+            return make_error(
+                "preset router needs a dataset labelled by cluster with two or more clusters "
+                "(tessera-data cluster writes one)");
+        return std::unique_ptr<Workload>(std::make_unique<RouterWorkload>(*preset, config));
+    }
     if (preset->text && shape.text_dim == 0)
         return make_error("preset " + preset->name + " is a text-to-image model: its dataset needs captions (text_emb)");
     if (!preset->text && shape.text_dim > 0)
         return make_error("preset " + preset->name + " is class-conditional, but the dataset has captions: use " +
                           preset->name + "-text");
-    if (shape.size % config.patch != 0 || shape.size < config.patch)
-        return make_error("latent size " + std::to_string(shape.size) + " is not a multiple of the patch size 2");
     return std::unique_ptr<Workload>(std::make_unique<DitWorkload>(*preset, config));
 }
 
 Dit* dit_of(Workload& workload) {
     auto* dit = dynamic_cast<DitWorkload*>(&workload);
     return dit != nullptr ? &dit->dit() : nullptr;
+}
+
+Router* router_of(Workload& workload) {
+    auto* router = dynamic_cast<RouterWorkload*>(&workload);
+    return router != nullptr ? &router->router() : nullptr;
 }
 
 }  // namespace tessera::common

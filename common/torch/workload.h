@@ -11,16 +11,17 @@
 
 #include "../result.h"
 #include "models/dit.h"
+#include "models/router.h"
 #include "shard_data.h"
 
 namespace tessera::common {
 
-enum class ModelKind { Dit, Cnn };
+enum class ModelKind { Dit, Cnn, Router };
 
 struct ModelPreset {
     std::string name;
     ModelKind kind = ModelKind::Dit;
-    DitConfig dit;      // hidden/depth/heads/mixer_depth for DiT presets
+    DitConfig dit;      // hidden/depth/heads/mixer_depth for DiT presets and the router's trunk
     bool text = false;  // a text-to-image DiT: trains on captioned shards only
 };
 
@@ -99,5 +100,7 @@ Result<std::unique_ptr<Workload>> make_workload(std::string_view preset, const D
 
 // The DiT inside a DiT workload, for sampling; nullptr for other workloads.
 Dit* dit_of(Workload& workload);
+// The router inside a router workload, for routed sampling; nullptr for other workloads.
+Router* router_of(Workload& workload);
 
 }  // namespace tessera::common

@@ -1,6 +1,8 @@
 // DiT with adaLN-single (PixArt-α), conditioned on a class or on a caption.
 #include "dit.h"
 
+#include "dit_parts.h"
+
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -9,8 +11,6 @@
 
 namespace tessera::common {
 namespace {
-
-constexpr std::int64_t kTimestepFrequencies = 256;
 
 torch::nn::LayerNorm plain_norm(std::int64_t hidden) {
     return torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden}).elementwise_affine(false).eps(1e-6));
@@ -34,6 +34,20 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     if (mask.defined()) scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<float>::infinity());
     return torch::softmax(scores, -1).matmul(v);
 }
+
+// (B, 1, 1, L) bool: true for the caption tokens a query attends (those before its length).
+torch::Tensor caption_key_mask(const DitCondition& condition, std::int64_t tokens) {
+    if (!condition.text_len.defined()) return {};
+    auto positions = torch::arange(tokens, condition.text_len.options());
+    return positions.unsqueeze(0).lt(condition.text_len.unsqueeze(1)).view({-1, 1, 1, tokens});
+}
+
+// Rows `keep` (B, K) of x (B, N, W): (B, K, W).
+torch::Tensor gather_tokens(const torch::Tensor& x, const torch::Tensor& keep) {
+    return x.gather(1, keep.unsqueeze(-1).expand({keep.size(0), keep.size(1), x.size(2)}));
+}
+
+}  // namespace
 
 // Sinusoidal features of t·1000, as in DiT's TimestepEmbedder.
 torch::Tensor timestep_features(const torch::Tensor& t) {
@@ -67,24 +81,15 @@ torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
     return torch::linear(x, layer->weight, layer->bias);
 }
 
-// (B, 1, 1, L) bool: true for the caption tokens a query attends (those before its length).
-torch::Tensor caption_key_mask(const DitCondition& condition, std::int64_t tokens) {
-    if (!condition.text_len.defined()) return {};
-    auto positions = torch::arange(tokens, condition.text_len.options());
-    return positions.unsqueeze(0).lt(condition.text_len.unsqueeze(1)).view({-1, 1, 1, tokens});
-}
-
-// Rows `keep` (B, K) of x (B, N, W): (B, K, W).
-torch::Tensor gather_tokens(const torch::Tensor& x, const torch::Tensor& keep) {
-    return x.gather(1, keep.unsqueeze(-1).expand({keep.size(0), keep.size(1), x.size(2)}));
-}
-
 void init_linear(torch::nn::Linear& layer) {
     torch::nn::init::xavier_uniform_(layer->weight);
     if (layer->options.bias()) torch::nn::init::zeros_(layer->bias);
 }
 
-}  // namespace
+torch::Tensor patchify_latents(const torch::Tensor& x, std::int64_t patch) {
+    auto b = x.size(0), ch = x.size(1), g = x.size(2) / patch;
+    return x.view({b, ch, g, patch, g, patch}).permute({0, 2, 4, 3, 5, 1}).reshape({b, g * g, patch * patch * ch});
+}
 
 DitBlockImpl::DitBlockImpl(const DitConfig& c) : hidden_(c.hidden), heads_(c.heads), grid_(c.input_size / c.patch) {
     auto mlp_hidden = c.hidden * c.mlp_ratio;
@@ -186,10 +191,7 @@ DitImpl::DitImpl(const DitConfig& c) : config_(c) {
     torch::nn::init::zeros_(out_->bias);
 }
 
-torch::Tensor DitImpl::patchify(const torch::Tensor& x) const {
-    auto b = x.size(0), ch = x.size(1), p = config_.patch, g = x.size(2) / p;
-    return x.view({b, ch, g, p, g, p}).permute({0, 2, 4, 3, 5, 1}).reshape({b, g * g, p * p * ch});
-}
+torch::Tensor DitImpl::patchify(const torch::Tensor& x) const { return patchify_latents(x, config_.patch); }
 
 torch::Tensor DitImpl::unpatchify(const torch::Tensor& tokens) const {
     auto b = tokens.size(0), ch = config_.in_channels, p = config_.patch, g = config_.input_size / p;
