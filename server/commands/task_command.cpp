@@ -10,6 +10,7 @@
 #include "command_line.h"
 #include "command_support.h"
 #include "commands.h"
+#include "expert_group.h"
 #include "sha256.h"
 #include "task_setup.h"
 
@@ -125,10 +126,14 @@ common::Status transfers_from_args(const cxxopts::ParseResult& args, TaskConfig&
     return {};
 }
 
-common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, const std::filesystem::path& data_dir) {
+// A task's config from the flags, for a dataset and a preset ("": the --model flag's, else the
+// dataset's default).
+common::Result<TaskConfig> config_from_args(const cxxopts::ParseResult& args, const std::filesystem::path& data_dir,
+                                            const std::string& preset = "") {
     auto policy = policy_from_name(args["policy"].as<std::string>());
     if (!policy) return common::make_error("--policy must be fedasync, fedbuff, diloco or diloco-dn");
-    auto defaults = default_task_config(data_dir, *policy, args.count("model") ? args["model"].as<std::string>() : "");
+    auto model = !preset.empty() ? preset : args.count("model") ? args["model"].as<std::string>() : "";
+    auto defaults = default_task_config(data_dir, *policy, model);
     if (!defaults) return defaults.error();
     TaskConfig c = std::move(*defaults);
     take(args, "id", c.task_id);
@@ -274,7 +279,12 @@ void add_task_options(cxxopts::Options& options) {
     options.add_options()("action", "create", cxxopts::value<std::string>())("state", "state directory",
                                                                              cxxopts::value<std::string>())(
         "data", "dataset directory (tessera-data prepare --out)", cxxopts::value<std::string>())(
-        "id", "task id (default: <dataset>-<model>)", cxxopts::value<std::string>())(
+        "experts",
+        "instead of --data: a tessera-data cluster directory; one task per cluster and a router task "
+        "(docs/experts.md)",
+        cxxopts::value<std::string>())(
+        "id", "task id (default: <dataset>-<model>; with --experts the group's, <source>-<model>-experts<E>)",
+        cxxopts::value<std::string>())(
         "model",
         "preset: dit-tiny, dit-s, dit-b (class-conditional latents); dit-tiny-text, dit-s-text, dit-b-text "
         "(captioned latents: text-to-image); cnn (pixels) (default: dit-tiny, dit-tiny-text with captions, cnn for "
@@ -295,6 +305,43 @@ void add_task_options(cxxopts::Options& options) {
                                         cxxopts::value<std::int64_t>()->default_value("0"));
 }
 
+// The line `task create` prints for a task it made.
+void print_created(Store& store, const TaskRecord& task, const TaskConfig& config) {
+    auto shards = store.shards(task.id);
+    auto version0 = store.version(task.id, 0);
+    std::cout << "task " << task.id << ": model " << config.model << ", " << (shards ? shards->size() : 0)
+              << " shards, policy " << policy_name(config.merge.kind) << " (" << config.merge.staleness.to_string()
+              << "), version 0 "
+              << (version0 && *version0 ? common::short_hash((*version0)->blob_sha256) : std::string("?")) << "\n";
+}
+
+// `task create --experts DIR`: every member's config is built and checked, and none of their
+// ids taken, before the first is created.
+int create_expert_group(const cxxopts::ParseResult& args, const StateDir& state, Store& store) {
+    auto configure = [&](const std::filesystem::path& data_dir, const std::string& model) {
+        return config_from_args(args, data_dir, model);
+    };
+    auto members =
+        plan_expert_group(args["experts"].as<std::string>(), args.count("id") ? args["id"].as<std::string>() : "",
+                          args.count("weight") ? args["weight"].as<double>() : 1.0, configure);
+    if (!members) return fail("task create", members.message());
+    for (const auto& m : *members) {
+        auto existing = store.task(m.config.task_id);
+        if (!existing) return fail("task create", existing.message());
+        if (*existing) return fail("task create", "task " + m.config.task_id + " exists already; nothing was created");
+    }
+    for (const auto& m : *members) {
+        auto task = create_task(state, store, m.config);
+        if (!task) return fail("task create", m.config.task_id + ": " + task.message());
+        if (auto status = store.set_task_weight(task->id, m.weight); !status)
+            return fail("task create", status.message());
+        print_created(store, *task, m.config);
+    }
+    std::cout << "expert group " << members->front().config.expert_group << ": " << members->size() - 1
+              << " experts and a router\n";
+    return 0;
+}
+
 }  // namespace
 
 int task_command(int argc, char** argv) {
@@ -309,10 +356,12 @@ int task_command(int argc, char** argv) {
     const auto& args = *parsed;
     if (!args.count("action") || args["action"].as<std::string>() != "create")
         return fail("task", "the actions are create, list, pause, resume, finish and weight");
-    if (!args.count("state") || !args.count("data")) return fail("task create", "needs --state DIR and --data DIR");
+    if (!args.count("state") || args.count("data") + args.count("experts") != 1)
+        return fail("task create", "needs --state DIR and one of --data DIR and --experts DIR");
     StateDir state = state_dir_of(args);
     auto store = Store::connect(state.database_url(), false);
     if (!store) return fail("task create", store.message());
+    if (args.count("experts")) return create_expert_group(args, state, **store);
     auto config = config_from_args(args, args["data"].as<std::string>());
     if (!config) return fail("task create", config.message());
     double weight = args.count("weight") ? args["weight"].as<double>() : 1.0;
@@ -322,12 +371,7 @@ int task_command(int argc, char** argv) {
     if (weight != 1.0)
         if (auto status = (*store)->set_task_weight(task->id, weight); !status)
             return fail("task create", status.message());
-    auto shards = (*store)->shards(task->id);
-    auto version0 = (*store)->version(task->id, 0);
-    std::cout << "task " << task->id << ": model " << config->model << ", " << (shards ? shards->size() : 0)
-              << " shards, policy " << policy_name(config->merge.kind) << " (" << config->merge.staleness.to_string()
-              << "), version 0 "
-              << (version0 && *version0 ? common::short_hash((*version0)->blob_sha256) : std::string("?")) << "\n";
+    print_created(**store, *task, *config);
     return 0;
 }
 

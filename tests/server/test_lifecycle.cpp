@@ -502,3 +502,41 @@ TEST_CASE("an accepted result reaches the aggregator when the doorbell rings, no
     CHECK(wait_for([&] { return server.version() == 1; }, std::chrono::seconds(60)));
     CHECK(state_of(server, wu.wu_id) == "merged");
 }
+
+TEST_CASE("an expert group: drawn as one by its weights together, each volunteer keeps its member") {
+    TestServer server([](TaskConfig& c) { c.max_in_flight = 100; });
+    auto ordinary = server.store().current_task().value().value().id;
+    REQUIRE(server.store().set_task_weight(ordinary, 0).ok());
+    for (std::string member : {"g-e0", "g-e1", "g-router"}) {
+        auto config = server.config();
+        config.task_id = member;
+        config.expert_group = "g";
+        config.expert_index = member == "g-router" ? kRouterIndex : member.back() - '0';
+        if (member == "g-router") config.model = "router";
+        REQUIRE(create_task(server.state(), server.store(), config).ok());
+    }
+    REQUIRE(server.app().refresh_tasks().ok());
+
+    std::vector<std::unique_ptr<TestVolunteer>> volunteers;
+    std::map<std::string, std::string> kept;  // volunteer → its member
+    for (int v = 0; v < 12; ++v) {
+        volunteers.push_back(std::make_unique<TestVolunteer>(server, "volunteer " + std::to_string(v)));
+        auto& volunteer = *volunteers.back();
+        auto first = volunteer.request_work().value().task_id;
+        for (int i = 0; i < 4; ++i) CHECK(volunteer.request_work().value().task_id == first);
+        kept[volunteer.id()] = first;
+    }
+    std::set<std::string> members;
+    for (const auto& [name, member] : kept) members.insert(member);
+    CHECK(members.size() >= 2);  // 12 volunteers over three equal members
+
+    // A member paused: its volunteers move to the others, the rest keep theirs.
+    auto paused = kept.begin()->second;
+    REQUIRE(server.store().set_task_state(paused, TaskState::Paused, server.now()).ok());
+    REQUIRE(server.app().refresh_tasks().ok());
+    for (auto& volunteer : volunteers) {
+        auto now = volunteer->request_work().value().task_id;
+        CHECK(now != paused);
+        if (kept[volunteer->id()] != paused) CHECK(now == kept[volunteer->id()]);
+    }
+}

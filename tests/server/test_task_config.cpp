@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "dataset_manifest.h"
+#include "expert_clusters.h"
 #include "task_config.h"
 
 using namespace tessera;
@@ -265,4 +266,35 @@ TEST_CASE("catch_up_states: needs patches, stored, absent in older tasks; the pa
     config.catch_up_states = 8;
     config.patches.reset();
     CHECK(validate_task_config(config).message().find("need a patch codec") != std::string::npos);
+}
+
+TEST_CASE("expert_group and expert_index: stored, absent in older tasks, the router alone on the router preset") {
+    auto config = valid_task();
+    config.expert_group = "g";
+    config.expert_index = 2;
+    REQUIRE(validate_task_config(config).ok());
+    auto json = to_json(config);
+    auto back = task_config_from_json(json);
+    REQUIRE(back.ok());
+    CHECK(back->expert_group == "g");
+    CHECK(back->expert_index == 2);
+    json.as_object().erase("expert_group");
+    json.as_object().erase("expert_index");
+    auto older = task_config_from_json(json);
+    REQUIRE(older.ok());
+    CHECK(older->expert_group.empty());
+    CHECK(older->expert_index == kRouterIndex);
+
+    config.expert_index = kRouterIndex;  // the router, but on a DiT
+    CHECK(validate_task_config(config).message().find("router preset") != std::string::npos);
+    config.model = "router";
+    CHECK(validate_task_config(config).ok());
+    config.expert_index = 0;  // an expert on the router preset
+    CHECK_FALSE(validate_task_config(config).ok());
+    config.model = "dit-tiny";
+    config.expert_index = common::kMaxExperts;
+    CHECK(validate_task_config(config).message().find("expert index") != std::string::npos);
+    config.expert_group.clear();
+    config.expert_index = 1;
+    CHECK(validate_task_config(config).message().find("needs an expert group") != std::string::npos);
 }

@@ -4,7 +4,10 @@
 // outer steps that diverge on late pseudo-gradients refused.
 #include <doctest/doctest.h>
 
+#include "expert_clusters.h"
+#include "file_io.h"
 #include "server_process.h"
+#include "shell_run.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -89,6 +92,51 @@ TEST_CASE("the schedule flags that contradict each other are refused, and no tas
     CHECK(create(prepared, "e", {"--lr-schedule", "none", "--min-rounds", "20"}) == 1);
     auto store = server::Store::connect(prepared.state().database_url(), false).value();
     for (const char* id : {"a", "b", "c", "d", "e", "f"}) CHECK_FALSE(store->task(id).value().has_value());
+}
+
+TEST_CASE("task create --experts: a task per cluster and a router, weighted by the clusters' sizes") {
+    PreparedState prepared;
+    auto clusters = prepared.dir() / "experts";
+    auto clustered = run_tool("cluster --data " + (prepared.dir() / "data").string() + " --out " + clusters.string() +
+                              " --experts 2 --seed 3");
+    REQUIRE_MESSAGE(clustered.status == 0, clustered.output);
+    auto manifest = common::load_cluster_manifest(clusters / "clusters.json").value();
+    auto experts = [&](std::vector<std::string> flags) {
+        flags.insert(flags.begin(), {"task", "create", "--experts", clusters.string()});
+        return server_command(flags, prepared);
+    };
+    REQUIRE(experts({"--id", "g", "--local-steps", "4", "--batch", "16", "--patch-mask", "0.5"}) == 0);
+
+    auto store = server::Store::connect(prepared.state().database_url(), false).value();
+    auto total = static_cast<double>(manifest.sizes[0] + manifest.sizes[1]);
+    for (int k = 0; k < 2; ++k) {
+        auto id = "g-e" + std::to_string(k);
+        auto expert = stored_config(prepared, id);
+        CHECK(expert.model == "dit-tiny");
+        CHECK(expert.expert_group == "g");
+        CHECK(expert.expert_index == k);
+        CHECK(expert.patch_mask == 0.5);
+        CHECK(std::filesystem::path(expert.data_dir).filename() == manifest.expert_dirs[k]);
+        CHECK(store->task(id).value()->weight == doctest::Approx(manifest.sizes[k] / total));
+    }
+    auto router = stored_config(prepared, "g-router");
+    CHECK(router.model == "router");
+    CHECK(router.expert_index == server::kRouterIndex);
+    CHECK(router.num_classes == 2);
+    CHECK(router.patch_mask == 0);  // no patches to mask
+    CHECK(router.local_steps == 4);
+    CHECK(store->task("g-router").value()->weight == doctest::Approx(0.5));
+
+    // Again: every id is taken, so nothing is made; both sources at once, or a damaged
+    // clusters.json, are refused the same way.
+    auto tasks_before = store->tasks().value().size();
+    CHECK(experts({"--id", "g"}) == 1);
+    CHECK(server_command({"task", "create", "--experts", clusters.string(), "--data",
+                          (prepared.dir() / "data").string(), "--id", "h"},
+                         prepared) == 1);
+    REQUIRE(common::write_file_atomic(clusters / "clusters.json", common::as_bytes("{\"format\":")).ok());
+    CHECK(experts({"--id", "h"}) == 1);
+    CHECK(store->tasks().value().size() == tasks_before);
 }
 
 TEST_CASE("diloco's outer step that diverges on late pseudo-gradients is refused; its defaults are not") {

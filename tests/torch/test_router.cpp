@@ -34,6 +34,11 @@ TEST_CASE("the router gives one logit per expert from a noisy latent and its t")
     auto names = workload->module()->named_parameters();
     CHECK(names["router_head.weight"].sizes() == torch::IntArrayRef({3, 64}));
     CHECK_FALSE(names.contains("class_embed.weight"));
+    auto four = make_workload("router", DataShape{4, 8, 4, 0}, 0).value();
+    std::int64_t parameters = 0;
+    for (const auto& p : four->module()->parameters()) parameters += p.numel();
+    CHECK(four->module()->parameters().size() == 34);  // docs/protocol.md, "Model presets"
+    CHECK(parameters == 152388);
     CHECK(preset_summary().find("router (an expert cluster's router)") != std::string::npos);
 }
 

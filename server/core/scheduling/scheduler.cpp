@@ -11,6 +11,7 @@
 #include "assignment_unit.h"
 #include "bytes.h"
 #include "clock.h"
+#include "expert_affinity.h"
 #include "logger.h"
 #include "signed_envelope.h"
 #include "text_encoding.h"
@@ -39,9 +40,9 @@ bool Scheduler::volunteer_allows(const common::WorkRequest& request, const std::
     return (request.only_tasks.empty() || named(request.only_tasks)) && !named(request.exclude_tasks);
 }
 
-common::Result<std::optional<DrawnTask>> Scheduler::choose_task(const common::WorkRequest& request, WorkView& view) {
+common::Result<std::optional<DrawnTask>> Scheduler::choose_task(const ClientRecord& client,
+                                                                const common::WorkRequest& request, WorkView& view) {
     std::vector<DrawnTask> eligible;
-    double total = 0;
     for (auto& seen : view.tasks) {
         const auto& record = seen.task;
         if (record.state != TaskState::Active || !(record.weight > 0)) continue;
@@ -50,16 +51,41 @@ common::Result<std::optional<DrawnTask>> Scheduler::choose_task(const common::Wo
         if (!task) return task.error();
         if (!device_fits(task->config, request.device)) continue;
         if (!volunteer_allows(request, task->record.id, task->config.model)) continue;
-        total += task->record.weight;
         eligible.push_back({std::move(*task), std::move(seen.current), seen.published_version, seen.reissuable});
     }
     if (eligible.empty()) return std::optional<DrawnTask>();
-    double draw = uniform() * total;
-    for (auto& drawn : eligible) {
-        draw -= drawn.task.record.weight;
-        if (draw < 0) return std::optional<DrawnTask>(std::move(drawn));
+    // An expert group is drawn as one, by its members' weights together; within it the
+    // volunteer keeps its member (expert_affinity.h).
+    std::map<std::string, std::vector<std::size_t>> groups;
+    std::vector<std::vector<std::size_t>> draws;  // each: one task, or a group's members
+    for (std::size_t i = 0; i < eligible.size(); ++i) {
+        const auto& group = eligible[i].task.config.expert_group;
+        if (group.empty())
+            draws.push_back({i});
+        else
+            groups[group].push_back(i);
     }
-    return std::optional<DrawnTask>(std::move(eligible.back()));
+    for (auto& [group, members] : groups) draws.push_back(std::move(members));
+    auto weight_of = [&](const std::vector<std::size_t>& members) {
+        double sum = 0;
+        for (auto i : members) sum += eligible[i].task.record.weight;
+        return sum;
+    };
+    double total = 0;
+    for (const auto& d : draws) total += weight_of(d);
+    double draw = uniform() * total;
+    auto drawn = &draws.back();
+    for (auto& d : draws) {
+        draw -= weight_of(d);
+        if (draw < 0) {
+            drawn = &d;
+            break;
+        }
+    }
+    if (drawn->size() == 1) return std::optional<DrawnTask>(std::move(eligible[drawn->front()]));
+    std::vector<GroupMember> members;
+    for (auto i : *drawn) members.push_back({eligible[i].task.record.id, eligible[i].task.record.weight});
+    return std::optional<DrawnTask>(std::move(eligible[(*drawn)[sticky_member(client.id, members)]]));
 }
 
 common::Result<FleetNow> Scheduler::fleet_now(const TaskConfig& config) {
@@ -109,7 +135,7 @@ common::WorkResponse no_work(std::int64_t retry_after_s) {
 common::Result<common::WorkResponse> Scheduler::assign(const ClientRecord& client, const common::WorkRequest& request) {
     auto view = work_.work_view(client.id, clock_() - kVolunteerActiveWindowS);
     if (!view) return view.error();
-    auto drawn = choose_task(request, *view);
+    auto drawn = choose_task(client, request, *view);
     if (!drawn) return drawn.error();
     if (!*drawn) return no_work(kRetryNoTaskS);
     if (!(*drawn)->current)

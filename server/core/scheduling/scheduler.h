@@ -1,6 +1,7 @@
 // The scheduler: answers a volunteer's work request with a signed work unit or "no work".
 // Among the active tasks this process serves that the volunteer's device can run (CUDA,
-// memory), it draws one with probability proportional to the operator's weights. Within the
+// memory), it draws one with probability proportional to the operator's weights (an expert
+// group's members as one, and then the member the volunteer keeps: expert_affinity.h). Within the
 // task it reissues open units first (preferring ones whose shards the volunteer holds), otherwise
 // builds a new unit from the least-used shards so each epoch covers the dataset evenly (among
 // those, shards the volunteer holds, then shards fewest other volunteers hold: locality),
@@ -60,9 +61,10 @@ public:
 private:
     // The fleet at work on the task, read only when its units are sized by it (unit_sizing.h).
     common::Result<FleetNow> fleet_now(const TaskConfig& config);
-    // The task to work on: drawn by weight among the eligible ones the view shows; none when
-    // there is none.
-    common::Result<std::optional<DrawnTask>> choose_task(const common::WorkRequest& request, WorkView& view);
+    // The task to work on: drawn by weight among the eligible ones the view shows (an expert
+    // group as one, then the volunteer's own member of it); none when there is none.
+    common::Result<std::optional<DrawnTask>> choose_task(const ClientRecord& client, const common::WorkRequest& request,
+                                                         WorkView& view);
     // One try at a unit for the volunteer: nothing when the unit it chose was given out by
     // another request meanwhile (the caller tries again). The first try trusts the view.
     common::Result<std::optional<common::WorkResponse>> try_assign(const DrawnTask& task, const WorkView& view,

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "expert_clusters.h"
 #include "json_strict.h"
 #include "lr_schedule_json.h"
 #include "protocol.h"
@@ -73,6 +74,8 @@ double default_lr(const TaskConfig& config) {
     // cnn: under a cosine 4e-3, the K = 8 fleet's best at 8 epochs; constant 1e-3, central's
     // best (docs/benchmarks.md, "The cnn's rate").
     if (config.model == "cnn") return cosine ? 4e-3 : 1e-3;
+    // router: a classifier like the cnn, given the cnn's rates (not measured for it).
+    if (config.model == "router") return cosine ? 4e-3 : 1e-3;
     return 3e-4;  // dit-s and dit-b: no rate was measured for them
 }
 
@@ -120,11 +123,26 @@ std::int64_t default_min_rounds(const TaskConfig& config) {
 
 namespace {
 
+// An expert group's member: an expert of an index below the group's size, or its router.
+common::Status check_expert_fields(const TaskConfig& c) {
+    if (c.expert_group.empty()) {
+        if (c.expert_index != kRouterIndex) return common::make_error("an expert index needs an expert group");
+        return {};
+    }
+    if (c.expert_index < kRouterIndex || c.expert_index >= common::kMaxExperts)
+        return common::make_error("the expert index must be in -1.." + std::to_string(common::kMaxExperts - 1) +
+                                  " (-1: the router)");
+    if ((c.expert_index == kRouterIndex) != (c.model == "router"))
+        return common::make_error("in an expert group the router task, and only it, trains the router preset");
+    return {};
+}
+
 // The settings' relations and the ranges with their own messages; the stored form's bounds
 // (read_task_config) apply too.
 common::Status check_settings(const TaskConfig& c) {
     auto fail = [](const std::string& what) { return common::Status(common::make_error(what)); };
     if (auto status = validate_settings(c.merge); !status) return status;
+    if (auto status = check_expert_fields(c); !status) return status;
     if (c.sample_shape.size() != 3) return fail("sample_shape must be [C, H, W]");
     if (c.local_steps < 1 || c.local_steps > kMaxLocalSteps)
         return fail("local steps must be in 1.." + std::to_string(kMaxLocalSteps));

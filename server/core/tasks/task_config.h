@@ -31,6 +31,7 @@ constexpr std::int64_t kMaxCatchUpStates = 1000000;
 constexpr std::int64_t kMaxMinRounds = 1000000;
 constexpr std::int64_t kMaxTrustStreak = 1000;
 constexpr double kNewTaskEmaDecay = 0.999;
+constexpr std::int64_t kRouterIndex = -1;
 
 struct TaskConfig {
     std::string task_id;
@@ -41,6 +42,10 @@ struct TaskConfig {
     std::int64_t num_classes = 10;
     std::int64_t text_dim = 0;
     std::int64_t init_seed = 0;
+    // Decentralized experts (`task create --experts`, docs/experts.md): the group's id, empty for
+    // an ordinary task; in a group, the expert's cluster index, or kRouterIndex for the router.
+    std::string expert_group;
+    std::int64_t expert_index = kRouterIndex;
 
     MergeSettings merge;
 

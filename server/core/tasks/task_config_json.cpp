@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "dataset_manifest.h"
+#include "expert_clusters.h"
 #include "json_strict.h"
 #include "lr_schedule_json.h"
 #include "protocol.h"
@@ -23,6 +24,8 @@ boost::json::object model_and_training_json(const TaskConfig& c) {
             {"num_classes", c.num_classes},
             {"text_dim", c.text_dim},
             {"init_seed", c.init_seed},
+            {"expert_group", c.expert_group},
+            {"expert_index", c.expert_index},
             {"policy", policy_name(c.merge.kind)},
             {"staleness", c.merge.staleness.to_string()},
             {"server_lr", c.merge.server_lr},
@@ -108,6 +111,9 @@ void read_data_fields(JsonObjectReader& r, TaskConfig& c) {
     c.num_classes = r.integer("num_classes", 0, common::kMaxClasses);
     c.text_dim = r.integer("text_dim", 0, common::kMaxTextDim);
     c.init_seed = r.integer("init_seed", 0, kBig);
+    // Tasks created before expert groups existed are ordinary tasks.
+    if (r.has("expert_group")) c.expert_group = r.string("expert_group", 0, common::kMaxIdentifier);
+    if (r.has("expert_index")) c.expert_index = r.integer("expert_index", kRouterIndex, common::kMaxExperts - 1);
 }
 
 void read_merge_fields(JsonObjectReader& r, TaskConfig& c) {

@@ -1,0 +1,36 @@
+// Decentralized experts as tasks (docs/experts.md): a `tessera-data cluster` directory becomes one
+// ordinary task per cluster and one router task, tied by their config's expert_group. Nothing
+// passes between them: each has its own model, versions, merging, checks and credit.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "result.h"
+#include "task_config.h"
+
+namespace tessera::server {
+
+inline constexpr const char* kRouterPreset = "router";
+
+struct ExpertGroupMember {
+    TaskConfig config;
+    double weight = 1;  // its share of work among the running tasks
+};
+
+// Builds one task's config for a dataset directory and a preset ("" for the dataset's default),
+// from the operator's flags.
+using ConfigureTask =
+    std::function<common::Result<TaskConfig>(const std::filesystem::path& data_dir, const std::string& model)>;
+
+// The group's tasks, experts in cluster order and the router last. `group_id` "" names it
+// `<source>-<model>-experts<E>`; members are `<group>-e<K>` and `<group>-router`. Expert K's
+// weight is `weight` × its share of the training samples, the router's `weight` / E; the router
+// trains the router preset at its own rate, without patch masking, whatever the flags say.
+common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::filesystem::path& clusters_dir,
+                                                                 const std::string& group_id, double weight,
+                                                                 const ConfigureTask& configure);
+
+}  // namespace tessera::server
