@@ -1,0 +1,144 @@
+// Decentralized experts end to end, as an operator runs them (docs/experts.md): tessera-data
+// prepares Fashion-MNIST latents and clusters them in two; `task create --experts` makes an
+// expert task per cluster and a router task on a real tessera-server; three real tessera-client
+// volunteers over loopback, one per member (`--tasks`), train them; every member merges versions
+// of its own, the experts' losses and the router's cross-entropy fall, the router learns the
+// clusters, and each volunteer's units are all of its member.
+#include <doctest/doctest.h>
+
+#include <boost/json.hpp>
+
+#include <map>
+
+#include "child_process.h"
+#include "http_client.h"
+#include "polling.h"
+#include "shell_run.h"
+#include "state_dir.h"
+#include "store.h"
+#include "temp_dir.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+
+namespace {
+
+constexpr std::int64_t kVersions = 6;  // merged versions each member trains to
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The task's versions as the public route lists them, oldest first.
+boost::json::array versions_of(std::uint16_t port, const std::string& task) {
+    auto reply = http_get(port, "/api/v1/tasks/" + task + "/versions");
+    return reply.status == 200 ? boost::json::parse(reply.body).at("versions").as_array() : boost::json::array{};
+}
+
+// The newest evaluated version's validation loss and accuracy (−1 when it has none), if any is.
+std::optional<std::pair<double, double>> newest_evaluation(const boost::json::array& versions) {
+    for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+        const auto& v = it->as_object();
+        if (!v.at("validation_loss").is_double()) continue;
+        auto accuracy = v.at("validation_accuracy").is_double() ? v.at("validation_accuracy").as_double() : -1.0;
+        return std::pair{v.at("validation_loss").as_double(), accuracy};
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("an expert group and its router trained by real volunteers, each on its own member") {
+    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) {
+        MESSAGE("skipped: no /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)");
+        return;
+    }
+    TempDir dir;
+    auto data = dir / "data", experts = dir / "experts", state = dir / "server";
+    auto prepared = run_tool("prepare fashion-mnist --out " + data.string() +
+                             " --limit 2000 --shard-size 500 --autoencoder-steps 100 --threads 1");
+    REQUIRE_MESSAGE(prepared.status == 0, prepared.output);
+    auto clustered =
+        run_tool("cluster --data " + data.string() + " --out " + experts.string() + " --experts 2 --seed 0");
+    REQUIRE_MESSAGE(clustered.status == 0, clustered.output);
+
+    REQUIRE(ChildProcess({required_env("TESSERA_SERVER"), "init", "--state", state.string()}).wait() == 0);
+    ChildProcess create({required_env("TESSERA_SERVER"),
+                         "task",
+                         "create",
+                         "--state",
+                         state.string(),
+                         "--experts",
+                         experts.string(),
+                         "--id",
+                         "g",
+                         "--local-steps",
+                         "10",
+                         "--batch",
+                         "32",
+                         "--target-seconds",
+                         "0",
+                         "--deadline",
+                         "60s",
+                         "--eval-interval",
+                         "1",
+                         "--replication",
+                         "0",
+                         "--loss-check",
+                         "0"});
+    std::string created;
+    for (auto line = create.read_line(); !line.empty(); line = create.read_line()) created += line + "\n";
+    REQUIRE_MESSAGE(create.wait() == 0, created);
+    CHECK(has(created, "expert group g: 2 experts and a router"));
+    const std::vector<std::string> members{"g-e0", "g-e1", "g-router"};
+
+    ChildProcess server(
+        {required_env("TESSERA_SERVER"), "run", "--state", state.string(), "--listen", "127.0.0.1:0", "--tick", "1"});
+    auto line = server.read_line();
+    REQUIRE_MESSAGE(has(line, "listening"), line);
+    auto port = static_cast<std::uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+    std::map<std::string, std::pair<double, double>> first;  // member → version 0's loss, accuracy
+    for (const auto& member : members) {
+        REQUIRE(wait_for([&] { return newest_evaluation(versions_of(port, member)).has_value(); },
+                         std::chrono::seconds(60)));
+        first[member] = *newest_evaluation(versions_of(port, member));
+    }
+
+    std::vector<std::unique_ptr<ChildProcess>> volunteers;
+    for (const auto& member : members)
+        volunteers.push_back(std::make_unique<ChildProcess>(std::vector<std::string>{
+            required_env("TESSERA_CLIENT"), "--server", "http://127.0.0.1:" + std::to_string(port), "--state",
+            (dir / member).string(), "--device", "cpu", "--threads", "1", "--name", member, "--tasks", member,
+            "--quiet"}));
+    auto trained = wait_for(
+        [&] {
+            for (const auto& member : members)
+                if (static_cast<std::int64_t>(versions_of(port, member).size()) <= kVersions) return false;
+            return true;
+        },
+        std::chrono::seconds(300));
+    for (auto& v : volunteers) v->signal(SIGINT);
+    for (auto& v : volunteers) CHECK(v->wait() == 0);
+    REQUIRE(trained);
+
+    // Each member's newest evaluation against its version 0: the experts' flow loss and the
+    // router's cross-entropy fall, and the router routes most (sample, t) pairs right.
+    for (const auto& member : members) {
+        std::optional<std::pair<double, double>> now;
+        REQUIRE(wait_for(
+            [&] {
+                auto versions = versions_of(port, member);
+                now = newest_evaluation(versions);
+                return now && versions.back().at("validation_loss").is_double();
+            },
+            std::chrono::seconds(60)));
+        MESSAGE(member << ": loss " << first[member].first << " -> " << now->first << ", accuracy "
+                       << first[member].second << " -> " << now->second);
+        CHECK(now->first < first[member].first);
+        if (member == "g-router") CHECK(now->second > 0.75);
+    }
+    server.signal(SIGTERM);
+    CHECK(server.wait() == 0);
+
+    // Nothing crossed between members: each was given to its one volunteer alone.
+    auto store = server::Store::connect(server::StateDir(state).database_url(), false).value();
+    for (const auto& member : members) CHECK(store->task_volunteers(member, 0).value() == 1);
+}
