@@ -66,22 +66,29 @@ std::int64_t condition_rows(const DitCondition& condition) {
     return condition.text.defined() ? condition.text.size(0) : condition.labels.size(0);
 }
 
+torch::Tensor sampling_noise(const DitConfig& config, std::int64_t rows, std::uint64_t seed, torch::Device device) {
+    auto generator = at::detail::createCPUGenerator(seed);
+    return cpu_randn({rows, config.in_channels, config.input_size, config.input_size}, generator).to(device);
+}
+
+torch::Tensor guided_velocity(Dit& model, const torch::Tensor& x, const torch::Tensor& t, const DitCondition& condition,
+                              const DitCondition& unconditional, double guidance) {
+    auto v = model->forward(x, t, condition);
+    if (guidance == 1.0) return v;
+    auto v_uncond = model->forward(x, t, unconditional);
+    return v_uncond + guidance * (v - v_uncond);
+}
+
 torch::Tensor euler_sample(Dit& model, const DitCondition& condition, const SampleOptions& options) {
     torch::NoGradGuard no_grad;
-    const auto& c = model->config();
     auto rows = condition_rows(condition);
     auto device = condition.text.defined() ? condition.text.device() : condition.labels.device();
-    auto generator = at::detail::createCPUGenerator(options.seed);
-    auto x = cpu_randn({rows, c.in_channels, c.input_size, c.input_size}, generator).to(device);
+    auto x = sampling_noise(model->config(), rows, options.seed, device);
     auto unconditional = model->unconditional(rows, device);
     double dt = 1.0 / static_cast<double>(options.steps);
     for (std::int64_t i = options.steps; i > 0; --i) {
         auto t = torch::full({rows}, static_cast<double>(i) * dt, x.options());
-        auto v = model->forward(x, t, condition);
-        if (options.guidance != 1.0) {
-            auto v_uncond = model->forward(x, t, unconditional);
-            v = v_uncond + options.guidance * (v - v_uncond);
-        }
+        auto v = guided_velocity(model, x, t, condition, unconditional, options.guidance);
         x = x - dt * v.to(x.dtype());
     }
     return x;

@@ -68,6 +68,13 @@ struct SampleOptions {
 // condition's device; guidance mixes in the unconditional velocity (DitImpl::unconditional).
 torch::Tensor euler_sample(Dit& model, const DitCondition& condition, const SampleOptions& options);
 
+// The Euler sampler's starting noise for `rows` latents of the model's shape, from the seed's
+// CPU generator (the same on every device).
+torch::Tensor sampling_noise(const DitConfig& config, std::int64_t rows, std::uint64_t seed, torch::Device device);
+// The velocity with classifier-free guidance: v_u + g·(v_c − v_u) (g = 1: v_c alone).
+torch::Tensor guided_velocity(Dit& model, const torch::Tensor& x, const torch::Tensor& t, const DitCondition& condition,
+                              const DitCondition& unconditional, double guidance);
+
 // The rows of a condition.
 std::int64_t condition_rows(const DitCondition& condition);
 
