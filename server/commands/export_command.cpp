@@ -1,7 +1,11 @@
 // `tessera-server export`: a model version's checkpoint, checked against its hash, as a
 // safetensors file: the model, and where the task keeps one the EMA of its versions beside it
-// (tensors named "ema/" + the model's names), or either alone under the model's names.
+// (tensors named "ema/" + the model's names), or either alone under the model's names. With
+// --group, every member of an expert group and routing.json into one folder (docs/experts.md).
+#include <boost/json.hpp>
 #include <cxxopts.hpp>
+
+#include <algorithm>
 
 #include "blob_store.h"
 #include "checkpoint.h"
@@ -11,6 +15,7 @@
 #include "model_ema.h"
 #include "safetensors.h"
 #include "sha256.h"
+#include "task_config.h"
 #include "task_lookup.h"
 
 namespace tessera::server {
@@ -87,6 +92,107 @@ common::Result<common::Bytes> exported_file(BlobStore& blobs, const std::string&
         tensors, {task_id, preset == stored->metadata().end() ? std::string() : preset->second, version.version});
 }
 
+constexpr std::int64_t kMaxSafeIndex = 1 << 30;
+constexpr std::int64_t kRoutedSampleSteps = 30;  // common::SampleOptions' Euler steps
+// routing.json's own statement of how the files combine (docs/experts.md, "Sampling as one model").
+constexpr const char* kRoutingFormula =
+    "p = softmax(router(x_t, t)); w = p (all), p's two largest renormalised (top2) or one-hot of its "
+    "largest (top1); v_k = v_k,u + guidance * (v_k,c - v_k,u); v = sum_k w_k v_k; x <- x - dt * v, "
+    "t from 1 to 0 in steps of dt = 1 / steps";
+
+struct ExportedVersion {
+    VersionRecord version;
+    bool has_ema = false;
+};
+
+// Writes the task's version (--version, else its newest checkpoint) to `out`, pinned first.
+common::Result<ExportedVersion> export_task(Store& store, BlobStore& blobs, const TaskRecord& task,
+                                            const cxxopts::ParseResult& args, const std::string& weights,
+                                            const std::filesystem::path& out) {
+    auto version = version_to_export(store, task, args);
+    if (!version) return common::with_context(task.id, version.error());
+    // An exported version is pinned: retention keeps its files (docs/operations.md).
+    if (auto pinned = store.set_pinned(task.id, version->version, true); !pinned) return pinned.error();
+    bool has_ema = false;
+    auto bytes = exported_file(blobs, task.id, *version, weights, has_ema);
+    if (!bytes) return common::with_context(task.id, bytes.error());
+    if (auto status = common::write_file_atomic(out, *bytes); !status) return status.error();
+    return ExportedVersion{*version, has_ema};
+}
+
+// The group's members, experts by index and then the router, with their configs.
+common::Result<std::vector<std::pair<TaskRecord, TaskConfig>>> group_members(Store& store, const std::string& group) {
+    auto tasks = store.tasks();
+    if (!tasks) return tasks.error();
+    std::vector<std::pair<TaskRecord, TaskConfig>> members;
+    for (auto& task : *tasks) {
+        auto config = parse_task_config(task.config_json);
+        if (!config) return common::with_context(task.id, config.error());
+        if (config->expert_group == group) members.emplace_back(std::move(task), std::move(*config));
+    }
+    // Experts 0, 1, … first, the router (index −1) last.
+    std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) {
+        auto key = [](const TaskConfig& c) { return c.expert_index < 0 ? kMaxSafeIndex : c.expert_index; };
+        return key(a.second) < key(b.second);
+    });
+    auto routers =
+        std::count_if(members.begin(), members.end(), [](const auto& m) { return m.second.expert_index < 0; });
+    if (members.empty()) return common::make_error("no task is in expert group " + group);
+    if (routers != 1 || members.size() < 2)
+        return common::make_error("expert group " + group + " needs its experts and one router task");
+    return members;
+}
+
+// `export --group G --out DIR`: DIR/<task>.safetensors for every member, then routing.json (last:
+// its presence marks a complete export).
+int export_group(Store& store, BlobStore& blobs, const cxxopts::ParseResult& args, const std::string& weights) {
+    auto group = args["group"].as<std::string>();
+    auto rule = args["routing"].as<std::string>();
+    if (rule != "top1" && rule != "top2" && rule != "all") return fail("export", "--routing must be top1, top2 or all");
+    auto members = group_members(store, group);
+    if (!members) return fail("export", members.message());
+    std::filesystem::path out = args["out"].as<std::string>();
+    std::error_code error;
+    std::filesystem::create_directories(out, error);
+    if (error) return fail("export", "cannot create " + out.string() + ": " + error.message());
+    boost::json::array experts;
+    boost::json::object router;
+    for (const auto& [task, config] : *members) {
+        auto file = task.id + ".safetensors";
+        auto exported = export_task(store, blobs, task, args, weights, out / file);
+        if (!exported) return fail("export", exported.message());
+        boost::json::object entry{{"task", task.id},
+                                  {"file", file},
+                                  {"model", config.model},
+                                  {"version", exported->version.version},
+                                  {"ema", exported->has_ema && weights != "model"}};
+        if (config.expert_index < 0) {
+            router = std::move(entry);
+        } else {
+            entry["index"] = config.expert_index;
+            experts.push_back(std::move(entry));
+        }
+        std::cout << "exported " << task.id << " version " << exported->version.version << " to "
+                  << (out / file).string() << "\n";
+    }
+    boost::json::object routing{{"format", "tessera.experts"},
+                                {"version", 1},
+                                {"group", group},
+                                {"rule", rule},
+                                {"guidance", args["guidance"].as<double>()},
+                                {"steps", kRoutedSampleSteps},
+                                {"experts", std::move(experts)},
+                                {"router", std::move(router)},
+                                {"formula", kRoutingFormula}};
+    if (auto status =
+            common::write_file_atomic(out / "routing.json", common::as_bytes(boost::json::serialize(routing) + "\n"));
+        !status)
+        return fail("export", status.message());
+    std::cout << "expert group " << group << ": routing.json (" << rule << ") in " << out.string()
+              << " (versions pinned: retention keeps them)\n";
+    return 0;
+}
+
 }  // namespace
 
 int export_command(int argc, char** argv) {
@@ -96,7 +202,12 @@ int export_command(int argc, char** argv) {
         "version", "model version, a checkpoint (default: the newest checkpoint)", cxxopts::value<std::int64_t>())(
         "out", "output file", cxxopts::value<std::string>())(
         "weights", "model, ema, or both (the EMA's tensors prefixed ema/; the model alone without an EMA)",
-        cxxopts::value<std::string>()->default_value("both"));
+        cxxopts::value<std::string>()->default_value("both"))(
+        "group", "an expert group's id: every member into the folder --out, with routing.json",
+        cxxopts::value<std::string>())("routing", "with --group: the rule routing.json names, top1, top2 or all",
+                                       cxxopts::value<std::string>()->default_value("top2"))(
+        "guidance", "with --group: the guidance scale routing.json names",
+        cxxopts::value<double>()->default_value("3"));
     add_database_option(options);
     auto parsed = common::parse_command_line(options, argc, argv);
     if (!parsed) return parsed.exit_code;
@@ -108,23 +219,20 @@ int export_command(int argc, char** argv) {
     StateDir state = state_dir_of(args);
     auto store = Store::connect(state.database_url(), false);
     if (!store) return fail("export", store.message());
+    BlobStore blobs(state.blobs());
+    if (args.count("group")) {
+        if (args.count("task") || args.count("version"))
+            return fail("export", "--group exports each member's newest checkpoint: no --task or --version");
+        return export_group(**store, blobs, args, weights);
+    }
     auto task = task_to_export(**store, args);
     if (!task) return fail("export", task.message());
-    auto version = version_to_export(**store, *task, args);
-    if (!version) return fail("export", version.message());
-    // An exported version is pinned: retention keeps its files (docs/operations.md).
-    auto pinned = (*store)->set_pinned(task->id, version->version, true);
-    if (!pinned) return fail("export", pinned.message());
-    BlobStore blobs(state.blobs());
-    bool has_ema = false;
-    auto bytes = exported_file(blobs, task->id, *version, weights, has_ema);
-    if (!bytes) return fail("export", bytes.message());
-    if (auto status = common::write_file_atomic(args["out"].as<std::string>(), *bytes); !status)
-        return fail("export", status.message());
-    std::cout << "exported " << task->id << " version " << version->version << " ("
-              << (!has_ema || weights == "model" ? "model"
-                  : weights == "ema"             ? "EMA"
-                                                 : "model and EMA")
+    auto exported = export_task(**store, blobs, *task, args, weights, args["out"].as<std::string>());
+    if (!exported) return fail("export", exported.message());
+    std::cout << "exported " << task->id << " version " << exported->version.version << " ("
+              << (!exported->has_ema || weights == "model" ? "model"
+                  : weights == "ema"                       ? "EMA"
+                                                           : "model and EMA")
               << ") to " << args["out"].as<std::string>() << " (pinned: retention keeps it)\n";
     return 0;
 }

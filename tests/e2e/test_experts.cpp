@@ -3,14 +3,23 @@
 // expert task per cluster and a router task on a real tessera-server; three real tessera-client
 // volunteers over loopback, one per member (`--tasks`), train them; every member merges versions
 // of its own, the experts' losses and the router's cross-entropy fall, the router learns the
-// clusters, and each volunteer's units are all of its member.
-#include <doctest/doctest.h>
+// clusters, and each volunteer's units are all of its member; `export --group` writes the
+// members and routing.json, from which the routed sampler draws.
+#include <torch/torch.h>
 
 #include <boost/json.hpp>
+
+#include "doctest_after_torch.h"
 
 #include <map>
 
 #include "child_process.h"
+#include "file_io.h"
+#include "safetensors.h"
+#include "torch/expert_sampling.h"
+#include "torch/model_state.h"
+#include "torch/tensor_convert.h"
+#include "torch/workload.h"
 #include "http_client.h"
 #include "polling.h"
 #include "shell_run.h"
@@ -141,4 +150,32 @@ TEST_CASE("an expert group and its router trained by real volunteers, each on it
     // Nothing crossed between members: each was given to its one volunteer alone.
     auto store = server::Store::connect(server::StateDir(state).database_url(), false).value();
     for (const auto& member : members) CHECK(store->task_volunteers(member, 0).value() == 1);
+
+    // The group exported as one folder, and sampled as one model from it.
+    auto exported = dir / "export";
+    REQUIRE(ChildProcess({required_env("TESSERA_SERVER"), "export", "--state", state.string(), "--group", "g", "--out",
+                          exported.string(), "--weights", "model"})
+                .wait() == 0);
+    auto routing =
+        boost::json::parse(common::as_string_view(common::read_file(exported / "routing.json", 1 << 20).value()))
+            .as_object();
+    CHECK(routing.at("rule").as_string() == "top2");
+    REQUIRE(routing.at("experts").as_array().size() == 2);
+    std::vector<std::unique_ptr<common::Workload>> models;
+    auto load = [&](const boost::json::object& entry, std::int64_t classes) {
+        auto bytes = common::read_file(exported / std::string(entry.at("file").as_string()), common::kMaxModelBytes);
+        auto weights = common::to_torch_map(common::parse_safetensors(bytes.value()).value()).value();
+        auto model = common::make_workload(std::string(entry.at("model").as_string()), {4, 8, classes, 0}, 0).value();
+        REQUIRE(common::load_state(*model->module(), weights).ok());
+        models.push_back(std::move(model));
+    };
+    for (const auto& expert : routing.at("experts").as_array()) load(expert.as_object(), 10);
+    load(routing.at("router").as_object(), 2);
+    common::SampleOptions options;
+    options.steps = 10;
+    auto latents = common::euler_sample_experts(
+        {common::dit_of(*models[0]), common::dit_of(*models[1])}, *common::router_of(*models[2]),
+        {torch::arange(10, torch::kInt64), {}, {}}, options, common::RoutingRule::Top2);
+    CHECK(latents.sizes() == torch::IntArrayRef({10, 4, 8, 8}));
+    CHECK(torch::isfinite(latents).all().item<bool>());
 }
