@@ -80,6 +80,9 @@ TEST_CASE("the fleet command refuses bad values by flag, before it reads the dat
              {{"--momentum", "1"}, "--momentum"},
              {{"--inner-state", "warm"}, "--inner-state"},
              {{"--schedule-samples", "0"}, "--schedule-samples"},
+             {{"--routing", "top3"}, "--routing"},
+             {{"--router-share", "1"}, "--router-share"},
+             {{"--experts", "/nonexistent-clusters"}, "--judge"},
          }) {
         CAPTURE(c.args[1]);
         auto outcome = fleet(c.args);

@@ -3,6 +3,8 @@
 // recipe is replaced, and a dataset of the wrong kind is refused by name.
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "dataset_manifest.h"
 #include "doctest_after_torch.h"
 #include "file_io.h"
@@ -47,6 +49,34 @@ struct JudgeData {
 bool is_share(double x) { return x >= 0 && x <= 1; }
 
 }  // namespace
+
+TEST_CASE("FID beside CAS; experts routed to copies of one model judge as that model") {
+    torch::set_num_threads(1);
+    JudgeData data;
+    auto judge = SampleJudge::make(data.options).value();
+    auto config = server::default_task_config(data.options.latents, server::PolicyKind::FedAsync, "dit-tiny").value();
+    auto weights = server::initial_weights(config).value();
+    auto alone = judge->figures("dit-tiny", weights);
+    REQUIRE_MESSAGE(alone.ok(), alone.message());
+    CHECK(alone->cas == judge->score("dit-tiny", weights).value());
+    CHECK(std::isfinite(alone->fid));
+    CHECK(alone->fid > 0);  // random weights draw nothing like the real images
+
+    // A router over two copies of the model: whatever it weighs, the velocity is the model's.
+    auto router_shape =
+        server::default_task_config(data.options.latents, server::PolicyKind::FedAsync, "router").value();
+    router_shape.num_classes = 2;
+    auto router = server::initial_weights(router_shape).value();
+    std::vector<const common::NamedTensors*> copies{&weights, &weights};
+    auto top1 = judge->routed_figures("dit-tiny", copies, router, "top1");
+    REQUIRE_MESSAGE(top1.ok(), top1.message());
+    CHECK(top1->cas == alone->cas);
+    CHECK(top1->fid == doctest::Approx(alone->fid).epsilon(1e-6));
+    auto all = judge->routed_figures("dit-tiny", copies, router, "all").value();
+    CHECK(all.fid == doctest::Approx(alone->fid).epsilon(1e-3));
+    CHECK_FALSE(judge->routed_figures("dit-tiny", copies, router, "mean").ok());
+    CHECK_FALSE(judge->routed_figures("dit-tiny", {&weights, &weights, &weights}, router, "top1").ok());
+}
 
 TEST_CASE("the judge is trained once, cached, and scores a DiT's samples deterministically") {
     torch::set_num_threads(1);

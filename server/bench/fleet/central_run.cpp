@@ -40,6 +40,7 @@ common::Status final_figures(server::ModelProbe& probe, const common::NamedTenso
     if (!full) return full.error();
     result.final_loss = full->loss;
     result.final_accuracy = full->accuracy.value_or(-1);
+    result.budget_weights = std::make_shared<const common::NamedTensors>(weights);
     return judge_samples(settings, config.model, weights, result);
 }
 

@@ -18,6 +18,7 @@
 #include "fleet_spec.h"
 #include "caption_judge.h"
 #include "dataset_manifest.h"
+#include "expert_runs.h"
 #include "fidelity_report.h"
 #include "sample_judge.h"
 #include "task_setup.h"
@@ -70,7 +71,9 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     if (a.count("warmup-samples")) flags.warmup_samples = a["warmup-samples"].as<std::int64_t>();
     if (a.count("lr-schedule")) flags.name = a["lr-schedule"].as<std::string>();
     if (flags.name != "none")
-        flags.total_samples = a[a.count("schedule-samples") ? "schedule-samples" : "samples"].as<std::int64_t>();
+        flags.total_samples = o.schedule_samples > 0
+                                  ? o.schedule_samples
+                                  : a[a.count("schedule-samples") ? "schedule-samples" : "samples"].as<std::int64_t>();
     if (a.count("final-lr-ratio")) flags.final_lr_ratio = a["final-lr-ratio"].as<double>();
     auto schedule = server::lr_schedule_from_flags(flags, *config);
     if (!schedule) return schedule.error();
@@ -261,6 +264,62 @@ common::Status write_outputs(const CommandOptions& o, const std::vector<RunResul
     return write_probes_csv(out / "probes.csv", results);
 }
 
+// What the judges measured: judge.csv (and guidance.csv), fidelity.csv; nothing without them.
+common::Status write_judged(const CommandOptions& o, const SampleJudge* judge, const CaptionJudge* caption_judge,
+                            const std::vector<RunResult>& results) {
+    if (judge != nullptr)
+        if (auto status = write_judge_outputs(o, *judge, results); !status) return status;
+    if (caption_judge == nullptr) return {};
+    print_fidelity(std::cout, results, o.sim.judge_guidances, caption_judge->ceilings(), o.fidelity_captions);
+    return write_fidelity_csv(std::filesystem::path(o.out) / "fidelity.csv", results, o.sim.judge_guidances,
+                              caption_judge->ceilings());
+}
+
+// One member of an expert group (expert_runs.h): a fedasync run on its own dataset and budget,
+// its schedule spanning that budget, judged by nobody until the group is sampled.
+common::Result<RunResult> run_member(const CommandOptions& o, const std::vector<SimVolunteer>& fleet,
+                                     const std::string& fleet_label, const std::string& name,
+                                     const std::filesystem::path& data, const std::string& model, std::int64_t budget) {
+    auto member = o;
+    member.data = data.string();
+    member.model = model;
+    if (!o.args.count("schedule-samples")) member.schedule_samples = budget;
+    bool synchronous = false;
+    auto config = config_for(member, "fedasync", static_cast<std::int64_t>(fleet.size()), synchronous);
+    if (!config) return config.error();
+    if (model == "router") config->lr = server::default_lr(*config);  // not the experts' --lr
+    auto settings = o.sim;
+    settings.run_name = name;
+    settings.fleet_name = fleet_label;
+    settings.sample_budget = budget;
+    settings.judge = nullptr;
+    settings.caption_judge = nullptr;
+    std::cerr << name << " (" << budget << " samples of " << data.filename().string() << "):\n";
+    auto work = std::filesystem::path(o.out) / ("state-" + name);
+    std::filesystem::remove_all(work);
+    auto result = simulate_fleet(*config, fleet, settings, work);
+    std::filesystem::remove_all(work);
+    return result;
+}
+
+// --experts: the group's runs (into `results`), then experts.csv beside the monolithic runs.
+common::Status run_experts(const CommandOptions& o, const std::vector<SimVolunteer>& fleet,
+                           const std::string& fleet_label, SampleJudge& judge, std::vector<RunResult>& results) {
+    auto model = base_config(o, server::PolicyKind::FedAsync);
+    if (!model) return model.error();
+    auto monolithic = results;
+    auto members = run_expert_members(
+        o.experts, "fedasync", model->model, o.sim.sample_budget, o.router_share,
+        [&](const std::string& name, const std::filesystem::path& data, const std::string& preset,
+            std::int64_t budget) { return run_member(o, fleet, fleet_label, name, data, preset, budget); });
+    if (!members) return members.error();
+    for (const auto& member : *members) results.push_back(member);
+    auto rows = judge_experts(judge, model->model, monolithic, *members, o.routing, o.sim.judge_guidances.front());
+    if (!rows) return rows.error();
+    print_experts(std::cout, *rows);
+    return write_experts_csv(std::filesystem::path(o.out) / "experts.csv", *rows);
+}
+
 int run_campaign(CommandOptions& o) {
     auto fail = [](int exit_code, const std::string& message) {
         std::cerr << "tessera-bench fleet: " << message << "\n";
@@ -306,17 +365,13 @@ int run_campaign(CommandOptions& o) {
             !status)
             return fail(1, status.message());
     }
+    if (!o.experts.empty())
+        if (auto status = run_experts(o, *fleet, fleet_label, **judge, results); !status)
+            return fail(1, "experts: " + status.message());
     auto rows = summarize(results, o.target_loss, target);
     print_summary(std::cout, rows, target);
-    if (*judge)
-        if (auto status = write_judge_outputs(o, **judge, results); !status) return fail(1, status.message());
-    if (*caption_judge) {
-        print_fidelity(std::cout, results, o.sim.judge_guidances, (*caption_judge)->ceilings(), o.fidelity_captions);
-        if (auto status = write_fidelity_csv(std::filesystem::path(o.out) / "fidelity.csv", results,
-                                             o.sim.judge_guidances, (*caption_judge)->ceilings());
-            !status)
-            return fail(1, status.message());
-    }
+    if (auto status = write_judged(o, judge->get(), caption_judge->get(), results); !status)
+        return fail(1, status.message());
     if (auto status = write_outputs(o, results, rows, target); !status) return fail(1, status.message());
     return 0;
 }

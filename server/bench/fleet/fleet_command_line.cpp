@@ -157,6 +157,14 @@ void add_judge_options(cxxopts::Options& options) {
         cxxopts::value<double>()->default_value("0.1"))(
         "probe-deltas", "each honest delta's share and agreement per module (probes.csv)")("quiet",
                                                                                            "no progress lines");
+    options.add_options()("experts",
+                          "a tessera-data cluster folder: also train its experts and router on the budget, split by "
+                          "cluster size, and judge them sampled through the router (experts.csv; needs --judge)",
+                          cxxopts::value<std::string>()->default_value(""))(
+        "routing", "with --experts: the routing rules judged, top1, top2, all",
+        cxxopts::value<std::string>()->default_value("top1,top2,all"))(
+        "router-share", "with --experts: the router's share of the samples budget",
+        cxxopts::value<double>()->default_value("0.1"));
 }
 
 }  // namespace
@@ -243,6 +251,15 @@ common::Result<CommandOptions> read_fleet_options(const cxxopts::ParseResult& pa
     o.fidelity_captions = a["fidelity-captions"].as<std::int64_t>();
     if (o.fidelity_captions < 0) return common::make_error("--fidelity-captions must be >= 0");
     o.transfer_as = a["transfer-as"].as<std::string>();
+    o.experts = a["experts"].as<std::string>();
+    o.routing = split(a["routing"].as<std::string>());
+    o.router_share = a["router-share"].as<double>();
+    for (const auto& rule : o.routing)
+        if (rule != "top1" && rule != "top2" && rule != "all")
+            return common::make_error("--routing: top1, top2 or all, not '" + rule + "'");
+    if (!(o.router_share > 0 && o.router_share < 1)) return common::make_error("--router-share must be in (0, 1)");
+    if (!o.experts.empty() && o.judge_data.empty())
+        return common::make_error("--experts needs --judge: the experts are compared by their samples");
     if (auto read = read_sim_settings(a, o.sim); !read) return read.error();
     return o;
 }

@@ -28,6 +28,13 @@ struct CommandOptions {
     double momentum = -1;  // < 0: the policy's
     double ddp_lr = 0;
     std::map<std::string, double> run_lr;  // --run-lr: a run's own inner learning rate
+    // --experts: a `tessera-data cluster` folder whose experts and router run beside --runs
+    // (expert_runs.h), sampled through the router by each --routing rule.
+    std::string experts;
+    std::vector<std::string> routing;
+    double router_share = 0.1;  // of the samples budget, for the router
+    // > 0: the run's samples, in place of --samples, for its schedule's span (an expert's share).
+    std::int64_t schedule_samples = 0;
     SimSettings sim;
     cxxopts::ParseResult args;
 };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,6 +102,8 @@ struct RunResult {
     GuardReport guard;
     std::vector<CheckedResult> checked;  // in the order they were returned
     std::vector<ProbedDelta> probes;     // with SimSettings::probe_deltas, in the order they were trained
+    // The model at the budget point, which the experts' comparison samples (expert_runs.h).
+    std::shared_ptr<const common::NamedTensors> budget_weights;
 };
 
 }  // namespace tessera::bench

@@ -56,7 +56,8 @@ common::Status Simulation::evaluate_budget_point() {
     if (!full) return full.error();
     result_.final_loss = full->loss;
     result_.final_accuracy = full->accuracy.value_or(-1);
-    return judge_samples(settings_, config_.model, *server_->true_model(), result_);
+    result_.budget_weights = server_->true_model();
+    return judge_samples(settings_, config_.model, *result_.budget_weights, result_);
 }
 
 common::Status Simulation::evaluate_point() {

@@ -3,10 +3,13 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <iostream>
 
-#include "judge_cnn.h"
 #include "dataset_manifest.h"
+#include "frechet_distance.h"
+#include "judge_cnn.h"
+#include "torch/expert_sampling.h"
 #include "torch/models/cnn.h"
 #include "torch/models/autoencoder.h"
 #include "torch/model_state.h"
@@ -43,6 +46,34 @@ struct SampleJudge::Impl {
     common::Cnn judge;
     common::Decoder decoder;
     JudgeCeilings ceilings;
+    GaussianStats real_stats;  // the judge's features of the real test images (FID's reference)
+
+    // A model's latents for a batch of labels, drawn with the given options.
+    using Sampler = std::function<torch::Tensor(const torch::Tensor& labels, const common::SampleOptions&)>;
+
+    // per_class samples of every class from `sample`, decoded: the share the judge classifies as
+    // asked, and the Fréchet distance of their features to the real test images'.
+    SampleFigures judge_drawn(const Sampler& sample, double guidance) {
+        auto classes = static_cast<std::int64_t>(latents.classes.size());
+        auto labels = torch::arange(classes, torch::kInt64).repeat_interleave(options.per_class);
+        common::SampleOptions sampling;
+        sampling.steps = options.sampling_steps;
+        sampling.guidance = guidance;
+        std::int64_t correct = 0;
+        std::vector<torch::Tensor> features;
+        for (std::int64_t begin = 0; begin < labels.size(0); begin += kBatch) {
+            auto end = std::min(begin + kBatch, labels.size(0));
+            sampling.seed = options.seed + static_cast<std::uint64_t>(begin);  // the same noise for every model
+            auto asked = labels.slice(0, begin, end);
+            auto images = judge_input(decoder->forward(sample(asked, sampling) / latents.scale_factor));
+            correct += judge->forward(images).argmax(1).eq(asked).sum().item<std::int64_t>();
+            features.push_back(judge->features(images));
+        }
+        SampleFigures figures;
+        figures.cas = static_cast<double>(correct) / static_cast<double>(labels.size(0));
+        figures.fid = frechet_distance(gaussian_stats(torch::cat(features)), real_stats);
+        return figures;
+    }
 
     // Decoded images (B, 1, S, S) in [-1, 1] → the judge's classes, from the centre crop of
     // the real images' size (the autoencoder pads 28×28 to 32×32 with background).
@@ -54,12 +85,16 @@ struct SampleJudge::Impl {
         auto test_latents = common::load_shard_file(options.latents / latents.validation.file);
         if (!test_latents) return common::with_context("test latents", test_latents.error());
         std::int64_t real_correct = 0, decoded_correct = 0;
+        std::vector<torch::Tensor> real_features;
         for (std::int64_t begin = 0; begin < real->size(); begin += kBatch) {
             auto end = std::min(begin + kBatch, real->size());
             auto labels = real->labels.slice(0, begin, end);
-            real_correct +=
-                judge->forward(real->inputs.slice(0, begin, end)).argmax(1).eq(labels).sum().item<std::int64_t>();
+            auto images = real->inputs.slice(0, begin, end);
+            real_correct += judge->forward(images).argmax(1).eq(labels).sum().item<std::int64_t>();
+            real_features.push_back(judge->features(images));
         }
+        if (real->size() < 2) return common::make_error("the real test images are fewer than two: no FID");
+        real_stats = gaussian_stats(torch::cat(real_features));
         for (std::int64_t begin = 0; begin < test_latents->size(); begin += kBatch) {
             auto end = std::min(begin + kBatch, test_latents->size());
             auto images = decoder->forward(test_latents->inputs.slice(0, begin, end) / latents.scale_factor);
@@ -108,7 +143,13 @@ common::Result<std::unique_ptr<SampleJudge>> SampleJudge::make(const JudgeOption
 
 common::Result<double> SampleJudge::score(const std::string& model, const common::NamedTensors& weights,
                                           double guidance) {
-    auto& o = impl_->options;
+    auto measured = figures(model, weights, guidance);
+    if (!measured) return measured.error();
+    return measured->cas;
+}
+
+common::Result<SampleFigures> SampleJudge::figures(const std::string& model, const common::NamedTensors& weights,
+                                                   double guidance) {
     try {
         torch::NoGradGuard no_grad;
         auto workload = common::make_workload(model, shape_of(impl_->latents), 0);
@@ -118,23 +159,53 @@ common::Result<double> SampleJudge::score(const std::string& model, const common
         if (auto status = common::load_state(*(*workload)->module(), common::from_named_f32(weights)); !status)
             return status.error();
         (*dit)->eval();
-        auto classes = static_cast<std::int64_t>(impl_->latents.classes.size());
-        auto labels = torch::arange(classes, torch::kInt64).repeat_interleave(o.per_class);
-        common::SampleOptions sampling;
-        sampling.steps = o.sampling_steps;
-        sampling.guidance = guidance;
-        std::int64_t correct = 0;
-        for (std::int64_t begin = 0; begin < labels.size(0); begin += kBatch) {
-            auto end = std::min(begin + kBatch, labels.size(0));
-            sampling.seed = o.seed + static_cast<std::uint64_t>(begin);  // the same noise for every model
-            auto asked = labels.slice(0, begin, end);
-            auto latents = common::euler_sample(*dit, common::DitCondition{asked, {}, {}}, sampling);
-            auto images = impl_->decoder->forward(latents / impl_->latents.scale_factor);
-            correct += impl_->classify_decoded(images).eq(asked).sum().item<std::int64_t>();
-        }
-        return static_cast<double>(correct) / static_cast<double>(labels.size(0));
+        return impl_->judge_drawn(
+            [&](const torch::Tensor& labels, const common::SampleOptions& sampling) {
+                return common::euler_sample(*dit, common::DitCondition{labels, {}, {}}, sampling);
+            },
+            guidance);
     } catch (const c10::Error& error) {
         return common::make_error(std::string("scoring samples: ") + error.what_without_backtrace());
+    }
+}
+
+common::Result<SampleFigures> SampleJudge::routed_figures(const std::string& expert_model,
+                                                          const std::vector<const common::NamedTensors*>& experts,
+                                                          const common::NamedTensors& router, const std::string& rule,
+                                                          double guidance) {
+    auto routing = common::routing_rule_from_name(rule);
+    if (!routing) return routing.error();
+    try {
+        torch::NoGradGuard no_grad;
+        std::vector<std::unique_ptr<common::Workload>> models;
+        std::vector<common::Dit*> dits;
+        for (const auto* weights : experts) {
+            auto workload = common::make_workload(expert_model, shape_of(impl_->latents), 0);
+            if (!workload) return workload.error();
+            if (common::dit_of(**workload) == nullptr)
+                return common::make_error("model " + expert_model + " does not generate images");
+            if (auto status = common::load_state(*(*workload)->module(), common::from_named_f32(*weights)); !status)
+                return status.error();
+            dits.push_back(common::dit_of(**workload));
+            models.push_back(std::move(*workload));
+        }
+        auto shape = shape_of(impl_->latents);
+        shape.num_classes = static_cast<std::int64_t>(experts.size());
+        auto routing_model = common::make_workload("router", shape, 0);
+        if (!routing_model) return routing_model.error();
+        if (auto status = common::load_state(*(*routing_model)->module(), common::from_named_f32(router)); !status)
+            return common::with_context("router", status.error());
+        for (auto* dit : dits) (*dit)->eval();
+        auto& routed = *common::router_of(**routing_model);
+        routed->eval();
+        return impl_->judge_drawn(
+            [&](const torch::Tensor& labels, const common::SampleOptions& sampling) {
+                return common::euler_sample_experts(dits, routed, common::DitCondition{labels, {}, {}}, sampling,
+                                                    *routing);
+            },
+            guidance);
+    } catch (const c10::Error& error) {
+        return common::make_error(std::string("scoring routed samples: ") + error.what_without_backtrace());
     }
 }
 

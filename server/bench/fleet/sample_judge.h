@@ -27,6 +27,13 @@ struct JudgeOptions {
     bool quiet = false;
 };
 
+// A model's samples judged: the share classified as asked (CAS) and the Fréchet distance of the
+// judge's penultimate features to the real test images' (FID, docs/fleet_simulator.md).
+struct SampleFigures {
+    double cas = -1;
+    double fid = -1;
+};
+
 struct JudgeCeilings {
     double real_images = 0;    // the judge on the real test images
     double reconstructed = 0;  // on the real test latents, decoded
@@ -43,6 +50,16 @@ public:
     // at classifier-free guidance `guidance` (1: the conditional model alone; 0: unconditional),
     // that the judge classifies as the class asked for. Deterministic for given weights.
     common::Result<double> score(const std::string& model, const common::NamedTensors& weights, double guidance = 3.0);
+    // The same samples' CAS and FID.
+    common::Result<SampleFigures> figures(const std::string& model, const common::NamedTensors& weights,
+                                          double guidance = 3.0);
+    // Decentralized experts' (docs/experts.md) with the same noise: the experts of preset
+    // `expert_model`, in the router's order, sampled through the router by `rule` (top1, top2,
+    // all) at guidance `guidance` for each expert.
+    common::Result<SampleFigures> routed_figures(const std::string& expert_model,
+                                                 const std::vector<const common::NamedTensors*>& experts,
+                                                 const common::NamedTensors& router, const std::string& rule,
+                                                 double guidance = 3.0);
 
 private:
     struct Impl;

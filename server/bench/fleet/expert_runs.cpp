@@ -1,0 +1,125 @@
+// The experts' runs and their judged samples.
+#include "expert_runs.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "expert_clusters.h"
+
+namespace tessera::bench {
+namespace {
+
+std::int64_t merged_samples(const RunResult& run) {
+    return run.curve.empty() ? 0 : run.curve.at(run.budget_point).samples;
+}
+
+// Bytes per unit over every unit of `runs`.
+void fill_volume(ExpertRow& row, const std::vector<const RunResult*>& runs) {
+    double down = 0, up = 0;
+    std::int64_t units = 0;
+    for (const auto* run : runs) {
+        down += run->bytes_down;
+        up += run->bytes_up;
+        units += run->units_issued;
+        row.samples += merged_samples(*run);
+    }
+    if (units == 0) return;
+    row.mb_down_per_unit = down / 1e6 / static_cast<double>(units);
+    row.mb_up_per_unit = up / 1e6 / static_cast<double>(units);
+}
+
+}  // namespace
+
+common::Result<std::vector<RunResult>> run_expert_members(const std::filesystem::path& clusters, const std::string& run,
+                                                          const std::string& expert_model, std::int64_t budget,
+                                                          double router_share, const RunMember& run_member) {
+    auto manifest = common::load_cluster_manifest(clusters / "clusters.json");
+    if (!manifest) return common::with_context("--experts", manifest.error());
+    if (manifest->experts < 2)
+        return common::make_error("--experts needs two or more clusters (one expert is the monolithic run)");
+    std::int64_t total = 0;
+    for (auto size : manifest->sizes) total += size;
+    auto experts_budget = static_cast<double>(budget) * (1 - router_share);
+    std::vector<RunResult> members;
+    for (std::size_t k = 0; k < manifest->sizes.size(); ++k) {
+        auto share = static_cast<double>(manifest->sizes[k]) / static_cast<double>(total);
+        auto name = run + "-e" + std::to_string(k);
+        auto result = run_member(name, clusters / manifest->expert_dirs[k], expert_model,
+                                 std::max<std::int64_t>(1, std::llround(experts_budget * share)));
+        if (!result) return common::with_context(name, result.error());
+        members.push_back(std::move(*result));
+    }
+    auto router = run_member(run + "-router", clusters / manifest->router_dir, "router",
+                             std::max<std::int64_t>(1, std::llround(static_cast<double>(budget) * router_share)));
+    if (!router) return common::with_context(run + "-router", router.error());
+    members.push_back(std::move(*router));
+    return members;
+}
+
+common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const std::string& model,
+                                                     const std::vector<RunResult>& monolithic,
+                                                     const std::vector<RunResult>& members,
+                                                     const std::vector<std::string>& rules, double guidance) {
+    std::vector<ExpertRow> rows;
+    for (const auto& run : monolithic) {
+        if (!run.budget_weights) continue;
+        ExpertRow row;
+        row.run = run.name;
+        auto figures = judge.figures(model, *run.budget_weights, guidance);
+        if (!figures) return common::with_context(run.name, figures.error());
+        row.figures = *figures;
+        fill_volume(row, {&run});
+        rows.push_back(std::move(row));
+    }
+    if (members.size() < 3) return rows;
+    std::vector<const common::NamedTensors*> experts;
+    std::vector<const RunResult*> runs;
+    for (std::size_t k = 0; k + 1 < members.size(); ++k) experts.push_back(members[k].budget_weights.get());
+    for (const auto& member : members) runs.push_back(&member);
+    const auto& router = members.back();
+    for (const auto* weights : experts)
+        if (weights == nullptr || !router.budget_weights) return common::make_error("an expert run kept no weights");
+    auto group = members.front().name.substr(0, members.front().name.rfind("-e")) + "-experts";
+    for (const auto& rule : rules) {
+        ExpertRow row;
+        row.run = group;
+        row.experts = static_cast<std::int64_t>(experts.size());
+        row.rule = rule;
+        auto figures = judge.routed_figures(model, experts, *router.budget_weights, rule, guidance);
+        if (!figures) return common::with_context(group + " " + rule, figures.error());
+        row.figures = *figures;
+        row.router_accuracy = router.final_accuracy;
+        fill_volume(row, runs);
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+common::Status write_experts_csv(const std::filesystem::path& path, const std::vector<ExpertRow>& rows) {
+    std::ofstream out(path);
+    out << "run,experts,routing,samples,cas,fid,mb_down_per_unit,mb_up_per_unit,router_accuracy\n";
+    for (const auto& r : rows)
+        out << r.run << "," << r.experts << "," << r.rule << "," << r.samples << "," << r.figures.cas << ","
+            << r.figures.fid << "," << r.mb_down_per_unit << "," << r.mb_up_per_unit << "," << r.router_accuracy
+            << "\n";
+    if (!out) return common::make_error("cannot write " + path.string());
+    return {};
+}
+
+void print_experts(std::ostream& out, const std::vector<ExpertRow>& rows) {
+    out << "experts against the monolithic model (CAS: higher is better; FID on the judge's features: lower)\n";
+    char line[200];
+    std::snprintf(line, sizeof line, "%-20s %7s %7s %9s %6s %8s %9s %9s %7s\n", "run", "experts", "routing", "samples",
+                  "cas", "fid", "MB down", "MB up", "router");
+    out << line;
+    for (const auto& r : rows) {
+        std::snprintf(line, sizeof line, "%-20s %7lld %7s %9lld %6.3f %8.2f %9.4f %9.4f %7.3f\n", r.run.c_str(),
+                      static_cast<long long>(r.experts), r.rule.empty() ? "-" : r.rule.c_str(),
+                      static_cast<long long>(r.samples), r.figures.cas, r.figures.fid, r.mb_down_per_unit,
+                      r.mb_up_per_unit, r.router_accuracy);
+        out << line;
+    }
+}
+
+}  // namespace tessera::bench

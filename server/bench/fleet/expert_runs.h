@@ -1,0 +1,51 @@
+// Decentralized experts in the fleet simulator (`tessera-bench fleet --experts DIR`, docs/
+// fleet_simulator.md "Experts against the monolithic model"): each expert of a `tessera-data
+// cluster` folder and its router run as their own simulations on their own datasets — exact, since
+// nothing passes between them — on the campaign's fleet, the samples budget split by cluster size
+// after the router's share; then the experts are sampled through the router by each routing rule
+// and judged (CAS and FID) beside the monolithic runs' samples, with the bytes a unit moves.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "fleet_run.h"
+#include "result.h"
+#include "sample_judge.h"
+
+namespace tessera::bench {
+
+// One row of experts.csv: a monolithic run, or the expert group under one routing rule.
+struct ExpertRow {
+    std::string run;           // "fedasync", or "fedasync-experts" for the group
+    std::int64_t experts = 1;  // 1: the monolithic model
+    std::string rule;          // the routing rule; "" for a monolithic run
+    std::int64_t samples = 0;  // merged at the budget points, over every member for the group
+    SampleFigures figures;
+    double mb_down_per_unit = 0;  // over every unit of its runs
+    double mb_up_per_unit = 0;
+    double router_accuracy = -1;  // the router's validation accuracy (the group only)
+};
+
+// Runs one member: its name ("fedasync-e0", "fedasync-router"), dataset, preset and samples budget.
+using RunMember = std::function<common::Result<RunResult>(const std::string& name, const std::filesystem::path& data,
+                                                          const std::string& model, std::int64_t budget)>;
+
+// The members' runs, experts in cluster order and the router last. Needs two or more experts.
+common::Result<std::vector<RunResult>> run_expert_members(const std::filesystem::path& clusters, const std::string& run,
+                                                          const std::string& expert_model, std::int64_t budget,
+                                                          double router_share, const RunMember& run_member);
+
+// The rows: each monolithic run that has weights (judged as `model`), then the group by rule.
+common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const std::string& model,
+                                                     const std::vector<RunResult>& monolithic,
+                                                     const std::vector<RunResult>& members,
+                                                     const std::vector<std::string>& rules, double guidance);
+
+common::Status write_experts_csv(const std::filesystem::path& path, const std::vector<ExpertRow>& rows);
+void print_experts(std::ostream& out, const std::vector<ExpertRow>& rows);
+
+}  // namespace tessera::bench
