@@ -26,8 +26,8 @@ std::int64_t expected_dit_parameters(std::int64_t h, std::int64_t depth, std::in
 }  // namespace
 
 TEST_CASE("DiT presets have the shapes and parameter counts of their definition") {
-    for (auto [name, hidden, depth] :
-         {std::tuple{"dit-tiny", 64, 2}, std::tuple{"dit-s", 384, 12}, std::tuple{"dit-b", 768, 12}}) {
+    for (auto [name, hidden, depth] : {std::tuple{"dit-nano", 32, 2}, std::tuple{"dit-tiny", 64, 2},
+                                       std::tuple{"dit-s", 384, 12}, std::tuple{"dit-b", 768, 12}}) {
         INFO(name);
         auto workload = make_workload(name, DataShape{});
         REQUIRE(workload.ok());

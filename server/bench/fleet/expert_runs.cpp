@@ -1,6 +1,7 @@
 // The experts' runs and their judged samples.
 #include "expert_runs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -29,35 +30,73 @@ void fill_volume(ExpertRow& row, const std::vector<const RunResult*>& runs) {
     row.mb_up_per_unit = up / 1e6 / static_cast<double>(units);
 }
 
+// The fleet in order, each member a run of volunteers in proportion to its budget (largest
+// remainders), at least one each.
+void split_fleet(const std::vector<SimVolunteer>& fleet, std::vector<MemberRun>& plan) {
+    std::int64_t total = 0;
+    for (auto& m : plan) {
+        m.budget = std::max<std::int64_t>(1, m.budget);
+        total += m.budget;
+    }
+    auto k = fleet.size(), left = fleet.size() - plan.size();  // one each first
+    std::vector<std::size_t> counts(plan.size(), 1);
+    std::vector<std::pair<double, std::size_t>> remainders;
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+        auto exact = static_cast<double>(left) * static_cast<double>(plan[i].budget) / static_cast<double>(total);
+        counts[i] += static_cast<std::size_t>(exact);
+        remainders.push_back({exact - std::floor(exact), i});
+    }
+    std::size_t given = 0;
+    for (auto c : counts) given += c;
+    std::sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (std::size_t r = 0; given < k; ++r, ++given) counts[remainders[r % remainders.size()].second] += 1;
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < plan.size(); ++i)
+        for (std::size_t j = 0; j < counts[i]; ++j) plan[i].fleet.push_back(fleet[next++]);
+}
+
 }  // namespace
 
 common::Result<std::vector<RunResult>> run_expert_members(const std::filesystem::path& clusters, const std::string& run,
                                                           const std::string& expert_model, std::int64_t budget,
-                                                          double router_share, const RunMember& run_member) {
+                                                          double router_share, const std::vector<SimVolunteer>& fleet,
+                                                          const RunMember& run_member) {
     auto manifest = common::load_cluster_manifest(clusters / "clusters.json");
     if (!manifest) return common::with_context("--experts", manifest.error());
     if (manifest->experts < 2)
         return common::make_error("--experts needs two or more clusters (one expert is the monolithic run)");
+    auto members_count = manifest->sizes.size() + 1;
+    if (fleet.size() < members_count)
+        return common::make_error("--experts needs a volunteer per member: " + std::to_string(members_count) +
+                                  " or more");
     std::int64_t total = 0;
     for (auto size : manifest->sizes) total += size;
-    auto experts_budget = static_cast<double>(budget) * (1 - router_share);
-    std::vector<RunResult> members;
+    std::vector<MemberRun> plan;
     for (std::size_t k = 0; k < manifest->sizes.size(); ++k) {
         auto share = static_cast<double>(manifest->sizes[k]) / static_cast<double>(total);
-        auto name = run + "-e" + std::to_string(k);
-        auto result = run_member(name, clusters / manifest->expert_dirs[k], expert_model,
-                                 std::max<std::int64_t>(1, std::llround(experts_budget * share)));
-        if (!result) return common::with_context(name, result.error());
+        plan.push_back({run + "-e" + std::to_string(k),
+                        clusters / manifest->expert_dirs[k],
+                        expert_model,
+                        std::llround(static_cast<double>(budget) * (1 - router_share) * share),
+                        {}});
+    }
+    plan.push_back({run + "-router",
+                    clusters / manifest->router_dir,
+                    "router",
+                    std::llround(static_cast<double>(budget) * router_share),
+                    {}});
+    split_fleet(fleet, plan);
+    std::vector<RunResult> members;
+    for (const auto& member : plan) {
+        auto result = run_member(member);
+        if (!result) return common::with_context(member.name, result.error());
         members.push_back(std::move(*result));
     }
-    auto router = run_member(run + "-router", clusters / manifest->router_dir, "router",
-                             std::max<std::int64_t>(1, std::llround(static_cast<double>(budget) * router_share)));
-    if (!router) return common::with_context(run + "-router", router.error());
-    members.push_back(std::move(*router));
     return members;
 }
 
 common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const std::string& model,
+                                                     const std::string& expert_model,
                                                      const std::vector<RunResult>& monolithic,
                                                      const std::vector<RunResult>& members,
                                                      const std::vector<std::string>& rules, double guidance) {
@@ -86,7 +125,7 @@ common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const s
         row.run = group;
         row.experts = static_cast<std::int64_t>(experts.size());
         row.rule = rule;
-        auto figures = judge.routed_figures(model, experts, *router.budget_weights, rule, guidance);
+        auto figures = judge.routed_figures(expert_model, experts, *router.budget_weights, rule, guidance);
         if (!figures) return common::with_context(group + " " + rule, figures.error());
         row.figures = *figures;
         row.router_accuracy = router.final_accuracy;

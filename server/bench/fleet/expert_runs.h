@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fleet_run.h"
+#include "fleet_spec.h"
 #include "result.h"
 #include "sample_judge.h"
 
@@ -30,17 +31,31 @@ struct ExpertRow {
     double router_accuracy = -1;  // the router's validation accuracy (the group only)
 };
 
-// Runs one member: its name ("fedasync-e0", "fedasync-router"), dataset, preset and samples budget.
-using RunMember = std::function<common::Result<RunResult>(const std::string& name, const std::filesystem::path& data,
-                                                          const std::string& model, std::int64_t budget)>;
+// One member's run: its name ("fedasync-e0", "fedasync-router"), dataset, preset, samples budget
+// and volunteers.
+struct MemberRun {
+    std::string name;
+    std::filesystem::path data;
+    std::string model;
+    std::int64_t budget = 0;
+    std::vector<SimVolunteer> fleet;
+};
+using RunMember = std::function<common::Result<RunResult>(const MemberRun& member)>;
 
 // The members' runs, experts in cluster order and the router last. Needs two or more experts.
+// The router gets `router_share` of the budget, the experts the rest by cluster size; the fleet
+// is split among them in proportion to their budgets (at least one volunteer each, in fleet
+// order), as a volunteer keeps one member of a group (docs/experts.md), so each finishes at
+// about the same time.
 common::Result<std::vector<RunResult>> run_expert_members(const std::filesystem::path& clusters, const std::string& run,
                                                           const std::string& expert_model, std::int64_t budget,
-                                                          double router_share, const RunMember& run_member);
+                                                          double router_share, const std::vector<SimVolunteer>& fleet,
+                                                          const RunMember& run_member);
 
-// The rows: each monolithic run that has weights (judged as `model`), then the group by rule.
+// The rows: each monolithic run that has weights (judged as `model`), then the group (its experts
+// of preset `expert_model`) by rule.
 common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const std::string& model,
+                                                     const std::string& expert_model,
                                                      const std::vector<RunResult>& monolithic,
                                                      const std::vector<RunResult>& members,
                                                      const std::vector<std::string>& rules, double guidance);

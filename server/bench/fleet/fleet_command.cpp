@@ -277,27 +277,26 @@ common::Status write_judged(const CommandOptions& o, const SampleJudge* judge, c
 
 // One member of an expert group (expert_runs.h): a fedasync run on its own dataset and budget,
 // its schedule spanning that budget, judged by nobody until the group is sampled.
-common::Result<RunResult> run_member(const CommandOptions& o, const std::vector<SimVolunteer>& fleet,
-                                     const std::string& fleet_label, const std::string& name,
-                                     const std::filesystem::path& data, const std::string& model, std::int64_t budget) {
+common::Result<RunResult> run_member(const CommandOptions& o, const std::string& fleet_label, const MemberRun& m) {
     auto member = o;
-    member.data = data.string();
-    member.model = model;
-    if (!o.args.count("schedule-samples")) member.schedule_samples = budget;
+    member.data = m.data.string();
+    member.model = m.model;
+    if (!o.args.count("schedule-samples")) member.schedule_samples = m.budget;
     bool synchronous = false;
-    auto config = config_for(member, "fedasync", static_cast<std::int64_t>(fleet.size()), synchronous);
+    auto config = config_for(member, "fedasync", static_cast<std::int64_t>(m.fleet.size()), synchronous);
     if (!config) return config.error();
-    if (model == "router") config->lr = server::default_lr(*config);  // not the experts' --lr
+    if (m.model == "router") config->lr = server::default_lr(*config);  // not the experts' --lr
     auto settings = o.sim;
-    settings.run_name = name;
+    settings.run_name = m.name;
     settings.fleet_name = fleet_label;
-    settings.sample_budget = budget;
+    settings.sample_budget = m.budget;
     settings.judge = nullptr;
     settings.caption_judge = nullptr;
-    std::cerr << name << " (" << budget << " samples of " << data.filename().string() << "):\n";
-    auto work = std::filesystem::path(o.out) / ("state-" + name);
+    std::cerr << m.name << " (" << m.budget << " samples of " << m.data.filename().string() << ", " << m.fleet.size()
+              << " volunteers):\n";
+    auto work = std::filesystem::path(o.out) / ("state-" + m.name);
     std::filesystem::remove_all(work);
-    auto result = simulate_fleet(*config, fleet, settings, work);
+    auto result = simulate_fleet(*config, m.fleet, settings, work);
     std::filesystem::remove_all(work);
     return result;
 }
@@ -308,13 +307,13 @@ common::Status run_experts(const CommandOptions& o, const std::vector<SimVolunte
     auto model = base_config(o, server::PolicyKind::FedAsync);
     if (!model) return model.error();
     auto monolithic = results;
-    auto members = run_expert_members(
-        o.experts, "fedasync", model->model, o.sim.sample_budget, o.router_share,
-        [&](const std::string& name, const std::filesystem::path& data, const std::string& preset,
-            std::int64_t budget) { return run_member(o, fleet, fleet_label, name, data, preset, budget); });
+    auto expert_model = o.expert_model.empty() ? model->model : o.expert_model;
+    auto members = run_expert_members(o.experts, "fedasync", expert_model, o.sim.sample_budget, o.router_share, fleet,
+                                      [&](const MemberRun& member) { return run_member(o, fleet_label, member); });
     if (!members) return members.error();
     for (const auto& member : *members) results.push_back(member);
-    auto rows = judge_experts(judge, model->model, monolithic, *members, o.routing, o.sim.judge_guidances.front());
+    auto rows = judge_experts(judge, model->model, expert_model, monolithic, *members, o.routing,
+                              o.sim.judge_guidances.front());
     if (!rows) return rows.error();
     print_experts(std::cout, *rows);
     return write_experts_csv(std::filesystem::path(o.out) / "experts.csv", *rows);

@@ -164,7 +164,9 @@ void add_judge_options(cxxopts::Options& options) {
         "routing", "with --experts: the routing rules judged, top1, top2, all",
         cxxopts::value<std::string>()->default_value("top1,top2,all"))(
         "router-share", "with --experts: the router's share of the samples budget",
-        cxxopts::value<double>()->default_value("0.1"));
+        cxxopts::value<double>()->default_value("0.1"))(
+        "expert-model", "with --experts: the experts' preset, e.g. dit-nano (default: the runs' --model)",
+        cxxopts::value<std::string>()->default_value(""));
 }
 
 }  // namespace
@@ -198,6 +200,21 @@ common::Status read_sim_settings(const cxxopts::ParseResult& a, SimSettings& sim
     if (!(sim.look_ahead_share >= 0)) return common::make_error("--look-ahead-share must be >= 0");
     if (!(sim.look_ahead_s >= 0 && sim.look_ahead_s <= 86400))
         return common::make_error("--look-ahead-s must be between 0 and 86400 seconds");
+    return {};
+}
+
+// --experts and what goes with it (after --judge).
+common::Status read_expert_options(const cxxopts::ParseResult& a, CommandOptions& o) {
+    o.experts = a["experts"].as<std::string>();
+    o.routing = split(a["routing"].as<std::string>());
+    o.router_share = a["router-share"].as<double>();
+    o.expert_model = a["expert-model"].as<std::string>();
+    for (const auto& rule : o.routing)
+        if (rule != "top1" && rule != "top2" && rule != "all")
+            return common::make_error("--routing: top1, top2 or all, not '" + rule + "'");
+    if (!(o.router_share > 0 && o.router_share < 1)) return common::make_error("--router-share must be in (0, 1)");
+    if (!o.experts.empty() && o.judge_data.empty())
+        return common::make_error("--experts needs --judge: the experts are compared by their samples");
     return {};
 }
 
@@ -251,15 +268,7 @@ common::Result<CommandOptions> read_fleet_options(const cxxopts::ParseResult& pa
     o.fidelity_captions = a["fidelity-captions"].as<std::int64_t>();
     if (o.fidelity_captions < 0) return common::make_error("--fidelity-captions must be >= 0");
     o.transfer_as = a["transfer-as"].as<std::string>();
-    o.experts = a["experts"].as<std::string>();
-    o.routing = split(a["routing"].as<std::string>());
-    o.router_share = a["router-share"].as<double>();
-    for (const auto& rule : o.routing)
-        if (rule != "top1" && rule != "top2" && rule != "all")
-            return common::make_error("--routing: top1, top2 or all, not '" + rule + "'");
-    if (!(o.router_share > 0 && o.router_share < 1)) return common::make_error("--router-share must be in (0, 1)");
-    if (!o.experts.empty() && o.judge_data.empty())
-        return common::make_error("--experts needs --judge: the experts are compared by their samples");
+    if (auto read = read_expert_options(a, o); !read) return read.error();
     if (auto read = read_sim_settings(a, o.sim); !read) return read.error();
     return o;
 }

@@ -32,6 +32,7 @@ struct CommandOptions {
     // (expert_runs.h), sampled through the router by each --routing rule.
     std::string experts;
     std::vector<std::string> routing;
+    std::string expert_model;   // the experts' preset ("": the runs' model)
     double router_share = 0.1;  // of the samples budget, for the router
     // > 0: the run's samples, in place of --samples, for its schedule's span (an expert's share).
     std::int64_t schedule_samples = 0;

@@ -70,6 +70,8 @@ double default_lr(const TaskConfig& config) {
     // constant rate 4e-3, central's, as 8e-3 spiked at K = 32 (docs/benchmarks.md, "The defaults:
     // a cosine at the fleet's rate", "The alignment floor at 0.05").
     if (config.model == "dit-tiny") return cosine ? 1.1e-2 : 4e-3;
+    // dit-nano (a quarter-size expert): dit-tiny's rates, not measured for it.
+    if (config.model == "dit-nano") return cosine ? 1.1e-2 : 4e-3;
     if (config.model == "dit-tiny-text") return cosine ? 8e-3 : 4e-3;
     // cnn: under a cosine 4e-3, the K = 8 fleet's best at 8 epochs; constant 1e-3, central's
     // best (docs/benchmarks.md, "The cnn's rate").
