@@ -3,7 +3,7 @@
 # process group of a demo in the foreground (as Ctrl-C), SIGINT to a demo started with `&`,
 # SIGTERM, SIGHUP to its process group (as a terminal's hangup) and SIGKILL of the script, a demo
 # runs the built programs on a tiny captioned dataset and a free loopback port; once its server
-# listens and its volunteers work, the signal is sent, and within 30 s neither a process it recorded in
+# listens and its volunteers work, the signal is sent, and within 45 s neither a process it recorded in
 # demo.pids nor any process naming its state directory may be left, and its port must be free.
 #   demo_stops.sh SOURCE_ROOT   (TESSERA_SERVER, TESSERA_CLIENT, TESSERA_DATA: the built programs)
 set -uo pipefail
@@ -14,7 +14,9 @@ if [ ! -d "$fashion_mnist" ]; then
   exit 77
 fi
 up_seconds=60     # a demo's time to start its server and volunteers
-gone_seconds=30   # after the signal, the time for everything it started to be gone
+# After the signal, the time for everything it started to be gone: the demo's own bound (its
+# volunteers 20 s, then its server 20 s, before it kills them) and a little.
+gone_seconds=45
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-demo-stops-XXXXXX")
 # Processes whose command line holds the text (a case's state directory); zombies have none.
