@@ -74,6 +74,26 @@ EvalResult summarised(const std::vector<torch::Tensor>& per_batch, double accura
     return result;
 }
 
+// Each sample's loss at every t of the evaluation grid, with the grid's fixed noise, averaged over
+// the grid: `loss_at(batch, t, noise)` gives a batch's (B,) f64 losses on the CPU at one t.
+template <class LossAt>
+std::vector<torch::Tensor> grid_sample_losses(const ShardData& data, torch::Device device, std::int64_t max_samples,
+                                              LossAt loss_at) {
+    auto generator = at::detail::createCPUGenerator(kEvalNoiseSeed);
+    std::vector<torch::Tensor> per_batch;
+    for_each_eval_batch(data, device, max_samples, [&](const Batch& batch, std::int64_t) {
+        auto b = batch.inputs.size(0);
+        auto total = torch::zeros({b}, torch::kFloat64);
+        for (std::int64_t i = 0; i < kEvalGrid; ++i) {
+            auto t = torch::full({b}, (static_cast<double>(i) + 0.5) / kEvalGrid, torch::kFloat32).to(device);
+            auto noise = torch::randn(batch.inputs.sizes(), generator, torch::kFloat32).to(device);
+            total += loss_at(batch, t, noise);
+        }
+        per_batch.push_back(total / static_cast<double>(kEvalGrid));
+    });
+    return per_batch;
+}
+
 class DitWorkload : public Workload {
 public:
     DitWorkload(ModelPreset preset, const DitConfig& config) : Workload(std::move(preset)), model_(config) {}
@@ -96,19 +116,11 @@ public:
 
     EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) override {
         model_->eval();
-        auto generator = at::detail::createCPUGenerator(kEvalNoiseSeed);
-        std::vector<torch::Tensor> per_batch;
-        for_each_eval_batch(data, device, max_samples, [&](const Batch& batch, std::int64_t) {
-            auto b = batch.inputs.size(0);
-            auto total = torch::zeros({b}, torch::kFloat64);
-            for (std::int64_t i = 0; i < kEvalGrid; ++i) {
-                auto t = torch::full({b}, (static_cast<double>(i) + 0.5) / kEvalGrid, torch::kFloat32).to(device);
-                auto noise = torch::randn(batch.inputs.sizes(), generator, torch::kFloat32).to(device);
-                total += flow_matching_sample_losses_at(model_, batch.inputs, condition_of(batch), t, noise)
-                             .to(torch::kCPU, torch::kFloat64);
-            }
-            per_batch.push_back(total / static_cast<double>(kEvalGrid));
-        });
+        auto per_batch = grid_sample_losses(
+            data, device, max_samples, [&](const Batch& batch, const torch::Tensor& t, const torch::Tensor& noise) {
+                return flow_matching_sample_losses_at(model_, batch.inputs, condition_of(batch), t, noise)
+                    .to(torch::kCPU, torch::kFloat64);
+            });
         model_->train();
         return summarised(per_batch, -1);
     }
@@ -138,23 +150,15 @@ public:
     // Loss and accuracy over every sample at each t of the grid; a sample's loss is its mean.
     EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) override {
         model_->eval();
-        auto generator = at::detail::createCPUGenerator(kEvalNoiseSeed);
-        std::vector<torch::Tensor> per_batch;
         std::int64_t correct = 0, judged = 0;
-        for_each_eval_batch(data, device, max_samples, [&](const Batch& batch, std::int64_t) {
-            auto b = batch.inputs.size(0);
-            auto total = torch::zeros({b}, torch::kFloat64);
-            for (std::int64_t i = 0; i < kEvalGrid; ++i) {
-                auto t = torch::full({b}, (static_cast<double>(i) + 0.5) / kEvalGrid, torch::kFloat32).to(device);
-                auto noise = torch::randn(batch.inputs.sizes(), generator, torch::kFloat32).to(device);
+        auto per_batch = grid_sample_losses(
+            data, device, max_samples, [&](const Batch& batch, const torch::Tensor& t, const torch::Tensor& noise) {
                 auto logits = model_->forward(noised(batch.inputs, t, noise), t);
-                total += torch::cross_entropy_loss(logits, batch.labels, {}, at::Reduction::None)
-                             .to(torch::kCPU, torch::kFloat64);
                 correct += logits.argmax(1).eq(batch.labels).sum().item<std::int64_t>();
-                judged += b;
-            }
-            per_batch.push_back(total / static_cast<double>(kEvalGrid));
-        });
+                judged += batch.inputs.size(0);
+                return torch::cross_entropy_loss(logits, batch.labels, {}, at::Reduction::None)
+                    .to(torch::kCPU, torch::kFloat64);
+            });
         model_->train();
         return summarised(per_batch, judged > 0 ? static_cast<double>(correct) / static_cast<double>(judged) : -1);
     }

@@ -12,6 +12,7 @@
 #include "command_line.h"
 #include "command_support.h"
 #include "file_io.h"
+#include "file_system.h"
 #include "model_ema.h"
 #include "safetensors.h"
 #include "sha256.h"
@@ -152,9 +153,7 @@ int export_group(Store& store, BlobStore& blobs, const cxxopts::ParseResult& arg
     auto members = group_members(store, group);
     if (!members) return fail("export", members.message());
     std::filesystem::path out = args["out"].as<std::string>();
-    std::error_code error;
-    std::filesystem::create_directories(out, error);
-    if (error) return fail("export", "cannot create " + out.string() + ": " + error.message());
+    if (auto made = posix_file_system().make_directories(out); !made) return fail("export", made.message());
     boost::json::array experts;
     boost::json::object router;
     for (const auto& [task, config] : *members) {
