@@ -52,6 +52,26 @@ void read_expert_dirs(JsonObjectReader& reader, ClusterManifest& m) {
     }
 }
 
+void read_class_counts(JsonObjectReader& reader, ClusterManifest& m) {
+    if (!reader.has("class_counts")) return;
+    const auto* array = reader.field("class_counts")->if_array();
+    if (array == nullptr || static_cast<std::int64_t>(array->size()) != m.experts)
+        return reader.fail("class_counts must hold one row per expert");
+    for (const auto& row : *array) {
+        const auto* counts = row.if_array();
+        bool ragged = !m.class_counts.empty() && counts != nullptr && counts->size() != m.class_counts[0].size();
+        if (counts == nullptr || counts->empty() || ragged)
+            return reader.fail("class_counts rows must hold one count per class, the same classes in each");
+        auto& out = m.class_counts.emplace_back();
+        std::int64_t n = 0;
+        for (const auto& v : *counts)
+            if (json_to_integer(v, 0, INT64_MAX, n))
+                out.push_back(n);
+            else
+                return reader.fail("class_counts holds a negative or non-integer count");
+    }
+}
+
 }  // namespace
 
 Status save_cluster_manifest(const std::filesystem::path& path, const ClusterManifest& m) {
@@ -64,6 +84,8 @@ Status save_cluster_manifest(const std::filesystem::path& path, const ClusterMan
         centres.push_back(std::move(values));
     }
     for (const auto& d : m.expert_dirs) dirs.push_back(boost::json::string(d));
+    boost::json::array class_counts;
+    for (const auto& row : m.class_counts) class_counts.push_back(boost::json::array(row.begin(), row.end()));
     boost::json::object json{{"format", kFormat},
                              {"version", 1},
                              {"source", m.source},
@@ -80,6 +102,7 @@ Status save_cluster_manifest(const std::filesystem::path& path, const ClusterMan
                              {"centres", std::move(centres)},
                              {"expert_dirs", std::move(dirs)},
                              {"router_dir", m.router_dir}};
+    if (!m.class_counts.empty()) json["class_counts"] = std::move(class_counts);
     return write_file_atomic(path, as_bytes(boost::json::serialize(json) + "\n"));
 }
 
@@ -118,6 +141,7 @@ Result<ClusterManifest> load_cluster_manifest(const std::filesystem::path& path)
     integers("validation_sizes", m.validation_sizes);
     read_centres(reader, m);
     read_expert_dirs(reader, m);
+    read_class_counts(reader, m);
     if (!reader.failed() && !plain_name(m.router_dir)) reader.fail("router_dir must be a plain directory name");
     if (auto status = reader.finish(); !status) return with_context(path.string(), status.error());
     return m;

@@ -26,6 +26,9 @@ struct ClusterManifest {
     std::vector<std::int64_t> sizes;             // training samples per expert
     std::vector<std::int64_t> validation_sizes;  // validation samples per expert
     std::vector<std::vector<double>> centres;    // experts × feature_dim
+    // Training samples of each class per expert (experts × classes); empty when the source has
+    // no classes. Optional: absent from files written before it.
+    std::vector<std::vector<std::int64_t>> class_counts;
     std::vector<std::string> expert_dirs;        // relative to the file's directory
     std::string router_dir;
 };

@@ -62,6 +62,9 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
     auto router = member(configure, clusters_dir / clusters->router_dir, kRouterPreset, group + "-router", group,
                          kRouterIndex, weight / static_cast<double>(clusters->experts));
     if (!router) return router.error();
+    router->config.expert_class_counts = clusters->class_counts;
+    if (auto status = validate_task_config(router->config); !status)
+        return common::with_context(router->config.task_id, status.error());
     members.push_back(std::move(*router));
     return members;
 }

@@ -29,6 +29,39 @@ Result<RoutingRule> routing_rule_from_name(std::string_view name) {
     return make_error("routing must be top1, top2 or all, not \"" + std::string(name) + "\"");
 }
 
+std::string routing_name(Routing routing) {
+    return std::string(routing_rule_name(routing.rule)) + (routing.by_class ? "-class" : "");
+}
+
+Result<Routing> routing_from_name(std::string_view name) {
+    constexpr std::string_view kClassSuffix = "-class";
+    Routing routing;
+    routing.by_class = name.ends_with(kClassSuffix);
+    if (routing.by_class) name.remove_suffix(kClassSuffix.size());
+    auto rule = routing_rule_from_name(name);
+    if (!rule)
+        return make_error("routing must be top1, top2 or all, with -class to route by the class too, not \"" +
+                          std::string(name) + (routing.by_class ? "-class" : "") + "\"");
+    routing.rule = *rule;
+    return routing;
+}
+
+torch::Tensor class_evidence(const std::vector<std::vector<std::int64_t>>& class_counts) {
+    TORCH_CHECK(!class_counts.empty() && !class_counts.front().empty(), "class counts need experts and classes");
+    auto experts = static_cast<std::int64_t>(class_counts.size());
+    auto classes = static_cast<std::int64_t>(class_counts.front().size());
+    auto counts = torch::zeros({experts, classes}, torch::kFloat64);
+    for (std::int64_t k = 0; k < experts; ++k) {
+        TORCH_CHECK(static_cast<std::int64_t>(class_counts[k].size()) == classes, "ragged class counts");
+        for (std::int64_t c = 0; c < classes; ++c) counts[k][c] = static_cast<double>(class_counts[k][c]);
+    }
+    auto per_class = counts.sum(0, true);                          // (1, C)
+    auto prior = counts.sum(1, true) / counts.sum().clamp_min(1);  // p(k), (E, 1)
+    auto given_class = counts / per_class.clamp_min(1);            // p(k | c)
+    auto evidence = (given_class / prior).log();                   // −∞ where n_kc = 0
+    return torch::where(per_class.expand_as(evidence) > 0, evidence, torch::zeros_like(evidence)).to(torch::kFloat32);
+}
+
 torch::Tensor routing_weights(const torch::Tensor& logits, RoutingRule rule) {
     auto p = torch::softmax(logits.to(torch::kFloat32), 1);
     if (rule == RoutingRule::All) return p;
@@ -40,17 +73,24 @@ torch::Tensor routing_weights(const torch::Tensor& logits, RoutingRule rule) {
 }
 
 torch::Tensor euler_sample_experts(const std::vector<Dit*>& experts, Router& router, const DitCondition& condition,
-                                   const SampleOptions& options, RoutingRule rule) {
+                                   const SampleOptions& options, RoutingRule rule, const torch::Tensor& evidence) {
     TORCH_CHECK(!experts.empty() && static_cast<std::int64_t>(experts.size()) == router->experts(),
                 "the router routes between ", router->experts(), " experts, not ", experts.size());
     torch::NoGradGuard no_grad;
     auto rows = condition_rows(condition);
     auto device = condition.text.defined() ? condition.text.device() : condition.labels.device();
     auto x = sampling_noise((*experts.front())->config(), rows, options.seed, device);
+    torch::Tensor row_evidence;  // (B, E): each row's class evidence, or none
+    if (evidence.defined() && condition.labels.defined()) {
+        TORCH_CHECK(evidence.size(0) == static_cast<std::int64_t>(experts.size()), "class evidence for ",
+                    evidence.size(0), " experts, not ", experts.size());
+        row_evidence = evidence.to(device).index_select(1, condition.labels).t();
+    }
     double dt = 1.0 / static_cast<double>(options.steps);
     for (std::int64_t i = options.steps; i > 0; --i) {
         auto t = torch::full({rows}, static_cast<double>(i) * dt, x.options());
-        auto weights = routing_weights(router->forward(x, t), rule);
+        auto logits = router->forward(x, t).to(torch::kFloat32);
+        auto weights = routing_weights(row_evidence.defined() ? logits + row_evidence : logits, rule);
         auto v = torch::zeros_like(x);
         for (std::size_t k = 0; k < experts.size(); ++k) {
             auto w = weights.select(1, static_cast<std::int64_t>(k));

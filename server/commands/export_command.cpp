@@ -99,7 +99,10 @@ constexpr std::int64_t kRoutedSampleSteps = 30;  // common::SampleOptions' Euler
 constexpr const char* kRoutingFormula =
     "p = softmax(router(x_t, t)); w = p (all), p's two largest renormalised (top2) or one-hot of its "
     "largest (top1); v_k = v_k,u + guidance * (v_k,c - v_k,u); v = sum_k w_k v_k; x <- x - dt * v, "
-    "t from 1 to 0 in steps of dt = 1 / steps";
+    "t from 1 to 0 in steps of dt = 1 / steps. by_class: before the rule, a row of class c adds "
+    "log(p(k | c) / p(k)) to the router's logits, p(k | c) = class_counts[k][c] / sum_j class_counts[j][c], "
+    "p(k) = sum_c class_counts[k][c] / sum of all counts (-inf where class_counts[k][c] = 0; 0 for a class "
+    "no expert holds)";
 
 struct ExportedVersion {
     VersionRecord version;
@@ -148,10 +151,17 @@ common::Result<std::vector<std::pair<TaskRecord, TaskConfig>>> group_members(Sto
 // its presence marks a complete export).
 int export_group(Store& store, BlobStore& blobs, const cxxopts::ParseResult& args, const std::string& weights) {
     auto group = args["group"].as<std::string>();
-    auto rule = args["routing"].as<std::string>();
-    if (rule != "top1" && rule != "top2" && rule != "all") return fail("export", "--routing must be top1, top2 or all");
+    auto routing = args["routing"].as<std::string>();
+    bool by_class = routing.ends_with("-class");
+    auto rule = by_class ? routing.substr(0, routing.size() - 6) : routing;
+    if (rule != "top1" && rule != "top2" && rule != "all")
+        return fail("export", "--routing must be top1, top2 or all, with -class to route by the class too");
     auto members = group_members(store, group);
     if (!members) return fail("export", members.message());
+    const auto& class_counts = members->back().second.expert_class_counts;  // the router's
+    if (by_class && class_counts.empty())
+        return fail("export", "--routing " + routing + " needs the experts' class counts, which group " + group +
+                                  " lacks (made from clusters without classes, or before they were counted)");
     std::filesystem::path out = args["out"].as<std::string>();
     if (auto made = posix_file_system().make_directories(out); !made) return fail("export", made.message());
     boost::json::array experts;
@@ -174,20 +184,26 @@ int export_group(Store& store, BlobStore& blobs, const cxxopts::ParseResult& arg
         std::cout << "exported " << task.id << " version " << exported->version.version << " to "
                   << (out / file).string() << "\n";
     }
-    boost::json::object routing{{"format", "tessera.experts"},
-                                {"version", 1},
-                                {"group", group},
-                                {"rule", rule},
-                                {"guidance", args["guidance"].as<double>()},
-                                {"steps", kRoutedSampleSteps},
-                                {"experts", std::move(experts)},
-                                {"router", std::move(router)},
-                                {"formula", kRoutingFormula}};
-    if (auto status =
-            common::write_file_atomic(out / "routing.json", common::as_bytes(boost::json::serialize(routing) + "\n"));
+    boost::json::object routing_json{{"format", "tessera.experts"},
+                                     {"version", 1},
+                                     {"group", group},
+                                     {"rule", rule},
+                                     {"by_class", by_class},
+                                     {"guidance", args["guidance"].as<double>()},
+                                     {"steps", kRoutedSampleSteps},
+                                     {"experts", std::move(experts)},
+                                     {"router", std::move(router)},
+                                     {"formula", kRoutingFormula}};
+    if (!class_counts.empty()) {
+        boost::json::array rows;
+        for (const auto& row : class_counts) rows.push_back(boost::json::array(row.begin(), row.end()));
+        routing_json["class_counts"] = std::move(rows);
+    }
+    if (auto status = common::write_file_atomic(out / "routing.json",
+                                                common::as_bytes(boost::json::serialize(routing_json) + "\n"));
         !status)
         return fail("export", status.message());
-    std::cout << "expert group " << group << ": routing.json (" << rule << ") in " << out.string()
+    std::cout << "expert group " << group << ": routing.json (" << routing << ") in " << out.string()
               << " (versions pinned: retention keeps them)\n";
     return 0;
 }
@@ -203,10 +219,11 @@ int export_command(int argc, char** argv) {
         "weights", "model, ema, or both (the EMA's tensors prefixed ema/; the model alone without an EMA)",
         cxxopts::value<std::string>()->default_value("both"))(
         "group", "an expert group's id: every member into the folder --out, with routing.json",
-        cxxopts::value<std::string>())("routing", "with --group: the rule routing.json names, top1, top2 or all",
-                                       cxxopts::value<std::string>()->default_value("top2"))(
-        "guidance", "with --group: the guidance scale routing.json names",
-        cxxopts::value<double>()->default_value("3"));
+        cxxopts::value<std::string>())(
+        "routing", "with --group: the rule routing.json names, top1, top2 or all; -class also routes by the class",
+        cxxopts::value<std::string>()->default_value("top2"))("guidance",
+                                                              "with --group: the guidance scale routing.json names",
+                                                              cxxopts::value<double>()->default_value("3"));
     add_database_option(options);
     auto parsed = common::parse_command_line(options, argc, argv);
     if (!parsed) return parsed.exit_code;

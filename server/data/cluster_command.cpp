@@ -155,11 +155,14 @@ Status write_picture(const std::filesystem::path& data, const DatasetManifest& s
 }
 
 // True when `out` already holds these clusters, complete.
-bool reusable(const ClusterOptions& options, const std::string& source_sha256, const std::string& features) {
+bool reusable(const ClusterOptions& options, const DatasetManifest& source, const std::string& source_sha256,
+              const std::string& features) {
     auto existing = common::load_cluster_manifest(options.out / kClustersFileName);
     if (!existing || existing->source_sha256 != source_sha256 || existing->experts != options.experts ||
         existing->seed != options.seed || existing->features != features)
         return false;
+    // Written before clusters.json counted classes: cluster again to count them.
+    if (existing->class_counts.empty() != source.classes.empty()) return false;
     std::vector<std::string> dirs = existing->expert_dirs;
     dirs.push_back(existing->router_dir);
     for (const auto& dir : dirs) {
@@ -275,6 +278,19 @@ Status write_splits(const ClusterOptions& options, const DatasetManifest& source
                        options.shard_size);
 }
 
+// Training samples of each class per cluster; empty when the source has no classes.
+std::vector<std::vector<std::int64_t>> class_counts(const DatasetManifest& source, const common::ShardData& train,
+                                                    const std::vector<std::int64_t>& assignment, std::int64_t experts) {
+    auto classes = static_cast<std::int64_t>(source.classes.size());
+    if (classes == 0) return {};
+    std::vector<std::vector<std::int64_t>> counts(experts, std::vector<std::int64_t>(classes, 0));
+    auto labels = train.labels.contiguous();
+    const auto* label = labels.data_ptr<std::int64_t>();
+    for (std::size_t i = 0; i < assignment.size(); ++i)
+        if (label[i] >= 0 && label[i] < classes) counts[assignment[i]][label[i]] += 1;
+    return counts;
+}
+
 void report(const common::ClusterManifest& manifest) {
     std::string sizes;
     for (auto n : manifest.sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(n);
@@ -304,6 +320,7 @@ Status split_dataset(const ClusterOptions& options, const DatasetManifest& sourc
     manifest.converged = run->clusters.converged;
     manifest.inertia = run->clusters.inertia;
     manifest.sizes = run->clusters.sizes;
+    manifest.class_counts = class_counts(source, *train, run->clusters.assignment, options.experts);
     report(manifest);
     return common::save_cluster_manifest(options.out / kClustersFileName, manifest);
 }
@@ -325,7 +342,7 @@ common::Status cluster_dataset(const ClusterOptions& options) {
     auto features = FeatureSource::parse(options.features);
     if (!features) return features.error();
     if (features->kind == "auto") features->kind = source->text_dim > 0 ? "text" : "samples";
-    if (reusable(options, *source_sha256, features->describe())) {
+    if (reusable(options, *source, *source_sha256, features->describe())) {
         std::fprintf(stderr, "%s already holds these clusters: reusing them (delete %s to cluster again)\n",
                      options.out.c_str(), kClustersFileName);
         return {};

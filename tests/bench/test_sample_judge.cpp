@@ -68,14 +68,20 @@ TEST_CASE("FID beside CAS; experts routed to copies of one model judge as that m
     router_shape.num_classes = 2;
     auto router = server::initial_weights(router_shape).value();
     std::vector<const common::NamedTensors*> copies{&weights, &weights};
-    auto top1 = judge->routed_figures("dit-tiny", copies, router, "top1");
+    auto top1 = judge->routed_figures("dit-tiny", copies, router, "top1", {});
     REQUIRE_MESSAGE(top1.ok(), top1.message());
     CHECK(top1->cas == alone->cas);
     CHECK(top1->fid == doctest::Approx(alone->fid).epsilon(1e-6));
-    auto all = judge->routed_figures("dit-tiny", copies, router, "all").value();
+    auto all = judge->routed_figures("dit-tiny", copies, router, "all", {}).value();
     CHECK(all.fid == doctest::Approx(alone->fid).epsilon(1e-3));
-    CHECK_FALSE(judge->routed_figures("dit-tiny", copies, router, "mean").ok());
-    CHECK_FALSE(judge->routed_figures("dit-tiny", {&weights, &weights, &weights}, router, "top1").ok());
+    // Routed by class too (expert 0 holds classes 0–4, expert 1 the rest): still the model's samples.
+    std::vector<std::vector<std::int64_t>> halves{{9, 9, 9, 9, 9, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 9, 9, 9, 9, 9}};
+    auto by_class = judge->routed_figures("dit-tiny", copies, router, "top1-class", halves);
+    REQUIRE_MESSAGE(by_class.ok(), by_class.message());
+    CHECK(by_class->cas == alone->cas);
+    CHECK_FALSE(judge->routed_figures("dit-tiny", copies, router, "top1-class", {}).ok());  // no counts
+    CHECK_FALSE(judge->routed_figures("dit-tiny", copies, router, "mean", {}).ok());
+    CHECK_FALSE(judge->routed_figures("dit-tiny", {&weights, &weights, &weights}, router, "top1", {}).ok());
 }
 
 TEST_CASE("the judge is trained once, cached, and scores a DiT's samples deterministically") {

@@ -86,6 +86,13 @@ void check_split(const std::filesystem::path& source, const std::filesystem::pat
         auto manifest = load_dataset_manifest(dir / "dataset.json").value();
         CHECK(manifest.classes == load_dataset_manifest(source / "dataset.json").value().classes);
         CHECK(manifest.validation.samples == clusters.validation_sizes[e]);
+        // Its class counts are its own samples' labels.
+        auto classes = static_cast<std::int64_t>(manifest.classes.size());
+        REQUIRE(clusters.class_counts.size() == static_cast<std::size_t>(experts));
+        REQUIRE(clusters.class_counts[e].size() == static_cast<std::size_t>(classes));
+        auto by_class = torch::bincount(expert.labels, {}, classes);
+        for (std::int64_t c = 0; c < classes; ++c)
+            CHECK(clusters.class_counts[e][c] == by_class[c].item<std::int64_t>());
     }
     CHECK(samples == all.size());
     CHECK(latent_sum == doctest::Approx(all.inputs.to(torch::kFloat64).sum().item<double>()).epsilon(1e-9));

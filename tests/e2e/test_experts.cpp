@@ -12,8 +12,10 @@
 #include "doctest_after_torch.h"
 
 #include <map>
+#include <numeric>
 
 #include "child_process.h"
+#include "expert_clusters.h"
 #include "file_io.h"
 #include "safetensors.h"
 #include "torch/expert_sampling.h"
@@ -154,12 +156,22 @@ TEST_CASE("an expert group and its router trained by real volunteers, each on it
     // The group exported as one folder, and sampled as one model from it.
     auto exported = dir / "export";
     REQUIRE(ChildProcess({required_env("TESSERA_SERVER"), "export", "--state", state.string(), "--group", "g", "--out",
-                          exported.string(), "--weights", "model"})
+                          exported.string(), "--weights", "model", "--routing", "top2-class"})
                 .wait() == 0);
     auto routing =
         boost::json::parse(common::as_string_view(common::read_file(exported / "routing.json", 1 << 20).value()))
             .as_object();
     CHECK(routing.at("rule").as_string() == "top2");
+    CHECK(routing.at("by_class").as_bool());
+    // The class counts are the clusters' (each expert's training samples per class).
+    std::vector<std::vector<std::int64_t>> class_counts;
+    for (const auto& row : routing.at("class_counts").as_array())
+        class_counts.push_back(boost::json::value_to<std::vector<std::int64_t>>(row));
+    auto clusters = common::load_cluster_manifest(experts / "clusters.json").value();
+    REQUIRE(class_counts.size() == 2);
+    CHECK(class_counts == clusters.class_counts);
+    for (std::size_t k = 0; k < 2; ++k)
+        CHECK(std::accumulate(class_counts[k].begin(), class_counts[k].end(), std::int64_t{0}) == clusters.sizes[k]);
     REQUIRE(routing.at("experts").as_array().size() == 2);
     std::vector<std::unique_ptr<common::Workload>> models;
     auto load = [&](const boost::json::object& entry, std::int64_t classes) {
@@ -173,9 +185,10 @@ TEST_CASE("an expert group and its router trained by real volunteers, each on it
     load(routing.at("router").as_object(), 2);
     common::SampleOptions options;
     options.steps = 10;
-    auto latents = common::euler_sample_experts(
-        {common::dit_of(*models[0]), common::dit_of(*models[1])}, *common::router_of(*models[2]),
-        {torch::arange(10, torch::kInt64), {}, {}}, options, common::RoutingRule::Top2);
+    auto latents =
+        common::euler_sample_experts({common::dit_of(*models[0]), common::dit_of(*models[1])},
+                                     *common::router_of(*models[2]), {torch::arange(10, torch::kInt64), {}, {}},
+                                     options, common::RoutingRule::Top2, common::class_evidence(class_counts));
     CHECK(latents.sizes() == torch::IntArrayRef({10, 4, 8, 8}));
     CHECK(torch::isfinite(latents).all().item<bool>());
 }

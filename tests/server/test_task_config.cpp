@@ -298,3 +298,30 @@ TEST_CASE("expert_group and expert_index: stored, absent in older tasks, the rou
     config.expert_index = 1;
     CHECK(validate_task_config(config).message().find("needs an expert group") != std::string::npos);
 }
+
+TEST_CASE("expert_class_counts: the router's alone, a row per expert, stored and read back") {
+    auto config = valid_task();
+    config.expert_group = "g";
+    config.expert_index = kRouterIndex;
+    config.model = "router";
+    config.num_classes = 2;  // the router's classes are the experts
+    config.expert_class_counts = {{5, 0, 1}, {0, 7, 2}};
+    REQUIRE(validate_task_config(config).ok());
+    auto json = to_json(config);
+    auto back = task_config_from_json(json);
+    REQUIRE(back.ok());
+    CHECK(back->expert_class_counts == config.expert_class_counts);
+    json.as_object().erase("expert_class_counts");  // a task from before the counts
+    CHECK(task_config_from_json(json).value().expert_class_counts.empty());
+    json.as_object()["expert_class_counts"] = boost::json::parse("[[1,-2],[3,4]]");
+    CHECK(task_config_from_json(json).message().find("negative") != std::string::npos);
+
+    config.expert_class_counts = {{5, 0, 1}};  // one row for two experts
+    CHECK(validate_task_config(config).message().find("a row per expert") != std::string::npos);
+    config.expert_class_counts = {{5, 0, 1}, {0, 7}};
+    CHECK(validate_task_config(config).message().find("same classes") != std::string::npos);
+    config.expert_class_counts = {{5, 0, 1}, {0, 7, 2}};
+    config.model = "dit-tiny";
+    config.expert_index = 0;  // an expert holds none
+    CHECK(validate_task_config(config).message().find("only a group's router") != std::string::npos);
+}

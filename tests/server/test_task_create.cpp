@@ -125,6 +125,8 @@ TEST_CASE("task create --experts: a task per cluster and a router, weighted by t
     CHECK(router.num_classes == 2);
     CHECK(router.patch_mask == 0);  // no patches to mask
     CHECK(router.local_steps == 4);
+    CHECK(router.expert_class_counts == manifest.class_counts);  // for routing by the class
+    CHECK_FALSE(router.expert_class_counts.empty());
     CHECK(store->task("g-router").value()->weight == doctest::Approx(0.5));
 
     // Again: every id is taken, so nothing is made; both sources at once, or a damaged

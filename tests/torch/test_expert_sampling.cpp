@@ -90,3 +90,39 @@ TEST_CASE("routed to one expert, the sampler is that expert's own, guidance and 
     CHECK(torch::equal(routed, alone));
     CHECK_FALSE(torch::equal(routed, euler_sample(*dit_of(*e0), labels, options)));
 }
+
+TEST_CASE("the class's evidence: log p(k | c) / p(k) from the experts' class counts") {
+    // Expert 0 holds 30 of class 0 and 10 of class 1; expert 1 only 60 of class 1; class 2 no one.
+    auto evidence = class_evidence({{30, 10, 0}, {0, 60, 0}});
+    auto expected = torch::tensor({{std::log(1.0f / 0.4f), std::log((10.0f / 70) / 0.4f), 0.0f},
+                                   {-INFINITY, std::log((60.0f / 70) / 0.6f), 0.0f}});
+    CHECK(evidence.sizes() == torch::IntArrayRef{2, 3});
+    CHECK(torch::equal(evidence.isinf(), expected.isinf()));
+    auto finite = expected.isfinite();
+    CHECK(close(evidence.masked_select(finite), expected.masked_select(finite), 1e-6));
+    CHECK_THROWS(class_evidence({{1, 2}, {3}}));
+    CHECK(routing_name(routing_from_name("top2-class").value()) == "top2-class");
+    CHECK_FALSE(routing_from_name("top2").value().by_class);
+    CHECK(routing_from_name("top3-class").error().message.find("top3-class") != std::string::npos);
+}
+
+TEST_CASE("routed by class too: the router's weights times p(k | c) / p(k), renormalised, before the rule") {
+    auto e0 = constant_expert(0.4f), e1 = constant_expert(-1.0f);
+    std::vector<Dit*> experts{dit_of(*e0), dit_of(*e1)};
+    auto router = constant_router({std::log(0.8f), std::log(0.2f)});  // the router prefers expert 0
+    // Class 0 only in expert 1, class 2 only in expert 0; class 1 in both as p(k): no evidence.
+    auto evidence = class_evidence({{0, 50, 50}, {50, 50, 0}});
+    DitCondition labels{torch::tensor({0, 1}, torch::kInt64), {}, {}};
+    SampleOptions options;
+    options.steps = 3;
+    auto noise = sampling_noise((*experts[0])->config(), 2, options.seed, torch::kCPU);
+    auto sample = [&](RoutingRule rule) {
+        return euler_sample_experts(experts, *router_of(*router), labels, options, rule, evidence);
+    };
+    for (auto rule : {RoutingRule::All, RoutingRule::Top1}) {
+        auto routed = sample(rule);
+        CHECK(close(routed[0], noise[0] + 1.0, 1e-5));  // class 0: expert 1 alone, whatever the rule
+        auto second = rule == RoutingRule::All ? noise[1] - (0.8 * 0.4 + 0.2 * -1.0) : noise[1] - 0.4;
+        CHECK(close(routed[1], second, 1e-5));  // class 1: the router's weights as they were
+    }
+}

@@ -99,7 +99,9 @@ common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const s
                                                      const std::string& expert_model,
                                                      const std::vector<RunResult>& monolithic,
                                                      const std::vector<RunResult>& members,
-                                                     const std::vector<std::string>& rules, double guidance) {
+                                                     const std::vector<std::string>& rules,
+                                                     const std::vector<std::vector<std::int64_t>>& class_counts,
+                                                     double guidance) {
     std::vector<ExpertRow> rows;
     for (const auto& run : monolithic) {
         if (!run.budget_weights) continue;
@@ -125,7 +127,8 @@ common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const s
         row.run = group;
         row.experts = static_cast<std::int64_t>(experts.size());
         row.rule = rule;
-        auto figures = judge.routed_figures(expert_model, experts, *router.budget_weights, rule, guidance);
+        auto figures =
+            judge.routed_figures(expert_model, experts, *router.budget_weights, rule, class_counts, guidance);
         if (!figures) return common::with_context(group + " " + rule, figures.error());
         row.figures = *figures;
         row.router_accuracy = router.final_accuracy;

@@ -53,12 +53,11 @@ common::Result<std::vector<RunResult>> run_expert_members(const std::filesystem:
                                                           const RunMember& run_member);
 
 // The rows: each monolithic run that has weights (judged as `model`), then the group (its experts
-// of preset `expert_model`) by rule.
-common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const std::string& model,
-                                                     const std::string& expert_model,
-                                                     const std::vector<RunResult>& monolithic,
-                                                     const std::vector<RunResult>& members,
-                                                     const std::vector<std::string>& rules, double guidance);
+// of preset `expert_model`) by rule, the -class rules with the clusters' `class_counts`.
+common::Result<std::vector<ExpertRow>> judge_experts(
+    SampleJudge& judge, const std::string& model, const std::string& expert_model,
+    const std::vector<RunResult>& monolithic, const std::vector<RunResult>& members,
+    const std::vector<std::string>& rules, const std::vector<std::vector<std::int64_t>>& class_counts, double guidance);
 
 common::Status write_experts_csv(const std::filesystem::path& path, const std::vector<ExpertRow>& rows);
 void print_experts(std::ostream& out, const std::vector<ExpertRow>& rows);

@@ -18,6 +18,7 @@
 #include "fleet_spec.h"
 #include "caption_judge.h"
 #include "dataset_manifest.h"
+#include "expert_clusters.h"
 #include "expert_runs.h"
 #include "fidelity_report.h"
 #include "sample_judge.h"
@@ -312,8 +313,10 @@ common::Status run_experts(const CommandOptions& o, const std::vector<SimVolunte
                                       [&](const MemberRun& member) { return run_member(o, fleet_label, member); });
     if (!members) return members.error();
     for (const auto& member : *members) results.push_back(member);
+    auto clusters = common::load_cluster_manifest(std::filesystem::path(o.experts) / "clusters.json");
+    if (!clusters) return clusters.error();
     auto rows = judge_experts(judge, model->model, expert_model, monolithic, *members, o.routing,
-                              o.sim.judge_guidances.front());
+                              clusters->class_counts, o.sim.judge_guidances.front());
     if (!rows) return rows.error();
     print_experts(std::cout, *rows);
     return write_experts_csv(std::filesystem::path(o.out) / "experts.csv", *rows);

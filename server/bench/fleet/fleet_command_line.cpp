@@ -161,7 +161,7 @@ void add_judge_options(cxxopts::Options& options) {
                           "a tessera-data cluster folder: also train its experts and router on the budget, split by "
                           "cluster size, and judge them sampled through the router (experts.csv; needs --judge)",
                           cxxopts::value<std::string>()->default_value(""))(
-        "routing", "with --experts: the routing rules judged, top1, top2, all",
+        "routing", "with --experts: the routing rules judged, top1, top2, all; -class also routes by the class",
         cxxopts::value<std::string>()->default_value("top1,top2,all"))(
         "router-share", "with --experts: the router's share of the samples budget",
         cxxopts::value<double>()->default_value("0.1"))(
@@ -209,9 +209,11 @@ common::Status read_expert_options(const cxxopts::ParseResult& a, CommandOptions
     o.routing = split(a["routing"].as<std::string>());
     o.router_share = a["router-share"].as<double>();
     o.expert_model = a["expert-model"].as<std::string>();
-    for (const auto& rule : o.routing)
-        if (rule != "top1" && rule != "top2" && rule != "all")
-            return common::make_error("--routing: top1, top2 or all, not '" + rule + "'");
+    for (const auto& rule : o.routing) {
+        auto base = rule.ends_with("-class") ? rule.substr(0, rule.size() - 6) : rule;
+        if (base != "top1" && base != "top2" && base != "all")
+            return common::make_error("--routing: top1, top2 or all, each with -class or not, not '" + rule + "'");
+    }
     if (!(o.router_share > 0 && o.router_share < 1)) return common::make_error("--router-share must be in (0, 1)");
     if (!o.experts.empty() && o.judge_data.empty())
         return common::make_error("--experts needs --judge: the experts are compared by their samples");

@@ -172,10 +172,14 @@ common::Result<SampleFigures> SampleJudge::figures(const std::string& model, con
 common::Result<SampleFigures> SampleJudge::routed_figures(const std::string& expert_model,
                                                           const std::vector<const common::NamedTensors*>& experts,
                                                           const common::NamedTensors& router, const std::string& rule,
+                                                          const std::vector<std::vector<std::int64_t>>& class_counts,
                                                           double guidance) {
-    auto routing = common::routing_rule_from_name(rule);
+    auto routing = common::routing_from_name(rule);
     if (!routing) return routing.error();
+    if (routing->by_class && class_counts.empty())
+        return common::make_error("routing " + rule + " needs the clusters' class counts (cluster the data again)");
     try {
+        auto evidence = routing->by_class ? common::class_evidence(class_counts) : torch::Tensor();
         torch::NoGradGuard no_grad;
         std::vector<std::unique_ptr<common::Workload>> models;
         std::vector<common::Dit*> dits;
@@ -201,7 +205,7 @@ common::Result<SampleFigures> SampleJudge::routed_figures(const std::string& exp
         return impl_->judge_drawn(
             [&](const torch::Tensor& labels, const common::SampleOptions& sampling) {
                 return common::euler_sample_experts(dits, routed, common::DitCondition{labels, {}, {}}, sampling,
-                                                    *routing);
+                                                    routing->rule, evidence);
             },
             guidance);
     } catch (const c10::Error& error) {

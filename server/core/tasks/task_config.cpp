@@ -129,6 +129,7 @@ namespace {
 common::Status check_expert_fields(const TaskConfig& c) {
     if (c.expert_group.empty()) {
         if (c.expert_index != kRouterIndex) return common::make_error("an expert index needs an expert group");
+        if (!c.expert_class_counts.empty()) return common::make_error("class counts need an expert group");
         return {};
     }
     if (c.expert_index < kRouterIndex || c.expert_index >= common::kMaxExperts)
@@ -136,6 +137,14 @@ common::Status check_expert_fields(const TaskConfig& c) {
                                   " (-1: the router)");
     if ((c.expert_index == kRouterIndex) != (c.model == "router"))
         return common::make_error("in an expert group the router task, and only it, trains the router preset");
+    if (c.expert_class_counts.empty()) return {};
+    if (c.expert_index != kRouterIndex) return common::make_error("only a group's router holds the class counts");
+    // The router's classes are the experts: one row each, the same classes in every row.
+    if (static_cast<std::int64_t>(c.expert_class_counts.size()) != c.num_classes)
+        return common::make_error("expert_class_counts needs a row per expert (" + std::to_string(c.num_classes) + ")");
+    for (const auto& row : c.expert_class_counts)
+        if (row.empty() || row.size() != c.expert_class_counts.front().size())
+            return common::make_error("expert_class_counts rows must count the same classes");
     return {};
 }
 

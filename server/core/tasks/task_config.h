@@ -46,6 +46,9 @@ struct TaskConfig {
     // an ordinary task; in a group, the expert's cluster index, or kRouterIndex for the router.
     std::string expert_group;
     std::int64_t expert_index = kRouterIndex;
+    // The router's only: each expert's training samples per class (experts × classes, from
+    // clusters.json), for routing by the class too; empty when unknown or not a router.
+    std::vector<std::vector<std::int64_t>> expert_class_counts;
 
     MergeSettings merge;
 

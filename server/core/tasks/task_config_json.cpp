@@ -16,6 +16,8 @@ namespace {
 // The model, data, merging, training and codec fields, in the stored order.
 boost::json::object model_and_training_json(const TaskConfig& c) {
     boost::json::array shape(c.sample_shape.begin(), c.sample_shape.end());
+    boost::json::array class_counts;
+    for (const auto& row : c.expert_class_counts) class_counts.push_back(boost::json::array(row.begin(), row.end()));
     return {{"task_id", c.task_id},
             {"model", c.model},
             {"data_dir", c.data_dir},
@@ -26,6 +28,7 @@ boost::json::object model_and_training_json(const TaskConfig& c) {
             {"init_seed", c.init_seed},
             {"expert_group", c.expert_group},
             {"expert_index", c.expert_index},
+            {"expert_class_counts", std::move(class_counts)},
             {"policy", policy_name(c.merge.kind)},
             {"staleness", c.merge.staleness.to_string()},
             {"server_lr", c.merge.server_lr},
@@ -96,6 +99,26 @@ namespace {
 using common::JsonObjectReader;
 constexpr std::int64_t kBig = common::kMaxSafeInteger;
 
+// expert_class_counts: rows of non-negative integers (their shape is checked with the config).
+void read_class_counts(JsonObjectReader& r, TaskConfig& c) {
+    const auto* rows = r.field("expert_class_counts")->if_array();
+    if (rows == nullptr || static_cast<std::int64_t>(rows->size()) > common::kMaxExperts)
+        return r.fail("expert_class_counts must be an array of at most " + std::to_string(common::kMaxExperts) +
+                      " rows");
+    for (const auto& row : *rows) {
+        const auto* counts = row.if_array();
+        if (counts == nullptr || static_cast<std::int64_t>(counts->size()) > common::kMaxClasses)
+            return r.fail("expert_class_counts rows must be arrays of counts");
+        auto& out = c.expert_class_counts.emplace_back();
+        std::int64_t n = 0;
+        for (const auto& v : *counts)
+            if (common::json_to_integer(v, 0, kBig, n))
+                out.push_back(n);
+            else
+                return r.fail("expert_class_counts holds a negative or non-integer count");
+    }
+}
+
 void read_data_fields(JsonObjectReader& r, TaskConfig& c) {
     c.task_id = r.string("task_id", 1, common::kMaxIdentifier);
     c.model = r.string("model", 1, 64);
@@ -114,6 +137,7 @@ void read_data_fields(JsonObjectReader& r, TaskConfig& c) {
     // Tasks created before expert groups existed are ordinary tasks.
     if (r.has("expert_group")) c.expert_group = r.string("expert_group", 0, common::kMaxIdentifier);
     if (r.has("expert_index")) c.expert_index = r.integer("expert_index", kRouterIndex, common::kMaxExperts - 1);
+    if (r.has("expert_class_counts")) read_class_counts(r, c);
 }
 
 void read_merge_fields(JsonObjectReader& r, TaskConfig& c) {
