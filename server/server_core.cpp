@@ -1,6 +1,7 @@
 // ServerCore: building the components, serving the tasks, stopping in order.
 #include "server_core.h"
 
+#include <algorithm>
 #include <random>
 
 #include "caption_text.h"
@@ -13,6 +14,7 @@
 #include "process_holder.h"
 #include "result_intake.h"
 #include "task_lookup.h"
+#include "torch_group_samples.h"
 #include "torch_model.h"
 #include "torch_prompts.h"
 #include "work_pool.h"
@@ -77,6 +79,67 @@ std::optional<SampleRendererFactory> torch_renderer_for(const TaskConfig& config
                                               std::filesystem::path(config.data_dir) / manifest->validation.file);
 }
 
+// An expert group's members other than the router, by index, as stored.
+common::Result<std::vector<TaskView>> group_experts(Store& store, const TaskConfig& router) {
+    auto tasks = store.tasks();
+    if (!tasks) return tasks.error();
+    std::vector<TaskView> experts;
+    for (auto& record : *tasks) {
+        auto view = task_view(std::move(record));
+        if (!view) return view.error();
+        if (view->config.expert_group == router.expert_group && view->config.expert_index >= 0)
+            experts.push_back(std::move(*view));
+    }
+    std::sort(experts.begin(), experts.end(),
+              [](const auto& a, const auto& b) { return a.config.expert_index < b.config.expert_index; });
+    for (std::size_t k = 0; k < experts.size(); ++k)
+        if (experts[k].config.expert_index != static_cast<std::int64_t>(k))
+            return common::make_error("expert group " + router.expert_group + " lacks expert " + std::to_string(k));
+    if (static_cast<std::int64_t>(experts.size()) != router.num_classes)
+        return common::make_error("expert group " + router.expert_group + " has " + std::to_string(experts.size()) +
+                                  " experts, its router routes between " + std::to_string(router.num_classes));
+    return experts;
+}
+
+// A group's router task draws the group (docs/experts.md, "The group's samples"): the experts'
+// newest weights (their EMA where they keep one, as their own galleries) through the router's
+// version. Its gallery's rows are then the experts' classes.
+std::optional<SampleRendererFactory> group_renderer_for(ServerCore::Parts& p, const TaskConfig& router,
+                                                        const common::Result<common::DatasetManifest>& manifest,
+                                                        TaskFacts& facts) {
+    if (!manifest || manifest->decoder.file.empty()) return std::nullopt;
+    auto experts = group_experts(*p.store, router);
+    if (!experts) {
+        common::process_log().error("samples", "task " + router.task_id + ": " + experts.message());
+        return std::nullopt;
+    }
+    std::vector<std::pair<std::string, GalleryWeights>> sources;
+    for (const auto& expert : *experts)
+        sources.emplace_back(expert.record.id, expert.config.ema_decay > 0
+                                                   ? ema_weights(*p.store, *p.blobs, *p.models, expert.record.id)
+                                                   : published_weights(*p.models, expert.record.id));
+    auto* store = p.store.get();
+    ExpertWeightsNow now = [store, sources]() -> ExpertWeightsResult {
+        std::vector<std::shared_ptr<const common::NamedTensors>> weights;
+        for (const auto& [id, source] : sources) {
+            auto record = store->task(id);
+            if (!record) return record.error();
+            if (!*record) return common::make_error("expert task " + id + " is gone");
+            auto at = source((*record)->version);
+            if (!at) return common::with_context(id, at.error());
+            weights.push_back(std::move(*at));
+        }
+        return weights;
+    };
+    auto expert_manifest =
+        common::load_dataset_manifest(std::filesystem::path(experts->front().config.data_dir) / "dataset.json");
+    if (expert_manifest) facts.classes = expert_manifest->classes;
+    facts.routing = group_gallery_routing(router);
+    return make_torch_group_renderer_factory(router, experts->front().config,
+                                             std::filesystem::path(router.data_dir) / manifest->decoder.file,
+                                             manifest->scale_factor, std::move(now));
+}
+
 // The captions of a text task's gallery rows: the validation shard's first ones, as texts
 // where the shard carries them, else numbered.
 std::vector<std::string> gallery_captions(const TaskConfig& config, const common::DatasetManifest& manifest) {
@@ -103,8 +166,10 @@ std::shared_ptr<TaskFacts> task_facts(ServerCore::Parts& p, const TaskView& task
         // A text model's gallery rows are the validation shard's first captions.
         if (config.text_dim > 0) facts->classes = gallery_captions(config, *manifest);
     }
-    auto renderer =
-        p.options.sample_renderer ? p.options.sample_renderer(config) : torch_renderer_for(config, manifest);
+    bool group_router = !config.expert_group.empty() && config.expert_index == kRouterIndex;
+    auto renderer = p.options.sample_renderer ? p.options.sample_renderer(config)
+                    : group_router            ? group_renderer_for(p, config, manifest, *facts)
+                                              : torch_renderer_for(config, manifest);
     // A text task's prompts on the dashboard, drawn by the gallery from the same weights.
     std::optional<TorchPrompts> prompts;
     if (renderer && manifest && config.text_dim > 0 && !p.options.sample_renderer) {

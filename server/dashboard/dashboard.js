@@ -235,9 +235,41 @@
     $('rejections').tBodies[0].replaceChildren(...rows);
   }
 
+  // ---- an expert group: its members side by side, its samples drawn through the router ----
+  // The shown task's group, experts by index then the router; null for an ordinary task.
+  function groupOf(list, stats) {
+    const shown = list.tasks.find((t) => stats.task && t.id === stats.task.id);
+    if (!shown || shown.expert_group === null || shown.expert_group === undefined) return null;
+    const members = list.tasks.filter((t) => t.expert_group === shown.expert_group)
+      .sort((a, b) => (a.expert_index < 0) - (b.expert_index < 0) || a.expert_index - b.expert_index);
+    return { id: shown.expert_group, members, router: members.find((t) => t.expert_index < 0) || null };
+  }
+
+  function showGroup(group, shownId) {
+    $('group').hidden = !group;
+    if (!group) return;
+    const experts = group.members.length - (group.router ? 1 : 0);
+    setText('group-title', `Expert group ${group.id}: ${experts} experts and a router`);
+    const rows = group.members.map((t) => {
+      const link = el('a', { href: `?task=${encodeURIComponent(t.id)}`, textContent: t.id });
+      const isRouter = t.expert_index < 0;
+      const accuracy = isRouter && t.validation_accuracy !== null ? `${(100 * t.validation_accuracy).toFixed(1)}%` : '–';
+      return el('tr', { className: t.id === shownId ? 'shown' : '' },
+        el('td', {}, link), el('td', { textContent: isRouter ? 'router' : `expert ${t.expert_index}` }),
+        el('td', { className: 'num', textContent: String(t.version) }),
+        el('td', { className: 'num', textContent: t.validation_loss === null ? '–' : t.validation_loss.toFixed(4) }),
+        el('td', { className: 'num', textContent: accuracy }),
+        el('td', { className: 'num', textContent: String(t.volunteers) }),
+        el('td', { textContent: t.state }));
+    });
+    $('group-members').tBodies[0].replaceChildren(...rows);
+  }
+
   let samplesTimer = null;
-  async function showSamples(stats) {
-    const s = await getJson(`${taskApi()}/samples`);
+  async function showSamples(stats, group) {
+    // A group member's page shows the group as one model: the router's gallery.
+    const api = group && group.router ? `/api/v1/tasks/${encodeURIComponent(group.router.id)}` : taskApi();
+    const s = await getJson(`${api}/samples`);
     const box = $('samples');
     if (s.kind === 'accuracy') {
       setText('samples-title', 'Classifier accuracy');
@@ -263,9 +295,11 @@
       box.replaceChildren(el('p', { className: 'muted', textContent: s.error || 'drawing the first samples…' }));
     }
     const drawing = s.rendering || (s.version !== null && s.version < s.current_version && !s.error);
-    setText('samples-title', `Samples from version ${s.version ?? '–'}` + (drawing ? ` (drawing version ${s.current_version}…)` : ''));
+    const source = s.routing ? `Samples of group ${group ? group.id : ''} through the router (${s.routing}), router version`
+      : 'Samples from version';
+    setText('samples-title', `${source} ${s.version ?? '–'}` + (drawing ? ` (drawing version ${s.current_version}…)` : ''));
     clearTimeout(samplesTimer);
-    if (drawing) samplesTimer = setTimeout(() => showSamples(stats).catch(offline), 2000);
+    if (drawing) samplesTimer = setTimeout(() => showSamples(stats, group).catch(offline), 2000);
   }
 
   // ---- prompts: a text task draws a row of samples for a typed prompt or a listed caption ----
@@ -392,7 +426,9 @@
       showStats(stats);
       showCharts(versions, minutes, hours);
       showRejections(rejections, showVolunteers(volunteers));
-      await showSamples(stats);
+      const group = groupOf(tasks, stats);
+      showGroup(group, stats.task ? stats.task.id : null);
+      await showSamples(stats, group);
       await showPrompts(stats);
       dashboard.refreshes += 1;
     } catch (error) {

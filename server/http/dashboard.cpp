@@ -122,28 +122,38 @@ std::variant<std::optional<TaskView>, Response> Dashboard::task_of(const Request
     return std::optional<TaskView>(std::move(*view));
 }
 
-// Every task, oldest first: its state, weight and progress, and whether this process serves it.
+// Every task, oldest first: its state, weight and progress, its place in an expert group, the
+// volunteers given its units lately, and whether this process serves it.
 Response Dashboard::tasks(const Request& request) {
     auto records = store_.tasks();
     if (!records) return internal_error(request, records.message());
+    auto now = clock_();
     boost::json::array rows;
     for (const auto& record : *records) {
         auto view = task_view(record);
         if (!view) return internal_error(request, view.message());
         auto versions = store_.versions(record.id);
         if (!versions) return internal_error(request, versions.message());
+        auto volunteers = store_.task_volunteers(record.id, now - kThroughputWindowS);
+        if (!volunteers) return internal_error(request, volunteers.message());
         auto evaluated = std::find_if(versions->rbegin(), versions->rend(),
                                       [](const VersionRecord& v) { return v.validation_loss.has_value(); });
+        bool has_evaluation = evaluated != versions->rend();
+        const auto& config = view->config;
+        bool grouped = !config.expert_group.empty();
         rows.push_back(
             {{"id", record.id},
              {"state", task_state_name(record.state)},
              {"weight", record.weight},
-             {"model", view->config.model},
-             {"policy", policy_name(view->config.merge.kind)},
+             {"model", config.model},
+             {"policy", policy_name(config.merge.kind)},
              {"created_at", record.created_at},
              {"version", record.version},
-             {"validation_loss", evaluated == versions->rend() ? boost::json::value(nullptr)
-                                                               : boost::json::value(*evaluated->validation_loss)},
+             {"validation_loss", has_evaluation ? boost::json::value(*evaluated->validation_loss) : nullptr},
+             {"validation_accuracy", has_evaluation ? number_or_null(evaluated->validation_accuracy) : nullptr},
+             {"volunteers", *volunteers},
+             {"expert_group", grouped ? boost::json::value(config.expert_group) : nullptr},
+             {"expert_index", grouped ? boost::json::value(config.expert_index) : nullptr},
              {"served", task_facts_(record.id) != nullptr}});
     }
     auto current = store_.current_task();
@@ -299,6 +309,7 @@ Response Dashboard::samples(const Request& request, const std::string& task_id) 
         body["url"] = base + std::to_string(*status.version) + ".png";
     }
     if (!status.error.empty()) body["error"] = status.error;
+    if (!facts->routing.empty()) body["routing"] = facts->routing;
     return json_response(request, http::status::ok, body);
 }
 

@@ -34,6 +34,8 @@ struct TaskFacts {
     // for a class task, and with `prompts_error` for a text task whose prompts failed to load.
     std::shared_ptr<const PromptBook> prompts;
     std::string prompts_error;
+    // An expert group's router: the rule its gallery draws the group by (docs/experts.md).
+    std::string routing;
 };
 // The facts of a task this process serves; null for one it does not serve.
 using TaskFactsLookup = std::function<std::shared_ptr<const TaskFacts>(const std::string& task_id)>;

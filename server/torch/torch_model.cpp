@@ -10,19 +10,11 @@
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
 #include "torch/trainer.h"
+#include "task_shape.h"
 #include "torch/workload.h"
 
 namespace tessera::server {
 namespace {
-
-common::DataShape shape_of(const TaskConfig& config) {
-    common::DataShape shape;
-    shape.channels = config.sample_shape[0];
-    shape.size = config.sample_shape[1];
-    shape.num_classes = config.num_classes;
-    shape.text_dim = config.text_dim;
-    return shape;
-}
 
 std::vector<double> to_vector(const torch::Tensor& values) {
     auto contiguous = values.to(torch::kFloat64).contiguous();
@@ -103,12 +95,9 @@ private:
     common::ShardData unit_data_;
 };
 
-constexpr std::int64_t kSamplesPerClass = 8;
 constexpr std::uint64_t kCalibrationSeed = 1;
 // A task with very long units is calibrated on a shorter one: its figures are per step.
 constexpr std::int64_t kMaxCalibrationSteps = 100;
-constexpr std::int64_t kSamplingSteps = 20;
-constexpr std::uint64_t kSamplingSeed = 1234;  // the same noise for every version
 
 class TorchSampleRenderer : public SampleRenderer {
 public:
@@ -251,10 +240,10 @@ std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const Ta
             if (!workload) return workload.error();
             common::GridOptions grid;
             grid.classes = config.num_classes;
-            grid.per_class = kSamplesPerClass;
+            grid.per_class = kGallerySamplesPerClass;
             grid.latent_scale = latent_scale;
-            grid.sampling.steps = kSamplingSteps;
-            grid.sampling.seed = kSamplingSeed;
+            grid.sampling.steps = kGallerySamplingSteps;
+            grid.sampling.seed = kGallerySamplingSeed;
             if (config.text_dim > 0) {
                 auto data = common::load_shard_file(validation_shard);
                 if (!data) return common::with_context("validation captions", data.error());

@@ -26,6 +26,11 @@ common::Result<Calibration> calibrate(const TaskConfig& config, const common::Na
                                       const std::filesystem::path& validation_shard);
 // A text model's gallery draws a row for each of the validation shard's first captions.
 constexpr std::int64_t kGalleryCaptions = 8;
+// A gallery's grid: images per class or caption, Euler steps, and the noise's seed (the same
+// noise for every version).
+constexpr std::int64_t kGallerySamplesPerClass = 8;
+constexpr std::int64_t kGallerySamplingSteps = 20;
+constexpr std::uint64_t kGallerySamplingSeed = 1234;
 
 // Renderers of a class-by-class image grid through the dataset's decoder (`decoder_file`,
 // latents divided by `latent_scale` first), or for a text model a caption-by-caption grid of

@@ -11,6 +11,7 @@
 #include "torch/sampling.h"
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
+#include "task_shape.h"
 #include "torch/workload.h"
 
 namespace tessera::server {
@@ -130,15 +131,6 @@ private:
     double latent_scale_;
     std::shared_ptr<const TorchPromptBook> book_;
 };
-
-common::DataShape shape_of(const TaskConfig& config) {
-    common::DataShape shape;
-    shape.channels = config.sample_shape[0];
-    shape.size = config.sample_shape[1];
-    shape.num_classes = config.num_classes;
-    shape.text_dim = config.text_dim;
-    return shape;
-}
 
 }  // namespace
 

@@ -146,6 +146,29 @@ TEST_CASE("an expert group and its router trained by real volunteers, each on it
         CHECK(now->first < first[member].first);
         if (member == "g-router") CHECK(now->second > 0.75);
     }
+    // The router's gallery draws the group through the router: a row per class of the experts.
+    boost::json::object samples;
+    REQUIRE(wait_for(
+        [&] {
+            auto reply = http_get(port, "/api/v1/tasks/g-router/samples");
+            samples = reply.status == 200 ? boost::json::parse(reply.body).as_object() : boost::json::object{};
+            return samples.contains("url") && samples.at("url").is_string();
+        },
+        std::chrono::seconds(60)));
+    CHECK(samples.at("kind").as_string() == "images");
+    CHECK(samples.at("classes").as_array().size() == 10);
+    CHECK(samples.at("classes").as_array().front().as_string() == "T-shirt/top");
+    CHECK_FALSE(samples.contains("error"));
+    auto png = http_get(port, std::string(samples.at("url").as_string()));
+    REQUIRE(png.status == 200);
+    REQUIRE(png.body.size() > 24);
+    auto be32 = [&](std::size_t at) {
+        std::uint32_t v = 0;
+        for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(png.body[at + i]);
+        return v;
+    };
+    CHECK(be32(16) == 8 * 32);   // IHDR width: eight samples a row, decoded at 32 × 32
+    CHECK(be32(20) == 10 * 32);  // height: a row per class
     server.signal(SIGTERM);
     CHECK(server.wait() == 0);
 

@@ -1,0 +1,33 @@
+// The samples of an expert group (docs/experts.md, "The group's samples"): the router task's
+// gallery draws the group as one model — each expert's newest weights, sampled through the
+// router's version being drawn by the group's routing rule — a row per class, as a single
+// task's gallery does. Behind a torch-free header, as server/torch/torch_model.h.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "sample_gallery.h"
+#include "task_config.h"
+
+namespace tessera::server {
+
+// Each expert's weights now, in index order (the order of the router's logits).
+using ExpertWeightsResult = common::Result<std::vector<std::shared_ptr<const common::NamedTensors>>>;
+using ExpertWeightsNow = std::function<ExpertWeightsResult()>;
+
+// The rule the group's gallery routes by: by the class too where the router knows the experts'
+// class counts (docs/benchmarks.md, "Issue 55"), else the router alone.
+std::string group_gallery_routing(const TaskConfig& router);
+
+// A renderer of the group's grid for the router task `router`, its experts' preset and classes
+// from `expert` (any member expert's config); none unless the experts generate images.
+std::optional<SampleRendererFactory> make_torch_group_renderer_factory(const TaskConfig& router,
+                                                                       const TaskConfig& expert,
+                                                                       const std::filesystem::path& decoder_file,
+                                                                       double latent_scale, ExpertWeightsNow experts);
+
+}  // namespace tessera::server
