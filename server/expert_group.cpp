@@ -69,4 +69,8 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
     return members;
 }
 
+std::string default_group_routing(const TaskConfig& router) {
+    return router.expert_class_counts.empty() ? "top2" : "top2-class";
+}
+
 }  // namespace tessera::server

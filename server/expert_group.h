@@ -33,4 +33,9 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
                                                                  const std::string& group_id, double weight,
                                                                  const ConfigureTask& configure);
 
+// The rule a group is sampled by unless one is asked for (its gallery, `export --group`): by the
+// class too where the router knows the experts' class counts (docs/benchmarks.md, "Issue 55"),
+// else the router alone.
+std::string default_group_routing(const TaskConfig& router);
+
 }  // namespace tessera::server

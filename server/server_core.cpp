@@ -9,6 +9,7 @@
 #include "dataset_manifest.h"
 #include "doorbell.h"
 #include "executor.h"
+#include "expert_group.h"
 #include "file_io.h"
 #include "logger.h"
 #include "process_holder.h"
@@ -134,7 +135,7 @@ std::optional<SampleRendererFactory> group_renderer_for(ServerCore::Parts& p, co
     auto expert_manifest =
         common::load_dataset_manifest(std::filesystem::path(experts->front().config.data_dir) / "dataset.json");
     if (expert_manifest) facts.classes = expert_manifest->classes;
-    facts.routing = group_gallery_routing(router);
+    facts.routing = default_group_routing(router);
     return make_torch_group_renderer_factory(router, experts->front().config,
                                              std::filesystem::path(router.data_dir) / manifest->decoder.file,
                                              manifest->scale_factor, std::move(now));

@@ -11,6 +11,7 @@
 #include "checkpoint.h"
 #include "command_line.h"
 #include "command_support.h"
+#include "expert_group.h"
 #include "file_io.h"
 #include "file_system.h"
 #include "model_ema.h"
@@ -151,14 +152,15 @@ common::Result<std::vector<std::pair<TaskRecord, TaskConfig>>> group_members(Sto
 // its presence marks a complete export).
 int export_group(Store& store, BlobStore& blobs, const cxxopts::ParseResult& args, const std::string& weights) {
     auto group = args["group"].as<std::string>();
-    auto routing = args["routing"].as<std::string>();
+    auto members = group_members(store, group);
+    if (!members) return fail("export", members.message());
+    const auto& class_counts = members->back().second.expert_class_counts;  // the router's
+    auto routing =
+        args.count("routing") ? args["routing"].as<std::string>() : default_group_routing(members->back().second);
     bool by_class = routing.ends_with("-class");
     auto rule = by_class ? routing.substr(0, routing.size() - 6) : routing;
     if (rule != "top1" && rule != "top2" && rule != "all")
         return fail("export", "--routing must be top1, top2 or all, with -class to route by the class too");
-    auto members = group_members(store, group);
-    if (!members) return fail("export", members.message());
-    const auto& class_counts = members->back().second.expert_class_counts;  // the router's
     if (by_class && class_counts.empty())
         return fail("export", "--routing " + routing + " needs the experts' class counts, which group " + group +
                                   " lacks (made from clusters without classes, or before they were counted)");
@@ -220,10 +222,11 @@ int export_command(int argc, char** argv) {
         cxxopts::value<std::string>()->default_value("both"))(
         "group", "an expert group's id: every member into the folder --out, with routing.json",
         cxxopts::value<std::string>())(
-        "routing", "with --group: the rule routing.json names, top1, top2 or all; -class also routes by the class",
-        cxxopts::value<std::string>()->default_value("top2"))("guidance",
-                                                              "with --group: the guidance scale routing.json names",
-                                                              cxxopts::value<double>()->default_value("3"));
+        "routing",
+        "with --group: the rule routing.json names, top1, top2 or all; -class also routes by the class "
+        "(default: top2-class where the group knows its experts' class counts, else top2)",
+        cxxopts::value<std::string>())("guidance", "with --group: the guidance scale routing.json names",
+                                       cxxopts::value<double>()->default_value("3"));
     add_database_option(options);
     auto parsed = common::parse_command_line(options, argc, argv);
     if (!parsed) return parsed.exit_code;

@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include "expert_group.h"
 #include "task_shape.h"
 #include "torch/expert_sampling.h"
 #include "torch/model_state.h"
@@ -63,10 +64,6 @@ private:
 
 }  // namespace
 
-std::string group_gallery_routing(const TaskConfig& router) {
-    return router.expert_class_counts.empty() ? "top2" : "top2-class";
-}
-
 std::optional<SampleRendererFactory> make_torch_group_renderer_factory(const TaskConfig& router,
                                                                        const TaskConfig& expert,
                                                                        const std::filesystem::path& decoder_file,
@@ -75,7 +72,7 @@ std::optional<SampleRendererFactory> make_torch_group_renderer_factory(const Tas
     if (!preset || preset->kind != common::ModelKind::Dit || expert.text_dim > 0) return std::nullopt;
     return [router, expert, decoder_file, latent_scale, experts]() -> common::Result<std::unique_ptr<SampleRenderer>> {
         try {
-            auto routing = common::routing_from_name(group_gallery_routing(router));
+            auto routing = common::routing_from_name(default_group_routing(router));
             if (!routing) return routing.error();
             common::Decoder decoder;
             if (auto status = common::load_state_file(*decoder, decoder_file); !status)

@@ -19,10 +19,6 @@ namespace tessera::server {
 using ExpertWeightsResult = common::Result<std::vector<std::shared_ptr<const common::NamedTensors>>>;
 using ExpertWeightsNow = std::function<ExpertWeightsResult()>;
 
-// The rule the group's gallery routes by: by the class too where the router knows the experts'
-// class counts (docs/benchmarks.md, "Issue 55"), else the router alone.
-std::string group_gallery_routing(const TaskConfig& router);
-
 // A renderer of the group's grid for the router task `router`, its experts' preset and classes
 // from `expert` (any member expert's config); none unless the experts generate images.
 std::optional<SampleRendererFactory> make_torch_group_renderer_factory(const TaskConfig& router,
