@@ -1,6 +1,8 @@
 // An expert group's tasks from a cluster directory's clusters.json.
 #include "expert_group.h"
 
+#include <algorithm>
+
 #include "expert_clusters.h"
 #include "protocol.h"
 
@@ -70,7 +72,29 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
 }
 
 std::string default_group_routing(const TaskConfig& router) {
-    return router.expert_class_counts.empty() ? "top2" : "top2-class";
+    return router.expert_class_counts.empty() ? "top2" : "top1-class";
+}
+
+// An expert group's members other than the router, by index, as stored.
+common::Result<std::vector<TaskView>> group_experts(TaskStore& store, const TaskConfig& router) {
+    auto tasks = store.tasks();
+    if (!tasks) return tasks.error();
+    std::vector<TaskView> experts;
+    for (auto& record : *tasks) {
+        auto view = task_view(std::move(record));
+        if (!view) return view.error();
+        if (view->config.expert_group == router.expert_group && view->config.expert_index >= 0)
+            experts.push_back(std::move(*view));
+    }
+    std::sort(experts.begin(), experts.end(),
+              [](const auto& a, const auto& b) { return a.config.expert_index < b.config.expert_index; });
+    for (std::size_t k = 0; k < experts.size(); ++k)
+        if (experts[k].config.expert_index != static_cast<std::int64_t>(k))
+            return common::make_error("expert group " + router.expert_group + " lacks expert " + std::to_string(k));
+    if (static_cast<std::int64_t>(experts.size()) != router.num_classes)
+        return common::make_error("expert group " + router.expert_group + " has " + std::to_string(experts.size()) +
+                                  " experts, its router routes between " + std::to_string(router.num_classes));
+    return experts;
 }
 
 }  // namespace tessera::server

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "result.h"
+#include "store_tasks.h"
 #include "task_config.h"
+#include "task_lookup.h"
 
 namespace tessera::server {
 
@@ -33,9 +35,14 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
                                                                  const std::string& group_id, double weight,
                                                                  const ConfigureTask& configure);
 
-// The rule a group is sampled by unless one is asked for (its gallery, `export --group`): by the
-// class too where the router knows the experts' class counts (docs/benchmarks.md, "Issue 55"),
-// else the router alone.
+// The rule a group is sampled by unless one is asked for (its gallery, `export --group`): the one
+// expert the class and the router favour most (top1-class) where the router knows the experts'
+// class counts — the lowest FID in every measured case (docs/benchmarks.md, "Issue 55") — else
+// the router's two most likely experts (top2).
 std::string default_group_routing(const TaskConfig& router);
+
+// The experts of the router's group, by index, as stored; an error unless they are 0 … E − 1 for
+// the router's E.
+common::Result<std::vector<TaskView>> group_experts(TaskStore& store, const TaskConfig& router);
 
 }  // namespace tessera::server

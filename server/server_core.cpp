@@ -80,28 +80,6 @@ std::optional<SampleRendererFactory> torch_renderer_for(const TaskConfig& config
                                               std::filesystem::path(config.data_dir) / manifest->validation.file);
 }
 
-// An expert group's members other than the router, by index, as stored.
-common::Result<std::vector<TaskView>> group_experts(Store& store, const TaskConfig& router) {
-    auto tasks = store.tasks();
-    if (!tasks) return tasks.error();
-    std::vector<TaskView> experts;
-    for (auto& record : *tasks) {
-        auto view = task_view(std::move(record));
-        if (!view) return view.error();
-        if (view->config.expert_group == router.expert_group && view->config.expert_index >= 0)
-            experts.push_back(std::move(*view));
-    }
-    std::sort(experts.begin(), experts.end(),
-              [](const auto& a, const auto& b) { return a.config.expert_index < b.config.expert_index; });
-    for (std::size_t k = 0; k < experts.size(); ++k)
-        if (experts[k].config.expert_index != static_cast<std::int64_t>(k))
-            return common::make_error("expert group " + router.expert_group + " lacks expert " + std::to_string(k));
-    if (static_cast<std::int64_t>(experts.size()) != router.num_classes)
-        return common::make_error("expert group " + router.expert_group + " has " + std::to_string(experts.size()) +
-                                  " experts, its router routes between " + std::to_string(router.num_classes));
-    return experts;
-}
-
 // A group's router task draws the group (docs/experts.md, "The group's samples"): the experts'
 // newest weights (their EMA where they keep one, as their own galleries) through the router's
 // version. Its gallery's rows are then the experts' classes.

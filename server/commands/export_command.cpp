@@ -224,7 +224,7 @@ int export_command(int argc, char** argv) {
         cxxopts::value<std::string>())(
         "routing",
         "with --group: the rule routing.json names, top1, top2 or all; -class also routes by the class "
-        "(default: top2-class where the group knows its experts' class counts, else top2)",
+        "(default: top1-class where the group knows its experts' class counts, else top2)",
         cxxopts::value<std::string>())("guidance", "with --group: the guidance scale routing.json names",
                                        cxxopts::value<double>()->default_value("3"));
     add_database_option(options);

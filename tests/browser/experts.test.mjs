@@ -64,7 +64,7 @@ async function main() {
     const img = document.getElementById('samples-img');
     return img && img.complete && img.naturalWidth > 0;
   }, null, { timeout: 180_000 });
-  assert.match(await page.textContent('#samples-title'), /^Samples of group g through the router \(top2-class\)/);
+  assert.match(await page.textContent('#samples-title'), /^Samples of group g through the router \(top1-class\)/);
   const labels = await page.$$eval('#samples .rows span', (spans) => spans.map((s) => s.textContent));
   assert.equal(labels.length, 10);
   assert.equal(labels[0], 'T-shirt/top');

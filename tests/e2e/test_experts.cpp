@@ -186,14 +186,14 @@ TEST_CASE("an expert group and its router trained by real volunteers, each on it
             .as_object();
     CHECK(routing.at("rule").as_string() == "top2");
     CHECK(routing.at("by_class").as_bool());
-    // Without --routing, the group's own rule: by the class too, as it knows the class counts.
+    // Without --routing, the group's own rule: top-1 by the class too, as it knows the class counts.
     REQUIRE(ChildProcess({required_env("TESSERA_SERVER"), "export", "--state", state.string(), "--group", "g", "--out",
                           (dir / "default").string()})
                 .wait() == 0);
     auto defaults =
         boost::json::parse(common::as_string_view(common::read_file(dir / "default" / "routing.json", 1 << 20).value()))
             .as_object();
-    CHECK(defaults.at("rule").as_string() == "top2");
+    CHECK(defaults.at("rule").as_string() == "top1");
     CHECK(defaults.at("by_class").as_bool());
     // The class counts are the clusters' (each expert's training samples per class).
     std::vector<std::vector<std::int64_t>> class_counts;

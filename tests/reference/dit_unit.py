@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""A second implementation of a DiT work unit — the class DiT (`dit-tiny`, `dit-s`, `dit-b`) and
-the text DiT (the `-text` presets) — written from docs/protocol.md ("Training a work unit",
+"""A second implementation of a DiT work unit — the class DiT (`dit-tiny`, `dit-s`, `dit-b`), the
+text DiT (the `-text` presets) and an expert group's router (`router`) — written from
+docs/protocol.md ("Training a work unit",
 "Randomness", "Model presets") and docs/dataset_format.md ("Captions") alone, with Debian's
 python3-torch used only for tensor arithmetic and autograd. It reads a unit's inputs from DIR:
 unit.json with the unit's `model` and its hyper fields (`local_steps`, `batch_size`, `lr`,
@@ -21,8 +22,8 @@ import torch
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
 BATCH_ORDER, TIMESTEP, NOISE, LABEL_DROP, CAPTION_DROP, PATCH_MASK = 1, 2, 3, 4, 6, 7
-HEADS = {"dit-tiny": 2, "dit-s": 6, "dit-b": 12}
-MIXER_DEPTH = {"dit-tiny": 1, "dit-s": 2, "dit-b": 2}
+HEADS = {"dit-tiny": 2, "dit-s": 6, "dit-b": 12, "router": 2}  # the router: dit-tiny's trunk
+MIXER_DEPTH = {"dit-tiny": 1, "dit-s": 2, "dit-b": 2, "router": 0}
 LABEL_DROP_RATE = 0.1
 CAPTION_DROP_DEFAULT = 0.1
 
@@ -178,9 +179,10 @@ def take(v, keep):
     return torch.gather(v, 1, keep.unsqueeze(-1).expand(-1, -1, v.shape[2]))
 
 
-def dit_forward(w, x, t, heads, labels=None, caption=None, lengths=None, keep=None, mixer=0):
-    """The velocity (B, C, S, S); with `keep` (B, K), the kept patches' only, (B, K, P), the
-    blocks from `mixer` on seeing the kept tokens alone."""
+def trunk(w, x, t, heads, labels=None, caption=None, lengths=None, keep=None, mixer=0):
+    """The blocks' output tokens h and the conditioning c: on t and the class (`labels`), the
+    caption, or t alone (the router); with `keep` (B, K), the blocks from `mixer` on see the kept
+    tokens alone."""
     batch, channels, side, _ = x.shape
     grid, hidden = side // 2, w["patch_embed.weight"].shape[0]
     tokens, d = grid * grid, hidden // heads
@@ -192,7 +194,7 @@ def dit_forward(w, x, t, heads, labels=None, caption=None, lengths=None, keep=No
     args = (t * 1000).unsqueeze(1) * freqs
     features = torch.cat([args.cos(), args.sin()], dim=1)
     c = linear(w, "t_fc2", torch.nn.functional.silu(linear(w, "t_fc1", features)))
-    if caption is None:
+    if labels is not None:
         c = c + w["class_embed.weight"][labels]
     t6 = linear(w, "t_block", torch.nn.functional.silu(c)).reshape(batch, 6, hidden)
 
@@ -229,12 +231,27 @@ def dit_forward(w, x, t, heads, labels=None, caption=None, lengths=None, keep=No
         h = h + gate2.unsqueeze(1) * linear(w, b + "fc2", m)
     if keep is not None and mixer == depth:
         h = take(h, keep)
+    return h, c
 
+
+def dit_forward(w, x, t, heads, labels=None, caption=None, lengths=None, keep=None, mixer=0):
+    """The velocity (B, C, S, S); with `keep` (B, K), the kept patches' only, (B, K, P)."""
+    batch, channels, side, _ = x.shape
+    grid = side // 2
+    h, c = trunk(w, x, t, heads, labels, caption, lengths, keep, mixer)
     shift, scale = (w["final_table"] + c.unsqueeze(1)).unbind(1)
     v = linear(w, "out", modulate(layer_norm(h), shift, scale))
     if keep is not None:
         return v
     return v.reshape(batch, grid, grid, 2, 2, channels).permute(0, 5, 1, 3, 2, 4).reshape(batch, channels, side, side)
+
+
+def router_forward(w, x, t, heads):
+    """The router's logits (B, E): the trunk on t alone, its tokens' mean, a LayerNorm with its
+    own weight and bias, and the head."""
+    h, _ = trunk(w, x, t, heads)
+    pooled = torch.nn.functional.layer_norm(h.mean(1), (h.shape[-1],), w["norm.weight"], w["norm.bias"], eps=1e-6)
+    return linear(w, "router_head", pooled)
 
 
 def patches_of(v):
@@ -254,6 +271,8 @@ def step_loss(w, hyper, heads, mixer, step, x, labels, caption, lengths):
     noise = Stream(seed, NOISE, step).normals(x.numel()).reshape(x.shape)
     tt = t.reshape(batch, 1, 1, 1)
     x_t = (1 - tt) * x + tt * noise
+    if "router_head.weight" in w:  # the cluster of x_t, by cross-entropy; no label drop
+        return torch.nn.functional.cross_entropy(router_forward(w, x_t, t, heads), labels)
     if caption is None:
         null_class = w["class_embed.weight"].shape[0] - 1
         stream = Stream(seed, LABEL_DROP, step)

@@ -1,6 +1,6 @@
 // A volunteer written from the docs alone reproduces a unit's delta: tests/reference/
 // cnn_unit.py and dit_unit.py implement the specified randomness, the cnn, the class and text
-// DiTs and the inner loop in Python (Debian's python3-torch for tensor arithmetic only), train
+// DiTs, the experts' router and the inner loop in Python (Debian's python3-torch for tensor arithmetic only), train
 // the same units as the reference trainer, and the deltas must agree to floating-point rounding.
 #include <torch/torch.h>
 
@@ -203,6 +203,28 @@ TEST_CASE("a class DiT unit trained by a second implementation written from the 
     hyper.seed = 7654321;
     auto other = common::to_named_f32(
         common::train("dit-tiny", run.theta0, run.data, common::train_config_for(hyper)).value().delta);
+    CHECK(relative_distance(other, run.independent, true) > 0.1);
+}
+
+TEST_CASE("a router unit trained by a second implementation written from the docs matches the reference trainer's") {
+    // The router of an expert group: x_t drawn as a DiT unit draws it, cross-entropy on the label.
+    common::Hyperparameters hyper{.local_steps = 8,
+                                  .batch_size = 10,
+                                  .lr = 2e-3,
+                                  .warmup_steps = 3,
+                                  .weight_decay = 0.01,
+                                  .grad_clip = 1.0,
+                                  .seed = 1234567,
+                                  .caption_drop = {}};
+    auto run = run_dit_unit("router", hyper,
+                            R"({"model": "router", "local_steps": 8, "batch_size": 10, "lr": 0.002, )"
+                            R"("warmup_steps": 3, "weight_decay": 0.01, "grad_clip": 1.0, "seed": 1234567})");
+    auto distance = relative_distance(run.reference, run.independent, true);
+    MESSAGE("router: relative L2 distance between the two deltas: " << distance << " without the key biases");
+    CHECK(distance < 1e-4);
+    hyper.seed = 7654321;
+    auto other = common::to_named_f32(
+        common::train("router", run.theta0, run.data, common::train_config_for(hyper)).value().delta);
     CHECK(relative_distance(other, run.independent, true) > 0.1);
 }
 
