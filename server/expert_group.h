@@ -37,7 +37,7 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
 
 // The rule a group is sampled by unless one is asked for (its gallery, `export --group`): the one
 // expert the class and the router favour most (top1-class) where the router knows the experts'
-// class counts — the lowest FID in every measured case (docs/benchmarks.md, "Issue 55") — else
+// class counts — the lowest FID in 8 of the 10 measured cases (docs/benchmarks.md, "Issue 55") — else
 // the router's two most likely experts (top2).
 std::string default_group_routing(const TaskConfig& router);
 
