@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "expert_group.h"
+#include "gallery_grid.h"
 #include "task_shape.h"
 #include "torch/expert_sampling.h"
 #include "torch/model_state.h"
@@ -85,12 +86,7 @@ std::optional<SampleRendererFactory> make_torch_group_renderer_factory(const Tas
             }
             auto routing_model = common::make_workload(router.model, shape_of(router), 0);
             if (!routing_model) return routing_model.error();
-            common::GridOptions grid;
-            grid.classes = expert.num_classes;
-            grid.per_class = kGallerySamplesPerClass;
-            grid.latent_scale = latent_scale;
-            grid.sampling.steps = kGallerySamplingSteps;
-            grid.sampling.seed = kGallerySamplingSeed;
+            auto grid = gallery_grid(expert.num_classes, latent_scale);
             auto evidence = routing->by_class ? common::class_evidence(router.expert_class_counts) : torch::Tensor();
             return std::unique_ptr<SampleRenderer>(std::make_unique<TorchGroupRenderer>(
                 std::move(models), std::move(*routing_model), std::move(decoder), grid, *routing, evidence, experts));

@@ -10,6 +10,7 @@
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
 #include "torch/trainer.h"
+#include "gallery_grid.h"
 #include "task_shape.h"
 #include "torch/workload.h"
 
@@ -238,12 +239,7 @@ std::optional<SampleRendererFactory> make_torch_sample_renderer_factory(const Ta
                 return common::with_context("decoder", status.error());
             auto workload = common::make_workload(config.model, shape_of(config), 0);
             if (!workload) return workload.error();
-            common::GridOptions grid;
-            grid.classes = config.num_classes;
-            grid.per_class = kGallerySamplesPerClass;
-            grid.latent_scale = latent_scale;
-            grid.sampling.steps = kGallerySamplingSteps;
-            grid.sampling.seed = kGallerySamplingSeed;
+            auto grid = gallery_grid(config.num_classes, latent_scale);
             if (config.text_dim > 0) {
                 auto data = common::load_shard_file(validation_shard);
                 if (!data) return common::with_context("validation captions", data.error());

@@ -143,6 +143,18 @@ TEST_CASE("cluster splits a latent dataset into experts that hold each sample on
     auto refused = load_cluster_manifest(clusters_file);
     REQUIRE_FALSE(refused);
     CHECK_MESSAGE(refused.message().find("sizes") != std::string::npos, refused.message());
+    // Class counts ragged, negative, or a row short are refused the same way.
+    for (auto [from, to] : {std::pair<std::string, std::string>{"\"class_counts\":[[", "\"class_counts\":[[1],["},
+                            {"\"class_counts\":[[", "\"class_counts\":[[-1,"},
+                            {"\"class_counts\":[[", "\"class_counts\":[7,["}}) {
+        std::string bad(as_string_view(original));
+        REQUIRE(bad.find(from) != std::string::npos);
+        bad.replace(bad.find(from), from.size(), to);
+        REQUIRE(write_file_atomic(clusters_file, as_bytes(bad)));
+        auto why = load_cluster_manifest(clusters_file);
+        REQUIRE_FALSE(why);
+        CHECK_MESSAGE(why.message().find("class_counts") != std::string::npos, why.message());
+    }
     REQUIRE(write_file_atomic(clusters_file, as_bytes(std::string("{\"format\":\"tessera.clusters\""))));
     CHECK_FALSE(load_cluster_manifest(clusters_file));
     REQUIRE(cluster_dataset(options));

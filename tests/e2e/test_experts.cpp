@@ -195,6 +195,14 @@ TEST_CASE("an expert group and its router trained by real volunteers, each on it
             .as_object();
     CHECK(defaults.at("rule").as_string() == "top1");
     CHECK(defaults.at("by_class").as_bool());
+    // An unknown rule or group is refused before anything is written.
+    for (const auto& [group, rule] : {std::pair<std::string, std::string>{"g", "top3-class"}, {"nobody", "top2"}}) {
+        auto refused = dir / ("refused-" + group);
+        CHECK(ChildProcess({required_env("TESSERA_SERVER"), "export", "--state", state.string(), "--group", group,
+                            "--out", refused.string(), "--routing", rule})
+                  .wait() != 0);
+        CHECK_FALSE(std::filesystem::exists(refused));
+    }
     // The class counts are the clusters' (each expert's training samples per class).
     std::vector<std::vector<std::int64_t>> class_counts;
     for (const auto& row : routing.at("class_counts").as_array())
