@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 namespace tessera::common {
 namespace {
 
@@ -10,6 +12,15 @@ namespace {
 DitCondition rows_of(const DitCondition& condition, const torch::Tensor& index) {
     auto pick = [&](const torch::Tensor& t) { return t.defined() ? t.index_select(0, index) : t; };
     return {pick(condition.labels), pick(condition.text), pick(condition.text_len)};
+}
+
+std::string_view prior_suffix(RoutingPrior prior) {
+    switch (prior) {
+        case RoutingPrior::Class: return "-class";
+        case RoutingPrior::Caption: return "-caption";
+        case RoutingPrior::None: return "";
+    }
+    return "";
 }
 
 }  // namespace
@@ -30,18 +41,22 @@ Result<RoutingRule> routing_rule_from_name(std::string_view name) {
 }
 
 std::string routing_name(Routing routing) {
-    return std::string(routing_rule_name(routing.rule)) + (routing.by_class ? "-class" : "");
+    return std::string(routing_rule_name(routing.rule)) + std::string(prior_suffix(routing.prior));
 }
 
 Result<Routing> routing_from_name(std::string_view name) {
-    constexpr std::string_view kClassSuffix = "-class";
     Routing routing;
-    routing.by_class = name.ends_with(kClassSuffix);
-    if (routing.by_class) name.remove_suffix(kClassSuffix.size());
-    auto rule = routing_rule_from_name(name);
+    auto rule_name = name;
+    for (auto prior : {RoutingPrior::Class, RoutingPrior::Caption})
+        if (name.ends_with(prior_suffix(prior))) {
+            routing.prior = prior;
+            rule_name.remove_suffix(prior_suffix(prior).size());
+        }
+    auto rule = routing_rule_from_name(rule_name);
     if (!rule)
-        return make_error("routing must be top1, top2 or all, with -class to route by the class too, not \"" +
-                          std::string(name) + (routing.by_class ? "-class" : "") + "\"");
+        return make_error(
+            "routing must be top1, top2 or all, with -class or -caption to route by the condition too, not \"" +
+            std::string(name) + "\"");
     routing.rule = *rule;
     return routing;
 }
@@ -62,6 +77,36 @@ torch::Tensor class_evidence(const std::vector<std::vector<std::int64_t>>& class
     return torch::where(per_class.expand_as(evidence) > 0, evidence, torch::zeros_like(evidence)).to(torch::kFloat32);
 }
 
+torch::Tensor pooled_captions(const torch::Tensor& text, const torch::Tensor& text_len) {
+    auto tokens = text.to(torch::kFloat32);
+    if (!text_len.defined()) return tokens.mean(1);
+    auto length = text_len.to(tokens.device()).to(torch::kFloat32).clamp_min(1);
+    auto kept = torch::arange(tokens.size(1), tokens.options()).view({1, -1}) < length.view({-1, 1});  // (B, L)
+    return (tokens * kept.unsqueeze(2).to(tokens.dtype())).sum(1) / length.view({-1, 1});
+}
+
+torch::Tensor caption_evidence(const std::vector<std::vector<double>>& centres, const std::vector<std::int64_t>& sizes,
+                               double inertia, const torch::Tensor& pooled) {
+    TORCH_CHECK(!centres.empty() && centres.size() == sizes.size(), "caption evidence needs a size per centre");
+    auto experts = static_cast<std::int64_t>(centres.size()), dim = pooled.size(1);
+    auto c = torch::empty({experts, dim}, torch::kFloat64);
+    std::int64_t total = 0;
+    for (std::int64_t k = 0; k < experts; ++k) {
+        TORCH_CHECK(static_cast<std::int64_t>(centres[k].size()) == dim, "centre ", k, " has ", centres[k].size(),
+                    " values, the captions ", dim);
+        for (std::int64_t d = 0; d < dim; ++d) c[k][d] = centres[k][d];
+        TORCH_CHECK(sizes[k] > 0, "cluster ", k, " is empty");
+        total += sizes[k];
+    }
+    auto variance = inertia / static_cast<double>(total * dim);
+    TORCH_CHECK(std::isfinite(variance) && variance > 0, "the clusters' inertia gives no variance");
+    auto e = pooled.to(torch::kFloat64).cpu();
+    auto prior = torch::tensor(std::vector<double>(sizes.begin(), sizes.end()), torch::kFloat64) / total;
+    auto joint = prior.log().view({1, -1}) - torch::cdist(e, c).square() / (2 * variance);  // (B, E)
+    auto posterior = joint - joint.logsumexp(1, true);
+    return (posterior - prior.log().view({1, -1})).to(torch::kFloat32).to(pooled.device());
+}
+
 torch::Tensor routing_weights(const torch::Tensor& logits, RoutingRule rule) {
     auto p = torch::softmax(logits.to(torch::kFloat32), 1);
     if (rule == RoutingRule::All) return p;
@@ -80,11 +125,16 @@ torch::Tensor euler_sample_experts(const std::vector<Dit*>& experts, Router& rou
     auto rows = condition_rows(condition);
     auto device = condition.text.defined() ? condition.text.device() : condition.labels.device();
     auto x = sampling_noise((*experts.front())->config(), rows, options.seed, device);
-    torch::Tensor row_evidence;  // (B, E): each row's class evidence, or none
+    torch::Tensor row_evidence;  // (B, E): each row's evidence, or none
     if (evidence.defined() && condition.labels.defined()) {
         TORCH_CHECK(evidence.size(0) == static_cast<std::int64_t>(experts.size()), "class evidence for ",
                     evidence.size(0), " experts, not ", experts.size());
         row_evidence = evidence.to(device).index_select(1, condition.labels).t();
+    } else if (evidence.defined()) {
+        TORCH_CHECK(evidence.dim() == 2 && evidence.size(0) == rows &&
+                        evidence.size(1) == static_cast<std::int64_t>(experts.size()),
+                    "caption evidence must be (", rows, ", ", experts.size(), ")");
+        row_evidence = evidence.to(device);
     }
     double dt = 1.0 / static_cast<double>(options.steps);
     for (std::int64_t i = options.steps; i > 0; --i) {

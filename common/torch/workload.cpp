@@ -35,11 +35,12 @@ const std::vector<ModelPreset>& presets() {
             p.kind = ModelKind::Router;
             return p;
         };
-        // dit-nano: about a quarter of dit-tiny (0.29x), an expert of four (docs/experts.md).
+        // dit-nano(-text): about a quarter of dit-tiny(-text), an expert of four (docs/experts.md).
         return std::vector<ModelPreset>{dit("dit-nano", 32, 2, 2, 1, false),
                                         dit("dit-tiny", 64, 2, 2, 1, false),
                                         dit("dit-s", 384, 12, 6, 2, false),
                                         dit("dit-b", 768, 12, 12, 2, false),
+                                        dit("dit-nano-text", 32, 2, 2, 1, true),
                                         dit("dit-tiny-text", 64, 2, 2, 1, true),
                                         dit("dit-s-text", 384, 12, 6, 2, true),
                                         dit("dit-b-text", 768, 12, 12, 2, true),

@@ -286,7 +286,8 @@ void add_task_options(cxxopts::Options& options) {
         "id", "task id (default: <dataset>-<model>; with --experts the group's, <source>-<model>-experts<E>)",
         cxxopts::value<std::string>())(
         "model",
-        "preset: dit-nano, dit-tiny, dit-s, dit-b (class-conditional latents); dit-tiny-text, dit-s-text, dit-b-text "
+        "preset: dit-nano, dit-tiny, dit-s, dit-b (class-conditional latents); dit-nano-text, dit-tiny-text, "
+        "dit-s-text, dit-b-text "
         "(captioned latents: text-to-image); cnn (pixels) (default: dit-tiny, dit-tiny-text with captions, cnn for "
         "pixels)",
         cxxopts::value<std::string>());

@@ -87,7 +87,9 @@ std::optional<SampleRendererFactory> make_torch_group_renderer_factory(const Tas
             auto routing_model = common::make_workload(router.model, shape_of(router), 0);
             if (!routing_model) return routing_model.error();
             auto grid = gallery_grid(expert.num_classes, latent_scale);
-            auto evidence = routing->by_class ? common::class_evidence(router.expert_class_counts) : torch::Tensor();
+            auto evidence = routing->prior == common::RoutingPrior::Class
+                                ? common::class_evidence(router.expert_class_counts)
+                                : torch::Tensor();
             return std::unique_ptr<SampleRenderer>(std::make_unique<TorchGroupRenderer>(
                 std::move(models), std::move(*routing_model), std::move(decoder), grid, *routing, evidence, experts));
         } catch (const c10::Error& error) {

@@ -118,6 +118,41 @@ TEST_CASE("an untrained text DiT scores low, the same twice; the cnns are reused
     CHECK(!(*judge)->score("cnn", weights).ok());  // a classifier draws nothing
 }
 
+TEST_CASE("experts routed to copies of one text DiT judge as that DiT, by caption too") {
+    torch::set_num_threads(2);
+    testing::TempDir dir;
+    auto judge = CaptionJudge::make(judge_options(dir / "judge")).value();
+    auto config = server::default_task_config(canvases(), server::PolicyKind::FedAsync, "dit-nano-text").value();
+    auto weights = server::initial_weights(config).value();
+    auto alone = judge->score("dit-nano-text", weights, 3.0);
+    REQUIRE_MESSAGE(alone.ok(), alone.message());
+
+    auto router_config = server::default_task_config(canvases(), server::PolicyKind::FedAsync, "router").value();
+    router_config.num_classes = 2;
+    auto router = server::initial_weights(router_config).value();
+    std::vector<const common::NamedTensors*> copies{&weights, &weights};
+    // Two clusters of the pooled captions, one centre at 0 and one at 1 in every dimension.
+    common::ClusterManifest clusters;
+    clusters.features = "text";
+    clusters.feature_dim = config.text_dim;
+    clusters.centres = {std::vector<double>(static_cast<std::size_t>(config.text_dim), 0.0),
+                        std::vector<double>(static_cast<std::size_t>(config.text_dim), 1.0)};
+    clusters.sizes = {60, 40};
+    clusters.inertia = 100.0 * static_cast<double>(config.text_dim);
+    for (const auto* rule : {"top1", "top1-caption"}) {
+        INFO(rule);
+        auto routed = judge->routed_score("dit-nano-text", copies, router, rule, clusters, 3.0);
+        REQUIRE_MESSAGE(routed.ok(), routed.message());
+        CHECK(routed->object == alone->object);
+        CHECK(routed->relation == alone->relation);
+        CHECK(routed->heldout == alone->heldout);
+    }
+    auto on_latents = clusters;
+    on_latents.features = "samples";
+    CHECK_FALSE(judge->routed_score("dit-nano-text", copies, router, "top1-caption", on_latents).ok());
+    CHECK_FALSE(judge->routed_score("dit-nano-text", copies, router, "top1-class", clusters).ok());  // no classes
+}
+
 TEST_CASE("a dataset without captioned canvases is no caption judge's data") {
     testing::TempDir dir;
     testing::write_synthetic_dataset(dir / "latents", 1);

@@ -82,7 +82,7 @@ TEST_CASE("the fleet command refuses bad values by flag, before it reads the dat
              {{"--schedule-samples", "0"}, "--schedule-samples"},
              {{"--routing", "top3"}, "--routing"},
              {{"--router-share", "1"}, "--router-share"},
-             {{"--experts", "/nonexistent-clusters"}, "--judge"},
+             {{"--experts", "/nonexistent-clusters", "--fidelity-captions", "0"}, "--judge"},
          }) {
         CAPTURE(c.args[1]);
         auto outcome = fleet(c.args);

@@ -75,11 +75,13 @@ TEST_CASE("FID beside CAS; experts routed to copies of one model judge as that m
     auto all = judge->routed_figures("dit-tiny", copies, router, "all", {}).value();
     CHECK(all.fid == doctest::Approx(alone->fid).epsilon(1e-3));
     // Routed by class too (expert 0 holds classes 0–4, expert 1 the rest): still the model's samples.
-    std::vector<std::vector<std::int64_t>> halves{{9, 9, 9, 9, 9, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 9, 9, 9, 9, 9}};
+    common::ClusterManifest halves;
+    halves.class_counts = {{9, 9, 9, 9, 9, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 9, 9, 9, 9, 9}};
     auto by_class = judge->routed_figures("dit-tiny", copies, router, "top1-class", halves);
     REQUIRE_MESSAGE(by_class.ok(), by_class.message());
     CHECK(by_class->cas == alone->cas);
     CHECK_FALSE(judge->routed_figures("dit-tiny", copies, router, "top1-class", {}).ok());  // no counts
+    CHECK_FALSE(judge->routed_figures("dit-tiny", copies, router, "top1-caption", halves).ok());  // no captions
     CHECK_FALSE(judge->routed_figures("dit-tiny", copies, router, "mean", {}).ok());
     CHECK_FALSE(judge->routed_figures("dit-tiny", {&weights, &weights, &weights}, router, "top1", {}).ok());
 }

@@ -1,6 +1,7 @@
 // The routed sampler against its documented formula (docs/experts.md): the routing weights of
 // each rule on hand-made logits, the Euler sum on hand-made experts whose velocity is a constant,
-// and the single-expert case equal to that expert's own sampler, guidance included.
+// the single-expert case equal to that expert's own sampler, guidance included, and the class's
+// and the caption's evidence computed by hand.
 #include <torch/torch.h>
 
 #include <cmath>
@@ -17,9 +18,11 @@ bool close(const torch::Tensor& a, const torch::Tensor& b, double tolerance = 1e
     return a.sizes() == b.sizes() && torch::allclose(a, b, tolerance, tolerance);
 }
 
-// A dit-tiny whose velocity is `value` everywhere: a zero output layer with a constant bias.
-std::unique_ptr<Workload> constant_expert(float value) {
-    auto workload = make_workload("dit-tiny", DataShape{}, 1).value();
+// A dit-tiny (dit-nano-text with `text_dim`) whose velocity is `value` everywhere: a zero output
+// layer with a constant bias.
+std::unique_ptr<Workload> constant_expert(float value, std::int64_t text_dim = 0) {
+    auto workload =
+        make_workload(text_dim > 0 ? "dit-nano-text" : "dit-tiny", DataShape{4, 8, 10, text_dim}, 1).value();
     torch::NoGradGuard no_grad;
     auto parameters = workload->module()->named_parameters();
     parameters["out.weight"].zero_();
@@ -102,7 +105,9 @@ TEST_CASE("the class's evidence: log p(k | c) / p(k) from the experts' class cou
     CHECK(close(evidence.masked_select(finite), expected.masked_select(finite), 1e-6));
     CHECK_THROWS(class_evidence({{1, 2}, {3}}));
     CHECK(routing_name(routing_from_name("top2-class").value()) == "top2-class");
-    CHECK_FALSE(routing_from_name("top2").value().by_class);
+    CHECK(routing_from_name("top2").value().prior == RoutingPrior::None);
+    CHECK(routing_from_name("all-caption").value().prior == RoutingPrior::Caption);
+    CHECK(routing_name(routing_from_name("top1-caption").value()) == "top1-caption");
     CHECK(routing_from_name("top3-class").error().message.find("top3-class") != std::string::npos);
 }
 
@@ -125,4 +130,58 @@ TEST_CASE("routed by class too: the router's weights times p(k | c) / p(k), reno
         auto second = rule == RoutingRule::All ? noise[1] - (0.8 * 0.4 + 0.2 * -1.0) : noise[1] - 0.4;
         CHECK(close(routed[1], second, 1e-5));  // class 1: the router's weights as they were
     }
+}
+
+TEST_CASE("the pooled caption: the mean of each row's own tokens, padding left out") {
+    auto text =
+        torch::tensor({{{1.0f, 2.0f}, {3.0f, 4.0f}, {100.0f, 100.0f}}, {{2.0f, 0.0f}, {4.0f, 2.0f}, {6.0f, 4.0f}}});
+    auto pooled = pooled_captions(text, torch::tensor({2, 3}, torch::kInt64));
+    CHECK(close(pooled, torch::tensor({{2.0f, 3.0f}, {4.0f, 2.0f}})));
+    CHECK(close(pooled_captions(text, {}), text.mean(1)));
+}
+
+TEST_CASE("the caption's evidence: log p(k | e) / p(k) under the clusters read as a Gaussian mixture") {
+    // Two centres on a line, 30 and 10 samples, inertia 40 over N · D = 40 · 2 values: σ² = 0.5.
+    std::vector<std::vector<double>> centres{{0.0, 0.0}, {2.0, 0.0}};
+    std::vector<std::int64_t> sizes{30, 10};
+    auto pooled = torch::tensor({{0.0f, 0.0f}, {1.0f, 0.0f}, {2.0f, 1.0f}});
+    auto evidence = caption_evidence(centres, sizes, 40.0, pooled);
+    auto expected = torch::empty({3, 2});
+    for (int row = 0; row < 3; ++row) {
+        double joint[2], total = 0;
+        for (int k = 0; k < 2; ++k) {
+            auto dx = pooled[row][0].item<double>() - centres[k][0], dy = pooled[row][1].item<double>() - centres[k][1];
+            joint[k] = (sizes[k] / 40.0) * std::exp(-(dx * dx + dy * dy) / (2 * 0.5));
+            total += joint[k];
+        }
+        for (int k = 0; k < 2; ++k) expected[row][k] = std::log(joint[k] / total / (sizes[k] / 40.0));
+    }
+    CHECK(close(evidence, expected, 1e-5));
+    // Midway between the centres the distance says nothing: the evidence is 0 for both.
+    CHECK(close(evidence[1], torch::zeros({2}), 1e-6));
+    CHECK(evidence[0][0].item<float>() > 0);
+    CHECK(evidence[2][1].item<float>() > 0);
+    CHECK_THROWS(caption_evidence(centres, {30, 0}, 40.0, pooled));
+    CHECK_THROWS(caption_evidence(centres, sizes, 0.0, pooled));
+    CHECK_THROWS(caption_evidence({{0.0}, {1.0}}, sizes, 40.0, pooled));
+}
+
+TEST_CASE("routed by caption too: each row's evidence added to the router's logits before the rule") {
+    constexpr std::int64_t kTextDim = 64;
+    auto e0 = constant_expert(0.4f, kTextDim), e1 = constant_expert(-1.0f, kTextDim);
+    std::vector<Dit*> experts{dit_of(*e0), dit_of(*e1)};
+    auto router = constant_router({std::log(0.8f), std::log(0.2f)});  // the router prefers expert 0
+    DitCondition captions{{}, torch::randn({3, 5, kTextDim}), torch::tensor({5, 3, 1}, torch::kInt64)};
+    // Row 0 belongs to expert 1 beyond doubt, row 1 says nothing, row 2 leans 3:1 to expert 1.
+    auto evidence = torch::tensor({{-INFINITY, 0.0f}, {0.0f, 0.0f}, {std::log(0.25f), std::log(0.75f)}});
+    SampleOptions options;
+    options.steps = 3;
+    auto noise = sampling_noise((*experts[0])->config(), 3, options.seed, torch::kCPU);
+    auto routed = euler_sample_experts(experts, *router_of(*router), captions, options, RoutingRule::All, evidence);
+    CHECK(close(routed[0], noise[0] + 1.0, 1e-5));
+    CHECK(close(routed[1], noise[1] - (0.8 * 0.4 + 0.2 * -1.0), 1e-5));
+    // 0.8 · 0.25 against 0.2 · 0.75: 4 : 3 for expert 0.
+    CHECK(close(routed[2], noise[2] - (4.0 / 7 * 0.4 + 3.0 / 7 * -1.0), 1e-5));
+    CHECK_THROWS(euler_sample_experts(experts, *router_of(*router), captions, options, RoutingRule::All,
+                                      evidence.slice(0, 0, 2)));
 }

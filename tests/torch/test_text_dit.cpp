@@ -166,8 +166,9 @@ TEST_CASE("text presets take captions and class presets take classes, each refus
     CHECK(captions_to_class.error().message.find("dit-s-text") != std::string::npos);
     CHECK(preset_summary().find("dit-b-text (captions)") != std::string::npos);
     // docs/protocol.md's table, for captions 64 wide on canvases' 4x16x16 latents.
-    for (auto [name, tensors, parameters] : {std::tuple{"dit-tiny-text", 50, 195'280},
-                                             std::tuple{"dit-s-text", 220, 29'903'760}}) {
+    for (auto [name, tensors, parameters] :
+         {std::tuple{"dit-nano-text", 50, 56'944}, std::tuple{"dit-tiny-text", 50, 195'280},
+          std::tuple{"dit-s-text", 220, 29'903'760}}) {
         INFO(name);
         auto model = make_workload(name, DataShape{4, 16, 3, 64}, 0).value();
         CHECK(static_cast<std::int64_t>(state_of(*model->module()).size()) == tensors);

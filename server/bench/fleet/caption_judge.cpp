@@ -3,11 +3,13 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <iostream>
 
 #include "canvas_shard.h"
 #include "dataset_manifest.h"
 #include "judge_cnn.h"
+#include "routed_group.h"
 #include "torch/model_state.h"
 #include "torch/models/autoencoder.h"
 #include "torch/models/cnn.h"
@@ -128,8 +130,11 @@ struct CaptionJudge::Impl {
         return counts;
     }
 
-    // Latents drawn by `dit` for a shard's captions, a batch at a time with fixed noise.
-    torch::Tensor draw(common::Dit& dit, const CanvasShard& shard, double guidance, std::uint64_t noise) {
+    // A model's latents for a batch of captions, drawn with the given options.
+    using Sampler = std::function<torch::Tensor(const common::DitCondition&, const common::SampleOptions&)>;
+
+    // Latents drawn by `sample` for a shard's captions, a batch at a time with fixed noise.
+    torch::Tensor draw(const Sampler& sample, const CanvasShard& shard, double guidance, std::uint64_t noise) {
         common::SampleOptions sampling;
         sampling.steps = options.sampling_steps;
         sampling.guidance = guidance;
@@ -139,9 +144,16 @@ struct CaptionJudge::Impl {
             sampling.seed = noise + static_cast<std::uint64_t>(begin);  // the same noise for every model
             auto len = shard.text_len.slice(0, begin, end);
             auto text = shard.text.slice(0, begin, end).slice(1, 0, len.max().item<std::int64_t>());
-            parts.push_back(common::euler_sample(dit, common::DitCondition{{}, text, len}, sampling));
+            parts.push_back(sample(common::DitCondition{{}, text, len}, sampling));
         }
         return torch::cat(parts);
+    }
+
+    // The figures of what `sample` draws for the scored captions.
+    common::Result<PromptFidelity> score_drawn(CaptionJudge& judge, const Sampler& sample, double guidance) {
+        auto seen = draw(sample, this->seen, guidance, options.seed);
+        auto held = draw(sample, heldout, guidance, options.seed + kHeldoutNoise);
+        return judge.score_latents(seen, held);
     }
     // The class and attribute cnns, from the cache or fitted on the same decoded canvases (loaded
     // once, and only when one must be fitted).
@@ -243,11 +255,33 @@ common::Result<PromptFidelity> CaptionJudge::score(const std::string& model, con
         if (auto status = common::load_state(*(*workload)->module(), common::from_named_f32(weights)); !status)
             return status.error();
         (*dit)->eval();
-        auto seen = impl_->draw(*dit, impl_->seen, guidance, impl_->options.seed);
-        auto heldout = impl_->draw(*dit, impl_->heldout, guidance, impl_->options.seed + kHeldoutNoise);
-        return score_latents(seen, heldout);
+        return impl_->score_drawn(
+            *this,
+            [&](const common::DitCondition& condition, const common::SampleOptions& sampling) {
+                return common::euler_sample(*dit, condition, sampling);
+            },
+            guidance);
     } catch (const c10::Error& error) {
         return common::make_error(std::string("scoring captions: ") + error.what_without_backtrace());
+    }
+}
+
+common::Result<PromptFidelity> CaptionJudge::routed_score(const std::string& expert_model,
+                                                          const std::vector<const common::NamedTensors*>& experts,
+                                                          const common::NamedTensors& router, const std::string& rule,
+                                                          const common::ClusterManifest& clusters, double guidance) {
+    auto group = RoutedGroup::load(expert_model, shape_of(impl_->manifest), experts, router, rule, clusters);
+    if (!group) return group.error();
+    try {
+        torch::NoGradGuard no_grad;
+        return impl_->score_drawn(
+            *this,
+            [&](const common::DitCondition& condition, const common::SampleOptions& sampling) {
+                return (*group)->sample(condition, sampling);
+            },
+            guidance);
+    } catch (const c10::Error& error) {
+        return common::make_error(std::string("scoring routed captions: ") + error.what_without_backtrace());
     }
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "delta_codec.h"
+#include "expert_clusters.h"
 #include "fleet_run.h"
 #include "prompt_fidelity.h"
 #include "result.h"
@@ -46,6 +47,13 @@ public:
     // `guidance` (1: the caption alone; against the learned null caption). Deterministic.
     common::Result<PromptFidelity> score(const std::string& model, const common::NamedTensors& weights,
                                          double guidance = 3.0);
+    // Decentralized experts' (docs/experts.md) with the same noise: the experts of preset
+    // `expert_model`, in the router's order, sampled through the router by `rule` (top1, top2,
+    // all; with -caption, by the caption too, from the `clusters`' centres).
+    common::Result<PromptFidelity> routed_score(const std::string& expert_model,
+                                                const std::vector<const common::NamedTensors*>& experts,
+                                                const common::NamedTensors& router, const std::string& rule,
+                                                const common::ClusterManifest& clusters, double guidance = 3.0);
     // The figures of given latents (stored scale) for the scored captions: `seen` one per
     // validation caption scored, `heldout` one per held-out caption scored.
     common::Result<PromptFidelity> score_latents(const torch::Tensor& seen, const torch::Tensor& heldout);

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
+#include "caption_judge.h"
 #include "expert_clusters.h"
 
 namespace tessera::bench {
@@ -55,6 +57,22 @@ void split_fleet(const std::vector<SimVolunteer>& fleet, std::vector<MemberRun>&
         for (std::size_t j = 0; j < counts[i]; ++j) plan[i].fleet.push_back(fleet[next++]);
 }
 
+// `row` scored by the caption judge where there is one, else by the sample judge.
+common::Status score_row(ExpertJudges judges, ExpertRow& row,
+                         const std::function<common::Result<SampleFigures>(SampleJudge&)>& by_samples,
+                         const std::function<common::Result<PromptFidelity>(CaptionJudge&)>& by_captions) {
+    if (judges.captions != nullptr) {
+        auto fidelity = by_captions(*judges.captions);
+        if (!fidelity) return fidelity.error();
+        row.fidelity = *fidelity;
+        return {};
+    }
+    auto figures = by_samples(*judges.samples);
+    if (!figures) return figures.error();
+    row.figures = *figures;
+    return {};
+}
+
 }  // namespace
 
 common::Result<std::vector<RunResult>> run_expert_members(const std::filesystem::path& clusters, const std::string& run,
@@ -95,21 +113,24 @@ common::Result<std::vector<RunResult>> run_expert_members(const std::filesystem:
     return members;
 }
 
-common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const std::string& model,
+common::Result<std::vector<ExpertRow>> judge_experts(ExpertJudges judges, const std::string& model,
                                                      const std::string& expert_model,
                                                      const std::vector<RunResult>& monolithic,
                                                      const std::vector<RunResult>& members,
                                                      const std::vector<std::string>& rules,
-                                                     const std::vector<std::vector<std::int64_t>>& class_counts,
-                                                     double guidance) {
+                                                     const common::ClusterManifest& clusters, double guidance) {
+    if (judges.samples == nullptr && judges.captions == nullptr)
+        return common::make_error("experts need a judge: --judge, or captioned canvases for the caption judge");
     std::vector<ExpertRow> rows;
     for (const auto& run : monolithic) {
         if (!run.budget_weights) continue;
         ExpertRow row;
         row.run = run.name;
-        auto figures = judge.figures(model, *run.budget_weights, guidance);
-        if (!figures) return common::with_context(run.name, figures.error());
-        row.figures = *figures;
+        const auto& weights = *run.budget_weights;
+        auto status = score_row(
+            judges, row, [&](SampleJudge& judge) { return judge.figures(model, weights, guidance); },
+            [&](CaptionJudge& judge) { return judge.score(model, weights, guidance); });
+        if (!status) return common::with_context(run.name, status.error());
         fill_volume(row, {&run});
         rows.push_back(std::move(row));
     }
@@ -127,10 +148,16 @@ common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const s
         row.run = group;
         row.experts = static_cast<std::int64_t>(experts.size());
         row.rule = rule;
-        auto figures =
-            judge.routed_figures(expert_model, experts, *router.budget_weights, rule, class_counts, guidance);
-        if (!figures) return common::with_context(group + " " + rule, figures.error());
-        row.figures = *figures;
+        const auto& routing = *router.budget_weights;
+        auto status = score_row(
+            judges, row,
+            [&](SampleJudge& judge) {
+                return judge.routed_figures(expert_model, experts, routing, rule, clusters, guidance);
+            },
+            [&](CaptionJudge& judge) {
+                return judge.routed_score(expert_model, experts, routing, rule, clusters, guidance);
+            });
+        if (!status) return common::with_context(group + " " + rule, status.error());
         row.router_accuracy = router.final_accuracy;
         fill_volume(row, runs);
         rows.push_back(std::move(row));
@@ -140,26 +167,34 @@ common::Result<std::vector<ExpertRow>> judge_experts(SampleJudge& judge, const s
 
 common::Status write_experts_csv(const std::filesystem::path& path, const std::vector<ExpertRow>& rows) {
     std::ofstream out(path);
-    out << "run,experts,routing,samples,cas,fid,mb_down_per_unit,mb_up_per_unit,router_accuracy\n";
+    out << "run,experts,routing,samples,cas,fid,mb_down_per_unit,mb_up_per_unit,router_accuracy,object,relation,"
+           "attribute,heldout\n";
     for (const auto& r : rows)
         out << r.run << "," << r.experts << "," << r.rule << "," << r.samples << "," << r.figures.cas << ","
-            << r.figures.fid << "," << r.mb_down_per_unit << "," << r.mb_up_per_unit << "," << r.router_accuracy
-            << "\n";
+            << r.figures.fid << "," << r.mb_down_per_unit << "," << r.mb_up_per_unit << "," << r.router_accuracy << ","
+            << r.fidelity.object << "," << r.fidelity.relation << "," << r.fidelity.attribute << ","
+            << r.fidelity.heldout << "\n";
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
 }
 
 void print_experts(std::ostream& out, const std::vector<ExpertRow>& rows) {
-    out << "experts against the monolithic model (CAS: higher is better; FID on the judge's features: lower)\n";
+    bool captions = !rows.empty() && rows.front().fidelity.object >= 0;
+    out << "experts against the monolithic model ("
+        << (captions ? "prompt fidelity: higher is better"
+                     : "CAS: higher is better; FID on the judge's features: lower")
+        << ")\n";
     char line[200];
-    std::snprintf(line, sizeof line, "%-20s %7s %7s %9s %6s %8s %9s %9s %7s\n", "run", "experts", "routing", "samples",
-                  "cas", "fid", "MB down", "MB up", "router");
+    std::snprintf(line, sizeof line, "%-20s %7s %12s %9s %8s %8s %9s %9s %7s\n", "run", "experts", "routing", "samples",
+                  captions ? "object" : "cas", captions ? "relation" : "fid", "MB down", "MB up", "router");
     out << line;
     for (const auto& r : rows) {
-        std::snprintf(line, sizeof line, "%-20s %7lld %7s %9lld %6.3f %8.2f %9.4f %9.4f %7.3f\n", r.run.c_str(),
+        auto first = captions ? r.fidelity.object : r.figures.cas;
+        auto second = captions ? r.fidelity.relation : r.figures.fid;
+        std::snprintf(line, sizeof line, "%-20s %7lld %12s %9lld %8.3f %8.3f %9.4f %9.4f %7.3f\n", r.run.c_str(),
                       static_cast<long long>(r.experts), r.rule.empty() ? "-" : r.rule.c_str(),
-                      static_cast<long long>(r.samples), r.figures.cas, r.figures.fid, r.mb_down_per_unit,
-                      r.mb_up_per_unit, r.router_accuracy);
+                      static_cast<long long>(r.samples), first, second, r.mb_down_per_unit, r.mb_up_per_unit,
+                      r.router_accuracy);
         out << line;
     }
 }

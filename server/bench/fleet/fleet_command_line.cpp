@@ -159,9 +159,12 @@ void add_judge_options(cxxopts::Options& options) {
                                                                                            "no progress lines");
     options.add_options()("experts",
                           "a tessera-data cluster folder: also train its experts and router on the budget, split by "
-                          "cluster size, and judge them sampled through the router (experts.csv; needs --judge)",
+                          "cluster size, and judge them sampled through the router (experts.csv; needs --judge, or "
+                          "captioned canvases for prompt fidelity)",
                           cxxopts::value<std::string>()->default_value(""))(
-        "routing", "with --experts: the routing rules judged, top1, top2, all; -class also routes by the class",
+        "routing",
+        "with --experts: the routing rules judged, top1, top2, all; -class also routes by the class, -caption by the "
+        "caption",
         cxxopts::value<std::string>()->default_value("top1,top2,all"))(
         "router-share", "with --experts: the router's share of the samples budget",
         cxxopts::value<double>()->default_value("0.1"))(
@@ -203,20 +206,25 @@ common::Status read_sim_settings(const cxxopts::ParseResult& a, SimSettings& sim
     return {};
 }
 
-// --experts and what goes with it (after --judge).
+// --experts and what goes with it (after --judge and --fidelity-captions).
 common::Status read_expert_options(const cxxopts::ParseResult& a, CommandOptions& o) {
     o.experts = a["experts"].as<std::string>();
     o.routing = split(a["routing"].as<std::string>());
     o.router_share = a["router-share"].as<double>();
     o.expert_model = a["expert-model"].as<std::string>();
     for (const auto& rule : o.routing) {
-        auto base = rule.ends_with("-class") ? rule.substr(0, rule.size() - 6) : rule;
+        auto base = rule;
+        for (std::string suffix : {"-class", "-caption"})
+            if (base.ends_with(suffix)) base.resize(base.size() - suffix.size());
         if (base != "top1" && base != "top2" && base != "all")
-            return common::make_error("--routing: top1, top2 or all, each with -class or not, not '" + rule + "'");
+            return common::make_error("--routing: top1, top2 or all, each with -class, -caption or neither, not '" +
+                                      rule + "'");
     }
     if (!(o.router_share > 0 && o.router_share < 1)) return common::make_error("--router-share must be in (0, 1)");
-    if (!o.experts.empty() && o.judge_data.empty())
-        return common::make_error("--experts needs --judge: the experts are compared by their samples");
+    // Which judge a group gets is known once the data is read; without either it has none.
+    if (!o.experts.empty() && o.judge_data.empty() && o.fidelity_captions == 0)
+        return common::make_error(
+            "--experts needs a judge: --judge for a class task, or --fidelity-captions > 0 on captioned canvases");
     return {};
 }
 

@@ -9,7 +9,7 @@
 #include "dataset_manifest.h"
 #include "frechet_distance.h"
 #include "judge_cnn.h"
-#include "torch/expert_sampling.h"
+#include "routed_group.h"
 #include "torch/models/cnn.h"
 #include "torch/models/autoencoder.h"
 #include "torch/model_state.h"
@@ -172,40 +172,14 @@ common::Result<SampleFigures> SampleJudge::figures(const std::string& model, con
 common::Result<SampleFigures> SampleJudge::routed_figures(const std::string& expert_model,
                                                           const std::vector<const common::NamedTensors*>& experts,
                                                           const common::NamedTensors& router, const std::string& rule,
-                                                          const std::vector<std::vector<std::int64_t>>& class_counts,
-                                                          double guidance) {
-    auto routing = common::routing_from_name(rule);
-    if (!routing) return routing.error();
-    if (routing->by_class && class_counts.empty())
-        return common::make_error("routing " + rule + " needs the clusters' class counts (cluster the data again)");
+                                                          const common::ClusterManifest& clusters, double guidance) {
+    auto group = RoutedGroup::load(expert_model, shape_of(impl_->latents), experts, router, rule, clusters);
+    if (!group) return group.error();
     try {
-        auto evidence = routing->by_class ? common::class_evidence(class_counts) : torch::Tensor();
         torch::NoGradGuard no_grad;
-        std::vector<std::unique_ptr<common::Workload>> models;
-        std::vector<common::Dit*> dits;
-        for (const auto* weights : experts) {
-            auto workload = common::make_workload(expert_model, shape_of(impl_->latents), 0);
-            if (!workload) return workload.error();
-            if (common::dit_of(**workload) == nullptr)
-                return common::make_error("model " + expert_model + " does not generate images");
-            if (auto status = common::load_state(*(*workload)->module(), common::from_named_f32(*weights)); !status)
-                return status.error();
-            dits.push_back(common::dit_of(**workload));
-            models.push_back(std::move(*workload));
-        }
-        auto shape = shape_of(impl_->latents);
-        shape.num_classes = static_cast<std::int64_t>(experts.size());
-        auto routing_model = common::make_workload("router", shape, 0);
-        if (!routing_model) return routing_model.error();
-        if (auto status = common::load_state(*(*routing_model)->module(), common::from_named_f32(router)); !status)
-            return common::with_context("router", status.error());
-        for (auto* dit : dits) (*dit)->eval();
-        auto& routed = *common::router_of(**routing_model);
-        routed->eval();
         return impl_->judge_drawn(
             [&](const torch::Tensor& labels, const common::SampleOptions& sampling) {
-                return common::euler_sample_experts(dits, routed, common::DitCondition{labels, {}, {}}, sampling,
-                                                    routing->rule, evidence);
+                return (*group)->sample(common::DitCondition{labels, {}, {}}, sampling);
             },
             guidance);
     } catch (const c10::Error& error) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "delta_codec.h"
+#include "expert_clusters.h"
 #include "fleet_run.h"
 #include "result.h"
 
@@ -55,13 +56,12 @@ public:
                                           double guidance = 3.0);
     // Decentralized experts' (docs/experts.md) with the same noise: the experts of preset
     // `expert_model`, in the router's order, sampled through the router by `rule` (top1, top2,
-    // all; with -class, by the class too, from the experts' `class_counts`, E × classes) at
-    // guidance `guidance` for each expert.
+    // all; with -class, by the class too, from the `clusters`' class counts) at guidance
+    // `guidance` for each expert.
     common::Result<SampleFigures> routed_figures(const std::string& expert_model,
                                                  const std::vector<const common::NamedTensors*>& experts,
                                                  const common::NamedTensors& router, const std::string& rule,
-                                                 const std::vector<std::vector<std::int64_t>>& class_counts,
-                                                 double guidance = 3.0);
+                                                 const common::ClusterManifest& clusters, double guidance = 3.0);
 
 private:
     struct Impl;

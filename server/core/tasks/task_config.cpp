@@ -73,6 +73,8 @@ double default_lr(const TaskConfig& config) {
     // dit-nano (a quarter-size expert): dit-tiny's rates, not measured for it.
     if (config.model == "dit-nano") return cosine ? 1.1e-2 : 4e-3;
     if (config.model == "dit-tiny-text") return cosine ? 8e-3 : 4e-3;
+    // dit-nano-text (a quarter-size text expert): dit-tiny-text's rates, not measured for it.
+    if (config.model == "dit-nano-text") return cosine ? 8e-3 : 4e-3;
     // cnn: under a cosine 4e-3, the K = 8 fleet's best at 8 epochs; constant 1e-3, central's
     // best (docs/benchmarks.md, "The cnn's rate").
     if (config.model == "cnn") return cosine ? 4e-3 : 1e-3;
