@@ -71,8 +71,8 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
     return members;
 }
 
-std::string default_group_routing(const TaskConfig& router) {
-    return router.expert_class_counts.empty() ? "top2" : "top1-class";
+std::string default_group_routing(const TaskConfig& router, const TaskConfig& expert) {
+    return router.expert_class_counts.empty() || expert.text_dim > 0 ? "top2" : "top1-class";
 }
 
 // An expert group's members other than the router, by index, as stored.

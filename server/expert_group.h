@@ -36,10 +36,11 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
                                                                  const ConfigureTask& configure);
 
 // The rule a group is sampled by unless one is asked for (its gallery, `export --group`): the one
-// expert the class and the router favour most (top1-class) where the router knows the experts'
-// class counts — the lowest FID in 8 of the 10 measured cases (docs/benchmarks.md, "Issue 55") — else
-// the router's two most likely experts (top2).
-std::string default_group_routing(const TaskConfig& router);
+// expert the class and the router favour most (top1-class) where the experts are class models and
+// the router knows their class counts — the lowest FID in 8 of the 10 measured cases
+// (docs/benchmarks.md, "Issue 55") — else the router's two most likely experts (top2). `expert`:
+// any member expert's config.
+std::string default_group_routing(const TaskConfig& router, const TaskConfig& expert);
 
 // The experts of the router's group, by index, as stored; an error unless they are 0 … E − 1 for
 // the router's E.

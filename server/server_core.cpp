@@ -4,18 +4,17 @@
 #include <algorithm>
 #include <random>
 
-#include "caption_text.h"
 #include "database.h"
 #include "dataset_manifest.h"
 #include "doorbell.h"
 #include "executor.h"
 #include "expert_group.h"
+#include "gallery_sources.h"
 #include "file_io.h"
 #include "logger.h"
 #include "process_holder.h"
 #include "result_intake.h"
 #include "task_lookup.h"
-#include "torch_group_samples.h"
 #include "torch_model.h"
 #include "torch_prompts.h"
 #include "work_pool.h"
@@ -80,59 +79,6 @@ std::optional<SampleRendererFactory> torch_renderer_for(const TaskConfig& config
                                               std::filesystem::path(config.data_dir) / manifest->validation.file);
 }
 
-// A group's router task draws the group (docs/experts.md, "The group's samples"): the experts'
-// newest weights (their EMA where they keep one, as their own galleries) through the router's
-// version. Its gallery's rows are then the experts' classes.
-std::optional<SampleRendererFactory> group_renderer_for(ServerCore::Parts& p, const TaskConfig& router,
-                                                        const common::Result<common::DatasetManifest>& manifest,
-                                                        TaskFacts& facts) {
-    if (!manifest || manifest->decoder.file.empty()) return std::nullopt;
-    auto experts = group_experts(*p.store, router);
-    if (!experts) {
-        common::process_log().error("samples", "task " + router.task_id + ": " + experts.message());
-        return std::nullopt;
-    }
-    std::vector<std::pair<std::string, GalleryWeights>> sources;
-    for (const auto& expert : *experts)
-        sources.emplace_back(expert.record.id, expert.config.ema_decay > 0
-                                                   ? ema_weights(*p.store, *p.blobs, *p.models, expert.record.id)
-                                                   : published_weights(*p.models, expert.record.id));
-    auto* store = p.store.get();
-    ExpertWeightsNow now = [store, sources]() -> ExpertWeightsResult {
-        std::vector<std::shared_ptr<const common::NamedTensors>> weights;
-        for (const auto& [id, source] : sources) {
-            auto record = store->task(id);
-            if (!record) return record.error();
-            if (!*record) return common::make_error("expert task " + id + " is gone");
-            auto at = source((*record)->version);
-            if (!at) return common::with_context(id, at.error());
-            weights.push_back(std::move(*at));
-        }
-        return weights;
-    };
-    auto expert_manifest =
-        common::load_dataset_manifest(std::filesystem::path(experts->front().config.data_dir) / "dataset.json");
-    if (expert_manifest) facts.classes = expert_manifest->classes;
-    facts.routing = default_group_routing(router);
-    return make_torch_group_renderer_factory(router, experts->front().config,
-                                             std::filesystem::path(router.data_dir) / manifest->decoder.file,
-                                             manifest->scale_factor, std::move(now));
-}
-
-// The captions of a text task's gallery rows: the validation shard's first ones, as texts
-// where the shard carries them, else numbered.
-std::vector<std::string> gallery_captions(const TaskConfig& config, const common::DatasetManifest& manifest) {
-    auto bytes = common::read_file(std::filesystem::path(config.data_dir) / manifest.validation.file,
-                                   common::kMaxCaptionShardBytes);
-    auto texts = bytes ? common::read_caption_texts(*bytes, kGalleryCaptions) : bytes.error();
-    if (texts && !texts->empty()) return *texts;
-    if (!texts) common::process_log().error("samples", "the validation captions: " + texts.message());
-    std::vector<std::string> numbered;
-    auto rows = std::min<std::int64_t>(kGalleryCaptions, manifest.validation.samples);
-    for (std::int64_t i = 0; i < rows; ++i) numbered.push_back("caption " + std::to_string(i + 1));
-    return numbered;
-}
-
 // What the dashboard shows of a task, and its samples: images when the model can draw.
 std::shared_ptr<TaskFacts> task_facts(ServerCore::Parts& p, const TaskView& task, std::int64_t parameters) {
     auto facts = std::make_shared<TaskFacts>();
@@ -143,12 +89,12 @@ std::shared_ptr<TaskFacts> task_facts(ServerCore::Parts& p, const TaskView& task
         facts->classes = manifest->classes;
         facts->validation_set_samples = manifest->validation.samples;
         // A text model's gallery rows are the validation shard's first captions.
-        if (config.text_dim > 0) facts->classes = gallery_captions(config, *manifest);
+        if (config.text_dim > 0) facts->classes = gallery_captions(config.data_dir, *manifest, kGalleryCaptions);
     }
     bool group_router = !config.expert_group.empty() && config.expert_index == kRouterIndex;
     auto renderer = p.options.sample_renderer ? p.options.sample_renderer(config)
-                    : group_router            ? group_renderer_for(p, config, manifest, *facts)
-                                              : torch_renderer_for(config, manifest);
+                    : group_router ? group_renderer_for(*p.store, *p.blobs, *p.models, config, manifest, *facts)
+                                   : torch_renderer_for(config, manifest);
     // A text task's prompts on the dashboard, drawn by the gallery from the same weights.
     std::optional<TorchPrompts> prompts;
     if (renderer && manifest && config.text_dim > 0 && !p.options.sample_renderer) {

@@ -27,7 +27,8 @@ namespace {
 common::Result<common::NamedTensors> ema_of(BlobStore& blobs, const VersionRecord& version) {
     if (!version.optimizer_sha256) return common::NamedTensors{};
     auto bytes = blobs.read(*version.optimizer_sha256, common::kMaxModelBytes);
-    if (!bytes) return common::with_context("the policy state of version " + std::to_string(version.version), bytes.error());
+    if (!bytes)
+        return common::with_context("the policy state of version " + std::to_string(version.version), bytes.error());
     auto state = common::read_checkpoint(*bytes);
     if (!state) return state.error();
     return split_saved_state(std::move(*state)).ema;
@@ -148,6 +149,22 @@ common::Result<std::vector<std::pair<TaskRecord, TaskConfig>>> group_members(Sto
     return members;
 }
 
+// Why `export --group` cannot sample `group` by `routing` (its `rule` and whether by class), or "".
+std::string refused_group_routing(const std::string& group, const std::string& routing, const std::string& rule,
+                                  const TaskConfig& expert,
+                                  const std::vector<std::vector<std::int64_t>>& class_counts) {
+    bool by_class = rule != routing;
+    if (rule != "top1" && rule != "top2" && rule != "all")
+        return "--routing must be top1, top2 or all, with -class to route by the class too";
+    if (by_class && expert.text_dim > 0)
+        return "--routing " + routing + " routes by the class; group " + group +
+               "'s experts take captions (top1, top2 or all)";
+    if (by_class && class_counts.empty())
+        return "--routing " + routing + " needs the experts' class counts, which group " + group +
+               " lacks (made from clusters without classes, or before they were counted)";
+    return "";
+}
+
 // `export --group G --out DIR`: DIR/<task>.safetensors for every member, then routing.json (last:
 // its presence marks a complete export).
 int export_group(Store& store, BlobStore& blobs, const cxxopts::ParseResult& args, const std::string& weights) {
@@ -155,15 +172,13 @@ int export_group(Store& store, BlobStore& blobs, const cxxopts::ParseResult& arg
     auto members = group_members(store, group);
     if (!members) return fail("export", members.message());
     const auto& class_counts = members->back().second.expert_class_counts;  // the router's
-    auto routing =
-        args.count("routing") ? args["routing"].as<std::string>() : default_group_routing(members->back().second);
+    const auto& expert = members->front().second;
+    auto routing = args.count("routing") ? args["routing"].as<std::string>()
+                                         : default_group_routing(members->back().second, expert);
     bool by_class = routing.ends_with("-class");
     auto rule = by_class ? routing.substr(0, routing.size() - 6) : routing;
-    if (rule != "top1" && rule != "top2" && rule != "all")
-        return fail("export", "--routing must be top1, top2 or all, with -class to route by the class too");
-    if (by_class && class_counts.empty())
-        return fail("export", "--routing " + routing + " needs the experts' class counts, which group " + group +
-                                  " lacks (made from clusters without classes, or before they were counted)");
+    if (auto refused = refused_group_routing(group, routing, rule, expert, class_counts); !refused.empty())
+        return fail("export", refused);
     std::filesystem::path out = args["out"].as<std::string>();
     if (auto made = posix_file_system().make_directories(out); !made) return fail("export", made.message());
     boost::json::array experts;

@@ -3,12 +3,15 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "expert_group.h"
 #include "gallery_grid.h"
 #include "task_shape.h"
 #include "torch/expert_sampling.h"
 #include "torch/model_state.h"
 #include "torch/sampling.h"
+#include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
 #include "torch_model.h"
 
@@ -44,9 +47,8 @@ public:
             auto& router = *common::router_of(*router_);
             router->eval();
             decoder_->eval();
-            auto labels = torch::arange(grid_.classes, torch::kInt64).repeat_interleave(grid_.per_class);
             auto latents =
-                common::euler_sample_experts(dits, router, {labels, {}, {}}, grid_.sampling, routing_.rule, evidence_);
+                common::euler_sample_experts(dits, router, grid_condition(), grid_.sampling, routing_.rule, evidence_);
             return common::images_to_png(decoder_->forward(latents / grid_.latent_scale), grid_.per_class);
         } catch (const c10::Error& error) {
             return common::make_error(std::string("sampling the group: ") + error.what_without_backtrace());
@@ -54,6 +56,15 @@ public:
     }
 
 private:
+    // A row per class, or per caption of a text group, of grid_.per_class samples.
+    common::DitCondition grid_condition() const {
+        if (!grid_.captions.text.defined())
+            return {torch::arange(grid_.classes, torch::kInt64).repeat_interleave(grid_.per_class), {}, {}};
+        return {{},
+                grid_.captions.text.repeat_interleave(grid_.per_class, 0),
+                grid_.captions.text_len.repeat_interleave(grid_.per_class, 0)};
+    }
+
     std::vector<std::unique_ptr<common::Workload>> experts_;
     std::unique_ptr<common::Workload> router_;
     common::Decoder decoder_;
@@ -63,17 +74,42 @@ private:
     ExpertWeightsNow weights_now_;
 };
 
+// The first `per_expert` validation captions of each expert's shard, padded to one length.
+common::Result<common::DitCondition> expert_captions(const std::vector<std::filesystem::path>& shards,
+                                                     std::int64_t per_expert) {
+    std::vector<common::PaddedCaptions> parts;
+    std::int64_t longest = 0;
+    for (const auto& shard : shards) {
+        auto data = common::load_shard_file(shard);
+        if (!data) return common::with_context("validation captions", data.error());
+        parts.push_back(data->slice(0, std::min(per_expert, data->size())).padded_captions());
+        longest = std::max(longest, parts.back().text.size(1));
+    }
+    std::vector<torch::Tensor> texts, lengths;
+    for (auto& part : parts) {
+        texts.push_back(torch::constant_pad_nd(part.text, {0, 0, 0, longest - part.text.size(1)}));
+        lengths.push_back(part.len);
+    }
+    return common::DitCondition{{}, torch::cat(texts), torch::cat(lengths)};
+}
+
 }  // namespace
 
-std::optional<SampleRendererFactory> make_torch_group_renderer_factory(const TaskConfig& router,
-                                                                       const TaskConfig& expert,
-                                                                       const std::filesystem::path& decoder_file,
-                                                                       double latent_scale, ExpertWeightsNow experts) {
+std::int64_t group_captions_per_expert(std::int64_t experts) {
+    return std::max<std::int64_t>(1, kGalleryCaptions / std::max<std::int64_t>(1, experts));
+}
+
+std::optional<SampleRendererFactory> make_torch_group_renderer_factory(
+    const TaskConfig& router, const TaskConfig& expert, const std::filesystem::path& decoder_file, double latent_scale,
+    ExpertWeightsNow experts, std::vector<std::filesystem::path> caption_shards) {
     auto preset = common::find_preset(expert.model);
-    if (!preset || preset->kind != common::ModelKind::Dit || expert.text_dim > 0) return std::nullopt;
-    return [router, expert, decoder_file, latent_scale, experts]() -> common::Result<std::unique_ptr<SampleRenderer>> {
+    if (!preset || preset->kind != common::ModelKind::Dit) return std::nullopt;
+    if (expert.text_dim > 0 && caption_shards.size() != static_cast<std::size_t>(router.num_classes))
+        return std::nullopt;
+    return [router, expert, decoder_file, latent_scale, experts,
+            caption_shards]() -> common::Result<std::unique_ptr<SampleRenderer>> {
         try {
-            auto routing = common::routing_from_name(default_group_routing(router));
+            auto routing = common::routing_from_name(default_group_routing(router, expert));
             if (!routing) return routing.error();
             common::Decoder decoder;
             if (auto status = common::load_state_file(*decoder, decoder_file); !status)
@@ -87,6 +123,11 @@ std::optional<SampleRendererFactory> make_torch_group_renderer_factory(const Tas
             auto routing_model = common::make_workload(router.model, shape_of(router), 0);
             if (!routing_model) return routing_model.error();
             auto grid = gallery_grid(expert.num_classes, latent_scale);
+            if (expert.text_dim > 0) {
+                auto captions = expert_captions(caption_shards, group_captions_per_expert(router.num_classes));
+                if (!captions) return captions.error();
+                grid.captions = std::move(*captions);
+            }
             auto evidence = routing->prior == common::RoutingPrior::Class
                                 ? common::class_evidence(router.expert_class_counts)
                                 : torch::Tensor();

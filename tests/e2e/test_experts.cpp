@@ -4,7 +4,8 @@
 // volunteers over loopback, one per member (`--tasks`), train them; every member merges versions
 // of its own, the experts' losses and the router's cross-entropy fall, the router learns the
 // clusters, and each volunteer's units are all of its member; `export --group` writes the
-// members and routing.json, from which the routed sampler draws.
+// members and routing.json, from which the routed sampler draws. A text group's router task
+// draws the group for its experts' first captions.
 #include <torch/torch.h>
 
 #include <boost/json.hpp>
@@ -14,7 +15,9 @@
 #include <map>
 #include <numeric>
 
+#include "caption_text.h"
 #include "child_process.h"
+#include "dataset_manifest.h"
 #include "expert_clusters.h"
 #include "file_io.h"
 #include "safetensors.h"
@@ -231,4 +234,79 @@ TEST_CASE("an expert group and its router trained by real volunteers, each on it
                                      options, common::RoutingRule::Top2, common::class_evidence(class_counts));
     CHECK(latents.sizes() == torch::IntArrayRef({10, 4, 8, 8}));
     CHECK(torch::isfinite(latents).all().item<bool>());
+}
+
+TEST_CASE("a text group's gallery: a row per expert's first captions, drawn through the router") {
+    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) {
+        MESSAGE("skipped: no /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)");
+        return;
+    }
+    TempDir dir;
+    auto data = dir / "canvases", experts = dir / "experts", state = dir / "server";
+    auto prepared =
+        run_tool("prepare canvases --out " + data.string() + " --limit 600 --shard-size 300 --autoencoder-steps 20");
+    REQUIRE_MESSAGE(prepared.status == 0, prepared.output);
+    auto clustered =
+        run_tool("cluster --data " + data.string() + " --out " + experts.string() + " --experts 2 --seed 0");
+    REQUIRE_MESSAGE(clustered.status == 0, clustered.output);
+    CHECK(has(clustered.output, "by text"));
+    REQUIRE(ChildProcess({required_env("TESSERA_SERVER"), "init", "--state", state.string()}).wait() == 0);
+    REQUIRE(ChildProcess({required_env("TESSERA_SERVER"), "task", "create", "--state", state.string(), "--experts",
+                          experts.string(), "--id", "t", "--model", "dit-nano-text"})
+                .wait() == 0);
+    ChildProcess server(
+        {required_env("TESSERA_SERVER"), "run", "--state", state.string(), "--listen", "127.0.0.1:0", "--tick", "1"});
+    auto line = server.read_line();
+    REQUIRE_MESSAGE(has(line, "listening"), line);
+    auto port = static_cast<std::uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+
+    boost::json::object samples;
+    REQUIRE(wait_for(
+        [&] {
+            auto reply = http_get(port, "/api/v1/tasks/t-router/samples");
+            samples = reply.status == 200 ? boost::json::parse(reply.body).as_object() : boost::json::object{};
+            return samples.contains("url") && samples.at("url").is_string();
+        },
+        std::chrono::seconds(120)));
+    CHECK_FALSE(samples.contains("error"));
+    // Four captions of each expert's validation shard (eight rows over two experts), as texts.
+    const auto& rows = samples.at("classes").as_array();
+    REQUIRE(rows.size() == 8);
+    auto expert_rows = [&](const std::string& expert) {
+        auto file = common::load_dataset_manifest(experts / expert / "dataset.json").value().validation.file;
+        auto texts = common::read_caption_texts(common::read_file(experts / expert / file, 1 << 30).value(), 4);
+        return texts.value();
+    };
+    auto first = expert_rows("expert-0"), second = expert_rows("expert-1");
+    for (std::size_t i = 0; i < 4; ++i) {
+        CHECK(rows[i].as_string() == first[i]);
+        CHECK(rows[4 + i].as_string() == second[i]);
+    }
+    auto png = http_get(port, std::string(samples.at("url").as_string()));
+    REQUIRE(png.status == 200);
+    REQUIRE(png.body.size() > 24);
+    auto be32 = [&](std::size_t at) {
+        std::uint32_t v = 0;
+        for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(png.body[at + i]);
+        return v;
+    };
+    CHECK(be32(16) == 8 * 64);                           // eight samples a row, canvases decoded at 64 × 64
+    CHECK(be32(20) == 8 * 64);                           // a row per caption
+    CHECK(samples.at("routing").as_string() == "top2");  // no class to route by: the router alone
+    server.signal(SIGTERM);
+    CHECK(server.wait() == 0);
+
+    // Exported by the router alone; routing by the class is refused for caption experts.
+    REQUIRE(ChildProcess({required_env("TESSERA_SERVER"), "export", "--state", state.string(), "--group", "t", "--out",
+                          (dir / "export").string()})
+                .wait() == 0);
+    auto routing =
+        boost::json::parse(common::as_string_view(common::read_file(dir / "export" / "routing.json", 1 << 20).value()))
+            .as_object();
+    CHECK(routing.at("rule").as_string() == "top2");
+    CHECK_FALSE(routing.at("by_class").as_bool());
+    CHECK(ChildProcess({required_env("TESSERA_SERVER"), "export", "--state", state.string(), "--group", "t", "--out",
+                        (dir / "by-class").string(), "--routing", "top1-class"})
+              .wait() != 0);
+    CHECK_FALSE(std::filesystem::exists(dir / "by-class"));
 }
