@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <numeric>
 
 #include "caption_judge.h"
 #include "expert_clusters.h"
@@ -32,29 +33,37 @@ void fill_volume(ExpertRow& row, const std::vector<const RunResult*>& runs) {
     row.mb_up_per_unit = up / 1e6 / static_cast<double>(units);
 }
 
-// The fleet in order, each member a run of volunteers in proportion to its budget (largest
-// remainders), at least one each.
+// The fleet split so that each member's speed (samples/s, summed over its volunteers) is in
+// proportion to its budget, so the members finish at about the same virtual time: the fastest
+// volunteer to the member with the largest budget, and so on until each has one, then each next
+// fastest to the member whose speed is the smallest share of its budget (ties: the lower member).
+// A volunteer of no stated speed counts as 1 sample/s. Each member's volunteers in fleet order.
 void split_fleet(const std::vector<SimVolunteer>& fleet, std::vector<MemberRun>& plan) {
-    std::int64_t total = 0;
-    for (auto& m : plan) {
-        m.budget = std::max<std::int64_t>(1, m.budget);
-        total += m.budget;
+    auto speed = [&](std::size_t v) { return fleet[v].samples_per_s > 0 ? fleet[v].samples_per_s : 1.0; };
+    std::vector<std::size_t> fastest(fleet.size()), largest(plan.size());
+    std::iota(fastest.begin(), fastest.end(), 0);
+    std::iota(largest.begin(), largest.end(), 0);
+    std::stable_sort(fastest.begin(), fastest.end(), [&](auto a, auto b) { return speed(a) > speed(b); });
+    for (auto& m : plan) m.budget = std::max<std::int64_t>(1, m.budget);
+    std::stable_sort(largest.begin(), largest.end(), [&](auto a, auto b) { return plan[a].budget > plan[b].budget; });
+    std::vector<double> speeds(plan.size(), 0);
+    std::vector<std::vector<std::size_t>> chosen(plan.size());
+    for (std::size_t i = 0; i < fastest.size(); ++i) {
+        auto member = largest[0];
+        if (i < plan.size()) {
+            member = largest[i];
+        } else {
+            auto share = [&](std::size_t m) { return speeds[m] / static_cast<double>(plan[m].budget); };
+            for (std::size_t m = 0; m < plan.size(); ++m)
+                if (share(m) < share(member) || (share(m) == share(member) && m < member)) member = m;
+        }
+        speeds[member] += speed(fastest[i]);
+        chosen[member].push_back(fastest[i]);
     }
-    auto k = fleet.size(), left = fleet.size() - plan.size();  // one each first
-    std::vector<std::size_t> counts(plan.size(), 1);
-    std::vector<std::pair<double, std::size_t>> remainders;
-    for (std::size_t i = 0; i < plan.size(); ++i) {
-        auto exact = static_cast<double>(left) * static_cast<double>(plan[i].budget) / static_cast<double>(total);
-        counts[i] += static_cast<std::size_t>(exact);
-        remainders.push_back({exact - std::floor(exact), i});
+    for (std::size_t m = 0; m < plan.size(); ++m) {
+        std::sort(chosen[m].begin(), chosen[m].end());
+        for (auto v : chosen[m]) plan[m].fleet.push_back(fleet[v]);
     }
-    std::size_t given = 0;
-    for (auto c : counts) given += c;
-    std::sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (std::size_t r = 0; given < k; ++r, ++given) counts[remainders[r % remainders.size()].second] += 1;
-    std::size_t next = 0;
-    for (std::size_t i = 0; i < plan.size(); ++i)
-        for (std::size_t j = 0; j < counts[i]; ++j) plan[i].fleet.push_back(fleet[next++]);
 }
 
 // `row` scored by the caption judge where there is one, else by the sample judge.

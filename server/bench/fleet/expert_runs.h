@@ -50,9 +50,9 @@ using RunMember = std::function<common::Result<RunResult>(const MemberRun& membe
 
 // The members' runs, experts in cluster order and the router last. Needs two or more experts.
 // The router gets `router_share` of the budget, the experts the rest by cluster size; the fleet
-// is split among them in proportion to their budgets (at least one volunteer each, in fleet
-// order), as a volunteer keeps one member of a group (docs/experts.md), so each finishes at
-// about the same time.
+// is split among them (at least one volunteer each, as a volunteer keeps one member of a group,
+// docs/experts.md) so that each member's summed speed is in proportion to its budget, the
+// fastest volunteers first: the members finish at about the same virtual time.
 common::Result<std::vector<RunResult>> run_expert_members(const std::filesystem::path& clusters, const std::string& run,
                                                           const std::string& expert_model, std::int64_t budget,
                                                           double router_share, const std::vector<SimVolunteer>& fleet,
