@@ -72,7 +72,8 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
 }
 
 std::string default_group_routing(const TaskConfig& router, const TaskConfig& expert) {
-    return router.expert_class_counts.empty() || expert.text_dim > 0 ? "top2" : "top1-class";
+    if (expert.text_dim > 0) return "top1";  // the router alone picked best by top-1 on captions
+    return router.expert_class_counts.empty() ? "top2" : "top1-class";
 }
 
 // An expert group's members other than the router, by index, as stored.

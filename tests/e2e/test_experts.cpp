@@ -292,7 +292,7 @@ TEST_CASE("a text group's gallery: a row per expert's first captions, drawn thro
     };
     CHECK(be32(16) == 8 * 64);                           // eight samples a row, canvases decoded at 64 × 64
     CHECK(be32(20) == 8 * 64);                           // a row per caption
-    CHECK(samples.at("routing").as_string() == "top2");  // no class to route by: the router alone
+    CHECK(samples.at("routing").as_string() == "top1");  // no class to route by: the router alone
     server.signal(SIGTERM);
     CHECK(server.wait() == 0);
 
@@ -303,7 +303,7 @@ TEST_CASE("a text group's gallery: a row per expert's first captions, drawn thro
     auto routing =
         boost::json::parse(common::as_string_view(common::read_file(dir / "export" / "routing.json", 1 << 20).value()))
             .as_object();
-    CHECK(routing.at("rule").as_string() == "top2");
+    CHECK(routing.at("rule").as_string() == "top1");
     CHECK_FALSE(routing.at("by_class").as_bool());
     CHECK(ChildProcess({required_env("TESSERA_SERVER"), "export", "--state", state.string(), "--group", "t", "--out",
                         (dir / "by-class").string(), "--routing", "top1-class"})
