@@ -58,6 +58,29 @@ std::optional<std::pair<double, double>> newest_evaluation(const boost::json::ar
     return std::nullopt;
 }
 
+// The task's /samples answer once it names a drawn grid (an empty object if none within 2 min).
+boost::json::object drawn_samples(std::uint16_t port, const std::string& task) {
+    boost::json::object samples;
+    wait_for(
+        [&] {
+            auto reply = http_get(port, "/api/v1/tasks/" + task + "/samples");
+            samples = reply.status == 200 ? boost::json::parse(reply.body).as_object() : boost::json::object{};
+            return samples.contains("url") && samples.at("url").is_string();
+        },
+        std::chrono::seconds(120));
+    return samples;
+}
+
+// A PNG's width and height from its IHDR chunk.
+std::pair<std::uint32_t, std::uint32_t> png_size(const std::string& png) {
+    auto be32 = [&](std::size_t at) {
+        std::uint32_t v = 0;
+        for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(png[at + i]);
+        return v;
+    };
+    return {be32(16), be32(20)};
+}
+
 }  // namespace
 
 TEST_CASE("an expert group and its router trained by real volunteers, each on its own member") {
@@ -150,14 +173,8 @@ TEST_CASE("an expert group and its router trained by real volunteers, each on it
         if (member == "g-router") CHECK(now->second > 0.75);
     }
     // The router's gallery draws the group through the router: a row per class of the experts.
-    boost::json::object samples;
-    REQUIRE(wait_for(
-        [&] {
-            auto reply = http_get(port, "/api/v1/tasks/g-router/samples");
-            samples = reply.status == 200 ? boost::json::parse(reply.body).as_object() : boost::json::object{};
-            return samples.contains("url") && samples.at("url").is_string();
-        },
-        std::chrono::seconds(60)));
+    auto samples = drawn_samples(port, "g-router");
+    REQUIRE(samples.contains("url"));
     CHECK(samples.at("kind").as_string() == "images");
     CHECK(samples.at("classes").as_array().size() == 10);
     CHECK(samples.at("classes").as_array().front().as_string() == "T-shirt/top");
@@ -165,13 +182,9 @@ TEST_CASE("an expert group and its router trained by real volunteers, each on it
     auto png = http_get(port, std::string(samples.at("url").as_string()));
     REQUIRE(png.status == 200);
     REQUIRE(png.body.size() > 24);
-    auto be32 = [&](std::size_t at) {
-        std::uint32_t v = 0;
-        for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(png.body[at + i]);
-        return v;
-    };
-    CHECK(be32(16) == 8 * 32);   // IHDR width: eight samples a row, decoded at 32 × 32
-    CHECK(be32(20) == 10 * 32);  // height: a row per class
+    auto [width, height] = png_size(png.body);
+    CHECK(width == 8 * 32);    // IHDR width: eight samples a row, decoded at 32 × 32
+    CHECK(height == 10 * 32);  // height: a row per class
     server.signal(SIGTERM);
     CHECK(server.wait() == 0);
 
@@ -260,14 +273,8 @@ TEST_CASE("a text group's gallery: a row per expert's first captions, drawn thro
     REQUIRE_MESSAGE(has(line, "listening"), line);
     auto port = static_cast<std::uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
 
-    boost::json::object samples;
-    REQUIRE(wait_for(
-        [&] {
-            auto reply = http_get(port, "/api/v1/tasks/t-router/samples");
-            samples = reply.status == 200 ? boost::json::parse(reply.body).as_object() : boost::json::object{};
-            return samples.contains("url") && samples.at("url").is_string();
-        },
-        std::chrono::seconds(120)));
+    auto samples = drawn_samples(port, "t-router");
+    REQUIRE(samples.contains("url"));
     CHECK_FALSE(samples.contains("error"));
     // Four captions of each expert's validation shard (eight rows over two experts), as texts.
     const auto& rows = samples.at("classes").as_array();
@@ -285,13 +292,9 @@ TEST_CASE("a text group's gallery: a row per expert's first captions, drawn thro
     auto png = http_get(port, std::string(samples.at("url").as_string()));
     REQUIRE(png.status == 200);
     REQUIRE(png.body.size() > 24);
-    auto be32 = [&](std::size_t at) {
-        std::uint32_t v = 0;
-        for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(png.body[at + i]);
-        return v;
-    };
-    CHECK(be32(16) == 8 * 64);                           // eight samples a row, canvases decoded at 64 × 64
-    CHECK(be32(20) == 8 * 64);                           // a row per caption
+    auto [width, height] = png_size(png.body);
+    CHECK(width == 8 * 64);                              // eight samples a row, canvases decoded at 64 × 64
+    CHECK(height == 8 * 64);                             // a row per caption
     CHECK(samples.at("routing").as_string() == "top1");  // no class to route by: the router alone
     server.signal(SIGTERM);
     CHECK(server.wait() == 0);
