@@ -65,6 +65,9 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
                          kRouterIndex, weight / static_cast<double>(clusters->experts));
     if (!router) return router.error();
     router->config.expert_class_counts = clusters->class_counts;
+    // Clusters made on the pooled caption: the prompt says its cluster (docs/experts.md).
+    if (clusters->features == "text" && clusters->feature_dim == first->text_dim)
+        router->config.expert_caption_clusters = {clusters->centres, clusters->sizes, clusters->inertia};
     if (auto status = validate_task_config(router->config); !status)
         return common::with_context(router->config.task_id, status.error());
     members.push_back(std::move(*router));
@@ -72,7 +75,9 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
 }
 
 std::string default_group_routing(const TaskConfig& router, const TaskConfig& expert) {
-    if (expert.text_dim > 0) return "top1";  // the router alone picked best by top-1 on captions
+    // Text groups: the caption's evidence when the clusters were made on captions (far ahead in
+    // the simulator), else the router alone, top-1 (ahead of top-2 there).
+    if (expert.text_dim > 0) return router.expert_caption_clusters.empty() ? "top1" : "top1-caption";
     return router.expert_class_counts.empty() ? "top2" : "top1-class";
 }
 

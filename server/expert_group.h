@@ -38,9 +38,10 @@ common::Result<std::vector<ExpertGroupMember>> plan_expert_group(const std::file
 // The rule a group is sampled by unless one is asked for (its gallery, `export --group`): the one
 // expert the class and the router favour most (top1-class) where the experts are class models and
 // the router knows their class counts — the lowest FID in 8 of the 10 measured cases
-// (docs/benchmarks.md, "Issue 55"); for caption experts the router's most likely one (top1: on
-// the canvases ahead of top-2 in 6 of 8 figures, the router alone; routing by the caption is the
-// simulator's for now); else the router's two most likely experts (top2). `expert`: any member
+// (docs/benchmarks.md, "Issue 55"); for caption experts the one the caption and the router favour
+// most (top1-caption) where the router holds the clusters made on captions — far ahead of the
+// router alone on the canvases — else the router's most likely one (top1: ahead of top-2 in 6
+// of 8 figures there); else the router's two most likely experts (top2). `expert`: any member
 // expert's config.
 std::string default_group_routing(const TaskConfig& router, const TaskConfig& expert);
 

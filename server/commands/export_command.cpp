@@ -104,7 +104,9 @@ constexpr const char* kRoutingFormula =
     "t from 1 to 0 in steps of dt = 1 / steps. by_class: before the rule, a row of class c adds "
     "log(p(k | c) / p(k)) to the router's logits, p(k | c) = class_counts[k][c] / sum_j class_counts[j][c], "
     "p(k) = sum_c class_counts[k][c] / sum of all counts (-inf where class_counts[k][c] = 0; 0 for a class "
-    "no expert holds)";
+    "no expert holds). by_caption: before the rule, a caption adds log(p(k | e) / p(k)), e the mean of its "
+    "caption tokens (padding left out), p(k | e) proportional to p(k) exp(-|e - centres[k]|^2 / (2 variance)), "
+    "p(k) = sizes[k] / sum(sizes)";
 
 struct ExportedVersion {
     VersionRecord version;
@@ -149,20 +151,55 @@ common::Result<std::vector<std::pair<TaskRecord, TaskConfig>>> group_members(Sto
     return members;
 }
 
-// Why `export --group` cannot sample `group` by `routing` (its `rule` and whether by class), or "".
-std::string refused_group_routing(const std::string& group, const std::string& routing, const std::string& rule,
-                                  const TaskConfig& expert,
-                                  const std::vector<std::vector<std::int64_t>>& class_counts) {
-    bool by_class = rule != routing;
+// A routing name split into its rule and its condition's suffix ("class", "caption" or "").
+struct GroupRouting {
+    std::string rule;
+    std::string prior;
+};
+
+GroupRouting split_routing(const std::string& routing) {
+    for (std::string prior : {"class", "caption"})
+        if (routing.ends_with("-" + prior)) return {routing.substr(0, routing.size() - prior.size() - 1), prior};
+    return {routing, ""};
+}
+
+// Why `export --group` cannot sample `group` by `routing`, or "". `router`: the group's router.
+std::string refused_group_routing(const std::string& group, const std::string& routing, const TaskConfig& expert,
+                                  const TaskConfig& router) {
+    auto [rule, prior] = split_routing(routing);
     if (rule != "top1" && rule != "top2" && rule != "all")
-        return "--routing must be top1, top2 or all, with -class to route by the class too";
-    if (by_class && expert.text_dim > 0)
-        return "--routing " + routing + " routes by the class; group " + group +
-               "'s experts take captions (top1, top2 or all)";
-    if (by_class && class_counts.empty())
+        return "--routing must be top1, top2 or all, with -class or -caption to route by the condition too";
+    bool text = expert.text_dim > 0;
+    if (prior == "class" && text)
+        return "--routing " + routing + " routes by the class; group " + group + "'s experts take captions";
+    if (prior == "caption" && !text)
+        return "--routing " + routing + " routes by the caption; group " + group + "'s experts take classes";
+    if (prior == "class" && router.expert_class_counts.empty())
         return "--routing " + routing + " needs the experts' class counts, which group " + group +
                " lacks (made from clusters without classes, or before they were counted)";
+    if (prior == "caption" && router.expert_caption_clusters.empty())
+        return "--routing " + routing + " needs the clusters made on the pooled captions, which group " + group +
+               " lacks (clustered on other features, or made before they were kept)";
     return "";
+}
+
+// routing.json's record of the evidence the rule adds: the class counts, the caption clusters.
+void add_group_evidence(boost::json::object& routing_json, const TaskConfig& router) {
+    if (!router.expert_class_counts.empty()) {
+        boost::json::array rows;
+        for (const auto& row : router.expert_class_counts) rows.push_back(boost::json::array(row.begin(), row.end()));
+        routing_json["class_counts"] = std::move(rows);
+    }
+    const auto& clusters = router.expert_caption_clusters;
+    if (clusters.empty()) return;
+    boost::json::array centres;
+    for (const auto& centre : clusters.centres) centres.push_back(boost::json::array(centre.begin(), centre.end()));
+    std::int64_t total = 0;
+    for (auto n : clusters.sizes) total += n;
+    auto width = static_cast<double>(clusters.centres.front().size());
+    routing_json["caption_clusters"] = {{"centres", std::move(centres)},
+                                        {"sizes", boost::json::array(clusters.sizes.begin(), clusters.sizes.end())},
+                                        {"variance", clusters.inertia / (static_cast<double>(total) * width)}};
 }
 
 // `export --group G --out DIR`: DIR/<task>.safetensors for every member, then routing.json (last:
@@ -171,14 +208,13 @@ int export_group(Store& store, BlobStore& blobs, const cxxopts::ParseResult& arg
     auto group = args["group"].as<std::string>();
     auto members = group_members(store, group);
     if (!members) return fail("export", members.message());
-    const auto& class_counts = members->back().second.expert_class_counts;  // the router's
+    const auto& router_config = members->back().second;
     const auto& expert = members->front().second;
-    auto routing = args.count("routing") ? args["routing"].as<std::string>()
-                                         : default_group_routing(members->back().second, expert);
-    bool by_class = routing.ends_with("-class");
-    auto rule = by_class ? routing.substr(0, routing.size() - 6) : routing;
-    if (auto refused = refused_group_routing(group, routing, rule, expert, class_counts); !refused.empty())
+    auto routing =
+        args.count("routing") ? args["routing"].as<std::string>() : default_group_routing(router_config, expert);
+    if (auto refused = refused_group_routing(group, routing, expert, router_config); !refused.empty())
         return fail("export", refused);
+    auto [rule, prior] = split_routing(routing);
     std::filesystem::path out = args["out"].as<std::string>();
     if (auto made = posix_file_system().make_directories(out); !made) return fail("export", made.message());
     boost::json::array experts;
@@ -205,17 +241,14 @@ int export_group(Store& store, BlobStore& blobs, const cxxopts::ParseResult& arg
                                      {"version", 1},
                                      {"group", group},
                                      {"rule", rule},
-                                     {"by_class", by_class},
+                                     {"by_class", prior == "class"},
+                                     {"by_caption", prior == "caption"},
                                      {"guidance", args["guidance"].as<double>()},
                                      {"steps", kRoutedSampleSteps},
                                      {"experts", std::move(experts)},
                                      {"router", std::move(router)},
                                      {"formula", kRoutingFormula}};
-    if (!class_counts.empty()) {
-        boost::json::array rows;
-        for (const auto& row : class_counts) rows.push_back(boost::json::array(row.begin(), row.end()));
-        routing_json["class_counts"] = std::move(rows);
-    }
+    add_group_evidence(routing_json, router_config);
     if (auto status = common::write_file_atomic(out / "routing.json",
                                                 common::as_bytes(boost::json::serialize(routing_json) + "\n"));
         !status)
@@ -238,8 +271,9 @@ int export_command(int argc, char** argv) {
         "group", "an expert group's id: every member into the folder --out, with routing.json",
         cxxopts::value<std::string>())(
         "routing",
-        "with --group: the rule routing.json names, top1, top2 or all; -class also routes by the class "
-        "(default: top1-class where the group knows its experts' class counts, else top2)",
+        "with --group: the rule routing.json names, top1, top2 or all; -class or -caption also routes by "
+        "the condition (default: top1-class or top1-caption where the group's router holds the class counts "
+        "or caption clusters; else top1 for caption experts, top2 for class experts)",
         cxxopts::value<std::string>())("guidance", "with --group: the guidance scale routing.json names",
                                        cxxopts::value<double>()->default_value("3"));
     add_database_option(options);

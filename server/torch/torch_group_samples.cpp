@@ -93,6 +93,17 @@ common::Result<common::DitCondition> expert_captions(const std::vector<std::file
     return common::DitCondition{{}, torch::cat(texts), torch::cat(lengths)};
 }
 
+// What the rule adds to the router's logits: (E, classes) by the class, (rows, E) by the caption
+// (a row per grid sample), undefined for the router alone.
+torch::Tensor rule_evidence(common::RoutingPrior prior, const TaskConfig& router, const common::GridOptions& grid) {
+    if (prior == common::RoutingPrior::Class) return common::class_evidence(router.expert_class_counts);
+    if (prior == common::RoutingPrior::None) return {};
+    const auto& clusters = router.expert_caption_clusters;
+    auto pooled = common::pooled_captions(grid.captions.text, grid.captions.text_len);
+    return common::caption_evidence(clusters.centres, clusters.sizes, clusters.inertia, pooled)
+        .repeat_interleave(grid.per_class, 0);
+}
+
 }  // namespace
 
 std::int64_t group_captions_per_expert(std::int64_t experts) {
@@ -128,9 +139,7 @@ std::optional<SampleRendererFactory> make_torch_group_renderer_factory(
                 if (!captions) return captions.error();
                 grid.captions = std::move(*captions);
             }
-            auto evidence = routing->prior == common::RoutingPrior::Class
-                                ? common::class_evidence(router.expert_class_counts)
-                                : torch::Tensor();
+            auto evidence = rule_evidence(routing->prior, router, grid);
             return std::unique_ptr<SampleRenderer>(std::make_unique<TorchGroupRenderer>(
                 std::move(models), std::move(*routing_model), std::move(decoder), grid, *routing, evidence, experts));
         } catch (const c10::Error& error) {

@@ -212,7 +212,9 @@ TEST_CASE("an expert group and its router trained by real volunteers, each on it
     CHECK(defaults.at("rule").as_string() == "top1");
     CHECK(defaults.at("by_class").as_bool());
     // An unknown rule or group is refused before anything is written.
-    for (const auto& [group, rule] : {std::pair<std::string, std::string>{"g", "top3-class"}, {"nobody", "top2"}}) {
+    for (const auto& [group, rule] : {std::pair<std::string, std::string>{"g", "top3-class"},
+                                      {"g", "top1-caption"},  // class experts: no caption to route by
+                                      {"nobody", "top2"}}) {
         auto refused = dir / ("refused-" + group);
         CHECK(ChildProcess({required_env("TESSERA_SERVER"), "export", "--state", state.string(), "--group", group,
                             "--out", refused.string(), "--routing", rule})
@@ -295,11 +297,12 @@ TEST_CASE("a text group's gallery: a row per expert's first captions, drawn thro
     auto [width, height] = png_size(png.body);
     CHECK(width == 8 * 64);                              // eight samples a row, canvases decoded at 64 × 64
     CHECK(height == 8 * 64);                             // a row per caption
-    CHECK(samples.at("routing").as_string() == "top1");  // no class to route by: the router alone
+    CHECK(samples.at("routing").as_string() == "top1-caption");  // the clusters were made on captions
     server.signal(SIGTERM);
     CHECK(server.wait() == 0);
 
-    // Exported by the router alone; routing by the class is refused for caption experts.
+    // Exported routed by the caption, with the clusters' centres, sizes and variance as clusters.json
+    // has them; routing by the class is refused for caption experts.
     REQUIRE(ChildProcess({required_env("TESSERA_SERVER"), "export", "--state", state.string(), "--group", "t", "--out",
                           (dir / "export").string()})
                 .wait() == 0);
@@ -307,7 +310,18 @@ TEST_CASE("a text group's gallery: a row per expert's first captions, drawn thro
         boost::json::parse(common::as_string_view(common::read_file(dir / "export" / "routing.json", 1 << 20).value()))
             .as_object();
     CHECK(routing.at("rule").as_string() == "top1");
+    CHECK(routing.at("by_caption").as_bool());
     CHECK_FALSE(routing.at("by_class").as_bool());
+    auto clusters = common::load_cluster_manifest(experts / "clusters.json").value();
+    const auto& caption_clusters = routing.at("caption_clusters").as_object();
+    REQUIRE(caption_clusters.at("centres").as_array().size() == 2);
+    for (std::size_t k = 0; k < 2; ++k)
+        CHECK(boost::json::value_to<std::vector<double>>(caption_clusters.at("centres").as_array()[k]) ==
+              clusters.centres[k]);
+    CHECK(boost::json::value_to<std::vector<std::int64_t>>(caption_clusters.at("sizes")) == clusters.sizes);
+    auto samples_total = static_cast<double>(clusters.sizes[0] + clusters.sizes[1]);
+    CHECK(caption_clusters.at("variance").to_number<double>() ==
+          doctest::Approx(clusters.inertia / (samples_total * static_cast<double>(clusters.feature_dim))));
     CHECK(ChildProcess({required_env("TESSERA_SERVER"), "export", "--state", state.string(), "--group", "t", "--out",
                         (dir / "by-class").string(), "--routing", "top1-class"})
               .wait() != 0);

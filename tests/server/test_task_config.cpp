@@ -325,3 +325,47 @@ TEST_CASE("expert_class_counts: the router's alone, a row per expert, stored and
     config.expert_index = 0;  // an expert holds none
     CHECK(validate_task_config(config).message().find("only a group's router") != std::string::npos);
 }
+
+TEST_CASE("expert_caption_clusters: the router's alone, a centre and a size per expert, stored and read back") {
+    auto config = valid_task();
+    config.expert_group = "g";
+    config.expert_index = kRouterIndex;
+    config.model = "router";
+    config.num_classes = 2;
+    config.expert_caption_clusters = {{{0.5, -1.0, 2.0}, {1.5, 0.0, -0.25}}, {30, 10}, 12.5};
+    REQUIRE(validate_task_config(config).ok());
+    auto json = to_json(config);
+    auto back = task_config_from_json(json);
+    REQUIRE(back.ok());
+    CHECK(back->expert_caption_clusters.centres == config.expert_caption_clusters.centres);
+    CHECK(back->expert_caption_clusters.sizes == config.expert_caption_clusters.sizes);
+    CHECK(back->expert_caption_clusters.inertia == 12.5);
+    json.as_object().erase("expert_caption_clusters");  // a task from before they were kept
+    CHECK(task_config_from_json(json).value().expert_caption_clusters.empty());
+    json.as_object()["expert_caption_clusters"] = nullptr;  // none
+    CHECK(task_config_from_json(json).value().expert_caption_clusters.empty());
+    json.as_object()["expert_caption_clusters"] =
+        boost::json::parse(R"({"centres":[[1,"x"]],"sizes":[1],"inertia":1})");
+    CHECK(task_config_from_json(json).message().find("finite numbers") != std::string::npos);
+    json.as_object()["expert_caption_clusters"] = boost::json::parse(R"({"centres":[[1]],"sizes":[-1],"inertia":1})");
+    CHECK(task_config_from_json(json).message().find("non-negative") != std::string::npos);
+    json.as_object()["expert_caption_clusters"] = boost::json::parse(R"({"centres":[[1]],"sizes":[1]})");
+    CHECK(task_config_from_json(json).message().find("inertia") != std::string::npos);
+
+    auto refused = [&](auto change, const char* why) {
+        auto bad = config;
+        change(bad.expert_caption_clusters);
+        auto message = validate_task_config(bad).message();
+        CHECK_MESSAGE(message.find(why) != std::string::npos, message);
+    };
+    refused([](auto& c) { c.centres.pop_back(); }, "a centre and a size per expert");
+    refused([](auto& c) { c.centres[1].pop_back(); }, "one width");
+    refused([](auto& c) { c.sizes[0] = 0; }, "cluster 0 is empty");
+    refused([](auto& c) { c.inertia = 0; }, "inertia must be positive");
+    config.model = "dit-tiny";
+    config.expert_index = 0;  // an expert holds none
+    CHECK(validate_task_config(config).message().find("only a group's router") != std::string::npos);
+    config.expert_group.clear();
+    config.expert_index = kRouterIndex;
+    CHECK(validate_task_config(config).message().find("caption clusters need an expert group") != std::string::npos);
+}

@@ -127,6 +127,7 @@ TEST_CASE("task create --experts: a task per cluster and a router, weighted by t
     CHECK(router.local_steps == 4);
     CHECK(router.expert_class_counts == manifest.class_counts);  // for routing by the class
     CHECK_FALSE(router.expert_class_counts.empty());
+    CHECK(router.expert_caption_clusters.empty());  // clustered on the latents, not captions
     CHECK(store->task("g-router").value()->weight == doctest::Approx(0.5));
 
     // Again: every id is taken, so nothing is made; both sources at once, or a damaged

@@ -173,7 +173,8 @@ common::Status Simulation::request(std::size_t i) {
     double download_s = transfer_seconds(down_bytes, v.spec.down_mbit);
     std::int64_t samples = wu.hyper.local_steps * wu.hyper.batch_size;
     double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
-    Issued issued{std::string(attack_name(v.spec.attack)), samples, wu.hyper.local_steps, 0, "", wu.base_version};
+    auto attack = v.next_attack();
+    Issued issued{std::string(attack_name(attack)), samples, wu.hyper.local_steps, 0, "", wu.base_version};
 
     HeldUnit held;
     held.unit = wu;
@@ -188,7 +189,7 @@ common::Status Simulation::request(std::size_t i) {
     // A volunteer that will have left before the unit is done never computes it.
     bool leaves_first = v.next_leave < held.train_end;
     if (!leaves_first) {
-        auto upload = uploads_->compute(v, wu);
+        auto upload = uploads_->compute(v, wu, attack);
         if (!upload) return upload.error();
         held.upload = std::move(*upload);
         auto delta = static_cast<double>(held.upload.delta_bytes);
@@ -230,6 +231,7 @@ common::Status Simulation::finish(std::size_t i, std::uint64_t epoch) {
     auto version_before = server_->version();
     auto outcome = server_->upload(v.client_id, held.upload.body);
     if (!outcome) return outcome.error();
+    uploads_->delivered(v.client_id, held.upload);
     auto& attack = result_.attacks[issued_[held.unit.wu_id].attack];
     ++attack.returned;
     unsettled_.push_back(held.unit.wu_id);

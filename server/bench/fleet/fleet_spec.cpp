@@ -21,8 +21,22 @@ struct AttackName {
     std::string_view name;
 };
 constexpr AttackName kAttackNames[] = {
-    {Attack::None, "none"},          {Attack::NaN, "nan"},   {Attack::Scaled, "scaled"}, {Attack::Noise, "noise"},
-    {Attack::SignFlip, "sign_flip"}, {Attack::Zero, "zero"}, {Attack::Tiny, "tiny"},     {Attack::Replay, "replay"},
+    {Attack::None, "none"},
+    {Attack::NaN, "nan"},
+    {Attack::Scaled, "scaled"},
+    {Attack::Noise, "noise"},
+    {Attack::SignFlip, "sign_flip"},
+    {Attack::Zero, "zero"},
+    {Attack::Tiny, "tiny"},
+    {Attack::Replay, "replay"},
+    {Attack::Scaled3, "scaled_3"},
+    {Attack::FewerSteps, "fewer_steps"},
+    {Attack::OtherShards, "other_shards"},
+    {Attack::StaleBase, "stale_base"},
+    {Attack::Copy, "copy"},
+    {Attack::OldReplay, "old_replay"},
+    {Attack::NoClip, "no_clip"},
+    {Attack::NoDrop, "no_drop"},
 };
 
 // Consumer GPU classes of the `home` preset, slowest first: share of the fleet and training
@@ -85,6 +99,7 @@ common::Result<VolunteerGroup> parse_group(const boost::json::value& json, const
         else if (!reader.failed())
             reader.fail(reader.path_of("attack") + ": unknown attack '" + name + "'");
     }
+    if (reader.has("honest_units")) group.honest_units = reader.integer("honest_units", 0, 1000000);
     if (reader.has("churn")) {
         common::JsonObjectReader churn(*reader.field("churn"), reader.path_of("churn"));
         group.churn.mean_online_s = churn.number("mean_online_s", 1, 1e9);
@@ -203,6 +218,7 @@ std::vector<SimVolunteer> expand_fleet(const FleetSpec& spec) {
             v.up_mbit = log_uniform(rng, group.up_mbit_min, group.up_mbit_max);
             v.churn = group.churn;
             v.attack = group.attack;
+            v.honest_units = group.honest_units;
             fleet.push_back(std::move(v));
         }
     return fleet;

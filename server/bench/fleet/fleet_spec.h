@@ -24,7 +24,18 @@ enum class Attack {
     Zero,      // all zeros
     Tiny,      // all values 1e-30 (a free rider that dodges the zero check)
     Replay,    // the model's last published update, uploaded without training
+    // Issue 56's classes: each a delta an honest-looking volunteer could send.
+    Scaled3,      // the honest delta × 3 (inside the norm bound)
+    FewerSteps,   // trained for half the unit's steps, reported as all of them
+    OtherShards,  // trained on a shard the unit did not assign
+    StaleBase,    // trained from the model kStaleVersions versions before the unit's base
+    Copy,         // another volunteer's newest upload, sent as its own
+    OldReplay,    // its own delta of kReplayAge units before, sent again
+    NoClip,       // trained without gradient clipping (a subtly wrong implementation)
+    NoDrop,       // trained without dropping captions or labels for guidance (text tasks)
 };
+constexpr std::int64_t kStaleVersions = 16;
+constexpr std::int64_t kReplayAge = 4;
 std::string_view attack_name(Attack attack);
 std::optional<Attack> attack_from_name(std::string_view name);
 
@@ -45,6 +56,10 @@ struct VolunteerGroup {
     double up_mbit_min = 20, up_mbit_max = 20;
     Churn churn;
     Attack attack = Attack::None;
+    // A hostile group's volunteers compute this many units honestly before each attack, so that
+    // each bad unit comes after a valid streak (which earns trust: fewer loss checks and
+    // replicas); 0: every unit is the attack.
+    std::int64_t honest_units = 0;
 };
 
 struct FleetSpec {
@@ -62,6 +77,7 @@ struct SimVolunteer {
     double up_mbit = 0;
     Churn churn;
     Attack attack = Attack::None;
+    std::int64_t honest_units = 0;
 };
 
 // Named errors for a bad file ("fleet.groups[2].samples_per_s: ...").

@@ -108,6 +108,14 @@ common::Result<std::filesystem::path> InProcessServer::model_file(const common::
     return blob_path(unit.model_blob.sha256);
 }
 
+common::Result<std::filesystem::path> InProcessServer::version_file(std::int64_t version) {
+    auto record = store().version(parts_->task_id, version);
+    if (!record) return record.error();
+    if (!*record) return common::make_error("version " + std::to_string(version) + " is not stored");
+    if (auto status = parts_->core->published().ensure(**record); !status) return status.error();
+    return blob_path((*record)->blob_sha256);
+}
+
 std::int64_t InProcessServer::version() const { return parts_->aggregator()->version(); }
 
 common::Result<std::shared_ptr<const common::NamedTensors>> InProcessServer::model(std::int64_t version) {

@@ -51,6 +51,8 @@ public:
     // The file of a unit's base model, written first if it is not stored (a version between
     // checkpoints), as for a volunteer that downloads it whole.
     common::Result<std::filesystem::path> model_file(const common::WorkUnit& unit);
+    // The same for any stored version's published model (a stale base's).
+    common::Result<std::filesystem::path> version_file(std::int64_t version);
     std::int64_t version() const;
     // A version's published model (what volunteers train from).
     common::Result<std::shared_ptr<const common::NamedTensors>> model(std::int64_t version);

@@ -1,6 +1,7 @@
 // The attacks of a hostile fleet (docs/fleet_simulator.md, "Hostile volunteers").
 #include "poison.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -10,7 +11,21 @@
 namespace tessera::bench {
 
 bool attack_needs_training(Attack attack) {
-    return attack == Attack::Scaled || attack == Attack::Noise || attack == Attack::SignFlip;
+    return attack == Attack::Scaled || attack == Attack::Scaled3 || attack == Attack::Noise ||
+           attack == Attack::SignFlip;
+}
+
+bool attack_trains_wrongly(Attack attack) {
+    return attack == Attack::FewerSteps || attack == Attack::OtherShards || attack == Attack::StaleBase ||
+           attack == Attack::NoClip || attack == Attack::NoDrop;
+}
+
+common::WorkUnit misread_unit(const common::WorkUnit& unit, Attack attack) {
+    auto misread = unit;
+    if (attack == Attack::FewerSteps) misread.hyper.local_steps = std::max<std::int64_t>(1, unit.hyper.local_steps / 2);
+    if (attack == Attack::NoClip) misread.hyper.grad_clip = 0;
+    if (attack == Attack::NoDrop) misread.hyper.caption_drop = 0;
+    return misread;
 }
 
 void poison_delta(common::NamedTensors& delta, Attack attack, const common::NamedTensors& last_update,
@@ -25,6 +40,7 @@ void poison_delta(common::NamedTensors& delta, Attack attack, const common::Name
                 delta.front().values.front() = std::numeric_limits<float>::quiet_NaN();
             return;
         case Attack::Scaled: server::scale_in_place(delta, 10.0); return;
+        case Attack::Scaled3: server::scale_in_place(delta, 3.0); return;
         case Attack::SignFlip: server::scale_in_place(delta, -1.0); return;
         case Attack::Zero: fill(0.0f); return;
         case Attack::Tiny: fill(1e-30f); return;
@@ -44,6 +60,7 @@ void poison_delta(common::NamedTensors& delta, Attack attack, const common::Name
             else
                 fill(0.0f);
             return;
+        default: return;  // the attacks that train wrongly or resend bytes (volunteer_uploads.cpp)
     }
 }
 

@@ -27,40 +27,75 @@ common::Result<common::Bytes> nan_delta_file(const common::NamedTensors& layout)
 
 }  // namespace
 
-common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::WorkUnit& unit) {
+common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::WorkUnit& unit, Attack attack) {
     common::Bytes delta;
     common::TrainMetrics metrics;
-    Attack attack = v.spec.attack;
-    if (attack == Attack::None || attack_needs_training(attack)) {
-        client::RunOptions options;
-        options.device = "cpu";
-        options.threads = settings_.threads;
-        options.feedback = &v.feedback;
-        options.optimizer = &v.optimizer;
-        std::vector<std::filesystem::path> shards;
-        for (const auto& s : unit.shards) shards.push_back(server_.blob_path(s.sha256));
-        auto model = server_.model_file(unit);
-        if (!model) return common::with_context("training " + unit.wu_id, model.error());
-        auto output = client::run_work_unit(unit, *model, shards, options);
-        if (!output) return common::with_context("training " + unit.wu_id, output.error());
-        delta = std::move(output->delta);
-        metrics = output->metrics;
+    for (const auto& s : unit.shards) shards_seen_.insert(s.sha256);
+    if (attack == Attack::None || attack_needs_training(attack) || attack_trains_wrongly(attack)) {
+        auto trained = train(v, unit, attack);
+        if (!trained) return trained.error();
+        delta = std::move(trained->delta);
+        metrics = trained->metrics;
         if (settings_.probe_deltas && attack == Attack::None)
             if (auto status = probe(delta, unit); !status) return status.error();
         training_s_ += metrics.seconds;  // real seconds, before the virtual ones below
     }
-    if (attack != Attack::None) {
+    if (attack == Attack::Copy || attack == Attack::OldReplay) {
+        delta = resent_delta(v, attack);
+    } else if (attack != Attack::None && !attack_trains_wrongly(attack)) {
         auto poisoned = poisoned_delta(unit, attack, delta);
         if (!poisoned) return poisoned.error();
         delta = std::move(*poisoned);
-        metrics.samples = unit.hyper.local_steps * unit.hyper.batch_size;
     }
+    // Every attack reports the unit's samples, as an honest volunteer would.
+    if (attack != Attack::None) metrics.samples = unit.hyper.local_steps * unit.hyper.batch_size;
     metrics.samples_per_s = v.spec.samples_per_s;
     metrics.seconds = static_cast<double>(metrics.samples) / v.spec.samples_per_s;
     v.measured_speed = v.spec.samples_per_s;
+    v.past_deltas.push_back(delta);
+    while (v.past_deltas.size() > static_cast<std::size_t>(kReplayAge)) v.past_deltas.pop_front();
 
     auto body = common::pack_result_of(unit, unit.client_id, delta, metrics, v.spec.group);
-    return Upload{std::move(body), delta.size()};
+    auto size = delta.size();
+    return Upload{std::move(body), size, std::move(delta)};
+}
+
+common::Result<client::RunOutput> UploadMaker::train(VolunteerState& v, const common::WorkUnit& unit, Attack attack) {
+    client::RunOptions options;
+    options.device = "cpu";
+    options.threads = settings_.threads;
+    options.feedback = &v.feedback;
+    options.optimizer = &v.optimizer;
+    std::vector<std::filesystem::path> shards;
+    for (const auto& s : unit.shards) shards.push_back(server_.blob_path(s.sha256));
+    if (attack == Attack::OtherShards) shards = {server_.blob_path(other_shard(unit))};
+    auto model = attack == Attack::StaleBase
+                     ? server_.version_file(std::max<std::int64_t>(0, unit.base_version - kStaleVersions))
+                     : server_.model_file(unit);
+    if (!model) return common::with_context("training " + unit.wu_id, model.error());
+    auto output = client::run_work_unit(misread_unit(unit, attack), *model, shards, options);
+    if (!output) return common::with_context("training " + unit.wu_id, output.error());
+    return output;
+}
+
+std::string UploadMaker::other_shard(const common::WorkUnit& unit) const {
+    for (const auto& seen : shards_seen_)
+        if (std::none_of(unit.shards.begin(), unit.shards.end(), [&](const auto& s) { return s.sha256 == seen; }))
+            return seen;
+    return unit.shards.front().sha256;  // the only shard seen yet: honest by necessity
+}
+
+common::Bytes UploadMaker::resent_delta(const VolunteerState& v, Attack attack) const {
+    if (attack == Attack::OldReplay)
+        return v.past_deltas.size() >= static_cast<std::size_t>(kReplayAge) ? v.past_deltas.front() : common::Bytes{};
+    for (auto it = recent_.rbegin(); it != recent_.rend(); ++it)
+        if (it->first != v.client_id) return it->second;
+    return {};
+}
+
+void UploadMaker::delivered(const std::string& client, const Upload& upload) {
+    recent_.emplace_back(client, upload.delta);
+    while (recent_.size() > kRecentUploads) recent_.pop_front();
 }
 
 common::Status UploadMaker::probe(const common::Bytes& delta, const common::WorkUnit& unit) {

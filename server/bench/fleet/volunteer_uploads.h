@@ -25,6 +25,7 @@ namespace tessera::bench {
 struct Upload {
     common::Bytes body;
     std::size_t delta_bytes = 0;
+    common::Bytes delta;  // the delta file, which a copier can take once the upload is in
 };
 
 struct HeldUnit {
@@ -56,27 +57,46 @@ struct VolunteerState {
     std::mt19937_64 rng;
     client::ErrorFeedback feedback;        // carried across units, as the client keeps it on disk
     client::KeptOptimizerState optimizer;  // used by units that ask for kept state
+    std::int64_t units_taken = 0;
+    std::deque<common::Bytes> past_deltas;  // its last kReplayAge uploads' deltas, oldest first
+    // The attack of the unit it takes next: after each spec.honest_units honest units, one.
+    Attack next_attack() {
+        return units_taken++ % (spec.honest_units + 1) == spec.honest_units ? spec.attack : Attack::None;
+    }
 };
 
 class UploadMaker {
 public:
     UploadMaker(server::InProcessServer& server, const SimSettings& settings, DeltaProbe& probe)
         : server_(server), settings_(settings), probe_(probe) {}
-    // The signed upload body a volunteer sends for `unit`: honest training, or the attack.
-    common::Result<Upload> compute(VolunteerState& v, const common::WorkUnit& unit);
+    // The signed upload body a volunteer sends for `unit`: honest training, or `attack`.
+    common::Result<Upload> compute(VolunteerState& v, const common::WorkUnit& unit, Attack attack);
     // Real seconds spent training so far.
     double training_seconds() const { return training_s_; }
+    // `client`'s upload is in: its delta is what a copier sends next.
+    void delivered(const std::string& client, const Upload& upload);
 
 private:
     // The honest delta as the server will decode it, into the module probe.
     common::Status probe(const common::Bytes& delta, const common::WorkUnit& unit);
     common::Result<common::Bytes> poisoned_delta(const common::WorkUnit& unit, Attack attack,
                                                  const common::Bytes& honest);
+    // The unit trained honestly, or as an attack that trains wrongly does.
+    common::Result<client::RunOutput> train(VolunteerState& v, const common::WorkUnit& unit, Attack attack);
+    // A shard of the task that `unit` does not assign, among those units have named so far.
+    std::string other_shard(const common::WorkUnit& unit) const;
+    // What a copy (another volunteer's newest delivered delta) or an old replay (its own,
+    // kReplayAge units back) sends; empty bytes when there is none yet (refused as undecodable).
+    common::Bytes resent_delta(const VolunteerState& v, Attack attack) const;
+
+    static constexpr std::size_t kRecentUploads = 8;
 
     server::InProcessServer& server_;
     const SimSettings& settings_;
     DeltaProbe& probe_;
     double training_s_ = 0;
+    std::set<std::string> shards_seen_;
+    std::deque<std::pair<std::string, common::Bytes>> recent_;  // (client, delta), newest last
 };
 
 }  // namespace tessera::bench

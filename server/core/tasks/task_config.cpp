@@ -127,11 +127,35 @@ std::int64_t default_min_rounds(const TaskConfig& config) {
 
 namespace {
 
+// The router's caption clusters: a centre of one width and a positive size per expert, and an
+// inertia that gives the mixture a variance (common::caption_evidence).
+common::Status check_caption_clusters(const TaskConfig& c) {
+    const auto& clusters = c.expert_caption_clusters;
+    if (clusters.empty())
+        return clusters.sizes.empty() ? common::Status{}
+                                      : common::make_error("caption clusters' sizes without centres");
+    if (c.expert_index != kRouterIndex) return common::make_error("only a group's router holds the caption clusters");
+    if (static_cast<std::int64_t>(clusters.centres.size()) != c.num_classes ||
+        clusters.sizes.size() != clusters.centres.size())
+        return common::make_error("expert_caption_clusters needs a centre and a size per expert (" +
+                                  std::to_string(c.num_classes) + ")");
+    for (std::size_t k = 0; k < clusters.centres.size(); ++k) {
+        if (clusters.centres[k].empty() || clusters.centres[k].size() != clusters.centres.front().size())
+            return common::make_error("expert_caption_clusters' centres must have one width");
+        if (clusters.sizes[k] <= 0)
+            return common::make_error("expert_caption_clusters: cluster " + std::to_string(k) + " is empty");
+    }
+    if (!(clusters.inertia > 0) || !std::isfinite(clusters.inertia))
+        return common::make_error("expert_caption_clusters' inertia must be positive (it gives the clusters' spread)");
+    return {};
+}
+
 // An expert group's member: an expert of an index below the group's size, or its router.
 common::Status check_expert_fields(const TaskConfig& c) {
     if (c.expert_group.empty()) {
         if (c.expert_index != kRouterIndex) return common::make_error("an expert index needs an expert group");
         if (!c.expert_class_counts.empty()) return common::make_error("class counts need an expert group");
+        if (!c.expert_caption_clusters.empty()) return common::make_error("caption clusters need an expert group");
         return {};
     }
     if (c.expert_index < kRouterIndex || c.expert_index >= common::kMaxExperts)
@@ -139,6 +163,7 @@ common::Status check_expert_fields(const TaskConfig& c) {
                                   " (-1: the router)");
     if ((c.expert_index == kRouterIndex) != (c.model == "router"))
         return common::make_error("in an expert group the router task, and only it, trains the router preset");
+    if (auto status = check_caption_clusters(c); !status) return status;
     if (c.expert_class_counts.empty()) return {};
     if (c.expert_index != kRouterIndex) return common::make_error("only a group's router holds the class counts");
     // The router's classes are the experts: one row each, the same classes in every row.

@@ -33,6 +33,14 @@ constexpr std::int64_t kMaxTrustStreak = 1000;
 constexpr double kNewTaskEmaDecay = 0.999;
 constexpr std::int64_t kRouterIndex = -1;
 
+// A caption clustering read as a Gaussian mixture (common::caption_evidence, docs/experts.md).
+struct CaptionClusters {
+    std::vector<std::vector<double>> centres;  // experts × text width
+    std::vector<std::int64_t> sizes;           // training samples per expert
+    double inertia = 0;                        // k-means' summed squared distance
+    bool empty() const { return centres.empty(); }
+};
+
 struct TaskConfig {
     std::string task_id;
     std::string model;                       // preset name
@@ -49,6 +57,10 @@ struct TaskConfig {
     // The router's only: each expert's training samples per class (experts × classes, from
     // clusters.json), for routing by the class too; empty when unknown or not a router.
     std::vector<std::vector<std::int64_t>> expert_class_counts;
+    // The router's only, for routing by the caption: the clusters' centres on the pooled caption
+    // (experts × text width), their training sizes and k-means' inertia (clusters.json made on
+    // "text"); empty when the clusters were made on other features or not a router.
+    CaptionClusters expert_caption_clusters;
 
     MergeSettings merge;
 

@@ -2,6 +2,8 @@
 // field with each one's bounds. Fields added since the first tasks have their defaults when absent.
 #include <boost/json.hpp>
 
+#include <cmath>
+
 #include "dataset_manifest.h"
 #include "expert_clusters.h"
 #include "json_strict.h"
@@ -12,6 +14,16 @@
 namespace tessera::server {
 
 namespace {
+
+// The router's caption clusters, or null.
+boost::json::value caption_clusters_json(const CaptionClusters& clusters) {
+    if (clusters.empty()) return nullptr;
+    boost::json::array centres;
+    for (const auto& centre : clusters.centres) centres.push_back(boost::json::array(centre.begin(), centre.end()));
+    return boost::json::object{{"centres", std::move(centres)},
+                               {"sizes", boost::json::array(clusters.sizes.begin(), clusters.sizes.end())},
+                               {"inertia", clusters.inertia}};
+}
 
 // The model, data, merging, training and codec fields, in the stored order.
 boost::json::object model_and_training_json(const TaskConfig& c) {
@@ -29,6 +41,7 @@ boost::json::object model_and_training_json(const TaskConfig& c) {
             {"expert_group", c.expert_group},
             {"expert_index", c.expert_index},
             {"expert_class_counts", std::move(class_counts)},
+            {"expert_caption_clusters", caption_clusters_json(c.expert_caption_clusters)},
             {"policy", policy_name(c.merge.kind)},
             {"staleness", c.merge.staleness.to_string()},
             {"server_lr", c.merge.server_lr},
@@ -119,6 +132,50 @@ void read_class_counts(JsonObjectReader& r, TaskConfig& c) {
     }
 }
 
+// A row of finite numbers of at most `max` values, or false.
+bool read_numbers(const boost::json::value& value, std::size_t max, std::vector<double>& out) {
+    const auto* array = value.if_array();
+    if (array == nullptr || array->empty() || array->size() > max) return false;
+    for (const auto& v : *array) {
+        if (!v.is_number() || !std::isfinite(v.to_number<double>())) return false;
+        out.push_back(v.to_number<double>());
+    }
+    return true;
+}
+
+// expert_caption_clusters: null, or the centres' rows, the sizes and the inertia (their shapes
+// are checked with the config).
+void read_caption_clusters(JsonObjectReader& r, TaskConfig& c) {
+    const auto* value = r.field("expert_caption_clusters");
+    if (value == nullptr || value->is_null()) return;
+    JsonObjectReader nested(*value, r.path_of("expert_caption_clusters"));
+    auto& out = c.expert_caption_clusters;
+    out.inertia = nested.number("inertia", 0, 1e300);
+    const auto* centres = nested.field("centres");
+    if (centres != nullptr) {
+        const auto* rows = centres->if_array();
+        if (rows == nullptr || rows->empty() || static_cast<std::int64_t>(rows->size()) > common::kMaxExperts)
+            nested.fail("centres must be an array of 1.." + std::to_string(common::kMaxExperts) + " rows");
+        else
+            for (const auto& row : *rows)
+                if (!read_numbers(row, static_cast<std::size_t>(common::kMaxTextDim), out.centres.emplace_back()))
+                    return r.fail(nested.path_of("centres") + ": rows must hold finite numbers");
+    }
+    if (const auto* sizes = nested.field("sizes"); sizes != nullptr) {
+        const auto* array = sizes->if_array();
+        std::int64_t n = 0;
+        if (array == nullptr || static_cast<std::int64_t>(array->size()) > common::kMaxExperts)
+            nested.fail("sizes must be an array of counts");
+        else
+            for (const auto& v : *array)
+                if (common::json_to_integer(v, 0, kBig, n))
+                    out.sizes.push_back(n);
+                else
+                    return r.fail(nested.path_of("sizes") + ": expected non-negative integers");
+    }
+    r.absorb(nested.finish());
+}
+
 void read_data_fields(JsonObjectReader& r, TaskConfig& c) {
     c.task_id = r.string("task_id", 1, common::kMaxIdentifier);
     c.model = r.string("model", 1, 64);
@@ -138,6 +195,7 @@ void read_data_fields(JsonObjectReader& r, TaskConfig& c) {
     if (r.has("expert_group")) c.expert_group = r.string("expert_group", 0, common::kMaxIdentifier);
     if (r.has("expert_index")) c.expert_index = r.integer("expert_index", kRouterIndex, common::kMaxExperts - 1);
     if (r.has("expert_class_counts")) read_class_counts(r, c);
+    if (r.has("expert_caption_clusters")) read_caption_clusters(r, c);
 }
 
 void read_merge_fields(JsonObjectReader& r, TaskConfig& c) {
