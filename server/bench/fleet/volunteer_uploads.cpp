@@ -52,8 +52,10 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
     metrics.samples_per_s = v.spec.samples_per_s;
     metrics.seconds = static_cast<double>(metrics.samples) / v.spec.samples_per_s;
     v.measured_speed = v.spec.samples_per_s;
-    v.past_deltas.push_back(delta);
-    while (v.past_deltas.size() > static_cast<std::size_t>(kReplayAge)) v.past_deltas.pop_front();
+    if (v.spec.attack == Attack::OldReplay) {  // what its replays will send
+        v.past_deltas.push_back(delta);
+        while (v.past_deltas.size() > static_cast<std::size_t>(kReplayAge)) v.past_deltas.pop_front();
+    }
 
     auto body = common::pack_result_of(unit, unit.client_id, delta, metrics, v.spec.group);
     auto size = delta.size();

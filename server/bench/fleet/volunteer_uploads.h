@@ -58,7 +58,7 @@ struct VolunteerState {
     client::ErrorFeedback feedback;        // carried across units, as the client keeps it on disk
     client::KeptOptimizerState optimizer;  // used by units that ask for kept state
     std::int64_t units_taken = 0;
-    std::deque<common::Bytes> past_deltas;  // its last kReplayAge uploads' deltas, oldest first
+    std::deque<common::Bytes> past_deltas;  // an old replayer's last kReplayAge deltas, oldest first
     // The attack of the unit it takes next: after each spec.honest_units honest units, one.
     Attack next_attack() {
         return units_taken++ % (spec.honest_units + 1) == spec.honest_units ? spec.attack : Attack::None;
