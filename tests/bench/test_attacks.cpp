@@ -6,6 +6,7 @@
 #include "fleet_sim.h"
 #include "fleet_spec.h"
 #include "poison.h"
+#include "small_fleet_settings.h"
 #include "synthetic_dataset.h"
 #include "task_setup.h"
 #include "temp_dir.h"
@@ -75,16 +76,8 @@ TEST_CASE("copies and old replays are sent after an honest streak, counted by at
     spec.groups = {{"gpu", 2, 20, 100, 100, 20, 20, {}, Attack::None, 0},
                    {"copier", 1, 20, 100, 100, 20, 20, {}, Attack::Copy, 2},
                    {"replayer", 1, 20, 100, 100, 20, 20, {}, Attack::OldReplay, 4}};
-    SimSettings settings;
-    settings.run_name = "fedasync";
-    settings.fleet_name = "test";
-    settings.sample_budget = 960;  // about 7 units each
+    auto settings = small_settings("fedasync", 960);  // about 7 units each
     settings.curve_points = 2;
-    settings.eval_samples = 64;
-    settings.tick_s = 5;
-    settings.threads = 1;
-    settings.quiet = true;
-    settings.seed = 3;
     auto result = simulate_fleet(config, expand_fleet(spec), settings, dir.path() / "sim");
     REQUIRE_MESSAGE(result.ok(), result.message());
     // The copier's units 3, 6, … and the replayer's 5, 10, … are attacks; the rest honest.

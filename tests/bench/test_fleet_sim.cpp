@@ -15,6 +15,7 @@
 #include "fleet_sim.h"
 #include "fleet_spec.h"
 #include "in_process_server.h"
+#include "small_fleet_settings.h"
 #include "synthetic_dataset.h"
 #include "task_setup.h"
 #include "temp_dir.h"
@@ -64,20 +65,6 @@ struct SmallTask {
         config.inner_optimizer = common::InnerOptimizer::Fresh;
     }
 };
-
-SimSettings small_settings(const std::string& name, std::int64_t budget = 160) {
-    SimSettings settings;
-    settings.run_name = name;
-    settings.fleet_name = "test";
-    settings.sample_budget = budget;
-    settings.curve_points = 4;
-    settings.eval_samples = 64;
-    settings.tick_s = 5;
-    settings.threads = 1;
-    settings.quiet = true;
-    settings.seed = 3;
-    return settings;
-}
 
 std::int64_t total(const std::map<std::string, std::int64_t>& counts) {
     std::int64_t sum = 0;
