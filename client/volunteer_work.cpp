@@ -221,7 +221,7 @@ Volunteer::Next Volunteer::pack(RunOutput output) {
     const auto& unit = unit_->unit;
     samples_per_s_ = output.metrics.samples_per_s;
     auto body = common::pack_result_of(unit, api_->client_id(), output.delta, output.metrics,
-                                       output.device.substr(0, common::kMaxDeviceName));
+                                       output.device.substr(0, common::kMaxDeviceName), &output.commitments);
     if (auto written = common::write_file_atomic(state_.delta_file(), body); !written)
         return give_back(Stop{StopReason::Error, written.message()});
     if (auto saved = state_.save_current({unit_->envelope_json, unit.wu_id, "uploading"}); !saved)

@@ -4,6 +4,7 @@
 
 #include <cctype>
 
+#include "commitments_json.h"
 #include "json_strict.h"
 #include "protocol_fields.h"
 #include "lr_schedule_json.h"
@@ -86,18 +87,20 @@ Result<WorkUnit> work_unit_from_json(const boost::json::value& json) {
 
 boost::json::value to_json(const ResultManifest& m) {
     const auto& x = m.metrics;
-    return {{"wu_id", m.wu_id},
-            {"client_id", m.client_id},
-            {"base_version", m.base_version},
-            {"delta_blob", blob_to_json(m.delta_blob)},
-            {"encoding", encoding_to_json(m.encoding)},
-            {"metrics",
-             {{"loss_start", x.loss_start},
-              {"loss_end", x.loss_end},
-              {"samples", x.samples},
-              {"seconds", x.seconds},
-              {"samples_per_s", x.samples_per_s}}},
-            {"device", m.device}};
+    boost::json::object json = {{"wu_id", m.wu_id},
+                                {"client_id", m.client_id},
+                                {"base_version", m.base_version},
+                                {"delta_blob", blob_to_json(m.delta_blob)},
+                                {"encoding", encoding_to_json(m.encoding)},
+                                {"metrics",
+                                 {{"loss_start", x.loss_start},
+                                  {"loss_end", x.loss_end},
+                                  {"samples", x.samples},
+                                  {"seconds", x.seconds},
+                                  {"samples_per_s", x.samples_per_s}}},
+                                {"device", m.device}};
+    if (m.commitments) json["commitments"] = commitments_to_json(*m.commitments);
+    return json;
 }
 
 Result<ResultManifest> result_manifest_from_json(const boost::json::value& json) {
@@ -110,6 +113,7 @@ Result<ResultManifest> result_manifest_from_json(const boost::json::value& json)
     m.encoding = read_encoding(reader, "encoding");
     m.metrics = read_metrics(reader, "metrics");
     m.device = read_printable(reader, "device", 1, kMaxDeviceName);
+    if (reader.has("commitments")) m.commitments = read_commitments(reader, "commitments");
     return finish(reader, std::move(m));
 }
 

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commitments.h"
 #include "delta_codec.h"
 #include "lr_schedule.h"
 #include "result.h"
@@ -109,6 +110,9 @@ struct ResultManifest {
     DeltaEncoding encoding;
     TrainMetrics metrics;
     std::string device;
+    // What the volunteer commits to of its unit's trajectory (commitments.h); optional, absent
+    // from the JSON when not sent.
+    std::optional<Commitments> commitments;
 };
 
 struct RegisterRequest {

@@ -19,7 +19,8 @@ Bytes pack_result_upload(std::string_view manifest_json, ByteView delta) {
 }
 
 ResultManifest result_manifest_of(const WorkUnit& unit, const std::string& client_id, ByteView delta,
-                                  const TrainMetrics& metrics, const std::string& device) {
+                                  const TrainMetrics& metrics, const std::string& device,
+                                  const Commitments* commitments) {
     ResultManifest manifest;
     manifest.wu_id = unit.wu_id;
     manifest.client_id = client_id;
@@ -28,12 +29,13 @@ ResultManifest result_manifest_of(const WorkUnit& unit, const std::string& clien
     manifest.encoding = unit.encoding;
     manifest.metrics = metrics;
     manifest.device = device;
+    if (commitments != nullptr) manifest.commitments = *commitments;
     return manifest;
 }
 
 Bytes pack_result_of(const WorkUnit& unit, const std::string& client_id, ByteView delta, const TrainMetrics& metrics,
-                     const std::string& device) {
-    auto manifest = result_manifest_of(unit, client_id, delta, metrics, device);
+                     const std::string& device, const Commitments* commitments) {
+    auto manifest = result_manifest_of(unit, client_id, delta, metrics, device, commitments);
     return pack_result_upload(boost::json::serialize(to_json(manifest)), delta);
 }
 

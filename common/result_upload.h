@@ -30,12 +30,14 @@ struct ResultUploadView {
 
 Bytes pack_result_upload(std::string_view manifest_json, ByteView delta);
 // The manifest of a result of `unit` whose delta file is `delta`: the unit's id, base version
-// and encoding, the delta's SHA-256 and size, and what the volunteer reports of its training.
+// and encoding, the delta's SHA-256 and size, what the volunteer reports of its training, and
+// its commitments when given.
 ResultManifest result_manifest_of(const WorkUnit& unit, const std::string& client_id, ByteView delta,
-                                  const TrainMetrics& metrics, const std::string& device);
+                                  const TrainMetrics& metrics, const std::string& device,
+                                  const Commitments* commitments = nullptr);
 // That manifest packed with the delta: the body to upload.
 Bytes pack_result_of(const WorkUnit& unit, const std::string& client_id, ByteView delta, const TrainMetrics& metrics,
-                     const std::string& device);
+                     const std::string& device, const Commitments* commitments = nullptr);
 // The manifest's length from a body's first kManifestLengthBytes, if within 1..kMaxManifestBytes.
 Result<std::uint32_t> read_manifest_length(const std::uint8_t* prefix);
 // Splits an untrusted body; the views point into `body`.

@@ -1,4 +1,4 @@
--- The server's SQLite schema (tessera-server; docs/operations.md), version 12
+-- The server's SQLite schema (tessera-server; docs/operations.md), version 13
 -- (Store::kSchemaVersion).
 -- Applied by server/store/store.cpp when PRAGMA user_version is 0; older files are migrated
 -- there. schemas/db_postgres.sql is the same schema for PostgreSQL: change both together
@@ -124,6 +124,7 @@ CREATE TABLE assignments (
   claimed_by    TEXT,                     -- the process validating a returned result (schema 11; validation_stage.h)
   claimed_until INTEGER,                  -- and until when its claim holds
   metrics       TEXT,                     -- JSON from the result manifest
+  commitments   TEXT,                     -- the manifest's commitments, JSON, when sent (schema 13)
   credit        REAL NOT NULL DEFAULT 0,
   merged_version INTEGER,
   accepted_seq  INTEGER                   -- acceptance order, so merges replay in order

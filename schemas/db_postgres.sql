@@ -1,5 +1,5 @@
 -- The server's PostgreSQL schema (tessera-server --db postgresql://…; docs/scaling.md).
--- Version 12 (Store::kSchemaVersion), the same tables as schemas/db.sql (SQLite) with
+-- Version 13 (Store::kSchemaVersion), the same tables as schemas/db.sql (SQLite) with
 -- PostgreSQL's types: 64-bit integers, double precision reals, identity ids, and a `rowid`
 -- column (insertion order, as SQLite's implicit rowid, which the queries order by) in tasks,
 -- shards, work_units and assignments. Applied by server/store/store.cpp to an empty database;
@@ -129,6 +129,7 @@ CREATE TABLE assignments (
   claimed_by    TEXT,                     -- the process validating a returned result (schema 11; validation_stage.h)
   claimed_until BIGINT,                   -- and until when its claim holds
   metrics       TEXT,                     -- JSON from the result manifest
+  commitments   TEXT,                     -- the manifest's commitments, JSON, when sent (schema 13)
   credit        DOUBLE PRECISION NOT NULL DEFAULT 0,
   merged_version BIGINT,
   accepted_seq  BIGINT,                  -- acceptance order, so merges replay in order

@@ -15,6 +15,7 @@
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
 #include "torch/trainer.h"
+#include "torch/unit_commitments.h"
 #include "training/gpu_memory.h"
 #include "zstd_codec.h"
 
@@ -26,14 +27,6 @@ namespace tessera::client {
 namespace {
 
 constexpr int kOomRetries = 4;
-
-// The classes a model was built for, from its class embedding (one extra row: "no class"), or a
-// router's experts from its head.
-std::int64_t classes_of(const common::TorchTensorMap& theta0) {
-    if (auto it = theta0.find("class_embed.weight"); it != theta0.end()) return it->second.size(0) - 1;
-    if (auto it = theta0.find("router_head.weight"); it != theta0.end()) return it->second.size(0);
-    return 10;
-}
 
 bool is_out_of_memory(const std::string& message) { return message.find("out of memory") != std::string::npos; }
 
@@ -67,20 +60,27 @@ void add_into(common::NamedTensors& into, const common::NamedTensors& from) {
     }
 }
 
+// The residuals an upload's commitments name: what was added to the delta before encoding
+// (r_in) and what the encoding left out (r_out), so that upload = Δ + r_in − r_out.
+struct EncodedResiduals {
+    common::NamedTensors in;
+    common::NamedTensors out;
+};
+
 // The delta encoded as the unit asks (on a GPU the codec runs there and only the encoded
 // bytes come back to the host). A unit that carries the residual has it added first (clipped
 // to kMaxResidualRatio × the delta's norm), and the residual becomes what this encoding left
 // out; a unit that holds it (a replica) is encoded alone, and what its encoding left out is
 // added to the residual kept for later units.
 common::Result<common::Bytes> encode_with_feedback(const common::WorkUnit& unit, common::TorchTensorMap& delta,
-                                                   ErrorFeedback* feedback, std::string& note) {
-    if (feedback == nullptr) return common::encode_delta_on_device(delta, unit.encoding);
+                                                   ErrorFeedback* feedback, std::string& note,
+                                                   EncodedResiduals& residuals) {
     if (lossless(unit.encoding)) {
-        feedback->residual.clear();
+        if (feedback != nullptr) feedback->residual.clear();
         return common::encode_delta_on_device(delta, unit.encoding);
     }
     auto input = common::to_named_f32(delta);
-    bool usable = !feedback->residual.empty();
+    bool usable = feedback != nullptr && !feedback->residual.empty();
     if (usable) {
         auto mismatch = feedback_mismatch(*feedback, unit, input);
         if (!mismatch.empty()) note = "dropped the error-feedback residual: " + mismatch;
@@ -95,11 +95,14 @@ common::Result<common::Bytes> encode_with_feedback(const common::WorkUnit& unit,
             auto& tensor = delta.at(carried.name);
             tensor.add_(common::from_named_f32({carried}).at(carried.name).to(tensor.device()));
         }
+        residuals.in = feedback->residual;
     }
     auto encoded = common::encode_delta_on_device(delta, unit.encoding);
     if (!encoded) return encoded.error();
     auto residual = residual_after(input, *encoded);
     if (!residual) return residual.error();
+    residuals.out = *residual;
+    if (feedback == nullptr) return encoded;
     if (usable && !unit.encoding.carry_residual) add_into(*residual, feedback->residual);
     *feedback = {unit.task_id, unit.model, std::move(residual).value()};
     return encoded;
@@ -228,7 +231,7 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
 
     auto config = common::train_config_for(unit.hyper);
     config.device = options.device;
-    config.num_classes = classes_of(*theta0);
+    config.num_classes = common::classes_of(*theta0);
     common::ProgressCallback progress;
     if (options.progress)
         progress = [&](const common::StepProgress& p) { options.progress(p.step, p.steps, p.loss, p.samples_per_s); };
@@ -236,16 +239,24 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
     common::InnerOptimizerState resumed;
     std::string resumed_note;
     bool keeps_state = resume_kept_moments(unit, *theta0, options, config, resumed, resumed_note);
+    common::CommitmentRecorder recorder(*theta0, config);
+    recorder.attach(config);
     auto outcome = train_fitting(unit, *theta0, *data, config, progress, resumed_note);
     if (!outcome) return outcome.error();
+    auto commitments = recorder.finish(*outcome);
+    if (!commitments) return commitments.error();
     RunOutput output;
     output.optimizer_note = resumed_note;
     if (keeps_state)
         *options.optimizer = {unit.task_id, unit.model, outcome->optimizer.steps,
                               common::to_named_f32(outcome->optimizer.exp_avg),
                               common::to_named_f32(outcome->optimizer.exp_avg_sq)};
-    auto encoded = encode_with_feedback(unit, outcome->delta, options.feedback, output.feedback_note);
+    EncodedResiduals residuals;
+    auto encoded = encode_with_feedback(unit, outcome->delta, options.feedback, output.feedback_note, residuals);
     if (!encoded) return encoded.error();
+    commitments->residual_in = common::residual_commitment(residuals.in, config.seed);
+    commitments->residual_out = common::residual_commitment(residuals.out, config.seed);
+    output.commitments = std::move(commitments).value();
     auto framed = common::zstd_compress(*encoded);
     if (!framed) return framed.error();
     const auto& s = outcome->stats;

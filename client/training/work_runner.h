@@ -39,6 +39,7 @@ struct RunOutput {
     std::string optimizer_note;  // why a kept optimizer state was not used, if it was not
     common::TrainMetrics metrics;
     std::string device;  // "cpu" or the GPU's name
+    common::Commitments commitments;  // sent with the result (docs/protocol.md, "Commitments")
 };
 
 common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std::filesystem::path& model_file,

@@ -233,6 +233,7 @@ Result<TrainOutcome> outcome_of(torch::nn::Module& module, const TorchTensorMap&
     outcome.stats.samples_per_s = seconds > 0 ? static_cast<double>(samples) / seconds : 0.0;
     for (double loss : losses)
         if (!std::isfinite(loss)) return make_error("training diverged: the loss became non-finite");
+    outcome.step_losses = losses;
     return outcome;
 }
 
@@ -360,6 +361,35 @@ Result<TrainOutcome> train(const std::string& preset, const TorchTensorMap& thet
         return run_training(preset, theta0, data, config, progress);
     } catch (const c10::Error& error) {
         return make_error(std::string("training failed: ") + error.what_without_backtrace());
+    }
+}
+
+std::int64_t classes_of(const TorchTensorMap& theta0) {
+    if (auto it = theta0.find("class_embed.weight"); it != theta0.end()) return it->second.size(0) - 1;
+    if (auto it = theta0.find("router_head.weight"); it != theta0.end()) return it->second.size(0);
+    return 10;
+}
+
+Result<double> opening_loss(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
+                            const TrainConfig& config) {
+    try {
+        auto device = parse_device(config.device);
+        if (!device) return device.error();
+        if (auto checked = check_training_inputs(data, config); !checked) return checked.error();
+        auto workload = configured_workload(preset, data, config);
+        if (!workload) return workload.error();
+        auto module = (*workload)->module();
+        if (auto loaded = load_state(*module, theta0); !loaded) return loaded.error();
+        module->to(*device);
+        module->train();  // as the first step runs
+        torch::NoGradGuard no_grad;
+        DeviceSamples samples(data, *device);
+        auto batch = samples.at(BatchOrder(data.size(), config.batch_size, *device, config.seed).next());
+        (*workload)->draw(batch, config.seed, 0);
+        CudaAutocast autocast(device->is_cuda());
+        return (*workload)->loss(batch).to(torch::kFloat64).item<double>();
+    } catch (const c10::Error& error) {
+        return make_error(std::string("the opening loss: ") + error.what_without_backtrace());
     }
 }
 

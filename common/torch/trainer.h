@@ -74,6 +74,7 @@ struct TrainStats {
 struct TrainOutcome {
     TorchTensorMap delta;  // θ_H − θ0, f32, on the training device
     TrainStats stats;
+    std::vector<double> step_losses;  // every step's training loss, in order
     InnerOptimizerState optimizer;  // with return_optimizer: the moments after the last step, on the CPU
 };
 
@@ -102,5 +103,15 @@ torch::Tensor first_epoch_rows(std::int64_t size, std::int64_t batch_size, std::
 
 Result<TrainOutcome> train(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
                            const TrainConfig& config, const ProgressCallback& progress = {});
+
+// The classes a model was built for, from its class embedding (one extra row: "no class"), or a
+// router's experts from its head; 10 for a model without either.
+std::int64_t classes_of(const TorchTensorMap& theta0);
+
+// The loss train() computes at its first step (at θ0, on the first batch of the unit's order
+// with step 0's draws), without training: the first loss a unit's commitments report, which a
+// validator recomputes exactly (docs/protocol.md, "Commitments"). One forward pass.
+Result<double> opening_loss(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
+                            const TrainConfig& config);
 
 }  // namespace tessera::common

@@ -16,13 +16,6 @@ void family(std::ostream& out, std::string_view name, std::string_view type, std
     out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
 }
 
-constexpr std::array<std::string_view, 19> kReasons = {
-    reason::kDeadlinePassed,    reason::kWrongBaseVersion, reason::kEncodingMismatch, reason::kTooLarge,
-    reason::kHashMismatch,      reason::kUndecodable,      reason::kShapeMismatch,    reason::kNonFinite,
-    reason::kEmptyDelta,        reason::kNormTooLarge,     reason::kNormTooSmall,     reason::kCopied,
-    reason::kMisaligned,        reason::kNoImprovement,    reason::kLossIncrease,     reason::kReplicaMismatch,
-    reason::kReplicaUnresolved, reason::kWorkUnitRetired,  reason::kTooStale};
-
 }  // namespace
 
 void Histogram::observe(double seconds) {
@@ -83,7 +76,8 @@ void ServerMetrics::write(std::ostream& out) const {
                                                                    {"cheap", &checks_.cheap},
                                                                    {"copy", &checks_.copy},
                                                                    {"held_out", &checks_.held_out},
-                                                                   {"own_samples", &checks_.own_samples}};
+                                                                   {"own_samples", &checks_.own_samples},
+                                                                   {"commitments", &checks_.commitments}};
     for (const auto& [stage, seconds] : stages)
         out << "tessera_check_seconds_total{stage=\"" << stage << "\"} " << seconds->load() << '\n';
     family(out, "tessera_checked_results_total", "counter", "Results checked, and those given the loss checks.");
@@ -123,7 +117,7 @@ std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& me
     }
     family(out, "tessera_rejections_total", "counter", "Results rejected, by reason.");
     auto reasons = stored.rejections_by_reason;
-    for (auto known : kReasons) reasons.try_emplace(std::string(known), 0);
+    for (auto known : reason::kAll) reasons.try_emplace(std::string(known), 0);
     for (const auto& [name, count] : reasons)
         out << "tessera_rejections_total{reason=\"" << name << "\"} " << count << '\n';
     family(out, "tessera_checks_suspended", "gauge",

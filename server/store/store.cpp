@@ -113,7 +113,8 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
 // concurrency stamped on accepted results, 9 → 10 (both) the results' steps at the full learning
 // rate (the checks' per-step figures), 10 → 11 (both) the validation claim of a returned result,
 // 11 → 12 (both) the task's volunteers by their last unit (filled from the assignments) and the
-// results by return. A database from a newer server is refused.
+// results by return, 12 → 13 (both) the results' commitments. A database from a newer server
+// is refused.
 namespace {
 
 // Schema 7's additions, as in both schema files (BIGINT and REAL are 64-bit on both).
@@ -133,6 +134,8 @@ constexpr const char* kSchema12Sql =
     "INSERT INTO task_volunteers(task_id, client_id, last_issued_at) SELECT w.task_id, a.client_id, "
     "MAX(a.issued_at) FROM assignments a JOIN work_units w ON w.id = a.work_unit_id GROUP BY w.task_id, a.client_id;";
 
+constexpr const char* kSchema13Sql = "ALTER TABLE assignments ADD COLUMN commitments TEXT;";
+
 // PostgreSQL databases began at schema 6.
 void migrate_postgres(Database& db, std::int64_t version) {
     if (version < 6)
@@ -142,7 +145,8 @@ void migrate_postgres(Database& db, std::int64_t version) {
     if (version < 9) db.exec(kSchema9Sql);
     if (version < 10) db.exec(kSchema10Sql);
     if (version < 11) db.exec(kSchema11Sql);
-    db.exec(kSchema12Sql);
+    if (version < 12) db.exec(kSchema12Sql);
+    db.exec(kSchema13Sql);
 }
 
 void migrate_sqlite(Database& db, std::int64_t version) {
@@ -178,7 +182,8 @@ void migrate_sqlite(Database& db, std::int64_t version) {
     if (version < 9) db.exec(kSchema9Sql);
     if (version < 10) db.exec(kSchema10Sql);
     if (version < 11) db.exec(kSchema11Sql);
-    db.exec(kSchema12Sql);
+    if (version < 12) db.exec(kSchema12Sql);
+    db.exec(kSchema13Sql);
 }
 
 }  // namespace

@@ -19,22 +19,36 @@ void set_claim(Database& db, const std::string& id, const ResultClaim& claim) {
 
 common::Result<bool> ResultStore::record_return(const std::string& id, const std::string& delta_sha256,
                                                 std::int64_t delta_bytes, const std::string& metrics_json,
-                                                std::int64_t now, const ResultClaim& claim) {
+                                                std::int64_t now, const ResultClaim& claim,
+                                                const std::string& commitments_json) {
     return guarded([&]() -> common::Result<bool> {
         Transaction transaction(db());
         if (!transition(db(), id, "('in_progress')", "returned")) return false;
         Statement update(db(),
                          "UPDATE assignments SET returned_at = ?, delta_sha256 = ?, delta_bytes = ?, metrics = ?, "
-                         "claimed_by = ?, claimed_until = ? WHERE id = ?");
+                         "claimed_by = ?, claimed_until = ?, commitments = ? WHERE id = ?");
         update.bind(1, now).bind(2, delta_sha256).bind(3, delta_bytes).bind(4, metrics_json);
         if (claim.holder.empty())
             update.bind_null(5).bind_null(6);
         else
             update.bind(5, claim.holder).bind(6, claim.until);
-        update.bind(7, id).run();
+        if (commitments_json.empty())
+            update.bind_null(7);
+        else
+            update.bind(7, commitments_json);
+        update.bind(8, id).run();
         insert_event(db(), "result_received", {{"assignment_id", id}, {"bytes", delta_bytes}}, now);
         transaction.commit();
         return true;
+    });
+}
+
+common::Result<std::optional<std::string>> ResultStore::commitments_of(const std::string& id) {
+    return reading([&]() -> common::Result<std::optional<std::string>> {
+        Statement select(db(), "SELECT commitments FROM assignments WHERE id = ?");
+        select.bind(1, id);
+        if (!select.step() || select.is_null(0)) return std::optional<std::string>();
+        return std::optional<std::string>(select.text(0));
     });
 }
 

@@ -55,9 +55,12 @@ public:
     // Lifecycle transitions. Each returns false (or an empty list) when the assignment was
     // not in the state the transition starts from.
     // `claim`: the process that will validate the result (none: the first that claims it).
+    // `commitments_json`: the manifest's commitments as sent ("" when it had none).
     common::Result<bool> record_return(const std::string& id, const std::string& delta_sha256, std::int64_t delta_bytes,
-                                       const std::string& metrics_json, std::int64_t now,
-                                       const ResultClaim& claim = {});
+                                       const std::string& metrics_json, std::int64_t now, const ResultClaim& claim = {},
+                                       const std::string& commitments_json = {});
+    // The commitments a returned result was stored with; none when it had none.
+    common::Result<std::optional<std::string>> commitments_of(const std::string& id);
     // Claims up to `limit` returned results for `claim`, oldest first: those nobody holds, those
     // whose claim lapsed by `now`, and those of the `released` holders (processes known to be
     // gone). Two processes never claim the same result (on PostgreSQL the rows are locked and

@@ -33,8 +33,9 @@ common::Result<SampleLosses> losses_with(common::Workload& workload, const commo
 
 class TorchProbe : public ModelProbe {
 public:
-    TorchProbe(std::unique_ptr<common::Workload> workload, std::shared_ptr<const common::ShardData> data)
-        : workload_(std::move(workload)), data_(std::move(data)) {}
+    TorchProbe(std::unique_ptr<common::Workload> workload, std::shared_ptr<const common::ShardData> data,
+               std::string preset)
+        : workload_(std::move(workload)), data_(std::move(data)), preset_(std::move(preset)) {}
 
     common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples) override {
         try {
@@ -72,6 +73,16 @@ public:
         }
     }
 
+    common::Result<double> opening_loss(const common::NamedTensors& base, const AssignedSamples& samples,
+                                        const common::Hyperparameters& hyper) override {
+        auto data = unit_data(samples);
+        if (!data) return data.error();
+        auto theta0 = common::from_named_f32(base);
+        auto config = common::train_config_for(hyper);
+        config.num_classes = common::classes_of(theta0);  // as the volunteer's trainer reads it
+        return common::opening_loss(preset_, theta0, **data, config);
+    }
+
 private:
     // The unit's shards concatenated; the last unit's are kept (replicas and retries repeat it).
     common::Result<const common::ShardData*> unit_data(const AssignedSamples& samples) {
@@ -94,6 +105,7 @@ private:
     std::shared_ptr<const common::ShardData> data_;
     std::vector<std::string> unit_shards_;
     common::ShardData unit_data_;
+    std::string preset_;
 };
 
 constexpr std::uint64_t kCalibrationSeed = 1;
@@ -144,7 +156,8 @@ common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& con
         try {
             auto workload = common::make_workload(config.model, shape_of(config), 0);
             if (!workload) return workload.error();
-            return std::unique_ptr<ModelProbe>(std::make_unique<TorchProbe>(std::move(*workload), shared));
+            return std::unique_ptr<ModelProbe>(
+                std::make_unique<TorchProbe>(std::move(*workload), shared, config.model));
         } catch (const c10::Error& error) {
             return common::make_error(std::string("building the model: ") + error.what_without_backtrace());
         }

@@ -39,6 +39,13 @@ double norm_of(const common::NamedTensors& tensors) {
     return std::sqrt(sum);
 }
 
+// Empty when a trained unit's upload keeps its commitments' identity (common/commitments.h).
+std::string commitments_broken(const common::WorkUnit& wu, const client::RunOutput& output) {
+    auto upload = common::decode_delta(output.delta).value().tensors;
+    return common::commitments_mismatch(output.commitments, upload, wu.hyper.local_steps,
+                                        static_cast<std::uint64_t>(wu.hyper.seed));
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -253,6 +260,12 @@ TEST_CASE(
     auto first = train();
     CHECK(common::is_zstd_frame(first.delta));  // as uploaded
     CHECK(first.feedback_note.empty());
+    // Commitments: a segment after each step, their losses the steps', the upload bound to them.
+    CHECK(first.commitments.segments.size() == static_cast<std::size_t>(wu.hyper.local_steps));
+    CHECK(first.commitments.segments.back().norm > 0);
+    CHECK(first.commitments.residual_in.sha256.empty());
+    CHECK(first.commitments.residual_out.sha256 == common::residual_sha256(feedback.residual));
+    CHECK(commitments_broken(wu, first).empty());
     CHECK(feedback.task_id == wu.task_id);
     CHECK(feedback.model == "dit-tiny");
     REQUIRE(!feedback.residual.empty());
@@ -271,7 +284,16 @@ TEST_CASE(
     CHECK(loaded.task_id == feedback.task_id);
     CHECK(loaded.residual[0].values == feedback.residual[0].values);
     run.feedback = &loaded;
-    auto second = common::decode_delta(train().delta).value();
+    auto carried_in = common::residual_sha256(loaded.residual);  // within the clip: sent as it is
+    auto second_output = train();
+    CHECK(second_output.commitments.residual_in.sha256 == carried_in);
+    CHECK(commitments_broken(wu, second_output).empty());
+    auto tampered = second_output.commitments;  // the carried residual left out of the account
+    tampered.residual_in = {};
+    CHECK_FALSE(common::commitments_mismatch(tampered, common::decode_delta(second_output.delta).value().tensors,
+                                             wu.hyper.local_steps, static_cast<std::uint64_t>(wu.hyper.seed))
+                    .empty());
+    auto second = common::decode_delta(second_output.delta).value();
     CHECK(second.tensors[0].name == loaded.residual[0].name);
     CHECK(std::fabs(second.tensors[0].values[3] - planted) < planted / 10);  // half an int4 step: 1/15
     CHECK(std::fabs(loaded.residual[0].values[3]) < planted / 10);
@@ -286,8 +308,10 @@ TEST_CASE(
 
     // A lossless codec carries nothing.
     wu.encoding = {common::DeltaDType::F32, 1.0};
-    train();
+    auto lossless = train();
     CHECK(loaded.residual.empty());
+    CHECK(lossless.commitments.residual_out.sha256.empty());
+    CHECK(commitments_broken(wu, lossless).empty());
     REQUIRE(client::save_error_feedback(dir / "feedback", loaded).ok());
     CHECK(!std::filesystem::exists(dir / "feedback"));
 }
@@ -315,6 +339,10 @@ TEST_CASE("a unit that holds the residual is encoded alone, and what it left out
     auto held = train_with(carried);
     CHECK(held.feedback_note.empty());
     CHECK(held.delta == alone.delta);
+    // Its commitments name no residual in and its own leftover out, not the one it holds.
+    CHECK(held.commitments.residual_in.sha256.empty());
+    CHECK(held.commitments.residual_out.sha256 == alone.commitments.residual_out.sha256);
+    CHECK(commitments_broken(wu, held).empty());
     // The planted entry was not sent; it waits in the residual beside what this unit left out.
     CHECK(std::fabs(common::decode_delta(held.delta).value().tensors[0].values[3]) < 1.0f);
     CHECK(carried.residual[0].values[3] == doctest::Approx(planted + left_out[0].values[3]));
@@ -330,6 +358,7 @@ TEST_CASE("a unit that holds the residual is encoded alone, and what it left out
     carried.residual[0].values[3] = 100 * planted;
     auto clipped = train_with(carried);
     CHECK(clipped.feedback_note.find("scaled the carried residual") != std::string::npos);
+    CHECK(commitments_broken(wu, clipped).empty());  // r_in is the clipped residual
     auto sent = common::decode_delta(clipped.delta).value().tensors[0].values[3];
     CHECK(sent < 3 * planted);  // at most twice the delta's norm, against 100 × planted
 }

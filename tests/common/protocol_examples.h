@@ -52,6 +52,23 @@ inline common::ResultManifest example_result_manifest() {
     return m;
 }
 
+// A manifest with commitments: a 20-step unit (every 3 steps: 3, 6, …, 18, 20) whose lossy
+// codec carried a residual in and left one out.
+inline common::ResultManifest example_committed_result_manifest() {
+    auto m = example_result_manifest();
+    common::Commitments c;
+    c.every = common::commitment_every(20);
+    for (auto step : common::commitment_steps(20)) {
+        common::CommitmentSketch sketch{};
+        for (std::size_t i = 0; i < sketch.size(); ++i) sketch[i] = 0.001 * static_cast<double>(step) - 0.0005 * i;
+        c.segments.push_back({step, 1.25 - 0.02 * static_cast<double>(step), 0.01 * static_cast<double>(step), sketch});
+    }
+    c.residual_in = {std::string(64, 'a'), c.segments.front().sketch};
+    c.residual_out = {std::string(64, 'b'), c.segments[1].sketch};
+    m.commitments = c;
+    return m;
+}
+
 inline common::RegisterRequest example_register_request() {
     return {"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", "alice's desktop", "0.1.0"};
 }

@@ -42,7 +42,7 @@ TEST_CASE("the schema is applied once, settings persist, and a newer schema is r
 
 TEST_CASE(
     "a schema-6 database gains the leases table, the tasks' weights and the results' alignment, concurrency, "
-    "steps at the full rate and validation claims, and the task's volunteers") {
+    "steps at the full rate, validation claims and commitments, and the task's volunteers") {
     on_each_backend([](Backend& b) {
         REQUIRE(b.store->claim_lease({"aggregator:t", "a"}, 100, 115).value());
         b.store.reset();
@@ -54,7 +54,8 @@ TEST_CASE(
                 "alignment; "
                 "ALTER TABLE assignments DROP COLUMN concurrency; ALTER TABLE assignments DROP COLUMN full_rate_steps; "
                 "ALTER TABLE assignments DROP COLUMN claimed_by; ALTER TABLE assignments DROP COLUMN claimed_until; "
-                "DROP INDEX assignments_by_return; DROP TABLE task_volunteers");
+                "ALTER TABLE assignments DROP COLUMN commitments; DROP INDEX assignments_by_return; "
+                "DROP TABLE task_volunteers");
             db->set_schema_version(6);
             db->exec("COMMIT");
         }
@@ -67,6 +68,7 @@ TEST_CASE(
         CHECK(b.store->recent_norms_per_step("t", 10).value().empty());  // reads full_rate_steps
         CHECK(b.store->result_claim_holders().value().empty());          // reads claimed_by
         CHECK(b.store->task_volunteers("t", 0).value() == 0);            // schema 12's table
+        CHECK(!b.store->commitments_of("none").value().has_value());     // schema 13's column
     });
 }
 

@@ -2,6 +2,7 @@
 // for rejected work, and accepted results merged into new versions.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -25,6 +26,28 @@ common::WorkUnit submit(TestServer& server, TestVolunteer& volunteer, const comm
     CHECK_MESSAGE(reply.status == expected_status, reply.body);
     server.app().wait_idle();
     return wu;
+}
+
+// What a volunteer that trained `trained` commits to when it uploads `encoded`: segments along
+// the straight line to `trained`, no residual in, and what the encoding left out.
+common::Commitments commitments_for(const common::WorkUnit& wu, common::NamedTensors trained,
+                                    const common::Bytes& encoded) {
+    auto seed = static_cast<std::uint64_t>(wu.hyper.seed);
+    std::sort(trained.begin(), trained.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    auto left_out = trained;
+    auto decoded = common::decode_delta(encoded).value().tensors;
+    for (std::size_t t = 0; t < left_out.size(); ++t)
+        for (std::size_t i = 0; i < left_out[t].values.size(); ++i) left_out[t].values[i] -= decoded[t].values[i];
+    common::Commitments c;
+    c.every = common::commitment_every(wu.hyper.local_steps);
+    for (auto step : common::commitment_steps(wu.hyper.local_steps)) {
+        auto part = trained;
+        for (auto& t : part)
+            for (auto& v : t.values) v *= static_cast<float>(step) / static_cast<float>(wu.hyper.local_steps);
+        c.segments.push_back({step, 1.0, 0.0, common::commitment_sketch(part, seed)});
+    }
+    c.residual_out = common::residual_commitment(left_out, seed);
+    return c;
 }
 
 double credit_of(TestServer& server, const std::string& client_id) {
@@ -118,6 +141,43 @@ TEST_CASE("a non-finite f32 delta is rejected as non_finite") {
     REQUIRE(volunteer.upload_bytes(volunteer.manifest_for(wu, bytes), bytes).status == 200);
     server.app().wait_idle();
     CHECK(rejection_of(server, wu.wu_id) == reason::kNonFinite);
+}
+
+TEST_CASE("forged or misnumbered commitments are refused as commitment_mismatch, before any other check") {
+    // (An honest unit's commitments, with its real opening loss: tests/client/test_result_commitments.cpp.)
+    TestServer server([](TaskConfig& c) { c.max_in_flight = 10; });
+    TestVolunteer volunteer(server);
+    auto send = [&](const common::WorkUnit& wu, const common::NamedTensors& delta, const common::Commitments& c) {
+        auto encoded = common::encode_delta(delta, wu.encoding).value().bytes;
+        auto manifest = volunteer.manifest_for(wu, encoded);
+        manifest.commitments = c;
+        REQUIRE(volunteer.upload_bytes(manifest, encoded).status == 200);
+        server.app().wait_idle();
+    };
+    // Commitments to one training sent with another delta.
+    auto forged = volunteer.request_work().value();
+    auto other = volunteer.made_up_delta(forged, 1e-3f, 77);
+    send(forged, volunteer.made_up_delta(forged, 1e-3f),
+         commitments_for(forged, other, common::encode_delta(other, forged.encoding).value().bytes));
+    CHECK(rejection_of(server, forged.wu_id) == reason::kCommitmentMismatch);
+    CHECK(refusal_of(server, forged.wu_id).find("sketch lies") != std::string::npos);
+
+    // The delta's own commitments, but segments that are not the unit's.
+    auto misnumbered = volunteer.request_work().value();
+    auto mine = volunteer.made_up_delta(misnumbered, 1e-3f);
+    auto c = commitments_for(misnumbered, mine, common::encode_delta(mine, misnumbered.encoding).value().bytes);
+    c.every += 1;
+    send(misnumbered, mine, c);
+    CHECK(refusal_of(server, misnumbered.wu_id).find("commitment_mismatch: every") == 0);
+
+    // Kept to its commitments, the same delta passes them and is judged by the opening loss
+    // (made-up commitments report a made-up one).
+    auto kept = volunteer.request_work().value();
+    auto delta = volunteer.made_up_delta(kept, 1e-3f);
+    send(kept, delta, commitments_for(kept, delta, common::encode_delta(delta, kept.encoding).value().bytes));
+    CHECK(rejection_of(server, kept.wu_id) == reason::kOpeningLossMismatch);
+    CHECK(credit_of(server, volunteer.id()) == 0);
+    CHECK(server.version() == 0);
 }
 
 TEST_CASE("a delta far larger than recent accepted ones is rejected by the norm bound") {

@@ -54,6 +54,7 @@ int emit(const std::filesystem::path& dir) {
         {"work_unit", to_json(example_work_unit())},
         {"work_unit.scheduled", to_json(example_scheduled_work_unit())},
         {"result_manifest", to_json(example_result_manifest())},
+        {"result_manifest.committed", to_json(example_committed_result_manifest())},
         {"register_request", to_json(example_register_request())},
         {"register_response", to_json(example_register_response())},
         {"work_request", to_json(example_work_request())},

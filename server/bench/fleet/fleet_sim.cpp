@@ -69,7 +69,8 @@ common::Result<RunResult> Simulation::run(const std::filesystem::path& work_dir)
     result_.probes = probe_.deltas();
     result_.server_cost.training_s += uploads_->training_seconds();  // real seconds
     const auto& costs = server_->check_costs();
-    result_.server_cost.check_s = costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples;
+    result_.server_cost.check_s =
+        costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples + costs.commitments;
     result_.server_cost.merge_s = server_->merge_seconds();
     result_.server_cost.checked = costs.results.load();
     result_.server_cost.loss_checked = costs.loss_checked.load();

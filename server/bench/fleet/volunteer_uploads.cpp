@@ -30,19 +30,25 @@ common::Result<common::Bytes> nan_delta_file(const common::NamedTensors& layout)
 common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::WorkUnit& unit, Attack attack) {
     common::Bytes delta;
     common::TrainMetrics metrics;
+    // What its training committed to; an upload that was changed afterwards sends none (a task
+    // that does not require commitments takes results without them).
+    std::optional<common::Commitments> commitments;
     for (const auto& s : unit.shards) shards_seen_.insert(s.sha256);
     if (attack == Attack::None || attack_needs_training(attack) || attack_trains_wrongly(attack)) {
         auto trained = train(v, unit, attack);
         if (!trained) return trained.error();
         delta = std::move(trained->delta);
         metrics = trained->metrics;
+        commitments = std::move(trained->commitments);
         if (settings_.probe_deltas && attack == Attack::None)
             if (auto status = probe(delta, unit); !status) return status.error();
         training_s_ += metrics.seconds;  // real seconds, before the virtual ones below
     }
     if (attack == Attack::Copy || attack == Attack::OldReplay) {
         delta = resent_delta(v, attack);
+        commitments.reset();
     } else if (attack != Attack::None && !attack_trains_wrongly(attack)) {
+        commitments.reset();
         auto poisoned = poisoned_delta(unit, attack, delta);
         if (!poisoned) return poisoned.error();
         delta = std::move(*poisoned);
@@ -57,7 +63,8 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
         while (v.past_deltas.size() > static_cast<std::size_t>(kReplayAge)) v.past_deltas.pop_front();
     }
 
-    auto body = common::pack_result_of(unit, unit.client_id, delta, metrics, v.spec.group);
+    auto body = common::pack_result_of(unit, unit.client_id, delta, metrics, "cpu (simulated, " + v.spec.group + ")",
+                                       commitments ? &*commitments : nullptr);
     auto size = delta.size();
     return Upload{std::move(body), size, std::move(delta)};
 }

@@ -45,6 +45,11 @@ common::Result<std::vector<SampleLosses>> ProbePool::losses_on_assigned(
         [&](ModelProbe& probe) { return probe.losses_on_assigned(weights, samples); });
 }
 
+common::Result<double> ProbePool::opening_loss(const common::NamedTensors& base, const AssignedSamples& samples,
+                                               const common::Hyperparameters& hyper) {
+    return with_probe<double>([&](ModelProbe& probe) { return probe.opening_loss(base, samples, hyper); });
+}
+
 void ProbePools::add(const std::string& task_id, std::shared_ptr<ProbePool> pool) {
     std::lock_guard lock(mutex_);
     pools_[task_id] = std::move(pool);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "delta_codec.h"
+#include "protocol.h"
 #include "result.h"
 
 namespace tessera::server {
@@ -54,6 +55,10 @@ public:
     // Each weight set's per-sample losses on the same assigned samples, deterministic.
     virtual common::Result<std::vector<SampleLosses>> losses_on_assigned(
         const std::vector<const common::NamedTensors*>& weights, const AssignedSamples& samples) = 0;
+    // The unit's opening loss at `base` (common::opening_loss): its first training step's loss,
+    // on the assigned samples' first batch with step 0's draws under the unit's `hyper`.
+    virtual common::Result<double> opening_loss(const common::NamedTensors& base, const AssignedSamples& samples,
+                                                const common::Hyperparameters& hyper) = 0;
 };
 
 using ModelProbeFactory = std::function<common::Result<std::unique_ptr<ModelProbe>>()>;
@@ -65,6 +70,8 @@ public:
     common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples);
     common::Result<std::vector<SampleLosses>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
                                                                  const AssignedSamples& samples);
+    common::Result<double> opening_loss(const common::NamedTensors& base, const AssignedSamples& samples,
+                                        const common::Hyperparameters& hyper);
 
 private:
     // Runs `use` with a probe of its own.

@@ -14,6 +14,7 @@ struct CheckCosts {
     std::atomic<double> copy{0};         // sketching and comparing
     std::atomic<double> held_out{0};     // the held-out loss check
     std::atomic<double> own_samples{0};  // the proof of training
+    std::atomic<double> commitments{0};  // the commitments' identity and opening loss
     std::atomic<std::int64_t> results{0};
     std::atomic<std::int64_t> loss_checked{0};
 };

@@ -18,6 +18,10 @@ constexpr std::string_view kUndecodable = "undecodable";
 constexpr std::string_view kShapeMismatch = "shape_mismatch";
 constexpr std::string_view kNonFinite = "non_finite";
 constexpr std::string_view kEmptyDelta = "empty_delta";
+// The commitments (common/commitments.h): the decoded delta breaks their identity; the opening
+// loss the server computes is not the one they report.
+constexpr std::string_view kCommitmentMismatch = "commitment_mismatch";
+constexpr std::string_view kOpeningLossMismatch = "opening_loss_mismatch";
 constexpr std::string_view kNormTooLarge = "norm_too_large";
 constexpr std::string_view kNormTooSmall = "norm_too_small";
 constexpr std::string_view kCopied = "copied";
@@ -33,10 +37,12 @@ constexpr std::string_view kWorkUnitRetired = "work_unit_retired";
 constexpr std::string_view kTooStale = "too_stale";
 
 // Every reason, in the order above.
-constexpr std::array<std::string_view, 19> kAll = {
-    kDeadlinePassed, kWrongBaseVersion, kEncodingMismatch, kTooLarge,        kHashMismatch,      kUndecodable,
-    kShapeMismatch,  kNonFinite,        kEmptyDelta,       kNormTooLarge,    kNormTooSmall,      kCopied,
-    kMisaligned,     kNoImprovement,    kLossIncrease,     kReplicaMismatch, kReplicaUnresolved, kWorkUnitRetired,
-    kTooStale};
+// clang-format off
+constexpr std::array<std::string_view, 21> kAll = {
+    kDeadlinePassed, kWrongBaseVersion, kEncodingMismatch, kTooLarge, kHashMismatch,
+    kUndecodable, kShapeMismatch, kNonFinite, kEmptyDelta, kCommitmentMismatch, kOpeningLossMismatch,
+    kNormTooLarge, kNormTooSmall, kCopied, kMisaligned, kNoImprovement, kLossIncrease,
+    kReplicaMismatch, kReplicaUnresolved, kWorkUnitRetired, kTooStale};
+// clang-format on
 
 }  // namespace tessera::server::reason

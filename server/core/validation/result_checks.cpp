@@ -1,6 +1,8 @@
 // ResultChecks: each check returns a named reason; figures go to the store with the verdict.
 #include "result_checks.h"
 
+#include <boost/json.hpp>
+
 #include "dataset_manifest.h"
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "commitments_json.h"
 #include "paired_losses.h"
 #include "rejection_reasons.h"
 #include "tensor_math.h"
@@ -38,6 +41,16 @@ bool all_finite(const common::NamedTensors& tensors) {
 std::string describe(const common::DeltaEncoding& e) {
     return std::string(common::delta_dtype_name(e.dtype)) +
            (e.topk_fraction < 1 ? " top-k " + std::to_string(e.topk_fraction) : " dense");
+}
+
+// Whether the result's manifest said it was computed on a CPU (its `device`, kept with the
+// metrics): CPU results reproduce the server's arithmetic far more closely than bf16 GPU ones.
+bool trained_on_cpu(const AssignmentRecord& a) {
+    if (!a.metrics_json) return false;
+    boost::system::error_code error;
+    auto metrics = boost::json::parse(*a.metrics_json, error);
+    const auto* device = error ? nullptr : metrics.is_object() ? metrics.as_object().if_contains("device") : nullptr;
+    return device != nullptr && device->is_string() && device->as_string().starts_with("cpu");
 }
 
 Verdict refuse(std::string_view reason, std::string detail, Verdict verdict = {}) {
@@ -106,6 +119,9 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     verdict.figures.norm = l2_norm(delta);
     if (verdict.figures.norm == 0) return refuse(reason::kEmptyDelta, "the delta is all zeros", verdict);
     add_seconds(costs_.cheap, started);
+    auto broken = commitment_checks(a, unit, model, delta, verdict);
+    if (!broken) return broken.error();
+    if (*broken) return verdict;
 
     auto refused = cheap_checks(a, task, unit, delta, plan, suspended, verdict);
     if (!refused) return refused.error();
@@ -117,6 +133,47 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     // instead of decoding it again.
     if (verdict.reason.empty()) results_.keep_decoded(a.id, std::move(*decoded));
     return verdict;
+}
+
+AssignedSamples ResultChecks::assigned_samples(const common::WorkUnit& unit, std::int64_t max_samples) const {
+    AssignedSamples samples;
+    for (const auto& shard : unit.shards) samples.shards.push_back(shard.sha256);
+    samples.read_shard = [this](const std::string& sha256) { return blobs_.read(sha256, common::kMaxShardBytes); };
+    samples.seed = static_cast<std::uint64_t>(unit.hyper.seed);
+    samples.batch_size = unit.hyper.batch_size;
+    samples.steps = unit.hyper.local_steps;
+    samples.max_samples = max_samples;
+    return samples;
+}
+
+common::Result<bool> ResultChecks::commitment_checks(const AssignmentRecord& a, const common::WorkUnit& unit,
+                                                     const common::NamedTensors& base,
+                                                     const common::NamedTensors& delta, Verdict& verdict) {
+    auto started = SteadyClock::now();
+    auto stored = figures_.commitments_of(a.id);
+    if (!stored) return stored.error();
+    if (!*stored) return false;  // sent none: nothing to hold the upload to
+    auto commitments = common::parse_commitments(**stored);
+    auto broken = commitments ? common::commitments_mismatch(*commitments, delta, unit.hyper.local_steps,
+                                                             static_cast<std::uint64_t>(unit.hyper.seed))
+                              : commitments.message();
+    if (!broken.empty()) {
+        verdict = refuse(reason::kCommitmentMismatch, broken, std::move(verdict));
+        return true;
+    }
+    auto pool = probes_.of(a.task_id);
+    if (!pool) return pool.error();
+    auto opening = (*pool)->opening_loss(base, assigned_samples(unit, 0), unit.hyper);
+    add_seconds(costs_.commitments, started);
+    if (!opening) return opening.error();
+    auto committed = commitments->segments.front().loss;
+    auto tolerance = trained_on_cpu(a) ? kCpuOpeningTolerance : kGpuOpeningTolerance;
+    if (std::abs(*opening - committed) <= tolerance * std::max(std::abs(*opening), std::abs(committed))) return false;
+    verdict = refuse(reason::kOpeningLossMismatch,
+                     "the unit's first step has loss " + plain(*opening) + " at its base; its commitments report " +
+                         plain(committed) + " (tolerance " + plain(tolerance) + " relative)",
+                     std::move(verdict));
+    return true;
 }
 
 namespace {
@@ -244,14 +301,7 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
 
     // Proof of training: the loss on the samples the unit trained on first, before and after.
     started = SteadyClock::now();
-    AssignedSamples samples;
-    for (const auto& shard : unit.shards) samples.shards.push_back(shard.sha256);
-    samples.read_shard = [this](const std::string& sha256) { return blobs_.read(sha256, common::kMaxShardBytes); };
-    samples.seed = static_cast<std::uint64_t>(unit.hyper.seed);
-    samples.batch_size = unit.hyper.batch_size;
-    samples.steps = unit.hyper.local_steps;
-    samples.max_samples = task.config.check_samples;
-    auto own = (*pool)->losses_on_assigned({&base, &after}, samples);
+    auto own = (*pool)->losses_on_assigned({&base, &after}, assigned_samples(unit, task.config.check_samples));
     add_seconds(costs_.own_samples, started);
     if (!own) return own.error();
     auto own_change = paired_change((*own)[0], (*own)[1]);

@@ -54,6 +54,11 @@ struct CheckPlan {
     bool warm_up = false;
 };
 
+// How far a result's opening loss may sit from the server's, relative: a CPU's f32 against the
+// server's (summation order only), and a GPU's bf16 autocast (to be settled on GPUs, issue 57).
+constexpr double kCpuOpeningTolerance = 1e-4;
+constexpr double kGpuOpeningTolerance = 5e-2;
+
 class ResultChecks {
 public:
     // Statistics come from this many recent accepted results, once there are kMinFigures;
@@ -74,6 +79,14 @@ public:
                                 CheckPlan plan, const std::set<std::string>& suspended = {});
 
 private:
+    // The checks of a result's commitments (docs/protocol.md, "Commitments"), when it was sent
+    // with them: their identity with the decoded delta, and its opening loss recomputed at
+    // `base`. True when the verdict is a refusal.
+    common::Result<bool> commitment_checks(const AssignmentRecord& assignment, const common::WorkUnit& unit,
+                                           const common::NamedTensors& base, const common::NamedTensors& delta,
+                                           Verdict& verdict);
+    // The samples `unit` trained on, for the probes: the last `max_samples` of its first epoch.
+    AssignedSamples assigned_samples(const common::WorkUnit& unit, std::int64_t max_samples) const;
     // The norm bounds, copies and alignment; true when the verdict is a refusal.
     common::Result<bool> cheap_checks(const AssignmentRecord& assignment, const TaskView& task,
                                       const common::WorkUnit& unit, const common::NamedTensors& delta,

@@ -63,9 +63,14 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
         return refuse(a, reason::kHashMismatch, "the delta's size or SHA-256 differs from the manifest's");
 
     if (auto status = delta.store(files_, a.id); !status) return status.error();
-    auto metrics = boost::json::serialize(common::to_json(*manifest).at("metrics"));
-    auto recorded =
-        results_.record_return(a.id, delta.sha256, manifest->delta_blob.bytes, metrics, now, validation_.claim_now());
+    auto json = common::to_json(*manifest);
+    auto metrics_json = json.at("metrics").as_object();
+    metrics_json["device"] = manifest->device;  // the commitments' opening loss is judged by it
+    auto metrics = boost::json::serialize(metrics_json);
+    std::string commitments;
+    if (manifest->commitments) commitments = boost::json::serialize(json.at("commitments"));
+    auto recorded = results_.record_return(a.id, delta.sha256, manifest->delta_blob.bytes, metrics, now,
+                                           validation_.claim_now(), commitments);
     if (!recorded || !*recorded) {
         files_.remove(a.id);
         if (!recorded) return recorded.error();
