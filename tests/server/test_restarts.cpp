@@ -130,7 +130,7 @@ TEST_CASE("the store applies its schema once and refuses a database from a newer
 
 TEST_CASE(
     "a schema-1 database is migrated: versions keep their figures and gain a sample size, indexes, the checks', "
-    "the patches' and the checkpoints' columns, the leases, the task's volunteers") {
+    "the patches' and the checkpoints' columns, the leases, the task's volunteers, the commitments") {
     TestServer server;
     TestVolunteer alice(server, "alice");
     REQUIRE(alice.request_work());
@@ -163,7 +163,8 @@ TEST_CASE(
             "DROP TABLE leases; ALTER TABLE tasks DROP COLUMN weight; ALTER TABLE assignments DROP COLUMN alignment; "
             "ALTER TABLE assignments DROP COLUMN concurrency; ALTER TABLE assignments DROP COLUMN full_rate_steps; "
             "ALTER TABLE assignments DROP COLUMN claimed_by; ALTER TABLE assignments DROP COLUMN claimed_until; "
-            "DROP INDEX assignments_by_return; DROP TABLE task_volunteers; PRAGMA user_version = 1;");
+            "ALTER TABLE assignments DROP COLUMN commitments; DROP INDEX assignments_by_return; "
+            "DROP TABLE task_volunteers; PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();
@@ -188,6 +189,7 @@ TEST_CASE(
     CHECK(store->claim_lease({"aggregator:" + task.id, "me"}, 100, 115).value());  // schema 7's table
     CHECK(store->result_claim_holders().value().empty());                          // schema 11's columns
     CHECK(store->task_volunteers(task.id, 0).value() == 1);  // schema 12's table, filled from the assignments
+    CHECK(!store->commitments_of("none").value().has_value());  // schema 13's column
 }
 
 TEST_CASE("start-up removes orphan files: uncommitted checkpoints and stray deltas") {
