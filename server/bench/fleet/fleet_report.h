@@ -45,6 +45,7 @@ struct RunSummary {
     double loss_checked_share = 0;   // results given the loss checks / results checked
     double check_share = 0;          // checks / (checks + merges): their share of the server's compute
     double check_vs_training = 0;    // checks / the honest training they verify (same machine)
+    double commitment_vs_training = 0;  // the commitments' checks alone / that training
     // Gain per step of honest results given the proof of training (p10, median, p90) and
     // the calibration unit's: the statistics the no_improvement margin is set from.
     double gain_p10 = 0, gain_median = 0, gain_p90 = 0, calibration_gain = 0;

@@ -41,6 +41,7 @@ struct AttackOutcome {
 // The server's compute over a run: the contribution checks and the merges.
 struct ServerCost {
     double check_s = 0;
+    double commitment_s = 0;  // of check_s, the commitments' checks (identity, opening loss)
     double merge_s = 0;
     std::int64_t checked = 0;       // results checked
     std::int64_t loss_checked = 0;  // of those, given the loss checks

@@ -71,6 +71,7 @@ common::Result<RunResult> Simulation::run(const std::filesystem::path& work_dir)
     const auto& costs = server_->check_costs();
     result_.server_cost.check_s =
         costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples + costs.commitments;
+    result_.server_cost.commitment_s = costs.commitments;
     result_.server_cost.merge_s = server_->merge_seconds();
     result_.server_cost.checked = costs.results.load();
     result_.server_cost.loss_checked = costs.loss_checked.load();
