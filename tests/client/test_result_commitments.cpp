@@ -1,7 +1,8 @@
 // A trained unit's commitments judged by a real in-process server (docs/protocol.md,
 // "Commitments"): an honest CPU volunteer's result is merged, its opening loss recomputed by the
 // server to the CPU tolerance; a forged opening loss and a unit trained from a stale base are
-// refused as opening_loss_mismatch; a result without commitments skips the checks.
+// refused as opening_loss_mismatch; a result without commitments skips the checks; a cnn task
+// (dropout drawn from the unit's stream) reproduces its opening losses too.
 #include <doctest/doctest.h>
 
 #include "blob_store.h"
@@ -77,4 +78,15 @@ TEST_CASE("an honest unit's commitments pass; a forged opening loss and a stale 
     auto plain = train_unit(server, volunteer);
     upload(server, volunteer, plain, std::nullopt);
     CHECK(state_of(server, plain.wu.wu_id) == "merged");
+}
+
+TEST_CASE("a cnn unit's opening loss, dropout drawn from the unit's stream, is reproduced by the server") {
+    TestServer server({}, PolicyKind::FedAsync, {}, SyntheticKind::Pixels);
+    TestVolunteer volunteer(server);
+    for (int i = 0; i < 3; ++i) {
+        auto honest = train_unit(server, volunteer);
+        upload(server, volunteer, honest, honest.output.commitments);
+        CHECK(state_of(server, honest.wu.wu_id) == "merged");
+    }
+    CHECK(server.version() == 3);
 }
