@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "sha256.h"
@@ -25,6 +26,18 @@ std::string sketch_steps_text(const std::vector<CommitmentSegment>& segments) {
     return text;
 }
 
+// Adds the values, f32 little-endian, tensors in name order.
+void hash_values(Sha256& hash, const NamedTensors& tensors) {
+    std::vector<std::size_t> order(tensors.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(), [&](auto a, auto b) { return tensors[a].name < tensors[b].name; });
+    static_assert(std::endian::native == std::endian::little, "the hash reads f32 values as stored");
+    for (auto t : order) {
+        const auto& values = tensors[t].values;
+        hash.update({reinterpret_cast<const std::uint8_t*>(values.data()), values.size() * sizeof(float)});
+    }
+}
+
 }  // namespace
 
 std::int64_t commitment_every(std::int64_t steps) {
@@ -42,15 +55,16 @@ std::vector<std::int64_t> commitment_steps(std::int64_t steps) {
 
 std::string residual_sha256(const NamedTensors& residual) {
     if (residual.empty()) return {};
-    std::vector<std::size_t> order(residual.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::sort(order.begin(), order.end(), [&](auto a, auto b) { return residual[a].name < residual[b].name; });
-    static_assert(std::endian::native == std::endian::little, "the hash reads f32 values as stored");
     Sha256 hash;
-    for (auto t : order) {
-        const auto& values = residual[t].values;
-        hash.update({reinterpret_cast<const std::uint8_t*>(values.data()), values.size() * sizeof(float)});
-    }
+    hash_values(hash, residual);
+    return to_hex(hash.finish());
+}
+
+std::string moments_sha256(const NamedTensors& exp_avg, const NamedTensors& exp_avg_sq) {
+    if (exp_avg.empty() && exp_avg_sq.empty()) return {};
+    Sha256 hash;
+    hash_values(hash, exp_avg);
+    hash_values(hash, exp_avg_sq);
     return to_hex(hash.finish());
 }
 
@@ -79,6 +93,41 @@ std::string commitments_mismatch(const Commitments& commitments, const NamedTens
         auto apart = sketch_length(add_sketches(sent, committed, -1.0));
         return "the delta's sketch lies " + std::to_string(apart / std::max(scale, 1e-30)) +
                " (relative) from its commitments' last segment and residuals";
+    }
+    return {};
+}
+
+namespace {
+
+bool close(double a, double b, double tolerance) {
+    return std::abs(a - b) <= tolerance * std::max({std::abs(a), std::abs(b), 1e-12});
+}
+
+std::string plain(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.6g", value);
+    return text;
+}
+
+}  // namespace
+
+std::string trajectory_mismatch(const Commitments& claimed, const Commitments& replayed, double tolerance) {
+    if (claimed.segments.size() != replayed.segments.size())
+        return std::to_string(claimed.segments.size()) + " segments committed, " +
+               std::to_string(replayed.segments.size()) + " replayed";
+    for (std::size_t i = 0; i < claimed.segments.size(); ++i) {
+        const auto& c = claimed.segments[i];
+        const auto& r = replayed.segments[i];
+        auto where = "the segment ending at step " + std::to_string(r.step) + ": ";
+        if (c.step != r.step) return where + "committed as ending at step " + std::to_string(c.step);
+        if (!close(c.loss, r.loss, tolerance))
+            return where + "loss " + plain(c.loss) + " committed, " + plain(r.loss) + " replayed";
+        if (!close(c.norm, r.norm, tolerance))
+            return where + "‖θ − θ_0‖ " + plain(c.norm) + " committed, " + plain(r.norm) + " replayed";
+        if (!sketches_agree(c.sketch, r.sketch, tolerance, c.norm + r.norm))
+            return where + "its sketch lies " +
+                   plain(sketch_length(add_sketches(c.sketch, r.sketch, -1.0)) / std::max(c.norm + r.norm, 1e-30)) +
+                   " (relative) from the replay's";
     }
     return {};
 }

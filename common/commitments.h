@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,20 @@ struct ResidualCommitment {
     CommitmentSketch sketch{};
 };
 
+// The AdamW state a unit started from: kept moments resumed (their hash and step count), or
+// zero moments ("" and 0), so that a replay audit knows where the optimizer began.
+struct MomentsCommitment {
+    std::string sha256;  // moments_sha256 of the resumed moments; "" for zero moments
+    std::int64_t steps = 0;
+    bool operator==(const MomentsCommitment&) const = default;
+};
+
 struct Commitments {
     std::int64_t every = 0;  // k
     std::vector<CommitmentSegment> segments;
     ResidualCommitment residual_in;   // added to Δ before encoding
     ResidualCommitment residual_out;  // what the encoding left out of Δ + r_in
+    std::optional<MomentsCommitment> moments_in;  // absent: not stated (such a kept unit cannot be audited)
 };
 
 // k for a unit of `steps` steps: ⌈steps / 8⌉, at least 1.
@@ -49,6 +59,9 @@ std::vector<std::int64_t> commitment_steps(std::int64_t steps);
 
 // SHA-256 hex of the values, f32 little-endian, tensors in name order; "" for no tensors.
 std::string residual_sha256(const NamedTensors& residual);
+// SHA-256 hex of the first moments' values then the second's, each as residual_sha256 reads
+// them; "" for none.
+std::string moments_sha256(const NamedTensors& exp_avg, const NamedTensors& exp_avg_sq);
 // Its hash and sketch; "" and zeros for no tensors.
 ResidualCommitment residual_commitment(const NamedTensors& residual, std::uint64_t seed);
 
@@ -56,5 +69,10 @@ ResidualCommitment residual_commitment(const NamedTensors& residual, std::uint64
 // keeps their identity; otherwise what disagrees.
 std::string commitments_mismatch(const Commitments& commitments, const NamedTensors& upload, std::int64_t steps,
                                  std::uint64_t seed);
+
+// Empty when a replay audit's commitments (`replayed`) agree with the volunteer's (`claimed`)
+// segment by segment: loss and norm within `tolerance` relative, the sketches within
+// `tolerance` of the two norms; otherwise the first segment that disagrees, and how.
+std::string trajectory_mismatch(const Commitments& claimed, const Commitments& replayed, double tolerance);
 
 }  // namespace tessera::common

@@ -48,6 +48,18 @@ ResidualCommitment read_residual(JsonObjectReader& parent, std::string_view key)
     return residual;
 }
 
+MomentsCommitment read_moments(JsonObjectReader& parent, std::string_view key) {
+    MomentsCommitment moments;
+    JsonObjectReader reader(*parent.field(key), parent.path_of(key));
+    if (!reader.has("sha256")) reader.fail("missing field \"sha256\"");
+    moments.sha256 = protocol_fields::read_optional_sha256(reader, "sha256");
+    moments.steps = reader.integer("steps", 0, kMaxSafeInteger);
+    if (!reader.failed() && moments.sha256.empty() != (moments.steps == 0))
+        reader.fail("zero moments have no hash and 0 steps; resumed ones both");
+    parent.absorb(reader.finish());
+    return moments;
+}
+
 CommitmentSegment read_segment(const boost::json::value& json, const std::string& path, JsonObjectReader& parent) {
     JsonObjectReader reader(json, path);
     CommitmentSegment segment;
@@ -88,10 +100,12 @@ boost::json::object commitments_to_json(const Commitments& c) {
     auto residual = [](const ResidualCommitment& r) {
         return boost::json::object{{"sha256", r.sha256}, {"sketch", sketch_to_json(r.sketch)}};
     };
-    return {{"every", c.every},
-            {"segments", std::move(segments)},
-            {"residual_in", residual(c.residual_in)},
-            {"residual_out", residual(c.residual_out)}};
+    boost::json::object json{{"every", c.every},
+                             {"segments", std::move(segments)},
+                             {"residual_in", residual(c.residual_in)},
+                             {"residual_out", residual(c.residual_out)}};
+    if (c.moments_in) json["moments_in"] = {{"sha256", c.moments_in->sha256}, {"steps", c.moments_in->steps}};
+    return json;
 }
 
 Commitments read_commitments(JsonObjectReader& parent, std::string_view key) {
@@ -103,6 +117,7 @@ Commitments read_commitments(JsonObjectReader& parent, std::string_view key) {
     commitments.segments = read_segments(reader);
     commitments.residual_in = read_residual(reader, "residual_in");
     commitments.residual_out = read_residual(reader, "residual_out");
+    if (reader.has("moments_in")) commitments.moments_in = read_moments(reader, "moments_in");
     parent.absorb(reader.finish());
     return commitments;
 }

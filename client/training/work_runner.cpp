@@ -245,6 +245,7 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
     if (!outcome) return outcome.error();
     auto commitments = recorder.finish(*outcome);
     if (!commitments) return commitments.error();
+    commitments->moments_in = common::moments_commitment(config.resume_optimizer);
     RunOutput output;
     output.optimizer_note = resumed_note;
     if (keeps_state)

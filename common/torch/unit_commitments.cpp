@@ -54,4 +54,18 @@ Result<Commitments> CommitmentRecorder::finish(const TrainOutcome& outcome) cons
     return commitments;
 }
 
+MomentsCommitment moments_commitment(const InnerOptimizerState* resumed) {
+    if (resumed == nullptr || resumed->empty()) return {};
+    return {moments_sha256(to_named_f32(resumed->exp_avg), to_named_f32(resumed->exp_avg_sq)), resumed->steps};
+}
+
+Result<Commitments> replay_commitments(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
+                                       TrainConfig config) {
+    CommitmentRecorder recorder(theta0, config);
+    recorder.attach(config);
+    auto outcome = train(preset, theta0, data, config);
+    if (!outcome) return outcome.error();
+    return recorder.finish(*outcome);
+}
+
 }  // namespace tessera::common

@@ -35,4 +35,13 @@ private:
     std::vector<CommitmentSegment> segments_;  // all but the last, their losses not yet known
 };
 
+// What a unit started its optimizer from: `resumed` moments (nullptr or empty: zero moments).
+MomentsCommitment moments_commitment(const InnerOptimizerState* resumed);
+
+// A replay audit's side: trains the unit of `config` again from `theta0` on `data` (with its
+// resumed moments, if any) and returns what an honest volunteer's commitments would be, its
+// residuals none.
+Result<Commitments> replay_commitments(const std::string& preset, const TorchTensorMap& theta0, const ShardData& data,
+                                       TrainConfig config);
+
 }  // namespace tessera::common

@@ -52,7 +52,8 @@ def main():
         ",".join(
             [seed, attack, str(returned), str(merged), str(refused), str(returned - decided), f"{share:.3f}",
              f"{upper_bound(merged, decided):.3f}", reasons.replace(" ", ";") or "-", str(honest_returned),
-             str(honest_refused), row["check_vs_training"], row.get("commitment_vs_training", "")]
+             str(honest_refused), row["check_vs_training"], row.get("commitment_vs_training", ""),
+             row.get("audit_vs_training", ""), row.get("audited_share", "")]
         )
     )
 

@@ -88,6 +88,7 @@ common::Status checks_from_args(const cxxopts::ParseResult& args, TaskConfig& c)
     if (auto status = take_duration(args, "deadline", c.deadline_s); !status) return status;
     take(args, "replication", c.replication);
     take(args, "loss-check", c.loss_check);
+    take(args, "audit", c.audit);
     take(args, "check-samples", c.check_samples);
     take(args, "norm-floor", c.norm_floor);
     take(args, "min-gain", c.min_gain);
@@ -225,9 +226,13 @@ void add_check_options(cxxopts::Options& options) {
         "replication", with_default("chance a unit is computed twice and compared", d.replication),
         cxxopts::value<double>())(
         "loss-check", with_default("fraction of a trusted volunteer's results given the loss checks", d.loss_check),
-        cxxopts::value<double>())("check-samples",
-                                  with_default("samples of each loss check's evaluations", d.check_samples),
-                                  cxxopts::value<std::int64_t>())(
+        cxxopts::value<double>())("audit",
+                                  with_default("fraction of a trusted volunteer's results the server replays (10x for "
+                                               "a new volunteer's)",
+                                               kNewTaskAudit),
+                                  cxxopts::value<double>())(
+        "check-samples", with_default("samples of each loss check's evaluations", d.check_samples),
+        cxxopts::value<std::int64_t>())(
         "norm-floor", with_default("smallest norm per step, as a fraction of the median", d.norm_floor),
         cxxopts::value<double>())(
         "min-gain", with_default("smallest gain on the unit's own samples, as a fraction of the median", d.min_gain),

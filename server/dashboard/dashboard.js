@@ -448,7 +448,7 @@
   const eventKinds = ['version_merged', 'evaluated', 'result_received', 'result_accepted', 'result_rejected',
     'work_issued', 'work_timed_out', 'work_abandoned', 'work_unit_retired', 'client_registered', 'client_banned',
     'client_unbanned', 'client_quarantined', 'client_released', 'task_created', 'task_state', 'check_suspended',
-    'check_restored', 'quarantine_fallback', 'divergence_recovered', 'divergence_paused'];
+    'check_restored', 'quarantine_fallback', 'divergence_recovered', 'divergence_paused', 'credit_withdrawn'];
   function listen() {
     const stream = new EventSource(`/api/v1/events/stream?after=${dashboard.lastEventId}`);
     stream.onopen = () => { $('live').classList.add('on'); setText('live', 'live'); };

@@ -77,12 +77,17 @@ void ServerMetrics::write(std::ostream& out) const {
                                                                    {"copy", &checks_.copy},
                                                                    {"held_out", &checks_.held_out},
                                                                    {"own_samples", &checks_.own_samples},
-                                                                   {"commitments", &checks_.commitments}};
+                                                                   {"commitments", &checks_.commitments},
+                                                                   {"audit", &checks_.audit}};
     for (const auto& [stage, seconds] : stages)
         out << "tessera_check_seconds_total{stage=\"" << stage << "\"} " << seconds->load() << '\n';
-    family(out, "tessera_checked_results_total", "counter", "Results checked, and those given the loss checks.");
+    family(out, "tessera_checked_results_total", "counter",
+           "Results checked, those given the loss checks, those replayed by an audit and those drawn for one that "
+           "could not be replayed.");
     out << "tessera_checked_results_total{checks=\"all\"} " << checks_.results.load() << '\n';
     out << "tessera_checked_results_total{checks=\"loss\"} " << checks_.loss_checked.load() << '\n';
+    out << "tessera_checked_results_total{checks=\"audit\"} " << checks_.audited.load() << '\n';
+    out << "tessera_checked_results_total{checks=\"unauditable\"} " << checks_.unauditable.load() << '\n';
     family(out, "tessera_worker_failures_total", "counter",
            "Jobs of the server's worker threads that threw (logged as worker_failed; the thread went on), by worker.");
     auto failures = common::worker_failures();

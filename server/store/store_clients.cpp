@@ -174,6 +174,52 @@ common::Result<bool> ClientStore::set_client_quarantined(const std::string& id, 
     });
 }
 
+common::Result<std::int64_t> ClientStore::since_clean_audit(const std::string& client_id) {
+    return reading([&]() -> common::Result<std::int64_t> {
+        Statement passed(db(), "SELECT MAX(at) FROM events WHERE kind = 'audit_passed' AND detail LIKE ?");
+        passed.bind(1, "%\"client_id\":" + boost::json::serialize(boost::json::value(client_id)) + "%");
+        if (passed.step() && !passed.is_null(0)) return passed.integer(0) + 1;
+        Statement registered(db(), "SELECT registered_at FROM clients WHERE id = ?");
+        registered.bind(1, client_id);
+        return registered.step() ? registered.integer(0) : std::int64_t{0};
+    });
+}
+
+common::Result<ClientStore::WithdrawnCredit> ClientStore::withdraw_credit_since(const std::string& client_id,
+                                                                                std::int64_t since,
+                                                                                const std::string& why,
+                                                                                std::int64_t now) {
+    return guarded([&]() -> common::Result<WithdrawnCredit> {
+        Transaction transaction(db());
+        WithdrawnCredit withdrawn;
+        Statement credited(db(),
+                           "SELECT id, credit FROM assignments WHERE client_id = ? AND returned_at >= ? AND credit > 0 "
+                           "ORDER BY returned_at, id");
+        credited.bind(1, client_id).bind(2, since);
+        while (credited.step()) {
+            withdrawn.results.push_back(credited.text(0));
+            withdrawn.credit += credited.real(1);
+        }
+        if (withdrawn.results.empty()) return withdrawn;
+        Statement(db(), "UPDATE assignments SET credit = 0 WHERE client_id = ? AND returned_at >= ? AND credit > 0")
+            .bind(1, client_id)
+            .bind(2, since)
+            .run();
+        Statement(db(), "UPDATE clients SET credit = credit - ? WHERE id = ?")
+            .bind(1, withdrawn.credit)
+            .bind(2, client_id)
+            .run();
+        boost::json::array ids;
+        for (const auto& id : withdrawn.results) ids.emplace_back(id);
+        insert_event(
+            db(), "credit_withdrawn",
+            {{"client_id", client_id}, {"since", since}, {"credit", withdrawn.credit}, {"results", ids}, {"why", why}},
+            now);
+        transaction.commit();
+        return withdrawn;
+    });
+}
+
 common::Result<std::vector<ClientRecord>> ClientStore::clients() {
     return reading([&]() -> common::Result<std::vector<ClientRecord>> {
         Statement query(db(), std::string("SELECT ") + kClientColumns + " FROM clients c ORDER BY credit DESC, id");

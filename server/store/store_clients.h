@@ -41,6 +41,19 @@ public:
     // Results of the volunteer refused since `since` (the quarantine rule), not counting
     // refusals that judge no delta (work_unit_retired, replica_unresolved).
     common::Result<std::int64_t> rejections_since(const std::string& client_id, std::int64_t since);
+    // Where the span since the volunteer's last clean replay audit starts: the second after its
+    // newest `audit_passed` event (a scan of those events, made only when an audit fails), or
+    // its registration if it never passed one.
+    common::Result<std::int64_t> since_clean_audit(const std::string& client_id);
+    // The credit of the volunteer's results returned at or after `since` withdrawn (a failed
+    // replay audit, docs/operations.md): set to 0 and taken off its total, with a
+    // `credit_withdrawn` event. Returns those results' ids.
+    struct WithdrawnCredit {
+        std::vector<std::string> results;
+        double credit = 0;
+    };
+    common::Result<WithdrawnCredit> withdraw_credit_since(const std::string& client_id, std::int64_t since,
+                                                          const std::string& why, std::int64_t now);
     // False when it already was (or was not); entering quarantine resets the valid streak.
     common::Result<bool> set_client_quarantined(const std::string& id, bool quarantined, const std::string& why,
                                                 std::int64_t now);

@@ -10,6 +10,7 @@
 #include "torch/shard_data.h"
 #include "torch/tensor_convert.h"
 #include "torch/trainer.h"
+#include "torch/unit_commitments.h"
 #include "gallery_grid.h"
 #include "task_shape.h"
 #include "torch/workload.h"
@@ -81,6 +82,28 @@ public:
         auto config = common::train_config_for(hyper);
         config.num_classes = common::classes_of(theta0);  // as the volunteer's trainer reads it
         return common::opening_loss(preset_, theta0, **data, config);
+    }
+
+    common::Result<common::Commitments> replay(const common::NamedTensors& base, const AssignedSamples& samples,
+                                               const common::Hyperparameters& hyper,
+                                               const ReplayMoments* moments) override {
+        try {
+            auto data = unit_data(samples);
+            if (!data) return data.error();
+            auto theta0 = common::from_named_f32(base);
+            auto config = common::train_config_for(hyper);
+            config.num_classes = common::classes_of(theta0);  // as the volunteer's trainer reads it
+            common::InnerOptimizerState resumed;
+            if (moments != nullptr) {  // as the reference client resumes them (no per-unit warm-up)
+                resumed = {common::from_named_f32(moments->exp_avg), common::from_named_f32(moments->exp_avg_sq),
+                           moments->steps};
+                config.resume_optimizer = &resumed;
+                config.warmup_steps = 0;
+            }
+            return common::replay_commitments(preset_, theta0, **data, config);
+        } catch (const c10::Error& error) {
+            return common::make_error(std::string("replaying the unit: ") + error.what_without_backtrace());
+        }
     }
 
 private:

@@ -2,13 +2,20 @@
 // "Commitments"): an honest CPU volunteer's result is merged, its opening loss recomputed by the
 // server to the CPU tolerance; a forged opening loss and a unit trained from a stale base are
 // refused as opening_loss_mismatch; a result without commitments skips the checks; a cnn task
-// (dropout drawn from the unit's stream) reproduces its opening losses too.
+// (dropout drawn from the unit's stream) reproduces its opening losses too. Replay audits
+// (replay_audit.h): an honest unit replays within the CPU tolerance whatever the thread count;
+// a unit trained at another rate and a delta scaled after training with forged commitments fail
+// theirs; a unit that resumed kept moments the server lacks is counted as not auditable.
 #include <doctest/doctest.h>
+
+#include <algorithm>
 
 #include "blob_store.h"
 #include "rejection_reasons.h"
+#include "replay_audit.h"
 #include "server_fixture.h"
 #include "training/work_runner.h"
+#include "zstd_codec.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -21,19 +28,32 @@ struct Trained {
     client::RunOutput output;
 };
 
-// A unit asked for by `volunteer` and trained on the CPU, from `model` when given (else the
-// unit's own base).
-Trained train_unit(TestServer& server, TestVolunteer& volunteer, std::optional<std::filesystem::path> model = {}) {
-    auto wu = volunteer.request_work().value();
+// `wu` trained on the CPU as `run` says (1 thread unless told), as `trained_as` reads it (a
+// subtly wrong client), from `model` when given (else the unit's own base).
+Trained train(TestServer& server, const common::WorkUnit& wu, client::RunOptions run = {},
+              std::optional<std::filesystem::path> model = {}, std::optional<common::WorkUnit> trained_as = {}) {
     server::BlobStore blobs(server.state().blobs());
     std::vector<std::filesystem::path> shards;
     for (const auto& shard : wu.shards) shards.push_back(blobs.path_of(shard.sha256));
-    client::RunOptions run;
     run.device = "cpu";
-    run.threads = 1;
-    auto output = client::run_work_unit(wu, model.value_or(blobs.path_of(wu.model_blob.sha256)), shards, run);
+    run.threads = run.threads > 0 ? run.threads : 1;
+    auto output = client::run_work_unit(trained_as.value_or(wu), model.value_or(blobs.path_of(wu.model_blob.sha256)),
+                                        shards, run);
     REQUIRE_MESSAGE(output, output.message());
     return {wu, std::move(*output)};
+}
+
+// A unit asked for by `volunteer` and trained on the CPU, from `model` when given.
+Trained train_unit(TestServer& server, TestVolunteer& volunteer, std::optional<std::filesystem::path> model = {}) {
+    return train(server, volunteer.request_work().value(), {}, std::move(model));
+}
+
+// The count of a /metrics line, e.g. `tessera_checked_results_total{checks="audit"}`.
+std::int64_t metric(TestServer& server, const std::string& line) {
+    auto body = http_get(server.port(), "/metrics").body;
+    auto at = body.find(line + " ");
+    REQUIRE_MESSAGE(at != std::string::npos, line);
+    return std::stoll(body.substr(at + line.size() + 1));
 }
 
 // Uploads the trained result with `commitments` (none: without) and waits for its verdict.
@@ -89,4 +109,112 @@ TEST_CASE("a cnn unit's opening loss, dropout drawn from the unit's stream, is r
         CHECK(state_of(server, honest.wu.wu_id) == "merged");
     }
     CHECK(server.version() == 3);
+}
+
+TEST_CASE("a unit trained with one thread and with four agrees within the CPU's replay tolerance") {
+    TestServer server;
+    TestVolunteer volunteer(server);
+    auto wu = volunteer.request_work().value();
+    client::RunOptions four;
+    four.threads = 4;
+    auto one = train(server, wu);
+    auto other = train(server, wu, four);
+    CHECK(common::trajectory_mismatch(one.output.commitments, other.output.commitments, server::kCpuReplayTolerance)
+              .empty());
+    // A rate 1.5 times the unit's is a trajectory of its own.
+    auto faster = wu;
+    faster.hyper.lr *= 1.5;
+    auto misread = train(server, wu, {}, {}, faster);
+    CHECK_FALSE(
+        common::trajectory_mismatch(one.output.commitments, misread.output.commitments, server::kCpuReplayTolerance)
+            .empty());
+}
+
+TEST_CASE(
+    "replay audits: an honest unit passes; another rate fails, quarantines and withdraws the credit since the last "
+    "clean audit; a delta scaled after training with forged commitments fails") {
+    TestServer server([](TaskConfig& c) {
+        c.max_in_flight = 10;
+        c.audit = 1;
+        c.inner_optimizer = common::InnerOptimizer::Fresh;
+    });
+    TestVolunteer volunteer(server);
+    const std::string audited = "tessera_checked_results_total{checks=\"audit\"}";
+
+    auto honest = train_unit(server, volunteer);
+    upload(server, volunteer, honest, honest.output.commitments);
+    CHECK(state_of(server, honest.wu.wu_id) == "merged");
+    CHECK(metric(server, audited) == 1);
+    auto credit_of = [&] { return server.store().client(volunteer.id()).value()->credit; };
+    const double audited_credit = credit_of();
+    REQUIRE(audited_credit > 0);
+
+    // Merged and credited after the clean audit, but not audited itself (sent without commitments).
+    server.advance(10);
+    auto unaudited = train_unit(server, volunteer);
+    upload(server, volunteer, unaudited, std::nullopt);
+    CHECK(state_of(server, unaudited.wu.wu_id) == "merged");
+    CHECK(credit_of() > audited_credit);
+    CHECK(metric(server, "tessera_checked_results_total{checks=\"unauditable\"}") == 1);
+    server.advance(10);
+
+    // Trained at 1.5 times the rate: its commitments are true to what it trained, its opening
+    // loss is the unit's (the rate acts from the first update), so only the replay tells.
+    auto wu = volunteer.request_work().value();
+    auto faster = wu;
+    faster.hyper.lr *= 1.5;
+    auto misread = train(server, wu, {}, {}, faster);
+    upload(server, volunteer, misread, misread.output.commitments);
+    CHECK(rejection_of(server, wu.wu_id) == reason::kAuditFailed);
+    CHECK(refusal_of(server, wu.wu_id).find("its replay disagrees: the segment ending at step") != std::string::npos);
+    // A failed audit quarantines at once (three statistical refusals would otherwise) and takes
+    // back the credit of what was returned since the last clean audit, naming it.
+    CHECK(server.store().client(volunteer.id()).value()->quarantined);
+    CHECK(credit_of() == doctest::Approx(audited_credit));
+    auto events = server.store().events_after(0, 1000).value();
+    auto withdrawn =
+        std::find_if(events.begin(), events.end(), [](const auto& e) { return e.kind == "credit_withdrawn"; });
+    REQUIRE(withdrawn != events.end());
+    CHECK(withdrawn->detail_json.find(unaudited.wu.wu_id) != std::string::npos);
+    CHECK(withdrawn->detail_json.find(honest.wu.wu_id) == std::string::npos);
+
+    // Scaled by 2 after training, its last segment forged to keep the identity with the upload.
+    auto scaled = train_unit(server, volunteer);
+    auto decoded = common::decode_delta(common::zstd_decompress(scaled.output.delta, 1 << 26).value()).value();
+    for (auto& t : decoded.tensors)
+        for (auto& v : t.values) v *= 2.0f;
+    scaled.output.delta = common::encode_delta(decoded.tensors, scaled.wu.encoding).value().bytes;
+    auto sent = common::decode_delta(scaled.output.delta).value().tensors;
+    auto forged = scaled.output.commitments;
+    auto seed = static_cast<std::uint64_t>(scaled.wu.hyper.seed);
+    forged.segments.back().sketch = common::add_sketches(
+        common::add_sketches(common::commitment_sketch(sent, seed), forged.residual_in.sketch, -1.0),
+        forged.residual_out.sketch);
+    forged.segments.back().norm *= 2;
+    REQUIRE(common::commitments_mismatch(forged, sent, scaled.wu.hyper.local_steps, seed).empty());
+    upload(server, volunteer, scaled, forged);
+    CHECK(rejection_of(server, scaled.wu.wu_id) == reason::kAuditFailed);
+    CHECK(metric(server, audited) == 3);
+}
+
+TEST_CASE("a kept unit that resumed moments the server does not have is counted as not auditable") {
+    TestServer server([](TaskConfig& c) {
+        c.max_in_flight = 10;
+        c.audit = 1;
+        c.inner_optimizer = common::InnerOptimizer::Kept;
+    });
+    TestVolunteer volunteer(server);
+    client::KeptOptimizerState kept;
+    client::RunOptions run;
+    run.optimizer = &kept;
+    auto first = train(server, volunteer.request_work().value(), run);  // zero moments: replayable
+    upload(server, volunteer, first, first.output.commitments);
+    CHECK(state_of(server, first.wu.wu_id) == "merged");
+    auto second = train(server, volunteer.request_work().value(), run);
+    REQUIRE(second.output.commitments.moments_in.has_value());
+    CHECK_FALSE(second.output.commitments.moments_in->sha256.empty());
+    upload(server, volunteer, second, second.output.commitments);
+    CHECK(state_of(server, second.wu.wu_id) == "merged");  // judged by the other checks
+    CHECK(metric(server, "tessera_checked_results_total{checks=\"audit\"}") == 1);
+    CHECK(metric(server, "tessera_checked_results_total{checks=\"unauditable\"}") == 1);
 }

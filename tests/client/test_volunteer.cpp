@@ -400,6 +400,7 @@ TEST_CASE(
 
     auto first = train();
     CHECK(first.optimizer_note.empty());
+    CHECK(first.commitments.moments_in == common::MomentsCommitment{});  // zero moments
     CHECK(kept.task_id == wu.task_id);
     CHECK(kept.model == wu.model);
     CHECK(kept.steps == steps);
@@ -417,7 +418,9 @@ TEST_CASE(
     CHECK(kept.exp_avg[0].values == kept_before[0].values);
     wu.hyper.optimizer = common::InnerOptimizer::Kept;
 
+    auto resumed = common::MomentsCommitment{common::moments_sha256(kept.exp_avg, kept.exp_avg_sq), kept.steps};
     auto second = train();  // the same unit again, continuing the moments
+    CHECK(second.commitments.moments_in == resumed);  // what an audit asks the volunteer for
     CHECK(kept.steps == 2 * steps);
     CHECK(second.delta != first.delta);
 
@@ -434,6 +437,7 @@ TEST_CASE(
     auto fourth = train();
     CHECK(fourth.optimizer_note.find("dropped the kept optimizer state") != std::string::npos);
     CHECK(fourth.delta == first.delta);
+    CHECK(fourth.commitments.moments_in == common::MomentsCommitment{});  // trained from zero moments
     CHECK(kept.steps == steps);
 }
 

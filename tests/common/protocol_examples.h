@@ -53,7 +53,7 @@ inline common::ResultManifest example_result_manifest() {
 }
 
 // A manifest with commitments: a 20-step unit (every 3 steps: 3, 6, …, 18, 20) whose lossy
-// codec carried a residual in and left one out.
+// codec carried a residual in and left one out, resuming kept moments.
 inline common::ResultManifest example_committed_result_manifest() {
     auto m = example_result_manifest();
     common::Commitments c;
@@ -65,6 +65,7 @@ inline common::ResultManifest example_committed_result_manifest() {
     }
     c.residual_in = {std::string(64, 'a'), c.segments.front().sketch};
     c.residual_out = {std::string(64, 'b'), c.segments[1].sketch};
+    c.moments_in = common::MomentsCommitment{std::string(64, 'c'), 340};
     m.commitments = c;
     return m;
 }

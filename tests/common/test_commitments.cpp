@@ -1,6 +1,7 @@
 // A result's commitments: the segments' steps, the residuals' hashes, the JSON form and the
 // upload identity sketch(upload) = sketch_last + sketch(r_in) − sketch(r_out) under each codec,
-// with error feedback, and a forged last segment refused.
+// with error feedback, a forged last segment refused; the resumed moments' hash and the
+// comparison of a replay audit with the committed trajectory.
 #include <doctest/doctest.h>
 
 #include <boost/json.hpp>
@@ -173,4 +174,60 @@ TEST_CASE("a manifest carries its commitments when it has them and reads back wi
     REQUIRE(committed->commitments.has_value());
     CHECK(committed->commitments->segments.size() == 4);
     CHECK(committed->commitments->residual_in.sha256.empty());
+}
+
+TEST_CASE("the moments a unit resumed: hashed first moments then second, stated in the JSON or absent") {
+    NamedTensors m{{"z", {1}, {2.0f}}, {"a", {1}, {1.0f}}}, v{{"a", {1}, {4.0f}}, {"z", {1}, {3.0f}}};
+    const float in_order[] = {1.0f, 2.0f, 4.0f, 3.0f};  // m by name, then v by name
+    CHECK(moments_sha256(m, v) == sha256_hex({reinterpret_cast<const std::uint8_t*>(in_order), sizeof in_order}));
+    CHECK(moments_sha256(v, m) != moments_sha256(m, v));
+    CHECK(moments_sha256({}, {}).empty());
+
+    auto c = send(gaussian(11, 0.01f), {}, {DeltaDType::F32, 1.0}, 4, 1).commitments;
+    CHECK(boost::json::serialize(commitments_to_json(c)).find("moments_in") == std::string::npos);
+    CHECK_FALSE(parse_commitments(boost::json::serialize(commitments_to_json(c)))->moments_in.has_value());
+    c.moments_in = MomentsCommitment{moments_sha256(m, v), 17};
+    auto back = parse_commitments(boost::json::serialize(commitments_to_json(c)));
+    REQUIRE(back);
+    REQUIRE(back->moments_in.has_value());
+    CHECK(*back->moments_in == *c.moments_in);
+    c.moments_in = MomentsCommitment{};  // zero moments
+    CHECK(parse_commitments(boost::json::serialize(commitments_to_json(c)))->moments_in == MomentsCommitment{});
+
+    auto refusal = [&](MomentsCommitment moments) {
+        c.moments_in = moments;
+        auto parsed = parse_commitments(boost::json::serialize(commitments_to_json(c)));
+        return parsed ? std::string() : parsed.message();
+    };
+    CHECK(refusal({std::string(64, 'c'), 0}).find("zero moments") != std::string::npos);
+    CHECK(refusal({"", 3}).find("zero moments") != std::string::npos);
+    CHECK(refusal({"ABC", 3}).find("moments_in") != std::string::npos);
+}
+
+TEST_CASE("a replay agrees segment by segment within the tolerance, and names the first that does not") {
+    auto delta = gaussian(12, 0.01f);
+    auto claimed = send(delta, {}, {DeltaDType::F32, 1.0}, 20, 3).commitments;
+    for (auto& s : claimed.segments) s.norm = 0.01 * static_cast<double>(s.step);
+    CHECK(trajectory_mismatch(claimed, claimed, 1e-3).empty());
+
+    auto replayed = claimed;
+    replayed.segments[2].loss *= 1.0005;  // within 1e-3
+    CHECK(trajectory_mismatch(claimed, replayed, 1e-3).empty());
+    replayed.segments[2].loss *= 1.01;
+    auto loss = trajectory_mismatch(claimed, replayed, 1e-3);
+    CHECK(loss.find("ending at step " + std::to_string(claimed.segments[2].step)) != std::string::npos);
+    CHECK(loss.find("loss") != std::string::npos);
+
+    replayed = claimed;
+    replayed.segments[4].norm *= 1.1;
+    CHECK(trajectory_mismatch(claimed, replayed, 1e-3).find("‖θ − θ_0‖") != std::string::npos);
+    // Another trajectory of the same norms: only the sketches tell.
+    replayed = send(gaussian(13, 0.01f), {}, {DeltaDType::F32, 1.0}, 20, 3).commitments;
+    for (std::size_t i = 0; i < replayed.segments.size(); ++i) {
+        replayed.segments[i].norm = claimed.segments[i].norm;
+        replayed.segments[i].loss = claimed.segments[i].loss;
+    }
+    CHECK(trajectory_mismatch(claimed, replayed, 1e-3).find("sketch") != std::string::npos);
+    replayed.segments.pop_back();
+    CHECK(trajectory_mismatch(claimed, replayed, 1e-3).find("segments committed") != std::string::npos);
 }

@@ -32,6 +32,7 @@ inline TaskConfig small_task_config(const std::filesystem::path& data_dir, Polic
                                     const std::string& model = "dit-tiny") {
     auto config = default_task_config(data_dir, policy, model).value();
     config.loss_check = 0;      // tests that want it turn it on
+    config.audit = 0;           // and the replay audits
     config.trust_streak = 0;    // every volunteer trusted from the start, so loss_check decides
     config.min_alignment = -1;  // made-up deltas are mutually orthogonal noise (misaligned)
     config.replication = 0;

@@ -232,6 +232,10 @@ public:
                                         const common::Hyperparameters&) override {
         return common::make_error("these tests send no commitments");
     }
+    common::Result<common::Commitments> replay(const common::NamedTensors&, const AssignedSamples&,
+                                               const common::Hyperparameters&, const ReplayMoments*) override {
+        return common::make_error("these tests send no commitments");
+    }
 
 private:
     std::shared_ptr<std::atomic<int>> calls_;

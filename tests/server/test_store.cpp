@@ -156,6 +156,42 @@ TEST_CASE("clients: a known key keeps its id, the address limit refuses Sybils, 
     });
 }
 
+TEST_CASE("a failed audit's span: since the volunteer's last clean audit or registration; its credit withdrawn") {
+    on_each_backend([](Backend& b) {
+        auto& store = *b.store;
+        make_task(store, "t", 50);
+        auto alice = make_client(store, "key-a", 1000);
+        auto bob = make_client(store, "key-b", 1000);
+        CHECK(store.since_clean_audit(alice.id).value() == 1000);  // never audited: since registration
+        auto credited = [&](const std::string& unit, const std::string& client, std::int64_t at) {
+            auto a = issue(store, unit, client, at, at + 1000);
+            REQUIRE(store.record_return(a.id, "delta-" + unit, 64, "{}", at + 10).value());
+            REQUIRE(store.accept(a, {1.0, 0.01, 0.4, 4}, 2.0, true, at + 20).value());
+            return a.id;
+        };
+        auto passed = [&](const std::string& id, const std::string& client, std::int64_t at) {
+            auto detail = R"({"assignment_id":")" + id + R"(","client_id":")" + client + R"("})";
+            REQUIRE(store.add_event("audit_passed", detail, at));
+        };
+        auto before = credited("w1", alice.id, 1100);
+        passed(before, alice.id, 1130);
+        passed("x", bob.id, 1500);  // another volunteer's
+        CHECK(store.since_clean_audit(alice.id).value() == 1131);
+        auto after = credited("w2", alice.id, 1200);
+        credited("w3", bob.id, 1200);
+        auto withdrawn = store.withdraw_credit_since(alice.id, 1131, "a replay audit failed", 1300).value();
+        CHECK(withdrawn.results == std::vector<std::string>{after});
+        CHECK(withdrawn.credit == doctest::Approx(2.0));
+        CHECK(store.client(alice.id).value()->credit == doctest::Approx(2.0));  // w1's stays
+        CHECK(store.client(bob.id).value()->credit == doctest::Approx(2.0));
+        CHECK(store.assignment(after).value()->credit == 0);
+        CHECK(store.withdraw_credit_since(alice.id, 1131, "again", 1400).value().results.empty());
+        auto events = store.events_after(0, 100).value();
+        CHECK(std::count_if(events.begin(), events.end(), [](const auto& e) { return e.kind == "credit_withdrawn"; }) ==
+              1);
+    });
+}
+
 TEST_CASE("tasks and versions: the newest unfinished task, version chains, checkpoints, retention, pins") {
     on_each_backend([](Backend& b) {
         auto& store = *b.store;

@@ -11,6 +11,7 @@
 #include "dataset_manifest.h"
 #include "expert_clusters.h"
 #include "task_config.h"
+#include "trust.h"
 
 using namespace tessera;
 using namespace tessera::server;
@@ -110,6 +111,39 @@ TEST_CASE("min_rounds and units_end_together: checked, stored, absent in older t
 
     json.as_object()["min_rounds"] = -1;
     CHECK_FALSE(task_config_from_json(json).ok());
+}
+
+TEST_CASE("audit: a fraction, stored, none in older tasks, kNewTaskAudit for new ones, 10x for untrusted volunteers") {
+    auto config = valid_task();
+    CHECK(config.audit == 0);
+    apply_new_task_defaults(config);
+    CHECK(config.audit == doctest::Approx(kNewTaskAudit));
+    auto json = to_json(config);
+    auto back = task_config_from_json(json);
+    REQUIRE(back.ok());
+    CHECK(back->audit == doctest::Approx(kNewTaskAudit));
+    json.as_object().erase("audit");
+    auto older = task_config_from_json(json);
+    REQUIRE(older.ok());
+    CHECK(older->audit == 0);
+    json.as_object()["audit"] = 1.5;
+    CHECK_FALSE(task_config_from_json(json).ok());
+    config.audit = -0.1;
+    CHECK(validate_task_config(config).message().find("audit fraction") != std::string::npos);
+
+    config.audit = 0.02;
+    ClientRecord client;
+    client.valid_streak = config.trust_streak;
+    CHECK(audit_chance(config, client) == doctest::Approx(0.02));
+    client.valid_streak = 0;  // new
+    CHECK(audit_chance(config, client) == doctest::Approx(0.2));
+    client.valid_streak = config.trust_streak;
+    client.quarantined = true;
+    CHECK(audit_chance(config, client) == doctest::Approx(0.2));
+    config.audit = 0.5;
+    CHECK(audit_chance(config, client) == 1.0);
+    config.audit = 0;
+    CHECK(audit_chance(config, client) == 0);
 }
 
 TEST_CASE(

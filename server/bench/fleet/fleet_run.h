@@ -42,6 +42,9 @@ struct AttackOutcome {
 struct ServerCost {
     double check_s = 0;
     double commitment_s = 0;  // of check_s, the commitments' checks (identity, opening loss)
+    double audit_s = 0;       // of check_s, the replay audits
+    std::int64_t audited = 0;      // results replayed
+    std::int64_t unauditable = 0;  // drawn for an audit that could not replay them
     double merge_s = 0;
     std::int64_t checked = 0;       // results checked
     std::int64_t loss_checked = 0;  // of those, given the loss checks

@@ -70,8 +70,11 @@ common::Result<RunResult> Simulation::run(const std::filesystem::path& work_dir)
     result_.server_cost.training_s += uploads_->training_seconds();  // real seconds
     const auto& costs = server_->check_costs();
     result_.server_cost.check_s =
-        costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples + costs.commitments;
+        costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples + costs.commitments + costs.audit;
     result_.server_cost.commitment_s = costs.commitments;
+    result_.server_cost.audit_s = costs.audit;
+    result_.server_cost.audited = costs.audited.load();
+    result_.server_cost.unauditable = costs.unauditable.load();
     result_.server_cost.merge_s = server_->merge_seconds();
     result_.server_cost.checked = costs.results.load();
     result_.server_cost.loss_checked = costs.loss_checked.load();
@@ -231,6 +234,7 @@ common::Status Simulation::finish(std::size_t i, std::uint64_t epoch) {
     v.uploaded_trained_at = held.train_end;
     count_unit_time(held.download_s + held.upload_s, held.unhidden_s, held.train_end - held.train_start);
     auto version_before = server_->version();
+    if (held.upload.moments_in) server_->hand_over_moments(held.unit.wu_id, std::move(*held.upload.moments_in));
     auto outcome = server_->upload(v.client_id, held.upload.body);
     if (!outcome) return outcome.error();
     uploads_->delivered(v.client_id, held.upload);

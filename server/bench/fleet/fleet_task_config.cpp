@@ -21,6 +21,7 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     if (a.count("deadline")) config->deadline_s = a["deadline"].as<std::int64_t>();
     if (a.count("replication")) config->replication = a["replication"].as<double>();
     if (a.count("loss-check")) config->loss_check = a["loss-check"].as<double>();
+    if (a.count("audit")) config->audit = a["audit"].as<double>();
     if (a.count("codec")) {
         auto dtype = common::delta_dtype_from_name(a["codec"].as<std::string>());
         if (!dtype) return common::make_error("--codec: f32, bf16, int8, int4 or int2");
@@ -59,6 +60,7 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
         // The merging and the codec alone: nothing replicated, loss-checked, bounded or compared.
         config->replication = 0;
         config->loss_check = 0;
+        config->audit = 0;
         config->trust_streak = 0;
         config->norm_bound = 1e9;
         config->norm_floor = 0;

@@ -1,6 +1,9 @@
 // InProcessServer: the server's components (server_core.h) around one task, driven in turn.
 #include "in_process_server.h"
 
+#include <map>
+#include <mutex>
+
 #include "server_core.h"
 #include "task_setup.h"
 
@@ -11,6 +14,8 @@ struct InProcessServer::Parts {
     TaskConfig config;
     std::string task_id;
     std::unique_ptr<ServerCore> core;
+    std::mutex moments_mutex;  // the validation thread reads them
+    std::map<std::string, ReplayMoments> moments;
 
     std::shared_ptr<TaskRuntime> task() const { return core->tasks().find(task_id); }
     // The aggregator leads for the whole run: the lease outlasts any virtual time.
@@ -56,6 +61,12 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const S
     auto core = ServerCore::build(std::move(options));
     if (!core) return core.error();
     p.core = std::move(*core);
+    p.core->validator().set_moments_source([&p](const std::string& wu_id) -> std::optional<ReplayMoments> {
+        std::lock_guard lock(p.moments_mutex);
+        auto found = p.moments.find(wu_id);
+        if (found == p.moments.end()) return std::nullopt;
+        return found->second;
+    });
     if (auto status = p.core->start(); !status) return status.error();
     if (!p.task()) return common::make_error("the task " + p.task_id + " is not served");
     return std::unique_ptr<InProcessServer>(new InProcessServer(std::move(parts)));
@@ -89,7 +100,16 @@ common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_
     auto spooled = spool_upload(body, parts_->state.results(), core.files());
     auto outcome = core.volunteers().upload(client_id, spooled);
     core.wait_idle();
+    {
+        std::lock_guard lock(parts_->moments_mutex);
+        parts_->moments.clear();  // validated by now
+    }
     return outcome;
+}
+
+void InProcessServer::hand_over_moments(const std::string& wu_id, ReplayMoments moments) {
+    std::lock_guard lock(parts_->moments_mutex);
+    parts_->moments[wu_id] = std::move(moments);
 }
 
 common::Result<TickReport> InProcessServer::tick() {

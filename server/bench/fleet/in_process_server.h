@@ -45,6 +45,9 @@ public:
     // taken as the API takes it), then validation and merging, all before returning.
     common::Result<IntakeOutcome> upload(const std::string& client_id, common::ByteView body);
     common::Result<TickReport> tick();
+    // The kept moments a volunteer's unit `wu_id` resumed, for a replay audit of its upload, as
+    // a volunteer will upload them when asked (replay_audit.h); forgotten after the next upload.
+    void hand_over_moments(const std::string& wu_id, ReplayMoments moments);
 
     const common::VerifyKey& verify_key() const;
     std::filesystem::path blob_path(const std::string& sha256) const;

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "poison.h"
+#include "commitments.h"
+#include "tensor_math.h"
 #include "result_upload.h"
 
 namespace tessera::bench {
@@ -25,17 +27,34 @@ common::Result<common::Bytes> nan_delta_file(const common::NamedTensors& layout)
     return std::move(bytes);
 }
 
+// What an attacker that knows the protocol sends with a delta it changed after training: its
+// training's commitments with the last segment rewritten so that the upload keeps their
+// identity (docs/protocol.md, "Commitments"), the opening loss the honest one. Only a replay
+// audit or the statistical checks can tell. None for a file that does not decode.
+std::optional<common::Commitments> forged_commitments(std::optional<common::Commitments> trained,
+                                                      const common::Bytes& sent, std::uint64_t seed) {
+    if (!trained) return std::nullopt;
+    auto decoded = common::decode_delta(sent);
+    if (!decoded) return std::nullopt;
+    auto& last = trained->segments.back();
+    last.sketch =
+        common::add_sketches(common::commitment_sketch(decoded->tensors, seed), trained->residual_in.sketch, -1.0);
+    last.sketch = common::add_sketches(last.sketch, trained->residual_out.sketch);
+    last.norm = server::l2_norm(decoded->tensors);
+    return trained;
+}
+
 }  // namespace
 
 common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::WorkUnit& unit, Attack attack) {
     common::Bytes delta;
     common::TrainMetrics metrics;
-    // What its training committed to; an upload that was changed afterwards sends none (a task
-    // that does not require commitments takes results without them).
+    // What its training committed to; an upload changed afterwards sends forged ones, copies none.
     std::optional<common::Commitments> commitments;
+    std::optional<server::ReplayMoments> moments_in;
     for (const auto& s : unit.shards) shards_seen_.insert(s.sha256);
     if (attack == Attack::None || attack_needs_training(attack) || attack_trains_wrongly(attack)) {
-        auto trained = train(v, unit, attack);
+        auto trained = train(v, unit, attack, moments_in);
         if (!trained) return trained.error();
         delta = std::move(trained->delta);
         metrics = trained->metrics;
@@ -48,10 +67,10 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
         delta = resent_delta(v, attack);
         commitments.reset();
     } else if (attack != Attack::None && !attack_trains_wrongly(attack)) {
-        commitments.reset();
         auto poisoned = poisoned_delta(unit, attack, delta);
         if (!poisoned) return poisoned.error();
         delta = std::move(*poisoned);
+        commitments = forged_commitments(std::move(commitments), delta, static_cast<std::uint64_t>(unit.hyper.seed));
     }
     // Every attack reports the unit's samples, as an honest volunteer would.
     if (attack != Attack::None) metrics.samples = unit.hyper.local_steps * unit.hyper.batch_size;
@@ -66,10 +85,11 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
     auto body = common::pack_result_of(unit, unit.client_id, delta, metrics, "cpu (simulated, " + v.spec.group + ")",
                                        commitments ? &*commitments : nullptr);
     auto size = delta.size();
-    return Upload{std::move(body), size, std::move(delta)};
+    return Upload{std::move(body), size, std::move(delta), std::move(moments_in)};
 }
 
-common::Result<client::RunOutput> UploadMaker::train(VolunteerState& v, const common::WorkUnit& unit, Attack attack) {
+common::Result<client::RunOutput> UploadMaker::train(VolunteerState& v, const common::WorkUnit& unit, Attack attack,
+                                                     std::optional<server::ReplayMoments>& moments_in) {
     client::RunOptions options;
     options.device = "cpu";
     options.threads = settings_.threads;
@@ -82,8 +102,14 @@ common::Result<client::RunOutput> UploadMaker::train(VolunteerState& v, const co
                      ? server_.version_file(std::max<std::int64_t>(0, unit.base_version - kStaleVersions))
                      : server_.model_file(unit);
     if (!model) return common::with_context("training " + unit.wu_id, model.error());
+    // The moments a kept unit may resume (the client decides), kept for an audit.
+    std::optional<server::ReplayMoments> kept;
+    if (unit.hyper.optimizer == common::InnerOptimizer::Kept && !v.optimizer.empty())
+        kept = server::ReplayMoments{v.optimizer.exp_avg, v.optimizer.exp_avg_sq, v.optimizer.steps};
     auto output = client::run_work_unit(misread_unit(unit, attack), *model, shards, options);
     if (!output) return common::with_context("training " + unit.wu_id, output.error());
+    const auto& resumed = output->commitments.moments_in;
+    if (resumed && !resumed->sha256.empty()) moments_in = std::move(kept);
     return output;
 }
 

@@ -26,6 +26,9 @@ struct Upload {
     common::Bytes body;
     std::size_t delta_bytes = 0;
     common::Bytes delta;  // the delta file, which a copier can take once the upload is in
+    // The kept moments its unit resumed: handed to the server's replay audits as a volunteer
+    // will upload them when asked (replay_audit.h).
+    std::optional<server::ReplayMoments> moments_in;
 };
 
 struct HeldUnit {
@@ -82,7 +85,9 @@ private:
     common::Result<common::Bytes> poisoned_delta(const common::WorkUnit& unit, Attack attack,
                                                  const common::Bytes& honest);
     // The unit trained honestly, or as an attack that trains wrongly does.
-    common::Result<client::RunOutput> train(VolunteerState& v, const common::WorkUnit& unit, Attack attack);
+    // `moments_in`: the kept moments it resumed, if it did.
+    common::Result<client::RunOutput> train(VolunteerState& v, const common::WorkUnit& unit, Attack attack,
+                                            std::optional<server::ReplayMoments>& moments_in);
     // A shard of the task that `unit` does not assign, among those units have named so far.
     std::string other_shard(const common::WorkUnit& unit) const;
     // What a copy (another volunteer's newest delivered delta) or an old replay (its own,

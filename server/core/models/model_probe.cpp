@@ -50,6 +50,13 @@ common::Result<double> ProbePool::opening_loss(const common::NamedTensors& base,
     return with_probe<double>([&](ModelProbe& probe) { return probe.opening_loss(base, samples, hyper); });
 }
 
+common::Result<common::Commitments> ProbePool::replay(const common::NamedTensors& base, const AssignedSamples& samples,
+                                                      const common::Hyperparameters& hyper,
+                                                      const ReplayMoments* moments) {
+    return with_probe<common::Commitments>(
+        [&](ModelProbe& probe) { return probe.replay(base, samples, hyper, moments); });
+}
+
 void ProbePools::add(const std::string& task_id, std::shared_ptr<ProbePool> pool) {
     std::lock_guard lock(mutex_);
     pools_[task_id] = std::move(pool);

@@ -45,6 +45,12 @@ struct AssignedSamples {
     std::int64_t max_samples = 0;
 };
 
+// Kept AdamW moments a replay resumes (those a unit's commitments name), by parameter name.
+struct ReplayMoments {
+    common::NamedTensors exp_avg, exp_avg_sq;
+    std::int64_t steps = 0;
+};
+
 // Not thread-safe: one user at a time (ProbePool enforces that).
 class ModelProbe {
 public:
@@ -59,6 +65,12 @@ public:
     // on the assigned samples' first batch with step 0's draws under the unit's `hyper`.
     virtual common::Result<double> opening_loss(const common::NamedTensors& base, const AssignedSamples& samples,
                                                 const common::Hyperparameters& hyper) = 0;
+    // A replay audit (replay_audit.h): the unit of `hyper` trained again on the CPU from `base`
+    // and `moments` (nullptr: zero moments) on the assigned samples' shards; the commitments an
+    // honest volunteer would have sent (common::replay_commitments), residuals none.
+    virtual common::Result<common::Commitments> replay(const common::NamedTensors& base, const AssignedSamples& samples,
+                                                       const common::Hyperparameters& hyper,
+                                                       const ReplayMoments* moments) = 0;
 };
 
 using ModelProbeFactory = std::function<common::Result<std::unique_ptr<ModelProbe>>()>;
@@ -72,6 +84,8 @@ public:
                                                                  const AssignedSamples& samples);
     common::Result<double> opening_loss(const common::NamedTensors& base, const AssignedSamples& samples,
                                         const common::Hyperparameters& hyper);
+    common::Result<common::Commitments> replay(const common::NamedTensors& base, const AssignedSamples& samples,
+                                               const common::Hyperparameters& hyper, const ReplayMoments* moments);
 
 private:
     // Runs `use` with a probe of its own.

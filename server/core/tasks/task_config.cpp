@@ -60,6 +60,7 @@ void apply_new_task_defaults(TaskConfig& config) {
     // The EMA of the versions for samples and exports, at AT-1's decay (with the warm-up of
     // model_ema.h).
     config.ema_decay = kNewTaskEmaDecay;
+    config.audit = kNewTaskAudit;
 }
 
 double default_lr(const TaskConfig& config) {
@@ -219,6 +220,7 @@ common::Status check_settings(const TaskConfig& c) {
             return fail("lr schedule: " + status.message());
     if (!(c.replication >= 0 && c.replication <= 1)) return fail("replication must be in [0, 1]");
     if (!(c.loss_check >= 0 && c.loss_check <= 1)) return fail("loss check fraction must be in [0, 1]");
+    if (!(c.audit >= 0 && c.audit <= 1)) return fail("audit fraction must be in [0, 1]");
     if (!(c.replica_tolerance > 0) || !(c.loss_tolerance >= 0) || !(c.norm_bound > 1))
         return fail("replica tolerance must be > 0, loss tolerance >= 0, norm bound > 1");
     if (!(c.norm_floor >= 0 && c.norm_floor < 1)) return fail("norm floor must be in [0, 1)");

@@ -121,6 +121,9 @@ struct TaskConfig {
     double replication = 0.1;                // chance that a unit is computed twice and compared
     double replica_tolerance = 0.2;          // relative L2 between replicas
     double loss_check = 0.1;                 // fraction of a trusted volunteer's results given the loss checks
+    // Fraction of a trusted volunteer's results replayed by the server (replay_audit.h; new
+    // tasks: kNewTaskAudit); a new or quarantined volunteer's, kUntrustedAuditFactor times it.
+    double audit = 0;
     std::int64_t check_samples = 128;        // samples of each loss check's evaluations
     double loss_tolerance = 0.1;             // relative: L(θ+Δ) ≤ L(θ)·(1 + tol)
     double norm_bound = 5.0;                 // ‖Δ‖ ≤ k · median of recent accepted norms (per step)
@@ -136,6 +139,10 @@ struct TaskConfig {
     std::int64_t eval_full_interval_s = 300;  // a curve point on the whole validation set this often
 };
 
+// New tasks replay this fraction of trusted volunteers' results (docs/operations.md, "Replay
+// audits"): the replay costs about the unit's training, so ~2 % of the training verified.
+constexpr double kNewTaskAudit = 0.02;
+constexpr double kUntrustedAuditFactor = 10;
 
 // Defaults that depend on the policy (η, buffer size), applied before flags override them.
 void apply_policy_defaults(TaskConfig& config);

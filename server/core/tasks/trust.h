@@ -4,6 +4,7 @@
 // holds one unit at a time, always replicated, until a new streak lifts the quarantine.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "records.h"
@@ -18,6 +19,13 @@ inline bool is_trusted(const TaskConfig& config, const ClientRecord& client) {
 // The chance that a result is given the loss checks (its own samples and held-out data).
 inline double loss_check_chance(const TaskConfig& config, const ClientRecord& client) {
     return is_trusted(config, client) ? config.loss_check : 1.0;
+}
+
+// The chance that a result is replayed (replay_audit.h): the task's `audit` for a trusted
+// volunteer, kUntrustedAuditFactor times it for a new or quarantined one (whose results are few).
+inline double audit_chance(const TaskConfig& config, const ClientRecord& client) {
+    if (config.audit <= 0) return 0;
+    return is_trusted(config, client) ? config.audit : std::min(1.0, kUntrustedAuditFactor * config.audit);
 }
 
 // The chance that a new unit for this volunteer is computed twice and compared (a task

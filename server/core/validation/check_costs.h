@@ -15,8 +15,11 @@ struct CheckCosts {
     std::atomic<double> held_out{0};     // the held-out loss check
     std::atomic<double> own_samples{0};  // the proof of training
     std::atomic<double> commitments{0};  // the commitments' identity and opening loss
+    std::atomic<double> audit{0};        // replaying units (replay_audit.h)
     std::atomic<std::int64_t> results{0};
     std::atomic<std::int64_t> loss_checked{0};
+    std::atomic<std::int64_t> audited{0};      // replayed
+    std::atomic<std::int64_t> unauditable{0};  // drawn for an audit that could not replay them
 };
 
 }  // namespace tessera::server

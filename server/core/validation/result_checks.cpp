@@ -68,29 +68,6 @@ common::NamedTensors applied(const common::NamedTensors& base, const common::Nam
 
 }  // namespace
 
-double median_of(std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    auto n = values.size();
-    return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-double alignment_threshold(const std::vector<double>& recent, double min_alignment) {
-    if (recent.size() < ResultChecks::kMinFigures) return min_alignment;
-    double median = median_of(recent);
-    std::vector<double> deviations;
-    for (double alignment : recent) deviations.push_back(std::abs(alignment - median));
-    return std::min(min_alignment, median - kAlignmentSpreads * kMadToSigma * median_of(std::move(deviations)));
-}
-
-double gain_margin(const std::vector<double>& gains, const std::vector<double>& current, double min_gain) {
-    double median = median_of(gains);
-    std::vector<double> deviations;
-    for (double gain : gains) deviations.push_back(std::abs(gain - median));
-    double below_spread = median - kGainSpreads * kMadToSigma * median_of(std::move(deviations));
-    if (current.size() < kMinGains) return std::min(0.0, below_spread);
-    return std::min(min_gain * std::max(0.0, median_of(current)), below_spread);
-}
-
 common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
                                           CheckPlan plan, const std::set<std::string>& suspended) {
     ++costs_.results;
@@ -119,11 +96,14 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     verdict.figures.norm = l2_norm(delta);
     if (verdict.figures.norm == 0) return refuse(reason::kEmptyDelta, "the delta is all zeros", verdict);
     add_seconds(costs_.cheap, started);
-    auto broken = commitment_checks(a, unit, model, delta, verdict);
+    std::optional<common::Commitments> commitments;
+    auto broken = commitment_checks(a, unit, model, delta, verdict, commitments);
     if (!broken) return broken.error();
     if (*broken) return verdict;
 
     auto refused = cheap_checks(a, task, unit, delta, plan, suspended, verdict);
+    if (!refused) return refused.error();
+    if (!*refused && plan.audit) refused = audit(a, unit, model, commitments, verdict);
     if (!refused) return refused.error();
     if (!*refused && plan.loss_check) {
         ++costs_.loss_checked;
@@ -148,7 +128,8 @@ AssignedSamples ResultChecks::assigned_samples(const common::WorkUnit& unit, std
 
 common::Result<bool> ResultChecks::commitment_checks(const AssignmentRecord& a, const common::WorkUnit& unit,
                                                      const common::NamedTensors& base,
-                                                     const common::NamedTensors& delta, Verdict& verdict) {
+                                                     const common::NamedTensors& delta, Verdict& verdict,
+                                                     std::optional<common::Commitments>& parsed) {
     auto started = SteadyClock::now();
     auto stored = figures_.commitments_of(a.id);
     if (!stored) return stored.error();
@@ -167,12 +148,30 @@ common::Result<bool> ResultChecks::commitment_checks(const AssignmentRecord& a, 
     add_seconds(costs_.commitments, started);
     if (!opening) return opening.error();
     auto committed = commitments->segments.front().loss;
+    parsed = *commitments;
     auto tolerance = trained_on_cpu(a) ? kCpuOpeningTolerance : kGpuOpeningTolerance;
     if (std::abs(*opening - committed) <= tolerance * std::max(std::abs(*opening), std::abs(committed))) return false;
     verdict = refuse(reason::kOpeningLossMismatch,
                      "the unit's first step has loss " + plain(*opening) + " at its base; its commitments report " +
                          plain(committed) + " (tolerance " + plain(tolerance) + " relative)",
                      std::move(verdict));
+    return true;
+}
+
+common::Result<bool> ResultChecks::audit(const AssignmentRecord& a, const common::WorkUnit& unit,
+                                         const common::NamedTensors& base,
+                                         const std::optional<common::Commitments>& commitments, Verdict& verdict) {
+    auto outcome =
+        audit_.run(a, unit, base, commitments ? &*commitments : nullptr, assigned_samples(unit, 0), trained_on_cpu(a));
+    if (!outcome) return outcome.error();
+    verdict.audited = outcome->audited;
+    if (!outcome->audited) {
+        ++costs_.unauditable;
+        verdict.not_audited = outcome->not_audited;
+        return false;
+    }
+    if (outcome->mismatch.empty()) return false;
+    verdict = refuse(reason::kAuditFailed, "its replay disagrees: " + outcome->mismatch, std::move(verdict));
     return true;
 }
 

@@ -20,11 +20,13 @@
 
 #include "blob_store.h"
 #include "calibration.h"
+#include "check_margins.h"
 #include "check_costs.h"
 #include "copy_detector.h"
 #include "model_cache.h"
 #include "model_probe.h"
 #include "protocol.h"
+#include "replay_audit.h"
 #include "result_files.h"
 #include "store_results.h"
 #include "store_settings.h"
@@ -44,11 +46,16 @@ struct Verdict {
     double held_out_gain = 0;
     // "<reason>: <detail>" of each suspended check the result failed (and was not refused for).
     std::vector<std::string> waived;
+    bool audited = false;     // replayed (and agreed, unless refused for it)
+    std::string not_audited;  // drawn for an audit, why it could not replay
 };
 
 // Which checks beyond the cheap ones a result gets.
 struct CheckPlan {
     bool loss_check = false;  // the loss checks (own samples, held-out data)
+    // A replay audit (replay_audit.h); a result that cannot be replayed is counted and judged by
+    // the other checks.
+    bool audit = false;
     // A volunteer's first unit while units are sized to speeds: its alignment is judged by the
     // other warm-up units' consensus (CopyDetector::consensus_alignment).
     bool warm_up = false;
@@ -64,13 +71,16 @@ public:
     // Statistics come from this many recent accepted results, once there are kMinFigures;
     // before that, from the task's calibration.
     static constexpr int kHistory = 50;
-    static constexpr std::size_t kMinFigures = 5;
+    static constexpr std::size_t kMinFigures = kMinMarginFigures;
 
     // `figures`: the recent accepted results' figures; `settings`: the task's calibration.
     ResultChecks(ResultStore& figures, SettingStore& settings, ResultFiles& results, ModelCache& models,
                  ProbePools& probes, const BlobStore& blobs, CopyDetector& copies, CheckCosts& costs)
         : figures_(figures), settings_(settings), results_(results), models_(models), probes_(probes), blobs_(blobs),
-          copies_(copies), costs_(costs) {}
+          copies_(copies), costs_(costs), audit_(probes, costs) {}
+
+    // Where audits find the kept moments units resumed (replay_audit.h).
+    void set_moments_source(MomentsSource source) { audit_.set_moments_source(std::move(source)); }
 
     // `unit` is the work unit as sent; `plan` says which checks run; the checks named in
     // `suspended` note their refusals instead of refusing.
@@ -84,7 +94,12 @@ private:
     // `base`. True when the verdict is a refusal.
     common::Result<bool> commitment_checks(const AssignmentRecord& assignment, const common::WorkUnit& unit,
                                            const common::NamedTensors& base, const common::NamedTensors& delta,
-                                           Verdict& verdict);
+                                           Verdict& verdict, std::optional<common::Commitments>& parsed);
+    // The replay audit of a result drawn for one; true when the verdict is a refusal. A result
+    // that cannot be replayed is counted and noted in the verdict.
+    common::Result<bool> audit(const AssignmentRecord& assignment, const common::WorkUnit& unit,
+                               const common::NamedTensors& base, const std::optional<common::Commitments>& commitments,
+                               Verdict& verdict);
     // The samples `unit` trained on, for the probes: the last `max_samples` of its first epoch.
     AssignedSamples assigned_samples(const common::WorkUnit& unit, std::int64_t max_samples) const;
     // The norm bounds, copies and alignment; true when the verdict is a refusal.
@@ -120,44 +135,11 @@ private:
     const BlobStore& blobs_;
     CopyDetector& copies_;
     CheckCosts& costs_;
+    ReplayAudit audit_;
     std::mutex mutex_;  // guards the held-out base-loss cache and the calibrations
     std::string base_loss_key_;
     std::vector<double> base_losses_;
     std::map<std::string, std::optional<Calibration>> calibrations_;
 };
-
-// The median of `values` (not empty).
-double median_of(std::vector<double> values);
-
-// The gain margin's allowance for honest spread: this many robust standard deviations
-// (kMadToSigma × the median absolute deviation) below the median.
-constexpr double kGainSpreads = 6;
-constexpr double kMadToSigma = 1.4826;
-// "Current" gains are those of units based on at most this many versions before the result's,
-// and a median of them needs kMinGains.
-constexpr std::int64_t kGainVersions = 10;
-constexpr std::size_t kMinGains = 5;
-// Current gains are those of units of at least this share of the result's full-rate steps: a
-// unit's loss falls fastest in its first steps, so a short unit gains more per step than a
-// long one on the same model (a young fleet's warm-up units gained 0.16-0.19 per full-rate
-// step on version 0, full units 0.025-0.032, and a margin set by the first refused the second).
-constexpr double kComparableSteps = 0.5;
-
-// The alignment a result must reach: the lower of `min_alignment` and the median of recent
-// passing results' alignments less kAlignmentSpreads robust spreads (a model near its plateau,
-// where honest deltas share little of their direction, scatter widely around a small
-// median); `min_alignment` while fewer than kMinFigures are known. A sign-flipped copy of a
-// typical honest result (cosine about −median) is refused while the median stands 2¼ spreads
-// above 0; closer to 0 honest results reach as low (docs/benchmarks.md, "The alignment floor":
-// a floor at −½ × the median refused 4–11 % of real clients' honest results there).
-constexpr double kAlignmentSpreads = 4.5;
-double alignment_threshold(const std::vector<double>& recent, double min_alignment);
-
-// The gain per step a result must exceed: the lower of min_gain × the median of `current`
-// gains (a young model: large, alike gains) and the median of the recent `gains` (not empty)
-// less kGainSpreads robust spreads (a plateau, where they scatter around 0). While fewer than
-// kMinGains are current, the lower of 0 and the second: the young model's gains fall several-
-// fold within a few dozen versions, and older gains would set a margin far above today's.
-double gain_margin(const std::vector<double>& gains, const std::vector<double>& current, double min_gain);
 
 }  // namespace tessera::server

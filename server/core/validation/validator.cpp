@@ -88,6 +88,7 @@ common::Status Validator::validate(const std::string& assignment_id) {
     bool warm_up = task->config.target_seconds > 0 && !context.returned_before;
     CheckPlan plan;
     plan.loss_check = draw(loss_check_chance(task->config, *context.client));
+    plan.audit = draw(audit_chance(task->config, *context.client));
     plan.warm_up = warm_up;
     auto verdict = checks_.run(a, *task, *sent, plan, suspended);
     if (!verdict) return verdict.error();
@@ -103,6 +104,8 @@ common::Status Validator::validate(const std::string& assignment_id) {
         return reject(a, *task, verdict->reason, verdict->detail, verdict->figures);
     }
     note_direction();
+    if (verdict->audited)
+        if (auto status = note_audit_passed(a); !status) return status;
     if (verdict->flagged)
         if (auto status = note_flagged(a, *verdict); !status) return status;
     if (!verdict->waived.empty())
@@ -121,6 +124,12 @@ std::string Validator::too_stale(const AssignmentRecord& a, const TaskView& task
     detail << "τ = " << tau << " versions, beyond the " << limit << " the task merges with " << concurrency
            << " volunteer(s) active (staleness " << task.config.merge.staleness.to_string() << ")";
     return detail.str();
+}
+
+common::Status Validator::note_audit_passed(const AssignmentRecord& a) {
+    // The span a later failed audit withdraws credit for starts after it.
+    boost::json::object detail{{"assignment_id", a.id}, {"client_id", a.client_id}};
+    return store_.add_event("audit_passed", boost::json::serialize(detail), clock_());
 }
 
 common::Status Validator::note_flagged(const AssignmentRecord& a, const Verdict& verdict) {
@@ -312,12 +321,23 @@ common::Status Validator::reject(const AssignmentRecord& a, const TaskView& task
     // A stale consensus is what stalls the alignment check: the next one forms from new results.
     if (*suspended && why == reason::kMisaligned) copies_.restart_consensus(a.task_id, clock_());
     const auto& c = task.config;
-    auto recent = store_.rejections_since(a.client_id, clock_() - c.quarantine_window_s);
-    if (!recent) return recent.error();
-    if (*recent < c.quarantine_rejections) return {};
-    auto quarantined = store_.set_client_quarantined(
-        a.client_id, true,
-        std::to_string(*recent) + " results refused within " + std::to_string(c.quarantine_window_s) + " s", clock_());
+    // A failed replay audit is no statistical verdict: it quarantines at once, and the credit of
+    // the volunteer's results since its last clean audit is withdrawn (the event lists them).
+    std::string why_quarantined;
+    if (why == reason::kAuditFailed) {
+        why_quarantined = "a replay audit of " + a.id + " failed";
+        auto since = store_.since_clean_audit(a.client_id);
+        if (!since) return since.error();
+        auto withdrawn = store_.withdraw_credit_since(a.client_id, *since, why_quarantined, clock_());
+        if (!withdrawn) return withdrawn.error();
+    } else {
+        auto recent = store_.rejections_since(a.client_id, clock_() - c.quarantine_window_s);
+        if (!recent) return recent.error();
+        if (*recent < c.quarantine_rejections) return {};
+        why_quarantined =
+            std::to_string(*recent) + " results refused within " + std::to_string(c.quarantine_window_s) + " s";
+    }
+    auto quarantined = store_.set_client_quarantined(a.client_id, true, why_quarantined, clock_());
     return quarantined ? common::Status() : common::Status(quarantined.error());
 }
 

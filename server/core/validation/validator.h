@@ -50,6 +50,8 @@ public:
     common::Status validate(const std::string& assignment_id);
     // Accepts a validated result whose replica never came back (it is merged alone).
     common::Status accept_alone(const AssignmentRecord& assignment);
+    // Where replay audits find the kept moments units resumed (replay_audit.h); set before start.
+    void set_moments_source(MomentsSource source) { checks_.set_moments_source(std::move(source)); }
     // 1 credit = 1000 training samples of an accepted result.
     static double credit_for(const TaskConfig& config, std::int64_t local_steps);
 
@@ -72,6 +74,7 @@ private:
                                 bool merge, ResultReadings known = {});
     common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,
                           const std::string& detail, const CheckFigures& figures = {});
+    common::Status note_audit_passed(const AssignmentRecord& assignment);
     common::Status note_flagged(const AssignmentRecord& assignment, const Verdict& verdict);
     // Why the result is too stale to merge under the task's staleness function (its age in
     // versions now, against R × the concurrency), or "" when it is not.
