@@ -2,7 +2,6 @@
 #include "replay_audit.h"
 
 #include <chrono>
-#include <cstdio>
 
 #include "commitments.h"
 
@@ -11,12 +10,6 @@ namespace {
 
 AuditOutcome not_audited(std::string why) { return {false, std::move(why), {}}; }
 AuditOutcome failed(std::string why) { return {true, {}, std::move(why)}; }
-
-std::string plain(double value) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", value);
-    return text;
-}
 
 }  // namespace
 
@@ -44,9 +37,7 @@ common::Result<AuditOutcome> ReplayAudit::run(const AssignmentRecord& a, const c
     if (!replayed) return replayed.error();
     ++costs_.audited;
     auto tolerance = trained_on_cpu ? kCpuReplayTolerance : kGpuReplayTolerance;
-    auto mismatch = common::trajectory_mismatch(*commitments, *replayed, tolerance);
-    if (mismatch.empty()) return AuditOutcome{true, {}, {}};
-    return failed(mismatch + " (tolerance " + plain(tolerance) + " relative)");
+    return AuditOutcome{true, {}, common::trajectory_mismatch(*commitments, *replayed, tolerance), tolerance};
 }
 
 }  // namespace tessera::server

@@ -29,6 +29,7 @@ struct AuditOutcome {
     bool audited = false;
     std::string not_audited;
     std::string mismatch;
+    double tolerance = 0;  // the replay's, when the trajectories were compared
 };
 
 // The kept moments a result's unit resumed, by its assignment id, when the server has them.

@@ -96,14 +96,14 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     verdict.figures.norm = l2_norm(delta);
     if (verdict.figures.norm == 0) return refuse(reason::kEmptyDelta, "the delta is all zeros", verdict);
     add_seconds(costs_.cheap, started);
-    std::optional<common::Commitments> commitments;
-    auto broken = commitment_checks(a, unit, model, delta, verdict, commitments);
+    std::optional<Committed> committed;
+    auto broken = commitment_checks(a, unit, model, delta, verdict, committed);
     if (!broken) return broken.error();
     if (*broken) return verdict;
 
     auto refused = cheap_checks(a, task, unit, delta, plan, suspended, verdict);
     if (!refused) return refused.error();
-    if (!*refused && plan.audit) refused = audit(a, unit, model, commitments, verdict);
+    if (!*refused && plan.audit) refused = audit(a, unit, model, committed, verdict);
     if (!refused) return refused.error();
     if (!*refused && plan.loss_check) {
         ++costs_.loss_checked;
@@ -129,7 +129,7 @@ AssignedSamples ResultChecks::assigned_samples(const common::WorkUnit& unit, std
 common::Result<bool> ResultChecks::commitment_checks(const AssignmentRecord& a, const common::WorkUnit& unit,
                                                      const common::NamedTensors& base,
                                                      const common::NamedTensors& delta, Verdict& verdict,
-                                                     std::optional<common::Commitments>& parsed) {
+                                                     std::optional<Committed>& committed) {
     auto started = SteadyClock::now();
     auto stored = figures_.commitments_of(a.id);
     if (!stored) return stored.error();
@@ -147,22 +147,25 @@ common::Result<bool> ResultChecks::commitment_checks(const AssignmentRecord& a, 
     auto opening = (*pool)->opening_loss(base, assigned_samples(unit, 0), unit.hyper);
     add_seconds(costs_.commitments, started);
     if (!opening) return opening.error();
-    auto committed = commitments->segments.front().loss;
-    parsed = *commitments;
-    auto tolerance = trained_on_cpu(a) ? kCpuOpeningTolerance : kGpuOpeningTolerance;
-    if (std::abs(*opening - committed) <= tolerance * std::max(std::abs(*opening), std::abs(committed))) return false;
+    auto reported = commitments->segments.front().loss;
+    const bool on_cpu = trained_on_cpu(a);
+    auto tolerance = on_cpu ? kCpuOpeningTolerance : kGpuOpeningTolerance;
+    if (std::abs(*opening - reported) <= tolerance * std::max(std::abs(*opening), std::abs(reported))) {
+        committed = Committed{std::move(*commitments), on_cpu};
+        return false;
+    }
     verdict = refuse(reason::kOpeningLossMismatch,
                      "the unit's first step has loss " + plain(*opening) + " at its base; its commitments report " +
-                         plain(committed) + " (tolerance " + plain(tolerance) + " relative)",
+                         plain(reported) + " (tolerance " + plain(tolerance) + " relative)",
                      std::move(verdict));
     return true;
 }
 
 common::Result<bool> ResultChecks::audit(const AssignmentRecord& a, const common::WorkUnit& unit,
-                                         const common::NamedTensors& base,
-                                         const std::optional<common::Commitments>& commitments, Verdict& verdict) {
-    auto outcome =
-        audit_.run(a, unit, base, commitments ? &*commitments : nullptr, assigned_samples(unit, 0), trained_on_cpu(a));
+                                         const common::NamedTensors& base, const std::optional<Committed>& committed,
+                                         Verdict& verdict) {
+    auto outcome = audit_.run(a, unit, base, committed ? &committed->commitments : nullptr, assigned_samples(unit, 0),
+                              committed && committed->on_cpu);
     if (!outcome) return outcome.error();
     verdict.audited = outcome->audited;
     if (!outcome->audited) {
@@ -171,7 +174,9 @@ common::Result<bool> ResultChecks::audit(const AssignmentRecord& a, const common
         return false;
     }
     if (outcome->mismatch.empty()) return false;
-    verdict = refuse(reason::kAuditFailed, "its replay disagrees: " + outcome->mismatch, std::move(verdict));
+    auto detail = "its replay disagrees: " + outcome->mismatch;
+    if (outcome->tolerance > 0) detail += " (tolerance " + plain(outcome->tolerance) + " relative)";
+    verdict = refuse(reason::kAuditFailed, detail, std::move(verdict));
     return true;
 }
 

@@ -89,16 +89,21 @@ public:
                                 CheckPlan plan, const std::set<std::string>& suspended = {});
 
 private:
+    // A result's commitments as read once, and whether its manifest named a CPU (the tolerances).
+    struct Committed {
+        common::Commitments commitments;
+        bool on_cpu = false;
+    };
     // The checks of a result's commitments (docs/protocol.md, "Commitments"), when it was sent
     // with them: their identity with the decoded delta, and its opening loss recomputed at
-    // `base`. True when the verdict is a refusal.
+    // `base`. True when the verdict is a refusal; `committed` is set once they pass.
     common::Result<bool> commitment_checks(const AssignmentRecord& assignment, const common::WorkUnit& unit,
                                            const common::NamedTensors& base, const common::NamedTensors& delta,
-                                           Verdict& verdict, std::optional<common::Commitments>& parsed);
+                                           Verdict& verdict, std::optional<Committed>& committed);
     // The replay audit of a result drawn for one; true when the verdict is a refusal. A result
     // that cannot be replayed is counted and noted in the verdict.
     common::Result<bool> audit(const AssignmentRecord& assignment, const common::WorkUnit& unit,
-                               const common::NamedTensors& base, const std::optional<common::Commitments>& commitments,
+                               const common::NamedTensors& base, const std::optional<Committed>& committed,
                                Verdict& verdict);
     // The samples `unit` trained on, for the probes: the last `max_samples` of its first epoch.
     AssignedSamples assigned_samples(const common::WorkUnit& unit, std::int64_t max_samples) const;
