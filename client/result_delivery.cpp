@@ -1,6 +1,11 @@
 // Delivering a result: upload with retries, then the verdict, on the loop's thread or another.
 #include "result_delivery.h"
 
+#include <filesystem>
+
+#include "file_io.h"
+#include "safetensors.h"
+
 namespace tessera::client {
 namespace {
 
@@ -34,6 +39,37 @@ Stop kept_for_later(const std::string& wu_id, const std::filesystem::path& file)
                                        " and is uploaded when the client starts again"};
 }
 
+namespace {
+
+// The moments `delivery`'s unit started from, posted (retried as the upload) when its answer
+// asked for them; a failure is logged: the audit then refuses the result, and the client goes on.
+void send_moments(ServerApi& api, const Delivery& delivery, const common::Logger& log,
+                  const DeliverySettings& settings) {
+    const auto& wu_id = delivery.wu_id;
+    auto file = settings.moments_kept_in ? settings.moments_kept_in->moments_in_file(wu_id) : std::filesystem::path();
+    std::error_code missing;
+    if (file.empty() || !std::filesystem::exists(file, missing)) {
+        log.error("moments",
+                  wu_id + ": its audit asked for the moments it started from, and this client did not keep them");
+        return;
+    }
+    auto moments = common::read_file(file, common::kMaxModelBytes);
+    if (!moments) {
+        log.error("moments", wu_id + ": reading the moments it started from: " + moments.message());
+        return;
+    }
+    auto call = [&] { return api.upload_moments(wu_id, *moments); };
+    auto sent = with_retries(call, settings.stopping, log, "sending the moments of " + wu_id, settings.retry);
+    if (!sent) {
+        log.error("moments", wu_id + ": sending the moments it started from for its audit: " + sent.error().message);
+        return;
+    }
+    log.info("moments", wu_id + ": sent the moments it started from for its replay audit",
+             {{"wu_id", wu_id}, {"bytes", static_cast<std::int64_t>(moments->size())}});
+}
+
+}  // namespace
+
 DeliveryOutcome upload_result(ServerApi& api, const Delivery& delivery, const common::Logger& log,
                               const DeliverySettings& settings) {
     auto call = [&] {
@@ -42,10 +78,20 @@ DeliveryOutcome upload_result(ServerApi& api, const Delivery& delivery, const co
         return uploaded;
     };
     auto uploaded = with_retries(call, settings.stopping, log, "uploading " + delivery.wu_id, settings.retry);
-    if (uploaded || uploaded.error().http_status == 409) return {};  // 409: an earlier try got through
+    auto forget_moments = [&] {
+        std::error_code ignored;
+        if (settings.moments_kept_in)
+            std::filesystem::remove(settings.moments_kept_in->moments_in_file(delivery.wu_id), ignored);
+    };
+    if (uploaded && *uploaded) send_moments(api, delivery, log, settings);
+    if (uploaded || uploaded.error().http_status == 409) {  // 409: an earlier try got through
+        forget_moments();
+        return {};
+    }
     const auto& failure = uploaded.error();
     if (failure.kind == FailureKind::Stopped) return {Delivered::Stopped, failure};
     if (!upload_is_final(failure)) return {Delivered::Failed, failure};
+    forget_moments();
     log.info("refused", delivery.wu_id + ": the server refused the result: " + failure.message,
              {{"wu_id", delivery.wu_id}, {"status", failure.http_status}});
     return {Delivered::Refused, failure};

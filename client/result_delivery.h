@@ -1,5 +1,7 @@
 // A trained unit's result on its way to the server: uploaded (retried while the failure is
-// transient), then its verdict awaited a few seconds and logged with the unit's figures. The
+// transient) with, when the answer asks for them, the moments its unit started from (docs/
+// protocol.md, "Moments for an audit"), then its verdict awaited a few seconds and logged with
+// the unit's figures. The
 // volunteer's loop delivers on its own thread, or hands the result to a BackgroundUpload that
 // delivers it while the next unit trains (transfers hidden, issue 54).
 #pragma once
@@ -47,6 +49,9 @@ struct DeliverySettings {
     RetryPolicy retry;
     std::function<bool()> stopping;    // ends the retries
     std::function<void()> on_failure;  // after any failed call (among several servers: the turn goes)
+    // Where the moments units started from are kept (ClientState::moments_in_file), sent when
+    // the upload's answer asks for them and removed once it is answered; none: not kept.
+    const ClientState* moments_kept_in = nullptr;
 };
 
 DeliveryOutcome upload_result(ServerApi& api, const Delivery& delivery, const common::Logger& log,

@@ -195,7 +195,7 @@ std::optional<Stop> Volunteer::resume_unit(const CurrentWork& work, const std::f
         return std::nullopt;
     }
     Delivery delivery{work.wu_id, std::string(body->begin(), body->end()), {}, "", 0, 0, 0};
-    auto uploaded = upload_result(*api_, delivery, log_, {options_.retry, stopping(), {}});
+    auto uploaded = upload_result(*api_, delivery, log_, {options_.retry, stopping(), {}, &state_});
     if (uploaded.how == Delivered::Stopped) return kept_for_later(work.wu_id, delta);
     if (uploaded.how == Delivered::Failed) return stop_for(uploaded.failure);
     log_.info("resumed", work.wu_id + ": the result left by the last run " +

@@ -229,6 +229,10 @@ Volunteer::Next Volunteer::pack(RunOutput output) {
     // After the delta it belongs with is safe: a crash in between carries it twice, once.
     if (!output.feedback_note.empty()) log_.info("feedback", output.feedback_note);
     if (!output.optimizer_note.empty()) log_.info("optimizer", output.optimizer_note);
+    // The moments this unit resumed (the state file until it is replaced) stay until its upload
+    // is answered: a replay audit may ask for them.
+    if (const auto& resumed = output.commitments.moments_in; resumed && !resumed->sha256.empty())
+        if (auto kept = state_.keep_moments_in(unit.wu_id); !kept) log_.error("moments", kept.message());
     for (const auto& problem : save_carried_state(state_, carried_)) log_.error(problem);
     unit_->upload.assign(body.begin(), body.end());
     unit_->metrics = output.metrics;
@@ -263,7 +267,7 @@ Volunteer::Next Volunteer::upload() {
 }
 
 DeliverySettings Volunteer::delivery_settings() {
-    return {options_.retry, stopping(), [this] { turn_.reset(); }};
+    return {options_.retry, stopping(), [this] { turn_.reset(); }, &state_};
 }
 
 std::optional<Stop> Volunteer::join_background_upload() {

@@ -15,6 +15,7 @@
 #include "process_holder.h"
 #include "result_intake.h"
 #include "task_lookup.h"
+#include "trust.h"
 #include "torch_model.h"
 #include "torch_prompts.h"
 #include "work_pool.h"
@@ -229,7 +230,9 @@ common::Result<std::size_t> remove_orphan_files(Store& store, const StateDir& st
     for (const auto& entry : *in_blobs)
         if (!blobs->count(entry.name)) remove_old(state.blobs(), entry);
     for (const auto& entry : *in_results) {
-        auto id = entry.name.ends_with(".delta") ? entry.name.substr(0, entry.name.size() - 6) : std::string();
+        auto id = entry.name.ends_with(".delta")     ? entry.name.substr(0, entry.name.size() - 6)
+                  : entry.name.ends_with(".moments") ? entry.name.substr(0, entry.name.size() - 8)
+                                                     : std::string();
         if (!deltas->count(id)) remove_old(state.results(), entry);
     }
     return removed;
@@ -275,6 +278,13 @@ common::Result<std::unique_ptr<ServerCore>> ServerCore::build(ServerOptions opti
                                               [raw](const std::string& id) { return raw->tasks->find(id) != nullptr; });
     p.intake = std::make_unique<ResultIntake>(*p.store, *p.store, *p.store, *p.results, p.delta_caps, p.options.clock,
                                               *p.validation);
+    // Audits are drawn with the validator's seeded draws, at the upload (result_intake.h).
+    p.intake->set_audit_draw([raw](const AssignmentRecord& a, const TaskConfig& config) -> common::Result<bool> {
+        if (config.audit <= 0) return false;
+        auto client = raw->store->client(a.client_id);
+        if (!client) return client.error();
+        return *client && raw->validator->draw(audit_chance(config, **client));
+    });
     p.volunteers = std::make_unique<VolunteerService>(*p.store, *p.scheduler, *p.intake, p.options.clock);
     return std::unique_ptr<ServerCore>(new ServerCore(std::move(parts)));
 }

@@ -1,6 +1,9 @@
 // ClientState: small JSON files written atomically.
 #include "client_state.h"
 
+#include <chrono>
+#include <filesystem>
+
 #include <boost/json.hpp>
 
 #include <sys/stat.h>
@@ -99,6 +102,21 @@ void ClientState::clear_uploading() const {
     std::error_code ignored;
     std::filesystem::remove(root_ / "uploading.json", ignored);
     std::filesystem::remove(uploading_delta_file(), ignored);
+}
+
+common::Status ClientState::keep_moments_in(const std::string& wu_id) const {
+    std::error_code error;
+    std::filesystem::create_directories(moments_in_dir(), error);
+    if (error) return common::make_error("creating " + moments_in_dir().string() + ": " + error.message());
+    auto day_ago = std::filesystem::file_time_type::clock::now() - std::chrono::hours(24);
+    for (const auto& entry : std::filesystem::directory_iterator(moments_in_dir(), error))
+        if (std::error_code old; entry.last_write_time(old) < day_ago && !old)
+            std::filesystem::remove(entry.path(), old);
+    auto kept = moments_in_file(wu_id);
+    std::filesystem::remove(kept, error);
+    std::filesystem::create_hard_link(optimizer_file(), kept, error);
+    if (error) return common::make_error("keeping the moments " + wu_id + " started from: " + error.message());
+    return {};
 }
 
 void ClientState::clear_next() const {

@@ -49,6 +49,16 @@ public:
     std::filesystem::path feedback_file() const { return root_ / "error_feedback.safetensors"; }
     // The kept inner optimizer state (client/training/optimizer_state.h).
     std::filesystem::path optimizer_file() const { return root_ / "optimizer_state.safetensors"; }
+    // The kept state a unit resumed, until its upload is answered: a replay audit may ask for
+    // it (docs/protocol.md, "Moments for an audit").
+    std::filesystem::path moments_in_dir() const { return root_ / "moments-in"; }
+    std::filesystem::path moments_in_file(const std::string& wu_id) const {
+        return moments_in_dir() / (wu_id + ".safetensors");
+    }
+    // Keeps the kept state file as `wu_id`'s moments_in_file (a hard link: the file is
+    // replaced, not rewritten, when the next state is saved), dropping any a day old (a crash
+    // or a lost answer left them).
+    common::Status keep_moments_in(const std::string& wu_id) const;
 
     // Loads the key, or creates it (0600) on first run.
     common::Result<common::SigningKey> load_or_create_key() const;

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "request_signing.h"
+#include "result_upload.h"
 #include "server_answer.h"
 #include "text_encoding.h"
 
@@ -62,10 +63,22 @@ ApiStatus ServerApi::abandon(const std::string& wu_id) {
     return {};
 }
 
-ApiStatus ServerApi::upload_result(const std::string& packed) {
+ApiResult<bool> ServerApi::upload_result(const std::string& packed) {
     // The server checks an upload's header before its body (docs/protocol.md): the body waits
     // for its 100 Continue.
     auto reply = post("results", packed, "application/octet-stream", {{"Expect", "100-continue"}});
+    if (!reply) return reply.error();
+    boost::system::error_code error;
+    auto answer = boost::json::parse(*reply, error);
+    const auto* wanted = error || !answer.is_object() ? nullptr : answer.as_object().if_contains("moments_wanted");
+    return wanted != nullptr && wanted->is_bool() && wanted->as_bool();
+}
+
+ApiStatus ServerApi::upload_moments(const std::string& wu_id, const common::Bytes& moments) {
+    auto ref = boost::json::serialize(common::to_json(common::WorkUnitRef{client_id_, wu_id}));
+    auto body = common::pack_result_upload(ref, moments);
+    auto reply = post("results/moments", std::string(body.begin(), body.end()), "application/octet-stream",
+                      {{"Expect", "100-continue"}});
     if (!reply) return reply.error();
     return {};
 }

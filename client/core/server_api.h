@@ -38,8 +38,11 @@ public:
     ApiResult<common::WorkResponse> request_work(const common::WorkRequest& request);
     ApiResult<common::HeartbeatResponse> heartbeat(const std::string& wu_id);
     ApiStatus abandon(const std::string& wu_id);
-    // The packed upload (common/result_upload.h); success once the server has stored it.
-    ApiStatus upload_result(const std::string& packed);
+    // The packed upload (common/result_upload.h); once the server has stored it, whether its
+    // answer asks for the moments the unit started from (docs/protocol.md, "Moments for an audit").
+    ApiResult<bool> upload_result(const std::string& packed);
+    // Those moments: the optimizer-state file's bytes, framed as an upload.
+    ApiStatus upload_moments(const std::string& wu_id, const common::Bytes& moments);
     ApiResult<common::ResultStatus> result_status(const std::string& wu_id);
 
 private:

@@ -41,6 +41,9 @@ RouteSpec admin_route(http::verb method, std::string_view path) {
 }
 
 // An upload's body: its length prefix, its manifest and a delta of at most `delta_cap` bytes.
+// The moments a unit started from, for its audit (docs/protocol.md, "Moments for an audit").
+constexpr std::string_view kMomentsRoute = "/api/v1/results/moments";
+
 std::uint64_t upload_body_limit(std::int64_t delta_cap) {
     return static_cast<std::uint64_t>(delta_cap) + common::kManifestLengthBytes + common::kMaxManifestBytes;
 }
@@ -127,6 +130,10 @@ std::vector<Route> Api::volunteer_routes() {
          [](const Request& r, const RouteCall&) {
              return internal_error(r, "a result upload is spooled by the HTTP session (handle_upload)");
          }},
+        {signed_post(kMomentsRoute, BodySize::Delta),
+         [](const Request& r, const RouteCall&) {
+             return internal_error(r, "moments are spooled by the HTTP session (handle_upload)");
+         }},
         {signed_post("/api/v1/heartbeat"), signed_handler(&Api::heartbeat)},
         {signed_post("/api/v1/abandon"), signed_handler(&Api::abandon)},
         {signed_post("/api/v1/result"), signed_handler(&Api::result_status)},
@@ -175,9 +182,11 @@ bool Api::checks_header_first(const http::request_header<>& header) const {
 
 std::variant<UploadAllowance, AuthFailure> Api::check_upload_header(const http::request_header<>& header) {
     try {
-        auto checked = check_signing_headers(header, store_, store_, clock_());
+        // Moments come after their unit's upload (none in progress then): any task's cap.
+        bool moments = path_of(header.target()) == kMomentsRoute;
+        auto checked = check_signing_headers(header, store_, store_, clock_(), moments);
         if (auto* failure = std::get_if<AuthFailure>(&checked)) return std::move(*failure);
-        auto cap = delta_caps_.largest_of(std::get<TasksInProgress>(checked));
+        auto cap = moments ? delta_caps_.largest() : delta_caps_.largest_of(std::get<TasksInProgress>(checked));
         if (cap == 0)
             return AuthFailure{http::status::conflict, "conflict",
                                "this volunteer's work units belong to no task this server serves"};
@@ -278,7 +287,10 @@ Response Api::handle_upload(UploadRequest request) {
         auto body_sha256 = empty ? common::sha256_hex({}) : upload.body_sha256;
         auto auth = authenticate(request.base(), body_sha256, store_, clock_());
         if (auto* failure = std::get_if<AuthFailure>(&auth)) return refusal_response(reply_to, *failure);
-        return intake_answer(reply_to, volunteers_.upload(std::get<ClientRecord>(auth).id, upload));
+        const auto& client_id = std::get<ClientRecord>(auth).id;
+        if (path_of(request.target()) == kMomentsRoute)
+            return intake_answer(reply_to, volunteers_.upload_moments(client_id, upload));
+        return intake_answer(reply_to, volunteers_.upload(client_id, upload));
     } catch (const std::exception& error) {
         return internal_error(reply_to, logged_exception(error));
     }
@@ -289,7 +301,9 @@ Response Api::intake_answer(const Request& request, const common::Result<IntakeO
     if (outcome->http_status != 200)
         return error_response(request, static_cast<http::status>(outcome->http_status), outcome->error,
                               outcome->message);
-    return json_response(request, http::status::ok, {{"status", "received"}, {"message", outcome->message}});
+    boost::json::object answer{{"status", "received"}, {"message", outcome->message}};
+    if (outcome->moments_wanted) answer["moments_wanted"] = true;
+    return json_response(request, http::status::ok, std::move(answer));
 }
 
 // The signer's own assignment named by a work-unit-ref body, or the error response.

@@ -81,14 +81,14 @@ std::variant<ClientRecord, AuthFailure> authenticate(const http::request_header<
 
 std::variant<TasksInProgress, AuthFailure> check_signing_headers(const http::request_header<>& header,
                                                                  ClientStore& clients, WorkStore& work,
-                                                                 std::int64_t now) {
+                                                                 std::int64_t now, bool any_client) {
     auto found = signer_of(header, clients, now);
     if (auto* failure = std::get_if<AuthFailure>(&found)) return std::move(*failure);
     const auto& client = std::get<Signer>(found).client;
     if (client.banned) return banned();
     auto tasks = work.tasks_in_progress(client.id);
     if (!tasks) return AuthFailure{http::status::internal_server_error, "internal", tasks.message()};
-    if (tasks->empty())
+    if (tasks->empty() && !any_client)
         return AuthFailure{http::status::conflict, "conflict", "this volunteer has no work unit in progress"};
     return std::move(*tasks);
 }

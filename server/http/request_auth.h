@@ -37,13 +37,13 @@ std::variant<ClientRecord, AuthFailure> authenticate(const http::request_header<
 
 // What a signed request's header alone can show, checked before its body is read (an upload's
 // body is large): well-formed signing headers, a timestamp within the window, a known, unbanned
-// client with a work unit in progress (nothing else may be uploaded). Gives the tasks of its
-// units in progress, whose caps bound the body. The signature and the nonce cover the body:
-// `authenticate` checks them after it.
+// client with a work unit in progress (nothing else may be uploaded; unless `any_client`, for
+// moments sent after their unit's upload). Gives the tasks of its units in progress, whose caps
+// bound the body. The signature and the nonce cover the body: `authenticate` checks them after it.
 using TasksInProgress = std::vector<std::string>;
 std::variant<TasksInProgress, AuthFailure> check_signing_headers(const http::request_header<>& header,
                                                                  ClientStore& clients, WorkStore& work,
-                                                                 std::int64_t now);
+                                                                 std::int64_t now, bool any_client = false);
 
 // Operator routes: `Authorization: Bearer <token>` whose SHA-256 matches the stored hash.
 bool is_operator(const Request& request, const std::string& token_sha256);

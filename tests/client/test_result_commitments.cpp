@@ -4,17 +4,25 @@
 // refused as opening_loss_mismatch; a result without commitments skips the checks; a cnn task
 // (dropout drawn from the unit's stream) reproduces its opening losses too. Replay audits
 // (replay_audit.h): an honest unit replays within the CPU tolerance whatever the thread count;
-// a unit trained at another rate and a delta scaled after training with forged commitments fail
-// theirs; a unit that resumed kept moments the server lacks is counted as not auditable.
+// a trusted volunteer's unit trained at another rate and a delta scaled after training with
+// forged commitments fail theirs; a kept unit's audit asks for the moments it started from, replays from them, fails
+// other moments and refuses the result when they never come.
+// Replicas with commitments are compared by their trajectories: a twin trained at a slightly
+// other rate, whose delta lies within the delta tolerance, is caught and settled by a tie-break.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 
+#include <boost/json.hpp>
+
 #include "blob_store.h"
+#include "optimizer_moments.h"
 #include "rejection_reasons.h"
 #include "replay_audit.h"
 #include "server_fixture.h"
 #include "training/work_runner.h"
+#include "trust.h"
+#include "result_upload.h"
 #include "zstd_codec.h"
 
 using namespace tessera;
@@ -56,8 +64,9 @@ std::int64_t metric(TestServer& server, const std::string& line) {
     return std::stoll(body.substr(at + line.size() + 1));
 }
 
-// Uploads the trained result with `commitments` (none: without) and waits for its verdict.
-void upload(TestServer& server, TestVolunteer& volunteer, const Trained& t,
+// Uploads the trained result with `commitments` (none: without) and waits for its verdict
+// (none comes while the moments its answer asks for are awaited). True when they are asked for.
+bool upload(TestServer& server, TestVolunteer& volunteer, const Trained& t,
             std::optional<common::Commitments> commitments) {
     auto manifest = volunteer.manifest_for(t.wu, t.output.delta);
     manifest.device = t.output.device;
@@ -65,6 +74,7 @@ void upload(TestServer& server, TestVolunteer& volunteer, const Trained& t,
     auto reply = volunteer.upload_bytes(manifest, t.output.delta);
     REQUIRE_MESSAGE(reply.status == 200, reply.body);
     server.app().wait_idle();
+    return boost::json::parse(reply.body).as_object().contains("moments_wanted");
 }
 
 }  // namespace
@@ -119,8 +129,9 @@ TEST_CASE("a unit trained with one thread and with four agrees within the CPU's 
     four.threads = 4;
     auto one = train(server, wu);
     auto other = train(server, wu, four);
-    CHECK(common::trajectory_mismatch(one.output.commitments, other.output.commitments, server::kCpuReplayTolerance)
-              .empty());
+    auto apart =
+        common::trajectory_mismatch(one.output.commitments, other.output.commitments, server::kCpuReplayTolerance);
+    CHECK_MESSAGE(apart.empty(), apart);
     // A rate 1.5 times the unit's is a trajectory of its own.
     auto faster = wu;
     faster.hyper.lr *= 1.5;
@@ -131,20 +142,28 @@ TEST_CASE("a unit trained with one thread and with four agrees within the CPU's 
 }
 
 TEST_CASE(
-    "replay audits: an honest unit passes; another rate fails, quarantines and withdraws the credit since the last "
-    "clean audit; a delta scaled after training with forged commitments fails") {
+    "replay audits: honest units pass; a trusted volunteer that turns hostile (another rate) fails, is "
+    "quarantined and loses the credit since its last clean audit; a delta scaled after training with forged "
+    "commitments fails") {
     TestServer server([](TaskConfig& c) {
         c.max_in_flight = 10;
         c.audit = 1;
+        c.trust_streak = 3;
         c.inner_optimizer = common::InnerOptimizer::Fresh;
     });
     TestVolunteer volunteer(server);
     const std::string audited = "tessera_checked_results_total{checks=\"audit\"}";
 
-    auto honest = train_unit(server, volunteer);
-    upload(server, volunteer, honest, honest.output.commitments);
-    CHECK(state_of(server, honest.wu.wu_id) == "merged");
-    CHECK(metric(server, audited) == 1);
+    // A streak of honest, audited results: the volunteer is trusted from then on.
+    Trained honest;
+    for (int i = 0; i < 3; ++i) {
+        honest = train_unit(server, volunteer);
+        upload(server, volunteer, honest, honest.output.commitments);
+        CHECK(state_of(server, honest.wu.wu_id) == "merged");
+        server.advance(10);
+    }
+    CHECK(metric(server, audited) == 3);
+    CHECK(server::is_trusted(server.config(), *server.store().client(volunteer.id()).value()));
     auto credit_of = [&] { return server.store().client(volunteer.id()).value()->credit; };
     const double audited_credit = credit_of();
     REQUIRE(audited_credit > 0);
@@ -194,10 +213,20 @@ TEST_CASE(
     REQUIRE(common::commitments_mismatch(forged, sent, scaled.wu.hyper.local_steps, seed).empty());
     upload(server, volunteer, scaled, forged);
     CHECK(rejection_of(server, scaled.wu.wu_id) == reason::kAuditFailed);
-    CHECK(metric(server, audited) == 3);
+    CHECK(metric(server, audited) == 5);
 }
 
-TEST_CASE("a kept unit that resumed moments the server does not have is counted as not auditable") {
+// Posts `moments` as the moments `wu_id` started from (POST /api/v1/results/moments).
+HttpReply send_moments(TestVolunteer& volunteer, const std::string& wu_id, const client::KeptOptimizerState& moments) {
+    auto file = common::write_optimizer_moments({moments.steps, moments.exp_avg, moments.exp_avg_sq}).value();
+    auto ref = boost::json::serialize(common::to_json(common::WorkUnitRef{volunteer.id(), wu_id}));
+    auto body = common::pack_result_upload(ref, file);
+    return volunteer.post("/api/v1/results/moments", std::string(body.begin(), body.end()));
+}
+
+TEST_CASE(
+    "a kept unit drawn for an audit: its upload's answer asks for the moments it started from; sent, it is replayed; "
+    "other moments fail the audit; withheld, it is refused after the wait") {
     TestServer server([](TaskConfig& c) {
         c.max_in_flight = 10;
         c.audit = 1;
@@ -207,14 +236,106 @@ TEST_CASE("a kept unit that resumed moments the server does not have is counted 
     client::KeptOptimizerState kept;
     client::RunOptions run;
     run.optimizer = &kept;
-    auto first = train(server, volunteer.request_work().value(), run);  // zero moments: replayable
-    upload(server, volunteer, first, first.output.commitments);
+    auto post_result = [&](const Trained& t) { return upload(server, volunteer, t, t.output.commitments); };
+    const std::string audited = "tessera_checked_results_total{checks=\"audit\"}";
+
+    auto first = train(server, volunteer.request_work().value(), run);  // from zero moments: none asked for
+    CHECK_FALSE(post_result(first));
     CHECK(state_of(server, first.wu.wu_id) == "merged");
+
+    // Resumed: asked for, held until they come, then replayed from them.
+    auto resumed = kept;
     auto second = train(server, volunteer.request_work().value(), run);
-    REQUIRE(second.output.commitments.moments_in.has_value());
-    CHECK_FALSE(second.output.commitments.moments_in->sha256.empty());
-    upload(server, volunteer, second, second.output.commitments);
-    CHECK(state_of(server, second.wu.wu_id) == "merged");  // judged by the other checks
-    CHECK(metric(server, "tessera_checked_results_total{checks=\"audit\"}") == 1);
-    CHECK(metric(server, "tessera_checked_results_total{checks=\"unauditable\"}") == 1);
+    REQUIRE_FALSE(second.output.commitments.moments_in->sha256.empty());
+    CHECK(post_result(second));
+    CHECK(state_of(server, second.wu.wu_id) == "returned");
+    auto garbage = volunteer.post("/api/v1/results/moments", "\x05");
+    CHECK(garbage.status == 400);
+    auto sent = send_moments(volunteer, second.wu.wu_id, resumed);
+    REQUIRE_MESSAGE(sent.status == 200, sent.body);
+    CHECK(send_moments(volunteer, second.wu.wu_id, resumed).status == 409);  // once
+    server.app().wait_idle();
+    CHECK(state_of(server, second.wu.wu_id) == "merged");
+    CHECK(metric(server, audited) == 2);
+    CHECK(metric(server, "tessera_checked_results_total{checks=\"unauditable\"}") == 0);
+
+    // Other moments than those it resumed: the audit says so.
+    resumed = kept;
+    auto third = train(server, volunteer.request_work().value(), run);
+    CHECK(post_result(third));
+    auto other = resumed;
+    other.exp_avg.front().values.front() += 1e-3f;
+    REQUIRE(send_moments(volunteer, third.wu.wu_id, other).status == 200);
+    server.app().wait_idle();
+    CHECK(rejection_of(server, third.wu.wu_id) == reason::kAuditFailed);
+    CHECK(refusal_of(server, third.wu.wu_id).find("not those its commitments name") != std::string::npos);
+
+    // Withheld: validated once the wait is over, and refused.
+    auto fourth = train(server, volunteer.request_work().value(), run);
+    CHECK(post_result(fourth));
+    server.advance(server::kMomentsWaitS + 1);
+    REQUIRE(server.app().validation().poll());
+    server.app().wait_idle();
+    CHECK(rejection_of(server, fourth.wu.wu_id) == reason::kMomentsWithheld);
+    CHECK(send_moments(volunteer, fourth.wu.wu_id, kept).status == 409);  // too late
+}
+
+TEST_CASE(
+    "replicas with commitments are compared by their trajectories: honest twins agree; a twin trained at 1.05 times "
+    "the rate, within the delta tolerance, goes to a tie-break and is refused") {
+    TestServer server([](TaskConfig& c) {
+        c.max_in_flight = 10;
+        c.replication = 1;
+        c.inner_optimizer = common::InnerOptimizer::Fresh;
+    });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    TestVolunteer carol(server, "carol");
+    auto twins = [&] {
+        auto first = alice.request_work().value();
+        server.advance(10);
+        auto second = bob.request_work().value();
+        REQUIRE(server.store().assignment(second.wu_id).value()->work_unit_id ==
+                server.store().assignment(first.wu_id).value()->work_unit_id);
+        return std::pair(first, second);
+    };
+    auto comparisons = [&] {
+        std::vector<boost::json::object> found;
+        for (const auto& e : server.store().events_after(0, 1000).value())
+            if (e.kind == "replicas_compared") found.push_back(boost::json::parse(e.detail_json).as_object());
+        return found;
+    };
+
+    auto [wu_a, wu_b] = twins();
+    auto a = train(server, wu_a);
+    auto b = train(server, wu_b);
+    upload(server, alice, a, a.output.commitments);
+    upload(server, bob, b, b.output.commitments);
+    CHECK(server.version() == 1);
+    REQUIRE(comparisons().size() == 1);
+    CHECK(comparisons()[0].at("compared").as_string() == "commitments");
+    CHECK(comparisons()[0].at("mismatch").as_string().empty());
+
+    auto [wu_c, wu_d] = twins();
+    auto honest = train(server, wu_c);
+    auto faster = wu_d;
+    faster.hyper.lr *= 1.05;
+    auto misread = train(server, wu_d, {}, {}, faster);
+    upload(server, alice, honest, honest.output.commitments);
+    upload(server, bob, misread, misread.output.commitments);
+    REQUIRE(comparisons().size() == 2);
+    auto pair = comparisons()[1];
+    CHECK_FALSE(pair.at("mismatch").as_string().empty());
+    // The deltas alone would have agreed: the distance is within the delta tolerance.
+    CHECK(pair.at("relative_l2").to_number<double>() <
+          pair.at("tolerance").to_number<double>() + pair.at("allowance").to_number<double>());
+    CHECK(state_of(server, misread.wu.wu_id) == "validated");  // held for the tie-break
+    auto tiebreak = carol.request_work().value();
+    REQUIRE(server.store().assignment(tiebreak.wu_id).value()->work_unit_id ==
+            server.store().assignment(wu_c.wu_id).value()->work_unit_id);
+    auto third = train(server, tiebreak);
+    upload(server, carol, third, third.output.commitments);
+    CHECK(rejection_of(server, misread.wu.wu_id) == reason::kReplicaMismatch);
+    CHECK(refusal_of(server, misread.wu.wu_id).find("its committed trajectory parts") != std::string::npos);
+    CHECK(server.version() == 2);
 }

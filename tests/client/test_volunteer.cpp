@@ -465,11 +465,14 @@ TEST_CASE("a volunteer that names a task in --tasks works on that task alone") {
     CHECK(server.store().task(first).value()->version == 0);
 }
 
-TEST_CASE("a volunteer of a kept-state task keeps its optimizer moments in its state directory across restarts") {
+TEST_CASE(
+    "a volunteer of a kept-state task keeps its optimizer moments in its state directory across restarts, and sends "
+    "the moments a unit resumed when its audit asks for them") {
     TestServer server([](TaskConfig& config) {
         config.inner_optimizer = common::InnerOptimizer::Kept;
         config.replication = 0;     // replicated units train afresh
         config.target_seconds = 0;  // every unit H steps
+        config.audit = 1;           // every result replayed
     });
     set_to_wall_clock(server);
     const auto steps = server.config().local_steps;
@@ -497,4 +500,12 @@ TEST_CASE("a volunteer of a kept-state task keeps its optimizer moments in its s
     CHECK(second.steps == 2 * steps);
     REQUIRE(second.exp_avg.size() == first.exp_avg.size());
     CHECK(second.exp_avg[0].values != first.exp_avg[0].values);
+
+    // The second unit resumed the first's moments: its audit asked for them, they were sent and
+    // replayed, and the client keeps no copy once its upload is answered.
+    server.app().wait_idle();
+    int passed = 0;
+    for (const auto& e : server.store().events_after(0, 1000).value()) passed += e.kind == "audit_passed";
+    CHECK(passed == 2);
+    CHECK(std::filesystem::is_empty(state.moments_in_dir()));
 }

@@ -234,8 +234,8 @@ common::Status Simulation::finish(std::size_t i, std::uint64_t epoch) {
     v.uploaded_trained_at = held.train_end;
     count_unit_time(held.download_s + held.upload_s, held.unhidden_s, held.train_end - held.train_start);
     auto version_before = server_->version();
-    if (held.upload.moments_in) server_->hand_over_moments(held.unit.wu_id, std::move(*held.upload.moments_in));
-    auto outcome = server_->upload(v.client_id, held.upload.body);
+    const auto* moments = held.upload.moments_in ? &*held.upload.moments_in : nullptr;
+    auto outcome = server_->upload(v.client_id, held.upload.body, held.unit.wu_id, moments);
     if (!outcome) return outcome.error();
     uploads_->delivered(v.client_id, held.upload);
     auto& attack = result_.attacks[issued_[held.unit.wu_id].attack];

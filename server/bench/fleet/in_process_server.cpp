@@ -1,9 +1,10 @@
 // InProcessServer: the server's components (server_core.h) around one task, driven in turn.
 #include "in_process_server.h"
 
-#include <map>
-#include <mutex>
+#include <boost/json.hpp>
 
+#include "optimizer_moments.h"
+#include "result_upload.h"
 #include "server_core.h"
 #include "task_setup.h"
 
@@ -14,8 +15,6 @@ struct InProcessServer::Parts {
     TaskConfig config;
     std::string task_id;
     std::unique_ptr<ServerCore> core;
-    std::mutex moments_mutex;  // the validation thread reads them
-    std::map<std::string, ReplayMoments> moments;
 
     std::shared_ptr<TaskRuntime> task() const { return core->tasks().find(task_id); }
     // The aggregator leads for the whole run: the lease outlasts any virtual time.
@@ -61,12 +60,6 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const S
     auto core = ServerCore::build(std::move(options));
     if (!core) return core.error();
     p.core = std::move(*core);
-    p.core->validator().set_moments_source([&p](const std::string& wu_id) -> std::optional<ReplayMoments> {
-        std::lock_guard lock(p.moments_mutex);
-        auto found = p.moments.find(wu_id);
-        if (found == p.moments.end()) return std::nullopt;
-        return found->second;
-    });
     if (auto status = p.core->start(); !status) return status.error();
     if (!p.task()) return common::make_error("the task " + p.task_id + " is not served");
     return std::unique_ptr<InProcessServer>(new InProcessServer(std::move(parts)));
@@ -92,24 +85,26 @@ common::Result<common::WorkResponse> InProcessServer::request_work(const common:
     return std::move(answer->response);
 }
 
-common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_id, common::ByteView body) {
+common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_id, common::ByteView body,
+                                                      const std::string& wu_id, const ReplayMoments* moments) {
     auto& core = *parts_->core;
     auto client = core.store().client(client_id);  // as the API's signature check reads it
     if (!client) return client.error();
     if (!*client) return common::make_error("unknown volunteer " + client_id);
     auto spooled = spool_upload(body, parts_->state.results(), core.files());
     auto outcome = core.volunteers().upload(client_id, spooled);
-    core.wait_idle();
-    {
-        std::lock_guard lock(parts_->moments_mutex);
-        parts_->moments.clear();  // validated by now
+    if (outcome && outcome->moments_wanted && moments) {
+        auto file = common::write_optimizer_moments({moments->steps, moments->exp_avg, moments->exp_avg_sq});
+        if (!file) return file.error();
+        auto ref = boost::json::serialize(common::to_json(common::WorkUnitRef{client_id, wu_id}));
+        auto moments_body = common::pack_result_upload(ref, *file);
+        auto spooled_moments = spool_upload(moments_body, parts_->state.results(), core.files());
+        auto sent = core.volunteers().upload_moments(client_id, spooled_moments);
+        if (!sent) return sent.error();
+        if (sent->http_status != 200) return common::make_error("moments refused: " + sent->message);
     }
+    core.wait_idle();
     return outcome;
-}
-
-void InProcessServer::hand_over_moments(const std::string& wu_id, ReplayMoments moments) {
-    std::lock_guard lock(parts_->moments_mutex);
-    parts_->moments[wu_id] = std::move(moments);
 }
 
 common::Result<TickReport> InProcessServer::tick() {

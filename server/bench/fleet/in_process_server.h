@@ -42,12 +42,12 @@ public:
     // What POST /api/v1/work does once its signature is checked (volunteer_service.h).
     common::Result<common::WorkResponse> request_work(const common::WorkRequest& request);
     // What POST /api/v1/results does with `body` (spooled to the results directory, then
-    // taken as the API takes it), then validation and merging, all before returning.
-    common::Result<IntakeOutcome> upload(const std::string& client_id, common::ByteView body);
+    // taken as the API takes it), then validation and merging, all before returning. When the
+    // answer asks for the moments unit `wu_id` started from, `moments` (when given) are posted
+    // as POST /api/v1/results/moments posts them.
+    common::Result<IntakeOutcome> upload(const std::string& client_id, common::ByteView body,
+                                         const std::string& wu_id = {}, const ReplayMoments* moments = nullptr);
     common::Result<TickReport> tick();
-    // The kept moments a volunteer's unit `wu_id` resumed, for a replay audit of its upload, as
-    // a volunteer will upload them when asked (replay_audit.h); forgotten after the next upload.
-    void hand_over_moments(const std::string& wu_id, ReplayMoments moments);
 
     const common::VerifyKey& verify_key() const;
     std::filesystem::path blob_path(const std::string& sha256) const;

@@ -16,6 +16,22 @@ common::Status ResultFiles::adopt(const std::string& assignment_id, const std::f
     return files_.adopt(spooled, state_.result_file(assignment_id));
 }
 
+common::Status ResultFiles::adopt_moments(const std::string& assignment_id, const std::filesystem::path& spooled) {
+    return files_.adopt(spooled, state_.moments_file(assignment_id));
+}
+
+common::Result<std::optional<common::Bytes>> ResultFiles::read_moments(const std::string& assignment_id) const {
+    auto file = state_.moments_file(assignment_id);
+    if (!files_.exists(file)) return std::optional<common::Bytes>();
+    auto bytes = files_.read(file, common::kMaxModelBytes);
+    if (!bytes) return bytes.error();
+    return std::optional<common::Bytes>(std::move(*bytes));
+}
+
+bool ResultFiles::has_moments(const std::string& assignment_id) const {
+    return files_.exists(state_.moments_file(assignment_id));
+}
+
 common::Result<common::Bytes> ResultFiles::read_bytes(const std::string& assignment_id) const {
     return files_.read(state_.result_file(assignment_id), common::kMaxModelBytes);
 }
@@ -94,6 +110,13 @@ void ResultFiles::remove(const std::string& assignment_id) {
     take_kept(assignment_id);
     if (auto status = files_.remove(state_.result_file(assignment_id)); !status)
         common::process_log().error("result_file", "result files: " + status.message());
+    remove_moments(assignment_id);
+}
+
+void ResultFiles::remove_moments(const std::string& assignment_id) {
+    if (auto moments = state_.moments_file(assignment_id); files_.exists(moments))
+        if (auto status = files_.remove(moments); !status)
+            common::process_log().error("result_file", "result files: " + status.message());
 }
 
 }  // namespace tessera::server

@@ -1,6 +1,7 @@
 // The stored deltas of returned results (`results/<assignment id>.delta`): written when an
 // upload is acknowledged, read (decoded and bounded) by the validator and the aggregator,
-// removed once merged or refused. A delta the checks decoded is kept in memory for the replica
+// removed once merged or refused; beside one, the moments its unit started from when a replay
+// audit asked for them (`<assignment id>.moments`). A delta the checks decoded is kept in memory for the replica
 // comparisons and the merge in this process (up to kKeptBytes of floats, the oldest dropped
 // first), so that it is decoded once.
 // Thread-safe (files are written once, atomically).
@@ -45,8 +46,14 @@ public:
     common::Result<common::DecodedDelta> read_decoded(const std::string& assignment_id, std::int64_t max_values) const;
     // Decodes a result's bytes (read_bytes), with at most `max_values` values; counted.
     static common::Result<common::DecodedDelta> decode(common::ByteView bytes, std::int64_t max_values);
+    // The moments sent for a result's audit, moved into place from their upload's spool file.
+    common::Status adopt_moments(const std::string& assignment_id, const std::filesystem::path& spooled);
+    // Those moments' bytes; none when they were not received.
+    common::Result<std::optional<common::Bytes>> read_moments(const std::string& assignment_id) const;
+    bool has_moments(const std::string& assignment_id) const;
+    void remove_moments(const std::string& assignment_id);
     // Best effort: a file left behind is removed at the next start (remove_orphan_files). The
-    // kept decoded form goes too.
+    // kept decoded form, and the moments, go too.
     void remove(const std::string& assignment_id);
 
 private:

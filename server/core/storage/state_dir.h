@@ -31,6 +31,10 @@ public:
     std::filesystem::path result_file(const std::string& assignment_id) const {
         return results() / (assignment_id + ".delta");
     }
+    // The moments a kept unit started from, sent for its replay audit (result_files.h).
+    std::filesystem::path moments_file(const std::string& assignment_id) const {
+        return results() / (assignment_id + ".moments");
+    }
 
 private:
     std::filesystem::path root_;

@@ -20,10 +20,11 @@ constexpr std::string_view kNonFinite = "non_finite";
 constexpr std::string_view kEmptyDelta = "empty_delta";
 // The commitments (common/commitments.h): the decoded delta breaks their identity; the opening
 // loss the server computes is not the one they report; a replay audit of the unit disagrees
-// with them (replay_audit.h).
+// with them (replay_audit.h); the moments its audit asked for never came.
 constexpr std::string_view kCommitmentMismatch = "commitment_mismatch";
 constexpr std::string_view kOpeningLossMismatch = "opening_loss_mismatch";
 constexpr std::string_view kAuditFailed = "audit_failed";
+constexpr std::string_view kMomentsWithheld = "moments_withheld";
 constexpr std::string_view kNormTooLarge = "norm_too_large";
 constexpr std::string_view kNormTooSmall = "norm_too_small";
 constexpr std::string_view kCopied = "copied";
@@ -40,9 +41,10 @@ constexpr std::string_view kTooStale = "too_stale";
 
 // Every reason, in the order above.
 // clang-format off
-constexpr std::array<std::string_view, 22> kAll = {
+constexpr std::array<std::string_view, 23> kAll = {
     kDeadlinePassed, kWrongBaseVersion, kEncodingMismatch, kTooLarge, kHashMismatch,
     kUndecodable, kShapeMismatch, kNonFinite, kEmptyDelta, kCommitmentMismatch, kOpeningLossMismatch, kAuditFailed,
+    kMomentsWithheld,
     kNormTooLarge, kNormTooSmall, kCopied, kMisaligned, kNoImprovement, kLossIncrease,
     kReplicaMismatch, kReplicaUnresolved, kWorkUnitRetired, kTooStale};
 // clang-format on

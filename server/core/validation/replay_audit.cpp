@@ -3,7 +3,10 @@
 
 #include <chrono>
 
+#include <boost/json.hpp>
+
 #include "commitments.h"
+#include "optimizer_moments.h"
 
 namespace tessera::server {
 namespace {
@@ -13,9 +16,39 @@ AuditOutcome failed(std::string why) { return {true, {}, std::move(why)}; }
 
 }  // namespace
 
+bool trained_on_cpu(const AssignmentRecord& a) {
+    if (!a.metrics_json) return false;
+    boost::system::error_code error;
+    auto metrics = boost::json::parse(*a.metrics_json, error);
+    const auto* device = error ? nullptr : metrics.is_object() ? metrics.as_object().if_contains("device") : nullptr;
+    return device != nullptr && device->is_string() && device->as_string().starts_with("cpu");
+}
+
+std::string audit_asked(const AssignmentRecord& a) {
+    if (!a.metrics_json) return {};
+    boost::system::error_code error;
+    auto metrics = boost::json::parse(*a.metrics_json, error);
+    const auto* audit = error ? nullptr : metrics.is_object() ? metrics.as_object().if_contains("audit") : nullptr;
+    return audit != nullptr && audit->is_string() ? std::string(audit->as_string()) : std::string();
+}
+
+common::Result<std::optional<ReplayMoments>> ReplayAudit::sent_moments(const std::string& assignment_id,
+                                                                       std::string& broken) {
+    auto bytes = results_.read_moments(assignment_id);
+    if (!bytes) return bytes.error();
+    if (!*bytes) return std::optional<ReplayMoments>();
+    auto file = common::read_optimizer_moments(**bytes);
+    if (!file) {
+        broken = "the moments it sent do not parse: " + file.message();
+        return std::optional<ReplayMoments>();
+    }
+    auto& m = file->moments;
+    return std::optional<ReplayMoments>(ReplayMoments{std::move(m.exp_avg), std::move(m.exp_avg_sq), m.steps});
+}
+
 common::Result<AuditOutcome> ReplayAudit::run(const AssignmentRecord& a, const common::WorkUnit& unit,
                                               const common::NamedTensors& base, const common::Commitments* commitments,
-                                              const AssignedSamples& samples, bool trained_on_cpu) {
+                                              const AssignedSamples& samples, bool on_cpu) {
     if (commitments == nullptr) return not_audited("it was sent without commitments");
     if (!commitments->moments_in) return not_audited("its commitments do not say which moments it started from");
     const auto& stated = *commitments->moments_in;
@@ -23,11 +56,17 @@ common::Result<AuditOutcome> ReplayAudit::run(const AssignmentRecord& a, const c
     if (!stated.sha256.empty()) {
         if (unit.hyper.optimizer != common::InnerOptimizer::Kept)
             return failed("a fresh unit's commitments say it resumed kept moments");
-        if (moments_) moments = moments_(a.id);
-        if (!moments) return not_audited("it resumed kept moments the server does not have");
+        if (audit_asked(a) != "moments") return not_audited("it resumed kept moments not asked for at its upload");
+        std::string broken;
+        auto sent = sent_moments(a.id, broken);
+        if (!sent) return sent.error();
+        if (!broken.empty()) return failed(broken);
+        if (!*sent)
+            return AuditOutcome{false, "the moments it started from were asked for and never came", {}, 0, true};
+        moments = std::move(*sent);
         if (common::moments_sha256(moments->exp_avg, moments->exp_avg_sq) != stated.sha256 ||
             moments->steps != stated.steps)
-            return failed("the moments it resumed are not those its commitments name");
+            return failed("the moments it sent are not those its commitments name");
     }
     auto pool = probes_.of(a.task_id);
     if (!pool) return pool.error();
@@ -36,7 +75,7 @@ common::Result<AuditOutcome> ReplayAudit::run(const AssignmentRecord& a, const c
     costs_.audit.fetch_add(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     if (!replayed) return replayed.error();
     ++costs_.audited;
-    auto tolerance = trained_on_cpu ? kCpuReplayTolerance : kGpuReplayTolerance;
+    auto tolerance = replay_tolerance(on_cpu);
     return AuditOutcome{true, {}, common::trajectory_mismatch(*commitments, *replayed, tolerance), tolerance};
 }
 

@@ -6,7 +6,6 @@
 // so a unit whose trajectory replays is the one its upload came from. Thread-safe.
 #pragma once
 
-#include <functional>
 #include <optional>
 #include <string>
 
@@ -14,6 +13,7 @@
 #include "model_probe.h"
 #include "protocol.h"
 #include "records.h"
+#include "result_files.h"
 
 namespace tessera::server {
 
@@ -23,26 +23,36 @@ namespace tessera::server {
 constexpr double kCpuReplayTolerance = 1e-3;
 constexpr double kGpuReplayTolerance = 5e-2;
 
+// Whether the result's manifest said it was computed on a CPU (its `device`, kept with the
+// metrics): CPU results reproduce the server's arithmetic far more closely than bf16 GPU ones.
+bool trained_on_cpu(const AssignmentRecord& assignment);
+// The replay tolerance between two trajectories: the CPU's when both were computed on CPUs.
+inline double replay_tolerance(bool both_on_cpu) { return both_on_cpu ? kCpuReplayTolerance : kGpuReplayTolerance; }
+
+// The wait for the moments a kept unit started from, once its upload's answer asked for them:
+// its result is validated when they come, or refused `moments_withheld` after this.
+constexpr std::int64_t kMomentsWaitS = 600;
+
+// What the intake drew for a result, kept with its metrics (`audit`): "" none, "replay" a
+// replay from zero moments, "moments" a replay from the kept moments the volunteer was asked for.
+std::string audit_asked(const AssignmentRecord& assignment);
+
 // What an audit found: `audited` false with why it could not replay (the other checks judge
-// the result); `mismatch` empty when the replay agreed.
+// the result); `mismatch` empty when the replay agreed; `withheld` when the moments it asked
+// for never came.
 struct AuditOutcome {
     bool audited = false;
     std::string not_audited;
     std::string mismatch;
     double tolerance = 0;  // the replay's, when the trajectories were compared
+    bool withheld = false;
 };
-
-// The kept moments a result's unit resumed, by its assignment id, when the server has them.
-using MomentsSource = std::function<std::optional<ReplayMoments>(const std::string& assignment_id)>;
 
 class ReplayAudit {
 public:
-    ReplayAudit(ProbePools& probes, CheckCosts& costs) : probes_(probes), costs_(costs) {}
-
-    // A server has no volunteer's moments yet (volunteers will upload them on request,
-    // docs/plans/verification.md), so a unit that resumed kept moments cannot be audited; the
-    // fleet simulator's volunteers hand theirs over. Set before results are checked.
-    void set_moments_source(MomentsSource source) { moments_ = std::move(source); }
+    // `results`: where the moments volunteers send for their audits are kept.
+    ReplayAudit(ProbePools& probes, const ResultFiles& results, CheckCosts& costs)
+        : probes_(probes), results_(results), costs_(costs) {}
 
     // Replays `unit` from `base` on `samples` (all of its first epoch's) and compares with
     // `commitments` (nullptr: none sent, not auditable). An error is the server's.
@@ -51,9 +61,12 @@ public:
                                      const AssignedSamples& samples, bool trained_on_cpu);
 
 private:
+    // The moments a kept unit resumed, as its volunteer sent them; none when they never came.
+    common::Result<std::optional<ReplayMoments>> sent_moments(const std::string& assignment_id, std::string& broken);
+
     ProbePools& probes_;
+    const ResultFiles& results_;
     CheckCosts& costs_;
-    MomentsSource moments_;
 };
 
 }  // namespace tessera::server

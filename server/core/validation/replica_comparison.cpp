@@ -23,4 +23,15 @@ common::Result<ReplicaComparison> compare_replicas(const common::DecodedDelta& a
     return out;
 }
 
+bool trajectories_comparable(const common::Commitments& a, const common::Commitments& b) {
+    return a.moments_in && b.moments_in && *a.moments_in == *b.moments_in;
+}
+
+void compare_trajectories(const common::Commitments& a, const common::Commitments& b, double tolerance,
+                          ReplicaComparison& comparison) {
+    comparison.by_commitments = true;
+    comparison.trajectory_tolerance = tolerance;
+    comparison.trajectory_mismatch = common::trajectory_mismatch(a, b, tolerance);
+}
+
 }  // namespace tessera::server

@@ -1,8 +1,6 @@
 // ResultChecks: each check returns a named reason; figures go to the store with the verdict.
 #include "result_checks.h"
 
-#include <boost/json.hpp>
-
 #include "dataset_manifest.h"
 
 #include <algorithm>
@@ -41,16 +39,6 @@ bool all_finite(const common::NamedTensors& tensors) {
 std::string describe(const common::DeltaEncoding& e) {
     return std::string(common::delta_dtype_name(e.dtype)) +
            (e.topk_fraction < 1 ? " top-k " + std::to_string(e.topk_fraction) : " dense");
-}
-
-// Whether the result's manifest said it was computed on a CPU (its `device`, kept with the
-// metrics): CPU results reproduce the server's arithmetic far more closely than bf16 GPU ones.
-bool trained_on_cpu(const AssignmentRecord& a) {
-    if (!a.metrics_json) return false;
-    boost::system::error_code error;
-    auto metrics = boost::json::parse(*a.metrics_json, error);
-    const auto* device = error ? nullptr : metrics.is_object() ? metrics.as_object().if_contains("device") : nullptr;
-    return device != nullptr && device->is_string() && device->as_string().starts_with("cpu");
 }
 
 Verdict refuse(std::string_view reason, std::string detail, Verdict verdict = {}) {
@@ -168,6 +156,13 @@ common::Result<bool> ResultChecks::audit(const AssignmentRecord& a, const common
                               committed && committed->on_cpu);
     if (!outcome) return outcome.error();
     verdict.audited = outcome->audited;
+    if (outcome->withheld) {
+        verdict = refuse(reason::kMomentsWithheld,
+                         "its audit asked for the moments its unit started from, and none came within " +
+                             std::to_string(kMomentsWaitS) + " s",
+                         std::move(verdict));
+        return true;
+    }
     if (!outcome->audited) {
         ++costs_.unauditable;
         verdict.not_audited = outcome->not_audited;

@@ -53,8 +53,8 @@ struct Verdict {
 // Which checks beyond the cheap ones a result gets.
 struct CheckPlan {
     bool loss_check = false;  // the loss checks (own samples, held-out data)
-    // A replay audit (replay_audit.h); a result that cannot be replayed is counted and judged by
-    // the other checks.
+    // A replay audit (replay_audit.h), drawn when the result was uploaded; a result that cannot
+    // be replayed is counted and judged by the other checks.
     bool audit = false;
     // A volunteer's first unit while units are sized to speeds: its alignment is judged by the
     // other warm-up units' consensus (CopyDetector::consensus_alignment).
@@ -77,10 +77,7 @@ public:
     ResultChecks(ResultStore& figures, SettingStore& settings, ResultFiles& results, ModelCache& models,
                  ProbePools& probes, const BlobStore& blobs, CopyDetector& copies, CheckCosts& costs)
         : figures_(figures), settings_(settings), results_(results), models_(models), probes_(probes), blobs_(blobs),
-          copies_(copies), costs_(costs), audit_(probes, costs) {}
-
-    // Where audits find the kept moments units resumed (replay_audit.h).
-    void set_moments_source(MomentsSource source) { audit_.set_moments_source(std::move(source)); }
+          copies_(copies), costs_(costs), audit_(probes, results, costs) {}
 
     // `unit` is the work unit as sent; `plan` says which checks run; the checks named in
     // `suspended` note their refusals instead of refusing.

@@ -1,7 +1,8 @@
 // Receiving a result upload: the cheap checks (manifest, assignment, deadline, base version,
-// encoding, size, hash), then the delta is written to disk and its row committed — only then
-// is the upload acknowledged — and the validation stage takes over (the row is stored under
-// this process's claim and handed to it). Refusals that concern the
+// encoding, size, hash), the replay-audit draw, then the delta is written to disk and its row
+// committed — only then is the upload acknowledged — and the validation stage takes over (the
+// row is stored under this process's claim and handed to it), or, when its audit needs the kept
+// moments its unit started from, once the volunteer has sent them (receive_moments). Refusals that concern the
 // volunteer's own assignment are stored as rejections. Thread-safe.
 #pragma once
 
@@ -12,8 +13,10 @@
 #include "bytes.h"
 #include "clock.h"
 #include "delta_caps.h"
+#include "protocol.h"
 #include "result_files.h"
 #include "store.h"
+#include "task_config.h"
 #include "validation_stage.h"
 
 namespace tessera::server {
@@ -31,7 +34,14 @@ struct IntakeOutcome {
     int http_status = 200;
     std::string error;    // machine-readable code; empty when accepted for validation
     std::string message;  // for the volunteer
+    // Stored, and drawn for a replay audit that needs the kept moments its unit started from:
+    // validated once they come (receive_moments), refused after kMomentsWaitS without them.
+    bool moments_wanted = false;
 };
+
+// Whether a result is drawn for a replay audit: its volunteer's chance under its task's
+// settings (trust.h, audit_chance). An error is the server's.
+using AuditDraw = std::function<common::Result<bool>(const AssignmentRecord&, const TaskConfig&)>;
 
 class ResultIntake {
 public:
@@ -44,10 +54,23 @@ public:
     // An upload split into its manifest and its delta (docs/protocol.md, "Uploading a result").
     common::Result<IntakeOutcome> receive(const std::string& client_id, std::string_view manifest_json,
                                           const ReceivedDelta& delta);
+    // The moments a unit started from, asked for by its upload's answer (docs/protocol.md,
+    // "Moments for an audit"): `ref_json` names the unit, `moments` is the optimizer-state file.
+    common::Result<IntakeOutcome> receive_moments(const std::string& client_id, std::string_view ref_json,
+                                                  const ReceivedDelta& moments);
+    // Set before results come: without it no result is audited.
+    void set_audit_draw(AuditDraw draw) { audit_draw_ = std::move(draw); }
 
 private:
     common::Result<IntakeOutcome> refuse(const AssignmentRecord& assignment, std::string_view reason,
                                          const std::string& detail);
+    // A result that passed the upload's checks: its audit drawn, its delta and row stored, and
+    // handed to validation unless its audit waits for moments.
+    common::Result<IntakeOutcome> store(const AssignmentRecord& assignment, const common::ResultManifest& manifest,
+                                        const common::WorkUnit& unit, const ReceivedDelta& delta, std::int64_t now);
+    // What the audit draw says of a result: "" none, "replay", or "moments" (replay_audit.h).
+    common::Result<std::string> draw_audit(const AssignmentRecord& assignment, const common::ResultManifest& manifest,
+                                           const common::WorkUnit& unit);
     TaskStore& tasks_;
     WorkStore& work_;
     ResultStore& results_;
@@ -55,6 +78,7 @@ private:
     const DeltaCaps& delta_caps_;
     Clock clock_;
     ValidationStage& validation_;
+    AuditDraw audit_draw_;
 };
 
 }  // namespace tessera::server

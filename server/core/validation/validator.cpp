@@ -8,11 +8,13 @@
 #include <boost/json.hpp>
 
 #include "assignment_unit.h"
+#include "commitments_json.h"
 #include "clock.h"
 #include "logger.h"
 #include "rejection_reasons.h"
 #include "replica_comparison.h"
 #include "replica_quorum.h"
+#include "replay_audit.h"
 #include "tensor_math.h"
 #include "trust.h"
 
@@ -88,7 +90,7 @@ common::Status Validator::validate(const std::string& assignment_id) {
     bool warm_up = task->config.target_seconds > 0 && !context.returned_before;
     CheckPlan plan;
     plan.loss_check = draw(loss_check_chance(task->config, *context.client));
-    plan.audit = draw(audit_chance(task->config, *context.client));
+    plan.audit = !audit_asked(a).empty();  // drawn at its upload (result_intake.h)
     plan.warm_up = warm_up;
     auto verdict = checks_.run(a, *task, *sent, plan, suspended);
     if (!verdict) return verdict.error();
@@ -186,28 +188,56 @@ common::Result<Validator::Comparisons> Validator::compare_validated(const Assign
     auto base = models_.get(a.task_id, a.base_version);
     if (!base) return base.error();
     std::vector<common::DecodedDelta> deltas;
+    std::vector<std::optional<common::Commitments>> commitments;
     for (const auto& v : validated) {
         auto decoded = results_.read_decoded(v.id, value_count(**base) + 1);
         if (!decoded) return decoded.error();
         deltas.push_back(std::move(*decoded));
+        auto committed = commitments_of(v.id);
+        if (!committed) return committed.error();
+        commitments.push_back(std::move(*committed));
     }
     Comparisons compared;
     for (std::size_t i = 0; i < deltas.size(); ++i)
         for (std::size_t j = i + 1; j < deltas.size(); ++j) {
             auto comparison = compare_replicas(deltas[i], deltas[j], task.config.replica_tolerance);
             if (!comparison) return comparison.error();
+            const auto &ci = commitments[i], &cj = commitments[j];
+            if (ci && cj && trajectories_comparable(*ci, *cj))
+                compare_trajectories(*ci, *cj,
+                                     replay_tolerance(trained_on_cpu(validated[i]) && trained_on_cpu(validated[j])),
+                                     *comparison);
             compared.emplace(std::pair(i, j), *comparison);
             if (validated[i].id != a.id && validated[j].id != a.id) continue;  // reported when it was new
-            // The distance of every comparison, agreed or not, so the tolerance can be judged.
-            boost::json::object event{{"wu_id", a.work_unit_id},
-                                      {"assignments", boost::json::array{validated[i].id, validated[j].id}},
-                                      {"relative_l2", comparison->relative_l2},
-                                      {"tolerance", task.config.replica_tolerance},
-                                      {"allowance", comparison->allowance}};
-            if (auto status = store_.add_event("replicas_compared", boost::json::serialize(event), clock_()); !status)
+            if (auto status = note_compared(a, task, {validated[i].id, validated[j].id}, *comparison); !status)
                 return status.error();
         }
     return compared;
+}
+
+common::Result<std::optional<common::Commitments>> Validator::commitments_of(const std::string& assignment_id) {
+    auto stored = store_.commitments_of(assignment_id);
+    if (!stored) return stored.error();
+    if (!*stored) return std::optional<common::Commitments>();
+    auto parsed = common::parse_commitments(**stored);  // checked when the result was
+    if (!parsed) return std::optional<common::Commitments>();
+    return std::optional<common::Commitments>(std::move(*parsed));
+}
+
+common::Status Validator::note_compared(const AssignmentRecord& a, const TaskView& task,
+                                        const std::array<std::string, 2>& pair, const ReplicaComparison& comparison) {
+    // The distance of every comparison, agreed or not, so the tolerance can be judged.
+    boost::json::object event{{"wu_id", a.work_unit_id},
+                              {"assignments", boost::json::array{pair[0], pair[1]}},
+                              {"relative_l2", comparison.relative_l2},
+                              {"tolerance", task.config.replica_tolerance},
+                              {"allowance", comparison.allowance},
+                              {"compared", comparison.by_commitments ? "commitments" : "deltas"}};
+    if (comparison.by_commitments) {
+        event["trajectory_tolerance"] = comparison.trajectory_tolerance;
+        event["mismatch"] = comparison.trajectory_mismatch;
+    }
+    return store_.add_event("replicas_compared", boost::json::serialize(event), clock_());
 }
 
 common::Status Validator::settle_unit(const AssignmentRecord& a, const TaskView& task, const CheckFigures& figures,
@@ -218,15 +248,23 @@ common::Status Validator::settle_unit(const AssignmentRecord& a, const TaskView&
     if (auto status = store_.set_replicas(a.work_unit_id, settled); !status) return status;
     for (auto i : decision.outliers) {
         std::string distances;
+        bool by_commitments = true;
         for (std::size_t j = 0; j < validated.size(); ++j) {
             if (j == i) continue;
             const auto& c = compared.at({std::min(i, j), std::max(i, j)});
-            distances += (distances.empty() ? "" : "; ") + std::to_string(c.relative_l2) + " to " + validated[j].id +
-                         " (limit " + std::to_string(c.limit) + ")";
+            by_commitments = by_commitments && c.by_commitments;
+            distances +=
+                (distances.empty() ? "" : "; ") + validated[j].id + ": " +
+                (c.by_commitments
+                     ? c.trajectory_mismatch + " (tolerance " + std::to_string(c.trajectory_tolerance) + " relative)"
+                     : std::to_string(c.relative_l2) + " (limit " + std::to_string(c.limit) + ")");
         }
-        auto detail = "relative L2 distance beyond the replica tolerance " +
-                      std::to_string(task.config.replica_tolerance) + " plus the error-feedback allowance from every "
-                      "other replica: " + distances;
+        auto detail = (by_commitments ? "its committed trajectory parts from every other replica's, "
+                                        "as the other replays it; against "
+                                      : "relative L2 distance beyond the replica tolerance " +
+                                            std::to_string(task.config.replica_tolerance) +
+                                            " plus the error-feedback allowance from every other replica: ") +
+                      distances;
         if (auto status = reject(validated[i], task, reason::kReplicaMismatch, detail); !status) return status;
     }
     // One of the agreeing results is merged: the first whose volunteer is not quarantined.

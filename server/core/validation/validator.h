@@ -10,6 +10,7 @@
 // Thread-safe: checks of different results run concurrently on the work pool.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <map>
 #include <optional>
@@ -50,8 +51,9 @@ public:
     common::Status validate(const std::string& assignment_id);
     // Accepts a validated result whose replica never came back (it is merged alone).
     common::Status accept_alone(const AssignmentRecord& assignment);
-    // Where replay audits find the kept moments units resumed (replay_audit.h); set before start.
-    void set_moments_source(MomentsSource source) { checks_.set_moments_source(std::move(source)); }
+    // True with `chance` (the validator's seeded draws): the loss checks here, replay audits at
+    // the intake.
+    bool draw(double chance);
     // 1 credit = 1000 training samples of an accepted result.
     static double credit_for(const TaskConfig& config, std::int64_t local_steps);
 
@@ -64,6 +66,12 @@ private:
     // Every pair compared; the new result's comparisons reported as events.
     common::Result<Comparisons> compare_validated(const AssignmentRecord& assignment, const TaskView& task,
                                                   const std::vector<AssignmentRecord>& validated);
+    // A replica's commitments as stored (none when it sent none, or they do not parse).
+    common::Result<std::optional<common::Commitments>> commitments_of(const std::string& assignment_id);
+    // The `replicas_compared` event of one pair: the delta distance, and the trajectories'
+    // verdict when they were compared.
+    common::Status note_compared(const AssignmentRecord& assignment, const TaskView& task,
+                                 const std::array<std::string, 2>& pair, const ReplicaComparison& comparison);
     // Outliers refused, the agreeing accepted and the first of them merged.
     common::Status settle_unit(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
                                const std::vector<AssignmentRecord>& validated, const Comparisons& compared,
@@ -80,7 +88,6 @@ private:
     // versions now, against R × the concurrency), or "" when it is not.
     static std::string too_stale(const AssignmentRecord& assignment, const TaskView& task, std::int64_t concurrency);
     common::Status note_waived(const AssignmentRecord& assignment, const Verdict& verdict);
-    bool draw(double chance);
 
     Store& store_;
     ResultFiles& results_;

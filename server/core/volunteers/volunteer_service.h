@@ -36,6 +36,9 @@ public:
     // (400) or the disk (an error) failed, else taken by the intake, the spool file moved into
     // place as the result's delta.
     common::Result<IntakeOutcome> upload(const std::string& client_id, SpooledUpload& upload);
+    // POST /api/v1/results/moments, spooled and framed alike: the moments a unit started from,
+    // for its audit, moved into place beside its delta.
+    common::Result<IntakeOutcome> upload_moments(const std::string& client_id, SpooledUpload& upload);
 
 private:
     ClientStore& clients_;
