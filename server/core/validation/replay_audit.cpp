@@ -14,23 +14,20 @@ namespace {
 AuditOutcome not_audited(std::string why) { return {false, std::move(why), {}}; }
 AuditOutcome failed(std::string why) { return {true, {}, std::move(why)}; }
 
-}  // namespace
-
-bool trained_on_cpu(const AssignmentRecord& a) {
-    if (!a.metrics_json) return false;
-    boost::system::error_code error;
-    auto metrics = boost::json::parse(*a.metrics_json, error);
-    const auto* device = error ? nullptr : metrics.is_object() ? metrics.as_object().if_contains("device") : nullptr;
-    return device != nullptr && device->is_string() && device->as_string().starts_with("cpu");
-}
-
-std::string audit_asked(const AssignmentRecord& a) {
+// A text field of the metrics the intake kept with a result ("" when absent).
+std::string metrics_text(const AssignmentRecord& a, std::string_view key) {
     if (!a.metrics_json) return {};
     boost::system::error_code error;
     auto metrics = boost::json::parse(*a.metrics_json, error);
-    const auto* audit = error ? nullptr : metrics.is_object() ? metrics.as_object().if_contains("audit") : nullptr;
-    return audit != nullptr && audit->is_string() ? std::string(audit->as_string()) : std::string();
+    const auto* field = error || !metrics.is_object() ? nullptr : metrics.as_object().if_contains(key);
+    return field != nullptr && field->is_string() ? std::string(field->as_string()) : std::string();
 }
+
+}  // namespace
+
+bool trained_on_cpu(const AssignmentRecord& a) { return metrics_text(a, "device").starts_with("cpu"); }
+
+std::string audit_asked(const AssignmentRecord& a) { return metrics_text(a, "audit"); }
 
 common::Result<std::optional<ReplayMoments>> ReplayAudit::sent_moments(const std::string& assignment_id,
                                                                        std::string& broken) {
