@@ -278,6 +278,10 @@ TEST_CASE(
     server.app().wait_idle();
     CHECK(rejection_of(server, fourth.wu.wu_id) == reason::kMomentsWithheld);
     CHECK(send_moments(volunteer, fourth.wu.wu_id, kept).status == 409);  // too late
+    CHECK(send_moments(volunteer, first.wu.wu_id, kept).status == 409);   // none asked for
+    // Last: a second volunteer would have the quarantined one's units replicated (afresh).
+    TestVolunteer intruder(server, "intruder");  // not its unit: as if it did not exist
+    CHECK(send_moments(intruder, fourth.wu.wu_id, kept).status == 404);
 }
 
 TEST_CASE(
