@@ -80,7 +80,13 @@ bool upload(TestServer& server, TestVolunteer& volunteer, const Trained& t,
 }  // namespace
 
 TEST_CASE("an honest unit's commitments pass; a forged opening loss and a stale base are refused") {
-    TestServer server([](TaskConfig& c) { c.max_in_flight = 10; });
+    // At the default rate one unit moves a batch's loss by 1e-4 to 1e-2 relative (60 runs), so
+    // a base one version stale passed the CPU's 1e-4 about one time in thirty; at thirty times the
+    // rate it moves it by 0.6 or more (30 runs).
+    TestServer server([](TaskConfig& c) {
+        c.max_in_flight = 10;
+        c.lr *= 30;
+    });
     TestVolunteer volunteer(server);
 
     auto honest = train_unit(server, volunteer);
@@ -102,7 +108,8 @@ TEST_CASE("an honest unit's commitments pass; a forged opening loss and a stale 
     auto stale = train_unit(server, volunteer, blobs.path_of(honest.wu.model_blob.sha256));
     REQUIRE(stale.wu.base_version == 1);
     upload(server, volunteer, stale, stale.output.commitments);
-    CHECK(rejection_of(server, stale.wu.wu_id) == reason::kOpeningLossMismatch);
+    CHECK_MESSAGE(rejection_of(server, stale.wu.wu_id) == reason::kOpeningLossMismatch,
+                  (state_of(server, stale.wu.wu_id) + ": " + refusal_of(server, stale.wu.wu_id)));
 
     // Without commitments the result is judged by the other checks alone.
     auto plain = train_unit(server, volunteer);
