@@ -96,7 +96,8 @@ CREATE TABLE work_units (
   replicas     INTEGER NOT NULL,          -- 1, or 2 when the results are compared
   state        TEXT NOT NULL CHECK (state IN ('open', 'done', 'retired')),
   failures     INTEGER NOT NULL DEFAULT 0,
-  created_at   INTEGER NOT NULL
+  created_at   INTEGER NOT NULL,
+  trusted_only INTEGER NOT NULL DEFAULT 0  -- an audit twin: trusted volunteers only (schema 14)
 );
 
 -- One copy of a work unit sent to one volunteer (BOINC's result). Its id is the wu_id

@@ -101,6 +101,7 @@ CREATE TABLE work_units (
   state        TEXT NOT NULL CHECK (state IN ('open', 'done', 'retired')),
   failures     BIGINT NOT NULL DEFAULT 0,
   created_at   BIGINT NOT NULL,
+  trusted_only BIGINT NOT NULL DEFAULT 0,  -- an audit twin: trusted volunteers only (schema 14)
   rowid        BIGINT GENERATED ALWAYS AS IDENTITY  -- insertion order
 );
 

@@ -89,6 +89,7 @@ common::Status checks_from_args(const cxxopts::ParseResult& args, TaskConfig& c)
     take(args, "replication", c.replication);
     take(args, "loss-check", c.loss_check);
     take(args, "audit", c.audit);
+    take(args, "audit-by", c.audit_by);
     take(args, "check-samples", c.check_samples);
     take(args, "norm-floor", c.norm_floor);
     take(args, "min-gain", c.min_gain);
@@ -231,8 +232,12 @@ void add_check_options(cxxopts::Options& options) {
                                                "a new volunteer's)",
                                                kNewTaskAudit),
                                   cxxopts::value<double>())(
-        "check-samples", with_default("samples of each loss check's evaluations", d.check_samples),
-        cxxopts::value<std::int64_t>())(
+        "audit-by",
+        "who replays a drawn result: server, or volunteers (a trusted volunteer computes its unit again) (" +
+            d.audit_by + ")",
+        cxxopts::value<std::string>())("check-samples",
+                                       with_default("samples of each loss check's evaluations", d.check_samples),
+                                       cxxopts::value<std::int64_t>())(
         "norm-floor", with_default("smallest norm per step, as a fraction of the median", d.norm_floor),
         cxxopts::value<double>())(
         "min-gain", with_default("smallest gain on the unit's own samples, as a fraction of the median", d.min_gain),

@@ -121,6 +121,9 @@ struct WorkUnitRecord {
     WorkUnitState state = WorkUnitState::Open;
     std::int64_t failures = 0;
     std::int64_t created_at = 0;
+    // An audit twin (docs/operations.md, "Audit twins"): its further replicas go to trusted
+    // volunteers only.
+    bool trusted_only = false;
 };
 
 enum class AssignmentState {

@@ -306,6 +306,15 @@ common::Status ResultStore::set_replicas(const std::string& work_unit_id, std::i
     });
 }
 
+common::Result<bool> ResultStore::make_audit_twin(const std::string& work_unit_id) {
+    return guarded([&]() -> common::Result<bool> {
+        Statement(db(), "UPDATE work_units SET replicas = 2, trusted_only = 1 WHERE id = ? AND replicas = 1")
+            .bind(1, work_unit_id)
+            .run();
+        return db().changes() == 1;
+    });
+}
+
 common::Result<std::vector<AssignmentRecord>> ResultStore::claim_lonely_validated(const std::string& task_id,
                                                                                   std::int64_t now, std::int64_t wait_s,
                                                                                   const ResultClaim& claim) {

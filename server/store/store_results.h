@@ -124,6 +124,9 @@ public:
     // How many results a replicated unit needs (a tie-break raises it; a settled quorum sets it
     // to the results accepted, so the unit is done).
     common::Status set_replicas(const std::string& work_unit_id, std::int64_t replicas);
+    // Makes a unit of one replica an audit twin: a second replica, for trusted volunteers only
+    // (docs/operations.md, "Audit twins"). False when it had more replicas already.
+    common::Result<bool> make_audit_twin(const std::string& work_unit_id);
     // Claims for `claim` the task's validated results whose twin has not come back within
     // `wait_s` and is not in progress, unless another process's claim on one is live (as
     // claim_returned: two processes never take the same result).

@@ -141,6 +141,7 @@ WorkUnitRecord read_work_unit(const Statement& row, int first) {
     w.state = work_unit_state_from_name(row.text(first + 7));
     w.failures = row.integer(first + 8);
     w.created_at = row.integer(first + 9);
+    w.trusted_only = row.integer(first + 10) != 0;
     return w;
 }
 

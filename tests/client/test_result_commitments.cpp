@@ -15,69 +15,17 @@
 
 #include <boost/json.hpp>
 
-#include "blob_store.h"
 #include "optimizer_moments.h"
 #include "rejection_reasons.h"
 #include "replay_audit.h"
-#include "server_fixture.h"
-#include "training/work_runner.h"
-#include "trust.h"
 #include "result_upload.h"
+#include "trained_units.h"
+#include "trust.h"
 #include "zstd_codec.h"
 
 using namespace tessera;
 using namespace tessera::testing;
 namespace reason = tessera::server::reason;
-
-namespace {
-
-struct Trained {
-    common::WorkUnit wu;
-    client::RunOutput output;
-};
-
-// `wu` trained on the CPU as `run` says (1 thread unless told), as `trained_as` reads it (a
-// subtly wrong client), from `model` when given (else the unit's own base).
-Trained train(TestServer& server, const common::WorkUnit& wu, client::RunOptions run = {},
-              std::optional<std::filesystem::path> model = {}, std::optional<common::WorkUnit> trained_as = {}) {
-    server::BlobStore blobs(server.state().blobs());
-    std::vector<std::filesystem::path> shards;
-    for (const auto& shard : wu.shards) shards.push_back(blobs.path_of(shard.sha256));
-    run.device = "cpu";
-    run.threads = run.threads > 0 ? run.threads : 1;
-    auto output = client::run_work_unit(trained_as.value_or(wu), model.value_or(blobs.path_of(wu.model_blob.sha256)),
-                                        shards, run);
-    REQUIRE_MESSAGE(output, output.message());
-    return {wu, std::move(*output)};
-}
-
-// A unit asked for by `volunteer` and trained on the CPU, from `model` when given.
-Trained train_unit(TestServer& server, TestVolunteer& volunteer, std::optional<std::filesystem::path> model = {}) {
-    return train(server, volunteer.request_work().value(), {}, std::move(model));
-}
-
-// The count of a /metrics line, e.g. `tessera_checked_results_total{checks="audit"}`.
-std::int64_t metric(TestServer& server, const std::string& line) {
-    auto body = http_get(server.port(), "/metrics").body;
-    auto at = body.find(line + " ");
-    REQUIRE_MESSAGE(at != std::string::npos, line);
-    return std::stoll(body.substr(at + line.size() + 1));
-}
-
-// Uploads the trained result with `commitments` (none: without) and waits for its verdict
-// (none comes while the moments its answer asks for are awaited). True when they are asked for.
-bool upload(TestServer& server, TestVolunteer& volunteer, const Trained& t,
-            std::optional<common::Commitments> commitments) {
-    auto manifest = volunteer.manifest_for(t.wu, t.output.delta);
-    manifest.device = t.output.device;
-    manifest.commitments = std::move(commitments);
-    auto reply = volunteer.upload_bytes(manifest, t.output.delta);
-    REQUIRE_MESSAGE(reply.status == 200, reply.body);
-    server.app().wait_idle();
-    return boost::json::parse(reply.body).as_object().contains("moments_wanted");
-}
-
-}  // namespace
 
 TEST_CASE("an honest unit's commitments pass; a forged opening loss and a stale base are refused") {
     // At the default rate one unit moves a batch's loss by 1e-4 to 1e-2 relative (60 runs), so
@@ -310,12 +258,7 @@ TEST_CASE(
                 server.store().assignment(first.wu_id).value()->work_unit_id);
         return std::pair(first, second);
     };
-    auto comparisons = [&] {
-        std::vector<boost::json::object> found;
-        for (const auto& e : server.store().events_after(0, 1000).value())
-            if (e.kind == "replicas_compared") found.push_back(boost::json::parse(e.detail_json).as_object());
-        return found;
-    };
+    auto comparisons = [&] { return events_of(server, "replicas_compared"); };
 
     auto [wu_a, wu_b] = twins();
     auto a = train(server, wu_a);

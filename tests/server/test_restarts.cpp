@@ -164,7 +164,7 @@ TEST_CASE(
             "ALTER TABLE assignments DROP COLUMN concurrency; ALTER TABLE assignments DROP COLUMN full_rate_steps; "
             "ALTER TABLE assignments DROP COLUMN claimed_by; ALTER TABLE assignments DROP COLUMN claimed_until; "
             "ALTER TABLE assignments DROP COLUMN commitments; DROP INDEX assignments_by_return; "
-            "DROP TABLE task_volunteers; PRAGMA user_version = 1;");
+            "DROP TABLE task_volunteers; ALTER TABLE work_units DROP COLUMN trusted_only; PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();
@@ -190,6 +190,7 @@ TEST_CASE(
     CHECK(store->result_claim_holders().value().empty());                          // schema 11's columns
     CHECK(store->task_volunteers(task.id, 0).value() == 1);  // schema 12's table, filled from the assignments
     CHECK(!store->commitments_of("none").value().has_value());  // schema 13's column
+    CHECK(!store->make_audit_twin("none").value());             // schema 14's column
 }
 
 TEST_CASE("start-up removes orphan files: uncommitted checkpoints and stray deltas") {

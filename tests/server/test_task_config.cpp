@@ -146,6 +146,22 @@ TEST_CASE("audit: a fraction, stored, none in older tasks, kNewTaskAudit for new
     CHECK(audit_chance(config, client) == 0);
 }
 
+TEST_CASE("audit_by: the server unless told, volunteers stored and read back, anything else refused") {
+    auto config = valid_task();
+    CHECK(config.audit_by == "server");
+    auto json = to_json(config);
+    json.as_object().erase("audit_by");  // a task stored before audit twins
+    REQUIRE(task_config_from_json(json).ok());
+    CHECK(task_config_from_json(json)->audit_by == "server");
+    config.audit_by = "volunteers";
+    REQUIRE(validate_task_config(config).ok());
+    CHECK(task_config_from_json(to_json(config))->audit_by == "volunteers");
+    json.as_object()["audit_by"] = "anyone";
+    CHECK_FALSE(task_config_from_json(json).ok());
+    config.audit_by = "anyone";
+    CHECK(validate_task_config(config).message().find("audit by") != std::string::npos);
+}
+
 TEST_CASE(
     "new tasks' defaults: kept moments and each model's rate for its schedule; a stored task without them keeps the "
     "older meaning") {

@@ -91,6 +91,7 @@ void add_task_options(cxxopts::Options& options) {
         "replication", "replicated share of units", cxxopts::value<double>())(
         "loss-check", "share of results given the held-out loss check", cxxopts::value<double>())(
         "audit", "share of trusted volunteers' results the server replays (0.02)", cxxopts::value<double>())(
+        "audit-by", "who replays them: server or volunteers (server)", cxxopts::value<std::string>())(
         "codec", "delta encoding: f32, bf16, int8, int4, int2", cxxopts::value<std::string>())(
         "topk", "fraction of each tensor a delta keeps, (0, 1]", cxxopts::value<double>())(
         "patch-codec", "downlink patches: off, bf16, int8, int4, int2 (int2)", cxxopts::value<std::string>())(

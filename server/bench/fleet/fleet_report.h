@@ -46,7 +46,8 @@ struct RunSummary {
     double check_share = 0;          // checks / (checks + merges): their share of the server's compute
     double check_vs_training = 0;    // checks / the honest training they verify (same machine)
     double commitment_vs_training = 0;  // the commitments' checks alone / that training
-    double audit_vs_training = 0;       // the replay audits alone / that training
+    double audit_vs_training = 0;       // the replay audits alone (server's and twins') / that training
+    double twin_vs_training = 0;        // the audit twins' training by volunteers / that training
     double audited_share = 0;           // results replayed / results checked
     double unauditable_share = 0;       // results drawn for an audit that could not be replayed / checked
     // Gain per step of honest results given the proof of training (p10, median, p90) and

@@ -49,6 +49,7 @@ struct ServerCost {
     std::int64_t checked = 0;       // results checked
     std::int64_t loss_checked = 0;  // of those, given the loss checks
     double training_s = 0;          // the simulated volunteers' training on this machine, for comparison
+    double audit_twin_s = 0;        // of their training, the audit twins' (a check, not in training_s)
     double calibration_gain = 0;    // the task's calibration unit's gain per step
 };
 

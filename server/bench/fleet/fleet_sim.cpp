@@ -68,6 +68,7 @@ common::Result<RunResult> Simulation::run(const std::filesystem::path& work_dir)
     if (auto status = guard_actions(); !status) return status.error();
     result_.probes = probe_.deltas();
     result_.server_cost.training_s += uploads_->training_seconds();  // real seconds
+    result_.server_cost.audit_twin_s += uploads_->audit_twin_seconds();
     const auto& costs = server_->check_costs();
     result_.server_cost.check_s =
         costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples + costs.commitments + costs.audit;

@@ -9,6 +9,25 @@
 
 namespace tessera::bench {
 
+// The contribution checks' flags, or none at all (--no-checks).
+void apply_check_flags(const cxxopts::ParseResult& a, server::TaskConfig& config) {
+    if (a.count("replication")) config.replication = a["replication"].as<double>();
+    if (a.count("loss-check")) config.loss_check = a["loss-check"].as<double>();
+    if (a.count("audit")) config.audit = a["audit"].as<double>();
+    if (a.count("audit-by")) config.audit_by = a["audit-by"].as<std::string>();
+    if (a.count("no-checks")) {
+        // The merging and the codec alone: nothing replicated, loss-checked, bounded or compared.
+        config.replication = 0;
+        config.loss_check = 0;
+        config.audit = 0;
+        config.trust_streak = 0;
+        config.norm_bound = 1e9;
+        config.norm_floor = 0;
+        config.copy_similarity = 1;
+        config.min_alignment = -1;
+    }
+}
+
 common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::PolicyKind policy) {
     auto config = server::default_task_config(o.data, policy, o.model);
     if (!config) return config.error();
@@ -19,9 +38,6 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     if (a.count("target-seconds")) config->target_seconds = a["target-seconds"].as<double>();
     if (a.count("units-end-together")) config->units_end_together = true;
     if (a.count("deadline")) config->deadline_s = a["deadline"].as<std::int64_t>();
-    if (a.count("replication")) config->replication = a["replication"].as<double>();
-    if (a.count("loss-check")) config->loss_check = a["loss-check"].as<double>();
-    if (a.count("audit")) config->audit = a["audit"].as<double>();
     if (a.count("codec")) {
         auto dtype = common::delta_dtype_from_name(a["codec"].as<std::string>());
         if (!dtype) return common::make_error("--codec: f32, bf16, int8, int4 or int2");
@@ -56,17 +72,7 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     config->min_rounds =
         a.count("min-rounds") ? a["min-rounds"].as<std::int64_t>() : server::default_min_rounds(*config);
     if (!a.count("lr")) config->lr = server::default_lr(*config);
-    if (a.count("no-checks")) {
-        // The merging and the codec alone: nothing replicated, loss-checked, bounded or compared.
-        config->replication = 0;
-        config->loss_check = 0;
-        config->audit = 0;
-        config->trust_streak = 0;
-        config->norm_bound = 1e9;
-        config->norm_floor = 0;
-        config->copy_similarity = 1;
-        config->min_alignment = -1;
-    }
+    apply_check_flags(a, *config);
     return config;
 }
 

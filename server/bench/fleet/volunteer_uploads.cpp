@@ -61,7 +61,9 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
         commitments = std::move(trained->commitments);
         if (settings_.probe_deltas && attack == Attack::None)
             if (auto status = probe(delta, unit); !status) return status.error();
-        training_s_ += metrics.seconds;  // real seconds, before the virtual ones below
+        auto twin = is_audit_twin(unit);
+        if (!twin) return twin.error();
+        (*twin ? audit_twin_s_ : training_s_) += metrics.seconds;  // real seconds, before the virtual ones below
     }
     if (attack == Attack::Copy || attack == Attack::OldReplay) {
         delta = resent_delta(v, attack);
@@ -86,6 +88,15 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
                                        commitments ? &*commitments : nullptr);
     auto size = delta.size();
     return Upload{std::move(body), size, std::move(delta), std::move(moments_in)};
+}
+
+common::Result<bool> UploadMaker::is_audit_twin(const common::WorkUnit& unit) {
+    auto assignment = server_.store().assignment(unit.wu_id);
+    if (!assignment) return assignment.error();
+    if (!*assignment) return false;
+    auto record = server_.store().work_unit((*assignment)->work_unit_id);
+    if (!record) return record.error();
+    return *record && (*record)->trusted_only;
 }
 
 common::Result<client::RunOutput> UploadMaker::train(VolunteerState& v, const common::WorkUnit& unit, Attack attack,

@@ -159,6 +159,9 @@ common::Result<std::optional<WorkUnitRecord>> Scheduler::reissuable_unit(const D
                                                                          const std::set<std::string>& cached) {
     auto reissuable = work_.reissuable_work_units(task.task.record.id, client.id);
     if (!reissuable) return reissuable.error();
+    // An audit twin is computed by a trusted volunteer only (docs/operations.md, "Audit twins").
+    if (!is_trusted(task.task.config, client))
+        std::erase_if(*reissuable, [](const WorkUnitRecord& unit) { return unit.trusted_only; });
     if (reissuable->empty()) return std::optional<WorkUnitRecord>();
     auto held = [&](const std::vector<std::string>& shards) {
         return std::count_if(shards.begin(), shards.end(), [&](const auto& s) { return cached.count(s) > 0; });

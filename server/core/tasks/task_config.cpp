@@ -211,8 +211,7 @@ common::Status check_settings(const TaskConfig& c) {
         return fail("min rounds must be in 0.." + std::to_string(kMaxMinRounds));
     if (c.min_rounds > 0 && !(c.lr_schedule && c.lr_schedule->total_samples > 0))
         return fail("min rounds needs an lr schedule with its total samples (the run the rounds divide)");
-    if (c.max_failures < 1) return fail("max failures must be >= 1");
-    if (c.max_in_flight < 1) return fail("max in flight must be >= 1");
+    if (c.max_failures < 1 || c.max_in_flight < 1) return fail("max failures and max in flight must be >= 1");
     if (c.requires_device != "any" && c.requires_device != "cuda") return fail("requires device must be any or cuda");
     if (!(c.min_device_memory_gb >= 0)) return fail("min device memory must be >= 0 GB");
     if (c.lr_schedule)
@@ -221,6 +220,7 @@ common::Status check_settings(const TaskConfig& c) {
     if (!(c.replication >= 0 && c.replication <= 1)) return fail("replication must be in [0, 1]");
     if (!(c.loss_check >= 0 && c.loss_check <= 1)) return fail("loss check fraction must be in [0, 1]");
     if (!(c.audit >= 0 && c.audit <= 1)) return fail("audit fraction must be in [0, 1]");
+    if (c.audit_by != "server" && c.audit_by != "volunteers") return fail("audit by must be server or volunteers");
     if (!(c.replica_tolerance > 0) || !(c.loss_tolerance >= 0) || !(c.norm_bound > 1))
         return fail("replica tolerance must be > 0, loss tolerance >= 0, norm bound > 1");
     if (!(c.norm_floor >= 0 && c.norm_floor < 1)) return fail("norm floor must be in [0, 1)");

@@ -124,6 +124,11 @@ struct TaskConfig {
     // Fraction of a trusted volunteer's results replayed by the server (replay_audit.h; new
     // tasks: kNewTaskAudit); a new or quarantined volunteer's, kUntrustedAuditFactor times it.
     double audit = 0;
+    // Who replays a drawn result (docs/operations.md, "Audit twins"): "server", or "volunteers":
+    // a unit that started from zero moments is given again to a trusted volunteer, and the two
+    // trajectories compared as replicas' are (the server replays kept units, and results whose
+    // twin never came).
+    std::string audit_by = "server";
     std::int64_t check_samples = 128;        // samples of each loss check's evaluations
     double loss_tolerance = 0.1;             // relative: L(θ+Δ) ≤ L(θ)·(1 + tol)
     double norm_bound = 5.0;                 // ‖Δ‖ ≤ k · median of recent accepted norms (per step)

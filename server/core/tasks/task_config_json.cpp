@@ -85,6 +85,7 @@ boost::json::object issuing_and_checks_json(const TaskConfig& c) {
             {"replica_tolerance", c.replica_tolerance},
             {"loss_check", c.loss_check},
             {"audit", c.audit},
+            {"audit_by", c.audit_by},
             {"loss_tolerance", c.loss_tolerance},
             {"norm_bound", c.norm_bound},
             {"check_samples", c.check_samples},
@@ -277,6 +278,7 @@ void read_check_fields(JsonObjectReader& r, TaskConfig& c) {
     c.replica_tolerance = r.number("replica_tolerance", 0, 100);
     c.loss_check = r.number("loss_check", 0, 1);
     if (r.has("audit")) c.audit = r.number("audit", 0, 1);  // tasks stored before audits: none
+    if (r.has("audit_by")) c.audit_by = r.one_of("audit_by", {"server", "volunteers"});
     c.loss_tolerance = r.number("loss_tolerance", 0, 100);
     c.norm_bound = r.number("norm_bound", 0, 1e9);
     // Tasks created before the contribution checks existed get their defaults.

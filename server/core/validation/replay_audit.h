@@ -34,7 +34,8 @@ inline double replay_tolerance(bool both_on_cpu) { return both_on_cpu ? kCpuRepl
 constexpr std::int64_t kMomentsWaitS = 600;
 
 // What the intake drew for a result, kept with its metrics (`audit`): "" none, "replay" a
-// replay from zero moments, "moments" a replay from the kept moments the volunteer was asked for.
+// replay from zero moments, "moments" a replay from the kept moments the volunteer was asked
+// for, "twin" its unit computed again by a trusted volunteer (a task's `audit_by volunteers`).
 std::string audit_asked(const AssignmentRecord& assignment);
 
 // What an audit found: `audited` false with why it could not replay (the other checks judge

@@ -103,6 +103,20 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     return verdict;
 }
 
+common::Result<Verdict> ResultChecks::audit_alone(const AssignmentRecord& a, const TaskView& task,
+                                                  const common::WorkUnit& unit,
+                                                  std::optional<common::Commitments> commitments) {
+    auto base = task.config.catch_up_states > 0 ? models_.unit_base(unit) : models_.get(a.task_id, a.base_version);
+    if (!base) return base.error();
+    std::optional<Committed> committed;
+    if (commitments) committed = Committed{std::move(*commitments), trained_on_cpu(a)};
+    Verdict verdict;
+    verdict.figures = a.figures();
+    auto refused = audit(a, unit, **base, committed, verdict);
+    if (!refused) return refused.error();
+    return verdict;
+}
+
 AssignedSamples ResultChecks::assigned_samples(const common::WorkUnit& unit, std::int64_t max_samples) const {
     AssignedSamples samples;
     for (const auto& shard : unit.shards) samples.shards.push_back(shard.sha256);

@@ -84,6 +84,10 @@ public:
     // An error is the server's (disk, database, probe), not the result's: no verdict yet.
     common::Result<Verdict> run(const AssignmentRecord& assignment, const TaskView& task, const common::WorkUnit& unit,
                                 CheckPlan plan, const std::set<std::string>& suspended = {});
+    // The replay audit alone, of a result that passed the other checks already (an audit twin
+    // no volunteer computed in time): its verdict names only the audit's refusal.
+    common::Result<Verdict> audit_alone(const AssignmentRecord& assignment, const TaskView& task,
+                                        const common::WorkUnit& unit, std::optional<common::Commitments> commitments);
 
 private:
     // A result's commitments as read once, and whether its manifest named a CPU (the tolerances).

@@ -113,7 +113,9 @@ common::Result<std::string> ResultIntake::draw_audit(const AssignmentRecord& a, 
     // Resumed kept moments: the server must be given them to replay the unit.
     const auto& moments = manifest.commitments ? manifest.commitments->moments_in : std::nullopt;
     bool resumed = moments && !moments->sha256.empty() && unit.hyper.optimizer == common::InnerOptimizer::Kept;
-    return std::string(resumed ? "moments" : "replay");
+    if (resumed) return std::string("moments");
+    // From zero moments a trusted volunteer can compute it again (docs/operations.md, "Audit twins").
+    return std::string(task->config.audit_by == "volunteers" && manifest.commitments ? "twin" : "replay");
 }
 
 common::Result<IntakeOutcome> ResultIntake::receive_moments(const std::string& client_id, std::string_view ref_json,

@@ -90,7 +90,9 @@ common::Status Validator::validate(const std::string& assignment_id) {
     bool warm_up = task->config.target_seconds > 0 && !context.returned_before;
     CheckPlan plan;
     plan.loss_check = draw(loss_check_chance(task->config, *context.client));
-    plan.audit = !audit_asked(a).empty();  // drawn at its upload (result_intake.h)
+    // Drawn at its upload (result_intake.h); an audit twin is computed by a volunteer instead.
+    const auto asked = audit_asked(a);
+    plan.audit = !asked.empty() && asked != "twin";
     plan.warm_up = warm_up;
     auto verdict = checks_.run(a, *task, *sent, plan, suspended);
     if (!verdict) return verdict.error();
@@ -106,13 +108,10 @@ common::Status Validator::validate(const std::string& assignment_id) {
         return reject(a, *task, verdict->reason, verdict->detail, verdict->figures);
     }
     note_direction();
-    if (verdict->audited)
-        if (auto status = note_audit_passed(a); !status) return status;
-    if (verdict->flagged)
-        if (auto status = note_flagged(a, *verdict); !status) return status;
-    if (!verdict->waived.empty())
-        if (auto status = note_waived(a, *verdict); !status) return status;
-    if (unit.replicas > 1) return settle_replicas(a, *task, verdict->figures);
+    if (auto status = note_passed(a, *verdict); !status) return status;
+    auto twin = asked == "twin" && unit.replicas == 1 ? make_audit_twin(a) : common::Result<bool>(false);
+    if (!twin) return twin.error();
+    if (*twin || unit.replicas > 1) return settle_replicas(a, *task, verdict->figures);
     auto accepted = accept(a, *task, verdict->figures, true, {&*context.client, &unit, concurrency});
     return accepted ? common::Status() : common::Status(accepted.error());
 }
@@ -126,6 +125,16 @@ std::string Validator::too_stale(const AssignmentRecord& a, const TaskView& task
     detail << "τ = " << tau << " versions, beyond the " << limit << " the task merges with " << concurrency
            << " volunteer(s) active (staleness " << task.config.merge.staleness.to_string() << ")";
     return detail.str();
+}
+
+common::Status Validator::note_passed(const AssignmentRecord& a, const Verdict& verdict) {
+    if (verdict.audited)
+        if (auto status = note_audit_passed(a); !status) return status;
+    if (verdict.flagged)
+        if (auto status = note_flagged(a, verdict); !status) return status;
+    if (!verdict.waived.empty())
+        if (auto status = note_waived(a, verdict); !status) return status;
+    return {};
 }
 
 common::Status Validator::note_audit_passed(const AssignmentRecord& a) {
@@ -147,161 +156,6 @@ common::Status Validator::note_waived(const AssignmentRecord& a, const Verdict& 
     for (const auto& note : verdict.waived) waived.emplace_back(note);
     boost::json::object detail{{"assignment_id", a.id}, {"client_id", a.client_id}, {"waived", std::move(waived)}};
     return store_.add_event("check_waived", boost::json::serialize(detail), clock_());
-}
-
-// A replicated unit: wait for the others, compare every pair, and let the quorum decide.
-common::Status Validator::settle_replicas(const AssignmentRecord& a, const TaskView& task,
-                                          const CheckFigures& figures) {
-    auto lock = replica_locks_.lock(a.work_unit_id);
-    auto marked = store_.mark_validated(a.id, figures, clock_());
-    if (!marked) return marked.error();
-    auto siblings = store_.assignments_of(a.work_unit_id);
-    if (!siblings) return siblings.error();
-    std::vector<AssignmentRecord> validated;
-    for (const auto& s : *siblings)
-        if (s.state == AssignmentState::Validated) validated.push_back(s);
-    if (validated.size() < 2) return {};  // the others validate later and settle the unit
-    auto compared = compare_validated(a, task, validated);
-    if (!compared) return compared.error();
-    auto unit = store_.work_unit(a.work_unit_id);
-    if (!unit) return unit.error();
-    auto replicas = *unit ? (*unit)->replicas : std::int64_t{2};
-    auto decision = decide_quorum(validated.size(), replicas, [&](std::size_t i, std::size_t j) {
-        return compared->at({i, j}).agree();
-    });
-    switch (decision.kind) {
-        case QuorumDecision::Kind::Wait: return {};
-        case QuorumDecision::Kind::Tiebreak: {
-            if (auto status = store_.set_replicas(a.work_unit_id, replicas + 1); !status) return status;
-            boost::json::array ids;
-            for (const auto& v : validated) ids.emplace_back(v.id);
-            boost::json::object event{{"wu_id", a.work_unit_id}, {"assignments", std::move(ids)}};
-            return store_.add_event("replica_tiebreak", boost::json::serialize(event), clock_());
-        }
-        case QuorumDecision::Kind::Settle: break;
-    }
-    return settle_unit(a, task, figures, validated, *compared, decision);
-}
-
-common::Result<Validator::Comparisons> Validator::compare_validated(const AssignmentRecord& a, const TaskView& task,
-                                                                    const std::vector<AssignmentRecord>& validated) {
-    auto base = models_.get(a.task_id, a.base_version);
-    if (!base) return base.error();
-    std::vector<common::DecodedDelta> deltas;
-    std::vector<std::optional<common::Commitments>> commitments;
-    for (const auto& v : validated) {
-        auto decoded = results_.read_decoded(v.id, value_count(**base) + 1);
-        if (!decoded) return decoded.error();
-        deltas.push_back(std::move(*decoded));
-        auto committed = commitments_of(v.id);
-        if (!committed) return committed.error();
-        commitments.push_back(std::move(*committed));
-    }
-    Comparisons compared;
-    for (std::size_t i = 0; i < deltas.size(); ++i)
-        for (std::size_t j = i + 1; j < deltas.size(); ++j) {
-            auto comparison = compare_replicas(deltas[i], deltas[j], task.config.replica_tolerance);
-            if (!comparison) return comparison.error();
-            const auto &ci = commitments[i], &cj = commitments[j];
-            if (ci && cj && trajectories_comparable(*ci, *cj))
-                compare_trajectories(*ci, *cj,
-                                     replay_tolerance(trained_on_cpu(validated[i]) && trained_on_cpu(validated[j])),
-                                     *comparison);
-            compared.emplace(std::pair(i, j), *comparison);
-            if (validated[i].id != a.id && validated[j].id != a.id) continue;  // reported when it was new
-            if (auto status = note_compared(a, task, {validated[i].id, validated[j].id}, *comparison); !status)
-                return status.error();
-        }
-    return compared;
-}
-
-common::Result<std::optional<common::Commitments>> Validator::commitments_of(const std::string& assignment_id) {
-    auto stored = store_.commitments_of(assignment_id);
-    if (!stored) return stored.error();
-    if (!*stored) return std::optional<common::Commitments>();
-    auto parsed = common::parse_commitments(**stored);  // checked when the result was
-    if (!parsed) return std::optional<common::Commitments>();
-    return std::optional<common::Commitments>(std::move(*parsed));
-}
-
-common::Status Validator::note_compared(const AssignmentRecord& a, const TaskView& task,
-                                        const std::array<std::string, 2>& pair, const ReplicaComparison& comparison) {
-    // The distance of every comparison, agreed or not, so the tolerance can be judged.
-    boost::json::object event{{"wu_id", a.work_unit_id},
-                              {"assignments", boost::json::array{pair[0], pair[1]}},
-                              {"relative_l2", comparison.relative_l2},
-                              {"tolerance", task.config.replica_tolerance},
-                              {"allowance", comparison.allowance},
-                              {"compared", comparison.by_commitments ? "commitments" : "deltas"}};
-    if (comparison.by_commitments) {
-        event["trajectory_tolerance"] = comparison.trajectory_tolerance;
-        event["mismatch"] = comparison.trajectory_mismatch;
-    }
-    return store_.add_event("replicas_compared", boost::json::serialize(event), clock_());
-}
-
-common::Status Validator::settle_unit(const AssignmentRecord& a, const TaskView& task, const CheckFigures& figures,
-                                      const std::vector<AssignmentRecord>& validated, const Comparisons& compared,
-                                      const QuorumDecision& decision) {
-    // A unit none of whose results agree is computed again, by as many as it first asked for.
-    auto settled = decision.agreeing.empty() ? std::int64_t{2} : static_cast<std::int64_t>(decision.agreeing.size());
-    if (auto status = store_.set_replicas(a.work_unit_id, settled); !status) return status;
-    for (auto i : decision.outliers) {
-        std::string distances;
-        bool by_commitments = true;
-        for (std::size_t j = 0; j < validated.size(); ++j) {
-            if (j == i) continue;
-            const auto& c = compared.at({std::min(i, j), std::max(i, j)});
-            by_commitments = by_commitments && c.by_commitments;
-            distances +=
-                (distances.empty() ? "" : "; ") + validated[j].id + ": " +
-                (c.by_commitments
-                     ? c.trajectory_mismatch + " (tolerance " + std::to_string(c.trajectory_tolerance) + " relative)"
-                     : std::to_string(c.relative_l2) + " (limit " + std::to_string(c.limit) + ")");
-        }
-        auto detail = (by_commitments ? "its committed trajectory parts from every other replica's, "
-                                        "as the other replays it; against "
-                                      : "relative L2 distance beyond the replica tolerance " +
-                                            std::to_string(task.config.replica_tolerance) +
-                                            " plus the error-feedback allowance from every other replica: ") +
-                      distances;
-        if (auto status = reject(validated[i], task, reason::kReplicaMismatch, detail); !status) return status;
-    }
-    // One of the agreeing results is merged: the first whose volunteer is not quarantined.
-    bool merged = false;
-    for (auto i : decision.agreeing) {
-        const auto& v = validated[i];
-        auto accepted = accept(v, task, v.id == a.id ? figures : v.figures(), !merged);
-        if (!accepted) return accepted.error();
-        merged = merged || *accepted;
-    }
-    return {};
-}
-
-common::Status Validator::accept_alone(const AssignmentRecord& a) {
-    auto record = store_.task(a.task_id);
-    if (!record) return record.error();
-    if (!*record) return common::make_error("no task '" + a.task_id + "'");
-    auto task = configs_.view(std::move(**record));
-    if (!task) return task.error();
-    auto lock = replica_locks_.lock(a.work_unit_id);
-    auto siblings = store_.assignments_of(a.work_unit_id);
-    if (!siblings) return siblings.error();
-    std::vector<const AssignmentRecord*> waiting;
-    for (const auto& s : *siblings)
-        if (s.state == AssignmentState::Validated) waiting.push_back(&s);
-    if (waiting.size() > 1) {
-        // A pair that disagreed and whose tie-break never came back: neither is merged, and
-        // neither counts against its volunteer.
-        for (const auto* s : waiting)
-            if (auto status = reject(*s, *task, reason::kReplicaUnresolved,
-                                     "the replicas disagreed and no tie-break replica came back");
-                !status)
-                return status;
-        return {};
-    }
-    auto accepted = accept(a, *task, a.figures(), true);
-    return accepted ? common::Status() : common::Status(accepted.error());
 }
 
 common::Result<bool> Validator::accept(const AssignmentRecord& a, const TaskView& task, const CheckFigures& figures,

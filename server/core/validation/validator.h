@@ -49,7 +49,8 @@ public:
     // Runs the checks now, on the calling thread (the validation stage calls it for the results
     // this process claimed: validation_stage.h).
     common::Status validate(const std::string& assignment_id);
-    // Accepts a validated result whose replica never came back (it is merged alone).
+    // Accepts a validated result whose replica never came back (it is merged alone; an audit
+    // twin's is replayed by the server first).
     common::Status accept_alone(const AssignmentRecord& assignment);
     // True with `chance` (the validator's seeded draws): the loss checks here, replay audits at
     // the intake.
@@ -75,13 +76,21 @@ private:
     // Outliers refused, the agreeing accepted and the first of them merged.
     common::Status settle_unit(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
                                const std::vector<AssignmentRecord>& validated, const Comparisons& compared,
-                               const QuorumDecision& decision);
+                               const QuorumDecision& decision, bool audit_twin);
+    // Makes the result's unit an audit twin (docs/operations.md, "Audit twins"); false when its
+    // unit was replicated already (the replica comparison is its audit).
+    common::Result<bool> make_audit_twin(const AssignmentRecord& assignment);
+    // An audit twin's results that no trusted volunteer settled in time, judged by the server's
+    // own replay: those that disagree refused, the first that agrees merged.
+    common::Status settle_by_server(const TaskView& task, const std::vector<const AssignmentRecord*>& waiting);
     // Accepts; merged (and credited) unless `merge` is false or the volunteer is quarantined.
     // Returns whether it is merged.
     common::Result<bool> accept(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
                                 bool merge, ResultReadings known = {});
     common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,
                           const std::string& detail, const CheckFigures& figures = {});
+    // The events a passed result's verdict calls for: its audit passed, flagged, checks waived.
+    common::Status note_passed(const AssignmentRecord& assignment, const Verdict& verdict);
     common::Status note_audit_passed(const AssignmentRecord& assignment);
     common::Status note_flagged(const AssignmentRecord& assignment, const Verdict& verdict);
     // Why the result is too stale to merge under the task's staleness function (its age in

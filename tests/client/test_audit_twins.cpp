@@ -1,0 +1,114 @@
+// Audit twins (docs/operations.md, "Audit twins"): a task that has its audits computed by
+// volunteers gives a drawn result's unit again to a trusted volunteer and compares the two
+// committed trajectories, with a real server and real CPU training. An honest result is merged
+// once its twin agrees; one trained at another rate goes to a tie-break and is refused
+// `audit_failed`, its volunteer quarantined; an untrusted volunteer is never given a twin; a
+// twin no trusted volunteer computes in time is settled by the server's own replay.
+#include <doctest/doctest.h>
+
+#include "rejection_reasons.h"
+#include "trained_units.h"
+#include "trust.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace reason = tessera::server::reason;
+
+namespace {
+
+void audits_by_volunteers(TaskConfig& c) {
+    c.max_in_flight = 10;
+    c.audit = 1;
+    c.audit_by = "volunteers";
+    c.inner_optimizer = common::InnerOptimizer::Fresh;
+}
+
+std::string unit_of(TestServer& server, const common::WorkUnit& wu) {
+    return server.store().assignment(wu.wu_id).value()->work_unit_id;
+}
+
+}  // namespace
+
+TEST_CASE("an audit twin agrees and the result is merged; one trained at another rate fails its audit") {
+    TestServer server(audits_by_volunteers);
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    TestVolunteer carol(server, "carol");
+
+    auto first = train_unit(server, alice);
+    upload(server, alice, first, first.output.commitments);
+    CHECK(state_of(server, first.wu.wu_id) == "validated");  // held for its twin
+    CHECK(server.version() == 0);
+    REQUIRE(events_of(server, "audit_twin").size() == 1);
+    // The twin: the same unit, from zero moments, for the next trusted volunteer that asks.
+    server.advance(10);
+    auto twin_wu = bob.request_work().value();
+    REQUIRE(unit_of(server, twin_wu) == unit_of(server, first.wu));
+    CHECK(twin_wu.hyper.seed == first.wu.hyper.seed);
+    CHECK(twin_wu.base_version == first.wu.base_version);
+    auto twin = train(server, twin_wu);
+    upload(server, bob, twin, twin.output.commitments);
+    CHECK(state_of(server, first.wu.wu_id) == "merged");
+    CHECK(rejection_of(server, twin_wu.wu_id).empty());
+    CHECK(server.version() == 1);
+    CHECK(server.store().client(bob.id()).value()->credit > 0);  // the audit's compute is credited
+    auto compared = events_of(server, "replicas_compared");
+    REQUIRE(compared.size() == 1);
+    CHECK(compared[0].at("compared").as_string() == "commitments");
+    CHECK(events_of(server, "audit_passed").size() == 2);
+
+    // Alice trains her next unit at 1.05 times the rate: her twin disagrees, a third trusted
+    // volunteer settles it, and she is refused as a failed audit is.
+    server.advance(10);
+    auto wu = alice.request_work().value();
+    auto faster = wu;
+    faster.hyper.lr *= 1.05;
+    auto misread = train(server, wu, {}, {}, faster);
+    upload(server, alice, misread, misread.output.commitments);
+    auto bobs = train(server, bob.request_work().value());
+    REQUIRE(unit_of(server, bobs.wu) == unit_of(server, wu));
+    upload(server, bob, bobs, bobs.output.commitments);
+    CHECK(events_of(server, "replica_tiebreak").size() == 1);
+    auto tiebreak = carol.request_work().value();
+    REQUIRE(unit_of(server, tiebreak) == unit_of(server, wu));
+    auto third = train(server, tiebreak);
+    upload(server, carol, third, third.output.commitments);
+    CHECK(rejection_of(server, wu.wu_id) == reason::kAuditFailed);
+    CHECK(refusal_of(server, wu.wu_id).find("its audit twin, computed again by a trusted volunteer, disagrees") !=
+          std::string::npos);
+    CHECK(server.store().client(alice.id()).value()->quarantined);
+    CHECK(server.version() == 2);
+}
+
+TEST_CASE("an untrusted volunteer is not given a twin; a twin nobody computes in time is replayed by the server") {
+    TestServer server([](TaskConfig& c) {
+        audits_by_volunteers(c);
+        c.trust_streak = 2;  // nobody is trusted yet; their results are all drawn (10 × the rate)
+    });
+    TestVolunteer erin(server, "erin");
+    TestVolunteer dave(server, "dave");
+
+    auto honest = train_unit(server, erin);
+    upload(server, erin, honest, honest.output.commitments);
+    CHECK(state_of(server, honest.wu.wu_id) == "validated");
+    server.advance(10);
+    auto other = dave.request_work().value();
+    CHECK(unit_of(server, other) != unit_of(server, honest.wu));  // a new unit, not the twin
+
+    auto wu = erin.request_work().value();
+    auto faster = wu;
+    faster.hyper.lr *= 1.5;
+    auto misread = train(server, wu, {}, {}, faster);
+    upload(server, erin, misread, misread.output.commitments);
+    CHECK(state_of(server, wu.wu_id) == "validated");
+
+    // No trusted volunteer came within the deadline: the server replays both itself.
+    server.advance(server.config().deadline_s + 10);
+    server.app().transitioner().tick().value();
+    server.app().wait_idle();
+    CHECK(state_of(server, honest.wu.wu_id) == "merged");
+    CHECK(rejection_of(server, wu.wu_id) == reason::kAuditFailed);
+    CHECK(refusal_of(server, wu.wu_id).find("no trusted volunteer settled its audit twin in time") !=
+          std::string::npos);
+    CHECK(metric(server, "tessera_checked_results_total{checks=\"audit\"}") == 2);
+}
