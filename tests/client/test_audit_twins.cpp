@@ -3,7 +3,8 @@
 // committed trajectories, with a real server and real CPU training. An honest result is merged
 // once its twin agrees; one trained at another rate goes to a tie-break and is refused
 // `audit_failed`, its volunteer quarantined; an untrusted volunteer is never given a twin; a
-// twin no trusted volunteer computes in time is settled by the server's own replay.
+// twin no trusted volunteer computes in time is settled by the server's own replay; a twin trains
+// on the schedule span of the result it audits, also when its unit was rebased after a timeout.
 #include <doctest/doctest.h>
 
 #include "rejection_reasons.h"
@@ -111,4 +112,43 @@ TEST_CASE("an untrusted volunteer is not given a twin; a twin nobody computes in
     CHECK(refusal_of(server, wu.wu_id).find("no trusted volunteer settled its audit twin in time") !=
           std::string::npos);
     CHECK(metric(server, "tessera_checked_results_total{checks=\"audit\"}") == 2);
+}
+
+TEST_CASE("an audit twin of a unit rebased after a timeout trains on the audited result's schedule span") {
+    TestServer server([](TaskConfig& c) {
+        audits_by_volunteers(c);
+        LrScheduleFlags flags;
+        flags.name = "cosine";
+        flags.warmup_samples = 64;
+        flags.total_samples = 2000;
+        c.lr_schedule = lr_schedule_from_flags(flags, c).value();
+    });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    TestVolunteer carol(server, "carol");
+    TestVolunteer dave(server, "dave");
+
+    auto abandoned = alice.request_work().value();  // times out below
+    // A made-up result without commitments cannot be replayed: judged by the other checks, merged.
+    auto other = carol.request_work().value();
+    REQUIRE(carol.upload(other, carol.made_up_delta(other, 1e-3f)).status == 200);
+    server.app().wait_idle();
+    REQUIRE(server.version() == 1);
+    server.advance(server.config().deadline_s + 10);
+    server.app().transitioner().tick().value();
+
+    // Given again on the newer base, it is stamped where the schedule stands now.
+    auto rebased = train(server, bob.request_work().value());
+    REQUIRE(unit_of(server, rebased.wu) == unit_of(server, abandoned));
+    REQUIRE(rebased.wu.base_version == 1);
+    REQUIRE(rebased.wu.hyper.schedule_from != abandoned.hyper.schedule_from);
+    upload(server, bob, rebased, rebased.output.commitments);
+    auto twin_wu = dave.request_work().value();
+    REQUIRE(unit_of(server, twin_wu) == unit_of(server, abandoned));
+    CHECK(twin_wu.hyper.schedule_from == rebased.wu.hyper.schedule_from);
+    CHECK(twin_wu.hyper.schedule_to == rebased.wu.hyper.schedule_to);
+    auto twin = train(server, twin_wu);
+    upload(server, dave, twin, twin.output.commitments);
+    CHECK(state_of(server, rebased.wu.wu_id) == "merged");
+    CHECK(server.version() == 2);
 }

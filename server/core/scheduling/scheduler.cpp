@@ -224,23 +224,24 @@ WorkUnitRecord Scheduler::new_unit(const DrawnTask& task, const ClientRecord& cl
     return unit;
 }
 
-// A unit sent again on its old base (a replica's twin, or a retry) keeps the schedule span
-// of its first assignment, so that replicas train alike; a new or rebased unit starts where
-// the run stands now.
+// A unit sent again on its old base (a replica's twin, an audit twin, or a retry) keeps the
+// schedule span of its latest assignment on that base, so that replicas train alike (not its
+// first: a unit rebased after a timeout was stamped anew, and an audit twin must match the
+// audited result); a new or rebased unit starts where the run stands now.
 common::Status Scheduler::stamp_schedule_of(const TaskView& task, const WorkUnitRecord& unit, bool same_base,
                                             std::int64_t now, common::Hyperparameters& hyper) {
     if (!task.config.lr_schedule) return {};
-    if (same_base) {
-        auto earlier = work_.assignments_of(unit.id);
-        if (!earlier) return earlier.error();
-        if (!earlier->empty()) {
-            auto first = sent_work_unit(earlier->front());
-            if (!first) return common::with_context("the schedule of unit " + unit.id, first.error());
-            hyper.schedule = first->hyper.schedule;
-            hyper.schedule_from = first->hyper.schedule_from;
-            hyper.schedule_to = first->hyper.schedule_to;
-            return {};
-        }
+    auto earlier = same_base ? work_.assignments_of(unit.id)
+                             : common::Result<std::vector<AssignmentRecord>>(std::vector<AssignmentRecord>());
+    if (!earlier) return earlier.error();
+    for (auto a = earlier->rbegin(); a != earlier->rend(); ++a) {
+        auto sent = sent_work_unit(*a);
+        if (!sent) return common::with_context("the schedule of unit " + unit.id, sent.error());
+        if (sent->base_version != unit.base_version) continue;
+        hyper.schedule = sent->hyper.schedule;
+        hyper.schedule_from = sent->hyper.schedule_from;
+        hyper.schedule_to = sent->hyper.schedule_to;
+        return {};
     }
     auto pace = pace_.pace(task.config, now);
     if (!pace) return pace.error();
