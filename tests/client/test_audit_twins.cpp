@@ -62,9 +62,7 @@ TEST_CASE("an audit twin agrees and the result is merged; one trained at another
     // volunteer settles it, and she is refused as a failed audit is.
     server.advance(10);
     auto wu = alice.request_work().value();
-    auto faster = wu;
-    faster.hyper.lr *= 1.05;
-    auto misread = train(server, wu, {}, {}, faster);
+    auto misread = train_at_rate(server, wu, 1.05);
     upload(server, alice, misread, misread.output.commitments);
     auto bobs = train(server, bob.request_work().value());
     REQUIRE(unit_of(server, bobs.wu) == unit_of(server, wu));
@@ -97,9 +95,7 @@ TEST_CASE("an untrusted volunteer is not given a twin; a twin nobody computes in
     CHECK(unit_of(server, other) != unit_of(server, honest.wu));  // a new unit, not the twin
 
     auto wu = erin.request_work().value();
-    auto faster = wu;
-    faster.hyper.lr *= 1.5;
-    auto misread = train(server, wu, {}, {}, faster);
+    auto misread = train_at_rate(server, wu, 1.5);
     upload(server, erin, misread, misread.output.commitments);
     CHECK(state_of(server, wu.wu_id) == "validated");
 

@@ -88,9 +88,7 @@ TEST_CASE("a unit trained with one thread and with four agrees within the CPU's 
         common::trajectory_mismatch(one.output.commitments, other.output.commitments, server::kCpuReplayTolerance);
     CHECK_MESSAGE(apart.empty(), apart);
     // A rate 1.5 times the unit's is a trajectory of its own.
-    auto faster = wu;
-    faster.hyper.lr *= 1.5;
-    auto misread = train(server, wu, {}, {}, faster);
+    auto misread = train_at_rate(server, wu, 1.5);
     CHECK_FALSE(
         common::trajectory_mismatch(one.output.commitments, misread.output.commitments, server::kCpuReplayTolerance)
             .empty());
@@ -135,9 +133,7 @@ TEST_CASE(
     // Trained at 1.5 times the rate: its commitments are true to what it trained, its opening
     // loss is the unit's (the rate acts from the first update), so only the replay tells.
     auto wu = volunteer.request_work().value();
-    auto faster = wu;
-    faster.hyper.lr *= 1.5;
-    auto misread = train(server, wu, {}, {}, faster);
+    auto misread = train_at_rate(server, wu, 1.5);
     upload(server, volunteer, misread, misread.output.commitments);
     CHECK(rejection_of(server, wu.wu_id) == reason::kAuditFailed);
     CHECK(refusal_of(server, wu.wu_id).find("its replay disagrees: the segment ending at step") != std::string::npos);
@@ -272,9 +268,7 @@ TEST_CASE(
 
     auto [wu_c, wu_d] = twins();
     auto honest = train(server, wu_c);
-    auto faster = wu_d;
-    faster.hyper.lr *= 1.05;
-    auto misread = train(server, wu_d, {}, {}, faster);
+    auto misread = train_at_rate(server, wu_d, 1.05);
     upload(server, alice, honest, honest.output.commitments);
     upload(server, bob, misread, misread.output.commitments);
     REQUIRE(comparisons().size() == 2);

@@ -32,6 +32,14 @@ inline Trained train(TestServer& server, const common::WorkUnit& wu, client::Run
     return {wu, std::move(*output)};
 }
 
+// `wu` trained at `factor` times its learning rate: a subtly wrong client whose commitments are
+// true to what it trained and whose opening loss is the unit's (the rate acts from the first update).
+inline Trained train_at_rate(TestServer& server, const common::WorkUnit& wu, double factor) {
+    auto misread = wu;
+    misread.hyper.lr *= factor;
+    return train(server, wu, {}, {}, misread);
+}
+
 // A unit asked for by `volunteer` and trained on the CPU, from `model` when given.
 inline Trained train_unit(TestServer& server, TestVolunteer& volunteer,
                           std::optional<std::filesystem::path> model = {}) {
