@@ -148,3 +148,17 @@ TEST_CASE("an audit twin of a unit rebased after a timeout trains on the audited
     CHECK(state_of(server, rebased.wu.wu_id) == "merged");
     CHECK(server.version() == 2);
 }
+
+TEST_CASE("a kept task's unit from zero moments is replayed by the server, not twinned (kept units clip updates)") {
+    TestServer server([](TaskConfig& c) {
+        audits_by_volunteers(c);
+        c.inner_optimizer = common::InnerOptimizer::Kept;
+    });
+    TestVolunteer alice(server, "alice");
+    auto first = train_unit(server, alice);
+    REQUIRE(first.wu.hyper.optimizer == common::InnerOptimizer::Kept);
+    upload(server, alice, first, first.output.commitments);
+    CHECK(events_of(server, "audit_twin").empty());
+    CHECK(state_of(server, first.wu.wu_id) == "merged");
+    CHECK(metric(server, "tessera_checked_results_total{checks=\"audit\"}") == 1);
+}

@@ -114,8 +114,12 @@ common::Result<std::string> ResultIntake::draw_audit(const AssignmentRecord& a, 
     const auto& moments = manifest.commitments ? manifest.commitments->moments_in : std::nullopt;
     bool resumed = moments && !moments->sha256.empty() && unit.hyper.optimizer == common::InnerOptimizer::Kept;
     if (resumed) return std::string("moments");
-    // From zero moments a trusted volunteer can compute it again (docs/operations.md, "Audit twins").
-    return std::string(task->config.audit_by == "volunteers" && manifest.commitments ? "twin" : "replay");
+    // A unit sent with fresh moments a trusted volunteer can compute again exactly as it was
+    // (docs/operations.md, "Audit twins"); a kept one clips its updates, and a twin, sent fresh
+    // so as not to touch its volunteer's own moments, would not: the server replays those.
+    bool twin = task->config.audit_by == "volunteers" && manifest.commitments &&
+                unit.hyper.optimizer == common::InnerOptimizer::Fresh;
+    return std::string(twin ? "twin" : "replay");
 }
 
 common::Result<IntakeOutcome> ResultIntake::receive_moments(const std::string& client_id, std::string_view ref_json,
