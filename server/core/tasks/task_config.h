@@ -125,7 +125,7 @@ struct TaskConfig {
     // tasks: kNewTaskAudit); a new or quarantined volunteer's, kUntrustedAuditFactor times it.
     double audit = 0;
     // Who replays a drawn result (docs/operations.md, "Audit twins"): "server", or "volunteers":
-    // a unit that started from zero moments is given again to a trusted volunteer, and the two
+    // a unit sent with fresh moments is given again to a trusted volunteer, and the two
     // trajectories compared as replicas' are (the server replays kept units, and results whose
     // twin never came).
     std::string audit_by = "server";
