@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 
+#include "plain_number.h"
 #include "sha256.h"
 #include "text_encoding.h"
 
@@ -103,11 +103,7 @@ bool close(double a, double b, double tolerance) {
     return std::abs(a - b) <= tolerance * std::max({std::abs(a), std::abs(b), 1e-12});
 }
 
-std::string plain(double value) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.6g", value);
-    return text;
-}
+std::string plain(double value) { return plain_number(value); }
 
 }  // namespace
 

@@ -172,6 +172,8 @@ CREATE TABLE events (
   kind   TEXT NOT NULL,
   detail TEXT NOT NULL                    -- JSON object
 );
+-- Events of one kind, newest first: the dashboard's audits, /metrics (schema 15).
+CREATE INDEX events_by_kind ON events(kind, id);
 
 -- Roles one server process holds at a time (schema 7): `aggregator:<task id>` is the process
 -- that merges that task's results (docs/scaling.md). A holder renews its row before

@@ -235,6 +235,29 @@
     $('rejections').tBodies[0].replaceChildren(...rows);
   }
 
+  // Replay audits and audit twins (docs/operations.md): the totals, then the newest.
+  const auditOutcome = { audit_passed: 'passed', audit_failed: 'failed', audit_twin: 'sent to a trusted volunteer',
+    credit_withdrawn: 'credit withdrawn' };
+  function auditDetail(e) {
+    const d = e.detail;
+    if (e.kind === 'credit_withdrawn') return `${compact(d.credit)} from ${d.results.length} result(s) since ${ago(d.since)}: ${d.why}`;
+    if (e.kind === 'audit_failed') return `${d.assignment_id}: ${d.detail}`;
+    return d.assignment_id || '';
+  }
+  function showAudits(list, names) {
+    const c = list.counts;
+    setText('audit-totals', `${c.audit_passed} passed · ${c.audit_failed} failed · ${c.audit_twin} sent to trusted `
+      + `volunteers · ${c.credit_withdrawn} credit withdrawal(s)`);
+    const bad = (kind) => kind === 'audit_failed' || kind === 'credit_withdrawn';
+    const rows = list.events.map((e) => el('tr', {},
+      el('td', { textContent: ago(e.at) }),
+      el('td', { textContent: names.get(e.detail.client_id) || e.detail.client_id }),
+      el('td', { className: bad(e.kind) ? 'reason' : '', textContent: auditOutcome[e.kind] || e.kind }),
+      el('td', { className: 'detail', textContent: auditDetail(e) })));
+    if (!rows.length) rows.push(el('tr', {}, el('td', { colSpan: 4, className: 'muted', textContent: 'none so far' })));
+    $('audits').tBodies[0].replaceChildren(...rows);
+  }
+
   // ---- an expert group: its members side by side, its samples drawn through the router ----
   // The shown task's group, experts by index then the router; null for an ordinary task.
   function groupOf(list, stats) {
@@ -418,14 +441,16 @@
     refreshing = true;
     try {
       const api = taskApi();
-      const [tasks, stats, versions, minutes, hours, volunteers, rejections] = await Promise.all([
+      const [tasks, stats, versions, minutes, hours, volunteers, rejections, audits] = await Promise.all([
         getJson('/api/v1/tasks'), getJson(`${api}/stats`), getJson(`${api}/versions`),
         getJson(`${api}/history?bucket=60&buckets=120`), getJson(`${api}/history?bucket=3600&buckets=48`),
-        getJson('/api/v1/volunteers'), getJson('/api/v1/rejections?limit=15')]);
+        getJson('/api/v1/volunteers'), getJson('/api/v1/rejections?limit=15'), getJson('/api/v1/audits?limit=15')]);
       showTasks(tasks, stats);
       showStats(stats);
       showCharts(versions, minutes, hours);
-      showRejections(rejections, showVolunteers(volunteers));
+      const names = showVolunteers(volunteers);
+      showRejections(rejections, names);
+      showAudits(audits, names);
       const group = groupOf(tasks, stats);
       showGroup(group, stats.task ? stats.task.id : null);
       await showSamples(stats, group);
@@ -448,7 +473,8 @@
   const eventKinds = ['version_merged', 'evaluated', 'result_received', 'result_accepted', 'result_rejected',
     'work_issued', 'work_timed_out', 'work_abandoned', 'work_unit_retired', 'client_registered', 'client_banned',
     'client_unbanned', 'client_quarantined', 'client_released', 'task_created', 'task_state', 'check_suspended',
-    'check_restored', 'quarantine_fallback', 'divergence_recovered', 'divergence_paused', 'credit_withdrawn'];
+    'check_restored', 'quarantine_fallback', 'divergence_recovered', 'divergence_paused', 'credit_withdrawn',
+    'audit_passed', 'audit_failed', 'audit_twin'];
   function listen() {
     const stream = new EventSource(`/api/v1/events/stream?after=${dashboard.lastEventId}`);
     stream.onopen = () => { $('live').classList.add('on'); setText('live', 'live'); };

@@ -109,6 +109,7 @@ std::vector<Route> Api::public_routes() {
          [this](const Request& r, const RouteCall& c) { return versions(r, std::string(c.param)); }},
         {public_get("/api/v1/volunteers"), [this](const Request& r, const RouteCall&) { return volunteers(r, false); }},
         {public_get("/api/v1/rejections"), [this](const Request& r, const RouteCall&) { return rejections(r); }},
+        {public_get("/api/v1/audits"), [this](const Request& r, const RouteCall&) { return audits(r); }},
         {public_get("/api/v1/events", RouteGroup::Events),
          [this](const Request& r, const RouteCall&) { return events(r); }},
         {{http::verb::get, "/api/v1/events/stream", Access::Public, BodySize::Small, RouteGroup::Events, true},

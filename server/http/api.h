@@ -96,6 +96,7 @@ private:
     Response volunteers(const Request& request, bool full);
     Response rejections(const Request& request);
     Response events(const Request& request);
+    Response audits(const Request& request);
     Response metrics(const Request& request);
     Response register_client(const Request& request, std::string_view peer);
     Response server_info(const Request& request);

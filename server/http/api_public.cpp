@@ -1,4 +1,4 @@
-// Api: the public read-only routes (versions, volunteers, rejections, events, /metrics) and
+// Api: the public read-only routes (versions, volunteers, rejections, events, audits, /metrics) and
 // the operator's admin routes. The dashboard's own routes are in dashboard.cpp.
 #include <sys/statvfs.h>
 
@@ -91,6 +91,22 @@ Response Api::events(const Request& request) {
     return json_response(request, http::status::ok, {{"events", list}});
 }
 
+// The audits' record: how many of each audit event, and the newest ones (the dashboard's
+// "Audits" card).
+Response Api::audits(const Request& request) {
+    auto limit = query_integer(request.target(), "limit", 20, 1, kMaxQueryLimit);
+    auto counts = store_.event_counts(kAuditEventKinds);
+    if (!counts) return internal_error(request, counts.message());
+    auto rows = store_.latest_events(kAuditEventKinds, static_cast<int>(limit));
+    if (!rows) return internal_error(request, rows.message());
+    boost::json::object totals;
+    for (const auto& [kind, count] : *counts) totals[kind] = count;
+    boost::json::array list;
+    for (const auto& e : *rows)
+        list.push_back({{"id", e.id}, {"at", e.at}, {"kind", e.kind}, {"detail", boost::json::parse(e.detail_json)}});
+    return json_response(request, http::status::ok, {{"counts", totals}, {"events", list}});
+}
+
 std::int64_t Api::event_stream_start(const http::request_header<>& header) {
     auto after = query_integer(header.target(), "after", 0, 0, common::kMaxSafeInteger);
     auto last = header["Last-Event-ID"];
@@ -116,6 +132,9 @@ Response Api::metrics(const Request& request) {
     auto reasons = store_.rejection_counts();
     if (!reasons) return internal_error(request, reasons.message());
     stored.rejections_by_reason = std::move(*reasons);
+    auto audits = store_.event_counts(kAuditEventKinds);
+    if (!audits) return internal_error(request, audits.message());
+    stored.audit_events = std::move(*audits);
     auto suspended = suspended_checks(store_);
     if (!suspended) return internal_error(request, suspended.message());
     for (const auto& check : *suspended) ++stored.suspended_checks[check.reason];

@@ -120,6 +120,11 @@ std::string prometheus_text(const StoredMetrics& stored, const ServerMetrics& me
         family(out, "tessera_disk_size_bytes", "gauge", "Size of the file system holding the state directory.");
         out << "tessera_disk_size_bytes " << stored.disk_size_bytes << '\n';
     }
+    family(out, "tessera_audit_events_total", "counter",
+           "Audits recorded, by event: passed, failed, results whose audit went to a trusted volunteer, credit "
+           "withdrawals after a failed one.");
+    for (const auto& [kind, count] : stored.audit_events)
+        out << "tessera_audit_events_total{kind=\"" << kind << "\"} " << count << '\n';
     family(out, "tessera_rejections_total", "counter", "Results rejected, by reason.");
     auto reasons = stored.rejections_by_reason;
     for (auto known : reason::kAll) reasons.try_emplace(std::string(known), 0);

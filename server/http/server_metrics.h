@@ -11,6 +11,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "check_costs.h"
 #include "records.h"
@@ -79,11 +80,17 @@ private:
     CheckCosts checks_;
 };
 
+// The events that record audits (docs/operations.md, "Replay audits", "Audit twins"): /metrics
+// counts them, GET /api/v1/audits lists them.
+inline const std::vector<std::string> kAuditEventKinds = {"audit_passed", "audit_failed", "audit_twin",
+                                                          "credit_withdrawn"};
+
 // What /metrics reads from the database.
 struct StoredMetrics {
     std::int64_t model_version = 0;
     StoreCounts counts;
     std::map<std::string, std::int64_t> rejections_by_reason;
+    std::map<std::string, std::int64_t> audit_events;      // by kind (kAuditEventKinds)
     std::map<std::string, std::int64_t> suspended_checks;  // tasks where each check is suspended, by reason
     std::int64_t seconds_without_merge = 0;                // the current task's, while results come back (liveness.h)
     bool stalled = false;

@@ -102,7 +102,7 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
     }
 }
 
-// Schema versions: 0 = empty, 14 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
+// Schema versions: 0 = empty, 15 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
 // files of older servers are migrated: 1 → 2 adds the evaluation's sample size to
 // model_versions, 2 → 3 the indexes of open work units, clients by last seen, nonces by time
 // and assignments by acceptance, 3 → 4 the contribution checks' columns (quarantine,
@@ -114,7 +114,7 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
 // rate (the checks' per-step figures), 10 → 11 (both) the validation claim of a returned result,
 // 11 → 12 (both) the task's volunteers by their last unit (filled from the assignments) and the
 // results by return, 12 → 13 (both) the results' commitments, 13 → 14 (both) the audit twins'
-// trusted_only flag of work units. A database from a newer server is refused.
+// trusted_only flag of work units, 14 → 15 (both) the index of events by kind. A database from a newer server is refused.
 namespace {
 
 // Schema 7's additions, as in both schema files (BIGINT and REAL are 64-bit on both).
@@ -136,6 +136,7 @@ constexpr const char* kSchema12Sql =
 
 constexpr const char* kSchema13Sql = "ALTER TABLE assignments ADD COLUMN commitments TEXT;";
 constexpr const char* kSchema14Sql = "ALTER TABLE work_units ADD COLUMN trusted_only BIGINT NOT NULL DEFAULT 0;";
+constexpr const char* kSchema15Sql = "CREATE INDEX events_by_kind ON events(kind, id);";
 
 // PostgreSQL databases began at schema 6.
 void migrate_postgres(Database& db, std::int64_t version) {
@@ -148,7 +149,8 @@ void migrate_postgres(Database& db, std::int64_t version) {
     if (version < 11) db.exec(kSchema11Sql);
     if (version < 12) db.exec(kSchema12Sql);
     if (version < 13) db.exec(kSchema13Sql);
-    db.exec(kSchema14Sql);
+    if (version < 14) db.exec(kSchema14Sql);
+    db.exec(kSchema15Sql);
 }
 
 void migrate_sqlite(Database& db, std::int64_t version) {
@@ -186,7 +188,8 @@ void migrate_sqlite(Database& db, std::int64_t version) {
     if (version < 11) db.exec(kSchema11Sql);
     if (version < 12) db.exec(kSchema12Sql);
     if (version < 13) db.exec(kSchema13Sql);
-    db.exec(kSchema14Sql);
+    if (version < 14) db.exec(kSchema14Sql);
+    db.exec(kSchema15Sql);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // The store's read-only queries for the dashboard and /metrics: results over time, recent
-// activity, staleness and rejection reasons.
+// activity, staleness, rejection reasons and the events of given kinds.
+#include <algorithm>
+
 #include "store_internal.h"
 
 namespace tessera::server {
@@ -25,6 +27,32 @@ common::Result<std::int64_t> HistoryStore::last_event_id() {
         Statement query(db(), "SELECT COALESCE(MAX(id), 0) FROM events");
         query.step();
         return query.integer(0);
+    });
+}
+
+common::Result<std::vector<EventRecord>> HistoryStore::latest_events(const std::vector<std::string>& kinds, int limit) {
+    return reading([&]() -> common::Result<std::vector<EventRecord>> {
+        std::vector<EventRecord> events;
+        for (const auto& kind : kinds) {
+            Statement query(db(), "SELECT id, at, kind, detail FROM events WHERE kind = ? ORDER BY id DESC LIMIT ?");
+            query.bind(1, kind).bind(2, limit);
+            while (query.step()) events.push_back({query.integer(0), query.integer(1), query.text(2), query.text(3)});
+        }
+        std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.id > b.id; });
+        if (events.size() > static_cast<std::size_t>(std::max(limit, 0))) events.resize(std::max(limit, 0));
+        return events;
+    });
+}
+
+common::Result<std::map<std::string, std::int64_t>> HistoryStore::event_counts(const std::vector<std::string>& kinds) {
+    return reading([&]() -> common::Result<std::map<std::string, std::int64_t>> {
+        std::map<std::string, std::int64_t> counts;
+        for (const auto& kind : kinds) {
+            Statement query(db(), "SELECT COUNT(*) FROM events WHERE kind = ?");
+            query.bind(1, kind).step();
+            counts[kind] = query.integer(0);
+        }
+        return counts;
     });
 }
 

@@ -22,6 +22,10 @@ public:
     // Observation.
     common::Status add_event(const std::string& kind, const std::string& detail_json, std::int64_t now);
     common::Result<std::vector<EventRecord>> events_after(std::int64_t after_id, int limit);
+    // The newest `limit` events of these kinds, newest first, and how many of each there are
+    // (an index range each, schema 15's events_by_kind).
+    common::Result<std::vector<EventRecord>> latest_events(const std::vector<std::string>& kinds, int limit);
+    common::Result<std::map<std::string, std::int64_t>> event_counts(const std::vector<std::string>& kinds);
     common::Result<std::vector<RejectionRecord>> rejections(int limit);
     common::Result<std::optional<RejectionRecord>> rejection_of(const std::string& assignment_id);
     common::Result<StoreCounts> counts(std::int64_t active_since);

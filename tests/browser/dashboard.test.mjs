@@ -3,9 +3,10 @@
 // Debian's chromium (headless, driven by playwright-core) loads the page. It checks that the
 // page loads without console errors, that every chart has data points, that the sample
 // images are not blank, that a server-sent event changes the shown version without a
-// reload, that the page fits a phone's width and follows the dark preference, that a second
-// task can be chosen, and that the divergence guard's report reads as it should on the task's
-// line; it saves screenshots (light, dark, phone, diverged) into TESSERA_SCREENSHOTS.
+// reload, that the page fits a phone's width and follows the dark preference, that the audits
+// card shows the server's record, that a second task can be chosen, and that the divergence
+// guard's report reads as it should on the task's line; it saves screenshots (light, dark,
+// phone, diverged) into TESSERA_SCREENSHOTS.
 //
 // Usage (meson sets the variables): node dashboard.test.mjs
 //   TESSERA_DATA, TESSERA_SERVER, TESSERA_CLIENT  the programs
@@ -111,6 +112,16 @@ async function main() {
   const volunteerRow = await page.textContent('#volunteers tbody');
   assert.match(volunteerRow, /browser-test-volunteer/);
   assert.match(volunteerRow, /cpu/);
+
+  // The audits card shows the server's record (GET /api/v1/audits): an honest volunteer fails none.
+  const audits = await (await fetch(`${base}/api/v1/audits`)).json();
+  await page.waitForFunction((passed) => {
+    const m = /^(\d+) passed · (\d+) failed · \d+ sent to trusted volunteers/.exec(
+      document.getElementById('audit-totals').textContent);
+    return m && Number(m[1]) >= passed;
+  }, audits.counts.audit_passed, { timeout: 60_000 });
+  assert.match(await page.textContent('#audit-totals'), / 0 failed /);
+  assert.ok(await page.$$eval('#audits tbody tr', (rows) => rows.length) >= 1, 'the audits table has a row');
 
   await page.screenshot({ path: join(screenshots, 'dashboard.png'), fullPage: true });
 

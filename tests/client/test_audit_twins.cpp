@@ -7,6 +7,8 @@
 // on the schedule span of the result it audits, also when its unit was rebased after a timeout.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "rejection_reasons.h"
 #include "trained_units.h"
 #include "trust.h"
@@ -77,6 +79,24 @@ TEST_CASE("an audit twin agrees and the result is merged; one trained at another
           std::string::npos);
     CHECK(server.store().client(alice.id()).value()->quarantined);
     CHECK(server.version() == 2);
+
+    // The record of audits: GET /api/v1/audits (the dashboard's "Audits" card) and /metrics.
+    auto audits = boost::json::parse(http_get(server.port(), "/api/v1/audits?limit=4").body).as_object();
+    const auto& counts = audits.at("counts").as_object();
+    CHECK(counts.at("audit_failed").as_int64() == 1);
+    CHECK(counts.at("audit_twin").as_int64() == 2);
+    CHECK(counts.at("audit_passed").as_int64() == static_cast<std::int64_t>(events_of(server, "audit_passed").size()));
+    CHECK(metric(server, "tessera_audit_events_total{kind=\"audit_failed\"}") == 1);
+    CHECK(metric(server, "tessera_audit_events_total{kind=\"audit_twin\"}") == 2);
+    const auto& newest = audits.at("events").as_array();
+    REQUIRE(newest.size() == 4);
+    for (std::size_t i = 1; i < newest.size(); ++i)
+        CHECK(newest[i].at("id").as_int64() < newest[i - 1].at("id").as_int64());
+    auto failed = std::find_if(newest.begin(), newest.end(),
+                               [](const auto& e) { return e.at("kind").as_string() == "audit_failed"; });
+    REQUIRE(failed != newest.end());
+    CHECK(failed->at("detail").at("assignment_id").as_string() == wu.wu_id);
+    CHECK(failed->at("detail").at("client_id").as_string() == alice.id());
 }
 
 TEST_CASE("an untrusted volunteer is not given a twin; a twin nobody computes in time is replayed by the server") {

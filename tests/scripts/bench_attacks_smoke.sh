@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/bench_attacks, briefly: two attack classes (copy, stale_base) after honest streaks of
-# two units, on 2 000 Fashion-MNIST images. The table has a row per attack whose bad units add
+# one unit, on 2 000 Fashion-MNIST images. The table has a row per attack whose bad units add
 # up (merged + refused + undecided = returned), shares in [0, 1], honest results counted, and
 # the copies refused as copies (skipped without Debian's dataset-fashion-mnist).
 #   bench_attacks_smoke.sh SOURCE_ROOT   (TESSERA_BENCH, TESSERA_DATA: the built programs)

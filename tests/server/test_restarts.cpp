@@ -142,11 +142,12 @@ TEST_CASE(
                         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN "
                         "('work_units_open', 'clients_by_last_seen', 'request_nonces_by_time', "
                         "'assignments_by_acceptance', 'clients_by_address', 'rejections_by_client', "
-                        "'model_versions_by_blob', 'assignments_by_return', 'task_volunteers_by_issue')");
+                        "'model_versions_by_blob', 'assignments_by_return', 'task_volunteers_by_issue', "
+                        "'events_by_kind')");
         query.step();
         return query.integer(0);
     };
-    CHECK(indexes() == 9);
+    CHECK(indexes() == 10);
     {
         SqliteDatabase db(path,
                           false);  // back to schema 1: no sample size, no indexes of schemas 3 and 4, no check columns
@@ -164,12 +165,13 @@ TEST_CASE(
             "ALTER TABLE assignments DROP COLUMN concurrency; ALTER TABLE assignments DROP COLUMN full_rate_steps; "
             "ALTER TABLE assignments DROP COLUMN claimed_by; ALTER TABLE assignments DROP COLUMN claimed_until; "
             "ALTER TABLE assignments DROP COLUMN commitments; DROP INDEX assignments_by_return; "
-            "DROP TABLE task_volunteers; ALTER TABLE work_units DROP COLUMN trusted_only; PRAGMA user_version = 1;");
+            "DROP TABLE task_volunteers; ALTER TABLE work_units DROP COLUMN trusted_only; DROP INDEX events_by_kind; "
+            "PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();
     CHECK(store->schema_version().value() == Store::kSchemaVersion);
-    CHECK(indexes() == 9);
+    CHECK(indexes() == 10);
     auto client = store->register_client("a key", "old volunteer", "0.1.0", "192.0.2.7", 100).value().value();
     CHECK(!client.quarantined);
     CHECK(store->registrations_from("192.0.2.7", 0).value() == 1);
@@ -191,6 +193,7 @@ TEST_CASE(
     CHECK(store->task_volunteers(task.id, 0).value() == 1);  // schema 12's table, filled from the assignments
     CHECK(!store->commitments_of("none").value().has_value());  // schema 13's column
     CHECK(!store->make_audit_twin("none").value());             // schema 14's column
+    CHECK(store->event_counts({"audit_failed"}).value().at("audit_failed") == 0);  // schema 15's index
 }
 
 TEST_CASE("start-up removes orphan files: uncommitted checkpoints and stray deltas") {

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 
 #include "commitments_json.h"
 #include "paired_losses.h"
+#include "plain_number.h"
 #include "rejection_reasons.h"
 #include "tensor_math.h"
 
@@ -18,12 +18,7 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// A figure as people write it: 4.5, not 4.500000.
-std::string plain(double value) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", value);
-    return text;
-}
+std::string plain(double value) { return common::plain_number(value); }
 
 void add_seconds(std::atomic<double>& total, SteadyClock::time_point started) {
     total.fetch_add(std::chrono::duration<double>(SteadyClock::now() - started).count());
@@ -59,8 +54,7 @@ common::NamedTensors applied(const common::NamedTensors& base, const common::Nam
 common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
                                           CheckPlan plan, const std::set<std::string>& suspended) {
     ++costs_.results;
-    // Only a task with catch-up patches sends units based on a volunteer's own reconstruction.
-    auto base = task.config.catch_up_states > 0 ? models_.unit_base(unit) : models_.get(a.task_id, a.base_version);
+    auto base = base_of(a, task, unit);
     if (!base) return base.error();
     const auto& model = **base;
 
@@ -91,11 +85,17 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
 
     auto refused = cheap_checks(a, task, unit, delta, plan, suspended, verdict);
     if (!refused) return refused.error();
-    if (!*refused && plan.audit) refused = audit(a, unit, model, committed, verdict);
-    if (!refused) return refused.error();
-    if (!*refused && plan.loss_check) {
+    // The loss checks are statistics: a result replayed anyway does without them.
+    if (!*refused && plan.loss_check && !plan.audit) {
         ++costs_.loss_checked;
         if (auto status = loss_checks(a, task, unit, model, delta, suspended, verdict); !status) return status.error();
+    }
+    // A drawn audit replays the unit, and so does a statistical check's flag where the plan says:
+    // the exact replay decides instead of the statistics (settle_by_replay).
+    bool flag = plan.audit_flags && is_statistical(verdict.reason);
+    if ((plan.audit && verdict.reason != reason::kCopied) || flag) {
+        auto settled = settle_by_replay(a, unit, model, committed, plan.audit, verdict);
+        if (!settled) return settled.error();
     }
     // Passed: the replica comparisons and the merge in this process use the decoded delta
     // instead of decoding it again.
@@ -103,18 +103,11 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     return verdict;
 }
 
-common::Result<Verdict> ResultChecks::audit_alone(const AssignmentRecord& a, const TaskView& task,
-                                                  const common::WorkUnit& unit,
-                                                  std::optional<common::Commitments> commitments) {
-    auto base = task.config.catch_up_states > 0 ? models_.unit_base(unit) : models_.get(a.task_id, a.base_version);
-    if (!base) return base.error();
-    std::optional<Committed> committed;
-    if (commitments) committed = Committed{std::move(*commitments), trained_on_cpu(a)};
-    Verdict verdict;
-    verdict.figures = a.figures();
-    auto refused = audit(a, unit, **base, committed, verdict);
-    if (!refused) return refused.error();
-    return verdict;
+common::Result<std::shared_ptr<const common::NamedTensors>> ResultChecks::base_of(const AssignmentRecord& a,
+                                                                                  const TaskView& task,
+                                                                                  const common::WorkUnit& unit) {
+    // Only a task with catch-up patches sends units based on a volunteer's own reconstruction.
+    return task.config.catch_up_states > 0 ? models_.unit_base(unit) : models_.get(a.task_id, a.base_version);
 }
 
 AssignedSamples ResultChecks::assigned_samples(const common::WorkUnit& unit, std::int64_t max_samples) const {
@@ -160,32 +153,6 @@ common::Result<bool> ResultChecks::commitment_checks(const AssignmentRecord& a, 
                      "the unit's first step has loss " + plain(*opening) + " at its base; its commitments report " +
                          plain(reported) + " (tolerance " + plain(tolerance) + " relative)",
                      std::move(verdict));
-    return true;
-}
-
-common::Result<bool> ResultChecks::audit(const AssignmentRecord& a, const common::WorkUnit& unit,
-                                         const common::NamedTensors& base, const std::optional<Committed>& committed,
-                                         Verdict& verdict) {
-    auto outcome = audit_.run(a, unit, base, committed ? &committed->commitments : nullptr, assigned_samples(unit, 0),
-                              committed && committed->on_cpu);
-    if (!outcome) return outcome.error();
-    verdict.audited = outcome->audited;
-    if (outcome->withheld) {
-        verdict = refuse(reason::kMomentsWithheld,
-                         "its audit asked for the moments its unit started from, and none came within " +
-                             std::to_string(kMomentsWaitS) + " s",
-                         std::move(verdict));
-        return true;
-    }
-    if (!outcome->audited) {
-        ++costs_.unauditable;
-        verdict.not_audited = outcome->not_audited;
-        return false;
-    }
-    if (outcome->mismatch.empty()) return false;
-    auto detail = "its replay disagrees: " + outcome->mismatch;
-    if (outcome->tolerance > 0) detail += " (tolerance " + plain(outcome->tolerance) + " relative)";
-    verdict = refuse(reason::kAuditFailed, detail, std::move(verdict));
     return true;
 }
 

@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "blob_store.h"
 #include "calibration.h"
@@ -48,6 +49,8 @@ struct Verdict {
     std::vector<std::string> waived;
     bool audited = false;     // replayed (and agreed, unless refused for it)
     std::string not_audited;  // drawn for an audit, why it could not replay
+    // "<reason>: <detail>" of a statistical check's refusal its replay overruled.
+    std::string overruled;
 };
 
 // Which checks beyond the cheap ones a result gets.
@@ -59,7 +62,14 @@ struct CheckPlan {
     // A volunteer's first unit while units are sized to speeds: its alignment is judged by the
     // other warm-up units' consensus (CopyDetector::consensus_alignment).
     bool warm_up = false;
+    // A statistical check's refusal replays the result instead, where it can be replayed, and
+    // the replay decides (docs/operations.md, "Flags settled by replays").
+    bool audit_flags = false;
 };
+
+// The checks that judge a result by comparing it with others (norms, alignment, losses), whose
+// refusals a replay may overrule.
+bool is_statistical(std::string_view reason);
 
 // How far a result's opening loss may sit from the server's, relative: a CPU's f32 against the
 // server's (summation order only), and a GPU's bf16 autocast (to be settled on GPUs, issue 57).
@@ -101,11 +111,20 @@ private:
     common::Result<bool> commitment_checks(const AssignmentRecord& assignment, const common::WorkUnit& unit,
                                            const common::NamedTensors& base, const common::NamedTensors& delta,
                                            Verdict& verdict, std::optional<Committed>& committed);
-    // The replay audit of a result drawn for one; true when the verdict is a refusal. A result
-    // that cannot be replayed is counted and noted in the verdict.
+    // The base the result's unit trained from.
+    common::Result<std::shared_ptr<const common::NamedTensors>> base_of(const AssignmentRecord& assignment,
+                                                                        const TaskView& task,
+                                                                        const common::WorkUnit& unit);
+    // The replay audit (result_checks_audit.cpp); true when the verdict is a refusal. A result
+    // `drawn` for one that cannot be replayed is counted and noted in the verdict.
     common::Result<bool> audit(const AssignmentRecord& assignment, const common::WorkUnit& unit,
                                const common::NamedTensors& base, const std::optional<Committed>& committed,
-                               Verdict& verdict);
+                               Verdict& verdict, bool drawn);
+    // A replay in place of the verdict's statistical refusal, if it has one: agreeing overrules
+    // it, disagreeing refuses `audit_failed`; a result that cannot be replayed keeps it.
+    common::Result<bool> settle_by_replay(const AssignmentRecord& assignment, const common::WorkUnit& unit,
+                                          const common::NamedTensors& base, const std::optional<Committed>& committed,
+                                          bool drawn, Verdict& verdict);
     // The samples `unit` trained on, for the probes: the last `max_samples` of its first epoch.
     AssignedSamples assigned_samples(const common::WorkUnit& unit, std::int64_t max_samples) const;
     // The norm bounds, copies and alignment; true when the verdict is a refusal.

@@ -84,16 +84,9 @@ common::Status Validator::validate(const std::string& assignment_id) {
         if (!read) return read.error();
         suspended = std::move(*read);
     }
-    // A volunteer's first result of a task whose units are sized to speeds is its warm-up unit
-    // (docs/operations.md, "Alignment"): compared for copies, it forms and is judged by the
-    // warm-up units' consensus, not the others'.
-    bool warm_up = task->config.target_seconds > 0 && !context.returned_before;
-    CheckPlan plan;
-    plan.loss_check = draw(loss_check_chance(task->config, *context.client));
-    // Drawn at its upload (result_intake.h); an audit twin is computed by a volunteer instead.
     const auto asked = audit_asked(a);
-    plan.audit = !asked.empty() && asked != "twin";
-    plan.warm_up = warm_up;
+    auto plan = plan_checks(a, task->config, context);
+    const bool warm_up = plan.warm_up;
     auto verdict = checks_.run(a, *task, *sent, plan, suspended);
     if (!verdict) return verdict.error();
     auto note_direction = [&] {
@@ -109,11 +102,28 @@ common::Status Validator::validate(const std::string& assignment_id) {
     }
     note_direction();
     if (auto status = note_passed(a, *verdict); !status) return status;
-    auto twin = asked == "twin" && unit.replicas == 1 ? make_audit_twin(a) : common::Result<bool>(false);
+    // A result the server replayed for a flag needs no twin.
+    auto twin =
+        asked == "twin" && unit.replicas == 1 && !verdict->audited ? make_audit_twin(a) : common::Result<bool>(false);
     if (!twin) return twin.error();
     if (*twin || unit.replicas > 1) return settle_replicas(a, *task, verdict->figures);
     auto accepted = accept(a, *task, verdict->figures, true, {&*context.client, &unit, concurrency});
     return accepted ? common::Status() : common::Status(accepted.error());
+}
+
+CheckPlan Validator::plan_checks(const AssignmentRecord& a, const TaskConfig& config, const ResultContext& context) {
+    CheckPlan plan;
+    plan.loss_check = draw(loss_check_chance(config, *context.client));
+    // Drawn at its upload (result_intake.h); an audit twin is computed by a volunteer instead.
+    const auto asked = audit_asked(a);
+    plan.audit = !asked.empty() && asked != "twin";
+    // A volunteer's first result of a task whose units are sized to speeds is its warm-up unit
+    // (docs/operations.md, "Alignment"): compared for copies, it forms and is judged by the
+    // warm-up units' consensus, not the others'.
+    plan.warm_up = config.target_seconds > 0 && !context.returned_before;
+    // A quarantined volunteer's flags are refused as they stand: no replay for each upload.
+    plan.audit_flags = config.audit > 0 && !context.client->quarantined;
+    return plan;
 }
 
 std::string Validator::too_stale(const AssignmentRecord& a, const TaskView& task, std::int64_t concurrency) {
@@ -129,7 +139,7 @@ std::string Validator::too_stale(const AssignmentRecord& a, const TaskView& task
 
 common::Status Validator::note_passed(const AssignmentRecord& a, const Verdict& verdict) {
     if (verdict.audited)
-        if (auto status = note_audit_passed(a); !status) return status;
+        if (auto status = note_audit_passed(a, verdict.overruled); !status) return status;
     if (verdict.flagged)
         if (auto status = note_flagged(a, verdict); !status) return status;
     if (!verdict.waived.empty())
@@ -137,9 +147,10 @@ common::Status Validator::note_passed(const AssignmentRecord& a, const Verdict& 
     return {};
 }
 
-common::Status Validator::note_audit_passed(const AssignmentRecord& a) {
+common::Status Validator::note_audit_passed(const AssignmentRecord& a, const std::string& overruled) {
     // The span a later failed audit withdraws credit for starts after it.
     boost::json::object detail{{"assignment_id", a.id}, {"client_id", a.client_id}};
+    if (!overruled.empty()) detail["flagged"] = overruled;
     return store_.add_event("audit_passed", boost::json::serialize(detail), clock_());
 }
 
@@ -217,6 +228,9 @@ common::Status Validator::reject(const AssignmentRecord& a, const TaskView& task
     // the volunteer's results since its last clean audit is withdrawn (the event lists them).
     std::string why_quarantined;
     if (why == reason::kAuditFailed) {
+        boost::json::object failed{{"assignment_id", a.id}, {"client_id", a.client_id}, {"detail", detail}};
+        if (auto status = store_.add_event("audit_failed", boost::json::serialize(failed), clock_()); !status)
+            return status;
         why_quarantined = "a replay audit of " + a.id + " failed";
         auto since = store_.since_clean_audit(a.client_id);
         if (!since) return since.error();

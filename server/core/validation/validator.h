@@ -91,7 +91,10 @@ private:
                           const std::string& detail, const CheckFigures& figures = {});
     // The events a passed result's verdict calls for: its audit passed, flagged, checks waived.
     common::Status note_passed(const AssignmentRecord& assignment, const Verdict& verdict);
-    common::Status note_audit_passed(const AssignmentRecord& assignment);
+    // Which checks beyond the cheap ones the result gets (result_checks.h).
+    CheckPlan plan_checks(const AssignmentRecord& assignment, const TaskConfig& config, const ResultContext& context);
+    // `overruled`: the statistical flag the replay overruled, if it was for one.
+    common::Status note_audit_passed(const AssignmentRecord& assignment, const std::string& overruled = {});
     common::Status note_flagged(const AssignmentRecord& assignment, const Verdict& verdict);
     // Why the result is too stale to merge under the task's staleness function (its age in
     // versions now, against R × the concurrency), or "" when it is not.

@@ -1,0 +1,98 @@
+// Statistical flags settled by replays (docs/operations.md, "Replay audits"): a result a
+// statistical check would refuse (here every result: the task's calibrated norm is cut to a
+// hundredth, so each honest one is "too large") is replayed by the server when it can be, and
+// the exact replay decides — an honest result is merged, one trained at another rate fails its
+// audit. A result that cannot be replayed (a kept unit's resumed moments, not asked for), and
+// any result of a quarantined volunteer, keeps the statistical refusal. Real server, real CPU
+// training.
+#include <doctest/doctest.h>
+
+#include "calibration.h"
+#include "rejection_reasons.h"
+#include "trained_units.h"
+
+using namespace tessera;
+using namespace tessera::testing;
+namespace reason = tessera::server::reason;
+
+namespace {
+
+const std::string kReplayed = "tessera_checked_results_total{checks=\"audit\"}";
+
+// Audits on but never drawn, so only flags replay; each honest result's norm 100 × the typical.
+std::function<void(TaskConfig&)> flagging_task(common::InnerOptimizer optimizer) {
+    return [optimizer](TaskConfig& c) {
+        c.max_in_flight = 10;
+        c.audit = 1e-9;
+        c.inner_optimizer = optimizer;
+    };
+}
+
+void shrink_typical_norm(TestServer& server) {
+    auto calibration = server::load_calibration(server.store(), server.config().task_id).value().value();
+    calibration.norm_per_step /= 100;
+    REQUIRE(server::save_calibration(server.store(), server.config().task_id, calibration));
+}
+
+}  // namespace
+
+TEST_CASE("a flagged result is replayed: an honest one is merged, one trained at another rate fails its audit") {
+    TestServer server(flagging_task(common::InnerOptimizer::Fresh));
+    shrink_typical_norm(server);
+    TestVolunteer volunteer(server);
+
+    auto honest = train_unit(server, volunteer);
+    upload(server, volunteer, honest, honest.output.commitments);
+    CHECK(rejection_of(server, honest.wu.wu_id).empty());
+    CHECK(state_of(server, honest.wu.wu_id) == "merged");
+    CHECK(metric(server, kReplayed) == 1);
+    auto passed = events_of(server, "audit_passed");
+    REQUIRE(passed.size() == 1);
+    CHECK(passed[0].at("flagged").as_string().starts_with("norm_too_large: "));
+
+    // Sent without commitments, a flagged result cannot be replayed: the flag refuses it.
+    server.advance(10);
+    auto bare = train_unit(server, volunteer);
+    upload(server, volunteer, bare, std::nullopt);
+    CHECK(rejection_of(server, bare.wu.wu_id) == reason::kNormTooLarge);
+    CHECK(metric(server, kReplayed) == 1);
+
+    server.advance(10);
+    auto wu = volunteer.request_work().value();
+    auto misread = train_at_rate(server, wu, 1.5);
+    upload(server, volunteer, misread, misread.output.commitments);
+    CHECK(rejection_of(server, wu.wu_id) == reason::kAuditFailed);
+    auto why = refusal_of(server, wu.wu_id);
+    CHECK(why.find("flagged norm_too_large") != std::string::npos);
+    CHECK(why.find("replayed: its replay disagrees") != std::string::npos);
+    CHECK(server.store().client(volunteer.id()).value()->quarantined);
+    CHECK(metric(server, kReplayed) == 2);
+
+    // Quarantined: its flags are refused without a replay (a hostile volunteer cannot make the
+    // server train for it), though the result is honest.
+    server.advance(10);
+    auto after = train_unit(server, volunteer);
+    upload(server, volunteer, after, after.output.commitments);
+    CHECK(rejection_of(server, after.wu.wu_id) == reason::kNormTooLarge);
+    CHECK(metric(server, kReplayed) == 2);
+}
+
+TEST_CASE("a kept unit that resumed moments nobody asked for cannot be replayed: its flag refuses it") {
+    TestServer server(flagging_task(common::InnerOptimizer::Kept));
+    shrink_typical_norm(server);
+    TestVolunteer volunteer(server);
+    client::KeptOptimizerState kept;
+    client::RunOptions run;
+    run.optimizer = &kept;
+
+    auto first = train(server, volunteer.request_work().value(), run);  // from zero moments: replayable
+    CHECK_FALSE(upload(server, volunteer, first, first.output.commitments));
+    CHECK(state_of(server, first.wu.wu_id) == "merged");
+    server.advance(10);
+    auto second = train(server, volunteer.request_work().value(), run);
+    REQUIRE_FALSE(second.output.commitments.moments_in->sha256.empty());
+    CHECK_FALSE(upload(server, volunteer, second, second.output.commitments));
+    CHECK(rejection_of(server, second.wu.wu_id) == reason::kNormTooLarge);
+    CHECK(metric(server, kReplayed) == 1);
+    CHECK(metric(server, "tessera_checked_results_total{checks=\"unauditable\"}") == 0);  // none was drawn
+}
