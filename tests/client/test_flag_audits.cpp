@@ -64,7 +64,7 @@ TEST_CASE("a flagged result is replayed: an honest one is merged, one trained at
     CHECK(rejection_of(server, wu.wu_id) == reason::kAuditFailed);
     auto why = refusal_of(server, wu.wu_id);
     CHECK(why.find("flagged norm_too_large") != std::string::npos);
-    CHECK(why.find("replayed: its replay disagrees") != std::string::npos);
+    CHECK(why.find("); its replay disagrees") != std::string::npos);
     CHECK(server.store().client(volunteer.id()).value()->quarantined);
     CHECK(metric(server, kReplayed) == 2);
 

@@ -83,20 +83,19 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     if (!broken) return broken.error();
     if (*broken) return verdict;
 
-    auto refused = cheap_checks(a, task, unit, delta, plan, suspended, verdict);
-    if (!refused) return refused.error();
-    // The loss checks are statistics: a result replayed anyway does without them.
-    if (!*refused && plan.loss_check && !plan.audit) {
+    if (auto refused = cheap_checks(a, task, unit, delta, plan, suspended, verdict); !refused) return refused.error();
+    // A drawn audit replays the unit whatever the statistics said (settle_by_replay); a replay
+    // that agrees makes the loss checks, statistics too, unnecessary.
+    if (plan.audit && verdict.reason != reason::kCopied)
+        if (auto settled = settle_by_replay(a, unit, model, committed, true, verdict); !settled) return settled.error();
+    if (verdict.reason.empty() && plan.loss_check && !verdict.audited) {
         ++costs_.loss_checked;
         if (auto status = loss_checks(a, task, unit, model, delta, suspended, verdict); !status) return status.error();
     }
-    // A drawn audit replays the unit, and so does a statistical check's flag where the plan says:
-    // the exact replay decides instead of the statistics (settle_by_replay).
-    bool flag = plan.audit_flags && is_statistical(verdict.reason);
-    if ((plan.audit && verdict.reason != reason::kCopied) || flag) {
-        auto settled = settle_by_replay(a, unit, model, committed, plan.audit, verdict);
-        if (!settled) return settled.error();
-    }
+    // A statistical check's flag replays the result where the plan says, and the replay decides.
+    if (!plan.audit && plan.audit_flags && is_statistical(verdict.reason))
+        if (auto settled = settle_by_replay(a, unit, model, committed, false, verdict); !settled)
+            return settled.error();
     // Passed: the replica comparisons and the merge in this process use the decoded delta
     // instead of decoding it again.
     if (verdict.reason.empty()) results_.keep_decoded(a.id, std::move(*decoded));

@@ -52,7 +52,7 @@ common::Result<bool> ResultChecks::settle_by_replay(const AssignmentRecord& a, c
     if (!refused) return refused.error();
     if (flag_reason.empty()) return *refused;
     if (*refused) {
-        verdict.detail = "flagged " + flag_reason + " (" + flag_detail + "), replayed: " + verdict.detail;
+        verdict.detail = "flagged " + flag_reason + " (" + flag_detail + "); " + verdict.detail;
         return true;
     }
     if (!verdict.audited) {  // cannot be replayed: the flag's refusal stands
