@@ -22,6 +22,11 @@ boost::json::object version_json(const VersionRecord& v) {
             {"validation_full", v.validation_full}};
 }
 
+// An event as GET /api/v1/events and /api/v1/audits list it.
+boost::json::object event_json(const EventRecord& e) {
+    return {{"id", e.id}, {"at", e.at}, {"kind", e.kind}, {"detail", boost::json::parse(e.detail_json)}};
+}
+
 }  // namespace
 
 Response Api::versions(const Request& request, const std::string& task_id) {
@@ -84,10 +89,7 @@ Response Api::events(const Request& request) {
     auto rows = store_.events_after(after, static_cast<int>(limit));
     if (!rows) return internal_error(request, rows.message());
     boost::json::array list;
-    for (const auto& e : *rows) {
-        boost::json::value detail = boost::json::parse(e.detail_json);
-        list.push_back({{"id", e.id}, {"at", e.at}, {"kind", e.kind}, {"detail", detail}});
-    }
+    for (const auto& e : *rows) list.push_back(event_json(e));
     return json_response(request, http::status::ok, {{"events", list}});
 }
 
@@ -102,8 +104,7 @@ Response Api::audits(const Request& request) {
     boost::json::object totals;
     for (const auto& [kind, count] : *counts) totals[kind] = count;
     boost::json::array list;
-    for (const auto& e : *rows)
-        list.push_back({{"id", e.id}, {"at", e.at}, {"kind", e.kind}, {"detail", boost::json::parse(e.detail_json)}});
+    for (const auto& e : *rows) list.push_back(event_json(e));
     return json_response(request, http::status::ok, {{"counts", totals}, {"events", list}});
 }
 
