@@ -41,11 +41,11 @@ Stop kept_for_later(const std::string& wu_id, const std::filesystem::path& file)
 
 namespace {
 
-// The moments `delivery`'s unit started from, posted (retried as the upload) when its answer
-// asked for them; a failure is logged: the audit then refuses the result, and the client goes on.
-void send_moments(ServerApi& api, const Delivery& delivery, const common::Logger& log,
+// The moments unit `wu_id` started from, posted (retried as the upload) when its answer or its
+// status asked for them; a failure is logged: the audit then refuses the result, and the client
+// goes on.
+void send_moments(ServerApi& api, const std::string& wu_id, const common::Logger& log,
                   const DeliverySettings& settings) {
-    const auto& wu_id = delivery.wu_id;
     auto file = settings.moments_kept_in ? settings.moments_kept_in->moments_in_file(wu_id) : std::filesystem::path();
     std::error_code missing;
     if (file.empty() || !std::filesystem::exists(file, missing)) {
@@ -78,26 +78,40 @@ DeliveryOutcome upload_result(ServerApi& api, const Delivery& delivery, const co
         return uploaded;
     };
     auto uploaded = with_retries(call, settings.stopping, log, "uploading " + delivery.wu_id, settings.retry);
-    auto forget_moments = [&] {
-        std::error_code ignored;
-        if (settings.moments_kept_in)
-            std::filesystem::remove(settings.moments_kept_in->moments_in_file(delivery.wu_id), ignored);
-    };
-    if (uploaded && *uploaded) send_moments(api, delivery, log, settings);
-    if (uploaded || uploaded.error().http_status == 409) {  // 409: an earlier try got through
-        forget_moments();
-        return {};
-    }
+    if (uploaded && *uploaded) send_moments(api, delivery.wu_id, log, settings);
+    // The moments stay until the result is decided (settle_kept_moments): a flag may ask for them.
+    if (uploaded || uploaded.error().http_status == 409) return {};  // 409: an earlier try got through
     const auto& failure = uploaded.error();
     if (failure.kind == FailureKind::Stopped) return {Delivered::Stopped, failure};
     if (!upload_is_final(failure)) return {Delivered::Failed, failure};
-    forget_moments();
+    if (settings.moments_kept_in) {
+        std::error_code ignored;
+        std::filesystem::remove(settings.moments_kept_in->moments_in_file(delivery.wu_id), ignored);
+    }
     log.info("refused", delivery.wu_id + ": the server refused the result: " + failure.message,
              {{"wu_id", delivery.wu_id}, {"status", failure.http_status}});
     return {Delivered::Refused, failure};
 }
 
-void report_verdict(ServerApi& api, const Delivery& delivery, VolunteerStatus& status, const common::Logger& log) {
+void settle_kept_moments(ServerApi& api, const common::Logger& log, const DeliverySettings& settings) {
+    if (!settings.moments_kept_in) return;
+    std::error_code error;
+    std::vector<std::filesystem::path> kept;
+    for (const auto& entry : std::filesystem::directory_iterator(settings.moments_kept_in->moments_in_dir(), error))
+        kept.push_back(entry.path());
+    for (const auto& file : kept) {
+        auto wu_id = file.stem().string();
+        auto answer = api.result_status(wu_id);
+        if (!answer && answer.error().http_status != 404) continue;  // asked again after the next unit
+        if (answer && answer->moments_wanted) send_moments(api, wu_id, log, settings);
+        // Not uploaded yet (a unit training while another uploads), or waiting for its verdict.
+        if (answer && (answer->state == "in_progress" || answer->state == "returned")) continue;
+        std::filesystem::remove(file, error);
+    }
+}
+
+void report_verdict(ServerApi& api, const Delivery& delivery, VolunteerStatus& status, const common::Logger& log,
+                    const DeliverySettings& settings) {
     const auto& wu_id = delivery.wu_id;
     common::ResultStatus outcome{wu_id, "returned", "", 0};
     for (int i = 0; i < 20 && outcome.state == "returned"; ++i) {
@@ -105,7 +119,9 @@ void report_verdict(ServerApi& api, const Delivery& delivery, VolunteerStatus& s
         auto answer = api.result_status(wu_id);
         if (!answer) break;
         outcome = *answer;
+        if (outcome.moments_wanted) send_moments(api, wu_id, log, settings);  // a flag's replay needs them
     }
+    settle_kept_moments(api, log, settings);
     status.add_result(wu_id, outcome.state, outcome.reason, outcome.credit);
     const auto& metrics = delivery.metrics;
     auto bytes = static_cast<std::int64_t>(delivery.body.size());
@@ -146,7 +162,7 @@ void BackgroundUpload::run() {
     switch (outcome.how) {
         case Delivered::Uploaded:
             state_.clear_uploading();
-            report_verdict(api_, delivery_, status_, log_);
+            report_verdict(api_, delivery_, status_, log_, settings_);
             return;
         case Delivered::Refused: state_.clear_uploading(); return;
         case Delivered::Stopped: stop_ = kept_for_later(delivery_.wu_id, state_.uploading_delta_file()); return;

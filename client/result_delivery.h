@@ -50,16 +50,22 @@ struct DeliverySettings {
     std::function<bool()> stopping;    // ends the retries
     std::function<void()> on_failure;  // after any failed call (among several servers: the turn goes)
     // Where the moments units started from are kept (ClientState::moments_in_file), sent when
-    // the upload's answer asks for them and removed once it is answered; none: not kept.
+    // the upload's answer or the result's status asks for them and removed once the result is
+    // decided; none: not kept.
     const ClientState* moments_kept_in = nullptr;
 };
 
 DeliveryOutcome upload_result(ServerApi& api, const Delivery& delivery, const common::Logger& log,
                               const DeliverySettings& settings);
 
-// Validation usually settles within a second: waits up to 5 s for the verdict, then logs the
-// result line and adds it to the status board.
-void report_verdict(ServerApi& api, const Delivery& delivery, VolunteerStatus& status, const common::Logger& log);
+// Validation usually settles within a second: waits up to 5 s for the verdict (sending the
+// moments the unit started from if a flag's replay asks for them), settles the other kept
+// moments, then logs the result line and adds it to the status board.
+void report_verdict(ServerApi& api, const Delivery& delivery, VolunteerStatus& status, const common::Logger& log,
+                    const DeliverySettings& settings);
+// The moments kept for earlier units (ClientState::moments_in_file): sent where a result's status
+// asks for them, dropped once it is decided (or unknown to the server), kept while it waits.
+void settle_kept_moments(ServerApi& api, const common::Logger& log, const DeliverySettings& settings);
 
 // The result handed over to the state directory's upload files (ClientState::hand_over_upload),
 // delivered on a thread of its own with its own connection. Uploaded or refused: the files go.

@@ -316,7 +316,7 @@ bool Volunteer::wait_while_paused(const HeartbeatSender& heartbeat, std::int64_t
 }
 
 Volunteer::Next Volunteer::report() {
-    report_verdict(*api_, delivery_of(*unit_), status_, log_);
+    report_verdict(*api_, delivery_of(*unit_), status_, log_, delivery_settings());
     return unit_done();
 }
 

@@ -242,7 +242,9 @@ Result<HeartbeatResponse> heartbeat_response_from_json(const boost::json::value&
 }
 
 boost::json::value to_json(const ResultStatus& m) {
-    return {{"wu_id", m.wu_id}, {"state", m.state}, {"reason", m.reason}, {"credit", m.credit}};
+    boost::json::object json{{"wu_id", m.wu_id}, {"state", m.state}, {"reason", m.reason}, {"credit", m.credit}};
+    if (m.moments_wanted) json["moments_wanted"] = true;
+    return json;
 }
 
 Result<ResultStatus> result_status_from_json(const boost::json::value& json) {
@@ -253,6 +255,7 @@ Result<ResultStatus> result_status_from_json(const boost::json::value& json) {
                                       "rejected", "timed_out", "abandoned"});
     m.reason = reader.string("reason", 0, 64);
     m.credit = reader.number("credit", 0, 1e15);
+    if (reader.has("moments_wanted")) m.moments_wanted = reader.boolean("moments_wanted");
     return finish(reader, std::move(m));
 }
 

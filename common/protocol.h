@@ -174,6 +174,9 @@ struct ResultStatus {
     std::string state;
     std::string reason;  // "" unless rejected
     double credit = 0;
+    // Returned and held for a replay audit that needs the moments its unit started from
+    // (docs/protocol.md, "Moments for an audit"); written only when true.
+    bool moments_wanted = false;
 };
 
 // The envelope purpose under which the server signs work units.

@@ -1,6 +1,7 @@
 // ClientState: small JSON files written atomically.
 #include "client_state.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -109,9 +110,19 @@ common::Status ClientState::keep_moments_in(const std::string& wu_id) const {
     std::filesystem::create_directories(moments_in_dir(), error);
     if (error) return common::make_error("creating " + moments_in_dir().string() + ": " + error.message());
     auto day_ago = std::filesystem::file_time_type::clock::now() - std::chrono::hours(24);
-    for (const auto& entry : std::filesystem::directory_iterator(moments_in_dir(), error))
-        if (std::error_code old; entry.last_write_time(old) < day_ago && !old)
+    std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> others;
+    for (const auto& entry : std::filesystem::directory_iterator(moments_in_dir(), error)) {
+        std::error_code old;
+        auto written = entry.last_write_time(old);
+        if (old) continue;
+        if (written < day_ago)
             std::filesystem::remove(entry.path(), old);
+        else
+            others.emplace_back(written, entry.path());
+    }
+    // The newest kMaxKeptMoments - 1 stay beside this one: older results are decided by now.
+    std::sort(others.begin(), others.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    for (std::size_t i = kMaxKeptMoments - 1; i < others.size(); ++i) std::filesystem::remove(others[i].second, error);
     auto kept = moments_in_file(wu_id);
     std::filesystem::remove(kept, error);
     std::filesystem::create_hard_link(optimizer_file(), kept, error);

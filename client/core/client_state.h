@@ -56,9 +56,11 @@ public:
         return moments_in_dir() / (wu_id + ".safetensors");
     }
     // Keeps the kept state file as `wu_id`'s moments_in_file (a hard link: the file is
-    // replaced, not rewritten, when the next state is saved), dropping any a day old (a crash
-    // or a lost answer left them).
+    // replaced, not rewritten, when the next state is saved) until its result is decided,
+    // dropping any a day old (a crash or a lost answer left them) and all but the newest
+    // kMaxKeptMoments (each holds 8 bytes per parameter).
     common::Status keep_moments_in(const std::string& wu_id) const;
+    static constexpr std::size_t kMaxKeptMoments = 4;
 
     // Loads the key, or creates it (0600) on first run.
     common::Result<common::SigningKey> load_or_create_key() const;

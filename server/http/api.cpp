@@ -352,6 +352,7 @@ Response Api::result_status(const Request& request, const ClientRecord& client) 
     const auto& assignment = std::get<AssignmentRecord>(found);
     common::ResultStatus status{assignment.id, std::string(assignment_state_name(assignment.state)), "",
                                 assignment.credit};
+    status.moments_wanted = volunteers_.moments_wanted(assignment);
     if (assignment.state == AssignmentState::Rejected) {
         auto rejection = store_.rejection_of(assignment.id);
         if (!rejection) return internal_error(request, rejection.message());

@@ -228,6 +228,21 @@ common::Result<bool> ResultStore::renew_result_claim(const std::string& id, cons
     });
 }
 
+common::Result<bool> ResultStore::hold_result(const std::string& id, const std::string& metrics_json,
+                                              std::int64_t until) {
+    return guarded([&]() -> common::Result<bool> {
+        Transaction transaction(db(), Isolation::ReadCommitted);  // one row, as a claim's
+        Statement(db(), "UPDATE assignments SET metrics = ?, claimed_until = ? WHERE id = ? AND state = 'returned'")
+            .bind(1, metrics_json)
+            .bind(2, until)
+            .bind(3, id)
+            .run();
+        bool held = db().changes() == 1;
+        transaction.commit();
+        return held;
+    });
+}
+
 common::Result<std::vector<std::string>> ResultStore::result_claim_holders() {
     return reading([&]() -> common::Result<std::vector<std::string>> {
         Statement query(db(),

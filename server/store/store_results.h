@@ -71,6 +71,10 @@ public:
     // Extends `claim.holder`'s claim on a returned result to `claim.until`; false when the
     // result has a verdict or another process holds it (one took it after this claim lapsed).
     common::Result<bool> renew_result_claim(const std::string& id, const ResultClaim& claim);
+    // Holds a returned result (one a statistical check flagged, waiting for the moments its
+    // unit started from): its metrics replaced by `metrics_json` and its claim, whoever holds
+    // it, extended to `until`. False when it has a verdict.
+    common::Result<bool> hold_result(const std::string& id, const std::string& metrics_json, std::int64_t until);
     // The processes that hold claims on returned results.
     common::Result<std::vector<std::string>> result_claim_holders();
     // Gives up `holder`'s claims on results still returned; returns how many.

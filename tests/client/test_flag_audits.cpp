@@ -2,14 +2,15 @@
 // statistical check would refuse (here every result: the task's calibrated norm is cut to a
 // hundredth, so each honest one is "too large") is replayed by the server when it can be, and
 // the exact replay decides — an honest result is merged, one trained at another rate fails its
-// audit. A result that cannot be replayed (a kept unit's resumed moments, not asked for), and
-// any result of a quarantined volunteer, keeps the statistical refusal. Real server, real CPU
-// training.
+// audit. A kept unit that resumed moments is held until its volunteer sends them (its status
+// asks); a result that cannot be replayed, and any result of a quarantined volunteer, keeps the
+// statistical refusal. Real server, real CPU training, and the real client.
 #include <doctest/doctest.h>
 
 #include "calibration.h"
 #include "rejection_reasons.h"
 #include "trained_units.h"
+#include "volunteer_fixture.h"
 
 using namespace tessera;
 using namespace tessera::testing;
@@ -77,7 +78,9 @@ TEST_CASE("a flagged result is replayed: an honest one is merged, one trained at
     CHECK(metric(server, kReplayed) == 2);
 }
 
-TEST_CASE("a kept unit that resumed moments nobody asked for cannot be replayed: its flag refuses it") {
+TEST_CASE(
+    "a flagged kept unit that resumed moments is held for them: sent, its replay decides; a restart keeps it waiting; "
+    "withheld, it is refused after the wait") {
     TestServer server(flagging_task(common::InnerOptimizer::Kept));
     shrink_typical_norm(server);
     TestVolunteer volunteer(server);
@@ -88,11 +91,70 @@ TEST_CASE("a kept unit that resumed moments nobody asked for cannot be replayed:
     auto first = train(server, volunteer.request_work().value(), run);  // from zero moments: replayable
     CHECK_FALSE(upload(server, volunteer, first, first.output.commitments));
     CHECK(state_of(server, first.wu.wu_id) == "merged");
+    CHECK_FALSE(result_status(volunteer, first.wu.wu_id).moments_wanted);
+
+    // Resumed: not drawn, so not asked for at the upload; the flag asks for them.
     server.advance(10);
+    auto resumed = kept;
     auto second = train(server, volunteer.request_work().value(), run);
     REQUIRE_FALSE(second.output.commitments.moments_in->sha256.empty());
     CHECK_FALSE(upload(server, volunteer, second, second.output.commitments));
-    CHECK(rejection_of(server, second.wu.wu_id) == reason::kNormTooLarge);
-    CHECK(metric(server, kReplayed) == 1);
+    auto status = result_status(volunteer, second.wu.wu_id);
+    CHECK(status.state == "returned");
+    CHECK(status.moments_wanted);
+    auto asked = events_of(server, "moments_asked");
+    REQUIRE(asked.size() == 1);
+    CHECK(asked[0].at("flagged").as_string().starts_with("norm_too_large: "));
+    REQUIRE(send_moments(volunteer, second.wu.wu_id, resumed).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, second.wu.wu_id) == "merged");
+    CHECK_FALSE(result_status(volunteer, second.wu.wu_id).moments_wanted);
+    CHECK(metric(server, kReplayed) == 2);
+    auto passed = events_of(server, "audit_passed");
+    REQUIRE(passed.size() == 2);
+    CHECK(passed[1].at("flagged").as_string().starts_with("norm_too_large: "));
+
+    // A graceful stop gives its claim up; validated again, it still waits for the moments, until
+    // the wait is over.
+    server.advance(10);
+    auto third = train(server, volunteer.request_work().value(), run);
+    CHECK_FALSE(upload(server, volunteer, third, third.output.commitments));
+    REQUIRE(server.app().validation().release());
+    REQUIRE(server.app().validation().poll());
+    server.app().wait_idle();
+    CHECK(result_status(volunteer, third.wu.wu_id).moments_wanted);
+    server.advance(server::kMomentsWaitS + 1);
+    REQUIRE(server.app().validation().poll());
+    server.app().wait_idle();
+    CHECK(rejection_of(server, third.wu.wu_id) == reason::kMomentsWithheld);
+    CHECK(metric(server, kReplayed) == 2);
     CHECK(metric(server, "tessera_checked_results_total{checks=\"unauditable\"}") == 0);  // none was drawn
+}
+
+TEST_CASE("the real client sends a flagged kept unit's moments when its result's status asks for them") {
+    TestServer server([](TaskConfig& c) {
+        flagging_task(common::InnerOptimizer::Kept)(c);
+        c.replication = 0;     // replicated units train afresh
+        c.target_seconds = 0;  // every unit H steps
+    });
+    shrink_typical_norm(server);
+    set_to_wall_clock(server);
+    TempDir dir;
+    auto options = options_for(server.port(), dir / "volunteer");
+    options.once = true;
+    for (int unit = 0; unit < 2; ++unit) {  // the second resumes the first's moments
+        client::VolunteerControl control;
+        auto stop = client::run_volunteer(options, control);
+        INFO(stop.message);
+        REQUIRE(stop.reason == client::StopReason::OnceDone);
+        server.app().wait_idle();
+    }
+    auto asked = events_of(server, "moments_asked");
+    REQUIRE(asked.size() == 1);
+    auto second = std::string(asked[0].at("assignment_id").as_string());
+    CHECK(state_of(server, second) == "merged");
+    auto passed = events_of(server, "audit_passed");
+    REQUIRE(passed.size() == 2);  // both flagged, both replayed
+    CHECK(passed[1].at("assignment_id").as_string() == second);
+    CHECK(passed[1].contains("flagged"));
 }

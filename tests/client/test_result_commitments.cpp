@@ -167,14 +167,6 @@ TEST_CASE(
     CHECK(metric(server, audited) == 5);
 }
 
-// Posts `moments` as the moments `wu_id` started from (POST /api/v1/results/moments).
-HttpReply send_moments(TestVolunteer& volunteer, const std::string& wu_id, const client::KeptOptimizerState& moments) {
-    auto file = common::write_optimizer_moments({moments.steps, moments.exp_avg, moments.exp_avg_sq}).value();
-    auto ref = boost::json::serialize(common::to_json(common::WorkUnitRef{volunteer.id(), wu_id}));
-    auto body = common::pack_result_upload(ref, file);
-    return volunteer.post("/api/v1/results/moments", std::string(body.begin(), body.end()));
-}
-
 TEST_CASE(
     "a kept unit drawn for an audit: its upload's answer asks for the moments it started from; sent, it is replayed; "
     "other moments fail the audit; withheld, it is refused after the wait") {

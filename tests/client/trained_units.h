@@ -7,6 +7,8 @@
 #include <boost/json.hpp>
 
 #include "blob_store.h"
+#include "optimizer_moments.h"
+#include "result_upload.h"
 #include "server_fixture.h"
 #include "training/work_runner.h"
 
@@ -65,6 +67,23 @@ inline bool upload(TestServer& server, TestVolunteer& volunteer, const Trained& 
     REQUIRE_MESSAGE(reply.status == 200, reply.body);
     server.app().wait_idle();
     return boost::json::parse(reply.body).as_object().contains("moments_wanted");
+}
+
+// Posts `moments` as the moments `wu_id` started from (POST /api/v1/results/moments).
+inline HttpReply send_moments(TestVolunteer& volunteer, const std::string& wu_id,
+                              const client::KeptOptimizerState& moments) {
+    auto file = common::write_optimizer_moments({moments.steps, moments.exp_avg, moments.exp_avg_sq}).value();
+    auto ref = boost::json::serialize(common::to_json(common::WorkUnitRef{volunteer.id(), wu_id}));
+    auto body = common::pack_result_upload(ref, file);
+    return volunteer.post("/api/v1/results/moments", std::string(body.begin(), body.end()));
+}
+
+// The result's status as its volunteer reads it (POST /api/v1/result).
+inline common::ResultStatus result_status(TestVolunteer& volunteer, const std::string& wu_id) {
+    auto ref = boost::json::serialize(common::to_json(common::WorkUnitRef{volunteer.id(), wu_id}));
+    auto reply = volunteer.post("/api/v1/result", ref);
+    REQUIRE_MESSAGE(reply.status == 200, reply.body);
+    return common::parse_message<common::ResultStatus>(reply.body).value();
 }
 
 // The details of the events of `kind`, oldest first.

@@ -93,18 +93,35 @@ common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_
     if (!*client) return common::make_error("unknown volunteer " + client_id);
     auto spooled = spool_upload(body, parts_->state.results(), core.files());
     auto outcome = core.volunteers().upload(client_id, spooled);
-    if (outcome && outcome->moments_wanted && moments) {
-        auto file = common::write_optimizer_moments({moments->steps, moments->exp_avg, moments->exp_avg_sq});
-        if (!file) return file.error();
-        auto ref = boost::json::serialize(common::to_json(common::WorkUnitRef{client_id, wu_id}));
-        auto moments_body = common::pack_result_upload(ref, *file);
-        auto spooled_moments = spool_upload(moments_body, parts_->state.results(), core.files());
-        auto sent = core.volunteers().upload_moments(client_id, spooled_moments);
-        if (!sent) return sent.error();
-        if (sent->http_status != 200) return common::make_error("moments refused: " + sent->message);
+    if (!outcome || !moments) {
+        core.wait_idle();
+        return outcome;
     }
+    if (outcome->moments_wanted)
+        if (auto sent = send_moments(client_id, wu_id, *moments); !sent) return sent.error();
     core.wait_idle();
+    // A statistical check's flag may ask for them too, as the result's status would say.
+    auto held = core.store().assignment(wu_id);
+    if (!held) return held.error();
+    if (*held && core.volunteers().moments_wanted(**held)) {
+        if (auto sent = send_moments(client_id, wu_id, *moments); !sent) return sent.error();
+        core.wait_idle();
+    }
     return outcome;
+}
+
+common::Status InProcessServer::send_moments(const std::string& client_id, const std::string& wu_id,
+                                             const ReplayMoments& moments) {
+    auto& core = *parts_->core;
+    auto file = common::write_optimizer_moments({moments.steps, moments.exp_avg, moments.exp_avg_sq});
+    if (!file) return file.error();
+    auto ref = boost::json::serialize(common::to_json(common::WorkUnitRef{client_id, wu_id}));
+    auto body = common::pack_result_upload(ref, *file);
+    auto spooled = spool_upload(body, parts_->state.results(), core.files());
+    auto sent = core.volunteers().upload_moments(client_id, spooled);
+    if (!sent) return sent.error();
+    if (sent->http_status != 200) return common::make_error("moments refused: " + sent->message);
+    return {};
 }
 
 common::Result<TickReport> InProcessServer::tick() {

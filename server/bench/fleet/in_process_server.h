@@ -43,8 +43,8 @@ public:
     common::Result<common::WorkResponse> request_work(const common::WorkRequest& request);
     // What POST /api/v1/results does with `body` (spooled to the results directory, then
     // taken as the API takes it), then validation and merging, all before returning. When the
-    // answer asks for the moments unit `wu_id` started from, `moments` (when given) are posted
-    // as POST /api/v1/results/moments posts them.
+    // answer, or once validated its status, asks for the moments unit `wu_id` started from,
+    // `moments` (when given) are posted as POST /api/v1/results/moments posts them.
     common::Result<IntakeOutcome> upload(const std::string& client_id, common::ByteView body,
                                          const std::string& wu_id = {}, const ReplayMoments* moments = nullptr);
     common::Result<TickReport> tick();
@@ -79,6 +79,8 @@ public:
 
 private:
     explicit InProcessServer(std::unique_ptr<Parts> parts);
+    // POST /api/v1/results/moments of `moments` for unit `wu_id`, refused or not an error.
+    common::Status send_moments(const std::string& client_id, const std::string& wu_id, const ReplayMoments& moments);
     std::unique_ptr<Parts> parts_;
 };
 

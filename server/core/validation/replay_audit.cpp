@@ -14,12 +14,18 @@ namespace {
 AuditOutcome not_audited(std::string why) { return {false, std::move(why), {}}; }
 AuditOutcome failed(std::string why) { return {true, {}, std::move(why)}; }
 
-// A text field of the metrics the intake kept with a result ("" when absent).
-std::string metrics_text(const AssignmentRecord& a, std::string_view key) {
+// The metrics the intake kept with a result (an empty object when it has none).
+boost::json::object metrics_of(const AssignmentRecord& a) {
     if (!a.metrics_json) return {};
     boost::system::error_code error;
     auto metrics = boost::json::parse(*a.metrics_json, error);
-    const auto* field = error || !metrics.is_object() ? nullptr : metrics.as_object().if_contains(key);
+    return error || !metrics.is_object() ? boost::json::object() : std::move(metrics.as_object());
+}
+
+// A text field of the metrics the intake kept with a result ("" when absent).
+std::string metrics_text(const AssignmentRecord& a, std::string_view key) {
+    auto metrics = metrics_of(a);
+    const auto* field = metrics.if_contains(key);
     return field != nullptr && field->is_string() ? std::string(field->as_string()) : std::string();
 }
 
@@ -28,6 +34,21 @@ std::string metrics_text(const AssignmentRecord& a, std::string_view key) {
 bool trained_on_cpu(const AssignmentRecord& a) { return metrics_text(a, "device").starts_with("cpu"); }
 
 std::string audit_asked(const AssignmentRecord& a) { return metrics_text(a, "audit"); }
+
+std::int64_t moments_asked_at(const AssignmentRecord& a) {
+    auto metrics = metrics_of(a);
+    const auto* field = metrics.if_contains("moments_asked_at");
+    if (field != nullptr && field->is_int64()) return field->as_int64();
+    return a.returned_at.value_or(0);
+}
+
+std::string metrics_asking_moments(const AssignmentRecord& a, const std::string& flagged, std::int64_t now) {
+    auto metrics = metrics_of(a);
+    metrics["audit"] = "moments";
+    metrics["moments_asked_at"] = now;
+    metrics["flagged"] = flagged;
+    return boost::json::serialize(metrics);
+}
 
 common::Result<std::optional<ReplayMoments>> ReplayAudit::sent_moments(const std::string& assignment_id,
                                                                        std::string& broken) {
@@ -53,7 +74,11 @@ common::Result<AuditOutcome> ReplayAudit::run(const AssignmentRecord& a, const c
     if (!stated.sha256.empty()) {
         if (unit.hyper.optimizer != common::InnerOptimizer::Kept)
             return failed("a fresh unit's commitments say it resumed kept moments");
-        if (audit_asked(a) != "moments") return not_audited("it resumed kept moments not asked for at its upload");
+        if (audit_asked(a) != "moments") {
+            auto outcome = not_audited("it resumed kept moments nobody asked for yet");
+            outcome.needs_moments = true;
+            return outcome;
+        }
         std::string broken;
         auto sent = sent_moments(a.id, broken);
         if (!sent) return sent.error();

@@ -37,16 +37,23 @@ constexpr std::int64_t kMomentsWaitS = 600;
 // replay from zero moments, "moments" a replay from the kept moments the volunteer was asked
 // for, "twin" its unit computed again by a trusted volunteer (a task's `audit_by volunteers`).
 std::string audit_asked(const AssignmentRecord& assignment);
+// When the moments were asked for: at the upload for a drawn audit (its return), or when a
+// statistical check flagged it (the metrics' `moments_asked_at`).
+std::int64_t moments_asked_at(const AssignmentRecord& assignment);
+// The metrics of a result held for the moments its flag needs replayed: `audit` "moments",
+// `moments_asked_at` `now`, and the flag (`flagged`, "<reason>: <detail>").
+std::string metrics_asking_moments(const AssignmentRecord& assignment, const std::string& flagged, std::int64_t now);
 
 // What an audit found: `audited` false with why it could not replay (the other checks judge
 // the result); `mismatch` empty when the replay agreed; `withheld` when the moments it asked
-// for never came.
+// for never came; `needs_moments` when it resumed kept moments nobody asked for yet.
 struct AuditOutcome {
     bool audited = false;
     std::string not_audited;
     std::string mismatch;
     double tolerance = 0;  // the replay's, when the trajectories were compared
     bool withheld = false;
+    bool needs_moments = false;
 };
 
 class ReplayAudit {

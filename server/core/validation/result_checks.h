@@ -51,6 +51,9 @@ struct Verdict {
     std::string not_audited;  // drawn for an audit, why it could not replay
     // "<reason>: <detail>" of a statistical check's refusal its replay overruled.
     std::string overruled;
+    // Flagged by a statistical check (`reason`, `detail`) and replayable once its volunteer
+    // sends the kept moments its unit resumed: held for them instead of refused.
+    bool wants_moments = false;
 };
 
 // Which checks beyond the cheap ones a result gets.
@@ -121,7 +124,8 @@ private:
                                const common::NamedTensors& base, const std::optional<Committed>& committed,
                                Verdict& verdict, bool drawn);
     // A replay in place of the verdict's statistical refusal, if it has one: agreeing overrules
-    // it, disagreeing refuses `audit_failed`; a result that cannot be replayed keeps it.
+    // it, disagreeing refuses `audit_failed`; a result that cannot be replayed keeps it, and
+    // one that can once its kept moments come is marked `wants_moments`.
     common::Result<bool> settle_by_replay(const AssignmentRecord& assignment, const common::WorkUnit& unit,
                                           const common::NamedTensors& base, const std::optional<Committed>& committed,
                                           bool drawn, Verdict& verdict);

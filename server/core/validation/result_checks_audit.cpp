@@ -19,6 +19,7 @@ common::Result<bool> ResultChecks::audit(const AssignmentRecord& a, const common
                               committed && committed->on_cpu);
     if (!outcome) return outcome.error();
     verdict.audited = outcome->audited;
+    verdict.wants_moments = outcome->needs_moments;
     if (outcome->withheld) {
         verdict.reason = std::string(reason::kMomentsWithheld);
         verdict.detail = "its audit asked for the moments its unit started from, and none came within " +
@@ -55,7 +56,7 @@ common::Result<bool> ResultChecks::settle_by_replay(const AssignmentRecord& a, c
         verdict.detail = "flagged " + flag_reason + " (" + flag_detail + "); " + verdict.detail;
         return true;
     }
-    if (!verdict.audited) {  // cannot be replayed: the flag's refusal stands
+    if (!verdict.audited) {  // cannot be replayed (yet): the flag's refusal stands, or waits
         verdict.reason = std::move(flag_reason);
         verdict.detail = std::move(flag_detail);
         return true;

@@ -122,6 +122,10 @@ common::Result<std::string> ResultIntake::draw_audit(const AssignmentRecord& a, 
     return std::string(twin ? "twin" : "replay");
 }
 
+bool ResultIntake::moments_wanted(const AssignmentRecord& a) const {
+    return a.state == AssignmentState::Returned && audit_asked(a) == "moments" && !files_.has_moments(a.id);
+}
+
 common::Result<IntakeOutcome> ResultIntake::receive_moments(const std::string& client_id, std::string_view ref_json,
                                                             const ReceivedDelta& moments) {
     auto ref = common::parse_message<common::WorkUnitRef>(ref_json);

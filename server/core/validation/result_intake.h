@@ -58,6 +58,9 @@ public:
     // "Moments for an audit"): `ref_json` names the unit, `moments` is the optimizer-state file.
     common::Result<IntakeOutcome> receive_moments(const std::string& client_id, std::string_view ref_json,
                                                   const ReceivedDelta& moments);
+    // Whether a returned result's audit asked for the moments its unit started from, at its
+    // upload or for a flag, and they have not come.
+    bool moments_wanted(const AssignmentRecord& assignment) const;
     // Set before results come: without it no result is audited.
     void set_audit_draw(AuditDraw draw) { audit_draw_ = std::move(draw); }
 

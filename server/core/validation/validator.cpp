@@ -85,6 +85,8 @@ common::Status Validator::validate(const std::string& assignment_id) {
         suspended = std::move(*read);
     }
     const auto asked = audit_asked(a);
+    auto waiting = waits_for_moments(a, asked);
+    if (!waiting || *waiting) return waiting ? common::Status() : common::Status(waiting.error());
     auto plan = plan_checks(a, task->config, context);
     const bool warm_up = plan.warm_up;
     auto verdict = checks_.run(a, *task, *sent, plan, suspended);
@@ -93,6 +95,7 @@ common::Status Validator::validate(const std::string& assignment_id) {
         copies_.note_result(a.task_id, a.work_unit_id, std::move(verdict->sketch),
                             {a.base_version, a.returned_at.value_or(clock_())}, warm_up);
     };
+    if (verdict->wants_moments && is_statistical(verdict->reason)) return ask_for_moments(a, *verdict);
     if (!verdict->reason.empty()) {
         // Refused for its direction alone, a result still says where the model descends now: it
         // joins the consensus, so that one formed before the model turned gives way to the
@@ -109,6 +112,25 @@ common::Status Validator::validate(const std::string& assignment_id) {
     if (*twin || unit.replicas > 1) return settle_replicas(a, *task, verdict->figures);
     auto accepted = accept(a, *task, verdict->figures, true, {&*context.client, &unit, concurrency});
     return accepted ? common::Status() : common::Status(accepted.error());
+}
+
+common::Result<bool> Validator::waits_for_moments(const AssignmentRecord& a, const std::string& asked) {
+    if (asked != "moments" || results_.has_moments(a.id) || !a.metrics_json) return false;
+    auto until = moments_asked_at(a) + kMomentsWaitS;
+    if (clock_() >= until) return false;  // withheld: the audit refuses it
+    auto held = store_.hold_result(a.id, *a.metrics_json, until);
+    if (!held) return held.error();
+    return true;
+}
+
+common::Status Validator::ask_for_moments(const AssignmentRecord& a, const Verdict& verdict) {
+    auto now = clock_();
+    auto flagged = verdict.reason + ": " + verdict.detail;
+    auto held = store_.hold_result(a.id, metrics_asking_moments(a, flagged, now), now + kMomentsWaitS);
+    if (!held) return held.error();
+    if (!*held) return {};  // settled meanwhile
+    boost::json::object detail{{"assignment_id", a.id}, {"client_id", a.client_id}, {"flagged", flagged}};
+    return store_.add_event("moments_asked", boost::json::serialize(detail), now);
 }
 
 CheckPlan Validator::plan_checks(const AssignmentRecord& a, const TaskConfig& config, const ResultContext& context) {

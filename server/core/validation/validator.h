@@ -91,6 +91,12 @@ private:
                           const std::string& detail, const CheckFigures& figures = {});
     // The events a passed result's verdict calls for: its audit passed, flagged, checks waived.
     common::Status note_passed(const AssignmentRecord& assignment, const Verdict& verdict);
+    // A result whose moments were asked for and have not come, within the wait: held until
+    // the wait ends (again, after a restart released its claim). True when it waits.
+    common::Result<bool> waits_for_moments(const AssignmentRecord& assignment, const std::string& asked);
+    // Holds a result a statistical check flagged until its volunteer sends the kept moments
+    // its unit resumed (docs/operations.md, "Flags settled by replays"): its replay decides.
+    common::Status ask_for_moments(const AssignmentRecord& assignment, const Verdict& verdict);
     // Which checks beyond the cheap ones the result gets (result_checks.h).
     CheckPlan plan_checks(const AssignmentRecord& assignment, const TaskConfig& config, const ResultContext& context);
     // `overruled`: the statistical flag the replay overruled, if it was for one.

@@ -39,6 +39,8 @@ public:
     // POST /api/v1/results/moments, spooled and framed alike: the moments a unit started from,
     // for its audit, moved into place beside its delta.
     common::Result<IntakeOutcome> upload_moments(const std::string& client_id, SpooledUpload& upload);
+    // Whether a result's audit waits for the moments its unit started from (its status says so).
+    bool moments_wanted(const AssignmentRecord& assignment) const { return intake_.moments_wanted(assignment); }
 
 private:
     ClientStore& clients_;
