@@ -2,7 +2,7 @@
 """One row of scripts/bench_attacks' table from a fleet run's summary.csv: the attack's bad
 units returned, merged, refused (and why), undecided at the end; the share merged of those
 decided with its one-sided 95 % upper bound (Clopper-Pearson); the honest refusals and the
-checks' compute against the training's.
+checks' compute against the training's; the attackers' honest (cover) units returned and refused.
   attack_row.py SUMMARY_CSV SEED ATTACK"""
 import csv
 import math
@@ -46,6 +46,7 @@ def main():
     refusals = counts(row["refused_of_returned"])
     refused, _, reasons = refusals.get(attack, (0, returned, ""))
     honest_refused, honest_returned, _ = refusals.get("none", (0, 0, ""))
+    cover_refused, cover_returned, _ = refusals.get("cover", (0, 0, ""))
     decided = merged + refused
     share = merged / decided if decided else float("nan")
     print(
@@ -53,7 +54,8 @@ def main():
             [seed, attack, str(returned), str(merged), str(refused), str(returned - decided), f"{share:.3f}",
              f"{upper_bound(merged, decided):.3f}", reasons.replace(" ", ";") or "-", str(honest_returned),
              str(honest_refused), row["check_vs_training"], row.get("commitment_vs_training", ""),
-             row.get("audit_vs_training", ""), row.get("audited_share", "")]
+             row.get("audit_vs_training", ""), row.get("audited_share", ""), str(cover_returned),
+             str(cover_refused)]
         )
     )
 

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "fleet_spec.h"
+
 namespace tessera::bench {
 namespace {
 
@@ -97,7 +99,7 @@ void fill_outcomes(RunSummary& row, const RunResult& run) {
     row.wasted = wasted.str();
     std::ostringstream attacks;
     for (const auto& [attack, outcome] : run.attacks)
-        if (attack != "none")
+        if (attack != "none" && attack != kCoverUnit)
             attacks << (attacks.tellp() > 0 ? " " : "") << attack << "=" << outcome.merged << "/" << outcome.returned;
     row.attacks = attacks.str();
     std::ostringstream refusals;

@@ -180,7 +180,7 @@ common::Status Simulation::request(std::size_t i) {
     std::int64_t samples = wu.hyper.local_steps * wu.hyper.batch_size;
     double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
     auto attack = v.next_attack();
-    Issued issued{std::string(attack_name(attack)), samples, wu.hyper.local_steps, 0, "", wu.base_version};
+    Issued issued{unit_label(attack, v.spec.attack), samples, wu.hyper.local_steps, 0, "", wu.base_version};
 
     HeldUnit held;
     held.unit = wu;

@@ -38,6 +38,12 @@ constexpr std::int64_t kStaleVersions = 16;
 constexpr std::int64_t kReplayAge = 4;
 std::string_view attack_name(Attack attack);
 std::optional<Attack> attack_from_name(std::string_view name);
+// How a unit is counted: by its attack, and an honest unit of a hostile volunteer (one of the
+// honest units between its attacks) as "cover", apart from honest volunteers' ("none").
+constexpr std::string_view kCoverUnit = "cover";
+inline std::string unit_label(Attack attack, Attack volunteers_attack) {
+    return std::string(attack == Attack::None && volunteers_attack != Attack::None ? kCoverUnit : attack_name(attack));
+}
 
 // Volunteers come and go: online for an exponential time (mean online_s), then offline
 // (mean offline_s); after each departure a volunteer never comes back with chance `never_return`.
