@@ -2,6 +2,7 @@
 #include "result_delivery.h"
 
 #include <filesystem>
+#include <utility>
 
 #include "file_io.h"
 #include "safetensors.h"
@@ -114,12 +115,14 @@ void report_verdict(ServerApi& api, const Delivery& delivery, VolunteerStatus& s
                     const DeliverySettings& settings) {
     const auto& wu_id = delivery.wu_id;
     common::ResultStatus outcome{wu_id, "returned", "", 0};
+    bool moments_sent = false;  // once here; a failed send is tried again by settle_kept_moments
     for (int i = 0; i < 20 && outcome.state == "returned"; ++i) {
         if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
         auto answer = api.result_status(wu_id);
         if (!answer) break;
         outcome = *answer;
-        if (outcome.moments_wanted) send_moments(api, wu_id, log, settings);  // a flag's replay needs them
+        if (outcome.moments_wanted && !std::exchange(moments_sent, true))
+            send_moments(api, wu_id, log, settings);  // a flag's replay needs them
     }
     settle_kept_moments(api, log, settings);
     status.add_result(wu_id, outcome.state, outcome.reason, outcome.credit);
