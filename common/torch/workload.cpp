@@ -76,14 +76,22 @@ EvalResult summarised(const std::vector<torch::Tensor>& per_batch, double accura
 }
 
 // Each sample's loss at every t of the evaluation grid, with the grid's fixed noise, averaged over
-// the grid: `loss_at(batch, t, noise)` gives a batch's (B,) f64 losses on the CPU at one t.
+// the grid; stratified, sample i's at the grid's point i mod kEvalGrid only. `loss_at(batch, t,
+// noise)` gives a batch's (B,) f64 losses on the CPU at per-sample times t.
 template <class LossAt>
 std::vector<torch::Tensor> grid_sample_losses(const ShardData& data, torch::Device device, std::int64_t max_samples,
-                                              LossAt loss_at) {
+                                              EvalGrid grid, LossAt loss_at) {
     auto generator = at::detail::createCPUGenerator(kEvalNoiseSeed);
     std::vector<torch::Tensor> per_batch;
-    for_each_eval_batch(data, device, max_samples, [&](const Batch& batch, std::int64_t) {
+    for_each_eval_batch(data, device, max_samples, [&](const Batch& batch, std::int64_t begin) {
         auto b = batch.inputs.size(0);
+        if (grid == EvalGrid::Stratified) {
+            auto points = (torch::arange(begin, begin + b, torch::kInt64) % kEvalGrid).to(torch::kFloat32);
+            auto t = ((points + 0.5) / static_cast<double>(kEvalGrid)).to(device);
+            auto noise = torch::randn(batch.inputs.sizes(), generator, torch::kFloat32).to(device);
+            per_batch.push_back(loss_at(batch, t, noise));
+            return;
+        }
         auto total = torch::zeros({b}, torch::kFloat64);
         for (std::int64_t i = 0; i < kEvalGrid; ++i) {
             auto t = torch::full({b}, (static_cast<double>(i) + 0.5) / kEvalGrid, torch::kFloat32).to(device);
@@ -118,7 +126,8 @@ public:
     EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) override {
         model_->eval();
         auto per_batch = grid_sample_losses(
-            data, device, max_samples, [&](const Batch& batch, const torch::Tensor& t, const torch::Tensor& noise) {
+            data, device, max_samples, eval_grid(),
+            [&](const Batch& batch, const torch::Tensor& t, const torch::Tensor& noise) {
                 return flow_matching_sample_losses_at(model_, batch.inputs, condition_of(batch), t, noise)
                     .to(torch::kCPU, torch::kFloat64);
             });
@@ -153,7 +162,8 @@ public:
         model_->eval();
         std::int64_t correct = 0, judged = 0;
         auto per_batch = grid_sample_losses(
-            data, device, max_samples, [&](const Batch& batch, const torch::Tensor& t, const torch::Tensor& noise) {
+            data, device, max_samples, eval_grid(),
+            [&](const Batch& batch, const torch::Tensor& t, const torch::Tensor& noise) {
                 auto logits = model_->forward(noised(batch.inputs, t, noise), t);
                 correct += logits.argmax(1).eq(batch.labels).sum().item<std::int64_t>();
                 judged += batch.inputs.size(0);

@@ -62,6 +62,12 @@ struct EvalResult {
     torch::Tensor sample_losses;
 };
 
+// How a flow model's evaluation spreads the time t: every sample at each point of the t grid
+// (loss curves), or each sample at one point, the points in turn (the contribution checks'
+// paired comparisons: the same mean over samples for an eighth of the forward passes, each
+// sample's loss noisier). Classifiers have no t: both are the same.
+enum class EvalGrid { Full, Stratified };
+
 class Workload {
 public:
     virtual ~Workload() = default;
@@ -79,9 +85,12 @@ public:
     // `patch_mask`; 0: off). Training only: evaluation and sampling see every patch.
     void set_patch_mask(double ratio) { patch_mask_ = ratio; }
     double patch_mask() const { return patch_mask_; }
+    // How evaluate spreads t (EvalGrid::Full unless set).
+    void set_eval_grid(EvalGrid grid) { eval_grid_ = grid; }
+    EvalGrid eval_grid() const { return eval_grid_; }
     // The training loss of a batch (or a slice of one) with its draws.
     virtual torch::Tensor loss(const Batch& batch) = 0;
-    // Deterministic: a fixed t grid and noise seed for DiT, so versions are comparable.
+    // Deterministic: a fixed t grid (eval_grid) and noise seed for DiT, so versions are comparable.
     virtual EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) = 0;
 
 protected:
@@ -91,6 +100,7 @@ private:
     ModelPreset preset_;
     double caption_drop_ = 0.1;
     double patch_mask_ = 0;
+    EvalGrid eval_grid_ = EvalGrid::Full;
 };
 
 // Builds the preset's model for data of `shape`. Initial weights come from torch's global

@@ -55,7 +55,7 @@ def main():
              f"{upper_bound(merged, decided):.3f}", reasons.replace(" ", ";") or "-", str(honest_returned),
              str(honest_refused), row["check_vs_training"], row.get("commitment_vs_training", ""),
              row.get("audit_vs_training", ""), row.get("audited_share", ""), str(cover_returned),
-             str(cover_refused)]
+             str(cover_refused), row.get("loss_check_vs_training", ""), row.get("all_checks_vs_training", "")]
         )
     )
 

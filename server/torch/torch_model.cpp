@@ -24,12 +24,17 @@ std::vector<double> to_vector(const torch::Tensor& values) {
     return std::vector<double>(data, data + contiguous.numel());
 }
 
-// The workload's per-sample evaluation losses on all of `data` with `weights` loaded.
-common::Result<SampleLosses> losses_with(common::Workload& workload, const common::TorchTensorMap& weights,
-                                         const common::ShardData& data) {
+// The workload's per-sample losses on the first `max_samples` of `data` with `weights` loaded,
+// as the contribution checks compare them (common::EvalGrid::Stratified).
+common::Result<SampleLosses> check_losses_with(common::Workload& workload, const common::TorchTensorMap& weights,
+                                               const common::ShardData& data, std::int64_t max_samples) {
+    torch::NoGradGuard no_grad;
     auto status = common::load_state(*workload.module(), weights);
     if (!status) return status.error();
-    return to_vector(workload.evaluate(data, torch::kCPU, data.size()).sample_losses);
+    workload.set_eval_grid(common::EvalGrid::Stratified);
+    auto losses = to_vector(workload.evaluate(data, torch::kCPU, max_samples).sample_losses);
+    workload.set_eval_grid(common::EvalGrid::Full);
+    return losses;
 }
 
 class TorchProbe : public ModelProbe {
@@ -52,6 +57,14 @@ public:
         }
     }
 
+    common::Result<SampleLosses> check_losses(const common::NamedTensors& weights, std::int64_t max_samples) override {
+        try {
+            return check_losses_with(*workload_, common::from_named_f32(weights), *data_, max_samples);
+        } catch (const c10::Error& error) {
+            return common::make_error(std::string("evaluation for a check: ") + error.what_without_backtrace());
+        }
+    }
+
     common::Result<std::vector<SampleLosses>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
                                                                  const AssignedSamples& samples) override {
         try {
@@ -63,7 +76,7 @@ public:
             auto chosen = (*data)->rows(rows);
             std::vector<SampleLosses> losses;
             for (const auto* w : weights) {
-                auto loss = losses_with(*workload_, common::from_named_f32(*w), chosen);
+                auto loss = check_losses_with(*workload_, common::from_named_f32(*w), chosen, chosen.size());
                 if (!loss) return loss.error();
                 losses.push_back(std::move(*loss));
             }
@@ -216,9 +229,9 @@ common::Result<CalibrationUnit> calibration_unit(const TaskConfig& config, const
     auto chosen = data.rows(rows);
     auto workload = common::make_workload(config.model, shape_of(config), 0);
     if (!workload) return workload.error();
-    auto before = losses_with(**workload, theta0, chosen);
+    auto before = check_losses_with(**workload, theta0, chosen, chosen.size());
     if (!before) return before.error();
-    auto after_losses = losses_with(**workload, unit.after, chosen);
+    auto after_losses = check_losses_with(**workload, unit.after, chosen, chosen.size());
     if (!after_losses) return after_losses.error();
     auto mean = [](const SampleLosses& losses) {
         double total = 0;

@@ -2,6 +2,8 @@
 // learns, runs are reproducible, and bad inputs give clear errors.
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "dataset_manifest.h"
 #include "doctest_after_torch.h"
 #include "small_dataset.h"
@@ -68,6 +70,27 @@ TEST_CASE("a few hundred dit-tiny steps clearly lower the validation loss") {
     auto latents = euler_sample(*dit_of(*workload), DitCondition{torch::arange(10), {}, {}}, grid.sampling);
     auto images = decoder->forward(latents / manifest.scale_factor);
     CHECK(images.std().item<double>() > 0.1);
+}
+
+TEST_CASE("a stratified evaluation gives each sample one t of the grid: the full grid's mean, sample by sample") {
+    const auto& dir = tessera::testing::small_latent_dataset();
+    auto manifest = load_dataset_manifest(dir / "dataset.json").value();
+    auto validation = load_shard_file(dir / manifest.validation.file).value();
+    auto workload = make_workload("dit-tiny", data_shape_of(validation, 10), 0).value();
+
+    auto full = workload->evaluate(validation, torch::kCPU, 512);
+    workload->set_eval_grid(EvalGrid::Stratified);
+    auto first = workload->evaluate(validation, torch::kCPU, 512);
+    auto again = workload->evaluate(validation, torch::kCPU, 512);
+    REQUIRE(first.samples == 512);
+    // Deterministic, so two weight sets are compared on the same draws.
+    CHECK(torch::equal(first.sample_losses, again.sample_losses));
+    // Another estimate of the same mean: each sample at one of the grid's eight t, in turn.
+    CHECK_FALSE(torch::allclose(first.sample_losses, full.sample_losses));
+    MESSAGE("dit-tiny validation loss, full grid " << full.loss << ", stratified " << first.loss);
+    CHECK(std::abs(first.loss - full.loss) < 0.1 * full.loss);
+    workload->set_eval_grid(EvalGrid::Full);
+    CHECK(torch::equal(workload->evaluate(validation, torch::kCPU, 512).sample_losses, full.sample_losses));
 }
 
 TEST_CASE("training is deterministic on the CPU for a fixed seed") {

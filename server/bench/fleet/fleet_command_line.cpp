@@ -92,7 +92,9 @@ void add_task_options(cxxopts::Options& options) {
         "loss-check", "share of results given the held-out loss check", cxxopts::value<double>())(
         "audit", "share of trusted volunteers' results the server replays (0.02)", cxxopts::value<double>())(
         "audit-by", "who replays them: server or volunteers (server)", cxxopts::value<std::string>())(
-        "codec", "delta encoding: f32, bf16, int8, int4, int2", cxxopts::value<std::string>())(
+        "trust-streak", "valid results in a row before a volunteer is trusted (5; 0: every volunteer trusted)",
+        cxxopts::value<std::int64_t>())("codec", "delta encoding: f32, bf16, int8, int4, int2",
+                                        cxxopts::value<std::string>())(
         "topk", "fraction of each tensor a delta keeps, (0, 1]", cxxopts::value<double>())(
         "patch-codec", "downlink patches: off, bf16, int8, int4, int2 (int2)", cxxopts::value<std::string>())(
         "patch-topk", "fraction of each tensor a patch keeps, (0, 1] (1)", cxxopts::value<double>())(

@@ -48,6 +48,10 @@ struct RunSummary {
     double commitment_vs_training = 0;  // the commitments' checks alone / that training
     double audit_vs_training = 0;       // the replay audits alone (server's and twins') / that training
     double twin_vs_training = 0;        // the audit twins' training by volunteers / that training
+    double loss_check_vs_training = 0;  // the loss checks alone / that training
+    double replica_vs_training = 0;     // replicas beyond each unit's first copy / that training
+    // Every check: the server's, the audit twins' and the replicas' / the training they verify.
+    double all_checks_vs_training = 0;
     double audited_share = 0;           // results replayed / results checked
     double unauditable_share = 0;       // results drawn for an audit that could not be replayed / checked
     // Gain per step of honest results given the proof of training (p10, median, p90) and

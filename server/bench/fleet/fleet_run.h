@@ -43,6 +43,7 @@ struct ServerCost {
     double check_s = 0;
     double commitment_s = 0;  // of check_s, the commitments' checks (identity, opening loss)
     double audit_s = 0;       // of check_s, the replay audits
+    double loss_check_s = 0;  // of check_s, the loss checks (held-out data and the unit's own samples)
     std::int64_t audited = 0;      // results replayed
     std::int64_t unauditable = 0;  // drawn for an audit that could not replay them
     double merge_s = 0;
@@ -50,6 +51,7 @@ struct ServerCost {
     std::int64_t loss_checked = 0;  // of those, given the loss checks
     double training_s = 0;          // the simulated volunteers' training on this machine, for comparison
     double audit_twin_s = 0;        // of their training, the audit twins' (a check, not in training_s)
+    double replica_s = 0;           // and the replicas' beyond each unit's first copy (a check, not in training_s)
     double calibration_gain = 0;    // the task's calibration unit's gain per step
 };
 

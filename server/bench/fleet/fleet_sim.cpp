@@ -69,11 +69,13 @@ common::Result<RunResult> Simulation::run(const std::filesystem::path& work_dir)
     result_.probes = probe_.deltas();
     result_.server_cost.training_s += uploads_->training_seconds();  // real seconds
     result_.server_cost.audit_twin_s += uploads_->audit_twin_seconds();
+    result_.server_cost.replica_s += uploads_->replica_seconds();
     const auto& costs = server_->check_costs();
     result_.server_cost.check_s =
         costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples + costs.commitments + costs.audit;
     result_.server_cost.commitment_s = costs.commitments;
     result_.server_cost.audit_s = costs.audit;
+    result_.server_cost.loss_check_s = costs.held_out + costs.own_samples;
     result_.server_cost.audited = costs.audited.load();
     result_.server_cost.unauditable = costs.unauditable.load();
     result_.server_cost.merge_s = server_->merge_seconds();

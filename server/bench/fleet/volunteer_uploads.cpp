@@ -61,9 +61,8 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
         commitments = std::move(trained->commitments);
         if (settings_.probe_deltas && attack == Attack::None)
             if (auto status = probe(delta, unit); !status) return status.error();
-        auto twin = is_audit_twin(unit);
-        if (!twin) return twin.error();
-        (*twin ? audit_twin_s_ : training_s_) += metrics.seconds;  // real seconds, before the virtual ones below
+        // Real seconds, before the virtual ones below.
+        if (auto status = count_training(unit, metrics.seconds); !status) return status.error();
     }
     if (attack == Attack::Copy || attack == Attack::OldReplay) {
         delta = resent_delta(v, attack);
@@ -90,13 +89,20 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
     return Upload{std::move(body), size, std::move(delta), std::move(moments_in)};
 }
 
-common::Result<bool> UploadMaker::is_audit_twin(const common::WorkUnit& unit) {
+common::Status UploadMaker::count_training(const common::WorkUnit& unit, double seconds) {
     auto assignment = server_.store().assignment(unit.wu_id);
     if (!assignment) return assignment.error();
-    if (!*assignment) return false;
-    auto record = server_.store().work_unit((*assignment)->work_unit_id);
+    auto record = *assignment ? server_.store().work_unit((*assignment)->work_unit_id)
+                              : common::Result<std::optional<server::WorkUnitRecord>>(std::nullopt);
     if (!record) return record.error();
-    return *record && (*record)->trusted_only;
+    if (*record && (*record)->trusted_only) {
+        audit_twin_s_ += seconds;
+        return {};
+    }
+    double copies = *record ? static_cast<double>(std::max<std::int64_t>(1, (*record)->replicas)) : 1.0;
+    replica_s_ += seconds * (copies - 1) / copies;
+    training_s_ += seconds / copies;
+    return {};
 }
 
 common::Result<client::RunOutput> UploadMaker::train(VolunteerState& v, const common::WorkUnit& unit, Attack attack,

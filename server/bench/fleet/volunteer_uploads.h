@@ -74,10 +74,11 @@ public:
         : server_(server), settings_(settings), probe_(probe) {}
     // The signed upload body a volunteer sends for `unit`: honest training, or `attack`.
     common::Result<Upload> compute(VolunteerState& v, const common::WorkUnit& unit, Attack attack);
-    // Real seconds spent training so far, and of those the audit twins' (docs/operations.md,
-    // "Audit twins": a check's compute, not training).
+    // Real seconds spent training so far, apart from the audit twins' (docs/operations.md,
+    // "Audit twins") and the replicas' beyond a unit's first copy: checks' compute, not training.
     double training_seconds() const { return training_s_; }
     double audit_twin_seconds() const { return audit_twin_s_; }
+    double replica_seconds() const { return replica_s_; }
     // `client`'s upload is in: its delta is what a copier sends next.
     void delivered(const std::string& client, const Upload& upload);
 
@@ -90,8 +91,9 @@ private:
     // `moments_in`: the kept moments it resumed, if it did.
     common::Result<client::RunOutput> train(VolunteerState& v, const common::WorkUnit& unit, Attack attack,
                                             std::optional<server::ReplayMoments>& moments_in);
-    // Whether `unit` is an audit twin's replica (its training is an audit's).
-    common::Result<bool> is_audit_twin(const common::WorkUnit& unit);
+    // Adds a trained unit's real seconds to training, or to what checks cost: an audit twin's
+    // all, a unit computed n times (n − 1) / n of each copy's.
+    common::Status count_training(const common::WorkUnit& unit, double seconds);
     // A shard of the task that `unit` does not assign, among those units have named so far.
     std::string other_shard(const common::WorkUnit& unit) const;
     // What a copy (another volunteer's newest delivered delta) or an old replay (its own,
@@ -105,6 +107,7 @@ private:
     DeltaProbe& probe_;
     double training_s_ = 0;
     double audit_twin_s_ = 0;
+    double replica_s_ = 0;
     std::set<std::string> shards_seen_;
     std::deque<std::pair<std::string, common::Bytes>> recent_;  // (client, delta), newest last
 };

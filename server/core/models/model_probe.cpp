@@ -39,6 +39,10 @@ common::Result<ProbeResult> ProbePool::evaluate(const common::NamedTensors& weig
     return with_probe<ProbeResult>([&](ModelProbe& probe) { return probe.evaluate(weights, max_samples); });
 }
 
+common::Result<SampleLosses> ProbePool::check_losses(const common::NamedTensors& weights, std::int64_t max_samples) {
+    return with_probe<SampleLosses>([&](ModelProbe& probe) { return probe.check_losses(weights, max_samples); });
+}
+
 common::Result<std::vector<SampleLosses>> ProbePool::losses_on_assigned(
     const std::vector<const common::NamedTensors*>& weights, const AssignedSamples& samples) {
     return with_probe<std::vector<SampleLosses>>(

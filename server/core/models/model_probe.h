@@ -58,7 +58,13 @@ public:
     // Loss on the first `max_samples` validation samples (all of them for
     // kWholeValidationSet), deterministic for given weights.
     virtual common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples) = 0;
-    // Each weight set's per-sample losses on the same assigned samples, deterministic.
+    // Each of those samples' loss as the contribution checks compare two weight sets: sample by
+    // sample, deterministic, and for a flow model at one t per sample (common::EvalGrid::
+    // Stratified: evaluate's mean in expectation for an eighth of its cost).
+    virtual common::Result<SampleLosses> check_losses(const common::NamedTensors& weights,
+                                                      std::int64_t max_samples) = 0;
+    // Each weight set's per-sample losses on the same assigned samples, deterministic, as
+    // check_losses evaluates them.
     virtual common::Result<std::vector<SampleLosses>> losses_on_assigned(
         const std::vector<const common::NamedTensors*>& weights, const AssignedSamples& samples) = 0;
     // The unit's opening loss at `base` (common::opening_loss): its first training step's loss,
@@ -80,6 +86,7 @@ class ProbePool {
 public:
     ProbePool(ModelProbeFactory factory, std::size_t size) : factory_(std::move(factory)), size_(size) {}
     common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples);
+    common::Result<SampleLosses> check_losses(const common::NamedTensors& weights, std::int64_t max_samples);
     common::Result<std::vector<SampleLosses>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
                                                                  const AssignedSamples& samples);
     common::Result<double> opening_loss(const common::NamedTensors& base, const AssignedSamples& samples,

@@ -29,10 +29,13 @@ inline double audit_chance(const TaskConfig& config, const ClientRecord& client)
 }
 
 // The chance that a new unit for this volunteer is computed twice and compared (a task
-// replicating every unit does so for everyone).
+// replicating every unit does so for everyone). A trusted volunteer's units are sampled by
+// the replay audits where the task has them: a replica would be a second sampled replay at
+// the same price (docs/operations.md, "What the checks cost").
 inline double replication_chance(const TaskConfig& config, const ClientRecord& client) {
     if (client.quarantined || config.replication >= 1) return 1.0;
-    return is_trusted(config, client) ? config.replication / 5 : config.replication;
+    if (!is_trusted(config, client)) return config.replication;
+    return config.audit > 0 ? 0.0 : config.replication / 5;
 }
 
 inline std::int64_t in_flight_limit(const TaskConfig& config, const ClientRecord& client) {

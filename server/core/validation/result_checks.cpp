@@ -262,10 +262,10 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
     if (!before) return before.error();
     auto pool = probes_.of(a.task_id);
     if (!pool) return pool.error();
-    auto held_out = (*pool)->evaluate(after, task.config.check_samples);
+    auto held_out = (*pool)->check_losses(after, task.config.check_samples);
     add_seconds(costs_.held_out, started);
     if (!held_out) return held_out.error();
-    auto change = paired_change(*before, held_out->sample_losses);
+    auto change = paired_change(*before, *held_out);
     if (!change) return change.error();
     // Refused only when the increase is above the tolerance with kRefusalZ confidence.
     double allowed = change->before * task.config.loss_tolerance;
@@ -354,12 +354,12 @@ common::Result<std::vector<double>> ResultChecks::held_out_base_losses(const std
     }
     auto pool = probes_.of(task_id);
     if (!pool) return pool.error();
-    auto result = (*pool)->evaluate(base, samples);
+    auto result = (*pool)->check_losses(base, samples);
     if (!result) return result.error();
     std::lock_guard lock(mutex_);
     base_loss_key_ = key;
-    base_losses_ = result->sample_losses;
-    return std::move(result->sample_losses);
+    base_losses_ = *result;
+    return std::move(*result);
 }
 
 }  // namespace tessera::server
