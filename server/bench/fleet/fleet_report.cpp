@@ -126,6 +126,7 @@ void fill_check_costs(RunSummary& row, const RunResult& run) {
         row.loss_checked_share = static_cast<double>(cost.loss_checked) / static_cast<double>(cost.checked);
         row.audited_share = static_cast<double>(cost.audited) / static_cast<double>(cost.checked);
         row.unauditable_share = static_cast<double>(cost.unauditable) / static_cast<double>(cost.checked);
+        row.overruled_share = static_cast<double>(cost.flags_overruled) / static_cast<double>(cost.checked);
     }
     if (cost.check_s + cost.merge_s > 0) row.check_share = cost.check_s / (cost.check_s + cost.merge_s);
     // Audit twins are checks computed by volunteers: counted with the server's checks.
@@ -280,7 +281,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
            "check_ms_per_result,loss_checked_share,check_share,check_vs_training,gain_p10,gain_median,gain_p90,"
            "calibration_gain,mb_shards_per_unit,transfer_share,patched_share,state_mb_max,state_mb_end,loss_vs_ddp,"
            "unhidden_share,commitment_vs_training,audit_vs_training,audited_share,unauditable_share,twin_vs_training,"
-           "loss_check_vs_training,replica_vs_training,all_checks_vs_training\n";
+           "loss_check_vs_training,replica_vs_training,all_checks_vs_training,overruled_share\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
@@ -302,7 +303,8 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << format("%.4f", r.commitment_vs_training) << "," << format("%.4f", r.audit_vs_training) << ","
             << format("%.4f", r.audited_share) << "," << format("%.4f", r.unauditable_share) << ","
             << format("%.4f", r.twin_vs_training) << "," << format("%.4f", r.loss_check_vs_training) << ","
-            << format("%.4f", r.replica_vs_training) << "," << format("%.4f", r.all_checks_vs_training) << "\n";
+            << format("%.4f", r.replica_vs_training) << "," << format("%.4f", r.all_checks_vs_training) << ","
+            << format("%.4f", r.overruled_share) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -347,7 +349,8 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
                 << format("%.1f", 100 * r.loss_check_vs_training) << " %, replay audits "
                 << format("%.1f", 100 * r.audit_vs_training) << " % (by volunteers "
                 << format("%.1f", 100 * r.twin_vs_training) << " %) for " << format("%.1f", 100 * r.audited_share)
-                << " % of results replayed, " << format("%.1f", 100 * r.unauditable_share)
+                << " % of results replayed (" << format("%.1f", 100 * r.overruled_share)
+                << " % for a flag the replay overruled), " << format("%.1f", 100 * r.unauditable_share)
                 << " % drawn but not replayable); with the replicas' extra copies ("
                 << format("%.1f", 100 * r.replica_vs_training) << " %) every check costs "
                 << format("%.1f", 100 * r.all_checks_vs_training) << " %\n";

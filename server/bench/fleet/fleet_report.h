@@ -54,6 +54,7 @@ struct RunSummary {
     double all_checks_vs_training = 0;
     double audited_share = 0;           // results replayed / results checked
     double unauditable_share = 0;       // results drawn for an audit that could not be replayed / checked
+    double overruled_share = 0;         // results flagged, replayed and found honest / checked
     // Gain per step of honest results given the proof of training (p10, median, p90) and
     // the calibration unit's: the statistics the no_improvement margin is set from.
     double gain_p10 = 0, gain_median = 0, gain_p90 = 0, calibration_gain = 0;

@@ -126,6 +126,14 @@ common::Status Simulation::guard_actions() {
     return {};
 }
 
+common::Status Simulation::count_overruled_flags() {
+    auto events = server_->store().latest_events({"audit_passed"}, std::numeric_limits<int>::max());
+    if (!events) return events.error();
+    for (const auto& e : *events)
+        if (boost::json::parse(e.detail_json).as_object().contains("flagged")) ++result_.server_cost.flags_overruled;
+    return {};
+}
+
 common::Status Simulation::account() {
     double end = clock_.now();
     for (auto& v : volunteers_) {

@@ -84,6 +84,8 @@ private:
 
     // The divergence events of the run, for the report.
     common::Status guard_actions();
+    // The statistical flags the server settled by a replay that agreed (audit_passed with a flag).
+    common::Status count_overruled_flags();
 
     common::Status leave(std::size_t i);
 
