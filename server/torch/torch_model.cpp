@@ -32,9 +32,7 @@ common::Result<SampleLosses> check_losses_with(common::Workload& workload, const
     auto status = common::load_state(*workload.module(), weights);
     if (!status) return status.error();
     workload.set_eval_grid(common::EvalGrid::Stratified);
-    auto losses = to_vector(workload.evaluate(data, torch::kCPU, max_samples).sample_losses);
-    workload.set_eval_grid(common::EvalGrid::Full);
-    return losses;
+    return to_vector(workload.evaluate(data, torch::kCPU, max_samples).sample_losses);
 }
 
 class TorchProbe : public ModelProbe {
@@ -48,6 +46,7 @@ public:
             torch::NoGradGuard no_grad;
             auto status = common::load_state(*workload_->module(), common::from_named_f32(weights));
             if (!status) return status.error();
+            workload_->set_eval_grid(common::EvalGrid::Full);  // the curve's, whatever a check set last
             auto result = workload_->evaluate(*data_, torch::kCPU, max_samples);
             ProbeResult probe{result.loss, std::nullopt, result.samples, to_vector(result.sample_losses)};
             if (result.accuracy >= 0) probe.accuracy = result.accuracy;

@@ -66,7 +66,6 @@ common::Result<RunResult> Simulation::run(const std::filesystem::path& work_dir)
     }
     if (auto status = account(); !status) return status.error();
     if (auto status = guard_actions(); !status) return status.error();
-    if (auto status = count_overruled_flags(); !status) return status.error();
     result_.probes = probe_.deltas();
     result_.server_cost.training_s += uploads_->training_seconds();  // real seconds
     result_.server_cost.audit_twin_s += uploads_->audit_twin_seconds();

@@ -119,18 +119,12 @@ common::Status Simulation::guard_actions() {
     auto events = server_->store().events_after(0, std::numeric_limits<int>::max());
     if (!events) return events.error();
     for (const auto& e : *events) {
+        if (e.kind == "audit_passed" && boost::json::parse(e.detail_json).as_object().contains("flagged"))
+            ++result_.server_cost.flags_overruled;
         if (e.kind != "divergence_recovered" && e.kind != "divergence_paused") continue;
         auto detail = boost::json::parse(e.detail_json).as_object();
         result_.guard.actions.push_back(std::string(detail.at("message").as_string()));
     }
-    return {};
-}
-
-common::Status Simulation::count_overruled_flags() {
-    auto events = server_->store().latest_events({"audit_passed"}, std::numeric_limits<int>::max());
-    if (!events) return events.error();
-    for (const auto& e : *events)
-        if (boost::json::parse(e.detail_json).as_object().contains("flagged")) ++result_.server_cost.flags_overruled;
     return {};
 }
 

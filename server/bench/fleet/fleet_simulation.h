@@ -82,10 +82,9 @@ private:
     // and the divergence guard judges it (and acts) before the simulation goes on.
     common::Status guard_check();
 
-    // The divergence events of the run, for the report.
+    // The divergence events of the run, and the statistical flags the server settled by a
+    // replay that agreed (audit_passed naming a flag), for the report: one pass over the events.
     common::Status guard_actions();
-    // The statistical flags the server settled by a replay that agreed (audit_passed with a flag).
-    common::Status count_overruled_flags();
 
     common::Status leave(std::size_t i);
 
