@@ -12,6 +12,7 @@
 #include "torch/trainer.h"
 #include "torch/unit_commitments.h"
 #include "gallery_grid.h"
+#include "shard_cache.h"
 #include "task_shape.h"
 #include "torch/workload.h"
 
@@ -38,8 +39,9 @@ common::Result<SampleLosses> check_losses_with(common::Workload& workload, const
 class TorchProbe : public ModelProbe {
 public:
     TorchProbe(std::unique_ptr<common::Workload> workload, std::shared_ptr<const common::ShardData> data,
-               std::string preset)
-        : workload_(std::move(workload)), data_(std::move(data)), preset_(std::move(preset)) {}
+               std::shared_ptr<ShardCache> shard_cache, std::string preset)
+        : workload_(std::move(workload)), data_(std::move(data)), shard_cache_(std::move(shard_cache)),
+          preset_(std::move(preset)) {}
 
     common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples) override {
         try {
@@ -119,27 +121,34 @@ public:
     }
 
 private:
-    // The unit's shards concatenated; the last unit's are kept (replicas and retries repeat it).
+    // The unit's shards (through the task's cache), concatenated where there are several; the
+    // last unit's are kept (its replicas and retries repeat it).
     common::Result<const common::ShardData*> unit_data(const AssignedSamples& samples) {
-        if (samples.shards == unit_shards_) return &unit_data_;
-        std::vector<common::ShardData> shards;
+        if (unit_data_ && samples.shards == unit_shards_) return unit_data_.get();
+        std::vector<std::shared_ptr<const common::ShardData>> shards;
         for (const auto& sha256 : samples.shards) {
-            auto bytes = samples.read_shard(sha256);
-            auto shard = bytes ? common::load_shard(*bytes) : common::Result<common::ShardData>(bytes.error());
+            auto shard = shard_cache_->get(sha256, samples.read_shard);
             if (!shard) return common::with_context("shard " + sha256, shard.error());
             shards.push_back(std::move(*shard));
         }
-        auto data = common::concat_shards(shards);
-        if (!data) return data.error();
-        unit_data_ = std::move(*data);
+        if (shards.size() == 1) {
+            unit_data_ = std::move(shards.front());
+        } else {
+            std::vector<common::ShardData> parts;
+            for (const auto& shard : shards) parts.push_back(*shard);  // tensors shared, not copied
+            auto data = common::concat_shards(parts);
+            if (!data) return data.error();
+            unit_data_ = std::make_shared<const common::ShardData>(std::move(*data));
+        }
         unit_shards_ = samples.shards;
-        return &unit_data_;
+        return unit_data_.get();
     }
 
     std::unique_ptr<common::Workload> workload_;
     std::shared_ptr<const common::ShardData> data_;
+    std::shared_ptr<ShardCache> shard_cache_;
     std::vector<std::string> unit_shards_;
-    common::ShardData unit_data_;
+    std::shared_ptr<const common::ShardData> unit_data_;
     std::string preset_;
 };
 
@@ -187,12 +196,13 @@ common::Result<ModelProbeFactory> make_torch_probe_factory(const TaskConfig& con
     auto data = common::load_shard_file(validation_shard);
     if (!data) return common::with_context("validation shard", data.error());
     auto shared = std::make_shared<const common::ShardData>(std::move(*data));
-    return ModelProbeFactory([config, shared]() -> common::Result<std::unique_ptr<ModelProbe>> {
+    auto shard_cache = std::make_shared<ShardCache>();
+    return ModelProbeFactory([config, shared, shard_cache]() -> common::Result<std::unique_ptr<ModelProbe>> {
         try {
             auto workload = common::make_workload(config.model, shape_of(config), 0);
             if (!workload) return workload.error();
             return std::unique_ptr<ModelProbe>(
-                std::make_unique<TorchProbe>(std::move(*workload), shared, config.model));
+                std::make_unique<TorchProbe>(std::move(*workload), shared, shard_cache, config.model));
         } catch (const c10::Error& error) {
             return common::make_error(std::string("building the model: ") + error.what_without_backtrace());
         }
