@@ -128,6 +128,8 @@ void fill_check_costs(RunSummary& row, const RunResult& run) {
         row.unauditable_share = static_cast<double>(cost.unauditable) / static_cast<double>(cost.checked);
         row.overruled_share = static_cast<double>(cost.flags_overruled) / static_cast<double>(cost.checked);
     }
+    for (const auto& [reason, count] : cost.overruled_by_reason)
+        row.overruled_flags += (row.overruled_flags.empty() ? "" : " ") + reason + "=" + std::to_string(count);
     if (cost.check_s + cost.merge_s > 0) row.check_share = cost.check_s / (cost.check_s + cost.merge_s);
     // Audit twins are checks computed by volunteers: counted with the server's checks.
     if (cost.training_s > 0) row.check_vs_training = (cost.check_s + cost.audit_twin_s) / cost.training_s;
@@ -350,7 +352,8 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
                 << format("%.1f", 100 * r.audit_vs_training) << " % (by volunteers "
                 << format("%.1f", 100 * r.twin_vs_training) << " %) for " << format("%.1f", 100 * r.audited_share)
                 << " % of results replayed (" << format("%.1f", 100 * r.overruled_share)
-                << " % for a flag the replay overruled), " << format("%.1f", 100 * r.unauditable_share)
+                << " % for a flag the replay overruled" << (r.overruled_flags.empty() ? "" : ": " + r.overruled_flags)
+                << "), " << format("%.1f", 100 * r.unauditable_share)
                 << " % drawn but not replayable); with the replicas' extra copies ("
                 << format("%.1f", 100 * r.replica_vs_training) << " %) every check costs "
                 << format("%.1f", 100 * r.all_checks_vs_training) << " %\n";

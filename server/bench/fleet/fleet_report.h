@@ -55,6 +55,7 @@ struct RunSummary {
     double audited_share = 0;           // results replayed / results checked
     double unauditable_share = 0;       // results drawn for an audit that could not be replayed / checked
     double overruled_share = 0;         // results flagged, replayed and found honest / checked
+    std::string overruled_flags;        // those flags by the check that raised them: "misaligned=1 …"
     // Gain per step of honest results given the proof of training (p10, median, p90) and
     // the calibration unit's: the statistics the no_improvement margin is set from.
     double gain_p10 = 0, gain_median = 0, gain_p90 = 0, calibration_gain = 0;

@@ -47,6 +47,7 @@ struct ServerCost {
     std::int64_t audited = 0;      // results replayed
     std::int64_t unauditable = 0;  // drawn for an audit that could not replay them
     std::int64_t flags_overruled = 0;  // of those replayed, flagged by a statistical check and agreeing
+    std::map<std::string, std::int64_t> overruled_by_reason;  // those flags by the check that raised them
     double merge_s = 0;
     std::int64_t checked = 0;       // results checked
     std::int64_t loss_checked = 0;  // of those, given the loss checks

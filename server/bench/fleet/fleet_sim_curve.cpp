@@ -119,8 +119,14 @@ common::Status Simulation::guard_actions() {
     auto events = server_->store().events_after(0, std::numeric_limits<int>::max());
     if (!events) return events.error();
     for (const auto& e : *events) {
-        if (e.kind == "audit_passed" && boost::json::parse(e.detail_json).as_object().contains("flagged"))
-            ++result_.server_cost.flags_overruled;
+        if (e.kind == "audit_passed") {
+            auto detail = boost::json::parse(e.detail_json).as_object();
+            if (const auto* flag = detail.if_contains("flagged"); flag != nullptr && flag->is_string()) {
+                ++result_.server_cost.flags_overruled;
+                std::string_view text = flag->get_string();  // "<reason>: <detail>"
+                ++result_.server_cost.overruled_by_reason[std::string(text.substr(0, text.find(':')))];
+            }
+        }
         if (e.kind != "divergence_recovered" && e.kind != "divergence_paused") continue;
         auto detail = boost::json::parse(e.detail_json).as_object();
         result_.guard.actions.push_back(std::string(detail.at("message").as_string()));
