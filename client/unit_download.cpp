@@ -12,6 +12,7 @@ namespace tessera::client {
 std::vector<std::string> blobs_of(const common::WorkUnit& unit) {
     std::vector<std::string> blobs{unit.model_blob.sha256};
     for (const auto& shard : unit.shards) blobs.push_back(shard.sha256);
+    if (unit.moments) blobs.push_back(unit.moments->sha256);
     return blobs;
 }
 
@@ -38,6 +39,11 @@ ApiStatus UnitDownloader::download(UnitInHand& hand) {
         auto path = fetch_blob(blob, base, hand.shard_bytes);
         if (!path) return path.error();
         hand.shards.push_back(*path);
+    }
+    if (hand.unit.moments) {
+        auto path = fetch_blob(*hand.unit.moments, base, hand.model_bytes);
+        if (!path) return path.error();
+        hand.moments = *path;
     }
     hand.download_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return {};

@@ -1,6 +1,6 @@
 // A work unit's blobs into the volunteer's cache: its model (built from the model held and the
-// unit's patches when it names them, downloaded whole otherwise, or when building fails) and its
-// shards, each retried while the failure is transient and counted by what it was.
+// unit's patches when it names them, downloaded whole otherwise, or when building fails), its
+// shards and an audit twin's moments, each retried while the failure is transient and counted by what it was.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +22,10 @@ struct UnitInHand {
     std::string envelope_json;
     std::filesystem::path model;
     std::vector<std::filesystem::path> shards;
+    std::filesystem::path moments;  // an audit twin's moments to resume (`unit.moments`), if any
     std::string upload;  // the packed result, once trained
-    // Bytes downloaded for this unit, by what they were (blobs already held count nothing).
+    // Bytes downloaded for this unit, by what they were (blobs already held count nothing; a
+    // twin's moments count with the model).
     std::int64_t model_bytes = 0, patch_bytes = 0, shard_bytes = 0;
     double download_s = 0;  // seconds its downloads took
     common::TrainMetrics metrics;

@@ -171,6 +171,7 @@ Volunteer::Next Volunteer::train() {
         heartbeat_http.timeout = std::chrono::seconds(10);
         HeartbeatSender heartbeat(*api_, heartbeat_http, unit.wu_id, options_.heartbeat_interval, log_);
         auto run = run_options();
+        run.twin_moments = unit_->moments;
         common::ProgressBar bar("train " + unit.wu_id, unit.hyper.local_steps);
         TrainingClock clock;
         last_download_s_ = unit_->download_s;
@@ -229,10 +230,11 @@ Volunteer::Next Volunteer::pack(RunOutput output) {
     // After the delta it belongs with is safe: a crash in between carries it twice, once.
     if (!output.feedback_note.empty()) log_.info("feedback", output.feedback_note);
     if (!output.optimizer_note.empty()) log_.info("optimizer", output.optimizer_note);
-    // The moments this unit resumed (the state file until it is replaced) stay until its upload
-    // is answered: a replay audit may ask for them.
+    // The moments this unit resumed (the state file until it is replaced, or an audit twin's
+    // downloaded moments) stay until its upload is answered: a replay audit may ask for them.
     if (const auto& resumed = output.commitments.moments_in; resumed && !resumed->sha256.empty())
-        if (auto kept = state_.keep_moments_in(unit.wu_id); !kept) log_.error("moments", kept.message());
+        if (auto kept = state_.keep_moments_in(unit.wu_id, unit_->moments); !kept)
+            log_.error("moments", kept.message());
     for (const auto& problem : save_carried_state(state_, carried_)) log_.error(problem);
     unit_->upload.assign(body.begin(), body.end());
     unit_->metrics = output.metrics;

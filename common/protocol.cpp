@@ -36,21 +36,24 @@ boost::json::value to_json(const WorkUnit& m) {
     for (const auto& shard : m.shards) shards.push_back(blob_to_json(shard));
     boost::json::array patches;
     for (const auto& patch : m.patches) patches.push_back(blob_to_json(patch));
-    return {{"wu_id", m.wu_id},
-            {"task_id", m.task_id},
-            {"client_id", m.client_id},
-            {"model", m.model},
-            {"base_version", m.base_version},
-            {"model_blob", blob_to_json(m.model_blob)},
-            {"patch_from", m.patch_from},
-            {"patches", std::move(patches)},
-            {"shards", std::move(shards)},
-            {"blob_base_url", m.blob_base_url},
-            {"hyper", hyper_to_json(m.hyper)},
-            {"random", m.random},
-            {"encoding", encoding_to_json(m.encoding)},
-            {"issued_at", m.issued_at},
-            {"deadline", m.deadline}};
+    boost::json::object json{{"wu_id", m.wu_id},
+                             {"task_id", m.task_id},
+                             {"client_id", m.client_id},
+                             {"model", m.model},
+                             {"base_version", m.base_version},
+                             {"model_blob", blob_to_json(m.model_blob)},
+                             {"patch_from", m.patch_from},
+                             {"patches", std::move(patches)},
+                             {"shards", std::move(shards)},
+                             {"blob_base_url", m.blob_base_url},
+                             {"hyper", hyper_to_json(m.hyper)},
+                             {"random", m.random},
+                             {"encoding", encoding_to_json(m.encoding)},
+                             {"issued_at", m.issued_at},
+                             {"deadline", m.deadline}};
+    // Written only when set, so a unit without it keeps the bytes older clients read.
+    if (m.moments) json["moments"] = blob_to_json(*m.moments);
+    return json;
 }
 
 Result<WorkUnit> work_unit_from_json(const boost::json::value& json) {
@@ -82,6 +85,11 @@ Result<WorkUnit> work_unit_from_json(const boost::json::value& json) {
     m.issued_at = reader.integer("issued_at", 0, kMaxSafeInteger);
     m.deadline = reader.integer("deadline", 0, kMaxSafeInteger);
     if (!reader.failed() && m.deadline <= m.issued_at) reader.fail("deadline must be after issued_at");
+    if (reader.has("moments")) {
+        m.moments = read_blob_field(reader, "moments");
+        if (!reader.failed() && m.hyper.optimizer != InnerOptimizer::Kept)
+            reader.fail("field \"moments\": only a unit with optimizer \"kept\" resumes moments");
+    }
     return finish(reader, std::move(m));
 }
 

@@ -82,6 +82,11 @@ struct WorkUnit {
     std::string patch_from;
     std::vector<BlobRef> patches;
     std::vector<BlobRef> shards;
+    // An audit twin of a kept unit (docs/protocol.md, "Moments for a twin"): the AdamW moments
+    // the audited volunteer's unit resumed, as an optimizer-state file. The unit resumes these
+    // (no warm-up) in place of the volunteer's own kept moments, which it leaves untouched. Only
+    // with `optimizer: kept`; absent otherwise.
+    std::optional<BlobRef> moments;
     // Where to fetch blobs: "<base>/<sha256>". Empty: the server's own /blobs.
     std::string blob_base_url;
     Hyperparameters hyper;

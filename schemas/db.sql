@@ -1,4 +1,4 @@
--- The server's SQLite schema (tessera-server; docs/operations.md), version 13
+-- The server's SQLite schema (tessera-server; docs/operations.md), version 16
 -- (Store::kSchemaVersion).
 -- Applied by server/store/store.cpp when PRAGMA user_version is 0; older files are migrated
 -- there. schemas/db_postgres.sql is the same schema for PostgreSQL: change both together
@@ -97,7 +97,9 @@ CREATE TABLE work_units (
   state        TEXT NOT NULL CHECK (state IN ('open', 'done', 'retired')),
   failures     INTEGER NOT NULL DEFAULT 0,
   created_at   INTEGER NOT NULL,
-  trusted_only INTEGER NOT NULL DEFAULT 0  -- an audit twin: trusted volunteers only (schema 14)
+  trusted_only INTEGER NOT NULL DEFAULT 0, -- an audit twin: trusted volunteers only (schema 14)
+  moments_sha256 TEXT,                    -- an audit twin of a kept unit: the moments it resumes (16)
+  moments_bytes INTEGER NOT NULL DEFAULT 0
 );
 
 -- One copy of a work unit sent to one volunteer (BOINC's result). Its id is the wu_id

@@ -1,5 +1,5 @@
 -- The server's PostgreSQL schema (tessera-server --db postgresql://…; docs/scaling.md).
--- Version 13 (Store::kSchemaVersion), the same tables as schemas/db.sql (SQLite) with
+-- Version 16 (Store::kSchemaVersion), the same tables as schemas/db.sql (SQLite) with
 -- PostgreSQL's types: 64-bit integers, double precision reals, identity ids, and a `rowid`
 -- column (insertion order, as SQLite's implicit rowid, which the queries order by) in tasks,
 -- shards, work_units and assignments. Applied by server/store/store.cpp to an empty database;
@@ -102,6 +102,8 @@ CREATE TABLE work_units (
   failures     BIGINT NOT NULL DEFAULT 0,
   created_at   BIGINT NOT NULL,
   trusted_only BIGINT NOT NULL DEFAULT 0,  -- an audit twin: trusted volunteers only (schema 14)
+  moments_sha256 TEXT,                     -- an audit twin of a kept unit: the moments it resumes (16)
+  moments_bytes BIGINT NOT NULL DEFAULT 0,
   rowid        BIGINT GENERATED ALWAYS AS IDENTITY  -- insertion order
 );
 

@@ -105,7 +105,7 @@ void ClientState::clear_uploading() const {
     std::filesystem::remove(uploading_delta_file(), ignored);
 }
 
-common::Status ClientState::keep_moments_in(const std::string& wu_id) const {
+common::Status ClientState::keep_moments_in(const std::string& wu_id, const std::filesystem::path& from) const {
     std::error_code error;
     std::filesystem::create_directories(moments_in_dir(), error);
     if (error) return common::make_error("creating " + moments_in_dir().string() + ": " + error.message());
@@ -125,7 +125,7 @@ common::Status ClientState::keep_moments_in(const std::string& wu_id) const {
     for (std::size_t i = kMaxKeptMoments - 1; i < others.size(); ++i) std::filesystem::remove(others[i].second, error);
     auto kept = moments_in_file(wu_id);
     std::filesystem::remove(kept, error);
-    std::filesystem::create_hard_link(optimizer_file(), kept, error);
+    std::filesystem::create_hard_link(from.empty() ? optimizer_file() : from, kept, error);
     if (error) return common::make_error("keeping the moments " + wu_id + " started from: " + error.message());
     return {};
 }

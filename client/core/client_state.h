@@ -55,11 +55,12 @@ public:
     std::filesystem::path moments_in_file(const std::string& wu_id) const {
         return moments_in_dir() / (wu_id + ".safetensors");
     }
-    // Keeps the kept state file as `wu_id`'s moments_in_file (a hard link: the file is
-    // replaced, not rewritten, when the next state is saved) until its result is decided,
+    // Keeps the kept state file (or `from`: an audit twin's downloaded moments) as `wu_id`'s
+    // moments_in_file (a hard link: the state file is replaced, not rewritten, when the next
+    // state is saved; a cached blob is unlinked, not rewritten) until its result is decided,
     // dropping any a day old (a crash or a lost answer left them) and all but the newest
     // kMaxKeptMoments (each holds 8 bytes per parameter).
-    common::Status keep_moments_in(const std::string& wu_id) const;
+    common::Status keep_moments_in(const std::string& wu_id, const std::filesystem::path& from = {}) const;
     static constexpr std::size_t kMaxKeptMoments = 4;
 
     // Loads the key, or creates it (0600) on first run.

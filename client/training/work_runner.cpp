@@ -10,6 +10,7 @@
 
 #include "bytes.h"
 #include "file_io.h"
+#include "optimizer_moments.h"
 #include "safetensors.h"
 #include "torch/device_delta.h"
 #include "torch/shard_data.h"
@@ -152,6 +153,22 @@ bool resume_kept_moments(const common::WorkUnit& unit, const common::TorchTensor
     return true;
 }
 
+// An audit twin's moments (`unit.moments`, the file downloaded as `file`) into `config`, as the
+// audited volunteer resumed them and the server's replay would: no warm-up.
+common::Status resume_twin_moments(const std::filesystem::path& file, common::TrainConfig& config,
+                                   common::InnerOptimizerState& resumed) {
+    if (file.empty()) return common::make_error("the unit resumes moments it was not given");
+    auto bytes = common::read_file(file, kMaxOptimizerStateBytes + (std::uint64_t{1} << 24));
+    if (!bytes) return common::with_context("the moments to resume", bytes.error());
+    auto moments = common::read_optimizer_moments(*bytes);
+    if (!moments) return common::with_context("the moments to resume", moments.error());
+    const auto& m = moments->moments;
+    resumed = {common::from_named_f32(m.exp_avg), common::from_named_f32(m.exp_avg_sq), m.steps};
+    config.resume_optimizer = &resumed;
+    config.warmup_steps = 0;
+    return {};
+}
+
 // Trains the unit in the device's memory: an out-of-memory error halves the micro-batch and
 // tries again (the micro-batch that fitted is remembered for the next unit of the kind), and
 // kept moments that do not fit the model are dropped for fresh ones, saying why in `note`.
@@ -170,8 +187,9 @@ common::Result<common::TrainOutcome> train_fitting(const common::WorkUnit& unit,
             std::max<std::int64_t>(1, (config.micro_batch > 0 ? config.micro_batch : config.batch_size) / 2);
         outcome = common::train(unit.model, theta0, data, config, progress);
     }
-    if (!outcome && config.resume_optimizer != nullptr && !is_out_of_memory(outcome.message())) {
-        // Moments that do not fit the unit's model: train from fresh ones, and say why.
+    if (!outcome && config.resume_optimizer != nullptr && !unit.moments && !is_out_of_memory(outcome.message())) {
+        // Kept moments that do not fit the unit's model: train from fresh ones, and say why (a
+        // twin's moments are the unit itself: no fall-back).
         auto why = outcome.message();
         config.resume_optimizer = nullptr;
         config.warmup_steps = unit.hyper.warmup_steps;
@@ -238,7 +256,12 @@ common::Result<RunOutput> run_work_unit(const common::WorkUnit& unit, const std:
 
     common::InnerOptimizerState resumed;
     std::string resumed_note;
-    bool keeps_state = resume_kept_moments(unit, *theta0, options, config, resumed, resumed_note);
+    bool keeps_state = false;
+    if (unit.moments) {
+        if (auto status = resume_twin_moments(options.twin_moments, config, resumed); !status) return status.error();
+    } else {
+        keeps_state = resume_kept_moments(unit, *theta0, options, config, resumed, resumed_note);
+    }
     common::CommitmentRecorder recorder(*theta0, config);
     recorder.attach(config);
     auto outcome = train_fitting(unit, *theta0, *data, config, progress, resumed_note);

@@ -31,6 +31,9 @@ struct RunOptions {
     // empty state: fresh AdamW and the warm-up), and once it has trained they are replaced by
     // its own. Left as they were on failure and by fresh units.
     KeptOptimizerState* optimizer = nullptr;
+    // An audit twin of a kept unit (`unit.moments`): the file of the moments it resumes, without
+    // the warm-up, in place of `optimizer`, which it neither reads nor replaces.
+    std::filesystem::path twin_moments;
 };
 
 struct RunOutput {

@@ -124,6 +124,9 @@ struct WorkUnitRecord {
     // An audit twin (docs/operations.md, "Audit twins"): its further replicas go to trusted
     // volunteers only.
     bool trusted_only = false;
+    // An audit twin of a kept unit: the moments blob its replicas resume ("" none; schema 16).
+    std::string moments_sha256{};
+    std::int64_t moments_bytes = 0;
 };
 
 enum class AssignmentState {

@@ -102,7 +102,7 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
     }
 }
 
-// Schema versions: 0 = empty, 15 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
+// Schema versions: 0 = empty, 16 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
 // files of older servers are migrated: 1 → 2 adds the evaluation's sample size to
 // model_versions, 2 → 3 the indexes of open work units, clients by last seen, nonces by time
 // and assignments by acceptance, 3 → 4 the contribution checks' columns (quarantine,
@@ -114,7 +114,8 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
 // rate (the checks' per-step figures), 10 → 11 (both) the validation claim of a returned result,
 // 11 → 12 (both) the task's volunteers by their last unit (filled from the assignments) and the
 // results by return, 12 → 13 (both) the results' commitments, 13 → 14 (both) the audit twins'
-// trusted_only flag of work units, 14 → 15 (both) the index of events by kind. A database from a newer server is refused.
+// trusted_only flag of work units, 14 → 15 (both) the index of events by kind, 15 → 16 (both)
+// the moments an audit twin of a kept unit resumes. A database from a newer server is refused.
 namespace {
 
 // Schema 7's additions, as in both schema files (BIGINT and REAL are 64-bit on both).
@@ -137,6 +138,9 @@ constexpr const char* kSchema12Sql =
 constexpr const char* kSchema13Sql = "ALTER TABLE assignments ADD COLUMN commitments TEXT;";
 constexpr const char* kSchema14Sql = "ALTER TABLE work_units ADD COLUMN trusted_only BIGINT NOT NULL DEFAULT 0;";
 constexpr const char* kSchema15Sql = "CREATE INDEX events_by_kind ON events(kind, id);";
+constexpr const char* kSchema16Sql =
+    "ALTER TABLE work_units ADD COLUMN moments_sha256 TEXT; "
+    "ALTER TABLE work_units ADD COLUMN moments_bytes BIGINT NOT NULL DEFAULT 0;";
 
 // PostgreSQL databases began at schema 6.
 void migrate_postgres(Database& db, std::int64_t version) {
@@ -150,7 +154,8 @@ void migrate_postgres(Database& db, std::int64_t version) {
     if (version < 12) db.exec(kSchema12Sql);
     if (version < 13) db.exec(kSchema13Sql);
     if (version < 14) db.exec(kSchema14Sql);
-    db.exec(kSchema15Sql);
+    if (version < 15) db.exec(kSchema15Sql);
+    db.exec(kSchema16Sql);
 }
 
 void migrate_sqlite(Database& db, std::int64_t version) {
@@ -189,7 +194,8 @@ void migrate_sqlite(Database& db, std::int64_t version) {
     if (version < 12) db.exec(kSchema12Sql);
     if (version < 13) db.exec(kSchema13Sql);
     if (version < 14) db.exec(kSchema14Sql);
-    db.exec(kSchema15Sql);
+    if (version < 15) db.exec(kSchema15Sql);
+    db.exec(kSchema16Sql);
 }
 
 }  // namespace
@@ -355,7 +361,10 @@ common::Result<std::set<std::string>> Store::referenced_blobs() {
                         "SELECT optimizer_sha256 FROM model_versions WHERE optimizer_sha256 IS NOT NULL "
                         "UNION SELECT state_sha256 FROM model_versions WHERE state_sha256 IS NOT NULL "
                         "UNION SELECT patch_sha256 FROM model_versions WHERE patch_sha256 IS NOT NULL "
-                        "UNION SELECT sha256 FROM shards");
+                        "UNION SELECT sha256 FROM shards "
+                        // An open audit twin's moments (twin_moments.h).
+                        "UNION SELECT moments_sha256 FROM work_units WHERE moments_sha256 IS NOT NULL AND "
+                        "state = 'open'");
         while (query.step()) blobs.insert(query.text(0));
         return blobs;
     });

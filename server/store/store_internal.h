@@ -125,8 +125,8 @@ VersionRecord read_version(const Statement& row, int first = 0);
 // A work unit's columns as "work_units w" names them, and its reader.
 inline constexpr const char* kWorkUnitColumns =
     "w.id, w.task_id, w.base_version, w.shards, w.local_steps, w.seed, w.replicas, w.state, w.failures, w.created_at, "
-    "w.trusted_only";
-inline constexpr int kWorkUnitColumnCount = 11;
+    "w.trusted_only, w.moments_sha256, w.moments_bytes";
+inline constexpr int kWorkUnitColumnCount = 13;
 WorkUnitRecord read_work_unit(const Statement& row, int first = 0);
 
 // A volunteer's columns as "clients c" names them, and its reader.

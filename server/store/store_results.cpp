@@ -321,11 +321,17 @@ common::Status ResultStore::set_replicas(const std::string& work_unit_id, std::i
     });
 }
 
-common::Result<bool> ResultStore::make_audit_twin(const std::string& work_unit_id) {
+common::Result<bool> ResultStore::make_audit_twin(const std::string& work_unit_id, const std::string& moments_sha256,
+                                                  std::int64_t moments_bytes) {
     return guarded([&]() -> common::Result<bool> {
-        Statement(db(), "UPDATE work_units SET replicas = 2, trusted_only = 1 WHERE id = ? AND replicas = 1")
-            .bind(1, work_unit_id)
-            .run();
+        Statement update(db(),
+                         "UPDATE work_units SET replicas = 2, trusted_only = 1, moments_sha256 = ?, moments_bytes = ? "
+                         "WHERE id = ? AND replicas = 1");
+        if (moments_sha256.empty())
+            update.bind_null(1).bind(2, std::int64_t{0});
+        else
+            update.bind(1, moments_sha256).bind(2, moments_bytes);
+        update.bind(3, work_unit_id).run();
         return db().changes() == 1;
     });
 }

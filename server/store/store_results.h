@@ -129,8 +129,10 @@ public:
     // to the results accepted, so the unit is done).
     common::Status set_replicas(const std::string& work_unit_id, std::int64_t replicas);
     // Makes a unit of one replica an audit twin: a second replica, for trusted volunteers only
-    // (docs/operations.md, "Audit twins"). False when it had more replicas already.
-    common::Result<bool> make_audit_twin(const std::string& work_unit_id);
+    // (docs/operations.md, "Audit twins"), resuming the moments blob `moments_sha256` when given
+    // (a kept unit's). False when it had more replicas already.
+    common::Result<bool> make_audit_twin(const std::string& work_unit_id, const std::string& moments_sha256 = {},
+                                         std::int64_t moments_bytes = 0);
     // Claims for `claim` the task's validated results whose twin has not come back within
     // `wait_s` and is not in progress, unless another process's claim on one is live (as
     // claim_returned: two processes never take the same result).

@@ -142,6 +142,8 @@ WorkUnitRecord read_work_unit(const Statement& row, int first) {
     w.failures = row.integer(first + 8);
     w.created_at = row.integer(first + 9);
     w.trusted_only = row.integer(first + 10) != 0;
+    if (!row.is_null(first + 11)) w.moments_sha256 = row.text(first + 11);
+    w.moments_bytes = row.integer(first + 12);
     return w;
 }
 
@@ -279,6 +281,14 @@ common::Result<std::optional<WorkUnitRecord>> WorkStore::work_unit(const std::st
         query.bind(1, id);
         if (!query.step()) return std::optional<WorkUnitRecord>();
         return std::optional<WorkUnitRecord>(read_work_unit(query));
+    });
+}
+
+common::Result<bool> WorkStore::moments_in_use(const std::string& sha256) {
+    return reading([&]() -> common::Result<bool> {
+        Statement query(db(), "SELECT 1 FROM work_units WHERE moments_sha256 = ? AND state = 'open' LIMIT 1");
+        query.bind(1, sha256);
+        return query.step();
     });
 }
 

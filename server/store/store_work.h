@@ -57,6 +57,8 @@ public:
     common::Result<std::vector<std::string>> tasks_in_progress(const std::string& client_id);
     common::Result<std::optional<AssignmentRecord>> assignment(const std::string& id);
     common::Result<std::optional<WorkUnitRecord>> work_unit(const std::string& id);
+    // Whether an open unit (an audit twin of a kept unit) resumes the moments blob `sha256`.
+    common::Result<bool> moments_in_use(const std::string& sha256);
     common::Result<std::vector<AssignmentRecord>> assignments_of(const std::string& work_unit_id);
     common::Result<std::int64_t> live_assignments(const std::string& work_unit_id);
 

@@ -521,6 +521,21 @@ TEST_CASE("volunteers that keep their inner optimizer train another model than f
     CHECK(kept->units_issued == fresh->units_issued);  // the same units, trained differently
 }
 
+TEST_CASE("a kept fleet audited by volunteers twins its resumed units from their moments, refusing no honest one") {
+    SmallTask task;
+    task.config.inner_optimizer = common::InnerOptimizer::Kept;
+    task.config.audit = 1;  // every result drawn
+    task.config.audit_by = "volunteers";
+    task.config.trust_streak = 0;
+    auto run = simulate_fleet(task.config, fleet_of(3, 20), small_settings("twins", 480), task.dir.path() / "twins");
+    REQUIRE_MESSAGE(run.ok(), run.message());
+    CHECK(run->server_cost.audit_twin_s > 0);  // volunteers computed twins of resumed units
+    // The server replays a volunteer's first unit (zero moments) and a twin nobody computed in time.
+    CHECK(run->server_cost.audited < static_cast<std::int64_t>(run->checked.size()) / 2);
+    REQUIRE(run->checked.size() >= 10);
+    for (const auto& result : run->checked) CHECK_MESSAGE(result.detail.empty(), result.detail);
+}
+
 TEST_CASE("probed runs record every honest delta's modules without changing the run") {
     SmallTask task;
     auto fleet = fleet_of(3, 20);

@@ -4,7 +4,8 @@
 // once its twin agrees; one trained at another rate goes to a tie-break and is refused
 // `audit_failed`, its volunteer quarantined; an untrusted volunteer is never given a twin; a
 // twin no trusted volunteer computes in time is settled by the server's own replay; a twin trains
-// on the schedule span of the result it audits, also when its unit was rebased after a timeout.
+// on the schedule span of the result it audits, also when its unit was rebased after a timeout;
+// a kept unit's twin resumes the moments its volunteer sent, published as a blob.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -181,4 +182,103 @@ TEST_CASE("a kept task's unit from zero moments is replayed by the server, not t
     CHECK(events_of(server, "audit_twin").empty());
     CHECK(state_of(server, first.wu.wu_id) == "merged");
     CHECK(metric(server, "tessera_checked_results_total{checks=\"audit\"}") == 1);
+}
+
+TEST_CASE(
+    "a resumed kept unit is twinned from the moments its volunteer sent: the twin resumes them from a blob, leaves its "
+    "own moments alone and agrees; the blob goes once the unit settles") {
+    TestServer server([](TaskConfig& c) {
+        audits_by_volunteers(c);
+        c.inner_optimizer = common::InnerOptimizer::Kept;
+    });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer bob(server, "bob");
+    client::KeptOptimizerState alices, bobs;
+    client::RunOptions run;
+    run.optimizer = &alices;
+    const std::string replays = "tessera_checked_results_total{checks=\"audit\"}";
+    auto first = train(server, alice.request_work().value(), run);  // from zero moments: the server replays it
+    CHECK_FALSE(upload(server, alice, first, first.output.commitments));
+    CHECK(state_of(server, first.wu.wu_id) == "merged");
+
+    server.advance(10);
+    auto resumed = alices;
+    auto second = train(server, alice.request_work().value(), run);
+    REQUIRE_FALSE(second.output.commitments.moments_in->sha256.empty());
+    CHECK(upload(server, alice, second, second.output.commitments));  // its moments asked for
+    REQUIRE(send_moments(alice, second.wu.wu_id, resumed).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, second.wu.wu_id) == "validated");  // held for its twin, not replayed
+    CHECK(metric(server, replays) == 1);
+    auto made = events_of(server, "audit_twin");
+    REQUIRE(made.size() == 1);
+    REQUIRE(made[0].contains("moments"));
+    const std::string sha256(made[0].at("moments").as_string());
+    server::BlobStore blobs(server.state().blobs());
+    CHECK(blobs.has(sha256));
+
+    server.advance(10);
+    auto twin_wu = bob.request_work().value();
+    REQUIRE(unit_of(server, twin_wu) == unit_of(server, second.wu));
+    REQUIRE(twin_wu.moments);
+    CHECK(twin_wu.moments->sha256 == sha256);
+    CHECK(twin_wu.hyper.optimizer == common::InnerOptimizer::Kept);  // clipped as the audited unit was
+    client::RunOptions bobs_run;
+    bobs_run.optimizer = &bobs;
+    bobs_run.twin_moments = blobs.path_of(sha256);
+    auto twin = train(server, twin_wu, bobs_run);
+    CHECK(bobs.empty());  // the auditor's own kept moments neither read nor replaced
+    CHECK(twin.output.commitments.moments_in == second.output.commitments.moments_in);
+    CHECK_FALSE(upload(server, bob, twin, twin.output.commitments));  // the twin is the audit: none drawn
+    CHECK(state_of(server, second.wu.wu_id) == "merged");
+    CHECK(rejection_of(server, twin_wu.wu_id).empty());
+    CHECK(events_of(server, "replicas_compared").back().at("compared").as_string() == "commitments");
+    CHECK(metric(server, replays) == 1);  // the server replayed nothing more
+    CHECK_FALSE(blobs.has(sha256));
+}
+
+TEST_CASE(
+    "a kept unit's twin: moments not those its commitments name fail at once; a twin nobody computes is replayed by "
+    "the server from the moments sent") {
+    TestServer server([](TaskConfig& c) {
+        audits_by_volunteers(c);
+        c.inner_optimizer = common::InnerOptimizer::Kept;
+    });
+    TestVolunteer alice(server, "alice");
+    TestVolunteer carol(server, "carol");
+    client::KeptOptimizerState alices, carols;
+    client::RunOptions run;
+    run.optimizer = &alices;
+    auto first = train(server, alice.request_work().value(), run);
+    upload(server, alice, first, first.output.commitments);
+    run.optimizer = &carols;
+    auto carols_first = train(server, carol.request_work().value(), run);
+    upload(server, carol, carols_first, carols_first.output.commitments);
+
+    // Carol sends other moments than those her unit resumed: refused as a failed audit, no twin.
+    auto resumed = carols;
+    auto forged = train(server, carol.request_work().value(), run);
+    REQUIRE(upload(server, carol, forged, forged.output.commitments));
+    resumed.exp_avg.front().values.front() += 1e-3f;
+    REQUIRE(send_moments(carol, forged.wu.wu_id, resumed).status == 200);
+    server.app().wait_idle();
+    CHECK(rejection_of(server, forged.wu.wu_id) == reason::kAuditFailed);
+    CHECK(refusal_of(server, forged.wu.wu_id).find("not those its commitments name") != std::string::npos);
+    CHECK(events_of(server, "audit_twin").empty());
+
+    // Alice's resumed unit is twinned, and nobody computes the twin within the deadline.
+    run.optimizer = &alices;
+    resumed = alices;
+    auto second = train(server, alice.request_work().value(), run);
+    REQUIRE(upload(server, alice, second, second.output.commitments));
+    REQUIRE(send_moments(alice, second.wu.wu_id, resumed).status == 200);
+    server.app().wait_idle();
+    REQUIRE(events_of(server, "audit_twin").size() == 1);
+    const std::string sha256(events_of(server, "audit_twin")[0].at("moments").as_string());
+    server.advance(server.config().deadline_s + 10);
+    server.app().transitioner().tick().value();
+    server.app().wait_idle();
+    CHECK(state_of(server, second.wu.wu_id) == "merged");
+    CHECK(events_of(server, "audit_passed").back().at("assignment_id").as_string() == second.wu.wu_id);
+    CHECK_FALSE(server::BlobStore(server.state().blobs()).has(sha256));  // its unit settled
 }

@@ -2,7 +2,8 @@
 // the device reported truthfully and the shards remembered; retries that end when the user
 // asks; permanent refusals and corrupt blobs that stop it with a clear message; the server's
 // "stop" answer to a heartbeat; a result kept across a restart and uploaded by the next run;
-// the error-feedback residual carried from unit to unit and across restarts
+// the error-feedback residual carried from unit to unit and across restarts; kept moments and
+// an audit twin's sent ones
 // (test_volunteer_control.cpp: patches, a pause and a preference's wait).
 #include <doctest/doctest.h>
 
@@ -441,6 +442,52 @@ TEST_CASE(
     CHECK(fourth.delta == first.delta);
     CHECK(fourth.commitments.moments_in == common::MomentsCommitment{});  // trained from zero moments
     CHECK(kept.steps == steps);
+}
+
+TEST_CASE("an audit twin of a kept unit resumes the moments it was sent, as their volunteer did, and keeps its own") {
+    TestServer server;
+    auto [wu, model, shards] = unit_to_train(server);
+    wu.hyper.optimizer = common::InnerOptimizer::Kept;
+    client::RunOptions run;
+    run.device = "cpu";
+    run.threads = 1;
+    client::KeptOptimizerState audited, own;  // the audited volunteer's moments, and the auditor's
+    run.optimizer = &audited;
+    (void)client::run_work_unit(wu, model, shards, run).value();
+    TempDir dir;
+    auto moments = dir / "moments.safetensors";  // what the audited volunteer posts when asked
+    REQUIRE(client::save_optimizer_state(moments, audited));
+    auto original = client::run_work_unit(wu, model, shards, run).value();  // resumes them
+    REQUIRE(original.commitments.moments_in);
+    CHECK_FALSE(original.commitments.moments_in->sha256.empty());
+
+    auto other = wu;
+    other.hyper.seed += 1;
+    run.optimizer = &own;
+    (void)client::run_work_unit(other, model, shards, run).value();  // the auditor's own moments
+    const auto own_before = own;
+    auto twin = wu;
+    auto bytes = common::read_file(moments, 1 << 30).value();
+    twin.moments = common::BlobRef{common::sha256_hex(bytes), static_cast<std::int64_t>(bytes.size())};
+    run.twin_moments = moments;
+    auto computed = client::run_work_unit(twin, model, shards, run).value();
+    CHECK(computed.commitments.moments_in == original.commitments.moments_in);
+    CHECK(computed.delta == original.delta);  // the same training, step for step
+    CHECK(computed.optimizer_note.empty());
+    CHECK(own.steps == own_before.steps);  // the auditor's own moments untouched
+    CHECK(own.exp_avg[0].values == own_before.exp_avg[0].values);
+
+    // Moments it cannot read are an error, never a fall-back to other moments.
+    run.twin_moments = dir / "missing.safetensors";
+    auto missing = client::run_work_unit(twin, model, shards, run);
+    REQUIRE_FALSE(missing);
+    CHECK(missing.message().find("the moments to resume") == 0);
+    REQUIRE(common::write_file_atomic(dir / "garbage.safetensors", common::Bytes{1, 2, 3}));
+    run.twin_moments = dir / "garbage.safetensors";
+    auto garbage = client::run_work_unit(twin, model, shards, run);
+    REQUIRE_FALSE(garbage);
+    CHECK(garbage.message().find("the moments to resume") == 0);
+    CHECK(own.steps == own_before.steps);
 }
 
 TEST_CASE("a volunteer that names a task in --tasks works on that task alone") {

@@ -40,6 +40,13 @@ inline common::WorkUnit example_scheduled_work_unit() {
     return wu;
 }
 
+// An audit twin of a kept unit: it resumes the audited unit's moments, sent as a blob.
+inline common::WorkUnit example_twin_work_unit() {
+    auto wu = example_scheduled_work_unit();
+    wu.moments = common::BlobRef{std::string(64, '9'), 1 << 20};
+    return wu;
+}
+
 inline common::ResultManifest example_result_manifest() {
     common::ResultManifest m;
     m.wu_id = "wu-000042";

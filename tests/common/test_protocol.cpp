@@ -127,6 +127,24 @@ TEST_CASE("a unit's encoding.residual is written only when held, round-trips, an
     CHECK(carried->encoding.carry_residual);
 }
 
+TEST_CASE("a unit's moments are written only when set, round-trip, and need kept AdamW") {
+    CHECK(text_of(example_scheduled_work_unit()).find("moments") == std::string::npos);
+    auto twin = parse_message<WorkUnit>(text_of(example_twin_work_unit()));
+    REQUIRE(twin.ok());
+    REQUIRE(twin->moments);
+    CHECK(twin->moments->sha256 == std::string(64, '9'));
+    CHECK(twin->moments->bytes == 1 << 20);
+    CHECK(text_of(*twin) == text_of(example_twin_work_unit()));
+    auto wu = example_twin_work_unit();
+    CHECK(error_after(wu, [](auto& o) {
+              o["hyper"].as_object()["optimizer"] = "fresh";
+          }).find("only a unit with optimizer \"kept\" resumes moments") != std::string::npos);
+    CHECK(error_after(wu, [](auto& o) {
+              o["moments"].as_object()["sha256"] = "XYZ";
+          }).find("work_unit.moments: field \"sha256\"") == 0);
+    CHECK(error_after(wu, [](auto& o) { o["moments"].as_object().erase("bytes"); }).find("bytes") != std::string::npos);
+}
+
 TEST_CASE("a work response carries a signed work unit that verifies after parsing") {
     auto key = SigningKey::generate();
     WorkResponse response;

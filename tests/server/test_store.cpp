@@ -42,8 +42,8 @@ TEST_CASE("the schema is applied once, settings persist, and a newer schema is r
 
 TEST_CASE(
     "a schema-6 database gains the leases table, the tasks' weights and the results' alignment, concurrency, "
-    "steps at the full rate, validation claims and commitments, the task's volunteers, the audit twins' flag and "
-    "the events' index by kind") {
+    "steps at the full rate, validation claims and commitments, the task's volunteers, the audit twins' flag, "
+    "the events' index by kind and the twins' moments; a schema-15 one the twins' moments") {
     on_each_backend([](Backend& b) {
         REQUIRE(b.store->claim_lease({"aggregator:t", "a"}, 100, 115).value());
         b.store.reset();
@@ -57,7 +57,8 @@ TEST_CASE(
                 "ALTER TABLE assignments DROP COLUMN claimed_by; ALTER TABLE assignments DROP COLUMN claimed_until; "
                 "ALTER TABLE assignments DROP COLUMN commitments; DROP INDEX assignments_by_return; "
                 "DROP TABLE task_volunteers; ALTER TABLE work_units DROP COLUMN trusted_only; DROP INDEX "
-                "events_by_kind");
+                "events_by_kind; ALTER TABLE work_units DROP COLUMN moments_sha256; ALTER TABLE work_units DROP "
+                "COLUMN moments_bytes");
             db->set_schema_version(6);
             db->exec("COMMIT");
         }
@@ -72,8 +73,20 @@ TEST_CASE(
         CHECK(b.store->task_volunteers("t", 0).value() == 0);            // schema 12's table
         CHECK(!b.store->commitments_of("none").value().has_value());     // schema 13's column
         CHECK(!b.store->make_audit_twin("none").value());                // schema 14's column
+        CHECK(!b.store->moments_in_use(std::string(64, 'a')).value());   // schema 16's columns
         b.store.reset();
-        open_database(b.url, false)->exec("DROP INDEX events_by_kind");  // schema 15's index: made again
+        {  // at schema 15: the events' index there, the twins' moments not
+            auto db = open_database(b.url, false);
+            db->begin();
+            db->exec(
+                "ALTER TABLE work_units DROP COLUMN moments_sha256; ALTER TABLE work_units DROP COLUMN "
+                "moments_bytes");
+            db->set_schema_version(15);
+            db->exec("COMMIT");
+        }
+        b.store = b.reopen();
+        CHECK(b.store->schema_version().value() == Store::kSchemaVersion);
+        CHECK(!b.store->moments_in_use(std::string(64, 'a')).value());
     });
 }
 

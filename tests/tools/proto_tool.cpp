@@ -53,6 +53,7 @@ int emit(const std::filesystem::path& dir) {
     const std::map<std::string, boost::json::value> examples{
         {"work_unit", to_json(example_work_unit())},
         {"work_unit.scheduled", to_json(example_scheduled_work_unit())},
+        {"work_unit.twin", to_json(example_twin_work_unit())},
         {"result_manifest", to_json(example_result_manifest())},
         {"result_manifest.committed", to_json(example_committed_result_manifest())},
         {"register_request", to_json(example_register_request())},

@@ -6,6 +6,9 @@
 
 #include "poison.h"
 #include "commitments.h"
+#include "file_io.h"
+#include "optimizer_moments.h"
+#include "training/optimizer_state.h"
 #include "tensor_math.h"
 #include "result_upload.h"
 
@@ -25,6 +28,16 @@ common::Result<common::Bytes> nan_delta_file(const common::NamedTensors& layout)
     float nan = std::numeric_limits<float>::quiet_NaN();
     std::memcpy(bytes.data() + 8 + header, &nan, sizeof nan);
     return std::move(bytes);
+}
+
+// An audit twin's moments, from the blob it was sent.
+common::Result<server::ReplayMoments> twin_moments(const std::filesystem::path& file) {
+    auto bytes = common::read_file(file, client::kMaxOptimizerStateBytes + (std::uint64_t{1} << 24));
+    if (!bytes) return bytes.error();
+    auto parsed = common::read_optimizer_moments(*bytes);
+    if (!parsed) return parsed.error();
+    auto& m = parsed->moments;
+    return server::ReplayMoments{std::move(m.exp_avg), std::move(m.exp_avg_sq), m.steps};
 }
 
 // What an attacker that knows the protocol sends with a delta it changed after training: its
@@ -119,10 +132,17 @@ common::Result<client::RunOutput> UploadMaker::train(VolunteerState& v, const co
                      ? server_.version_file(std::max<std::int64_t>(0, unit.base_version - kStaleVersions))
                      : server_.model_file(unit);
     if (!model) return common::with_context("training " + unit.wu_id, model.error());
-    // The moments a kept unit may resume (the client decides), kept for an audit.
+    // The moments a kept unit may resume (the client decides), kept for an audit: an audit
+    // twin's are those it was sent, the volunteer's own untouched.
     std::optional<server::ReplayMoments> kept;
-    if (unit.hyper.optimizer == common::InnerOptimizer::Kept && !v.optimizer.empty())
+    if (unit.moments) {
+        options.twin_moments = server_.blob_path(unit.moments->sha256);
+        auto sent = twin_moments(options.twin_moments);
+        if (!sent) return common::with_context("training " + unit.wu_id, sent.error());
+        kept = std::move(*sent);
+    } else if (unit.hyper.optimizer == common::InnerOptimizer::Kept && !v.optimizer.empty()) {
         kept = server::ReplayMoments{v.optimizer.exp_avg, v.optimizer.exp_avg_sq, v.optimizer.steps};
+    }
     auto output = client::run_work_unit(misread_unit(unit, attack), *model, shards, options);
     if (!output) return common::with_context("training " + unit.wu_id, output.error());
     const auto& resumed = output->commitments.moments_in;

@@ -124,6 +124,17 @@ common::Result<VersionRecord> base_record(VersionStore& store, const std::string
     return std::move(**record);
 }
 
+// Replicas must be comparable: both start AdamW afresh, or, an audit twin of a kept unit, from
+// the moments that unit resumed (twin_moments.h); none encodes a carried residual.
+void set_optimizer_and_encoding(const WorkUnitRecord& unit, const TaskConfig& config, common::WorkUnit& wu) {
+    if (!unit.moments_sha256.empty()) wu.moments = common::BlobRef{unit.moments_sha256, unit.moments_bytes};
+    wu.hyper.optimizer = wu.moments          ? common::InnerOptimizer::Kept
+                         : unit.replicas > 1 ? common::InnerOptimizer::Fresh
+                                             : config.inner_optimizer;
+    wu.encoding = config.codec;
+    wu.encoding.carry_residual = unit.replicas <= 1;
+}
+
 common::WorkResponse no_work(std::int64_t retry_after_s) {
     common::WorkResponse response;
     response.retry_after_s = retry_after_s;
@@ -288,10 +299,7 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const Drawn
     wu.hyper = inner_loop_of(task.config, unit.local_steps, unit.seed);
     if (auto status = stamp_schedule_of(task, unit, !new_unit && !rebase, now, wu.hyper); !status)
         return status.error();
-    // Replicas must be comparable: both start AdamW afresh, and encode without carried residuals.
-    wu.hyper.optimizer = unit.replicas > 1 ? common::InnerOptimizer::Fresh : task.config.inner_optimizer;
-    wu.encoding = task.config.codec;
-    wu.encoding.carry_residual = unit.replicas <= 1;
+    set_optimizer_and_encoding(unit, task.config, wu);
     wu.issued_at = now;
     wu.deadline = now + task.config.deadline_s;
 

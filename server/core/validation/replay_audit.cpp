@@ -29,6 +29,17 @@ std::string metrics_text(const AssignmentRecord& a, std::string_view key) {
     return field != nullptr && field->is_string() ? std::string(field->as_string()) : std::string();
 }
 
+// Moments as a replay resumes them; none, with why in `broken`, when the bytes are not a moments file.
+std::optional<ReplayMoments> parsed_moments(common::ByteView bytes, const std::string& what, std::string& broken) {
+    auto file = common::read_optimizer_moments(bytes);
+    if (!file) {
+        broken = what + " do not parse: " + file.message();
+        return std::nullopt;
+    }
+    auto& m = file->moments;
+    return ReplayMoments{std::move(m.exp_avg), std::move(m.exp_avg_sq), m.steps};
+}
+
 }  // namespace
 
 bool trained_on_cpu(const AssignmentRecord& a) { return metrics_text(a, "device").starts_with("cpu"); }
@@ -41,6 +52,8 @@ std::int64_t moments_asked_at(const AssignmentRecord& a) {
     if (field != nullptr && field->is_int64()) return field->as_int64();
     return a.returned_at.value_or(0);
 }
+
+bool asked_for_a_flag(const AssignmentRecord& a) { return !metrics_text(a, "flagged").empty(); }
 
 std::string metrics_asking_moments(const AssignmentRecord& a, const std::string& flagged, std::int64_t now) {
     auto metrics = metrics_of(a);
@@ -55,13 +68,15 @@ common::Result<std::optional<ReplayMoments>> ReplayAudit::sent_moments(const std
     auto bytes = results_.read_moments(assignment_id);
     if (!bytes) return bytes.error();
     if (!*bytes) return std::optional<ReplayMoments>();
-    auto file = common::read_optimizer_moments(**bytes);
-    if (!file) {
-        broken = "the moments it sent do not parse: " + file.message();
-        return std::optional<ReplayMoments>();
-    }
-    auto& m = file->moments;
-    return std::optional<ReplayMoments>(ReplayMoments{std::move(m.exp_avg), std::move(m.exp_avg_sq), m.steps});
+    return parsed_moments(**bytes, "the moments it sent", broken);
+}
+
+common::Result<std::optional<ReplayMoments>> ReplayAudit::twin_moments(const common::BlobRef& blob,
+                                                                       std::string& broken) {
+    if (!blobs_.has(blob.sha256)) return std::optional<ReplayMoments>();
+    auto bytes = blobs_.read(blob.sha256, static_cast<std::uint64_t>(blob.bytes));
+    if (!bytes) return bytes.error();
+    return parsed_moments(*bytes, "the moments its unit names", broken);
 }
 
 common::Result<AuditOutcome> ReplayAudit::run(const AssignmentRecord& a, const common::WorkUnit& unit,
@@ -74,15 +89,17 @@ common::Result<AuditOutcome> ReplayAudit::run(const AssignmentRecord& a, const c
     if (!stated.sha256.empty()) {
         if (unit.hyper.optimizer != common::InnerOptimizer::Kept)
             return failed("a fresh unit's commitments say it resumed kept moments");
-        if (audit_asked(a) != "moments") {
+        if (!unit.moments && audit_asked(a) != "moments") {
             auto outcome = not_audited("it resumed kept moments nobody asked for yet");
             outcome.needs_moments = true;
             return outcome;
         }
+        // An audit twin's unit names the moments it was sent; otherwise its volunteer sent them.
         std::string broken;
-        auto sent = sent_moments(a.id, broken);
+        auto sent = unit.moments ? twin_moments(*unit.moments, broken) : sent_moments(a.id, broken);
         if (!sent) return sent.error();
         if (!broken.empty()) return failed(broken);
+        if (!*sent && unit.moments) return not_audited("the moments its unit names are no longer kept");
         if (!*sent)
             return AuditOutcome{false, "the moments it started from were asked for and never came", {}, 0, true};
         moments = std::move(*sent);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "blob_store.h"
 #include "check_costs.h"
 #include "model_probe.h"
 #include "protocol.h"
@@ -40,6 +41,9 @@ std::string audit_asked(const AssignmentRecord& assignment);
 // When the moments were asked for: at the upload for a drawn audit (its return), or when a
 // statistical check flagged it (the metrics' `moments_asked_at`).
 std::int64_t moments_asked_at(const AssignmentRecord& assignment);
+// Whether the moments were asked for because a statistical check flagged the result (not
+// drawn at its upload): the metrics name the flag.
+bool asked_for_a_flag(const AssignmentRecord& assignment);
 // The metrics of a result held for the moments its flag needs replayed: `audit` "moments",
 // `moments_asked_at` `now`, and the flag (`flagged`, "<reason>: <detail>").
 std::string metrics_asking_moments(const AssignmentRecord& assignment, const std::string& flagged, std::int64_t now);
@@ -58,9 +62,10 @@ struct AuditOutcome {
 
 class ReplayAudit {
 public:
-    // `results`: where the moments volunteers send for their audits are kept.
-    ReplayAudit(ProbePools& probes, const ResultFiles& results, CheckCosts& costs)
-        : probes_(probes), results_(results), costs_(costs) {}
+    // `results`: where the moments volunteers send for their audits are kept; `blobs`: where
+    // audit twins' moments are published (twin_moments.h).
+    ReplayAudit(ProbePools& probes, const ResultFiles& results, const BlobStore& blobs, CheckCosts& costs)
+        : probes_(probes), results_(results), blobs_(blobs), costs_(costs) {}
 
     // Replays `unit` from `base` on `samples` (all of its first epoch's) and compares with
     // `commitments` (nullptr: none sent, not auditable). An error is the server's.
@@ -71,9 +76,12 @@ public:
 private:
     // The moments a kept unit resumed, as its volunteer sent them; none when they never came.
     common::Result<std::optional<ReplayMoments>> sent_moments(const std::string& assignment_id, std::string& broken);
+    // An audit twin's moments, from the blob its unit names.
+    common::Result<std::optional<ReplayMoments>> twin_moments(const common::BlobRef& blob, std::string& broken);
 
     ProbePools& probes_;
     const ResultFiles& results_;
+    const BlobStore& blobs_;
     CheckCosts& costs_;
 };
 

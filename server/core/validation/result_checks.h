@@ -90,7 +90,7 @@ public:
     ResultChecks(ResultStore& figures, SettingStore& settings, ResultFiles& results, ModelCache& models,
                  ProbePools& probes, const BlobStore& blobs, CopyDetector& copies, CheckCosts& costs)
         : figures_(figures), settings_(settings), results_(results), models_(models), probes_(probes), blobs_(blobs),
-          copies_(copies), costs_(costs), audit_(probes, results, costs) {}
+          copies_(copies), costs_(costs), audit_(probes, results, blobs, costs) {}
 
     // `unit` is the work unit as sent; `plan` says which checks run; the checks named in
     // `suspended` note their refusals instead of refusing.

@@ -105,6 +105,8 @@ common::Result<IntakeOutcome> ResultIntake::store(const AssignmentRecord& a, con
 common::Result<std::string> ResultIntake::draw_audit(const AssignmentRecord& a, const common::ResultManifest& manifest,
                                                      const common::WorkUnit& unit) {
     if (!audit_draw_) return std::string();
+    // An audit twin of a kept unit is the audit of the unit it repeats (twin_moments.h).
+    if (unit.moments) return std::string();
     auto task = load_task(tasks_, a.task_id);
     if (!task) return task.error();
     auto drawn = audit_draw_(a, task->config);

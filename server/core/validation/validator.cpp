@@ -17,6 +17,7 @@
 #include "replay_audit.h"
 #include "tensor_math.h"
 #include "trust.h"
+#include "twin_moments.h"
 
 namespace tessera::server {
 namespace {
@@ -41,9 +42,9 @@ common::Result<const Record*> known_or_read(const Record* known, std::optional<R
 
 }  // namespace
 
-Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
+Validator::Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, BlobStore& blobs,
                      CopyDetector& copies, CheckCosts& costs, Clock clock, Doorbell& accepted, std::uint64_t seed)
-    : store_(store), results_(results), models_(models), copies_(copies),
+    : store_(store), results_(results), models_(models), blobs_(blobs), copies_(copies),
       checks_(store, store, results, models, probes, blobs, copies, costs), clock_(std::move(clock)),
       guard_(store, store, store, clock_), accepted_(accepted), rng_(seed) {}
 
@@ -106,12 +107,29 @@ common::Status Validator::validate(const std::string& assignment_id) {
     note_direction();
     if (auto status = note_passed(a, *verdict); !status) return status;
     // A result the server replayed for a flag needs no twin.
-    auto twin =
-        asked == "twin" && unit.replicas == 1 && !verdict->audited ? make_audit_twin(a) : common::Result<bool>(false);
-    if (!twin) return twin.error();
+    const bool twin_from_moments = twinned_from_moments(a, task->config, unit, results_);
+    bool refused = false;
+    auto twin = !verdict->audited && unit.replicas == 1 && (asked == "twin" || twin_from_moments)
+                    ? twin_drawn(a, *task, twin_from_moments, refused)
+                    : common::Result<bool>(false);
+    if (!twin || refused) return twin ? common::Status() : common::Status(twin.error());
     if (*twin || unit.replicas > 1) return settle_replicas(a, *task, verdict->figures);
     auto accepted = accept(a, *task, verdict->figures, true, {&*context.client, &unit, concurrency});
     return accepted ? common::Status() : common::Status(accepted.error());
+}
+
+common::Result<bool> Validator::twin_drawn(const AssignmentRecord& a, const TaskView& task, bool from_moments,
+                                           bool& refused) {
+    if (!from_moments) return make_audit_twin(a);
+    auto commitments = commitments_of(a.id);
+    if (!commitments) return commitments.error();
+    std::string refusal;
+    auto published = publish_twin_moments(a, *commitments ? &**commitments : nullptr, results_, blobs_, refusal);
+    if (!published) return published.error();
+    if (refusal.empty()) return make_audit_twin(a, *published);
+    refused = true;
+    auto status = reject(a, task, reason::kAuditFailed, refusal);
+    return status ? common::Result<bool>(false) : common::Result<bool>(status.error());
 }
 
 common::Result<bool> Validator::waits_for_moments(const AssignmentRecord& a, const std::string& asked) {
@@ -136,9 +154,10 @@ common::Status Validator::ask_for_moments(const AssignmentRecord& a, const Verdi
 CheckPlan Validator::plan_checks(const AssignmentRecord& a, const TaskConfig& config, const ResultContext& context) {
     CheckPlan plan;
     plan.loss_check = draw(loss_check_chance(config, *context.client));
-    // Drawn at its upload (result_intake.h); an audit twin is computed by a volunteer instead.
+    // Drawn at its upload (result_intake.h); an audit twin is computed by a volunteer instead,
+    // also of a drawn kept result in a task audited by volunteers, once its moments came.
     const auto asked = audit_asked(a);
-    plan.audit = !asked.empty() && asked != "twin";
+    plan.audit = !asked.empty() && asked != "twin" && !twinned_from_moments(a, config, context.unit, results_);
     // A volunteer's first result of a task whose units are sized to speeds is its warm-up unit
     // (docs/operations.md, "Alignment"): compared for copies, it forms and is judged by the
     // warm-up units' consensus, not the others'.

@@ -43,7 +43,7 @@ struct ResultReadings {
 
 class Validator {
 public:
-    Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, const BlobStore& blobs,
+    Validator(Store& store, ResultFiles& results, ModelCache& models, ProbePools& probes, BlobStore& blobs,
               CopyDetector& copies, CheckCosts& costs, Clock clock, Doorbell& accepted, std::uint64_t seed);
 
     // Runs the checks now, on the calling thread (the validation stage calls it for the results
@@ -77,9 +77,16 @@ private:
     common::Status settle_unit(const AssignmentRecord& assignment, const TaskView& task, const CheckFigures& figures,
                                const std::vector<AssignmentRecord>& validated, const Comparisons& compared,
                                const QuorumDecision& decision, bool audit_twin);
-    // Makes the result's unit an audit twin (docs/operations.md, "Audit twins"); false when its
-    // unit was replicated already (the replica comparison is its audit).
-    common::Result<bool> make_audit_twin(const AssignmentRecord& assignment);
+    // Makes the result's unit an audit twin (docs/operations.md, "Audit twins"), resuming
+    // `moments` when given (a kept unit's); false when its unit was replicated already (the
+    // replica comparison is its audit).
+    common::Result<bool> make_audit_twin(const AssignmentRecord& assignment,
+                                         const std::optional<common::BlobRef>& moments = std::nullopt);
+    // The audit twin of a result drawn for one (`from_moments`: a kept unit's, from the moments
+    // its volunteer sent); true when made. Moments not those its commitments name refuse the
+    // result `audit_failed` instead (`refused`).
+    common::Result<bool> twin_drawn(const AssignmentRecord& assignment, const TaskView& task, bool from_moments,
+                                    bool& refused);
     // An audit twin's results that no trusted volunteer settled in time, judged by the server's
     // own replay: those that disagree refused, the first that agrees merged.
     common::Status settle_by_server(const TaskView& task, const std::vector<const AssignmentRecord*>& waiting);
@@ -110,6 +117,7 @@ private:
     Store& store_;
     ResultFiles& results_;
     ModelCache& models_;
+    BlobStore& blobs_;  // where a twin's moments are published
     CopyDetector& copies_;
     ResultChecks checks_;
     Clock clock_;

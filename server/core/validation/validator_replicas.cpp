@@ -11,6 +11,7 @@
 #include "commitments_json.h"
 #include "rejection_reasons.h"
 #include "replay_audit.h"
+#include "twin_moments.h"
 #include "tensor_math.h"
 
 namespace tessera::server {
@@ -151,7 +152,7 @@ common::Status Validator::settle_unit(const AssignmentRecord& a, const TaskView&
         if (!accepted) return accepted.error();
         merged = merged || *accepted;
     }
-    return {};
+    return audit_twin ? drop_twin_moments(store_, blobs_, a.work_unit_id) : common::Status();
 }
 
 common::Status Validator::accept_alone(const AssignmentRecord& a) {
@@ -183,10 +184,13 @@ common::Status Validator::accept_alone(const AssignmentRecord& a) {
     return accepted ? common::Status() : common::Status(accepted.error());
 }
 
-common::Result<bool> Validator::make_audit_twin(const AssignmentRecord& a) {
-    auto made = store_.make_audit_twin(a.work_unit_id);
+common::Result<bool> Validator::make_audit_twin(const AssignmentRecord& a,
+                                                const std::optional<common::BlobRef>& moments) {
+    auto made = moments ? store_.make_audit_twin(a.work_unit_id, moments->sha256, moments->bytes)
+                        : store_.make_audit_twin(a.work_unit_id);
     if (!made || !*made) return made;
     boost::json::object event{{"assignment_id", a.id}, {"client_id", a.client_id}, {"wu_id", a.work_unit_id}};
+    if (moments) event["moments"] = moments->sha256;
     if (auto status = store_.add_event("audit_twin", boost::json::serialize(event), clock_()); !status)
         return status.error();
     return true;
@@ -194,7 +198,10 @@ common::Result<bool> Validator::make_audit_twin(const AssignmentRecord& a) {
 
 common::Status Validator::settle_by_server(const TaskView& task, const std::vector<const AssignmentRecord*>& waiting) {
     // The server keeps the final say: it replays each result itself, refuses those that
-    // disagree and merges the first that agrees.
+    // disagree and merges the first that agrees. Its replay is the audit: the unit is done once
+    // one is accepted (no late twin is given out).
+    if (waiting.empty()) return {};
+    if (auto status = store_.set_replicas(waiting.front()->work_unit_id, 1); !status) return status;
     bool merged = false;
     for (const auto* a : waiting) {
         auto sent = sent_work_unit(*a);
@@ -215,7 +222,7 @@ common::Status Validator::settle_by_server(const TaskView& task, const std::vect
         if (!accepted) return accepted.error();
         merged = merged || *accepted;
     }
-    return {};
+    return drop_twin_moments(store_, blobs_, waiting.front()->work_unit_id);
 }
 
 }  // namespace tessera::server
