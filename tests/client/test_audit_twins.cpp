@@ -27,6 +27,11 @@ void audits_by_volunteers(TaskConfig& c) {
     c.inner_optimizer = common::InnerOptimizer::Fresh;
 }
 
+void kept_audits_by_volunteers(TaskConfig& c) {
+    audits_by_volunteers(c);
+    c.inner_optimizer = common::InnerOptimizer::Kept;
+}
+
 std::string unit_of(TestServer& server, const common::WorkUnit& wu) {
     return server.store().assignment(wu.wu_id).value()->work_unit_id;
 }
@@ -171,10 +176,7 @@ TEST_CASE("an audit twin of a unit rebased after a timeout trains on the audited
 }
 
 TEST_CASE("a kept task's unit from zero moments is replayed by the server, not twinned (kept units clip updates)") {
-    TestServer server([](TaskConfig& c) {
-        audits_by_volunteers(c);
-        c.inner_optimizer = common::InnerOptimizer::Kept;
-    });
+    TestServer server(kept_audits_by_volunteers);
     TestVolunteer alice(server, "alice");
     auto first = train_unit(server, alice);
     REQUIRE(first.wu.hyper.optimizer == common::InnerOptimizer::Kept);
@@ -187,10 +189,7 @@ TEST_CASE("a kept task's unit from zero moments is replayed by the server, not t
 TEST_CASE(
     "a resumed kept unit is twinned from the moments its volunteer sent: the twin resumes them from a blob, leaves its "
     "own moments alone and agrees; the blob goes once the unit settles") {
-    TestServer server([](TaskConfig& c) {
-        audits_by_volunteers(c);
-        c.inner_optimizer = common::InnerOptimizer::Kept;
-    });
+    TestServer server(kept_audits_by_volunteers);
     TestVolunteer alice(server, "alice");
     TestVolunteer bob(server, "bob");
     client::KeptOptimizerState alices, bobs;
@@ -240,10 +239,7 @@ TEST_CASE(
 TEST_CASE(
     "a kept unit's twin: moments not those its commitments name fail at once; a twin nobody computes is replayed by "
     "the server from the moments sent") {
-    TestServer server([](TaskConfig& c) {
-        audits_by_volunteers(c);
-        c.inner_optimizer = common::InnerOptimizer::Kept;
-    });
+    TestServer server(kept_audits_by_volunteers);
     TestVolunteer alice(server, "alice");
     TestVolunteer carol(server, "carol");
     client::KeptOptimizerState alices, carols;
