@@ -5,7 +5,8 @@
 // `audit_failed`, its volunteer quarantined; an untrusted volunteer is never given a twin; a
 // twin no trusted volunteer computes in time is settled by the server's own replay; a twin trains
 // on the schedule span of the result it audits, also when its unit was rebased after a timeout;
-// a kept unit's twin resumes the moments its volunteer sent, published as a blob.
+// a kept unit's twin resumes the moments its volunteer sent, published as a blob, and is sent
+// only to clients that read it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -188,7 +189,7 @@ TEST_CASE("a kept task's unit from zero moments is replayed by the server, not t
 
 TEST_CASE(
     "a resumed kept unit is twinned from the moments its volunteer sent: the twin resumes them from a blob, leaves its "
-    "own moments alone and agrees; the blob goes once the unit settles") {
+    "own moments alone and agrees; an older client is not sent it; the blob goes once the unit settles") {
     TestServer server(kept_audits_by_volunteers);
     TestVolunteer alice(server, "alice");
     TestVolunteer bob(server, "bob");
@@ -217,6 +218,9 @@ TEST_CASE(
     CHECK(blobs.has(sha256));
 
     server.advance(10);
+    // A client older than the field's release would refuse the unit and stop: it gets other work.
+    TestVolunteer dave(server, "dave", "0.1.0");
+    CHECK(unit_of(server, dave.request_work().value()) != unit_of(server, second.wu));
     auto twin_wu = bob.request_work().value();
     REQUIRE(unit_of(server, twin_wu) == unit_of(server, second.wu));
     REQUIRE(twin_wu.moments);

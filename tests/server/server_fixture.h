@@ -18,6 +18,7 @@
 #include "synthetic_dataset.h"
 #include "task_setup.h"
 #include "temp_dir.h"
+#include "tessera_version.h"
 #include "text_encoding.h"
 
 namespace tessera::testing {
@@ -100,13 +101,17 @@ private:
 // A volunteer that makes up its deltas: Δ = scale × N(0, 1) for every weight.
 class TestVolunteer {
 public:
-    TestVolunteer(TestServer& server, std::string name = "test volunteer")
-        : TestVolunteer([&server] { return server.port(); }, [&server] { return server.now(); }, std::move(name)) {}
+    // Registered as a client of `version` (this build's unless told).
+    TestVolunteer(TestServer& server, std::string name = "test volunteer", std::string version = common::kVersion)
+        : TestVolunteer([&server] { return server.port(); }, [&server] { return server.now(); }, std::move(name),
+                        std::move(version)) {}
 
     // For a server in another process: its port and the wall clock.
-    TestVolunteer(std::function<std::uint16_t()> port, std::function<std::int64_t()> now, std::string name)
+    TestVolunteer(std::function<std::uint16_t()> port, std::function<std::int64_t()> now, std::string name,
+                  std::string version = common::kVersion)
         : port_(std::move(port)), now_(std::move(now)), key_(common::SigningKey::generate()) {
-        common::RegisterRequest request{common::to_base64(key_.verify_key().raw()), std::move(name), "0.1.0"};
+        common::RegisterRequest request{common::to_base64(key_.verify_key().raw()), std::move(name),
+                                        std::move(version)};
         auto reply = http_post(port_(), "/api/v1/register", boost::json::serialize(common::to_json(request)));
         if (reply.status != 200) throw std::runtime_error("register: " + reply.body);
         auto response = common::parse_message<common::RegisterResponse>(reply.body).value();

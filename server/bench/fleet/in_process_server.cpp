@@ -7,6 +7,7 @@
 #include "result_upload.h"
 #include "server_core.h"
 #include "task_setup.h"
+#include "tessera_version.h"
 
 namespace tessera::server {
 
@@ -67,9 +68,9 @@ common::Result<std::unique_ptr<InProcessServer>> InProcessServer::create(const S
 
 common::Result<ClientRecord> InProcessServer::register_volunteer(const std::string& name) {
     // Only the API checks request signatures, so a volunteer here needs no key pair: its
-    // "public key" is a unique label.
+    // "public key" is a unique label. Its version is this build's: it reads all a unit says.
     auto& core = *parts_->core;
-    auto registered = core.store().register_client("sim:" + name, name, "fleet-simulator", "", core.options().clock());
+    auto registered = core.store().register_client("sim:" + name, name, common::kVersion, "", core.options().clock());
     if (!registered) return registered.error();
     return **registered;  // no registration limit here: always a record
 }

@@ -16,8 +16,21 @@
 #include "signed_envelope.h"
 #include "text_encoding.h"
 #include "trust.h"
+#include "version_number.h"
 
 namespace tessera::server {
+namespace {
+
+// The first client release that resumes a twin's `moments` blob (docs/protocol.md, "Moments for
+// a twin"); an older one refuses such a unit as malformed and stops, so it is not sent one. A
+// client's version is the one it registered with at its latest start.
+constexpr std::string_view kTwinMomentsClientVersion = "0.2.0";
+
+bool reads_twin_moments(const ClientRecord& client) {
+    return !common::version_older(client.client_version, kTwinMomentsClientVersion);
+}
+
+}  // namespace
 
 Scheduler::Scheduler(WorkStore& work, TaskStore& tasks, VersionStore& versions, HistoryStore& history,
                      PublishedModels& published, CatchUpPatches& catch_up, const common::SigningKey& key, Clock clock,
@@ -173,6 +186,8 @@ common::Result<std::optional<WorkUnitRecord>> Scheduler::reissuable_unit(const D
     // An audit twin is computed by a trusted volunteer only (docs/operations.md, "Audit twins").
     if (!is_trusted(task.task.config, client))
         std::erase_if(*reissuable, [](const WorkUnitRecord& unit) { return unit.trusted_only; });
+    if (!reads_twin_moments(client))
+        std::erase_if(*reissuable, [](const WorkUnitRecord& unit) { return !unit.moments_sha256.empty(); });
     if (reissuable->empty()) return std::optional<WorkUnitRecord>();
     auto held = [&](const std::vector<std::string>& shards) {
         return std::count_if(shards.begin(), shards.end(), [&](const auto& s) { return cached.count(s) > 0; });
