@@ -356,7 +356,9 @@ TEST_CASE("hostile volunteers' poison is returned, and the validator refuses wha
     std::ifstream csv(task.dir.path() / "checks.csv");
     std::string header, line;
     std::getline(csv, header);
-    CHECK(header == "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,alignment,outcome,detail");
+    CHECK(header ==
+          "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,alignment,outcome,detail,volunteer,"
+          "audit,audited");
     std::size_t lines = 0;
     while (std::getline(csv, line)) lines += line.rfind("fedasync,a-", 0) == 0;
     CHECK(lines == result->checked.size());
@@ -534,6 +536,15 @@ TEST_CASE("a kept fleet audited by volunteers twins its resumed units from their
     CHECK(run->server_cost.audited < static_cast<std::int64_t>(run->checked.size()) / 2);
     REQUIRE(run->checked.size() >= 10);
     for (const auto& result : run->checked) CHECK_MESSAGE(result.detail.empty(), result.detail);
+    // checks.csv says what was drawn and how each audit ended: every result but the twins' own
+    // is drawn (audit 1), and the audits pass.
+    auto drawn =
+        std::count_if(run->checked.begin(), run->checked.end(), [](const auto& r) { return !r.audit.empty(); });
+    auto passed =
+        std::count_if(run->checked.begin(), run->checked.end(), [](const auto& r) { return r.audited == "passed"; });
+    CHECK(drawn >= static_cast<std::int64_t>(run->checked.size()) / 2);
+    CHECK(passed >= 1);
+    for (const auto& result : run->checked) CHECK(result.audited != "failed");
 }
 
 TEST_CASE("probed runs record every honest delta's modules without changing the run") {

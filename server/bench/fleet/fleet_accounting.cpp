@@ -1,10 +1,13 @@
 // The fleet simulator's account of a run (fleet_accounting.h).
 #include "fleet_accounting.h"
 
+#include <boost/json.hpp>
+
 #include <algorithm>
 #include <limits>
 #include <vector>
 
+#include "replay_audit.h"
 #include "virtual_clock.h"
 
 namespace tessera::bench {
@@ -38,6 +41,22 @@ std::string outcome_of(server::Store& store, const std::string& id, const Issued
     return "unknown";
 }
 
+// Each audited result's outcome by assignment (the audit events; a server's replay or a twin's
+// comparison): passed, overruled (passed, a statistical check's flag overruled) or failed.
+common::Result<std::map<std::string, std::string>> audits_of(server::Store& store) {
+    auto events = store.latest_events({"audit_passed", "audit_failed"}, std::numeric_limits<int>::max());
+    if (!events) return events.error();
+    std::map<std::string, std::string> audited;
+    for (const auto& e : *events) {
+        auto detail = boost::json::parse(e.detail_json).as_object();
+        const auto* id = detail.if_contains("assignment_id");
+        if (id == nullptr || !id->is_string()) continue;
+        auto outcome = e.kind == "audit_failed" ? "failed" : detail.contains("flagged") ? "overruled" : "passed";
+        audited[std::string(id->as_string())] = outcome;
+    }
+    return audited;
+}
+
 }  // namespace
 
 common::Status account_outcomes(server::Store& store, const std::map<std::string, Issued>& issued, RunResult& result) {
@@ -56,6 +75,8 @@ common::Status account_outcomes(server::Store& store, const std::map<std::string
     if (!rejections) return rejections.error();
     std::map<std::string, std::string> refusal_detail;
     for (const auto& r : *rejections) refusal_detail[r.assignment_id] = r.detail;
+    auto audited = audits_of(store);
+    if (!audited) return audited.error();
     for (const auto& [id, unit] : issued) {
         auto outcome = outcome_of(store, id, unit);
         ++result.outcomes.count[outcome];
@@ -65,7 +86,8 @@ common::Status account_outcomes(server::Store& store, const std::map<std::string
             if (record && *record && (*record)->returned_at)
                 result.checked.push_back({id, unit.attack, unit.base_version, unit.local_steps,
                                           (*record)->gain_per_step, (*record)->alignment, outcome,
-                                          *(*record)->returned_at - VirtualClock::kEpoch, refusal_detail[id]});
+                                          *(*record)->returned_at - VirtualClock::kEpoch, refusal_detail[id],
+                                          (*record)->client_id, server::audit_asked(**record), (*audited)[id]});
         }
         result.outcomes.seconds[outcome] += unit.seconds;
     }

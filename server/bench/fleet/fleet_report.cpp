@@ -209,14 +209,16 @@ common::Status write_curves_csv(const std::filesystem::path& path, const std::ve
 
 common::Status write_checks_csv(const std::filesystem::path& path, const std::vector<RunResult>& runs) {
     std::ofstream out(path);
-    out << "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,alignment,outcome,detail\n";
+    out << "run,assignment,attack,returned_s,base_version,local_steps,gain_per_step,alignment,outcome,detail,"
+           "volunteer,audit,audited\n";
     for (const auto& run : runs)
         for (const auto& c : run.checked) {
             auto detail = c.detail;
             std::replace(detail.begin(), detail.end(), '"', '\'');
             out << run.name << "," << c.assignment << "," << c.attack << "," << c.returned_at << "," << c.base_version
                 << "," << c.local_steps << "," << (c.gain_per_step ? format("%.7f", *c.gain_per_step) : "") << ","
-                << (c.alignment ? format("%.4f", *c.alignment) : "") << "," << c.outcome << ",\"" << detail << "\"\n";
+                << (c.alignment ? format("%.4f", *c.alignment) : "") << "," << c.outcome << ",\"" << detail << "\","
+                << c.volunteer << "," << c.audit << "," << c.audited << "\n";
         }
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());

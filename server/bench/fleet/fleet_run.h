@@ -78,6 +78,9 @@ struct CheckedResult {
     std::string outcome;                  // as in UnitOutcomes
     std::int64_t returned_at = 0;         // virtual seconds
     std::string detail;                   // a refusal's message (it states the margin), else empty
+    std::string volunteer;                // its volunteer's client id
+    std::string audit;                    // what was drawn at its upload: replay, moments, twin, or ""
+    std::string audited;                  // its audit (a replay or a twin): passed, overruled (a flag's), failed, or ""
 };
 
 struct RunResult {
