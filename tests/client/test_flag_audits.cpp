@@ -4,7 +4,8 @@
 // the exact replay decides — an honest result is merged, one trained at another rate fails its
 // audit. A kept unit that resumed moments is held until its volunteer sends them (its status
 // asks); a result that cannot be replayed, and any result of a quarantined volunteer, keeps the
-// statistical refusal. Real server, real CPU training, and the real client.
+// statistical refusal; a flag the loss checks raised stays counted, with the gain they measured,
+// through the second validation. Real server, real CPU training, and the real client.
 #include <doctest/doctest.h>
 
 #include "calibration.h"
@@ -129,6 +130,44 @@ TEST_CASE(
     CHECK(rejection_of(server, third.wu.wu_id) == reason::kMomentsWithheld);
     CHECK(metric(server, kReplayed) == 2);
     CHECK(metric(server, "tessera_checked_results_total{checks=\"unauditable\"}") == 0);  // none was drawn
+}
+
+TEST_CASE(
+    "a kept result the loss checks flagged, held for its moments and replayed, counts as an overruled flag and keeps "
+    "the gain they measured") {
+    TestServer server([](TaskConfig& c) {
+        flagging_task(common::InnerOptimizer::Kept)(c);
+        c.loss_check = 1;
+    });
+    // The gain margin, drawn from the calibration until five gains are known, far above any unit's.
+    auto calibration = server::load_calibration(server.store(), server.config().task_id).value().value();
+    calibration.gain_per_step *= 1000;
+    REQUIRE(server::save_calibration(server.store(), server.config().task_id, calibration));
+    TestVolunteer volunteer(server);
+    client::KeptOptimizerState kept;
+    client::RunOptions run;
+    run.optimizer = &kept;
+    auto first = train(server, volunteer.request_work().value(), run);
+    CHECK_FALSE(upload(server, volunteer, first, first.output.commitments));
+    CHECK(state_of(server, first.wu.wu_id) == "merged");  // replayed at once: from zero moments
+
+    server.advance(10);
+    auto resumed = kept;
+    auto second = train(server, volunteer.request_work().value(), run);
+    CHECK_FALSE(upload(server, volunteer, second, second.output.commitments));
+    REQUIRE(result_status(volunteer, second.wu.wu_id).moments_wanted);
+    REQUIRE(send_moments(volunteer, second.wu.wu_id, resumed).status == 200);
+    server.app().wait_idle();
+    CHECK(state_of(server, second.wu.wu_id) == "merged");
+    auto passed = events_of(server, "audit_passed");
+    REQUIRE(passed.size() == 2);
+    CHECK(passed[0].at("flagged").as_string().starts_with("no_improvement: "));
+    // The second validation replayed it and skipped the loss checks: the flag and gain are the first's.
+    REQUIRE(passed[1].contains("flagged"));
+    CHECK(passed[1].at("flagged").as_string().starts_with("no_improvement: "));
+    auto record = server.store().assignment(second.wu.wu_id).value().value();
+    CHECK(record.gain_per_step.has_value());
+    CHECK(record.full_rate_steps.has_value());
 }
 
 TEST_CASE("the real client sends a flagged kept unit's moments when its result's status asks for them") {

@@ -55,12 +55,27 @@ std::int64_t moments_asked_at(const AssignmentRecord& a) {
 
 bool asked_for_a_flag(const AssignmentRecord& a) { return !metrics_text(a, "flagged").empty(); }
 
-std::string metrics_asking_moments(const AssignmentRecord& a, const std::string& flagged, std::int64_t now) {
+std::string metrics_asking_moments(const AssignmentRecord& a, const std::string& flagged, const CheckFigures& figures,
+                                   std::int64_t now) {
     auto metrics = metrics_of(a);
     metrics["audit"] = "moments";
     metrics["moments_asked_at"] = now;
     metrics["flagged"] = flagged;
+    if (figures.gain_per_step) metrics["flag_gain_per_step"] = *figures.gain_per_step;
+    if (figures.full_rate_steps) metrics["flag_full_rate_steps"] = *figures.full_rate_steps;
     return boost::json::serialize(metrics);
+}
+
+HeldFlag held_flag(const AssignmentRecord& a) {
+    auto metrics = metrics_of(a);
+    auto number = [&](std::string_view key) -> std::optional<double> {
+        const auto* field = metrics.if_contains(key);
+        if (field == nullptr || !field->is_number()) return std::nullopt;
+        return field->to_number<double>();
+    };
+    const auto* flagged = metrics.if_contains("flagged");
+    if (flagged == nullptr || !flagged->is_string()) return {};
+    return {std::string(flagged->as_string()), number("flag_gain_per_step"), number("flag_full_rate_steps")};
 }
 
 common::Result<std::optional<ReplayMoments>> ReplayAudit::sent_moments(const std::string& assignment_id,

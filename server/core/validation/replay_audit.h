@@ -45,8 +45,20 @@ std::int64_t moments_asked_at(const AssignmentRecord& assignment);
 // drawn at its upload): the metrics name the flag.
 bool asked_for_a_flag(const AssignmentRecord& assignment);
 // The metrics of a result held for the moments its flag needs replayed: `audit` "moments",
-// `moments_asked_at` `now`, and the flag (`flagged`, "<reason>: <detail>").
-std::string metrics_asking_moments(const AssignmentRecord& assignment, const std::string& flagged, std::int64_t now);
+// `moments_asked_at` `now`, the flag (`flagged`, "<reason>: <detail>") and the gain per step
+// its loss checks measured, if they ran (`flag_gain_per_step`, `flag_full_rate_steps`).
+std::string metrics_asking_moments(const AssignmentRecord& assignment, const std::string& flagged,
+                                   const CheckFigures& figures, std::int64_t now);
+// What a held result's flag left for its second validation, once its moments came: the flag
+// and the gain its loss checks measured. A replay that agrees overrules the flag and skips the
+// loss checks, so without these the flag would go uncounted and the gain would never join the
+// recent gains the next results' margin is drawn from.
+struct HeldFlag {
+    std::string flagged;  // "" when the result was not held for a flag
+    std::optional<double> gain_per_step;
+    std::optional<double> full_rate_steps;
+};
+HeldFlag held_flag(const AssignmentRecord& assignment);
 
 // What an audit found: `audited` false with why it could not replay (the other checks judge
 // the result); `mismatch` empty when the replay agreed; `withheld` when the moments it asked

@@ -105,6 +105,7 @@ common::Status Validator::validate(const std::string& assignment_id) {
         return reject(a, *task, verdict->reason, verdict->detail, verdict->figures);
     }
     note_direction();
+    if (verdict->audited) carry_held_flag(a, *verdict);
     if (auto status = note_passed(a, *verdict); !status) return status;
     // A result the server replayed for a flag needs no twin.
     const bool twin_from_moments = twinned_from_moments(a, task->config, unit, results_);
@@ -116,6 +117,14 @@ common::Status Validator::validate(const std::string& assignment_id) {
     if (*twin || unit.replicas > 1) return settle_replicas(a, *task, verdict->figures);
     auto accepted = accept(a, *task, verdict->figures, true, {&*context.client, &unit, concurrency});
     return accepted ? common::Status() : common::Status(accepted.error());
+}
+
+void Validator::carry_held_flag(const AssignmentRecord& a, Verdict& verdict) {
+    auto held = held_flag(a);
+    if (held.flagged.empty()) return;
+    if (verdict.overruled.empty()) verdict.overruled = held.flagged;
+    if (!verdict.figures.gain_per_step) verdict.figures.gain_per_step = held.gain_per_step;
+    if (!verdict.figures.full_rate_steps) verdict.figures.full_rate_steps = held.full_rate_steps;
 }
 
 common::Result<bool> Validator::twin_drawn(const AssignmentRecord& a, const TaskView& task, bool from_moments,
@@ -144,7 +153,7 @@ common::Result<bool> Validator::waits_for_moments(const AssignmentRecord& a, con
 common::Status Validator::ask_for_moments(const AssignmentRecord& a, const Verdict& verdict) {
     auto now = clock_();
     auto flagged = verdict.reason + ": " + verdict.detail;
-    auto held = store_.hold_result(a.id, metrics_asking_moments(a, flagged, now), now + kMomentsWaitS);
+    auto held = store_.hold_result(a.id, metrics_asking_moments(a, flagged, verdict.figures, now), now + kMomentsWaitS);
     if (!held) return held.error();
     if (!*held) return {};  // settled meanwhile
     boost::json::object detail{{"assignment_id", a.id}, {"client_id", a.client_id}, {"flagged", flagged}};

@@ -82,6 +82,10 @@ private:
     // replica comparison is its audit).
     common::Result<bool> make_audit_twin(const AssignmentRecord& assignment,
                                          const std::optional<common::BlobRef>& moments = std::nullopt);
+    // A result held for the moments its flag needed, replayed and passed: the flag counts as
+    // overruled, and the gain its loss checks measured is kept with its figures (replay_audit.h,
+    // HeldFlag).
+    static void carry_held_flag(const AssignmentRecord& assignment, Verdict& verdict);
     // The audit twin of a result drawn for one (`from_moments`: a kept unit's, from the moments
     // its volunteer sent); true when made. Moments not those its commitments name refuse the
     // result `audit_failed` instead (`refused`).
