@@ -13,6 +13,10 @@ std::vector<std::string> blobs_of(const common::WorkUnit& unit) {
     std::vector<std::string> blobs{unit.model_blob.sha256};
     for (const auto& shard : unit.shards) blobs.push_back(shard.sha256);
     if (unit.moments) blobs.push_back(unit.moments->sha256);
+    if (unit.check) {
+        blobs.push_back(unit.check->result.sha256);
+        blobs.push_back(unit.check->held_out.sha256);
+    }
     return blobs;
 }
 
@@ -44,6 +48,14 @@ ApiStatus UnitDownloader::download(UnitInHand& hand) {
         auto path = fetch_blob(*hand.unit.moments, base, hand.model_bytes);
         if (!path) return path.error();
         hand.moments = *path;
+    }
+    if (hand.unit.check) {  // counted as data: a check's inputs besides the model
+        auto result = fetch_blob(hand.unit.check->result, base, hand.shard_bytes);
+        if (!result) return result.error();
+        hand.check_result = *result;
+        auto held_out = fetch_blob(hand.unit.check->held_out, base, hand.shard_bytes);
+        if (!held_out) return held_out.error();
+        hand.held_out = *held_out;
     }
     hand.download_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return {};

@@ -1,6 +1,6 @@
 // A work unit's blobs into the volunteer's cache: its model (built from the model held and the
 // unit's patches when it names them, downloaded whole otherwise, or when building fails), its
-// shards and an audit twin's moments, each retried while the failure is transient and counted by what it was.
+// shards, an audit twin's moments and a loss-check unit's result and held-out shard, each retried while the failure is transient and counted by what it was.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,8 @@ struct UnitInHand {
     std::filesystem::path model;
     std::vector<std::filesystem::path> shards;
     std::filesystem::path moments;  // an audit twin's moments to resume (`unit.moments`), if any
+    // A loss-check unit's (`unit.check`): the checked result's delta file and the held-out shard.
+    std::filesystem::path check_result, held_out;
     std::string upload;  // the packed result, once trained
     // Bytes downloaded for this unit, by what they were (blobs already held count nothing; a
     // twin's moments count with the model).

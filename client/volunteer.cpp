@@ -62,7 +62,7 @@ Volunteer::Next Volunteer::step(Phase phase) {
         case Phase::Resume: return resume();
         case Phase::AskForWork: return ask_for_work();
         case Phase::Fetch: return fetch();
-        case Phase::Train: return train();
+        case Phase::Train: return unit_->unit.check ? check() : train();
         case Phase::Upload: return upload();
         case Phase::Report: return report();
     }

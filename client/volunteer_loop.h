@@ -123,8 +123,14 @@ private:
     // How a unit trains here: the device, threads and memory, and what carries over between units.
     RunOptions run_options();
 
+    // A loss-check unit (docs/protocol.md, "Loss-check units"): its losses measured on the CPU and
+    // packed as its result; inputs it cannot use give the unit back.
+    Next check();
+
     // The result as uploaded, also kept in the state directory until the server has it.
     Next pack(RunOutput output);
+    // `body` (a packed upload) saved as the current unit's: a stop when it could not be.
+    std::optional<Next> save_upload(const common::Bytes& body);
 
     // With look-ahead, the result is handed to a BackgroundUpload and the loop goes on to the
     // next unit; otherwise uploaded here. Either way the last background upload ends first.

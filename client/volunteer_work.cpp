@@ -112,8 +112,15 @@ common::Result<common::WorkUnit> Volunteer::open_work_unit(const common::SignedE
 
 Volunteer::Next Volunteer::fetch() {
     UnitDownloader downloader(cache_, http_, log_, download_settings());
-    if (auto downloaded = downloader.download(*unit_); !downloaded) return give_back(stop_for(downloaded.error()));
-    return Phase::Train;
+    auto downloaded = downloader.download(*unit_);
+    if (downloaded) return Phase::Train;
+    // A loss-check unit's inputs go once its result is judged: given back, no reason to stop.
+    if (unit_->unit.check && downloaded.error().kind == FailureKind::Refused) {
+        log_.info("check_gone", unit_->unit.wu_id + ": its inputs are gone (" + downloaded.message() + "); given back");
+        give_back(Stop{});
+        return Phase::AskForWork;
+    }
+    return give_back(stop_for(downloaded.error()));
 }
 
 UnitDownloader::Settings Volunteer::download_settings() {
@@ -218,15 +225,20 @@ Volunteer::Next Volunteer::train() {
     return pack(std::move(**output));
 }
 
+std::optional<Volunteer::Next> Volunteer::save_upload(const common::Bytes& body) {
+    if (auto written = common::write_file_atomic(state_.delta_file(), body); !written)
+        return give_back(Stop{StopReason::Error, written.message()});
+    if (auto saved = state_.save_current({unit_->envelope_json, unit_->unit.wu_id, "uploading"}); !saved)
+        return give_back(Stop{StopReason::Error, saved.message()});
+    return std::nullopt;
+}
+
 Volunteer::Next Volunteer::pack(RunOutput output) {
     const auto& unit = unit_->unit;
     samples_per_s_ = output.metrics.samples_per_s;
     auto body = common::pack_result_of(unit, api_->client_id(), output.delta, output.metrics,
                                        output.device.substr(0, common::kMaxDeviceName), &output.commitments);
-    if (auto written = common::write_file_atomic(state_.delta_file(), body); !written)
-        return give_back(Stop{StopReason::Error, written.message()});
-    if (auto saved = state_.save_current({unit_->envelope_json, unit.wu_id, "uploading"}); !saved)
-        return give_back(Stop{StopReason::Error, saved.message()});
+    if (auto stop = save_upload(body)) return *stop;
     // After the delta it belongs with is safe: a crash in between carries it twice, once.
     if (!output.feedback_note.empty()) log_.info("feedback", output.feedback_note);
     if (!output.optimizer_note.empty()) log_.info("optimizer", output.optimizer_note);

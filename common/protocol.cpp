@@ -31,6 +31,32 @@ std::optional<InnerOptimizer> inner_optimizer_from_name(std::string_view name) {
     return std::nullopt;
 }
 
+namespace {
+
+LossCheck read_loss_check(const boost::json::value& json, const std::string& path, JsonObjectReader& parent) {
+    JsonObjectReader reader(json, path);
+    LossCheck check;
+    check.result = read_blob_field(reader, "result");
+    check.held_out = read_blob_field(reader, "held_out");
+    check.samples = reader.integer("samples", 1, kMaxCheckSamples);
+    parent.absorb(reader.finish());
+    return check;
+}
+
+}  // namespace
+
+boost::json::value to_json(const LossCheck& check) {
+    return boost::json::object{
+        {"result", blob_to_json(check.result)}, {"held_out", blob_to_json(check.held_out)}, {"samples", check.samples}};
+}
+
+Result<LossCheck> loss_check_from_json(const boost::json::value& json) {
+    JsonObjectReader parent(json, "check");  // only for its first error
+    auto check = read_loss_check(json, "check", parent);
+    if (parent.failed()) return parent.finish().error();
+    return check;
+}
+
 boost::json::value to_json(const WorkUnit& m) {
     boost::json::array shards;
     for (const auto& shard : m.shards) shards.push_back(blob_to_json(shard));
@@ -53,6 +79,7 @@ boost::json::value to_json(const WorkUnit& m) {
                              {"deadline", m.deadline}};
     // Written only when set, so a unit without it keeps the bytes older clients read.
     if (m.moments) json["moments"] = blob_to_json(*m.moments);
+    if (m.check) json["check"] = to_json(*m.check);
     return json;
 }
 
@@ -89,6 +116,10 @@ Result<WorkUnit> work_unit_from_json(const boost::json::value& json) {
         m.moments = read_blob_field(reader, "moments");
         if (!reader.failed() && m.hyper.optimizer != InnerOptimizer::Kept)
             reader.fail("field \"moments\": only a unit with optimizer \"kept\" resumes moments");
+    }
+    if (const auto* check = reader.has("check") ? reader.field("check") : nullptr) {
+        m.check = read_loss_check(*check, reader.path_of("check"), reader);
+        if (!reader.failed() && m.moments) reader.fail("field \"check\": a loss-check unit resumes no moments");
     }
     return finish(reader, std::move(m));
 }

@@ -39,6 +39,21 @@ struct BlobRef {
 
 // Whether a unit's inner AdamW starts afresh or from the volunteer's kept moments.
 enum class InnerOptimizer { Fresh, Kept };
+
+// The largest `samples` a loss-check unit asks for: its report (loss_report.h) stays well
+// inside the 1 MiB a strict JSON message may take.
+constexpr std::int64_t kMaxCheckSamples = 4096;
+
+// What a loss-check unit asks (docs/protocol.md, "Loss-check units"): it trains nothing. The
+// volunteer evaluates `result`, another volunteer's uploaded delta file for a unit with this
+// unit's base, shards and hyperparameters, by per-sample losses before and after it: on the
+// first `samples` rows of `held_out` (a data shard), and on the last `samples` rows of the
+// unit's first epoch (the rows its steps drew first, as the checked unit drew them).
+struct LossCheck {
+    BlobRef result;
+    BlobRef held_out;
+    std::int64_t samples = 0;
+};
 std::string_view inner_optimizer_name(InnerOptimizer optimizer);  // "fresh", "kept"
 std::optional<InnerOptimizer> inner_optimizer_from_name(std::string_view name);
 
@@ -87,6 +102,8 @@ struct WorkUnit {
     // (no warm-up) in place of the volunteer's own kept moments, which it leaves untouched. Only
     // with `optimizer: kept`; absent otherwise.
     std::optional<BlobRef> moments;
+    // A loss-check unit's question; absent on a unit that trains.
+    std::optional<LossCheck> check;
     // Where to fetch blobs: "<base>/<sha256>". Empty: the server's own /blobs.
     std::string blob_base_url;
     Hyperparameters hyper;
@@ -196,8 +213,10 @@ boost::json::value to_json(const WorkResponse& message);
 boost::json::value to_json(const WorkUnitRef& message);
 boost::json::value to_json(const HeartbeatResponse& message);
 boost::json::value to_json(const ResultStatus& message);
+boost::json::value to_json(const LossCheck& check);
 
 Result<WorkUnit> work_unit_from_json(const boost::json::value& json);
+Result<LossCheck> loss_check_from_json(const boost::json::value& json);
 Result<ResultManifest> result_manifest_from_json(const boost::json::value& json);
 Result<RegisterRequest> register_request_from_json(const boost::json::value& json);
 Result<RegisterResponse> register_response_from_json(const boost::json::value& json);

@@ -99,7 +99,10 @@ CREATE TABLE work_units (
   created_at   INTEGER NOT NULL,
   trusted_only INTEGER NOT NULL DEFAULT 0, -- an audit twin: trusted volunteers only (schema 14)
   moments_sha256 TEXT,                    -- an audit twin of a kept unit: the moments it resumes (16)
-  moments_bytes INTEGER NOT NULL DEFAULT 0
+  moments_bytes INTEGER NOT NULL DEFAULT 0,
+  checks       TEXT,                      -- a loss-check unit: the assignment it evaluates (17)
+  checks_client TEXT,                     -- and that assignment's volunteer, never sent this unit
+  check_spec   TEXT                       -- and the unit's "check" field (JSON)
 );
 
 -- One copy of a work unit sent to one volunteer (BOINC's result). Its id is the wu_id

@@ -104,6 +104,9 @@ CREATE TABLE work_units (
   trusted_only BIGINT NOT NULL DEFAULT 0,  -- an audit twin: trusted volunteers only (schema 14)
   moments_sha256 TEXT,                     -- an audit twin of a kept unit: the moments it resumes (16)
   moments_bytes BIGINT NOT NULL DEFAULT 0,
+  checks       TEXT,                       -- a loss-check unit: the assignment it evaluates (17)
+  checks_client TEXT,                      -- and that assignment's volunteer, never sent this unit
+  check_spec   TEXT,                       -- and the unit's "check" field (JSON)
   rowid        BIGINT GENERATED ALWAYS AS IDENTITY  -- insertion order
 );
 

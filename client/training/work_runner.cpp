@@ -18,6 +18,7 @@
 #include "torch/trainer.h"
 #include "torch/unit_commitments.h"
 #include "training/gpu_memory.h"
+#include "training/unit_inputs.h"
 #include "zstd_codec.h"
 
 #ifdef TESSERA_TORCH_CUDA
@@ -107,24 +108,6 @@ common::Result<common::Bytes> encode_with_feedback(const common::WorkUnit& unit,
     if (usable && !unit.encoding.carry_residual) add_into(*residual, feedback->residual);
     *feedback = {unit.task_id, unit.model, std::move(residual).value()};
     return encoded;
-}
-
-common::Result<common::TorchTensorMap> read_base_model(const std::filesystem::path& model_file) {
-    auto model_bytes = common::read_file(model_file, common::kMaxModelBytes);
-    if (!model_bytes) return model_bytes.error();
-    auto model = common::parse_safetensors(*model_bytes);
-    if (!model) return common::with_context("base model", model.error());
-    return common::to_torch_map(*model);
-}
-
-common::Result<common::ShardData> read_shards(const std::vector<std::filesystem::path>& shard_files) {
-    std::vector<common::ShardData> shards;
-    for (const auto& file : shard_files) {
-        auto shard = common::load_shard_file(file);
-        if (!shard) return common::with_context(file.filename().string(), shard.error());
-        shards.push_back(std::move(*shard));
-    }
-    return common::concat_shards(shards);
 }
 
 // Whether the unit keeps the volunteer's optimizer moments; when it does and they are this

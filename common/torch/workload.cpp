@@ -65,6 +65,19 @@ void for_each_eval_batch(const ShardData& data, torch::Device device, std::int64
     }
 }
 
+// Of the batch of rows [begin, begin + size), the positions among `rows` (all when `rows` is
+// empty, an undefined tensor then) as indices into the batch; `next` walks `rows` in order.
+torch::Tensor chosen_in_batch(const std::vector<std::int64_t>& rows, std::size_t& next, std::int64_t begin,
+                              std::int64_t size) {
+    if (rows.empty()) return {};
+    std::vector<std::int64_t> chosen;
+    while (next < rows.size() && rows[next] < begin + size) {
+        if (rows[next] >= begin) chosen.push_back(rows[next] - begin);
+        ++next;
+    }
+    return torch::tensor(chosen, torch::kInt64);
+}
+
 // Per-sample losses of every batch → the evaluation's result (no samples: loss 0).
 EvalResult summarised(const std::vector<torch::Tensor>& per_batch, double accuracy) {
     EvalResult result;
@@ -78,27 +91,36 @@ EvalResult summarised(const std::vector<torch::Tensor>& per_batch, double accura
 // Each sample's loss at every t of the evaluation grid, with the grid's fixed noise, averaged over
 // the grid; stratified, sample i's at the grid's point i mod kEvalGrid only. `loss_at(batch, t,
 // noise)` gives a batch's (B,) f64 losses on the CPU at per-sample times t.
+// With `rows`, only those rows are evaluated, each with the t and noise it has in the whole.
 template <class LossAt>
 std::vector<torch::Tensor> grid_sample_losses(const ShardData& data, torch::Device device, std::int64_t max_samples,
-                                              EvalGrid grid, LossAt loss_at) {
+                                              EvalGrid grid, const std::vector<std::int64_t>& rows, LossAt loss_at) {
     auto generator = at::detail::createCPUGenerator(kEvalNoiseSeed);
     std::vector<torch::Tensor> per_batch;
-    for_each_eval_batch(data, device, max_samples, [&](const Batch& batch, std::int64_t begin) {
-        auto b = batch.inputs.size(0);
+    std::size_t next_row = 0;
+    for_each_eval_batch(data, device, max_samples, [&](const Batch& whole, std::int64_t begin) {
+        auto b = whole.inputs.size(0);
+        // Every batch's noise is drawn, so that the chosen rows get the draws they have in the whole.
+        auto chosen = chosen_in_batch(rows, next_row, begin, b);
+        auto pick = [&](const torch::Tensor& t) {
+            return chosen.defined() ? t.index_select(0, chosen.to(t.device())) : t;
+        };
+        auto batch = chosen.defined() ? whole.rows(chosen.to(device)) : whole;
+        auto n = batch.inputs.size(0);
         if (grid == EvalGrid::Stratified) {
             auto points = (torch::arange(begin, begin + b, torch::kInt64) % kEvalGrid).to(torch::kFloat32);
-            auto t = ((points + 0.5) / static_cast<double>(kEvalGrid)).to(device);
-            auto noise = torch::randn(batch.inputs.sizes(), generator, torch::kFloat32).to(device);
-            per_batch.push_back(loss_at(batch, t, noise));
+            auto t = pick(((points + 0.5) / static_cast<double>(kEvalGrid)).to(device));
+            auto noise = pick(torch::randn(whole.inputs.sizes(), generator, torch::kFloat32).to(device));
+            if (n > 0) per_batch.push_back(loss_at(batch, t, noise));
             return;
         }
-        auto total = torch::zeros({b}, torch::kFloat64);
+        auto total = torch::zeros({n}, torch::kFloat64);
         for (std::int64_t i = 0; i < kEvalGrid; ++i) {
-            auto t = torch::full({b}, (static_cast<double>(i) + 0.5) / kEvalGrid, torch::kFloat32).to(device);
-            auto noise = torch::randn(batch.inputs.sizes(), generator, torch::kFloat32).to(device);
-            total += loss_at(batch, t, noise);
+            auto t = torch::full({n}, (static_cast<double>(i) + 0.5) / kEvalGrid, torch::kFloat32).to(device);
+            auto noise = pick(torch::randn(whole.inputs.sizes(), generator, torch::kFloat32).to(device));
+            if (n > 0) total += loss_at(batch, t, noise);
         }
-        per_batch.push_back(total / static_cast<double>(kEvalGrid));
+        if (n > 0) per_batch.push_back(total / static_cast<double>(kEvalGrid));
     });
     return per_batch;
 }
@@ -126,7 +148,7 @@ public:
     EvalResult evaluate(const ShardData& data, torch::Device device, std::int64_t max_samples) override {
         model_->eval();
         auto per_batch = grid_sample_losses(
-            data, device, max_samples, eval_grid(),
+            data, device, max_samples, eval_grid(), eval_rows(),
             [&](const Batch& batch, const torch::Tensor& t, const torch::Tensor& noise) {
                 return flow_matching_sample_losses_at(model_, batch.inputs, condition_of(batch), t, noise)
                     .to(torch::kCPU, torch::kFloat64);
@@ -162,7 +184,7 @@ public:
         model_->eval();
         std::int64_t correct = 0, judged = 0;
         auto per_batch = grid_sample_losses(
-            data, device, max_samples, eval_grid(),
+            data, device, max_samples, eval_grid(), eval_rows(),
             [&](const Batch& batch, const torch::Tensor& t, const torch::Tensor& noise) {
                 auto logits = model_->forward(noised(batch.inputs, t, noise), t);
                 correct += logits.argmax(1).eq(batch.labels).sum().item<std::int64_t>();
@@ -204,7 +226,11 @@ public:
         model_->eval();
         std::vector<torch::Tensor> per_batch;
         std::int64_t correct = 0;
-        for_each_eval_batch(data, device, max_samples, [&](const Batch& batch, std::int64_t) {
+        std::size_t next_row = 0;
+        for_each_eval_batch(data, device, max_samples, [&](const Batch& whole, std::int64_t begin) {
+            auto chosen = chosen_in_batch(eval_rows(), next_row, begin, whole.inputs.size(0));
+            auto batch = chosen.defined() ? whole.rows(chosen.to(device)) : whole;
+            if (batch.inputs.size(0) == 0) return;
             auto logits = model_->forward(batch.inputs);
             per_batch.push_back(torch::cross_entropy_loss(logits, batch.labels, {}, at::Reduction::None)
                                     .to(torch::kCPU, torch::kFloat64));
@@ -226,6 +252,15 @@ Batch Batch::slice(std::int64_t begin, std::int64_t end) const {
     auto rows = [&](const torch::Tensor& all) { return all.defined() ? all.slice(0, begin, end) : torch::Tensor(); };
     Batch out{rows(inputs), rows(labels), rows(text_emb), rows(text_len), {}};
     for (const auto& d : draws) out.draws.push_back(d.slice(0, begin, end));
+    return out;
+}
+
+Batch Batch::rows(const torch::Tensor& index) const {
+    auto chosen = [&](const torch::Tensor& all) {
+        return all.defined() ? all.index_select(0, index) : torch::Tensor();
+    };
+    Batch out{chosen(inputs), chosen(labels), chosen(text_emb), chosen(text_len), {}};
+    for (const auto& d : draws) out.draws.push_back(chosen(d));
     return out;
 }
 

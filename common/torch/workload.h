@@ -48,6 +48,8 @@ struct Batch {
 
     // Rows [begin, end) of every tensor, draws included.
     Batch slice(std::int64_t begin, std::int64_t end) const;
+    // The rows `index` (a 1-D i64 tensor) of every tensor, draws included.
+    Batch rows(const torch::Tensor& index) const;
 };
 
 // A DiT's condition from a batch: its labels, or its captions and their lengths.
@@ -88,6 +90,11 @@ public:
     // How evaluate spreads t (EvalGrid::Full unless set).
     void set_eval_grid(EvalGrid grid) { eval_grid_ = grid; }
     EvalGrid eval_grid() const { return eval_grid_; }
+    // Evaluate only these rows (increasing positions in the evaluated data), each with the t and
+    // noise the whole evaluation gives it, so a few samples' losses can be checked against a
+    // full evaluation's (loss-check units); empty (the default): every row.
+    void set_eval_rows(std::vector<std::int64_t> rows) { eval_rows_ = std::move(rows); }
+    const std::vector<std::int64_t>& eval_rows() const { return eval_rows_; }
     // The training loss of a batch (or a slice of one) with its draws.
     virtual torch::Tensor loss(const Batch& batch) = 0;
     // Deterministic: a fixed t grid (eval_grid) and noise seed for DiT, so versions are comparable.
@@ -101,6 +108,7 @@ private:
     double caption_drop_ = 0.1;
     double patch_mask_ = 0;
     EvalGrid eval_grid_ = EvalGrid::Full;
+    std::vector<std::int64_t> eval_rows_;
 };
 
 // Builds the preset's model for data of `shape`. Initial weights come from torch's global

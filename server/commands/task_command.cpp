@@ -90,6 +90,7 @@ common::Status checks_from_args(const cxxopts::ParseResult& args, TaskConfig& c)
     take(args, "loss-check", c.loss_check);
     take(args, "audit", c.audit);
     take(args, "audit-by", c.audit_by);
+    take(args, "check-by", c.check_by);
     take(args, "check-samples", c.check_samples);
     take(args, "norm-floor", c.norm_floor);
     take(args, "min-gain", c.min_gain);
@@ -235,6 +236,11 @@ void add_check_options(cxxopts::Options& options) {
         "audit-by",
         "who replays a drawn result: server, or volunteers (a trusted volunteer computes its unit again) (" +
             d.audit_by + ")",
+        cxxopts::value<std::string>())(
+        "check-by",
+        "who evaluates a result drawn for the loss checks: server, or volunteers (a trusted volunteer, the server "
+        "checking a sample of its answer) (" +
+            d.check_by + ")",
         cxxopts::value<std::string>())("check-samples",
                                        with_default("samples of each loss check's evaluations", d.check_samples),
                                        cxxopts::value<std::int64_t>())(

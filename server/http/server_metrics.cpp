@@ -78,7 +78,8 @@ void ServerMetrics::write(std::ostream& out) const {
                                                                    {"held_out", &checks_.held_out},
                                                                    {"own_samples", &checks_.own_samples},
                                                                    {"commitments", &checks_.commitments},
-                                                                   {"audit", &checks_.audit}};
+                                                                   {"audit", &checks_.audit},
+                                                                   {"spot", &checks_.spot}};
     for (const auto& [stage, seconds] : stages)
         out << "tessera_check_seconds_total{stage=\"" << stage << "\"} " << seconds->load() << '\n';
     family(out, "tessera_checked_results_total", "counter",

@@ -127,6 +127,12 @@ struct WorkUnitRecord {
     // An audit twin of a kept unit: the moments blob its replicas resume ("" none; schema 16).
     std::string moments_sha256{};
     std::int64_t moments_bytes = 0;
+    // A loss-check unit (docs/operations.md, "Loss-check units"; schema 17): the assignment whose
+    // result it evaluates, that assignment's volunteer, and the unit's `check` field as JSON
+    // (common::LossCheck) ("" all three for a unit that trains).
+    std::string checks{};
+    std::string checks_client{};
+    std::string check_spec{};
 };
 
 enum class AssignmentState {

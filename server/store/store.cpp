@@ -102,7 +102,7 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
     }
 }
 
-// Schema versions: 0 = empty, 16 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
+// Schema versions: 0 = empty, 17 = schemas/db.sql (SQLite) and schemas/db_postgres.sql. SQLite
 // files of older servers are migrated: 1 → 2 adds the evaluation's sample size to
 // model_versions, 2 → 3 the indexes of open work units, clients by last seen, nonces by time
 // and assignments by acceptance, 3 → 4 the contribution checks' columns (quarantine,
@@ -115,7 +115,8 @@ common::Result<std::unique_ptr<Store>> Store::connect(const std::string& url, bo
 // 11 → 12 (both) the task's volunteers by their last unit (filled from the assignments) and the
 // results by return, 12 → 13 (both) the results' commitments, 13 → 14 (both) the audit twins'
 // trusted_only flag of work units, 14 → 15 (both) the index of events by kind, 15 → 16 (both)
-// the moments an audit twin of a kept unit resumes. A database from a newer server is refused.
+// the moments an audit twin of a kept unit resumes, 16 → 17 (both) the result a loss-check unit
+// evaluates, its volunteer and the check's blobs. A database from a newer server is refused.
 namespace {
 
 // Schema 7's additions, as in both schema files (BIGINT and REAL are 64-bit on both).
@@ -141,6 +142,9 @@ constexpr const char* kSchema15Sql = "CREATE INDEX events_by_kind ON events(kind
 constexpr const char* kSchema16Sql =
     "ALTER TABLE work_units ADD COLUMN moments_sha256 TEXT; "
     "ALTER TABLE work_units ADD COLUMN moments_bytes BIGINT NOT NULL DEFAULT 0;";
+constexpr const char* kSchema17Sql =
+    "ALTER TABLE work_units ADD COLUMN checks TEXT; ALTER TABLE work_units ADD COLUMN checks_client TEXT; "
+    "ALTER TABLE work_units ADD COLUMN check_spec TEXT;";
 
 // PostgreSQL databases began at schema 6.
 void migrate_postgres(Database& db, std::int64_t version) {
@@ -155,7 +159,8 @@ void migrate_postgres(Database& db, std::int64_t version) {
     if (version < 13) db.exec(kSchema13Sql);
     if (version < 14) db.exec(kSchema14Sql);
     if (version < 15) db.exec(kSchema15Sql);
-    db.exec(kSchema16Sql);
+    if (version < 16) db.exec(kSchema16Sql);
+    db.exec(kSchema17Sql);
 }
 
 void migrate_sqlite(Database& db, std::int64_t version) {
@@ -195,7 +200,8 @@ void migrate_sqlite(Database& db, std::int64_t version) {
     if (version < 13) db.exec(kSchema13Sql);
     if (version < 14) db.exec(kSchema14Sql);
     if (version < 15) db.exec(kSchema15Sql);
-    db.exec(kSchema16Sql);
+    if (version < 16) db.exec(kSchema16Sql);
+    db.exec(kSchema17Sql);
 }
 
 }  // namespace
@@ -366,6 +372,7 @@ common::Result<std::set<std::string>> Store::referenced_blobs() {
                         "UNION SELECT moments_sha256 FROM work_units WHERE moments_sha256 IS NOT NULL AND "
                         "state = 'open'");
         while (query.step()) blobs.insert(query.text(0));
+        add_check_blobs(db(), blobs);
         return blobs;
     });
 }

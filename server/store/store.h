@@ -50,7 +50,7 @@ public:
     static common::Result<std::unique_ptr<Store>> connect(const std::string& url, bool create);
     ~Store();
 
-    static constexpr std::int64_t kSchemaVersion = 16;
+    static constexpr std::int64_t kSchemaVersion = 17;
     common::Result<std::int64_t> schema_version();
     // The database's size on disk: PostgreSQL's for the whole database; SQLite's pages (its
     // WAL not counted).

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 
 #include "database.h"
 #include "group_commit.h"
@@ -125,9 +126,11 @@ VersionRecord read_version(const Statement& row, int first = 0);
 // A work unit's columns as "work_units w" names them, and its reader.
 inline constexpr const char* kWorkUnitColumns =
     "w.id, w.task_id, w.base_version, w.shards, w.local_steps, w.seed, w.replicas, w.state, w.failures, w.created_at, "
-    "w.trusted_only, w.moments_sha256, w.moments_bytes";
-inline constexpr int kWorkUnitColumnCount = 13;
+    "w.trusted_only, w.moments_sha256, w.moments_bytes, w.checks, w.checks_client, w.check_spec";
+inline constexpr int kWorkUnitColumnCount = 16;
 WorkUnitRecord read_work_unit(const Statement& row, int first = 0);
+// Adds the blobs open loss-check units name (their `check` field's result and held-out shard).
+void add_check_blobs(Database& db, std::set<std::string>& blobs);
 
 // A volunteer's columns as "clients c" names them, and its reader.
 inline constexpr const char* kClientColumns =

@@ -228,6 +228,27 @@ common::Result<bool> ResultStore::renew_result_claim(const std::string& id, cons
     });
 }
 
+common::Result<bool> ResultStore::confirm_check_answer(const AssignmentRecord& a, double credit, std::int64_t now) {
+    return guarded([&]() -> common::Result<bool> {
+        Transaction transaction(db());
+        if (!transition(db(), a.id, "('returned')", "confirmed")) return false;
+        Statement(db(), "UPDATE assignments SET credit = ? WHERE id = ?").bind(1, credit).bind(2, a.id).run();
+        Statement(db(),
+                  "UPDATE clients SET credit = credit + ?, accepted = accepted + 1, valid_streak = valid_streak + 1 "
+                  "WHERE id = ?")
+            .bind(1, credit)
+            .bind(2, a.client_id)
+            .run();
+        Statement(db(), "UPDATE work_units SET state = 'done' WHERE id = ? AND state = 'open'")
+            .bind(1, a.work_unit_id)
+            .run();
+        insert_event(db(), "result_accepted",
+                     {{"assignment_id", a.id}, {"client_id", a.client_id}, {"credit", credit}, {"merge", false}}, now);
+        transaction.commit();
+        return true;
+    });
+}
+
 common::Result<bool> ResultStore::hold_result(const std::string& id, const std::string& metrics_json,
                                               std::int64_t until) {
     return guarded([&]() -> common::Result<bool> {

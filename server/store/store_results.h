@@ -86,6 +86,9 @@ public:
     // `a`: the result's id, volunteer and unit.
     common::Result<bool> accept(const AssignmentRecord& a, const CheckFigures& figures, double credit, bool merge,
                                 std::int64_t now, std::int64_t concurrency = 1);
+    // A loss-check unit's answer agreed with the server: confirmed, its credit granted, its unit
+    // done; no figures (it is no delta). False when it was settled before.
+    common::Result<bool> confirm_check_answer(const AssignmentRecord& a, double credit, std::int64_t now);
     // `figures`: the gain per step and alignment the checks measured before refusing (the
     // norm is not kept for refused results).
     common::Result<bool> reject(const std::string& id, const std::string& reason, const std::string& detail,

@@ -1,6 +1,9 @@
 // Store: work units and their assignments, from creation to being handed out.
 #include "store_internal.h"
 
+#include "json_strict.h"
+#include "protocol.h"
+
 namespace tessera::server {
 namespace {
 
@@ -144,6 +147,9 @@ WorkUnitRecord read_work_unit(const Statement& row, int first) {
     w.trusted_only = row.integer(first + 10) != 0;
     if (!row.is_null(first + 11)) w.moments_sha256 = row.text(first + 11);
     w.moments_bytes = row.integer(first + 12);
+    if (!row.is_null(first + 13)) w.checks = row.text(first + 13);
+    if (!row.is_null(first + 14)) w.checks_client = row.text(first + 14);
+    if (!row.is_null(first + 15)) w.check_spec = row.text(first + 15);
     return w;
 }
 
@@ -281,6 +287,50 @@ common::Result<std::optional<WorkUnitRecord>> WorkStore::work_unit(const std::st
         query.bind(1, id);
         if (!query.step()) return std::optional<WorkUnitRecord>();
         return std::optional<WorkUnitRecord>(read_work_unit(query));
+    });
+}
+
+void add_check_blobs(Database& db, std::set<std::string>& blobs) {
+    Statement query(db, "SELECT check_spec FROM work_units WHERE check_spec IS NOT NULL AND state = 'open'");
+    while (query.step()) {
+        auto spec = common::parse_json_strict(query.text(0));
+        auto check = spec ? common::loss_check_from_json(*spec) : common::Result<common::LossCheck>(spec.error());
+        if (!check) continue;  // a unit the scheduler retires when it is asked for: nothing to keep
+        blobs.insert(check->result.sha256);
+        blobs.insert(check->held_out.sha256);
+    }
+}
+
+common::Result<bool> WorkStore::create_check_unit(const WorkUnitRecord& unit) {
+    return guarded([&]() -> common::Result<bool> {
+        Transaction transaction(db());
+        Statement(db(),
+                  "INSERT INTO work_units(id, task_id, base_version, shards, local_steps, seed, replicas, state, "
+                  "failures, created_at, trusted_only, checks, checks_client, check_spec) "
+                  "VALUES (?, ?, ?, ?, ?, ?, 1, 'open', 0, ?, 1, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+            .bind(1, unit.id)
+            .bind(2, unit.task_id)
+            .bind(3, unit.base_version)
+            .bind(4, shards_to_json(unit.shards))
+            .bind(5, unit.local_steps)
+            .bind(6, unit.seed)
+            .bind(7, unit.created_at)
+            .bind(8, unit.checks)
+            .bind(9, unit.checks_client)
+            .bind(10, unit.check_spec)
+            .run();
+        bool made = db().changes() == 1;
+        transaction.commit();
+        return made;
+    });
+}
+
+common::Status WorkStore::retire_open_unit(const std::string& id) {
+    return guarded([&]() -> common::Status {
+        Transaction transaction(db());
+        Statement(db(), "UPDATE work_units SET state = 'retired' WHERE id = ? AND state = 'open'").bind(1, id).run();
+        transaction.commit();
+        return {};
     });
 }
 

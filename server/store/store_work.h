@@ -61,6 +61,12 @@ public:
     common::Result<bool> moments_in_use(const std::string& sha256);
     common::Result<std::vector<AssignmentRecord>> assignments_of(const std::string& work_unit_id);
     common::Result<std::int64_t> live_assignments(const std::string& work_unit_id);
+    // A loss-check unit (docs/operations.md, "Loss-check units"): `unit` with `checks` and
+    // `checks_client` set, trusted volunteers only, one replica, no assignment yet (shards not
+    // counted as used). False when a unit of its id exists already.
+    common::Result<bool> create_check_unit(const WorkUnitRecord& unit);
+    // Retires a unit if it is open (a loss-check unit whose result was judged without it).
+    common::Status retire_open_unit(const std::string& id);
 
 protected:
     WorkStore() = default;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "torch/check_losses.h"
 #include "torch/model_state.h"
 #include "torch/sampling.h"
 #include "torch/shard_data.h"
@@ -23,17 +24,6 @@ std::vector<double> to_vector(const torch::Tensor& values) {
     auto contiguous = values.to(torch::kFloat64).contiguous();
     const auto* data = contiguous.data_ptr<double>();
     return std::vector<double>(data, data + contiguous.numel());
-}
-
-// The workload's per-sample losses on the first `max_samples` of `data` with `weights` loaded,
-// as the contribution checks compare them (common::EvalGrid::Stratified).
-common::Result<SampleLosses> check_losses_with(common::Workload& workload, const common::TorchTensorMap& weights,
-                                               const common::ShardData& data, std::int64_t max_samples) {
-    torch::NoGradGuard no_grad;
-    auto status = common::load_state(*workload.module(), weights);
-    if (!status) return status.error();
-    workload.set_eval_grid(common::EvalGrid::Stratified);
-    return to_vector(workload.evaluate(data, torch::kCPU, max_samples).sample_losses);
 }
 
 class TorchProbe : public ModelProbe {
@@ -58,9 +48,10 @@ public:
         }
     }
 
-    common::Result<SampleLosses> check_losses(const common::NamedTensors& weights, std::int64_t max_samples) override {
+    common::Result<SampleLosses> check_losses(const common::NamedTensors& weights, std::int64_t max_samples,
+                                              const std::vector<std::int64_t>& rows) override {
         try {
-            return check_losses_with(*workload_, common::from_named_f32(weights), *data_, max_samples);
+            return common::check_losses(*workload_, common::from_named_f32(weights), *data_, max_samples, rows);
         } catch (const c10::Error& error) {
             return common::make_error(std::string("evaluation for a check: ") + error.what_without_backtrace());
         }
@@ -77,7 +68,8 @@ public:
             auto chosen = (*data)->rows(rows);
             std::vector<SampleLosses> losses;
             for (const auto* w : weights) {
-                auto loss = check_losses_with(*workload_, common::from_named_f32(*w), chosen, chosen.size());
+                auto loss =
+                    common::check_losses(*workload_, common::from_named_f32(*w), chosen, chosen.size(), samples.rows);
                 if (!loss) return loss.error();
                 losses.push_back(std::move(*loss));
             }
@@ -85,6 +77,20 @@ public:
         } catch (const c10::Error& error) {
             return common::make_error(std::string("evaluation on the unit's samples: ") +
                                       error.what_without_backtrace());
+        }
+    }
+
+    common::Result<std::int64_t> held_out_rows() override { return data_->size(); }
+
+    common::Result<std::int64_t> assigned_rows(const AssignedSamples& samples) override {
+        try {
+            auto data = unit_data(samples);
+            if (!data) return data.error();
+            return common::first_epoch_rows((*data)->size(), samples.batch_size, samples.steps, samples.seed,
+                                            samples.max_samples)
+                .size(0);
+        } catch (const c10::Error& error) {
+            return common::make_error(std::string("the unit's samples: ") + error.what_without_backtrace());
         }
     }
 
@@ -238,9 +244,9 @@ common::Result<CalibrationUnit> calibration_unit(const TaskConfig& config, const
     auto chosen = data.rows(rows);
     auto workload = common::make_workload(config.model, shape_of(config), 0);
     if (!workload) return workload.error();
-    auto before = check_losses_with(**workload, theta0, chosen, chosen.size());
+    auto before = common::check_losses(**workload, theta0, chosen, chosen.size());
     if (!before) return before.error();
-    auto after_losses = check_losses_with(**workload, unit.after, chosen, chosen.size());
+    auto after_losses = common::check_losses(**workload, unit.after, chosen, chosen.size());
     if (!after_losses) return after_losses.error();
     auto mean = [](const SampleLosses& losses) {
         double total = 0;

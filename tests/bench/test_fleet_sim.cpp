@@ -547,6 +547,20 @@ TEST_CASE("a kept fleet audited by volunteers twins its resumed units from their
     for (const auto& result : run->checked) CHECK(result.audited != "failed");
 }
 
+TEST_CASE("a fleet that checks losses by volunteers answers loss-check units, refusing no honest result") {
+    SmallTask task;
+    task.config.loss_check = 1;  // every result drawn
+    task.config.check_by = "volunteers";
+    task.config.trust_streak = 0;
+    auto run = simulate_fleet(task.config, fleet_of(3, 20), small_settings("checks", 480), task.dir.path() / "checks");
+    REQUIRE_MESSAGE(run.ok(), run.message());
+    CHECK(run->server_cost.check_unit_s > 0);  // volunteers evaluated results
+    auto answers = std::count_if(run->checked.begin(), run->checked.end(),
+                                 [](const auto& r) { return r.attack == bench::kLossCheckLabel; });
+    CHECK(answers >= 3);
+    for (const auto& result : run->checked) CHECK_MESSAGE(result.detail.empty(), result.detail);
+}
+
 TEST_CASE("probed runs record every honest delta's modules without changing the run") {
     SmallTask task;
     auto fleet = fleet_of(3, 20);

@@ -1,6 +1,7 @@
 // Valid example messages, shared by the protocol tests and tests/tools/proto_tool.
 #pragma once
 
+#include "loss_report.h"
 #include "protocol.h"
 
 namespace tessera::testing {
@@ -45,6 +46,18 @@ inline common::WorkUnit example_twin_work_unit() {
     auto wu = example_scheduled_work_unit();
     wu.moments = common::BlobRef{std::string(64, '9'), 1 << 20};
     return wu;
+}
+
+// A loss-check unit: the losses before and after another volunteer's result for this unit.
+inline common::WorkUnit example_loss_check_unit() {
+    auto wu = example_work_unit();
+    wu.check = common::LossCheck{{std::string(64, '7'), 41000}, {std::string(64, '8'), 1 << 22}, 128};
+    return wu;
+}
+
+// A loss-check unit's answer: three held-out rows and two of the unit's own.
+inline common::LossReport example_loss_report() {
+    return {{0.5, 0.25, 1.0}, {0.375, 0.25, 0.875}, {0.75, 0.625}, {0.5, 0.5}};
 }
 
 inline common::ResultManifest example_result_manifest() {

@@ -145,6 +145,49 @@ TEST_CASE("a unit's moments are written only when set, round-trip, and need kept
     CHECK(error_after(wu, [](auto& o) { o["moments"].as_object().erase("bytes"); }).find("bytes") != std::string::npos);
 }
 
+TEST_CASE("a loss-check unit's question is written only when set, round-trips, and resumes no moments") {
+    CHECK(text_of(example_work_unit()).find("\"check\"") == std::string::npos);
+    auto unit = parse_message<WorkUnit>(text_of(example_loss_check_unit()));
+    REQUIRE(unit.ok());
+    REQUIRE(unit->check);
+    CHECK(unit->check->result.sha256 == std::string(64, '7'));
+    CHECK(unit->check->held_out.bytes == 1 << 22);
+    CHECK(unit->check->samples == 128);
+    CHECK(text_of(*unit) == text_of(example_loss_check_unit()));
+    auto with_moments = example_loss_check_unit();
+    with_moments.hyper.optimizer = InnerOptimizer::Kept;
+    with_moments.moments = BlobRef{std::string(64, '9'), 1024};
+    CHECK(parse_message<WorkUnit>(text_of(with_moments)).message().find("a loss-check unit resumes no moments") !=
+          std::string::npos);
+    CHECK(error_after(example_loss_check_unit(), [](auto& o) {
+              o["check"].as_object()["samples"] = kMaxCheckSamples + 1;
+          }).find("work_unit.check: field \"samples\"") == 0);
+    CHECK(error_after(example_loss_check_unit(), [](auto& o) {
+              o["check"].as_object()["model"] = "dit-tiny";
+          }).find("unknown field \"model\"") != std::string::npos);
+}
+
+TEST_CASE("a loss report round-trips and names what is wrong with a damaged one") {
+    auto bytes = loss_report_bytes(example_loss_report());
+    auto report = parse_loss_report(bytes);
+    REQUIRE(report.ok());
+    CHECK(report->held_out_before == std::vector<double>{0.5, 0.25, 1.0});
+    CHECK(report->own_after == std::vector<double>{0.5, 0.5});
+    CHECK(loss_report_bytes(*report) == bytes);
+    auto damaged = [](const std::function<void(LossReport&)>& edit) {
+        auto r = example_loss_report();
+        edit(r);
+        return parse_loss_report(loss_report_bytes(r)).message();
+    };
+    CHECK(damaged([](auto& r) { r.held_out_after.pop_back(); }).find("as many losses each") != std::string::npos);
+    CHECK(damaged([](auto& r) { r.own_before.push_back(1); }).find("as many losses each") != std::string::npos);
+    CHECK(damaged([](auto& r) { r.own_after[1] = -1; }).find("\"own_after\"[1]: expected a finite loss") !=
+          std::string::npos);
+    CHECK(damaged([](auto& r) { r.held_out_before.clear(); }).find("held_out_before") != std::string::npos);
+    CHECK(!parse_loss_report("{\"held_out_before\": [1e999]}").ok());
+    CHECK(!parse_loss_report(std::string(50, '[')).ok());
+}
+
 TEST_CASE("a work response carries a signed work unit that verifies after parsing") {
     auto key = SigningKey::generate();
     WorkResponse response;

@@ -224,9 +224,12 @@ public:
         ++*calls_;
         return ProbeResult{1.0, std::nullopt, 64, SampleLosses(64, 1.0)};
     }
-    common::Result<SampleLosses> check_losses(const common::NamedTensors&, std::int64_t) override {
+    common::Result<SampleLosses> check_losses(const common::NamedTensors&, std::int64_t,
+                                              const std::vector<std::int64_t>&) override {
         return SampleLosses{1.0};  // the loss checks are off in these tests
     }
+    common::Result<std::int64_t> held_out_rows() override { return 64; }
+    common::Result<std::int64_t> assigned_rows(const AssignedSamples&) override { return 0; }
     common::Result<std::vector<SampleLosses>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
                                                                  const AssignedSamples&) override {
         return std::vector<SampleLosses>(weights.size(), SampleLosses{1.0});  // the loss checks are off in these tests

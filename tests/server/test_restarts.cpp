@@ -131,7 +131,7 @@ TEST_CASE("the store applies its schema once and refuses a database from a newer
 TEST_CASE(
     "a schema-1 database is migrated: versions keep their figures and gain a sample size, indexes, the checks', "
     "the patches' and the checkpoints' columns, the leases, the task's volunteers, the commitments, the twins' "
-    "moments") {
+    "moments, the loss-check units' columns") {
     TestServer server;
     TestVolunteer alice(server, "alice");
     REQUIRE(alice.request_work());
@@ -168,7 +168,8 @@ TEST_CASE(
             "ALTER TABLE assignments DROP COLUMN commitments; DROP INDEX assignments_by_return; "
             "DROP TABLE task_volunteers; ALTER TABLE work_units DROP COLUMN trusted_only; DROP INDEX events_by_kind; "
             "ALTER TABLE work_units DROP COLUMN moments_sha256; ALTER TABLE work_units DROP COLUMN moments_bytes; "
-            "PRAGMA user_version = 1;");
+            "ALTER TABLE work_units DROP COLUMN checks; ALTER TABLE work_units DROP COLUMN checks_client; "
+            "ALTER TABLE work_units DROP COLUMN check_spec; PRAGMA user_version = 1;");
     }
     CHECK(indexes() == 0);
     auto store = Store::open(path, false).value();
@@ -198,6 +199,7 @@ TEST_CASE(
     CHECK(store->event_counts({"audit_failed"}).value().at("audit_failed") == 0);  // schema 15's index
     CHECK(!store->moments_in_use(std::string(64, 'a')).value());                   // schema 16's columns
     CHECK(!store->make_audit_twin("none", std::string(64, 'a'), 8).value());
+    CHECK(!store->work_unit("none").value().has_value());  // schema 17's columns
 }
 
 TEST_CASE("start-up removes orphan files: uncommitted checkpoints and stray deltas") {

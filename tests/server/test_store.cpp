@@ -40,10 +40,16 @@ TEST_CASE("the schema is applied once, settings persist, and a newer schema is r
     });
 }
 
+// Schema 17's columns, dropped to make an older database.
+constexpr const char* kDropCheckColumns =
+    "ALTER TABLE work_units DROP COLUMN checks; ALTER TABLE work_units DROP COLUMN checks_client; "
+    "ALTER TABLE work_units DROP COLUMN check_spec;";
+
 TEST_CASE(
     "a schema-6 database gains the leases table, the tasks' weights and the results' alignment, concurrency, "
     "steps at the full rate, validation claims and commitments, the task's volunteers, the audit twins' flag, "
-    "the events' index by kind and the twins' moments; a schema-15 one the twins' moments") {
+    "the events' index by kind, the twins' moments and the loss-check units' columns; a schema-15 one the twins' "
+    "moments and those columns, a schema-16 one those columns") {
     on_each_backend([](Backend& b) {
         REQUIRE(b.store->claim_lease({"aggregator:t", "a"}, 100, 115).value());
         b.store.reset();
@@ -58,7 +64,8 @@ TEST_CASE(
                 "ALTER TABLE assignments DROP COLUMN commitments; DROP INDEX assignments_by_return; "
                 "DROP TABLE task_volunteers; ALTER TABLE work_units DROP COLUMN trusted_only; DROP INDEX "
                 "events_by_kind; ALTER TABLE work_units DROP COLUMN moments_sha256; ALTER TABLE work_units DROP "
-                "COLUMN moments_bytes");
+                "COLUMN moments_bytes; " +
+                std::string(kDropCheckColumns));
             db->set_schema_version(6);
             db->exec("COMMIT");
         }
@@ -74,19 +81,32 @@ TEST_CASE(
         CHECK(!b.store->commitments_of("none").value().has_value());     // schema 13's column
         CHECK(!b.store->make_audit_twin("none").value());                // schema 14's column
         CHECK(!b.store->moments_in_use(std::string(64, 'a')).value());   // schema 16's columns
+        CHECK(!b.store->work_unit("none").value().has_value());          // reads schema 17's
         b.store.reset();
         {  // at schema 15: the events' index there, the twins' moments not
             auto db = open_database(b.url, false);
             db->begin();
             db->exec(
                 "ALTER TABLE work_units DROP COLUMN moments_sha256; ALTER TABLE work_units DROP COLUMN "
-                "moments_bytes");
+                "moments_bytes; " +
+                std::string(kDropCheckColumns));
             db->set_schema_version(15);
             db->exec("COMMIT");
         }
         b.store = b.reopen();
         CHECK(b.store->schema_version().value() == Store::kSchemaVersion);
         CHECK(!b.store->moments_in_use(std::string(64, 'a')).value());
+        b.store.reset();
+        {  // at schema 16: the loss-check units' columns not there
+            auto db = open_database(b.url, false);
+            db->begin();
+            db->exec(kDropCheckColumns);
+            db->set_schema_version(16);
+            db->exec("COMMIT");
+        }
+        b.store = b.reopen();
+        CHECK(b.store->schema_version().value() == Store::kSchemaVersion);
+        CHECK(!b.store->work_unit("none").value().has_value());
     });
 }
 

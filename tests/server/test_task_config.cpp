@@ -146,6 +146,22 @@ TEST_CASE("audit: a fraction, stored, none in older tasks, kNewTaskAudit for new
     CHECK(audit_chance(config, client) == 0);
 }
 
+TEST_CASE("check_by: the server unless told, volunteers stored and read back, anything else refused") {
+    auto config = valid_task();
+    CHECK(config.check_by == "server");
+    auto json = to_json(config);
+    json.as_object().erase("check_by");  // a task stored before loss-check units
+    REQUIRE(task_config_from_json(json).ok());
+    CHECK(task_config_from_json(json)->check_by == "server");
+    config.check_by = "volunteers";
+    REQUIRE(validate_task_config(config).ok());
+    CHECK(task_config_from_json(to_json(config))->check_by == "volunteers");
+    json.as_object()["check_by"] = "anyone";
+    CHECK_FALSE(task_config_from_json(json).ok());
+    config.check_by = "anyone";
+    CHECK(validate_task_config(config).message().find("check by") != std::string::npos);
+}
+
 TEST_CASE("audit_by: the server unless told, volunteers stored and read back, anything else refused") {
     auto config = valid_task();
     CHECK(config.audit_by == "server");

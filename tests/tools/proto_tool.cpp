@@ -43,6 +43,7 @@ const std::map<std::string, std::function<Status(std::string_view)>> kParsers{
     {"heartbeat_response", parser<HeartbeatResponse>()},
     {"result_status", parser<ResultStatus>()},
     {"server_info", status_of(parse_server_info)},
+    {"loss_report", status_of(parse_loss_report)},
 };
 
 int emit(const std::filesystem::path& dir) {
@@ -54,6 +55,8 @@ int emit(const std::filesystem::path& dir) {
         {"work_unit", to_json(example_work_unit())},
         {"work_unit.scheduled", to_json(example_scheduled_work_unit())},
         {"work_unit.twin", to_json(example_twin_work_unit())},
+        {"work_unit.loss_check", to_json(example_loss_check_unit())},
+        {"loss_report", to_json(example_loss_report())},
         {"result_manifest", to_json(example_result_manifest())},
         {"result_manifest.committed", to_json(example_committed_result_manifest())},
         {"register_request", to_json(example_register_request())},

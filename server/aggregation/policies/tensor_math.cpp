@@ -73,6 +73,13 @@ common::Status check_same_layout(const common::NamedTensors& model, const common
     return {};
 }
 
+common::NamedTensors applied(const common::NamedTensors& base, const common::NamedTensors& delta) {
+    auto sum = base;
+    for (std::size_t i = 0; i < sum.size(); ++i)
+        for (std::size_t j = 0; j < sum[i].values.size(); ++j) sum[i].values[j] += delta[i].values[j];
+    return sum;
+}
+
 void scale_in_place(common::NamedTensors& tensors, double factor) {
     for (auto& t : tensors)
         for (float& v : t.values) v = static_cast<float>(v * factor);

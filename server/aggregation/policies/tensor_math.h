@@ -19,6 +19,9 @@ common::Status check_same_layout(const common::NamedTensors& model, const common
 
 void scale_in_place(common::NamedTensors& tensors, double factor);
 
+// `base` + `delta`, value by value (the same layout: check_same_layout).
+common::NamedTensors applied(const common::NamedTensors& base, const common::NamedTensors& delta);
+
 // Scales `delta` down so its L2 norm is at most max_norm (max_norm ≤ 0: no clipping).
 // Returns the factor applied (1 when unchanged).
 double clip_norm_in_place(common::NamedTensors& delta, double max_norm);

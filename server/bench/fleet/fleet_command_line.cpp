@@ -92,6 +92,8 @@ void add_task_options(cxxopts::Options& options) {
         "loss-check", "share of results given the held-out loss check", cxxopts::value<double>())(
         "audit", "share of trusted volunteers' results the server replays (0.02)", cxxopts::value<double>())(
         "audit-by", "who replays them: server or volunteers (server)", cxxopts::value<std::string>())(
+        "check-by", "who evaluates a result drawn for the loss checks: server or volunteers (server)",
+        cxxopts::value<std::string>())(
         "trust-streak", "valid results in a row before a volunteer is trusted (5; 0: every volunteer trusted)",
         cxxopts::value<std::int64_t>())("codec", "delta encoding: f32, bf16, int8, int4, int2",
                                         cxxopts::value<std::string>())(

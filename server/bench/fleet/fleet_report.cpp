@@ -99,7 +99,7 @@ void fill_outcomes(RunSummary& row, const RunResult& run) {
     row.wasted = wasted.str();
     std::ostringstream attacks;
     for (const auto& [attack, outcome] : run.attacks)
-        if (attack != "none" && attack != kCoverUnit)
+        if (attack != "none" && attack != kCoverUnit && attack != kLossCheckLabel)
             attacks << (attacks.tellp() > 0 ? " " : "") << attack << "=" << outcome.merged << "/" << outcome.returned;
     row.attacks = attacks.str();
     std::ostringstream refusals;
@@ -131,15 +131,16 @@ void fill_check_costs(RunSummary& row, const RunResult& run) {
     for (const auto& [reason, count] : cost.overruled_by_reason)
         row.overruled_flags += (row.overruled_flags.empty() ? "" : " ") + reason + "=" + std::to_string(count);
     if (cost.check_s + cost.merge_s > 0) row.check_share = cost.check_s / (cost.check_s + cost.merge_s);
-    // Audit twins are checks computed by volunteers: counted with the server's checks.
-    if (cost.training_s > 0) row.check_vs_training = (cost.check_s + cost.audit_twin_s) / cost.training_s;
+    // Audit twins and loss-check units are checks computed by volunteers: counted with the server's.
+    const double by_volunteers = cost.audit_twin_s + cost.check_unit_s;
+    if (cost.training_s > 0) row.check_vs_training = (cost.check_s + by_volunteers) / cost.training_s;
     if (cost.training_s > 0) row.commitment_vs_training = cost.commitment_s / cost.training_s;
     if (cost.training_s > 0) row.audit_vs_training = (cost.audit_s + cost.audit_twin_s) / cost.training_s;
     if (cost.training_s > 0) row.twin_vs_training = cost.audit_twin_s / cost.training_s;
-    if (cost.training_s > 0) row.loss_check_vs_training = cost.loss_check_s / cost.training_s;
+    if (cost.training_s > 0) row.loss_check_vs_training = (cost.loss_check_s + cost.check_unit_s) / cost.training_s;
     if (cost.training_s > 0) row.replica_vs_training = cost.replica_s / cost.training_s;
     if (cost.training_s > 0)
-        row.all_checks_vs_training = (cost.check_s + cost.audit_twin_s + cost.replica_s) / cost.training_s;
+        row.all_checks_vs_training = (cost.check_s + by_volunteers + cost.replica_s) / cost.training_s;
     std::vector<double> gains;
     for (const auto& c : run.checked)
         if (c.attack == "none" && c.gain_per_step) gains.push_back(*c.gain_per_step);

@@ -54,6 +54,7 @@ struct ServerCost {
     double training_s = 0;          // the simulated volunteers' training on this machine, for comparison
     double audit_twin_s = 0;        // of their training, the audit twins' (a check, not in training_s)
     double replica_s = 0;           // and the replicas' beyond each unit's first copy (a check, not in training_s)
+    double check_unit_s = 0;        // their loss-check units' evaluations (a check, not in training_s)
     double calibration_gain = 0;    // the task's calibration unit's gain per step
 };
 

@@ -9,6 +9,7 @@
 #include "calibration.h"
 #include "protocol.h"
 #include "signed_envelope.h"
+#include "validator.h"
 
 namespace tessera::bench {
 namespace {
@@ -69,13 +70,14 @@ common::Result<RunResult> Simulation::run(const std::filesystem::path& work_dir)
     result_.probes = probe_.deltas();
     result_.server_cost.training_s += uploads_->training_seconds();  // real seconds
     result_.server_cost.audit_twin_s += uploads_->audit_twin_seconds();
+    result_.server_cost.check_unit_s += uploads_->check_unit_seconds();
     result_.server_cost.replica_s += uploads_->replica_seconds();
     const auto& costs = server_->check_costs();
-    result_.server_cost.check_s =
-        costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples + costs.commitments + costs.audit;
+    result_.server_cost.check_s = costs.decode + costs.cheap + costs.copy + costs.held_out + costs.own_samples +
+                                  costs.commitments + costs.audit + costs.spot;
     result_.server_cost.commitment_s = costs.commitments;
     result_.server_cost.audit_s = costs.audit;
-    result_.server_cost.loss_check_s = costs.held_out + costs.own_samples;
+    result_.server_cost.loss_check_s = costs.held_out + costs.own_samples + costs.spot;
     result_.server_cost.audited = costs.audited.load();
     result_.server_cost.unauditable = costs.unauditable.load();
     result_.server_cost.merge_s = server_->merge_seconds();
@@ -160,6 +162,30 @@ common::Result<std::optional<common::WorkUnit>> Simulation::ask_for_work(std::si
     return std::optional(std::move(*unit));
 }
 
+namespace {
+
+// The virtual seconds a volunteer computes `wu`: its training, or a loss-check unit's four
+// evaluations of its rows at a third of a training step each.
+double compute_seconds(const common::WorkUnit& wu, double samples_per_s) {
+    if (wu.check)
+        return 4.0 * static_cast<double>(wu.check->samples) /
+               (server::Validator::kForwardPassesPerSample * samples_per_s);
+    return static_cast<double>(wu.hyper.local_steps * wu.hyper.batch_size) / samples_per_s;
+}
+
+// How the run counts `wu`: by its attack (a loss-check unit by its label, training no samples).
+Issued issued_of(const common::WorkUnit& wu, Attack attack, Attack volunteers_attack) {
+    if (wu.check) return {std::string(kLossCheckLabel), 0, wu.hyper.local_steps, 0, "", wu.base_version};
+    return {unit_label(attack, volunteers_attack),
+            wu.hyper.local_steps * wu.hyper.batch_size,
+            wu.hyper.local_steps,
+            0,
+            "",
+            wu.base_version};
+}
+
+}  // namespace
+
 common::Status Simulation::request(std::size_t i) {
     auto& v = volunteers_[i];
     bool ahead = !v.held.empty();  // asked while a unit trains (or uploads): the look-ahead
@@ -179,11 +205,9 @@ common::Status Simulation::request(std::size_t i) {
     auto [model_bytes, shard_bytes] = download_of(v, wu);
     double down_bytes = model_bytes + shard_bytes;
     double download_s = transfer_seconds(down_bytes, v.spec.down_mbit);
-    std::int64_t samples = wu.hyper.local_steps * wu.hyper.batch_size;
-    double compute_s = static_cast<double>(samples) / v.spec.samples_per_s;
-    auto attack = v.next_attack();
-    Issued issued{unit_label(attack, v.spec.attack), samples, wu.hyper.local_steps, 0, "", wu.base_version};
-
+    double compute_s = compute_seconds(wu, v.spec.samples_per_s);
+    auto attack = wu.check ? Attack::None : v.next_attack();  // a loss-check unit takes no turn of an attack
+    auto issued = issued_of(wu, attack, v.spec.attack);
     HeldUnit held;
     held.unit = wu;
     held.issued = now;

@@ -41,6 +41,10 @@ std::optional<Attack> attack_from_name(std::string_view name);
 // How a unit is counted: by its attack, and an honest unit of a hostile volunteer (one of the
 // honest units between its attacks) as "cover", apart from honest volunteers' ("none").
 constexpr std::string_view kCoverUnit = "cover";
+// The label of a loss-check unit's assignment in the run's accounting (it is neither honest
+// training nor an attack).
+inline constexpr std::string_view kLossCheckLabel = "loss_check";
+
 inline std::string unit_label(Attack attack, Attack volunteers_attack) {
     return std::string(attack == Attack::None && volunteers_attack != Attack::None ? kCoverUnit : attack_name(attack));
 }

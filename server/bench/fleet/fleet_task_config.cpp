@@ -15,6 +15,7 @@ void apply_check_flags(const cxxopts::ParseResult& a, server::TaskConfig& config
     if (a.count("loss-check")) config.loss_check = a["loss-check"].as<double>();
     if (a.count("audit")) config.audit = a["audit"].as<double>();
     if (a.count("audit-by")) config.audit_by = a["audit-by"].as<std::string>();
+    if (a.count("check-by")) config.check_by = a["check-by"].as<std::string>();
     if (a.count("trust-streak")) config.trust_streak = a["trust-streak"].as<std::int64_t>();
     if (a.count("no-checks")) {
         // The merging and the codec alone: nothing replicated, loss-checked, bounded or compared.

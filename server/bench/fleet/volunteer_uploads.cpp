@@ -11,6 +11,8 @@
 #include "training/optimizer_state.h"
 #include "tensor_math.h"
 #include "result_upload.h"
+#include "training/loss_check_runner.h"
+#include "validator.h"
 
 namespace tessera::bench {
 namespace {
@@ -60,6 +62,7 @@ std::optional<common::Commitments> forged_commitments(std::optional<common::Comm
 }  // namespace
 
 common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::WorkUnit& unit, Attack attack) {
+    if (unit.check) return answer_check(v, unit);
     common::Bytes delta;
     common::TrainMetrics metrics;
     // What its training committed to; an upload changed afterwards sends forged ones, copies none.
@@ -100,6 +103,24 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
                                        commitments ? &*commitments : nullptr);
     auto size = delta.size();
     return Upload{std::move(body), size, std::move(delta), std::move(moments_in)};
+}
+
+common::Result<Upload> UploadMaker::answer_check(const VolunteerState& v, const common::WorkUnit& unit) {
+    auto model = server_.model_file(unit);
+    if (!model) return common::with_context("checking " + unit.wu_id, model.error());
+    client::CheckInputs inputs{
+        *model, {}, server_.blob_path(unit.check->result.sha256), server_.blob_path(unit.check->held_out.sha256)};
+    for (const auto& s : unit.shards) inputs.shards.push_back(server_.blob_path(s.sha256));
+    auto output = client::run_loss_check(unit, inputs, settings_.threads);
+    if (!output) return common::with_context("checking " + unit.wu_id, output.error());
+    check_unit_s_ += output->metrics.seconds;  // real seconds, before the virtual ones below
+    auto metrics = output->metrics;
+    metrics.samples_per_s = v.spec.samples_per_s;
+    metrics.seconds =
+        static_cast<double>(metrics.samples) / (server::Validator::kForwardPassesPerSample * v.spec.samples_per_s);
+    auto body =
+        common::pack_result_of(unit, unit.client_id, output->report, metrics, "cpu (simulated, " + v.spec.group + ")");
+    return Upload{std::move(body), output->report.size(), {}, std::nullopt, true};
 }
 
 common::Status UploadMaker::count_training(const common::WorkUnit& unit, double seconds) {
@@ -166,6 +187,7 @@ common::Bytes UploadMaker::resent_delta(const VolunteerState& v, Attack attack) 
 }
 
 void UploadMaker::delivered(const std::string& client, const Upload& upload) {
+    if (upload.check) return;  // a loss-check unit's report: nothing to copy
     recent_.emplace_back(client, upload.delta);
     while (recent_.size() > kRecentUploads) recent_.pop_front();
 }

@@ -29,6 +29,7 @@ struct Upload {
     // The kept moments its unit resumed: handed to the server's replay audits as a volunteer
     // will upload them when asked (replay_audit.h).
     std::optional<server::ReplayMoments> moments_in;
+    bool check = false;  // a loss-check unit's report, not a delta
 };
 
 struct HeldUnit {
@@ -79,6 +80,7 @@ public:
     double training_seconds() const { return training_s_; }
     double audit_twin_seconds() const { return audit_twin_s_; }
     double replica_seconds() const { return replica_s_; }
+    double check_unit_seconds() const { return check_unit_s_; }
     // `client`'s upload is in: its delta is what a copier sends next.
     void delivered(const std::string& client, const Upload& upload);
 
@@ -94,6 +96,8 @@ private:
     // Adds a trained unit's real seconds to training, or to what checks cost: an audit twin's
     // all, a unit computed n times (n − 1) / n of each copy's.
     common::Status count_training(const common::WorkUnit& unit, double seconds);
+    // A loss-check unit's answer, as the client computes it (client/training/loss_check_runner.h).
+    common::Result<Upload> answer_check(const VolunteerState& v, const common::WorkUnit& unit);
     // A shard of the task that `unit` does not assign, among those units have named so far.
     std::string other_shard(const common::WorkUnit& unit) const;
     // What a copy (another volunteer's newest delivered delta) or an old replay (its own,
@@ -108,6 +112,7 @@ private:
     double training_s_ = 0;
     double audit_twin_s_ = 0;
     double replica_s_ = 0;
+    double check_unit_s_ = 0;
     std::set<std::string> shards_seen_;
     std::deque<std::pair<std::string, common::Bytes>> recent_;  // (client, delta), newest last
 };

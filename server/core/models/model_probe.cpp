@@ -39,8 +39,17 @@ common::Result<ProbeResult> ProbePool::evaluate(const common::NamedTensors& weig
     return with_probe<ProbeResult>([&](ModelProbe& probe) { return probe.evaluate(weights, max_samples); });
 }
 
-common::Result<SampleLosses> ProbePool::check_losses(const common::NamedTensors& weights, std::int64_t max_samples) {
-    return with_probe<SampleLosses>([&](ModelProbe& probe) { return probe.check_losses(weights, max_samples); });
+common::Result<SampleLosses> ProbePool::check_losses(const common::NamedTensors& weights, std::int64_t max_samples,
+                                                     const std::vector<std::int64_t>& rows) {
+    return with_probe<SampleLosses>([&](ModelProbe& probe) { return probe.check_losses(weights, max_samples, rows); });
+}
+
+common::Result<std::int64_t> ProbePool::held_out_rows() {
+    return with_probe<std::int64_t>([&](ModelProbe& probe) { return probe.held_out_rows(); });
+}
+
+common::Result<std::int64_t> ProbePool::assigned_rows(const AssignedSamples& samples) {
+    return with_probe<std::int64_t>([&](ModelProbe& probe) { return probe.assigned_rows(samples); });
 }
 
 common::Result<std::vector<SampleLosses>> ProbePool::losses_on_assigned(

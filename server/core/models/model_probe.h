@@ -43,6 +43,9 @@ struct AssignedSamples {
     std::int64_t batch_size = 0;
     std::int64_t steps = 0;
     std::int64_t max_samples = 0;
+    // Only these of those rows (increasing positions among them), each as the whole evaluation
+    // gives it (a loss-check unit's report checked on a sample); empty: all of them.
+    std::vector<std::int64_t> rows{};
 };
 
 // Kept AdamW moments a replay resumes (those a unit's commitments name), by parameter name.
@@ -61,8 +64,16 @@ public:
     // Each of those samples' loss as the contribution checks compare two weight sets: sample by
     // sample, deterministic, and for a flow model at one t per sample (common::EvalGrid::
     // Stratified: evaluate's mean in expectation for an eighth of its cost).
-    virtual common::Result<SampleLosses> check_losses(const common::NamedTensors& weights,
-                                                      std::int64_t max_samples) = 0;
+    // With `rows`, only those of the samples (increasing), each as the whole evaluation gives it.
+    virtual common::Result<SampleLosses> check_losses(const common::NamedTensors& weights, std::int64_t max_samples,
+                                                      const std::vector<std::int64_t>& rows) = 0;
+    common::Result<SampleLosses> check_losses(const common::NamedTensors& weights, std::int64_t max_samples) {
+        return check_losses(weights, max_samples, {});
+    }
+    // How many validation samples the probe holds, and how many rows losses_on_assigned
+    // evaluates for `samples` (its `rows` aside): the lengths a loss-check report must have.
+    virtual common::Result<std::int64_t> held_out_rows() = 0;
+    virtual common::Result<std::int64_t> assigned_rows(const AssignedSamples& samples) = 0;
     // Each weight set's per-sample losses on the same assigned samples, deterministic, as
     // check_losses evaluates them.
     virtual common::Result<std::vector<SampleLosses>> losses_on_assigned(
@@ -86,7 +97,10 @@ class ProbePool {
 public:
     ProbePool(ModelProbeFactory factory, std::size_t size) : factory_(std::move(factory)), size_(size) {}
     common::Result<ProbeResult> evaluate(const common::NamedTensors& weights, std::int64_t max_samples);
-    common::Result<SampleLosses> check_losses(const common::NamedTensors& weights, std::int64_t max_samples);
+    common::Result<SampleLosses> check_losses(const common::NamedTensors& weights, std::int64_t max_samples,
+                                              const std::vector<std::int64_t>& rows = {});
+    common::Result<std::int64_t> held_out_rows();
+    common::Result<std::int64_t> assigned_rows(const AssignedSamples& samples);
     common::Result<std::vector<SampleLosses>> losses_on_assigned(const std::vector<const common::NamedTensors*>& weights,
                                                                  const AssignedSamples& samples);
     common::Result<double> opening_loss(const common::NamedTensors& base, const AssignedSamples& samples,

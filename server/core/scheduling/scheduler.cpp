@@ -30,6 +30,9 @@ bool reads_twin_moments(const ClientRecord& client) {
     return !common::version_older(client.client_version, kTwinMomentsClientVersion);
 }
 
+// The first client release that runs loss-check units (docs/protocol.md, "Loss-check units").
+constexpr std::string_view kLossCheckClientVersion = "0.3.0";
+
 }  // namespace
 
 Scheduler::Scheduler(WorkStore& work, TaskStore& tasks, VersionStore& versions, HistoryStore& history,
@@ -188,6 +191,11 @@ common::Result<std::optional<WorkUnitRecord>> Scheduler::reissuable_unit(const D
         std::erase_if(*reissuable, [](const WorkUnitRecord& unit) { return unit.trusted_only; });
     if (!reads_twin_moments(client))
         std::erase_if(*reissuable, [](const WorkUnitRecord& unit) { return !unit.moments_sha256.empty(); });
+    // A loss-check unit goes to anyone trusted but the checked result's volunteer, who reads it.
+    const bool reads_checks = !common::version_older(client.client_version, kLossCheckClientVersion);
+    std::erase_if(*reissuable, [&](const WorkUnitRecord& unit) {
+        return !unit.checks.empty() && (!reads_checks || unit.checks_client == client.id);
+    });
     if (reissuable->empty()) return std::optional<WorkUnitRecord>();
     auto held = [&](const std::vector<std::string>& shards) {
         return std::count_if(shards.begin(), shards.end(), [&](const auto& s) { return cached.count(s) > 0; });
@@ -280,6 +288,7 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const Drawn
                                                                      const WorkUnitRecord& unit, bool new_unit,
                                                                      std::int64_t max_in_flight,
                                                                      const std::vector<ShardRecord>* known_shards) {
+    if (!unit.checks.empty()) return issue_check(drawn, client, unit, max_in_flight);
     const auto& task = drawn.task;
     auto now = clock_();
     auto rebased = rebase_of(drawn, unit, new_unit);

@@ -82,6 +82,11 @@ private:
                                                               const WorkUnitRecord& unit, bool new_unit,
                                                               std::int64_t max_in_flight,
                                                               const std::vector<ShardRecord>* shards = nullptr);
+    // A loss-check unit (scheduler_checks.cpp): the checked assignment's unit as it was sent, with
+    // the check's question, this volunteer's id and a new wu_id.
+    common::Result<std::optional<common::WorkResponse>> issue_check(const DrawnTask& task, const ClientRecord& client,
+                                                                    const WorkUnitRecord& unit,
+                                                                    std::int64_t max_in_flight);
     // An unreplicated unit that failed is recomputed on the current model, not the old one: the
     // version a unit handed out again is rebased on, if any.
     common::Result<std::optional<std::int64_t>> rebase_of(const DrawnTask& task, const WorkUnitRecord& unit,

@@ -176,6 +176,9 @@ common::Status check_expert_fields(const TaskConfig& c) {
     return {};
 }
 
+// Who computes a task's drawn audits or loss checks: one the settings know.
+bool by_known(const std::string& who) { return who == "server" || who == "volunteers"; }
+
 // The settings' relations and the ranges with their own messages; the stored form's bounds
 // (read_task_config) apply too.
 common::Status check_settings(const TaskConfig& c) {
@@ -220,7 +223,7 @@ common::Status check_settings(const TaskConfig& c) {
     if (!(c.replication >= 0 && c.replication <= 1)) return fail("replication must be in [0, 1]");
     if (!(c.loss_check >= 0 && c.loss_check <= 1)) return fail("loss check fraction must be in [0, 1]");
     if (!(c.audit >= 0 && c.audit <= 1)) return fail("audit fraction must be in [0, 1]");
-    if (c.audit_by != "server" && c.audit_by != "volunteers") return fail("audit by must be server or volunteers");
+    if (!by_known(c.audit_by) || !by_known(c.check_by)) return fail("audit by, check by must be server or volunteers");
     if (!(c.replica_tolerance > 0) || !(c.loss_tolerance >= 0) || !(c.norm_bound > 1))
         return fail("replica tolerance must be > 0, loss tolerance >= 0, norm bound > 1");
     if (!(c.norm_floor >= 0 && c.norm_floor < 1)) return fail("norm floor must be in [0, 1)");

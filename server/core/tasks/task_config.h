@@ -129,6 +129,10 @@ struct TaskConfig {
     // trajectories compared as replicas' are (the server replays kept units, and results whose
     // twin never came).
     std::string audit_by = "server";
+    // Who evaluates a result drawn for the loss checks (docs/operations.md, "Loss-check units"):
+    // "server", or "volunteers": a trusted volunteer, as a unit of its own, whose answer the
+    // server checks on a sample of its rows (the server checks a result nobody answers for).
+    std::string check_by = "server";
     std::int64_t check_samples = 128;        // samples of each loss check's evaluations
     double loss_tolerance = 0.1;             // relative: L(θ+Δ) ≤ L(θ)·(1 + tol)
     double norm_bound = 5.0;                 // ‖Δ‖ ≤ k · median of recent accepted norms (per step)

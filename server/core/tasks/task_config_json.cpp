@@ -86,6 +86,7 @@ boost::json::object issuing_and_checks_json(const TaskConfig& c) {
             {"loss_check", c.loss_check},
             {"audit", c.audit},
             {"audit_by", c.audit_by},
+            {"check_by", c.check_by},
             {"loss_tolerance", c.loss_tolerance},
             {"norm_bound", c.norm_bound},
             {"check_samples", c.check_samples},
@@ -279,6 +280,7 @@ void read_check_fields(JsonObjectReader& r, TaskConfig& c) {
     c.loss_check = r.number("loss_check", 0, 1);
     if (r.has("audit")) c.audit = r.number("audit", 0, 1);  // tasks stored before audits: none
     if (r.has("audit_by")) c.audit_by = r.one_of("audit_by", {"server", "volunteers"});
+    if (r.has("check_by")) c.check_by = r.one_of("check_by", {"server", "volunteers"});
     c.loss_tolerance = r.number("loss_tolerance", 0, 100);
     c.norm_bound = r.number("norm_bound", 0, 1e9);
     // Tasks created before the contribution checks existed get their defaults.

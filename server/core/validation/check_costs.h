@@ -16,6 +16,7 @@ struct CheckCosts {
     std::atomic<double> own_samples{0};  // the proof of training
     std::atomic<double> commitments{0};  // the commitments' identity and opening loss
     std::atomic<double> audit{0};        // replaying units (replay_audit.h)
+    std::atomic<double> spot{0};         // loss-check units' reports, checked on a sample of rows
     std::atomic<std::int64_t> results{0};
     std::atomic<std::int64_t> loss_checked{0};
     std::atomic<std::int64_t> audited{0};      // replayed

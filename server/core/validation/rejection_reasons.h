@@ -25,6 +25,9 @@ constexpr std::string_view kCommitmentMismatch = "commitment_mismatch";
 constexpr std::string_view kOpeningLossMismatch = "opening_loss_mismatch";
 constexpr std::string_view kAuditFailed = "audit_failed";
 constexpr std::string_view kMomentsWithheld = "moments_withheld";
+// A loss-check unit's report that the server's own measurement of a sample of its rows
+// contradicts, or that does not parse (docs/operations.md, "Loss-check units").
+constexpr std::string_view kCheckMismatch = "check_mismatch";
 constexpr std::string_view kNormTooLarge = "norm_too_large";
 constexpr std::string_view kNormTooSmall = "norm_too_small";
 constexpr std::string_view kCopied = "copied";
@@ -41,10 +44,10 @@ constexpr std::string_view kTooStale = "too_stale";
 
 // Every reason, in the order above.
 // clang-format off
-constexpr std::array<std::string_view, 23> kAll = {
+constexpr std::array<std::string_view, 24> kAll = {
     kDeadlinePassed, kWrongBaseVersion, kEncodingMismatch, kTooLarge, kHashMismatch,
     kUndecodable, kShapeMismatch, kNonFinite, kEmptyDelta, kCommitmentMismatch, kOpeningLossMismatch, kAuditFailed,
-    kMomentsWithheld,
+    kMomentsWithheld, kCheckMismatch,
     kNormTooLarge, kNormTooSmall, kCopied, kMisaligned, kNoImprovement, kLossIncrease,
     kReplicaMismatch, kReplicaUnresolved, kWorkUnitRetired, kTooStale};
 // clang-format on

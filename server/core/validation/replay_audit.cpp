@@ -66,6 +66,19 @@ std::string metrics_asking_moments(const AssignmentRecord& a, const std::string&
     return boost::json::serialize(metrics);
 }
 
+std::optional<std::int64_t> check_wait_end(const AssignmentRecord& a) {
+    auto metrics = metrics_of(a);
+    const auto* field = metrics.if_contains("check_until");
+    if (field == nullptr || !field->is_int64()) return std::nullopt;
+    return field->as_int64();
+}
+
+std::string metrics_asking_check(const AssignmentRecord& a, std::int64_t until) {
+    auto metrics = metrics_of(a);
+    metrics["check_until"] = until;
+    return boost::json::serialize(metrics);
+}
+
 HeldFlag held_flag(const AssignmentRecord& a) {
     auto metrics = metrics_of(a);
     auto number = [&](std::string_view key) -> std::optional<double> {

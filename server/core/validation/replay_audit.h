@@ -49,6 +49,10 @@ bool asked_for_a_flag(const AssignmentRecord& assignment);
 // its loss checks measured, if they ran (`flag_gain_per_step`, `flag_full_rate_steps`).
 std::string metrics_asking_moments(const AssignmentRecord& assignment, const std::string& flagged,
                                    const CheckFigures& figures, std::int64_t now);
+// A result drawn for the loss checks in a task whose volunteers evaluate them waits for a
+// loss-check unit's answer until the metrics' `check_until` (none: it was not held for one).
+std::optional<std::int64_t> check_wait_end(const AssignmentRecord& assignment);
+std::string metrics_asking_check(const AssignmentRecord& assignment, std::int64_t until);
 // What a held result's flag left for its second validation, once its moments came: the flag
 // and the gain its loss checks measured. A replay that agrees overrules the flag and skips the
 // loss checks, so without these the flag would go uncounted and the gain would never join the

@@ -42,13 +42,6 @@ Verdict refuse(std::string_view reason, std::string detail, Verdict verdict = {}
     return verdict;
 }
 
-common::NamedTensors applied(const common::NamedTensors& base, const common::NamedTensors& delta) {
-    auto sum = base;
-    for (std::size_t i = 0; i < sum.size(); ++i)
-        for (std::size_t j = 0; j < sum[i].values.size(); ++j) sum[i].values[j] += delta[i].values[j];
-    return sum;
-}
-
 }  // namespace
 
 common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
@@ -89,8 +82,13 @@ common::Result<Verdict> ResultChecks::run(const AssignmentRecord& a, const TaskV
     if (plan.audit && verdict.reason != reason::kCopied)
         if (auto settled = settle_by_replay(a, unit, model, committed, true, verdict); !settled) return settled.error();
     if (verdict.reason.empty() && plan.loss_check && !verdict.audited) {
-        ++costs_.loss_checked;
-        if (auto status = loss_checks(a, task, unit, model, delta, suspended, verdict); !status) return status.error();
+        if (plan.check_by_volunteers && plan.answered == nullptr) {
+            verdict.wants_check = true;  // held for a loss-check unit's answer, whose check reads it decoded
+            results_.keep_decoded(a.id, std::move(*decoded));
+            return verdict;
+        }
+        if (auto status = planned_loss_checks(a, task, unit, model, delta, suspended, plan, verdict); !status)
+            return status.error();
     }
     // A statistical check's flag replays the result where the plan says, and the replay decides.
     if (!plan.audit && plan.audit_flags && is_statistical(verdict.reason))
@@ -248,22 +246,43 @@ common::Result<bool> ResultChecks::cheap_checks(const AssignmentRecord& a, const
                           : ""));
 }
 
+common::Status ResultChecks::planned_loss_checks(const AssignmentRecord& a, const TaskView& task,
+                                                 const common::WorkUnit& unit, const common::NamedTensors& base,
+                                                 const common::NamedTensors& delta,
+                                                 const std::set<std::string>& suspended, const CheckPlan& plan,
+                                                 Verdict& verdict) {
+    auto unjudged = verdict;
+    if (plan.answered == nullptr) ++costs_.loss_checked;
+    if (auto status = loss_checks(a, task, unit, base, delta, suspended, verdict, plan.answered); !status)
+        return status;
+    if (plan.answered == nullptr ||
+        (verdict.reason != reason::kLossIncrease && verdict.reason != reason::kNoImprovement))
+        return {};
+    // The server's final say: a checker's figures refuse nothing until the server's agree.
+    verdict = std::move(unjudged);
+    ++costs_.loss_checked;
+    return loss_checks(a, task, unit, base, delta, suspended, verdict, nullptr);
+}
+
 common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskView& task, const common::WorkUnit& unit,
                                          const common::NamedTensors& base, const common::NamedTensors& delta,
-                                         const std::set<std::string>& suspended, Verdict& verdict) {
+                                         const std::set<std::string>& suspended, Verdict& verdict,
+                                         const common::LossReport* answered) {
     verdict.loss_checked = true;
-    auto after = applied(base, delta);
+    auto after = answered ? common::NamedTensors() : applied(base, delta);
     auto steps = full_rate_steps_of(unit);
 
     // Held-out data first: the base model's losses are cached per model, so it costs one evaluation
     // (two for a unit based on its volunteer's own catch-up reconstruction).
     auto started = SteadyClock::now();
-    auto before = held_out_base_losses(a.task_id, unit.model_blob.sha256, base, task.config.check_samples);
+    auto before = answered ? common::Result<std::vector<double>>(answered->held_out_before)
+                           : held_out_base_losses(a.task_id, unit.model_blob.sha256, base, task.config.check_samples);
     if (!before) return before.error();
     auto pool = probes_.of(a.task_id);
     if (!pool) return pool.error();
-    auto held_out = (*pool)->check_losses(after, task.config.check_samples);
-    add_seconds(costs_.held_out, started);
+    auto held_out = answered ? common::Result<SampleLosses>(answered->held_out_after)
+                             : (*pool)->check_losses(after, task.config.check_samples);
+    if (!answered) add_seconds(costs_.held_out, started);
     if (!held_out) return held_out.error();
     auto change = paired_change(*before, *held_out);
     if (!change) return change.error();
@@ -280,8 +299,10 @@ common::Status ResultChecks::loss_checks(const AssignmentRecord& a, const TaskVi
 
     // Proof of training: the loss on the samples the unit trained on first, before and after.
     started = SteadyClock::now();
-    auto own = (*pool)->losses_on_assigned({&base, &after}, assigned_samples(unit, task.config.check_samples));
-    add_seconds(costs_.own_samples, started);
+    auto own = answered
+                   ? common::Result<std::vector<SampleLosses>>({answered->own_before, answered->own_after})
+                   : (*pool)->losses_on_assigned({&base, &after}, assigned_samples(unit, task.config.check_samples));
+    if (!answered) add_seconds(costs_.own_samples, started);
     if (!own) return own.error();
     auto own_change = paired_change((*own)[0], (*own)[1]);
     if (!own_change) return own_change.error();

@@ -26,6 +26,7 @@
 #include "copy_detector.h"
 #include "model_cache.h"
 #include "model_probe.h"
+#include "loss_report.h"
 #include "protocol.h"
 #include "replay_audit.h"
 #include "result_files.h"
@@ -54,6 +55,9 @@ struct Verdict {
     // Flagged by a statistical check (`reason`, `detail`) and replayable once its volunteer
     // sends the kept moments its unit resumed: held for them instead of refused.
     bool wants_moments = false;
+    // Passed the other checks and drawn for the loss checks in a task whose volunteers evaluate
+    // them: held for a loss-check unit's answer (CheckPlan::answered).
+    bool wants_check = false;
 };
 
 // Which checks beyond the cheap ones a result gets.
@@ -68,6 +72,11 @@ struct CheckPlan {
     // A statistical check's refusal replays the result instead, where it can be replayed, and
     // the replay decides (docs/operations.md, "Flags settled by replays").
     bool audit_flags = false;
+    // The loss checks by a loss-check unit (docs/operations.md, "Loss-check units"): without an
+    // answer the verdict `wants_check`; with one, its losses stand in for the server's, save
+    // for a refusal, which the server measures for itself before it stands.
+    bool check_by_volunteers = false;
+    const common::LossReport* answered = nullptr;
 };
 
 // The checks that judge a result by comparing it with others (norms, alignment, losses), whose
@@ -101,6 +110,14 @@ public:
     // no volunteer computed in time): its verdict names only the audit's refusal.
     common::Result<Verdict> audit_alone(const AssignmentRecord& assignment, const TaskView& task,
                                         const common::WorkUnit& unit, std::optional<common::Commitments> commitments);
+    // A loss-check unit's report on the result of `assignment` (result_checks_spot.cpp): its
+    // lengths those the server's checks would evaluate, and kSpotRows rows of each of its four
+    // arrays (drawn from `seed`) recomputed at the CPU's tolerance. "" when it agrees, else what
+    // differs. An error is the server's (the result's file gone, a probe).
+    static constexpr std::size_t kSpotRows = 16;
+    common::Result<std::string> spot_check(const AssignmentRecord& assignment, const TaskView& task,
+                                           const common::WorkUnit& unit, const common::LossReport& report,
+                                           std::uint64_t seed);
 
 private:
     // A result's commitments as read once, and whether its manifest named a CPU (the tolerances).
@@ -135,9 +152,17 @@ private:
     common::Result<bool> cheap_checks(const AssignmentRecord& assignment, const TaskView& task,
                                       const common::WorkUnit& unit, const common::NamedTensors& delta,
                                       const CheckPlan& plan, const std::set<std::string>& suspended, Verdict& verdict);
+    // With `answered`, a loss-check unit's losses in place of the server's evaluations.
     common::Status loss_checks(const AssignmentRecord& assignment, const TaskView& task, const common::WorkUnit& unit,
                                const common::NamedTensors& base, const common::NamedTensors& delta,
-                               const std::set<std::string>& suspended, Verdict& verdict);
+                               const std::set<std::string>& suspended, Verdict& verdict,
+                               const common::LossReport* answered);
+    // The loss checks as the plan asks: by the server, or by an answer the server overrules
+    // only by its own measurement.
+    common::Status planned_loss_checks(const AssignmentRecord& assignment, const TaskView& task,
+                                       const common::WorkUnit& unit, const common::NamedTensors& base,
+                                       const common::NamedTensors& delta, const std::set<std::string>& suspended,
+                                       const CheckPlan& plan, Verdict& verdict);
     // The base model's per-sample held-out losses (cached for the newest model asked).
     common::Result<std::vector<double>> held_out_base_losses(const std::string& task_id,
                                                              const std::string& model_sha256,

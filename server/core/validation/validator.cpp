@@ -58,7 +58,7 @@ bool Validator::draw(double chance) {
     return std::uniform_real_distribution<double>(0, 1)(rng_) < chance;
 }
 
-common::Status Validator::validate(const std::string& assignment_id) {
+common::Status Validator::validate(const std::string& assignment_id, const common::LossReport* answered) {
     auto found = store_.result_context(assignment_id, clock_() - kVolunteerActiveWindowS,
                                        std::string(StallGuard::kSettingPrefix));
     if (!found) return found.error();
@@ -71,6 +71,7 @@ common::Status Validator::validate(const std::string& assignment_id) {
     const auto& unit = context.unit;
     if (unit.state == WorkUnitState::Retired)
         return reject(a, *task, reason::kWorkUnitRetired, "the work unit failed too often and was retired");
+    if (!unit.checks.empty()) return settle_check_answer(a, *task, unit);
     const auto concurrency = std::max<std::int64_t>(1, context.task_volunteers);
     if (auto stale = too_stale(a, *task, concurrency); !stale.empty())
         return reject(a, *task, reason::kTooStale, stale);
@@ -88,7 +89,12 @@ common::Status Validator::validate(const std::string& assignment_id) {
     const auto asked = audit_asked(a);
     auto waiting = waits_for_moments(a, asked);
     if (!waiting || *waiting) return waiting ? common::Status() : common::Status(waiting.error());
+    bool checked_by_server = false;
+    auto held = waits_for_check(a, answered != nullptr, checked_by_server);
+    if (!held || *held) return held ? common::Status() : common::Status(held.error());
     auto plan = plan_checks(a, task->config, context);
+    plan.check_by_volunteers = plan.check_by_volunteers && !checked_by_server;
+    plan.answered = answered;
     const bool warm_up = plan.warm_up;
     auto verdict = checks_.run(a, *task, *sent, plan, suspended);
     if (!verdict) return verdict.error();
@@ -97,6 +103,7 @@ common::Status Validator::validate(const std::string& assignment_id) {
                             {a.base_version, a.returned_at.value_or(clock_())}, warm_up);
     };
     if (verdict->wants_moments && is_statistical(verdict->reason)) return ask_for_moments(a, *verdict);
+    if (verdict->wants_check) return ask_for_check(a, *task, unit);
     if (!verdict->reason.empty()) {
         // Refused for its direction alone, a result still says where the model descends now: it
         // joins the consensus, so that one formed before the model turned gives way to the
@@ -105,17 +112,24 @@ common::Status Validator::validate(const std::string& assignment_id) {
         return reject(a, *task, verdict->reason, verdict->detail, verdict->figures);
     }
     note_direction();
-    if (verdict->audited) carry_held_flag(a, *verdict);
-    if (auto status = note_passed(a, *verdict); !status) return status;
+    return settle_passed(a, *task, context, *verdict, {asked, concurrency});
+}
+
+common::Status Validator::settle_passed(const AssignmentRecord& a, const TaskView& task, const ResultContext& context,
+                                        Verdict& verdict, std::pair<std::string, std::int64_t> asked_and_concurrency) {
+    const auto& unit = context.unit;
+    const auto& [asked, concurrency] = asked_and_concurrency;
+    if (verdict.audited) carry_held_flag(a, verdict);
+    if (auto status = note_passed(a, verdict); !status) return status;
     // A result the server replayed for a flag needs no twin.
-    const bool twin_from_moments = twinned_from_moments(a, task->config, unit, results_);
+    const bool twin_from_moments = twinned_from_moments(a, task.config, unit, results_);
     bool refused = false;
-    auto twin = !verdict->audited && unit.replicas == 1 && (asked == "twin" || twin_from_moments)
-                    ? twin_drawn(a, *task, twin_from_moments, refused)
+    auto twin = !verdict.audited && unit.replicas == 1 && (asked == "twin" || twin_from_moments)
+                    ? twin_drawn(a, task, twin_from_moments, refused)
                     : common::Result<bool>(false);
     if (!twin || refused) return twin ? common::Status() : common::Status(twin.error());
-    if (*twin || unit.replicas > 1) return settle_replicas(a, *task, verdict->figures);
-    auto accepted = accept(a, *task, verdict->figures, true, {&*context.client, &unit, concurrency});
+    if (*twin || unit.replicas > 1) return settle_replicas(a, task, verdict.figures);
+    auto accepted = accept(a, task, verdict.figures, true, {&*context.client, &unit, concurrency});
     return accepted ? common::Status() : common::Status(accepted.error());
 }
 
@@ -173,6 +187,9 @@ CheckPlan Validator::plan_checks(const AssignmentRecord& a, const TaskConfig& co
     plan.warm_up = config.target_seconds > 0 && !context.returned_before;
     // A quarantined volunteer's flags are refused as they stand: no replay for each upload.
     plan.audit_flags = config.audit > 0 && !context.client->quarantined;
+    // Held for a loss-check unit, a result is loss-checked whatever this validation's draw says.
+    plan.loss_check = plan.loss_check || check_wait_end(a).has_value();
+    plan.check_by_volunteers = checks_by_volunteers(config);
     return plan;
 }
 
@@ -277,7 +294,7 @@ common::Status Validator::reject(const AssignmentRecord& a, const TaskView& task
     // A failed replay audit is no statistical verdict: it quarantines at once, and the credit of
     // the volunteer's results since its last clean audit is withdrawn (the event lists them).
     std::string why_quarantined;
-    if (why == reason::kAuditFailed) {
+    if (why == reason::kAuditFailed || why == reason::kCheckMismatch) {
         boost::json::object failed{{"assignment_id", a.id}, {"client_id", a.client_id}, {"detail", detail}};
         if (auto status = store_.add_event("audit_failed", boost::json::serialize(failed), clock_()); !status)
             return status;

@@ -48,7 +48,7 @@ public:
 
     // Runs the checks now, on the calling thread (the validation stage calls it for the results
     // this process claimed: validation_stage.h).
-    common::Status validate(const std::string& assignment_id);
+    common::Status validate(const std::string& assignment_id) { return validate(assignment_id, nullptr); }
     // Accepts a validated result whose replica never came back (it is merged alone; an audit
     // twin's is replayed by the server first).
     common::Status accept_alone(const AssignmentRecord& assignment);
@@ -57,8 +57,33 @@ public:
     bool draw(double chance);
     // 1 credit = 1000 training samples of an accepted result.
     static double credit_for(const TaskConfig& config, std::int64_t local_steps);
+    // A loss-check unit's answer earns a training sample's credit for about this many forward
+    // passes (a training step's forward, backward and update cost about three).
+    static constexpr double kForwardPassesPerSample = 3;
+    // How long a result drawn for a loss-check unit waits for its answer (that unit's deadline is
+    // no longer: scheduler_checks.cpp); then the server checks it itself.
+    static constexpr std::int64_t kCheckWaitS = 600;
 
 private:
+    // `answered`: a loss-check unit's report on this result, checked already (validator_checks.cpp).
+    common::Status validate(const std::string& assignment_id, const common::LossReport* answered);
+    // Loss-check units (validator_checks.cpp). Whether the task's loss checks go to volunteers
+    // (not with catch-up patches: a unit's base may be its volunteer's own reconstruction).
+    static bool checks_by_volunteers(const TaskConfig& config);
+    // A result held for a loss-check unit's answer that has not come, within the wait: held
+    // again (true). Once the wait is over, or the unit retired, `by_server` says the server
+    // checks it itself.
+    common::Result<bool> waits_for_check(const AssignmentRecord& assignment, bool answered, bool& by_server);
+    // The result's loss-check unit made (its file and the task's held-out shard as blobs) and
+    // the result held for its answer.
+    common::Status ask_for_check(const AssignmentRecord& assignment, const TaskView& task, const WorkUnitRecord& unit);
+    // A loss-check unit's answer: checked on a sample of its rows, then confirmed with credit
+    // and the held result validated with it, or refused `check_mismatch` (as a failed audit)
+    // and the result checked by the server.
+    common::Status settle_check_answer(const AssignmentRecord& answer, const TaskView& task,
+                                       const WorkUnitRecord& unit);
+    // The task's held-out shard as a blob (put once per dataset).
+    common::Result<common::BlobRef> held_out_blob(const TaskConfig& config);
     // Replicas i < j of a unit compared, by their indices among its validated results.
     using Comparisons = std::map<std::pair<std::size_t, std::size_t>, ReplicaComparison>;
 
@@ -100,6 +125,10 @@ private:
                                 bool merge, ResultReadings known = {});
     common::Status reject(const AssignmentRecord& assignment, const TaskView& task, std::string_view reason,
                           const std::string& detail, const CheckFigures& figures = {});
+    // A result that passed the checks: an audit twin made, its replicas compared, or accepted.
+    // With what its upload drew for an audit (audit_asked) and the task's concurrency.
+    common::Status settle_passed(const AssignmentRecord& assignment, const TaskView& task, const ResultContext& context,
+                                 Verdict& verdict, std::pair<std::string, std::int64_t> asked_and_concurrency);
     // The events a passed result's verdict calls for: its audit passed, flagged, checks waived.
     common::Status note_passed(const AssignmentRecord& assignment, const Verdict& verdict);
     // A result whose moments were asked for and have not come, within the wait: held until
@@ -129,8 +158,9 @@ private:
     Doorbell& accepted_;               // rung for each result accepted for merging (aggregator_election.h reads them)
     TaskConfigCache configs_;
     KeyedMutex replica_locks_;         // a replicated unit is settled by one thread at a time
-    std::mutex mutex_;                 // guards rng_
+    std::mutex mutex_;                 // guards rng_ and held_out_blobs_
     std::mt19937_64 rng_;
+    std::map<std::string, common::BlobRef> held_out_blobs_;  // by dataset directory
 };
 
 }  // namespace tessera::server
