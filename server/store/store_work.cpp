@@ -325,6 +325,15 @@ common::Result<bool> WorkStore::create_check_unit(const WorkUnitRecord& unit) {
     });
 }
 
+common::Result<bool> WorkStore::check_blob_in_use(const std::string& sha256) {
+    return reading([&]() -> common::Result<bool> {
+        // A hash is hex: nothing in it is a LIKE wildcard.
+        Statement query(db(), "SELECT 1 FROM work_units WHERE state = 'open' AND check_spec LIKE ? LIMIT 1");
+        query.bind(1, "%" + sha256 + "%");
+        return query.step();
+    });
+}
+
 common::Status WorkStore::retire_open_unit(const std::string& id) {
     return guarded([&]() -> common::Status {
         Transaction transaction(db());

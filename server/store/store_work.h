@@ -65,6 +65,8 @@ public:
     // `checks_client` set, trusted volunteers only, one replica, no assignment yet (shards not
     // counted as used). False when a unit of its id exists already.
     common::Result<bool> create_check_unit(const WorkUnitRecord& unit);
+    // Whether an open loss-check unit names the blob `sha256` (as its result or held-out shard).
+    common::Result<bool> check_blob_in_use(const std::string& sha256);
     // Retires a unit if it is open (a loss-check unit whose result was judged without it).
     common::Status retire_open_unit(const std::string& id);
 

@@ -16,8 +16,8 @@ using namespace tessera;
 using namespace tessera::bench;
 
 TEST_CASE("the new attack classes parse by name, and honest_units spaces a volunteer's attacks") {
-    for (const char* name :
-         {"scaled_3", "fewer_steps", "other_shards", "stale_base", "copy", "old_replay", "no_clip", "no_drop"}) {
+    for (const char* name : {"scaled_3", "fewer_steps", "other_shards", "stale_base", "copy", "old_replay", "no_clip",
+                             "no_drop", "lying_checker"}) {
         auto attack = attack_from_name(name);
         REQUIRE_MESSAGE(attack.has_value(), name);
         CHECK(attack_name(*attack) == name);
@@ -92,4 +92,31 @@ TEST_CASE("copies and old replays are sent after an honest streak, counted by at
     for (const auto& [attack, outcome] : result->attacks)
         hostile_units += attack == "none" || attack == "cover" ? 0 : outcome.returned;
     CHECK(hostile_units < result->attacks["none"].returned + result->attacks["cover"].returned);
+}
+
+TEST_CASE("a lying checker's answers are refused check_mismatch and quarantine it; no honest result is refused") {
+    testing::TempDir dir;
+    testing::write_synthetic_dataset(dir.path() / "data", 3);
+    auto config = server::default_task_config(dir.path() / "data", server::PolicyKind::FedAsync, "dit-tiny").value();
+    config.local_steps = 4;
+    config.batch_size = 8;
+    config.target_seconds = 0;
+    config.replication = 0;
+    config.eval_samples = 64;
+    config.loss_check = 1;
+    config.check_by = "volunteers";
+    config.trust_streak = 0;
+    FleetSpec spec;
+    spec.seed = 5;
+    spec.groups = {{"gpu", 2, 20, 100, 100, 20, 20, {}, Attack::None, 0},
+                   {"liar", 1, 20, 100, 100, 20, 20, {}, Attack::LyingChecker, 0}};
+    auto result = simulate_fleet(config, expand_fleet(spec), small_settings("fedasync", 480), dir.path() / "sim");
+    REQUIRE_MESSAGE(result.ok(), result.message());
+    // Its first lie is caught and quarantines it: a quarantined volunteer is sent no more checks.
+    CHECK(result->attacks["lying_checker"].returned >= 1);
+    CHECK(result->attacks["lying_checker"].refused["check_mismatch"] == result->attacks["lying_checker"].returned);
+    CHECK(result->attacks["loss_check"].returned >= 1);  // the honest volunteers' answers
+    CHECK(result->attacks["loss_check"].refused.empty());
+    CHECK(result->attacks["none"].refused.empty());
+    CHECK(result->attacks["none"].merged >= 1);
 }

@@ -26,7 +26,7 @@ std::string outcome_of(server::Store& store, const std::string& id, const Issued
     if (!record || !*record) return "unknown";
     switch ((*record)->state) {
         case AssignmentState::Merged: return "merged";
-        case AssignmentState::Confirmed: return "replica";
+        case AssignmentState::Confirmed: return issued.samples == 0 ? "check_answered" : "replica";
         case AssignmentState::Accepted: return "buffered";
         case AssignmentState::Validated: return "awaiting_replica";
         case AssignmentState::Returned: return "returned";

@@ -138,6 +138,7 @@ void fill_check_costs(RunSummary& row, const RunResult& run) {
     if (cost.training_s > 0) row.audit_vs_training = (cost.audit_s + cost.audit_twin_s) / cost.training_s;
     if (cost.training_s > 0) row.twin_vs_training = cost.audit_twin_s / cost.training_s;
     if (cost.training_s > 0) row.loss_check_vs_training = (cost.loss_check_s + cost.check_unit_s) / cost.training_s;
+    if (cost.training_s > 0) row.check_unit_vs_training = cost.check_unit_s / cost.training_s;
     if (cost.training_s > 0) row.replica_vs_training = cost.replica_s / cost.training_s;
     if (cost.training_s > 0)
         row.all_checks_vs_training = (cost.check_s + by_volunteers + cost.replica_s) / cost.training_s;
@@ -286,7 +287,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
            "check_ms_per_result,loss_checked_share,check_share,check_vs_training,gain_p10,gain_median,gain_p90,"
            "calibration_gain,mb_shards_per_unit,transfer_share,patched_share,state_mb_max,state_mb_end,loss_vs_ddp,"
            "unhidden_share,commitment_vs_training,audit_vs_training,audited_share,unauditable_share,twin_vs_training,"
-           "loss_check_vs_training,replica_vs_training,all_checks_vs_training,overruled_share\n";
+           "loss_check_vs_training,replica_vs_training,all_checks_vs_training,overruled_share,check_unit_vs_training\n";
     for (const auto& r : rows)
         out << r.name << "," << r.fleet << "," << r.volunteers << "," << (r.budget_reached ? 1 : 0) << "," << r.samples
             << "," << r.samples_run << "," << format("%.6f", r.final_loss) << ","
@@ -309,7 +310,7 @@ common::Status write_summary_csv(const std::filesystem::path& path, const std::v
             << format("%.4f", r.audited_share) << "," << format("%.4f", r.unauditable_share) << ","
             << format("%.4f", r.twin_vs_training) << "," << format("%.4f", r.loss_check_vs_training) << ","
             << format("%.4f", r.replica_vs_training) << "," << format("%.4f", r.all_checks_vs_training) << ","
-            << format("%.4f", r.overruled_share) << "\n";
+            << format("%.4f", r.overruled_share) << "," << format("%.4f", r.check_unit_vs_training) << "\n";
     out.close();
     if (!out) return common::make_error("cannot write " + path.string());
     return {};
@@ -351,7 +352,8 @@ void print_summary(std::ostream& out, const std::vector<RunSummary>& rows, doubl
                 << format("%.1f", 100 * r.check_share) << " % of the server's checks + merges, "
                 << format("%.1f", 100 * r.check_vs_training) << " % of the training time they verify (commitments "
                 << format("%.1f", 100 * r.commitment_vs_training) << " %, loss checks "
-                << format("%.1f", 100 * r.loss_check_vs_training) << " %, replay audits "
+                << format("%.1f", 100 * r.loss_check_vs_training) << " % (by volunteers "
+                << format("%.1f", 100 * r.check_unit_vs_training) << " %), replay audits "
                 << format("%.1f", 100 * r.audit_vs_training) << " % (by volunteers "
                 << format("%.1f", 100 * r.twin_vs_training) << " %) for " << format("%.1f", 100 * r.audited_share)
                 << " % of results replayed (" << format("%.1f", 100 * r.overruled_share)

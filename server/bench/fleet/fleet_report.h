@@ -49,6 +49,7 @@ struct RunSummary {
     double audit_vs_training = 0;       // the replay audits alone (server's and twins') / that training
     double twin_vs_training = 0;        // the audit twins' training by volunteers / that training
     double loss_check_vs_training = 0;  // the loss checks alone / that training
+    double check_unit_vs_training = 0;  // of them, the loss-check units' evaluations by volunteers
     double replica_vs_training = 0;     // replicas beyond each unit's first copy / that training
     // Every check: the server's, the audit twins' and the replicas' / the training they verify.
     double all_checks_vs_training = 0;

@@ -173,9 +173,23 @@ double compute_seconds(const common::WorkUnit& wu, double samples_per_s) {
     return static_cast<double>(wu.hyper.local_steps * wu.hyper.batch_size) / samples_per_s;
 }
 
-// How the run counts `wu`: by its attack (a loss-check unit by its label, training no samples).
+// The attack a volunteer makes of `wu`: a lying checker lies in loss-check units and trains
+// honestly; the others attack training units on their turn (no turn taken by a check).
+Attack attack_on(VolunteerState& v, const common::WorkUnit& wu) {
+    const bool lies = v.spec.attack == Attack::LyingChecker;
+    if (wu.check) return lies ? Attack::LyingChecker : Attack::None;
+    return lies ? Attack::None : v.next_attack();
+}
+
+// How the run counts `wu`: by its attack (an honest loss-check unit by its label), and its samples.
 Issued issued_of(const common::WorkUnit& wu, Attack attack, Attack volunteers_attack) {
-    if (wu.check) return {std::string(kLossCheckLabel), 0, wu.hyper.local_steps, 0, "", wu.base_version};
+    if (wu.check)
+        return {attack == Attack::None ? std::string(kLossCheckLabel) : std::string(attack_name(attack)),
+                0,
+                wu.hyper.local_steps,
+                0,
+                "",
+                wu.base_version};
     return {unit_label(attack, volunteers_attack),
             wu.hyper.local_steps * wu.hyper.batch_size,
             wu.hyper.local_steps,
@@ -206,7 +220,7 @@ common::Status Simulation::request(std::size_t i) {
     double down_bytes = model_bytes + shard_bytes;
     double download_s = transfer_seconds(down_bytes, v.spec.down_mbit);
     double compute_s = compute_seconds(wu, v.spec.samples_per_s);
-    auto attack = wu.check ? Attack::None : v.next_attack();  // a loss-check unit takes no turn of an attack
+    auto attack = attack_on(v, wu);
     auto issued = issued_of(wu, attack, v.spec.attack);
     HeldUnit held;
     held.unit = wu;

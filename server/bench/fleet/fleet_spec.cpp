@@ -37,6 +37,7 @@ constexpr AttackName kAttackNames[] = {
     {Attack::OldReplay, "old_replay"},
     {Attack::NoClip, "no_clip"},
     {Attack::NoDrop, "no_drop"},
+    {Attack::LyingChecker, "lying_checker"},
 };
 
 // Consumer GPU classes of the `home` preset, slowest first: share of the fleet and training

@@ -33,6 +33,9 @@ enum class Attack {
     OldReplay,    // its own delta of kReplayAge units before, sent again
     NoClip,       // trained without gradient clipping (a subtly wrong implementation)
     NoDrop,       // trained without dropping captions or labels for guidance (text tasks)
+    // A checker that passes whatever it is sent: its loss-check units' reports say every loss fell
+    // by a tenth (docs/operations.md, "Loss-check units"); it trains honestly.
+    LyingChecker,
 };
 constexpr std::int64_t kStaleVersions = 16;
 constexpr std::int64_t kReplayAge = 4;
@@ -41,8 +44,8 @@ std::optional<Attack> attack_from_name(std::string_view name);
 // How a unit is counted: by its attack, and an honest unit of a hostile volunteer (one of the
 // honest units between its attacks) as "cover", apart from honest volunteers' ("none").
 constexpr std::string_view kCoverUnit = "cover";
-// The label of a loss-check unit's assignment in the run's accounting (it is neither honest
-// training nor an attack).
+// The label of an honest loss-check unit's assignment in the run's accounting (it is neither
+// training nor an attack); a lying checker's are labelled by its attack.
 inline constexpr std::string_view kLossCheckLabel = "loss_check";
 
 inline std::string unit_label(Attack attack, Attack volunteers_attack) {

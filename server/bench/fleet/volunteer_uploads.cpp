@@ -10,6 +10,7 @@
 #include "optimizer_moments.h"
 #include "training/optimizer_state.h"
 #include "tensor_math.h"
+#include "loss_report.h"
 #include "result_upload.h"
 #include "training/loss_check_runner.h"
 #include "validator.h"
@@ -62,7 +63,7 @@ std::optional<common::Commitments> forged_commitments(std::optional<common::Comm
 }  // namespace
 
 common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::WorkUnit& unit, Attack attack) {
-    if (unit.check) return answer_check(v, unit);
+    if (unit.check) return answer_check(v, unit, attack);
     common::Bytes delta;
     common::TrainMetrics metrics;
     // What its training committed to; an upload changed afterwards sends forged ones, copies none.
@@ -105,7 +106,7 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
     return Upload{std::move(body), size, std::move(delta), std::move(moments_in)};
 }
 
-common::Result<Upload> UploadMaker::answer_check(const VolunteerState& v, const common::WorkUnit& unit) {
+common::Result<Upload> UploadMaker::answer_check(const VolunteerState& v, const common::WorkUnit& unit, Attack attack) {
     auto model = server_.model_file(unit);
     if (!model) return common::with_context("checking " + unit.wu_id, model.error());
     client::CheckInputs inputs{
@@ -114,6 +115,15 @@ common::Result<Upload> UploadMaker::answer_check(const VolunteerState& v, const 
     auto output = client::run_loss_check(unit, inputs, settings_.threads);
     if (!output) return common::with_context("checking " + unit.wu_id, output.error());
     check_unit_s_ += output->metrics.seconds;  // real seconds, before the virtual ones below
+    if (attack == Attack::LyingChecker) {      // every loss fell by a tenth: whatever it was sent passes
+        auto report = common::parse_loss_report(std::string(output->report.begin(), output->report.end()));
+        if (!report) return report.error();
+        for (std::size_t i = 0; i < report->own_after.size(); ++i) report->own_after[i] = 0.9 * report->own_before[i];
+        for (std::size_t i = 0; i < report->held_out_after.size(); ++i)
+            report->held_out_after[i] = 0.9 * report->held_out_before[i];
+        auto text = common::loss_report_bytes(*report);
+        output->report.assign(text.begin(), text.end());
+    }
     auto metrics = output->metrics;
     metrics.samples_per_s = v.spec.samples_per_s;
     metrics.seconds =

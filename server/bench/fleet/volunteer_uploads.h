@@ -96,8 +96,9 @@ private:
     // Adds a trained unit's real seconds to training, or to what checks cost: an audit twin's
     // all, a unit computed n times (n − 1) / n of each copy's.
     common::Status count_training(const common::WorkUnit& unit, double seconds);
-    // A loss-check unit's answer, as the client computes it (client/training/loss_check_runner.h).
-    common::Result<Upload> answer_check(const VolunteerState& v, const common::WorkUnit& unit);
+    // A loss-check unit's answer, as the client computes it (client/training/loss_check_runner.h),
+    // or a lying checker's.
+    common::Result<Upload> answer_check(const VolunteerState& v, const common::WorkUnit& unit, Attack attack);
     // A shard of the task that `unit` does not assign, among those units have named so far.
     std::string other_shard(const common::WorkUnit& unit) const;
     // What a copy (another volunteer's newest delivered delta) or an old replay (its own,

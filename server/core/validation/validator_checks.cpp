@@ -19,11 +19,15 @@ namespace {
 std::string check_unit_id(const std::string& assignment_id) { return "ck-" + assignment_id; }
 
 // The checked result's file as a blob, once its check is settled (the held-out shard stays).
-common::Status drop_result_blob(BlobStore& blobs, const WorkUnitRecord& check) {
+common::Status drop_result_blob(Store& store, BlobStore& blobs, const WorkUnitRecord& check) {
     auto spec = common::parse_json_strict(check.check_spec);
     auto parsed = spec ? common::loss_check_from_json(*spec) : common::Result<common::LossCheck>(spec.error());
     if (!parsed) return common::with_context("loss-check unit " + check.id, parsed.error());
-    return blobs.remove(parsed->result.sha256);
+    // Two results can be one file (a unit trained again on the same base, a copy): kept while an
+    // open unit names it.
+    auto in_use = store.check_blob_in_use(parsed->result.sha256);
+    if (!in_use) return in_use.error();
+    return *in_use ? common::Status() : blobs.remove(parsed->result.sha256);
 }
 
 }  // namespace
@@ -49,7 +53,7 @@ common::Result<bool> Validator::waits_for_check(const AssignmentRecord& a, bool 
     if (!*unit) return false;
     if (open)
         if (auto status = store_.retire_open_unit((*unit)->id); !status) return status.error();
-    if (auto status = drop_result_blob(blobs_, **unit); !status) return status.error();
+    if (auto status = drop_result_blob(store_, blobs_, **unit); !status) return status.error();
     return false;
 }
 
@@ -122,7 +126,7 @@ common::Status Validator::settle_check_answer(const AssignmentRecord& a, const T
         // Refused as a failed audit is, and the server checks the result itself.
         if (auto status = reject(a, task, reason::kCheckMismatch, refusal); !status) return status;
         if (auto status = store_.retire_open_unit(unit.id); !status) return status;
-        if (auto status = drop_result_blob(blobs_, unit); !status) return status;
+        if (auto status = drop_result_blob(store_, blobs_, unit); !status) return status;
         return validate(unit.checks, nullptr);
     }
     const double forward_passes = 2.0 * static_cast<double>(report->held_out_before.size() + report->own_before.size());
@@ -130,7 +134,7 @@ common::Status Validator::settle_check_answer(const AssignmentRecord& a, const T
     if (!confirmed) return confirmed.error();
     results_.remove(a.id);
     if (!*confirmed) return {};
-    if (auto status = drop_result_blob(blobs_, unit); !status) return status;
+    if (auto status = drop_result_blob(store_, blobs_, unit); !status) return status;
     return validate(unit.checks, &*report);
 }
 
