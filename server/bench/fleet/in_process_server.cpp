@@ -96,6 +96,7 @@ common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_
     auto outcome = core.volunteers().upload(client_id, spooled);
     if (!outcome || !moments) {
         core.wait_idle();
+        if (auto sent = send_awaited_moments(); !sent) return sent.error();
         return outcome;
     }
     if (outcome->moments_wanted)
@@ -107,8 +108,31 @@ common::Result<IntakeOutcome> InProcessServer::upload(const std::string& client_
     if (*held && core.volunteers().moments_wanted(**held)) {
         if (auto sent = send_moments(client_id, wu_id, *moments); !sent) return sent.error();
         core.wait_idle();
+    } else if (*held && (*held)->state == AssignmentState::Returned) {
+        awaiting_[wu_id] = {client_id, *moments};
     }
+    if (auto sent = send_awaited_moments(); !sent) return sent.error();
     return outcome;
+}
+
+common::Status InProcessServer::send_awaited_moments() {
+    auto& core = *parts_->core;
+    for (auto it = awaiting_.begin(); it != awaiting_.end();) {
+        auto held = core.store().assignment(it->first);
+        if (!held) return held.error();
+        if (!*held || (*held)->state != AssignmentState::Returned) {
+            it = awaiting_.erase(it);
+            continue;
+        }
+        if (!core.volunteers().moments_wanted(**held)) {
+            ++it;
+            continue;
+        }
+        if (auto sent = send_moments(it->second.client_id, it->first, it->second.moments); !sent) return sent;
+        core.wait_idle();
+        it = awaiting_.erase(it);
+    }
+    return {};
 }
 
 common::Status InProcessServer::send_moments(const std::string& client_id, const std::string& wu_id,
@@ -127,6 +151,9 @@ common::Status InProcessServer::send_moments(const std::string& client_id, const
 
 common::Result<TickReport> InProcessServer::tick() {
     auto report = parts_->core->transitioner().tick();
+    // Results whose hold ended (a loss-check unit nobody answered in time) are validated again,
+    // as the validation stage's poller does.
+    if (auto polled = parts_->core->validation().poll(); !polled) return polled.error();
     parts_->core->wait_idle();
     if (report && !report->task_errors.empty()) return common::make_error("transitioner: " + report->task_errors.front());
     return report;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -81,6 +82,14 @@ private:
     explicit InProcessServer(std::unique_ptr<Parts> parts);
     // POST /api/v1/results/moments of `moments` for unit `wu_id`, refused or not an error.
     common::Status send_moments(const std::string& client_id, const std::string& wu_id, const ReplayMoments& moments);
+    // The moments of results still held (for a loss-check unit's answer), sent once one is
+    // flagged and asks for them, as a volunteer polling its result's status sends them.
+    common::Status send_awaited_moments();
+    struct Awaiting {
+        std::string client_id;
+        ReplayMoments moments;
+    };
+    std::map<std::string, Awaiting> awaiting_;  // by wu_id
     std::unique_ptr<Parts> parts_;
 };
 
