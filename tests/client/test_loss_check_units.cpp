@@ -132,6 +132,19 @@ TEST_CASE("a forged answer is refused as a failed audit and the server checks th
     CHECK(rejection_of(server, next.wu_id) == reason::kCheckMismatch);
     CHECK(refusal_of(server, next.wu_id).find("the report does not parse") != std::string::npos);
     CHECK(state_of(server, second.wu.wu_id) == "merged");
+    // A report of fewer rows than the check asked for, every loss true, is refused too.
+    auto third = train_unit(server, alice);
+    upload(server, alice, third, third.output.commitments);
+    TestVolunteer erin(server, "erin");
+    auto short_check = erin.request_work().value();
+    REQUIRE(short_check.check);
+    REQUIRE(answer(server, erin, short_check, [](common::LossReport& r) {
+                r.own_before.pop_back();
+                r.own_after.pop_back();
+            }).status == 200);
+    CHECK(rejection_of(server, short_check.wu_id) == reason::kCheckMismatch);
+    CHECK(refusal_of(server, short_check.wu_id).find("the check asked for") != std::string::npos);
+    CHECK(state_of(server, third.wu.wu_id) == "merged");
 }
 
 TEST_CASE("a result nobody answers for is checked by the server; an old client gets no loss-check unit") {
