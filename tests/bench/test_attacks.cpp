@@ -15,6 +15,22 @@
 using namespace tessera;
 using namespace tessera::bench;
 
+namespace {
+
+// A dit-tiny task of small units on a synthetic dataset written into `dir`, nothing replicated.
+server::TaskConfig small_task(const testing::TempDir& dir) {
+    testing::write_synthetic_dataset(dir.path() / "data", 3);
+    auto config = server::default_task_config(dir.path() / "data", server::PolicyKind::FedAsync, "dit-tiny").value();
+    config.local_steps = 4;
+    config.batch_size = 8;
+    config.target_seconds = 0;
+    config.replication = 0;
+    config.eval_samples = 64;
+    return config;
+}
+
+}  // namespace
+
 TEST_CASE("the new attack classes parse by name, and honest_units spaces a volunteer's attacks") {
     for (const char* name : {"scaled_3", "fewer_steps", "other_shards", "stale_base", "copy", "old_replay", "no_clip",
                              "no_drop", "lying_checker"}) {
@@ -64,13 +80,7 @@ TEST_CASE("the wrong trainers' units: half the steps, no clipping, no caption dr
 
 TEST_CASE("copies and old replays are sent after an honest streak, counted by attack; exact copies are refused") {
     testing::TempDir dir;
-    testing::write_synthetic_dataset(dir.path() / "data", 3);
-    auto config = server::default_task_config(dir.path() / "data", server::PolicyKind::FedAsync, "dit-tiny").value();
-    config.local_steps = 4;
-    config.batch_size = 8;
-    config.target_seconds = 0;
-    config.replication = 0;
-    config.eval_samples = 64;
+    auto config = small_task(dir);
     FleetSpec spec;
     spec.seed = 5;
     spec.groups = {{"gpu", 2, 20, 100, 100, 20, 20, {}, Attack::None, 0},
@@ -96,13 +106,7 @@ TEST_CASE("copies and old replays are sent after an honest streak, counted by at
 
 TEST_CASE("a lying checker's answers are refused check_mismatch and quarantine it; no honest result is refused") {
     testing::TempDir dir;
-    testing::write_synthetic_dataset(dir.path() / "data", 3);
-    auto config = server::default_task_config(dir.path() / "data", server::PolicyKind::FedAsync, "dit-tiny").value();
-    config.local_steps = 4;
-    config.batch_size = 8;
-    config.target_seconds = 0;
-    config.replication = 0;
-    config.eval_samples = 64;
+    auto config = small_task(dir);
     config.loss_check = 1;
     config.check_by = "volunteers";
     config.trust_streak = 0;

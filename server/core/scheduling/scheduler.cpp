@@ -327,23 +327,7 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue(const Drawn
     wu.issued_at = now;
     wu.deadline = now + task.config.deadline_s;
 
-    auto envelope = common::seal_envelope(boost::json::serialize(common::to_json(wu)), common::kWorkUnitPurpose, key_);
-    AssignmentRecord assignment;
-    assignment.id = wu.wu_id;
-    assignment.work_unit_id = unit.id;
-    assignment.client_id = client.id;
-    assignment.issued_at = now;
-    assignment.deadline = wu.deadline;
-    assignment.envelope_json = boost::json::serialize(common::envelope_to_json(envelope));
-    auto claim = new_unit ? work_.create_work_unit(unit, assignment, max_in_flight)
-                          : work_.add_assignment(assignment, rebase, max_in_flight);
-    if (!claim) return claim.error();
-    if (*claim == Store::Claim::Taken) return std::optional<common::WorkResponse>();  // another request won it
-    if (*claim == Store::Claim::Busy) return std::optional(no_work(kRetryBusyS));
-    common::WorkResponse response;
-    response.has_work = true;
-    response.work_unit = std::move(envelope);
-    return std::optional(std::move(response));
+    return seal_and_claim(wu, unit, new_unit, rebase, max_in_flight);
 }
 
 common::Result<std::optional<std::int64_t>> Scheduler::rebase_of(const DrawnTask& task, const WorkUnitRecord& unit,

@@ -82,6 +82,13 @@ private:
                                                               const WorkUnitRecord& unit, bool new_unit,
                                                               std::int64_t max_in_flight,
                                                               const std::vector<ShardRecord>* shards = nullptr);
+    // `wu` sealed and claimed as an assignment of `unit` (created with it when `new_unit`, else
+    // rebased first when `rebase` says): the response; none when another request won the claim;
+    // "no work" when the volunteer holds its limit of units.
+    common::Result<std::optional<common::WorkResponse>> seal_and_claim(const common::WorkUnit& wu,
+                                                                       const WorkUnitRecord& unit, bool new_unit,
+                                                                       std::optional<std::int64_t> rebase,
+                                                                       std::int64_t max_in_flight);
     // A loss-check unit (scheduler_checks.cpp): the checked assignment's unit as it was sent, with
     // the check's question, this volunteer's id and a new wu_id.
     common::Result<std::optional<common::WorkResponse>> issue_check(const DrawnTask& task, const ClientRecord& client,

@@ -1,6 +1,7 @@
-// Scheduler: loss-check units (docs/operations.md, "Loss-check units"), built from the unit the
-// checked result answered as it was sent, so that the checker evaluates what its volunteer
-// trained: the same base model, shards and hyperparameters.
+// Scheduler: a built unit sealed and claimed, and loss-check units (docs/operations.md,
+// "Loss-check units"), built from the unit the checked result answered as it was sent, so that
+// the checker evaluates what its volunteer trained: the same base model, shards and
+// hyperparameters.
 #include <boost/json.hpp>
 
 #include "assignment_unit.h"
@@ -16,6 +17,32 @@ namespace {
 constexpr std::int64_t kCheckDeadlineS = 600;
 
 }  // namespace
+
+common::Result<std::optional<common::WorkResponse>> Scheduler::seal_and_claim(const common::WorkUnit& wu,
+                                                                              const WorkUnitRecord& unit, bool new_unit,
+                                                                              std::optional<std::int64_t> rebase,
+                                                                              std::int64_t max_in_flight) {
+    auto envelope = common::seal_envelope(boost::json::serialize(common::to_json(wu)), common::kWorkUnitPurpose, key_);
+    AssignmentRecord assignment;
+    assignment.id = wu.wu_id;
+    assignment.work_unit_id = unit.id;
+    assignment.client_id = wu.client_id;
+    assignment.issued_at = wu.issued_at;
+    assignment.deadline = wu.deadline;
+    assignment.envelope_json = boost::json::serialize(common::envelope_to_json(envelope));
+    auto claim = new_unit ? work_.create_work_unit(unit, assignment, max_in_flight)
+                          : work_.add_assignment(assignment, rebase, max_in_flight);
+    if (!claim) return claim.error();
+    if (*claim == Store::Claim::Taken) return std::optional<common::WorkResponse>();  // another request won it
+    common::WorkResponse response;
+    if (*claim == Store::Claim::Busy) {
+        response.retry_after_s = kRetryBusyS;
+        return std::optional(std::move(response));
+    }
+    response.has_work = true;
+    response.work_unit = std::move(envelope);
+    return std::optional(std::move(response));
+}
 
 common::Result<std::optional<common::WorkResponse>> Scheduler::issue_check(const DrawnTask& drawn,
                                                                            const ClientRecord& client,
@@ -52,25 +79,7 @@ common::Result<std::optional<common::WorkResponse>> Scheduler::issue_check(const
     wu.issued_at = now;
     wu.deadline = now + std::min(task.config.deadline_s, kCheckDeadlineS);
 
-    auto envelope = common::seal_envelope(boost::json::serialize(common::to_json(wu)), common::kWorkUnitPurpose, key_);
-    AssignmentRecord assignment;
-    assignment.id = wu.wu_id;
-    assignment.work_unit_id = unit.id;
-    assignment.client_id = client.id;
-    assignment.issued_at = now;
-    assignment.deadline = wu.deadline;
-    assignment.envelope_json = boost::json::serialize(common::envelope_to_json(envelope));
-    auto claim = work_.add_assignment(assignment, std::nullopt, max_in_flight);
-    if (!claim) return claim.error();
-    if (*claim == Store::Claim::Taken) return std::optional<common::WorkResponse>();
-    common::WorkResponse response;
-    if (*claim == Store::Claim::Busy) {
-        response.retry_after_s = kRetryBusyS;
-        return std::optional(std::move(response));
-    }
-    response.has_work = true;
-    response.work_unit = std::move(envelope);
-    return std::optional(std::move(response));
+    return seal_and_claim(wu, unit, false, std::nullopt, max_in_flight);
 }
 
 }  // namespace tessera::server
