@@ -15,7 +15,8 @@ import torch.nn.functional as F
 
 
 def modulate(x, shift, scale):
-    return x * (1 + scale) + shift
+    # As models/dit.cpp: one fused pass (addcmul), and x + gate * y likewise.
+    return torch.addcmul(shift, x, 1 + scale)
 
 
 def attention(q, k, v, mask=None):
@@ -90,8 +91,12 @@ class DitBlock(nn.Module):
         if keep is not None:  # the kept tokens back in a zero grid for the conv
             h = h.new_zeros(b, self.grid * self.grid, channels).scatter(
                 1, keep.unsqueeze(-1).expand(b, keep.size(1), channels), h)
-        image = h.transpose(1, 2).reshape(b, channels, self.grid, self.grid)
-        h = self.dwconv(image).flatten(2).transpose(1, 2)
+        if h.is_cuda:  # as models/dit.cpp: the tokens read as a channels-last grid, no transposed copy
+            image = h.contiguous().view(b, self.grid, self.grid, channels).permute(0, 3, 1, 2)
+            h = self.dwconv(image).permute(0, 2, 3, 1).reshape(b, self.grid * self.grid, channels)
+        else:
+            image = h.transpose(1, 2).reshape(b, channels, self.grid, self.grid)
+            h = self.dwconv(image).flatten(2).transpose(1, 2)
         if keep is not None:
             h = take(h, keep)
         return self.fc2(F.gelu(h, approximate="tanh"))
@@ -99,10 +104,10 @@ class DitBlock(nn.Module):
     def forward(self, x, t6, caption, mask, keep=None):
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = (
             self.scale_shift_table.unsqueeze(0) + t6).chunk(6, 1)
-        x = x + gate_msa * self.self_attention(modulate(self.norm1(x), shift_msa, scale_msa))
+        x = torch.addcmul(x, gate_msa, self.self_attention(modulate(self.norm1(x), shift_msa, scale_msa)))
         if self.text:
             x = x + self.cross_attention(x, caption, mask)
-        return x + gate_mlp * self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp), keep)
+        return torch.addcmul(x, gate_mlp, self.mlp(modulate(self.norm2(x), shift_mlp, scale_mlp), keep))
 
 
 def take(x, keep):

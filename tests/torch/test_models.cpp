@@ -6,6 +6,7 @@
 #include "torch/models/autoencoder.h"
 #include "torch/models/cnn.h"
 #include "torch/models/dit.h"
+#include "torch/models/dit_parts.h"
 #include "torch/workload.h"
 
 using namespace tessera::common;
@@ -67,6 +68,37 @@ TEST_CASE("DiT works on other latent sizes, e.g. 4x32x32 Stable Diffusion latent
     auto x = torch::randn({2, 4, 32, 32});
     CHECK((*dit)->forward(x, torch::rand({2}), {torch::tensor({3, 999}), {}, {}}).sizes().vec() == x.sizes().vec());
     CHECK_FALSE(make_workload("dit-tiny", DataShape{4, 7, 10, 0}).ok());
+}
+
+TEST_CASE("the token grid's conv gives the same values and gradients read channels-last as on an NCHW copy") {
+    torch::manual_seed(3);
+    torch::nn::Conv2d conv(torch::nn::Conv2dOptions(32, 32, 3).padding(1).groups(32));
+    auto tokens = torch::randn({5, 16, 32}, torch::requires_grad());
+    auto nchw = grid_conv(conv, tokens, 4, false);
+    auto nhwc = grid_conv(conv, tokens, 4, true);
+    CHECK(nchw.sizes() == tokens.sizes());
+    CHECK(nhwc.sizes() == tokens.sizes());
+    CHECK(torch::allclose(nchw, nhwc, 1e-6, 1e-6));
+    // Token n = gy·4 + gx is pixel (gy, gx): a 3×3 kernel of ones over channel 0 sums a token's
+    // neighbours, the corner token (0, 0) has four.
+    torch::NoGradGuard no_grad;
+    conv->weight.fill_(1);
+    conv->bias.zero_();
+    auto ones = torch::ones({1, 16, 32});
+    CHECK(grid_conv(conv, ones, 4, true)[0][0][0].item<float>() == 4);
+    CHECK(grid_conv(conv, ones, 4, true)[0][5][0].item<float>() == 9);
+    CHECK(grid_conv(conv, ones, 4, false)[0][3][0].item<float>() == 4);
+}
+
+TEST_CASE("gradients through the token grid's conv agree between its two layouts") {
+    torch::manual_seed(4);
+    torch::nn::Conv2d conv(torch::nn::Conv2dOptions(8, 8, 3).padding(1).groups(8));
+    auto tokens = torch::randn({3, 9, 8}, torch::requires_grad());
+    auto weights = torch::randn({3, 9, 8});
+    auto nchw = torch::autograd::grad({(grid_conv(conv, tokens, 3, false) * weights).sum()}, {tokens, conv->weight});
+    auto nhwc = torch::autograd::grad({(grid_conv(conv, tokens, 3, true) * weights).sum()}, {tokens, conv->weight});
+    CHECK(torch::allclose(nchw[0], nhwc[0], 1e-6, 1e-6));
+    CHECK(torch::allclose(nchw[1], nhwc[1], 1e-6, 1e-6));
 }
 
 TEST_CASE("the CNN has about 110K parameters and gives 10 logits") {
