@@ -150,12 +150,16 @@ TEST_CASE("an audit twin of a unit rebased after a timeout trains on the audited
     TestVolunteer bob(server, "bob");
     TestVolunteer carol(server, "carol");
     TestVolunteer dave(server, "dave");
+    TestVolunteer erin(server, "erin");
 
     auto abandoned = alice.request_work().value();  // times out below
-    // A made-up result without commitments cannot be replayed: judged by the other checks, merged.
-    auto other = carol.request_work().value();
-    REQUIRE(carol.upload(other, carol.made_up_delta(other, 1e-3f)).status == 200);
-    server.app().wait_idle();
+    // Another unit and its twin agree and merge: the base moves on.
+    auto other = train_unit(server, carol);
+    upload(server, carol, other, other.output.commitments);
+    server.advance(10);
+    auto other_twin = train(server, erin.request_work().value());
+    REQUIRE(unit_of(server, other_twin.wu) == unit_of(server, other.wu));
+    upload(server, erin, other_twin, other_twin.output.commitments);
     REQUIRE(server.version() == 1);
     server.advance(server.config().deadline_s + 10);
     server.app().transitioner().tick().value();

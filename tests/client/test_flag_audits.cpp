@@ -52,11 +52,12 @@ TEST_CASE("a flagged result is replayed: an honest one is merged, one trained at
     REQUIRE(passed.size() == 1);
     CHECK(passed[0].at("flagged").as_string().starts_with("norm_too_large: "));
 
-    // Sent without commitments, a flagged result cannot be replayed: the flag refuses it.
+    // Sent without commitments, a result could not be replayed: a task with audits refuses it
+    // at its upload, before any flag.
     server.advance(10);
     auto bare = train_unit(server, volunteer);
-    upload(server, volunteer, bare, std::nullopt);
-    CHECK(rejection_of(server, bare.wu.wu_id) == reason::kNormTooLarge);
+    CHECK(volunteer.upload_bytes(volunteer.manifest_for(bare.wu, bare.output.delta), bare.output.delta).status == 422);
+    CHECK(rejection_of(server, bare.wu.wu_id) == reason::kCommitmentsMissing);
     CHECK(metric(server, kReplayed) == 1);
 
     server.advance(10);

@@ -143,6 +143,24 @@ TEST_CASE("a non-finite f32 delta is rejected as non_finite") {
     CHECK(rejection_of(server, wu.wu_id) == reason::kNonFinite);
 }
 
+TEST_CASE("a task with audits refuses a result without commitments at its upload; a task without takes it") {
+    TestServer audited([](TaskConfig& c) { c.audit = 0.02; });
+    TestVolunteer volunteer(audited);
+    auto wu = volunteer.request_work().value();
+    auto reply = volunteer.upload(wu, volunteer.made_up_delta(wu, 1e-3f));
+    CHECK(reply.status == 422);
+    CHECK(reply.body.find("commitments_missing") != std::string::npos);
+    CHECK(rejection_of(audited, wu.wu_id) == reason::kCommitmentsMissing);
+    CHECK(audited.version() == 0);
+
+    TestServer unaudited;  // the fixture's tasks draw no audits
+    TestVolunteer other(unaudited);
+    auto plain = other.request_work().value();
+    CHECK(other.upload(plain, other.made_up_delta(plain, 1e-3f)).status == 200);
+    unaudited.app().wait_idle();
+    CHECK(rejection_of(unaudited, plain.wu_id).empty());
+}
+
 TEST_CASE("forged or misnumbered commitments are refused as commitment_mismatch, before any other check") {
     // (An honest unit's commitments, with its real opening loss: tests/client/test_result_commitments.cpp.)
     TestServer server([](TaskConfig& c) { c.max_in_flight = 10; });

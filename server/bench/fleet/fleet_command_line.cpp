@@ -83,6 +83,7 @@ void add_task_options(cxxopts::Options& options) {
     options.add_options()("local-steps", "H", cxxopts::value<std::int64_t>())("batch", "batch size",
                                                                               cxxopts::value<std::int64_t>())(
         "lr", "inner learning rate (the model's for its schedule, as task create)", cxxopts::value<double>())(
+        "grad-clip", "max global gradient norm of every step (the task's 1; 0: off)", cxxopts::value<double>())(
         "target-seconds", "unit length the scheduler sizes H for (0: fixed H)", cxxopts::value<double>())(
         "min-rounds", "lower H so each volunteer gets this many units over the schedule's span (20 with one; 0: off)",
         cxxopts::value<std::int64_t>())(

@@ -37,6 +37,7 @@ common::Result<server::TaskConfig> base_config(const CommandOptions& o, server::
     if (a.count("local-steps")) config->local_steps = a["local-steps"].as<std::int64_t>();
     if (a.count("batch")) config->batch_size = a["batch"].as<std::int64_t>();
     if (a.count("lr")) config->lr = a["lr"].as<double>();
+    if (a.count("grad-clip")) config->grad_clip = a["grad-clip"].as<double>();
     if (a.count("target-seconds")) config->target_seconds = a["target-seconds"].as<double>();
     if (a.count("units-end-together")) config->units_end_together = true;
     if (a.count("deadline")) config->deadline_s = a["deadline"].as<std::int64_t>();

@@ -10,11 +10,6 @@
 
 namespace tessera::bench {
 
-bool attack_needs_training(Attack attack) {
-    return attack == Attack::Scaled || attack == Attack::Scaled3 || attack == Attack::Noise ||
-           attack == Attack::SignFlip;
-}
-
 bool attack_trains_wrongly(Attack attack) {
     return attack == Attack::FewerSteps || attack == Attack::OtherShards || attack == Attack::StaleBase ||
            attack == Attack::NoClip || attack == Attack::NoDrop;

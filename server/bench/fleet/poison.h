@@ -10,8 +10,6 @@
 
 namespace tessera::bench {
 
-// Whether the attack needs an honestly trained delta (scaled, noise at its norm, sign flip).
-bool attack_needs_training(Attack attack);
 // Whether the attack trains, but not the unit it was given (fewer steps, other shards, a stale
 // base, no clipping, no condition drop): its delta is sent as trained.
 bool attack_trains_wrongly(Attack attack);

@@ -2,6 +2,7 @@
 #include "volunteer_uploads.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "poison.h"
@@ -52,11 +53,15 @@ std::optional<common::Commitments> forged_commitments(std::optional<common::Comm
     if (!trained) return std::nullopt;
     auto decoded = common::decode_delta(sent);
     if (!decoded) return std::nullopt;
-    auto& last = trained->segments.back();
-    last.sketch =
+    auto sketch =
         common::add_sketches(common::commitment_sketch(decoded->tensors, seed), trained->residual_in.sketch, -1.0);
-    last.sketch = common::add_sketches(last.sketch, trained->residual_out.sketch);
-    last.norm = server::l2_norm(decoded->tensors);
+    sketch = common::add_sketches(sketch, trained->residual_out.sketch);
+    auto norm = server::l2_norm(decoded->tensors);
+    // A NaN has no JSON: such an upload keeps its training's commitments.
+    if (!std::isfinite(norm) || !std::all_of(sketch.begin(), sketch.end(), [](double v) { return std::isfinite(v); }))
+        return trained;
+    trained->segments.back().sketch = sketch;
+    trained->segments.back().norm = norm;
     return trained;
 }
 
@@ -66,11 +71,14 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
     if (unit.check) return answer_check(v, unit, attack);
     common::Bytes delta;
     common::TrainMetrics metrics;
-    // What its training committed to; an upload changed afterwards sends forged ones, copies none.
+    // What its training committed to. An attacker that sends something else (a changed delta, a
+    // copy, a made-up one) sends forged commitments: its unit's honest opening loss and a last
+    // segment that fits its upload. A task with audits refuses results without commitments, so
+    // every attacker trains the unit here, as the strongest attacker would compute its opening loss.
     std::optional<common::Commitments> commitments;
     std::optional<server::ReplayMoments> moments_in;
     for (const auto& s : unit.shards) shards_seen_.insert(s.sha256);
-    if (attack == Attack::None || attack_needs_training(attack) || attack_trains_wrongly(attack)) {
+    {
         auto trained = train(v, unit, attack, moments_in);
         if (!trained) return trained.error();
         delta = std::move(trained->delta);
@@ -83,13 +91,13 @@ common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::Wor
     }
     if (attack == Attack::Copy || attack == Attack::OldReplay) {
         delta = resent_delta(v, attack);
-        commitments.reset();
     } else if (attack != Attack::None && !attack_trains_wrongly(attack)) {
         auto poisoned = poisoned_delta(unit, attack, delta);
         if (!poisoned) return poisoned.error();
         delta = std::move(*poisoned);
-        commitments = forged_commitments(std::move(commitments), delta, static_cast<std::uint64_t>(unit.hyper.seed));
     }
+    if (attack != Attack::None && !attack_trains_wrongly(attack))
+        commitments = forged_commitments(std::move(commitments), delta, static_cast<std::uint64_t>(unit.hyper.seed));
     // Every attack reports the unit's samples, as an honest volunteer would.
     if (attack != Attack::None) metrics.samples = unit.hyper.local_steps * unit.hyper.batch_size;
     metrics.samples_per_s = v.spec.samples_per_s;

@@ -13,6 +13,9 @@ constexpr std::string_view kWrongBaseVersion = "wrong_base_version";
 constexpr std::string_view kEncodingMismatch = "encoding_mismatch";
 constexpr std::string_view kTooLarge = "too_large";
 constexpr std::string_view kHashMismatch = "hash_mismatch";
+// A training result without commitments in a task with replay audits: it could be neither
+// replayed nor have its opening loss checked.
+constexpr std::string_view kCommitmentsMissing = "commitments_missing";
 // Checked by the validator (encoding_mismatch again, against the file's own metadata).
 constexpr std::string_view kUndecodable = "undecodable";
 constexpr std::string_view kShapeMismatch = "shape_mismatch";
@@ -44,8 +47,8 @@ constexpr std::string_view kTooStale = "too_stale";
 
 // Every reason, in the order above.
 // clang-format off
-constexpr std::array<std::string_view, 24> kAll = {
-    kDeadlinePassed, kWrongBaseVersion, kEncodingMismatch, kTooLarge, kHashMismatch,
+constexpr std::array<std::string_view, 25> kAll = {
+    kDeadlinePassed, kWrongBaseVersion, kEncodingMismatch, kTooLarge, kHashMismatch, kCommitmentsMissing,
     kUndecodable, kShapeMismatch, kNonFinite, kEmptyDelta, kCommitmentMismatch, kOpeningLossMismatch, kAuditFailed,
     kMomentsWithheld, kCheckMismatch,
     kNormTooLarge, kNormTooSmall, kCopied, kMisaligned, kNoImprovement, kLossIncrease,

@@ -67,6 +67,8 @@ public:
 private:
     common::Result<IntakeOutcome> refuse(const AssignmentRecord& assignment, std::string_view reason,
                                          const std::string& detail);
+    // Whether the assignment's task draws replay audits (and so needs every result's commitments).
+    common::Result<bool> audited_task(const AssignmentRecord& assignment) const;
     // A result that passed the upload's checks: its audit drawn, its delta and row stored, and
     // handed to validation unless its audit waits for moments.
     common::Result<IntakeOutcome> store(const AssignmentRecord& assignment, const common::ResultManifest& manifest,
