@@ -7,7 +7,7 @@
 
 namespace tessera::bench {
 
-// Trusted volunteers, no replication, no copy, alignment or norm checks.
+// Trusted volunteers, no replication, no copy, alignment or norm checks, no replay audits.
 inline void accept_made_up_results(server::TaskConfig& config) {
     config.replication = 0;
     config.trust_streak = 0;
@@ -15,6 +15,7 @@ inline void accept_made_up_results(server::TaskConfig& config) {
     config.min_alignment = -1;
     config.norm_floor = 0;
     config.norm_bound = 1e9;
+    config.audit = 0;  // made-up results carry no commitments to replay
 }
 
 }  // namespace tessera::bench
