@@ -4,6 +4,8 @@
 
 #include <c10/core/Device.h>
 
+#include <cstdint>
+
 #include "result.h"
 
 namespace tessera::client {
@@ -12,6 +14,10 @@ namespace tessera::client {
 // beyond it LibTorch reports out-of-memory, which the retry with micro-batches handles.
 // Zero or a CPU device: no cap.
 common::Status limit_gpu_memory(const c10::Device& device, double gigabytes);
+
+// The bytes of `device`'s memory this process may still take: the GPU's free memory, within
+// the cap when one is set. -1 on a CPU device or a CPU-only LibTorch, or when it cannot be read.
+std::int64_t gpu_bytes_available(const c10::Device& device);
 
 // Returns the blocks the caching allocator holds but no tensor uses to the GPU: after an
 // out-of-memory error, so a retry is not refused for fragments, and before another process

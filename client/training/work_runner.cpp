@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "bytes.h"
 #include "file_io.h"
@@ -18,6 +19,7 @@
 #include "torch/trainer.h"
 #include "torch/unit_commitments.h"
 #include "training/gpu_memory.h"
+#include "training/memory_fit.h"
 #include "training/unit_inputs.h"
 #include "zstd_codec.h"
 
@@ -29,6 +31,9 @@ namespace tessera::client {
 namespace {
 
 constexpr int kOomRetries = 4;
+// The two micro-batches a GPU's memory is probed at (fewer rows when the batch is smaller).
+constexpr std::int64_t kProbeSmall = 4;
+constexpr std::int64_t kProbeLarge = 16;
 
 bool is_out_of_memory(const std::string& message) { return message.find("out of memory") != std::string::npos; }
 
@@ -43,10 +48,12 @@ std::uint64_t moments_bytes(const common::TorchTensorMap& weights) {
 std::mutex fitted_mutex;
 std::map<std::string, std::int64_t> fitted;
 
-std::int64_t fitted_micro_batch(const std::string& key) {
+// 0: the whole batch fitted; none: no unit of the kind has trained here yet.
+std::optional<std::int64_t> fitted_micro_batch(const std::string& key) {
     std::lock_guard lock(fitted_mutex);
     auto it = fitted.find(key);
-    return it == fitted.end() ? 0 : it->second;
+    if (it == fitted.end()) return std::nullopt;
+    return it->second;
 }
 
 void remember_micro_batch(const std::string& key, std::int64_t micro_batch) {
@@ -152,6 +159,39 @@ common::Status resume_twin_moments(const std::filesystem::path& file, common::Tr
     return {};
 }
 
+// On a GPU, the micro-batch its free memory holds, before any out-of-memory error: one
+// training step as a warm-up (CUDA's handles and workspaces stay), then one at each of two
+// small batches, each measured by the free memory it took (the caching allocator keeps what
+// a step reserved until it is released). 0: the whole batch, or nothing could be measured.
+std::int64_t micro_batch_from_free_memory(const std::string& model, const common::TorchTensorMap& theta0,
+                                          const common::ShardData& data, const common::TrainConfig& config) {
+    auto device = common::parse_device(config.device);
+    auto small = std::min(config.batch_size, kProbeSmall), large = std::min(config.batch_size, kProbeLarge);
+    if (!device || !device->is_cuda() || large <= small) return 0;
+    std::int64_t available = -1;
+    auto probe = [&](std::int64_t rows) -> std::optional<MemoryUse> {
+        release_gpu_cache();
+        auto before = gpu_bytes_available(*device);
+        auto step = config;
+        step.steps = 1;
+        step.batch_size = rows;
+        step.micro_batch = 0;
+        step.snapshot_every = 0;
+        step.snapshot = nullptr;
+        step.on_lr = nullptr;
+        step.return_optimizer = false;
+        if (before < 0 || !common::train(model, theta0, data, step, {})) return std::nullopt;
+        available = before;
+        return MemoryUse{rows, before - gpu_bytes_available(*device)};
+    };
+    auto warm = probe(small);
+    auto at_small = warm ? probe(small) : std::nullopt;
+    auto at_large = at_small ? probe(large) : std::nullopt;
+    release_gpu_cache();
+    if (!at_large) return 0;
+    return micro_batch_for_memory(*at_small, *at_large, available, config.batch_size);
+}
+
 // Trains the unit in the device's memory: an out-of-memory error halves the micro-batch and
 // tries again (the micro-batch that fitted is remembered for the next unit of the kind), and
 // kept moments that do not fit the model are dropped for fresh ones, saying why in `note`.
@@ -159,9 +199,11 @@ common::Result<common::TrainOutcome> train_fitting(const common::WorkUnit& unit,
                                                    const common::ShardData& data, common::TrainConfig& config,
                                                    const common::ProgressCallback& progress, std::string& note) {
     // The micro-batch that fitted this model and batch in the GPU's memory before is used
-    // again, so only the first unit of a kind pays for finding it.
+    // again, so only the first unit of a kind pays for finding it (from the free memory).
     auto fitted_key = unit.model + "/" + std::to_string(config.batch_size);
-    config.micro_batch = fitted_micro_batch(fitted_key);
+    auto fitted_before = fitted_micro_batch(fitted_key);
+    config.micro_batch =
+        fitted_before ? *fitted_before : micro_batch_from_free_memory(unit.model, theta0, data, config);
     auto outcome = common::train(unit.model, theta0, data, config, progress);
     for (int retry = 0; !outcome && is_out_of_memory(outcome.message()) && retry < kOomRetries; ++retry) {
         // Same batch, accumulated over micro-batches half as large each time.

@@ -1,9 +1,10 @@
 // Runs one work unit's training: the base model and shards from the cache, the trainer with
 // the unit's hyperparameters, and the delta encoded as the unit asks (plus the error-feedback
-// residual carried from earlier units), in a zstd frame as it is uploaded. A GPU out-of-memory
-// error retries with gradient accumulation over smaller micro-batches, and the micro-batch
-// that fitted is used from the start for later units of the same model and batch. Torch
-// stays behind this header.
+// residual carried from earlier units), in a zstd frame as it is uploaded. On a GPU the first
+// unit of a model and batch sizes its micro-batch (gradient accumulation) from the free memory,
+// measured by probe steps; an out-of-memory error still retries with micro-batches half as
+// large, and the micro-batch that fitted is used from the start for later units of the same
+// model and batch. Torch stays behind this header.
 #pragma once
 
 #include <filesystem>

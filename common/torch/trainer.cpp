@@ -29,22 +29,32 @@ void set_cuda_autocast(bool enabled) {
 }
 #endif
 
-// bf16 autocast on CUDA for the scope of a training step.
+// bf16 autocast on CUDA for the scope of a forward pass. The bf16 copies of the weights it
+// makes stay cached (the backward passes run outside it) until a CastCache scope ends.
 class CudaAutocast {
 public:
     explicit CudaAutocast(bool enable) : enabled_(enable) {
         if (enabled_) set_cuda_autocast(true);
     }
     ~CudaAutocast() {
-        if (!enabled_) return;
-        set_cuda_autocast(false);
-        at::autocast::clear_cache();
+        if (enabled_) set_cuda_autocast(false);
     }
     CudaAutocast(const CudaAutocast&) = delete;
     CudaAutocast& operator=(const CudaAutocast&) = delete;
 
 private:
     bool enabled_;
+};
+
+// The weights' bf16 copies autocast cached, kept for a step's micro-batches (each weight is
+// cast once a step, not once a micro-batch) and dropped at its end, before the optimizer
+// changes the weights in place.
+class CastCache {
+public:
+    CastCache() = default;
+    ~CastCache() { at::autocast::clear_cache(); }
+    CastCache(const CastCache&) = delete;
+    CastCache& operator=(const CastCache&) = delete;
 };
 
 // Step `step`'s learning rate: the task's lr, times the run's schedule when the unit carries
@@ -161,6 +171,7 @@ Status check_training_inputs(const ShardData& data, const TrainConfig& config) {
 torch::Tensor accumulate_gradients(Workload& workload, const Batch& batch, std::int64_t rows, std::int64_t micro,
                                    bool cuda) {
     torch::Tensor step_loss;
+    CastCache casts;
     for (std::int64_t begin = 0; begin < rows; begin += micro) {
         auto end = std::min(rows, begin + micro);
         auto weight = static_cast<double>(end - begin) / static_cast<double>(rows);
@@ -386,6 +397,7 @@ Result<double> opening_loss(const std::string& preset, const TorchTensorMap& the
         DeviceSamples samples(data, *device);
         auto batch = samples.at(BatchOrder(data.size(), config.batch_size, *device, config.seed).next());
         (*workload)->draw(batch, config.seed, 0);
+        CastCache casts;
         CudaAutocast autocast(device->is_cuda());
         return (*workload)->loss(batch).to(torch::kFloat64).item<double>();
     } catch (const c10::Error& error) {

@@ -1,6 +1,8 @@
 // The local trainer on real Fashion-MNIST data: the diffusion loss falls, the classifier
 // learns, runs are reproducible, and bad inputs give clear errors.
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cmath>
 
@@ -25,6 +27,19 @@ ShardData load_train_shards(const std::filesystem::path& dir, const DatasetManif
     for (const auto& f : manifest.train) shards.push_back(load_shard_file(dir / f.file).value());
     return concat_shards(shards).value();
 }
+
+// bf16 autocast on the CPU (LibTorch 2.4 renamed the switches), as the trainer's on CUDA.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+void cpu_autocast(bool enabled) {
+    at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCPU, enabled);
+}
+#else
+void cpu_autocast(bool enabled) {
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(enabled);
+}
+#endif
 
 }  // namespace
 
@@ -118,6 +133,50 @@ TEST_CASE("gradient accumulation over micro-batches matches the full batch") {
     auto pieces = train("dit-tiny", theta0, data, config).value();
     // Same data and the same random draws per step: only float summation order differs.
     for (const auto& [name, delta] : whole.delta) CHECK(torch::allclose(delta, pieces.delta.at(name), 1e-4, 1e-6));
+}
+
+// The trainer keeps autocast's bf16 copies of the weights over a step's micro-batches, enabling
+// autocast for each forward only: the backward passes through a kept copy again and again.
+// The layer is called as the DiT calls its layers, torch::linear on the weight itself
+// (Linear::forward passes a transposed view, whose casts autocast never keeps).
+TEST_CASE("bf16 weight copies kept over micro-batches give the gradients of fresh ones") {
+    torch::manual_seed(3);
+    torch::nn::Linear layer(16, 8);
+    auto forward = [&](const torch::Tensor& x) { return torch::linear(x, layer->weight, layer->bias); };
+    auto inputs = torch::randn({12, 16});
+    auto gradients = [&](bool keep_copies) {
+        layer->zero_grad();
+        for (std::int64_t part = 0; part < 3; ++part) {
+            cpu_autocast(true);
+            auto out = forward(inputs.slice(0, 4 * part, 4 * part + 4));
+            cpu_autocast(false);
+            REQUIRE((out.scalar_type() == torch::kBFloat16));
+            out.to(torch::kFloat32).square().sum().backward();
+            if (!keep_copies) at::autocast::clear_cache();
+        }
+        at::autocast::clear_cache();
+        return std::vector<torch::Tensor>{layer->weight.grad().clone(), layer->bias.grad().clone()};
+    };
+    auto fresh = gradients(false);
+    auto kept = gradients(true);
+    CHECK(torch::equal(fresh[0], kept[0]));
+    CHECK(torch::equal(fresh[1], kept[1]));
+
+    // The copies are kept indeed: a weight changed in place is not seen until they are dropped,
+    // which is why the trainer drops them before the optimizer's step.
+    cpu_autocast(true);
+    auto before = forward(inputs);
+    {
+        torch::NoGradGuard no_grad;
+        layer->weight.mul_(2);
+    }
+    auto cached = forward(inputs);
+    at::autocast::clear_cache();
+    auto recast = forward(inputs);
+    cpu_autocast(false);
+    at::autocast::clear_cache();
+    CHECK(torch::equal(before, cached));
+    CHECK_FALSE(torch::equal(before, recast));
 }
 
 TEST_CASE("the cnn trained centrally for 2 epochs reaches 0.88 test accuracy") {
