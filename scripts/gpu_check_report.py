@@ -3,6 +3,7 @@
 volunteers' JSON logs: versions per minute, each volunteer's samples/s and verdicts, the
 rejections and their reasons, and the distances of replica comparisons.
 Usage: gpu_check_report.py SERVER_URL SECONDS CLIENT_LOG...
+       gpu_check_report.py --compared SERVER_URL   (prints how many replica comparisons it made)
 Exits 1 when the server accepted no result or a replica comparison exceeded its tolerance."""
 import json
 import statistics
@@ -30,7 +31,16 @@ def client_results(path):
     return device, results
 
 
+def comparisons(base):
+    events = get(base, "/api/v1/events?after=0&limit=1000")["events"]
+    return [json.loads(e["detail"]) if isinstance(e["detail"], str) else e["detail"]
+            for e in events if e["kind"] == "replicas_compared"]
+
+
 def main():
+    if sys.argv[1] == "--compared":
+        print(len(comparisons(sys.argv[2])))
+        return 0
     base, seconds, logs = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
     stats = get(base, "/api/v1/stats")
     versions = get(base, "/api/v1/versions")["versions"]
@@ -59,9 +69,7 @@ def main():
 
     for rejection in get(base, "/api/v1/rejections?limit=20")["rejections"]:
         print(f"  rejected {rejection['wu_id']}: {rejection['reason']}: {rejection.get('detail', '')}")
-    events = get(base, "/api/v1/events?after=0&limit=1000")["events"]
-    compared = [json.loads(e["detail"]) if isinstance(e["detail"], str) else e["detail"]
-                for e in events if e["kind"] == "replicas_compared"]
+    compared = comparisons(base)
     too_far = [c for c in compared if c["relative_l2"] > c["tolerance"]]
     if compared:
         distances = sorted(c["relative_l2"] for c in compared)
