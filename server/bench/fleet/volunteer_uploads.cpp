@@ -69,26 +69,21 @@ std::optional<common::Commitments> forged_commitments(std::optional<common::Comm
 
 common::Result<Upload> UploadMaker::compute(VolunteerState& v, const common::WorkUnit& unit, Attack attack) {
     if (unit.check) return answer_check(v, unit, attack);
-    common::Bytes delta;
-    common::TrainMetrics metrics;
     // What its training committed to. An attacker that sends something else (a changed delta, a
     // copy, a made-up one) sends forged commitments: its unit's honest opening loss and a last
     // segment that fits its upload. A task with audits refuses results without commitments, so
     // every attacker trains the unit here, as the strongest attacker would compute its opening loss.
-    std::optional<common::Commitments> commitments;
     std::optional<server::ReplayMoments> moments_in;
     for (const auto& s : unit.shards) shards_seen_.insert(s.sha256);
-    {
-        auto trained = train(v, unit, attack, moments_in);
-        if (!trained) return trained.error();
-        delta = std::move(trained->delta);
-        metrics = trained->metrics;
-        commitments = std::move(trained->commitments);
-        if (settings_.probe_deltas && attack == Attack::None)
-            if (auto status = probe(delta, unit); !status) return status.error();
-        // Real seconds, before the virtual ones below.
-        if (auto status = count_training(unit, metrics.seconds); !status) return status.error();
-    }
+    auto trained = train(v, unit, attack, moments_in);
+    if (!trained) return trained.error();
+    auto delta = std::move(trained->delta);
+    auto metrics = trained->metrics;
+    std::optional<common::Commitments> commitments = std::move(trained->commitments);
+    if (settings_.probe_deltas && attack == Attack::None)
+        if (auto status = probe(delta, unit); !status) return status.error();
+    // Real seconds, before the virtual ones below.
+    if (auto status = count_training(unit, metrics.seconds); !status) return status.error();
     if (attack == Attack::Copy || attack == Attack::OldReplay) {
         delta = resent_delta(v, attack);
     } else if (attack != Attack::None && !attack_trains_wrongly(attack)) {

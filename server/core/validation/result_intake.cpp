@@ -64,13 +64,14 @@ common::Result<IntakeOutcome> ResultIntake::receive(const std::string& client_id
     if (size != manifest->delta_blob.bytes || delta.sha256 != manifest->delta_blob.sha256)
         return refuse(a, reason::kHashMismatch, "the delta's size or SHA-256 differs from the manifest's");
     // Without commitments, or without the moments they started from, no replay could judge it.
-    if (!unit->check && (!manifest->commitments || !manifest->commitments->moments_in))
-        if (auto audited = audited_task(a); !audited || *audited) {
-            if (!audited) return audited.error();
+    if (!unit->check && (!manifest->commitments || !manifest->commitments->moments_in)) {
+        auto audited = audited_task(a);
+        if (!audited) return audited.error();
+        if (*audited)
             return refuse(a, reason::kCommitmentsMissing,
                           "this task audits its results: a result must carry its commitments, moments_in "
                           "included (docs/protocol.md, \"Commitments\"), as tessera-client makes them");
-        }
+    }
     return store(a, *manifest, *unit, delta, now);
 }
 
