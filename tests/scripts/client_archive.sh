@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/client-archive packs the built client into a folder that runs elsewhere: the folder is
+# scripts/client-archive refuses a missing client, an existing folder (left as it was) and an
+# unknown option, and packs the built client into a folder that runs elsewhere: the folder is
 # moved after packing, every library `ldd` resolves for it in an empty environment lies inside
 # it (or is glibc's), and the moved client, run in an empty environment from another directory,
 # trains one unit for a real server on loopback, which accepts it (skipped without Debian's
@@ -19,6 +20,18 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+
+# Refusals, each with its reason and nothing touched: no client there, a folder that exists.
+message=$("$root/scripts/client-archive" --client "$work/no-such-client" --folder "$work/none" 2>&1) &&
+  fail "packing a missing client succeeded"
+[[ "$message" == *"no tessera-client at $work/no-such-client"* ]] || fail "unclear refusal: $message"
+[ ! -e "$work/none" ] || fail "a refused pack left $work/none"
+mkdir -p "$work/taken" && echo kept > "$work/taken/file"
+message=$("$root/scripts/client-archive" --client "$TESSERA_CLIENT" --folder "$work/taken" 2>&1) &&
+  fail "packing into an existing folder succeeded"
+[[ "$message" == *"exists; give a new folder"* ]] || fail "unclear refusal: $message"
+[ "$(ls "$work/taken")" = file ] && [ "$(cat "$work/taken/file")" = kept ] || fail "an existing folder was changed"
+"$root/scripts/client-archive" --bogus > /dev/null 2>&1; [ $? -eq 2 ] || fail "an unknown option did not exit 2"
 
 "$root/scripts/client-archive" --client "$TESSERA_CLIENT" --folder "$work/packed/tessera-client" > "$work/pack.log" 2>&1 ||
   { cat "$work/pack.log"; fail "scripts/client-archive"; }
